@@ -1,0 +1,62 @@
+# trainrun — build, test, install. `make help` lists the targets.
+GO      ?= go
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+DATADIR ?= $(PREFIX)/share
+DESTDIR ?=
+export GOFLAGS ?= -mod=mod
+export CGO_ENABLED ?= 1
+
+BIN := bin/trainrun
+
+.PHONY: all help build deps test test-unit test-e2e bench lint install clean demo
+
+all: build
+
+help:
+	@echo "build      build bin/trainrun (and the SPANK plugin)"
+	@echo "deps       install what the tests need (Debian packages; root)"
+	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
+	@echo "test-unit  go test ./..."
+	@echo "test-e2e   end-to-end suite against a real local Slurm (root)"
+	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
+	@echo "lint       gofmt + go vet"
+	@echo "install    install into \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
+	@echo "demo       set up and run the main job on a built-in default"
+	@echo "clean      remove build outputs"
+
+build: $(BIN)
+
+$(BIN): FORCE
+	$(GO) build -o $(BIN) ./wrapper
+
+FORCE:
+
+deps:
+	@bash test/deps.sh
+
+test: deps test-unit test-e2e
+
+test-unit:
+	$(GO) test -count=1 ./...
+
+test-e2e: build
+	@bash test/e2e.sh
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./plan/... ./topo/... ./checkpoint/...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+install: build
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/trainrun
+
+demo: build
+	@bash contrib/demo.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The one table of exit codes. Job scripts branch on these; --help prints them.
+// Codes are stable: add new ones, never renumber.
+const (
+	ExitOK           = 0   // success: the command did what was asked (a run finished)
+	ExitFailure      = 1   // internal error: a bug or an unexpected system failure
+	ExitUsage        = 2   // bad flags or bad input file: the message names the input and the fix
+	ExitNoFit        = 3   // no layout fits (or a pinned layout does not fit): the message says what would
+	ExitSlurm        = 4   // the allocation is unusable: not inside one, bad SLURM_* values, srun missing, no GPUs
+	ExitStepFailed   = 5   // the training step failed: a task exited non-zero or was killed
+	ExitRequeued     = 6   // checkpointed and requeued: the job will run again, the script should exit
+	ExitStopped      = 7   // checkpointed and stopped: no requeue (policy, --no-requeue, or cancelled)
+	ExitRequeueLimit = 8   // gave up: requeue limit or repeated failures without progress
+	ExitCheckpoint   = 9   // a checkpoint could not be verified or committed
+	ExitNotFound     = 127 // the training command does not exist on the node
+	ExitInterrupted  = 130 // interrupted by Ctrl-C / SIGTERM before the step started
+)
+
+var exitCodeDocs = []struct {
+	code int
+	name string
+	doc  string
+}{
+	{ExitOK, "ok", "success (a run: the training finished)"},
+	{ExitFailure, "failure", "internal error (please report it)"},
+	{ExitUsage, "usage", "bad flag, value or input file; the message names it and what to do"},
+	{ExitNoFit, "no-fit", "no layout fits the GPUs' memory; the message says what would fit"},
+	{ExitSlurm, "slurm", "the Slurm allocation is unusable (bad SLURM_* values, no srun, no GPUs, inconsistent request)"},
+	{ExitStepFailed, "step-failed", "the training step failed (a task exited non-zero or was killed)"},
+	{ExitRequeued, "requeued", "checkpointed and requeued; the job runs again, the script should exit"},
+	{ExitStopped, "stopped", "checkpointed and stopped without requeue (policy, --no-requeue, cancelled)"},
+	{ExitRequeueLimit, "requeue-limit", "gave up: requeue limit reached or repeated failures without progress"},
+	{ExitCheckpoint, "checkpoint", "a checkpoint could not be verified or committed"},
+	{ExitNotFound, "not-found", "the training command was not found on a node"},
+	{ExitInterrupted, "interrupted", "interrupted (Ctrl-C, scancel) before or while starting"},
+}
+
+func exitCodeTable() string {
+	var b strings.Builder
+	b.WriteString("Exit codes:\n")
+	for _, e := range exitCodeDocs {
+		fmt.Fprintf(&b, "  %3d  %-14s %s\n", e.code, e.name, e.doc)
+	}
+	return b.String()
+}
+
+// exitError carries an exit code with an error. Wrap with withCode.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// withCode attaches an exit code to err (nil stays nil).
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: code, err: err}
+}
+
+// usageErrorf is the common case: bad user input.
+func usageErrorf(format string, a ...any) error {
+	return withCode(ExitUsage, fmt.Errorf(format, a...))
+}
+
+// errHelpShown is returned after printing --help: exit 0, print nothing more.
+var errHelpShown = errors.New("help shown")
+
+// errSilent wraps an error already reported to the user.
+var errSilent = errors.New("already reported")
+
+func exitCodeOf(err error) int {
+	if errors.Is(err, errHelpShown) {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return ExitFailure
+}

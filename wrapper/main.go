@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one subcommand. Each lives in its own cmd_*.go file and registers
+// itself from init, so subcommands can be added without touching this file.
+type command struct {
+	name  string
+	short string // one line for the command list
+	// run parses its own flags from args. Nothing below main calls os.Exit.
+	run func(ctx context.Context, env *runEnv, args []string) error
+}
+
+// runEnv is what a subcommand may touch of the outside world; tests build one
+// with buffers and call the command in-process.
+type runEnv struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	getenv         func(string) string
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("trainrun: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := &runEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv}
+	os.Exit(dispatch(ctx, env, os.Args[1:]))
+}
+
+// dispatch runs the subcommand named by args[0] and maps its error to an exit code.
+func dispatch(ctx context.Context, env *runEnv, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.stdout)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	if args[0] == "--version" || args[0] == "version" {
+		fmt.Fprintln(env.stdout, "trainrun", version)
+		return ExitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(env.stderr, "trainrun: unknown command %q; run 'trainrun --help' for the list\n", args[0])
+		return ExitUsage
+	}
+	err := c.run(ctx, env, args[1:])
+	if err == nil {
+		return ExitOK
+	}
+	code := exitCodeOf(err)
+	if !errors.Is(err, errHelpShown) && !errors.Is(err, errSilent) {
+		fmt.Fprintf(env.stderr, "trainrun: %s: %v\n", c.name, err)
+	}
+	return code
+}
+
+var version = "0.1.0-dev"
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "trainrun: a Slurm-native launcher for large-model training")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: trainrun COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].short)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'trainrun COMMAND --help' for a command's flags.")
+	fmt.Fprintln(w)
+	fmt.Fprint(w, exitCodeTable())
+}
+
+// joinLines is a small helper for multi-line help texts.
+func joinLines(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
