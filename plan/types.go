@@ -1,0 +1,155 @@
+package plan
+
+// The planner's vocabulary. JSON tags on Layout, Memory, Time and Evaluation
+// follow the `trainrun plan --format json` contract in PRODUCT.md; renaming a
+// tag breaks users' scripts.
+
+// FFNType is the MLP's shape: gelu/relu/squared-relu use two matrices
+// (h→f→h), swiglu three (gate, up, down).
+type FFNType string
+
+const (
+	FFNGelu        FFNType = "gelu"
+	FFNSwiGLU      FFNType = "swiglu"
+	FFNReLU        FFNType = "relu"
+	FFNSquaredReLU FFNType = "squared-relu"
+)
+
+// Model is a decoder-only transformer's architecture.
+type Model struct {
+	Name           string  `json:"name"`
+	Layers         int     `json:"layers"`
+	Hidden         int     `json:"hidden"`
+	Heads          int     `json:"heads"`
+	KVHeads        int     `json:"kv_heads"`               // = Heads for MHA; fewer for GQA/MQA
+	HeadDim        int     `json:"head_dim"`               // usually Hidden/Heads
+	FFN            int     `json:"ffn"`                    // dense MLP hidden size
+	FFNType        FFNType `json:"ffn_type"`               //
+	Vocab          int     `json:"vocab"`                  //
+	TiedEmbeddings bool    `json:"tied_embeddings"`        // input and output embeddings share weights
+	Experts        int     `json:"experts,omitempty"`      // routed experts per MoE layer; 0 = dense model
+	TopK           int     `json:"topk,omitempty"`         // experts per token
+	MoEFFN         int     `json:"moe_ffn,omitempty"`      // each routed expert's MLP hidden size
+	SharedFFN      int     `json:"shared_ffn,omitempty"`   // shared-expert MLP hidden size (0 = none)
+	DenseLayers    int     `json:"dense_layers,omitempty"` // leading dense layers of a MoE model
+}
+
+// Precision is the training number format for matmuls.
+type Precision string
+
+const (
+	BF16 Precision = "bf16"
+	FP16 Precision = "fp16"
+	FP8  Precision = "fp8"
+)
+
+// Job is what is trained and how much.
+type Job struct {
+	SeqLen      int       `json:"seq_len"`
+	GlobalBatch int       `json:"global_batch"` // sequences per optimizer step
+	Precision   Precision `json:"precision"`
+	LoRARank    int       `json:"lora_rank,omitempty"` // 0 = full training
+	Tokens      float64   `json:"tokens,omitempty"`    // total tokens, for time-to-train; 0 = not asked
+}
+
+// GPU is one accelerator type of the catalog. Bandwidths in bytes/s,
+// peaks are dense (no 2:4 sparsity).
+type GPU struct {
+	Name            string  `json:"name"`
+	PeakBF16        float64 `json:"peak_bf16_flops"` // dense FLOP/s
+	PeakFP8         float64 `json:"peak_fp8_flops"`  // dense FLOP/s; 0 = no FP8
+	MemoryBytes     float64 `json:"memory_bytes"`
+	HBMBandwidth    float64 `json:"hbm_bandwidth"`        // bytes/s
+	NVLinkBandwidth float64 `json:"nvlink_bandwidth"`     // bytes/s per GPU, one direction; 0 = no NVLink
+	PCIeBandwidth   float64 `json:"pcie_bandwidth"`       // bytes/s per GPU, one direction
+	InterNode       float64 `json:"inter_node_bandwidth"` // usual fabric, bytes/s per GPU, one direction
+	NVLinkDomain    int     `json:"nvlink_domain"`        // usual GPUs per NVLink domain
+	GPUsPerNode     int     `json:"gpus_per_node"`        // usual
+	Source          string  `json:"source"`               // where the figures come from
+}
+
+// Cluster is where the job runs.
+type Cluster struct {
+	GPU          GPU     `json:"gpu"`
+	GPUs         int     `json:"gpus"`
+	GPUsPerNode  int     `json:"gpus_per_node"`
+	NVLinkDomain int     `json:"nvlink_domain"`               // GPUs sharing one NVLink domain (node, or 72 for NVL72)
+	InterNode    float64 `json:"inter_node_bandwidth"`        // bytes/s per GPU, one direction
+	HostMemory   float64 `json:"host_memory_bytes,omitempty"` // per node, for offload; 0 = unknown
+}
+
+// Layout is one parallel configuration.
+type Layout struct {
+	TP         int    `json:"tp"`
+	PP         int    `json:"pp"`
+	VPP        int    `json:"vpp"` // virtual stages per pipeline rank (1 = not interleaved)
+	CP         int    `json:"cp"`
+	EP         int    `json:"ep"`
+	DP         int    `json:"dp"`
+	SP         bool   `json:"sp"`
+	MicroBatch int    `json:"micro_batch"`
+	GradAccum  int    `json:"grad_accum"`
+	Recompute  string `json:"recompute"` // none | selective | full
+	Zero       int    `json:"zero"`      // 0-3 (1 = Megatron's distributed optimizer)
+	Offload    string `json:"offload"`   // none | optimizer | params
+}
+
+// Memory is the per-GPU memory of the most loaded pipeline stage, in bytes.
+type Memory struct {
+	PerGPU      float64 `json:"per_gpu_bytes"`
+	Capacity    float64 `json:"capacity_bytes"`
+	Fits        bool    `json:"fits"`
+	Weights     float64 `json:"weights_bytes"`
+	Grads       float64 `json:"grads_bytes"`
+	Optimizer   float64 `json:"optimizer_bytes"`
+	Activations float64 `json:"activations_bytes"`
+	Other       float64 `json:"other_bytes"`
+}
+
+// Time is one optimizer step's predicted duration and its parts, in seconds.
+type Time struct {
+	Step          float64 `json:"step_s"`
+	Compute       float64 `json:"compute_s"`
+	TPComm        float64 `json:"tp_comm_s"`
+	PPBubble      float64 `json:"pp_bubble_s"`
+	DPCommExposed float64 `json:"dp_comm_exposed_s"`
+	CPComm        float64 `json:"cp_comm_s"`
+	EPComm        float64 `json:"ep_comm_s"`
+	Offload       float64 `json:"offload_s"`
+}
+
+// Traffic is the bytes one GPU sends per optimizer step in each kind of
+// group; placement uses it to weigh which groups must stay on fast links.
+type Traffic struct {
+	TP float64 `json:"tp_bytes"`
+	CP float64 `json:"cp_bytes"`
+	EP float64 `json:"ep_bytes"`
+	DP float64 `json:"dp_bytes"`
+	PP float64 `json:"pp_bytes"`
+}
+
+// Evaluation is one layout with its predictions: the "plan" object of the contract.
+type Evaluation struct {
+	Layout
+	Memory             Memory   `json:"memory"`
+	Time               Time     `json:"time"`
+	TokensPerSPerGPU   float64  `json:"tokens_per_s_per_gpu"`
+	ModelFlopsPerToken float64  `json:"model_flops_per_token"`
+	ModelTFLOPSPerGPU  float64  `json:"model_tflops_per_gpu"`
+	MFU                float64  `json:"mfu"`
+	Why                []string `json:"why"`
+	Traffic            Traffic  `json:"traffic"`
+}
+
+// Rejection is a layout that was considered and why it lost.
+type Rejection struct {
+	Config string `json:"config"` // "tp=4,pp=2,..."
+	Reason string `json:"reason"` // the figure that did not fit
+}
+
+// Result is the whole answer of a search: the contract's top-level object.
+type Result struct {
+	Plan         *Evaluation  `json:"plan"` // nil when nothing fits
+	Alternatives []Evaluation `json:"alternatives"`
+	Rejected     []Rejection  `json:"rejected"`
+}
