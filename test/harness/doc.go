@@ -35,9 +35,14 @@
 //     also worked on the project's machines.) linuxproc tracks a step's
 //     processes by parentage, so it still reaches every descendant of a task.
 //   - PreemptType=preempt/partition_prio, PreemptMode=REQUEUE, JobRequeue=1,
-//     partitions "low" (default, GraceTime) and "high" (higher PriorityTier) on
-//     the same nodes, a short KillWait, and AuthInfo cred_expire=10, which is
-//     also the delay before a requeued job may start again (default 120 s).
+//     partitions "low" (default, GraceTime=5) and "high" (higher PriorityTier)
+//     on the same nodes, KillWait=5, and AuthInfo cred_expire=10, which is also
+//     the delay before a requeued job may start again (default 120 s). Note
+//     that slurmctld notices the end of a GraceTime only in its 30 s periodic
+//     limit check: a preempted low job was killed and requeued 14-16 s after
+//     the high job's submission here, and it may take up to GraceTime+30 s.
+//     Give the low partition GraceTime=0 (Options.Partitions) where a test
+//     needs preemption to be immediate.
 //   - SchedulerParameters=batch_sched_delay=0 with a 1 s scheduler interval, so
 //     a batch job starts in about a second.
 //   - CommunicationParameters=NoCtldInAddrAny,NoInAddrAny, so the daemons bind
