@@ -354,27 +354,16 @@ func (l CPUList) Equal(o CPUList) bool {
 }
 
 // NCCLNICs is the exact list of RDMA devices NCCL should use on this node
-// (for NCCL_IB_HCA with the "=" exact-match prefix), in the order of the
-// GPUs they serve. See roles.go for how a device qualifies.
+// (for NCCL_IB_HCA with the "=" exact-match prefix), in natural name order
+// (mlx5_2 before mlx5_10). See roles.go for how a device qualifies.
 func (n *Node) NCCLNICs() []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(name string) {
-		if !seen[name] {
-			seen[name] = true
-			out = append(out, name)
-		}
-	}
-	for _, g := range n.GPUs {
-		for _, name := range g.NCCLNICs {
-			add(name)
-		}
-	}
+	out := []string{}
 	for _, d := range n.RDMA {
 		if d.NCCL {
-			add(d.Name)
+			out = append(out, d.Name)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i], out[j]) })
 	return out
 }
 
