@@ -144,6 +144,28 @@ func Discover(opts Options) (*Node, error) {
 			rd.GPUPaths[i] = pciPath(f, byBDF[g.BusID])
 		}
 	}
+	n.NICLinks = make([][]PathType, len(n.RDMA))
+	for i := range n.RDMA {
+		n.NICLinks[i] = make([]PathType, len(n.RDMA))
+		for j := range n.RDMA {
+			n.NICLinks[i][j] = pciPath(byBDF[n.RDMA[i].BusID], byBDF[n.RDMA[j].BusID])
+		}
+	}
+	n.PCIFunctions = map[string]PCIFunction{}
+	addFn := func(path []string) {
+		for _, b := range path {
+			if f := byBDF[b]; f != nil {
+				n.PCIFunctions[b] = PCIFunction{BusID: b, Class: fmt.Sprintf("0x%06x", f.class), Vendor: f.vendor, Device: f.device,
+					SubsystemVendor: f.subVendor, SubsystemDevice: f.subDevice, LinkSpeed: f.speed, LinkWidth: f.width, NUMANode: f.numa}
+			}
+		}
+	}
+	for _, g := range n.GPUs {
+		addFn(g.PCIPath)
+	}
+	for _, d := range n.RDMA {
+		addFn(d.PCIPath)
+	}
 	for i := range n.GPUs {
 		best := PathUnknown
 		var names []string
@@ -560,20 +582,36 @@ func roceV2GID(pdir string) (*int, string) {
 	return nil, ""
 }
 
-// naturalLess orders mlx5_2 before mlx5_10.
+// naturalLess orders names with digit runs compared as numbers: mlx5_2
+// before mlx5_10, rdmap16s27 before rdmap144s27.
 func naturalLess(a, b string) bool {
-	ia, ib := strings.LastIndexFunc(a, notDigit), strings.LastIndexFunc(b, notDigit)
-	if a[:ia+1] == b[:ib+1] {
-		x, e1 := strconv.Atoi(a[ia+1:])
-		y, e2 := strconv.Atoi(b[ib+1:])
-		if e1 == nil && e2 == nil {
-			return x < y
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			x, _ := strconv.ParseUint(a[:da], 10, 64)
+			y, _ := strconv.ParseUint(b[:db], 10, 64)
+			if x != y {
+				return x < y
+			}
+			a, b = a[da:], b[db:]
+			continue
 		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
 	}
-	return a < b
+	return len(a) < len(b)
 }
 
-func notDigit(r rune) bool { return r < '0' || r > '9' }
+func digitRun(s string) int {
+	i := 0
+	for i < len(s) && i < 18 && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
 
 func readNUMA(sysDir string) ([]NUMANode, error) {
 	dir := filepath.Join(sysDir, "devices/system/node")

@@ -2,7 +2,6 @@ package topo
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -28,16 +27,6 @@ import (
 // On a node without GPUs no rail exists: slow Ethernet is management, the rest
 // unknown.
 func assignRoles(n *Node) {
-	type key struct {
-		layer string
-		rate  float64
-	}
-	keyOf := func(d *RDMADevice) (key, bool) {
-		if len(d.Ports) == 0 {
-			return key{}, false
-		}
-		return key{d.Ports[0].LinkLayer, d.Ports[0].RateGbps}, true
-	}
 	near := func(d *RDMADevice) PathType {
 		best := PathUnknown
 		for _, p := range d.GPUPaths {
@@ -47,84 +36,110 @@ func assignRoles(n *Node) {
 		}
 		return best
 	}
-	layerRank := map[string]int{"InfiniBand": 0, "Ethernet": 1}
-	var rail key
+	// A port that is not ACTIVE reports a minimum rate (a down NDR port reads
+	// "10 Gb/sec (4X SDR)"), so only active ports say what rate a device runs at.
+	activeRate := func(d *RDMADevice) float64 {
+		for _, p := range d.Ports {
+			if p.Active() {
+				return p.RateGbps
+			}
+		}
+		return 0
+	}
+	layerRank := func(l string) int {
+		switch l {
+		case "InfiniBand":
+			return 0
+		case "Ethernet":
+			return 1
+		}
+		return 2
+	}
+	var railLayer string
+	var railRate float64
 	haveRail := false
 	if len(n.GPUs) > 0 {
 		for _, limit := range []PathType{PathPXB, PathPHB, PathSYS} {
-			count := map[key]int{}
+			layers := map[string]int{}
 			for i := range n.RDMA {
 				d := &n.RDMA[i]
-				k, ok := keyOf(d)
-				if p := near(d); ok && p != PathUnknown && p <= limit {
-					count[k]++
+				if p := near(d); len(d.Ports) > 0 && p != PathUnknown && p <= limit {
+					layers[d.Ports[0].LinkLayer]++
 				}
 			}
-			if len(count) == 0 {
+			if len(layers) == 0 {
 				continue
 			}
-			var keys []key
-			for k := range count {
-				keys = append(keys, k)
+			haveRail = true
+			best := -1
+			for l, c := range layers {
+				if c > best || (c == best && layerRank(l) < layerRank(railLayer)) {
+					railLayer, best = l, c
+				}
 			}
-			sort.Slice(keys, func(i, j int) bool {
-				a, b := keys[i], keys[j]
-				if count[a] != count[b] {
-					return count[a] > count[b]
+			rates := map[float64]int{}
+			for i := range n.RDMA {
+				d := &n.RDMA[i]
+				if p := near(d); len(d.Ports) > 0 && d.Ports[0].LinkLayer == railLayer && p <= limit && activeRate(d) > 0 {
+					rates[activeRate(d)]++
 				}
-				ra, oka := layerRank[a.layer]
-				rb, okb := layerRank[b.layer]
-				if !oka {
-					ra = 2
+			}
+			best = -1
+			for r, c := range rates {
+				if c > best || (c == best && r > railRate) {
+					railRate, best = r, c
 				}
-				if !okb {
-					rb = 2
-				}
-				if ra != rb {
-					return ra < rb
-				}
-				return a.rate > b.rate
-			})
-			rail, haveRail = keys[0], true
+			}
 			break
 		}
+	}
+	railDesc := railLayer
+	if railRate > 0 {
+		railDesc += " " + gbps(railRate)
 	}
 	railNear := false
 	for i := range n.RDMA {
 		d := &n.RDMA[i]
-		if k, ok := keyOf(d); ok && haveRail && k == rail && near(d) <= PathPHB && near(d) != PathUnknown {
+		if haveRail && len(d.Ports) > 0 && d.Ports[0].LinkLayer == railLayer && near(d) != PathUnknown && near(d) <= PathPHB {
 			railNear = true
 		}
 	}
 	railCount := 0
 	for i := range n.RDMA {
 		d := &n.RDMA[i]
-		k, ok := keyOf(d)
+		var layer string
+		if len(d.Ports) > 0 {
+			layer = d.Ports[0].LinkLayer
+		}
+		rate := activeRate(d)
+		if rate == 0 && len(d.Ports) > 0 {
+			rate = d.Ports[0].RateGbps
+		}
 		switch {
-		case !ok:
+		case len(d.Ports) == 0:
 			d.Role, d.RoleReason = RoleUnknown, "no ports"
 		case !haveRail:
-			if k.layer == "Ethernet" && k.rate < 50 {
-				d.Role, d.RoleReason = RoleManagement, fmt.Sprintf("Ethernet %s, no GPUs on this node", gbps(k.rate))
+			if layer == "Ethernet" && rate < 50 {
+				d.Role, d.RoleReason = RoleManagement, fmt.Sprintf("Ethernet %s, no GPUs on this node", gbps(rate))
 			} else {
 				d.Role, d.RoleReason = RoleUnknown, "no GPUs on this node: no compute rail to compare with"
 			}
-		case k.layer != rail.layer:
-			d.Role = storageOrMgmt(k.rate, 100)
-			d.RoleReason = fmt.Sprintf("%s beside the %s %s compute rail", k.layer, rail.layer, gbps(rail.rate))
-			if k.layer == "Ethernet" && rail.layer == "InfiniBand" {
-				d.RoleReason = fmt.Sprintf("Ethernet %s on an InfiniBand fabric (compute rail: InfiniBand %s)", gbps(k.rate), gbps(rail.rate))
+		case layer != railLayer:
+			d.Role = storageOrMgmt(rate, 100)
+			d.RoleReason = fmt.Sprintf("%s %s beside the %s compute rail", layer, gbps(rate), railDesc)
+			if layer == "Ethernet" && railLayer == "InfiniBand" {
+				d.RoleReason = fmt.Sprintf("Ethernet %s on an InfiniBand fabric (compute rail: %s)", gbps(rate), railDesc)
 			}
-		case k.rate != rail.rate:
-			d.Role = storageOrMgmt(k.rate, 50)
-			d.RoleReason = fmt.Sprintf("rate %s differs from the compute rail's %s", gbps(k.rate), gbps(rail.rate))
+		case activeRate(d) > 0 && railRate > 0 && activeRate(d) != railRate:
+			d.Role = storageOrMgmt(rate, 50)
+			d.RoleReason = fmt.Sprintf("rate %s differs from the compute rail's %s", gbps(rate), gbps(railRate))
 		case railNear && near(d) >= PathNODE:
 			d.Role = RoleStorage
 			d.RoleReason = fmt.Sprintf("not near any GPU (nearest is %s) while the compute NICs sit next to their GPUs", near(d))
 		default:
 			d.Role = RoleCompute
 			railCount++
-			d.RoleReason = fmt.Sprintf("%s %s, %s to %s", k.layer, gbps(k.rate), near(d), strings.Join(nearGPUs(n, d, near(d)), ","))
+			d.RoleReason = fmt.Sprintf("%s, %s to %s", railDesc, near(d), strings.Join(nearGPUs(n, d, near(d)), ","))
 		}
 		if d.Role == RoleCompute {
 			for _, p := range d.Ports {
@@ -155,7 +170,7 @@ func assignRoles(n *Node) {
 		n.GPUs[i].NCCLNICs = names
 	}
 	if haveRail && railCount > 0 && len(n.NCCLNICs()) == 0 {
-		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", rail.layer))
+		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
 	}
 	flat := len(n.GPUs) > 0
 	for _, g := range n.GPUs {
@@ -193,6 +208,18 @@ func assignRoles(n *Node) {
 		}
 		ni.Socket = ni.OperState == "up" && len(ni.IPv4) > 0 && ni.Role != RoleCompute &&
 			(ni.Kind == NetPhysical || ni.Kind == NetBridge) && !containerBridge(ni.Name)
+	}
+	// Bootstrap traffic belongs on the management network when there is one.
+	mgmt := false
+	for _, ni := range n.NetIfs {
+		mgmt = mgmt || (ni.Socket && ni.Role == RoleManagement)
+	}
+	if mgmt {
+		for i := range n.NetIfs {
+			if n.NetIfs[i].Role != RoleManagement {
+				n.NetIfs[i].Socket = false
+			}
+		}
 	}
 }
 

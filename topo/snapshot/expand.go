@@ -206,7 +206,7 @@ func (e *expander) function(n *PCISpec, parentDir string, numa int) error {
 					return err
 				}
 			}
-			if err := e.netdev(name, netDir, n.Attrs, 1, "up"); err != nil {
+			if err := e.netdev(name, netDir, netAttrs(n.Attrs), 1, "up"); err != nil {
 				return err
 			}
 		}
@@ -254,6 +254,12 @@ func (e *expander) function(n *PCISpec, parentDir string, numa int) error {
 		}
 	}
 	return nil
+}
+
+// netAttrs maps a PCI function's net keys (speed_mbps, ip, netstate) onto
+// the interface's (speed is the PCIe link speed on a function line).
+func netAttrs(a map[string]string) map[string]string {
+	return map[string]string{"speed": a["speed_mbps"], "ip": a["ip"], "netstate": a["netstate"]}
 }
 
 func defaults(n *PCISpec) map[string]string {
@@ -330,7 +336,7 @@ func (e *expander) nic(n *PCISpec, dir, bdf string) error {
 			return fmt.Errorf("spec %s line %d: nic with ibport lines needs rdma=NAME", e.s.Name, n.Line)
 		}
 		if name := n.Attrs["net"]; name != "" {
-			return e.netdev(name, dir, n.Attrs, 1, "up")
+			return e.netdev(name, dir, netAttrs(n.Attrs), 1, "up")
 		}
 		return nil
 	}
@@ -375,8 +381,9 @@ func (e *expander) ibport(n *PCISpec, p IBPortSpec, ibdir, fnDir, guid string) e
 	}
 	pa := p.Attrs
 	layer := pa["layer"]
-	if layer != "InfiniBand" && layer != "Ethernet" && layer != "Unspecified" {
-		return bad("layer=%q; accepted: InfiniBand, Ethernet, Unspecified", layer)
+	// "Unknown" is what the kernel prints for EFA (IB_LINK_LAYER_UNSPECIFIED).
+	if layer != "InfiniBand" && layer != "Ethernet" && layer != "Unknown" {
+		return bad("layer=%q; accepted: InfiniBand, Ethernet, Unknown", layer)
 	}
 	st, ok := ibStates[pa["state"]]
 	if !ok {
@@ -520,6 +527,17 @@ func (e *expander) addIP(ifname, ip string) error {
 
 func (e *expander) virtualNetIf(n NetIfSpec) error {
 	ndir := filepath.Join(e.sys, "devices/virtual/net", n.Name)
+	if n.Attrs["kind"] == "platform" { // a non-PCI device, e.g. Hyper-V's VMBus netvsc
+		p := n.Attrs["path"]
+		if p == "" || strings.Contains(p, "..") {
+			return fmt.Errorf("spec %s: netif %s: kind=platform needs path=DEVICE-PATH below sys/devices", e.s.Name, n.Name)
+		}
+		dev := filepath.Join(e.sys, "devices", p)
+		if err := os.MkdirAll(dev, 0o755); err != nil {
+			return err
+		}
+		return e.netdev(n.Name, dev, map[string]string{"ip": n.Attrs["ip"], "speed": n.Attrs["speed"], "netstate": n.Attrs["state"]}, 1, "up")
+	}
 	typ := "1"
 	state := orDefault(n.Attrs["state"], "down")
 	switch n.Attrs["kind"] {
@@ -531,7 +549,7 @@ func (e *expander) virtualNetIf(n NetIfSpec) error {
 		}
 	case "virtual":
 	default:
-		return fmt.Errorf("spec %s: netif %s: kind=%q; accepted: loopback, bridge, virtual", e.s.Name, n.Name, n.Attrs["kind"])
+		return fmt.Errorf("spec %s: netif %s: kind=%q; accepted: loopback, bridge, virtual, platform", e.s.Name, n.Name, n.Attrs["kind"])
 	}
 	for f, v := range map[string]string{"operstate": state, "type": typ, "speed": "-1"} {
 		if err := e.write(filepath.Join(ndir, f), v+"\n"); err != nil {

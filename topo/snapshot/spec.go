@@ -85,10 +85,7 @@ func Parse(name string, data []byte) (*Spec, error) {
 	ln := 0
 	for sc.Scan() {
 		ln++
-		raw := sc.Text()
-		if i := strings.Index(raw, "#"); i >= 0 {
-			raw = raw[:i]
-		}
+		raw := stripComment(sc.Text())
 		if strings.TrimSpace(raw) == "" {
 			continue
 		}
@@ -226,6 +223,21 @@ func Parse(name string, data []byte) (*Spec, error) {
 		return nil, fmt.Errorf("%s: no 'name' line", name)
 	}
 	return s, nil
+}
+
+// stripComment cuts a '#' that starts the line or follows a space, outside
+// double quotes ("nccl#1453" in a value stays).
+func stripComment(s string) string {
+	inQ := false
+	for i, r := range s {
+		switch {
+		case r == '"':
+			inQ = !inQ
+		case r == '#' && !inQ && (i == 0 || s[i-1] == ' '):
+			return s[:i]
+		}
+	}
+	return s
 }
 
 // tokenize splits on spaces; a value may be double-quoted (key="a b").
