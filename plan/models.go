@@ -165,7 +165,7 @@ func LookupModel(name string) (Model, error) {
 	canon, ok := presetByNorm[normName(name)]
 	if !ok {
 		return Model{}, fmt.Errorf("unknown model %q; nearest: %s; known: %s (or give a config.json path, or --layers/--hidden/... flags)",
-			name, nearest(name, ModelNames()), strings.Join(ModelNames(), ", "))
+			name, nearestName(name, ModelNames()), strings.Join(ModelNames(), ", "))
 	}
 	if why, bad := unsupportedModels[canon]; bad {
 		return Model{}, fmt.Errorf("model %q: %s", name, why)
@@ -180,11 +180,11 @@ func ModelSource(name string) string {
 
 // nearest returns the candidate with the smallest edit distance to s after
 // normalisation (ties: the alphabetically first).
-func nearest(s string, candidates []string) string {
+func nearestName(s string, candidates []string) string {
 	best, bestD := "", -1
 	ns := normName(s)
 	for _, c := range candidates {
-		d := editDistance(ns, normName(c))
+		d := levenshtein(ns, normName(c))
 		if bestD < 0 || d < bestD || (d == bestD && c < best) {
 			best, bestD = c, d
 		}
@@ -192,8 +192,8 @@ func nearest(s string, candidates []string) string {
 	return best
 }
 
-// editDistance is Levenshtein distance over runes.
-func editDistance(a, b string) int {
+// levenshtein is Levenshtein distance over runes.
+func levenshtein(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)

@@ -127,8 +127,8 @@ func TestEditDistance(t *testing.T) {
 		d    int
 	}{{"", "", 0}, {"abc", "", 3}, {"kitten", "sitting", 3}, {"llama", "lama", 1}, {"h100sxm", "h100pcie", 4}}
 	for _, c := range cases {
-		if got := editDistance(c.a, c.b); got != c.d {
-			t.Errorf("editDistance(%q,%q) = %d, want %d", c.a, c.b, got, c.d)
+		if got := levenshtein(c.a, c.b); got != c.d {
+			t.Errorf("levenshtein(%q,%q) = %d, want %d", c.a, c.b, got, c.d)
 		}
 	}
 }

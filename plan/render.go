@@ -28,13 +28,43 @@ type jsonPlan struct {
 	Recompute          string   `json:"recompute"`
 	Zero               int      `json:"zero"`
 	Offload            string   `json:"offload"`
-	Memory             Memory   `json:"memory"`
-	Time               Time     `json:"time"`
+	Memory             jsonMemory `json:"memory"`
+	Time               jsonTime   `json:"time"`
 	TokensPerSPerGPU   float64  `json:"tokens_per_s_per_gpu"`
 	ModelFlopsPerToken float64  `json:"model_flops_per_token"`
 	ModelTFLOPSPerGPU  float64  `json:"model_tflops_per_gpu"`
 	MFU                float64  `json:"mfu"`
 	Why                []string `json:"why"`
+}
+
+// jsonMemory and jsonTime are the contract's "memory" and "time" objects.
+// They are spelled out, not Memory and Time themselves, so that a field the
+// planner adds to those types cannot leak into the contract.
+type jsonMemory struct {
+	PerGPU      float64 `json:"per_gpu_bytes"`
+	Capacity    float64 `json:"capacity_bytes"`
+	Fits        bool    `json:"fits"`
+	Weights     float64 `json:"weights_bytes"`
+	Grads       float64 `json:"grads_bytes"`
+	Optimizer   float64 `json:"optimizer_bytes"`
+	Activations float64 `json:"activations_bytes"`
+	Other       float64 `json:"other_bytes"`
+}
+
+type jsonTime struct {
+	Step          float64 `json:"step_s"`
+	Compute       float64 `json:"compute_s"`
+	TPComm        float64 `json:"tp_comm_s"`
+	PPBubble      float64 `json:"pp_bubble_s"`
+	DPCommExposed float64 `json:"dp_comm_exposed_s"`
+	CPComm        float64 `json:"cp_comm_s"`
+	EPComm        float64 `json:"ep_comm_s"`
+	Offload       float64 `json:"offload_s"`
+}
+
+func toJSONTime(t Time) jsonTime {
+	return jsonTime{Step: t.Step, Compute: t.Compute, TPComm: t.TPComm, PPBubble: t.PPBubble,
+		DPCommExposed: t.DPCommExposed, CPComm: t.CPComm, EPComm: t.EPComm, Offload: t.Offload}
 }
 
 type jsonRejection struct {
@@ -56,7 +86,7 @@ func toJSONPlan(e Evaluation) jsonPlan {
 	return jsonPlan{
 		TP: e.TP, PP: e.PP, VPP: e.VPP, CP: e.CP, EP: e.EP, DP: e.DP, SP: e.SP,
 		MicroBatch: e.MicroBatch, GradAccum: e.GradAccum, Recompute: e.Recompute, Zero: e.Zero, Offload: e.Offload,
-		Memory: e.Memory, Time: e.Time,
+		Memory: jsonMemory(e.Memory), Time: toJSONTime(e.Time),
 		TokensPerSPerGPU: e.TokensPerSPerGPU, ModelFlopsPerToken: e.ModelFlopsPerToken,
 		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why,
 	}
@@ -121,8 +151,8 @@ func RenderComparisonJSON(w io.Writer, rs []GPUResult) error {
 // inside DP·CP, as in Megatron).
 func LayoutGPUs(l Layout) int { return l.TP * l.PP * l.CP * l.DP }
 
-// layoutConfig spells a layout as the "config" strings of the contract.
-func layoutConfig(l Layout) string {
+// renderConfig spells a layout as the "config" strings of the contract.
+func renderConfig(l Layout) string {
 	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,sp=%t,mbs=%d,recompute=%s,zero=%d,offload=%s",
 		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.SP, l.MicroBatch, l.Recompute, l.Zero, l.Offload)
 }
@@ -275,7 +305,7 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 // per line, with comments for what Megatron-LM cannot express.
 func RenderMegatron(w io.Writer, m Model, j Job, e Evaluation) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Megatron-LM flags for %s: %s\n", m.Name, layoutConfig(e.Layout))
+	fmt.Fprintf(&b, "# Megatron-LM flags for %s: %s\n", m.Name, renderConfig(e.Layout))
 	if j.LoRARank > 0 {
 		fmt.Fprintf(&b, "# LoRA r=%d: Megatron-LM has no LoRA flags; apply these parallel settings in NeMo/Megatron-Bridge PEFT\n", j.LoRARank)
 	}
@@ -320,9 +350,9 @@ func shellQuote(s string) string {
 
 // Formatting helpers shared by the text renderers.
 
-const gib = 1 << 30
+const bytesPerGiB = 1 << 30
 
-func fmtGiB(b float64) string { return fmt.Sprintf("%.2f", b/gib) }
+func fmtGiB(b float64) string { return fmt.Sprintf("%.2f", b/bytesPerGiB) }
 
 // fmtCount prints large counts with thousands separators ("12,345").
 func fmtCount(v float64) string {

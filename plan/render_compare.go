@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Bound says what limits a plan, for comparing GPU types: the seed asks that
+// BoundBy says what limits a plan, for comparing GPU types: the seed asks that
 // memory-bound work go to large-memory GPUs and compute-bound work to fast
 // ones.
 //   - "memory": the layout pays to fit in memory: it offloads, or recomputes
@@ -14,18 +14,18 @@ import (
 //   - "communication": communication and the pipeline bubble take more than
 //     35 % of the step.
 //   - "compute": otherwise; the GPU's peak decides.
-func Bound(e Evaluation) (kind, detail string) {
+func BoundBy(e Evaluation) (kind, detail string) {
 	t := e.Time
 	comm := t.TPComm + t.PPBubble + t.DPCommExposed + t.CPComm + t.EPComm
 	switch {
 	case e.Offload != "" && e.Offload != "none":
-		return "memory", fmt.Sprintf("offloads %s to host memory (%.0f %% of the step)", e.Offload, pct(t.Offload, t.Step))
+		return "memory", fmt.Sprintf("offloads %s to host memory (%.0f %% of the step)", e.Offload, percentOf(t.Offload, t.Step))
 	case e.Recompute == "full":
 		return "memory", "recomputes every layer to fit (a second forward pass)"
 	case t.Step > 0 && comm/t.Step > 0.35:
-		return "communication", fmt.Sprintf("%.0f %% of the step is communication and pipeline bubble", pct(comm, t.Step))
+		return "communication", fmt.Sprintf("%.0f %% of the step is communication and pipeline bubble", percentOf(comm, t.Step))
 	}
-	return "compute", fmt.Sprintf("%.0f %% of the step is compute", pct(t.Compute, t.Step))
+	return "compute", fmt.Sprintf("%.0f %% of the step is compute", percentOf(t.Compute, t.Step))
 }
 
 // RenderComparison writes the side-by-side table of one plan per GPU type
@@ -70,7 +70,7 @@ func RenderComparison(w io.Writer, m Model, j Job, rs []GPUResult) error {
 	row("memory per GPU", fit(func(g GPUResult, e *Evaluation) string {
 		return fmt.Sprintf("%s of %s GiB", fmtGiB(e.Memory.PerGPU), fmtGiB(e.Memory.Capacity))
 	}))
-	row("bound by", fit(func(g GPUResult, e *Evaluation) string { k, _ := Bound(*e); return k }))
+	row("bound by", fit(func(g GPUResult, e *Evaluation) string { k, _ := BoundBy(*e); return k }))
 	row("GPU-hours per 1B tokens", fit(func(g GPUResult, e *Evaluation) string {
 		return fmt.Sprintf("%.1f", gpuHoursPerBillion(*e))
 	}))
@@ -117,12 +117,12 @@ func RenderComparison(w io.Writer, m Model, j Job, rs []GPUResult) error {
 	for _, g := range rs {
 		e := g.Result.Plan
 		if e == nil {
-			fmt.Fprintf(&b, "  %s: nothing fits in %.0f GiB per GPU (memory-bound)\n", label(g), g.Cluster.GPU.MemoryBytes/gib)
+			fmt.Fprintf(&b, "  %s: nothing fits in %.0f GiB per GPU (memory-bound)\n", label(g), g.Cluster.GPU.MemoryBytes/bytesPerGiB)
 			continue
 		}
-		kind, detail := Bound(*e)
+		kind, detail := BoundBy(*e)
 		fmt.Fprintf(&b, "  %s: %s-bound: %s; %.0f TFLOP/s dense BF16 peak, %.0f GiB, MFU %.1f %%\n",
-			label(g), kind, detail, g.Cluster.GPU.PeakBF16/1e12, g.Cluster.GPU.MemoryBytes/gib, 100*e.MFU)
+			label(g), kind, detail, g.Cluster.GPU.PeakBF16/1e12, g.Cluster.GPU.MemoryBytes/bytesPerGiB, 100*e.MFU)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -49,7 +49,7 @@ func writeHeader(b *strings.Builder, m Model, j Job, c Cluster) {
 	fmt.Fprintf(b, "job      seq %d, global batch %d (%s tokens/step), %s, %s%s\n",
 		j.SeqLen, j.GlobalBatch, fmtCount(float64(j.SeqLen*j.GlobalBatch)), j.Precision, train, tokens)
 	fmt.Fprintf(b, "cluster  %d x %s (%.0f GiB, %.0f TFLOP/s dense BF16), %d per node, NVLink domain %d, inter-node %.0f GB/s per GPU\n",
-		c.GPUs, c.GPU.Name, c.GPU.MemoryBytes/gib, c.GPU.PeakBF16/1e12, c.GPUsPerNode, c.NVLinkDomain, c.InterNode/1e9)
+		c.GPUs, c.GPU.Name, c.GPU.MemoryBytes/bytesPerGiB, c.GPU.PeakBF16/1e12, c.GPUsPerNode, c.NVLinkDomain, c.InterNode/1e9)
 }
 
 func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation) {
@@ -69,7 +69,7 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 	mem := e.Memory
 	fits := "fits"
 	if !mem.Fits {
-		fits = fmt.Sprintf("DOES NOT FIT: %.2f GiB over", (mem.PerGPU-mem.Capacity)/gib)
+		fits = fmt.Sprintf("DOES NOT FIT: %.2f GiB over", (mem.PerGPU-mem.Capacity)/bytesPerGiB)
 	}
 	fmt.Fprintf(b, "\n%-37s %8s\n", "memory per GPU, most loaded stage", "GiB")
 	rows := []struct {
@@ -82,7 +82,7 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 	for _, r := range rows {
 		fmt.Fprintf(b, "  %-35s %8s\n", r.name, fmtGiB(r.v))
 	}
-	fmt.Fprintf(b, "  %-35s %8s of %s capacity (%.0f %%): %s\n", "total", fmtGiB(mem.PerGPU), fmtGiB(mem.Capacity), pct(mem.PerGPU, mem.Capacity), fits)
+	fmt.Fprintf(b, "  %-35s %8s of %s capacity (%.0f %%): %s\n", "total", fmtGiB(mem.PerGPU), fmtGiB(mem.Capacity), percentOf(mem.PerGPU, mem.Capacity), fits)
 
 	t := e.Time
 	fmt.Fprintf(b, "\n%-40s %9s %6s\n", "time per step", "ms", "%")
@@ -95,7 +95,7 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 		{"CP communication", t.CPComm}, {"EP all-to-all", t.EPComm}, {"offload transfers", t.Offload},
 	}
 	for _, r := range trows {
-		fmt.Fprintf(b, "  %-38s %9.1f %6.1f\n", r.name, r.v*1e3, pct(r.v, t.Step))
+		fmt.Fprintf(b, "  %-38s %9.1f %6.1f\n", r.name, r.v*1e3, percentOf(r.v, t.Step))
 	}
 	fmt.Fprintf(b, "  %-38s %9.1f %6.1f\n", "step", t.Step*1e3, 100.0)
 
@@ -126,7 +126,7 @@ func zeroNote(z int) string {
 	return ""
 }
 
-func pct(part, whole float64) float64 {
+func percentOf(part, whole float64) float64 {
 	if whole == 0 {
 		return 0
 	}

@@ -50,7 +50,7 @@ var (
 func handEval() Evaluation {
 	return Evaluation{
 		Layout: Layout{TP: 8, PP: 4, VPP: 5, CP: 1, EP: 1, DP: 2, SP: true, MicroBatch: 1, GradAccum: 256, Recompute: "selective", Zero: 1, Offload: "none"},
-		Memory: Memory{PerGPU: 60.5 * gib, Capacity: 79.6 * gib, Fits: true, Weights: 4.4 * gib, Grads: 8.8 * gib, Optimizer: 13.2 * gib, Activations: 31.1 * gib, Other: 3.0 * gib},
+		Memory: Memory{PerGPU: 60.5 * bytesPerGiB, Capacity: 79.6 * bytesPerGiB, Fits: true, Weights: 4.4 * bytesPerGiB, Grads: 8.8 * bytesPerGiB, Optimizer: 13.2 * bytesPerGiB, Activations: 31.1 * bytesPerGiB, Other: 3.0 * bytesPerGiB},
 		Time: Time{Step: 20.25, Compute: 17.9, TPComm: 1.1, PPBubble: 0.95, DPCommExposed: 0.3,
 			CPComm: 0, EPComm: 0, Offload: 0},
 		TokensPerSPerGPU: 3236.5, ModelFlopsPerToken: 4.65e11, ModelTFLOPSPerGPU: 450.1, MFU: 0.455,
@@ -62,7 +62,7 @@ func handResult() Result {
 	e := handEval()
 	alt := e
 	alt.Layout.PP, alt.Layout.VPP, alt.Layout.DP, alt.Layout.GradAccum = 8, 5, 1, 512
-	alt.TokensPerSPerGPU, alt.MFU, alt.Time.Step, alt.Memory.PerGPU = 3100.2, 0.436, 21.14, 40.2*gib
+	alt.TokensPerSPerGPU, alt.MFU, alt.Time.Step, alt.Memory.PerGPU = 3100.2, 0.436, 21.14, 40.2*bytesPerGiB
 	return Result{Plan: &e, Alternatives: []Evaluation{alt},
 		Rejected: []Rejection{{Config: "tp=4,pp=2,vpp=1,cp=1,ep=1,dp=8,sp=true,mbs=1,recompute=selective,zero=1,offload=none", Reason: "needs 93.1 GiB per GPU, capacity 79.6 GiB"}}}
 }
@@ -366,7 +366,7 @@ func TestComparison(t *testing.T) {
 	checkContractJSON(t, top.Comparison[0].Result, true)
 }
 
-func TestBound(t *testing.T) {
+func TestBoundBy(t *testing.T) {
 	e := handEval()
 	cases := []struct {
 		name string
@@ -381,7 +381,7 @@ func TestBound(t *testing.T) {
 	for _, c := range cases {
 		x := e
 		c.mod(&x)
-		if k, _ := Bound(x); k != c.want {
+		if k, _ := BoundBy(x); k != c.want {
 			t.Errorf("%s: Bound = %s, want %s", c.name, k, c.want)
 		}
 	}
