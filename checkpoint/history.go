@@ -174,18 +174,20 @@ func (h History) Load() ([]Incarnation, error) {
 }
 
 // FailuresWithoutProgress counts the incarnations at the end of incs that
-// failed (crash, node-fail, or no end written) without moving the newest
-// committed checkpoint past the one before them. The controller stops
-// requeueing when it reaches the policy's limit.
+// failed (crash, node-fail, or killed before writing an end) without moving
+// training past the best step committed by any incarnation before them. The
+// controller stops requeueing when it reaches the policy's limit.
 func FailuresWithoutProgress(incs []Incarnation) int {
+	best := make([]int64, len(incs)+1) // best[i]: highest progress of incs[:i]
+	best[0] = -1
+	for i, in := range incs {
+		best[i+1] = max(best[i], in.Progress)
+	}
 	n := 0
 	for i := len(incs) - 1; i >= 0; i-- {
 		in := incs[i]
 		failed := in.Cause == CauseCrash || in.Cause == CauseNodeFail || in.Cause == ""
-		if !failed {
-			return n
-		}
-		if i > 0 && in.Progress > incs[i-1].Progress && in.Progress >= 0 {
+		if !failed || in.Progress > best[i] {
 			return n
 		}
 		n++
