@@ -117,10 +117,7 @@ func Discover(opts Options) (*Node, error) {
 	} else {
 		n.NVLinkUnavailable = opts.NVMLUnavailable
 		if n.NVLinkUnavailable == "" {
-			n.NVLinkUnavailable = "no NVML source: NVLink, UUIDs and memory come only from NVML"
-		}
-		if len(n.GPUs) == 0 {
-			n.NVLinkUnavailable = ""
+			n.NVLinkUnavailable = "no NVML source (the tree carries no nvml.json): NVLink, UUIDs and memory come only from NVML"
 		}
 	}
 
