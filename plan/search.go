@@ -305,8 +305,16 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 				continue // with flash attention selective recompute frees nothing
 			}
 			l.Recompute = rc
+			l.RecomputeLayers = 0
 			*e = Evaluation{}
 			evaluate(x, m, j, c, l, e)
+			if rc == "full" && e.Memory.Fits && s.o.Pins.Recompute == nil {
+				// Recompute only as many layers per chunk as memory demands.
+				if n := minRecomputeLayers(x, m, j, c, l); n > 0 {
+					l.RecomputeLayers = n
+					evaluate(x, m, j, c, l, e)
+				}
+			}
 			s.offer(e)
 			if e.Reason != "" && e.Memory.PerGPU == 0 {
 				break // invalid regardless of recompute
@@ -370,4 +378,31 @@ func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 		}
 	}
 	return strings.Join(out, "; or ")
+}
+
+// minRecomputeLayers returns the fewest layers per model chunk that block
+// recompute must cover for l to fit, or 0 when all of them are needed (or
+// the chunk has a single layer). Memory falls monotonically with the count.
+func minRecomputeLayers(x *shape, m Model, j Job, c Cluster, l Layout) int {
+	chunk := m.Layers / (l.PP * max(l.VPP, 1))
+	if chunk <= 1 {
+		return 0
+	}
+	var e Evaluation
+	lo, hi := 1, chunk // hi: known to fit (all layers)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		l.RecomputeLayers = mid
+		e = Evaluation{}
+		evaluate(x, m, j, c, l, &e)
+		if e.Memory.Fits {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if hi >= chunk {
+		return 0
+	}
+	return hi
 }
