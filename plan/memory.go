@@ -49,15 +49,8 @@ type stageParams struct {
 // last pipeline stage.
 func (x *shape) stage(first bool) stageParams {
 	m := &x.m
-	ls := x.layersPerStage
-	var nDense float64
-	if first {
-		nDense = min(float64(m.Layers-m.moeLayers()), ls)
-	} else {
-		lastStart := float64(m.Layers) - ls
-		nDense = min(max(float64(m.Layers-m.moeLayers())-lastStart, 0), ls)
-	}
-	nMoE := ls - nDense
+	nDense, nMoE := x.stageLayers(first)
+	ls := nDense + nMoE
 	t := x.t
 	var sp stageParams
 	attn := m.attnParams() / t
@@ -146,6 +139,20 @@ func (x *shape) layerActivationBytes(moe bool, recompute string) float64 {
 		score = 5 * n * float64(x.j.SeqLen) / x.t
 	}
 	return T * (rep/repDiv + tp/x.t + score)
+}
+
+// stageLayers returns the dense and MoE layers of the first or last stage
+// (MoE models put their DenseLayers first).
+func (x *shape) stageLayers(first bool) (nDense, nMoE float64) {
+	m := &x.m
+	denseL := float64(m.Layers - m.moeLayers())
+	if first {
+		nDense = min(denseL, x.layersPerStage)
+		return nDense, x.layersPerStage - nDense
+	}
+	start := float64(m.Layers) - x.layersLast
+	nDense = min(max(denseL-start, 0), x.layersLast)
+	return nDense, x.layersLast - nDense
 }
 
 // gradBytes is the gradient buffer's bytes per parameter: FP32 main gradients
@@ -264,12 +271,7 @@ func (x *shape) stageMemory(first bool) (Memory, float64) {
 		penalty = 1 + (x.p-1)/(x.p*x.v)
 	}
 	m := &x.m
-	nDenseL := float64(m.Layers - m.moeLayers())
-	nDense := min(nDenseL, x.layersPerStage)
-	if !first {
-		nDense = min(max(nDenseL-(float64(m.Layers)-x.layersPerStage), 0), x.layersPerStage)
-	}
-	nMoE := x.layersPerStage - nDense
+	nDense, nMoE := x.stageLayers(first)
 	rc := x.l.Recompute
 	perLayer := func(moe bool) float64 {
 		if rc == "full" && x.l.RecomputeLayers > 0 {

@@ -33,8 +33,12 @@ func (o SearchOptions) fullyPinned(m Model) bool {
 
 // Config renders a layout as the "config" of a rejection: tp=4,pp=2,...
 func (l Layout) Config() string {
+	rc := l.Recompute
+	if rc == "full" && l.RecomputeLayers > 0 {
+		rc = fmt.Sprintf("full:%d", l.RecomputeLayers)
+	}
 	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,mbs=%d,sp=%t,recompute=%s,zero=%d,offload=%s",
-		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.SP, l.Recompute, l.Zero, l.Offload)
+		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.SP, rc, l.Zero, l.Offload)
 }
 
 func divisors(n int) []int {
@@ -168,10 +172,22 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 				r.Alternatives = append(r.Alternatives, e)
 			}
 		}
-		for i := range s.nofit {
-			if s.nofit[i].TokensPerSPerGPU > r.Plan.TokensPerSPerGPU {
-				r.Rejected = append(r.Rejected, Rejection{Config: s.nofit[i].Layout.Config(), Reason: s.nofit[i].Reason})
+		// Rejected: layouts predicted faster than the plan that do not fit,
+		// nearest to fitting first, then the fastest ones.
+		seen := map[string]bool{}
+		add := func(e *Evaluation) {
+			cfg := e.Layout.Config()
+			if seen[cfg] || e.TokensPerSPerGPU <= r.Plan.TokensPerSPerGPU || len(r.Rejected) >= o.MaxRejected {
+				return
 			}
+			seen[cfg] = true
+			r.Rejected = append(r.Rejected, Rejection{Config: cfg, Reason: e.Reason})
+		}
+		for i := range s.close {
+			add(&s.close[i])
+		}
+		for i := range s.nofit {
+			add(&s.nofit[i])
 		}
 	} else {
 		for i := range s.close {
@@ -209,7 +225,15 @@ func (s *searcher) run(offloads []string) {
 		tps = append(tps, t)
 	}
 	tps = pinOr(p.TP, tps)
-	pps := pinOr(p.PP, divisors(m.Layers))
+	// PP: divisors of the layer count, and uneven splits (heaviest stage
+	// ceil(L/p), Megatron's first/last-stage layer counts) up to L/2 stages.
+	var pps []int
+	for pp := 1; pp <= m.Layers; pp++ {
+		if m.Layers%pp == 0 || pp <= m.Layers/2 {
+			pps = append(pps, pp)
+		}
+	}
+	pps = pinOr(p.PP, pps)
 	cps := []int{1}
 	if o.AllowCP && c.GPU.AttentionEff > 0 && j.Stack != StackMegatron2022 {
 		for cp := 2; j.SeqLen/cp >= 1024 && cp <= c.GPUs; cp *= 2 {
@@ -259,11 +283,9 @@ func (s *searcher) run(offloads []string) {
 					zeros = []int{0}
 				}
 				zeros = pinOr(p.Zero, zeros)
-				var vpps []int
-				for _, v := range divisors(m.Layers / pp) {
-					if v == 1 || pp > 1 {
-						vpps = append(vpps, v)
-					}
+				vpps := []int{1}
+				if pp > 1 && m.Layers%pp == 0 {
+					vpps = divisors(m.Layers / pp)
 				}
 				vpps = pinOr(p.VPP, vpps)
 				sps := []bool{tp > 1}
@@ -356,7 +378,7 @@ func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 		oo := o
 		oo.AllowCP = true
 		if r := Search(m, j, c, oo); r.Plan != nil && r.Plan.Memory.Fits {
-			out = append(out, "fits with context parallelism (--allow-cp)")
+			out = append(out, "fits with context parallelism allowed")
 		}
 	}
 	if j.LoRARank == 0 {

@@ -326,12 +326,7 @@ func (x *shape) layerTime(moe bool) stageT {
 // stageTime times one micro-batch on the first or last stage.
 func (x *shape) stageTime(first bool) stageT {
 	m := &x.m
-	nDenseL := float64(m.Layers - m.moeLayers())
-	nDense := min(nDenseL, x.layersPerStage)
-	if !first {
-		nDense = min(max(nDenseL-(float64(m.Layers)-x.layersPerStage), 0), x.layersPerStage)
-	}
-	nMoE := x.layersPerStage - nDense
+	nDense, nMoE := x.stageLayers(first)
 	var st stageT
 	addL := func(lt stageT, c float64) {
 		if c == 0 {
