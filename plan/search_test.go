@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-func intp(v int) *int       { return &v }
-func strp(v string) *string { return &v }
-func boolp(v bool) *bool    { return &v }
+func pinInt(v int) *int       { return &v }
+func pinStr(v string) *string { return &v }
+func pinBool(v bool) *bool    { return &v }
 func fitsAll(r Result) []Evaluation {
 	var out []Evaluation
 	if r.Plan != nil {
@@ -65,7 +65,7 @@ func TestSearchChosenLayoutsFit(t *testing.T) {
 func TestSearchHonoursPins(t *testing.T) {
 	c := ClusterOf(mustGPU(t, "h100-sxm"), 64)
 	j := Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16}
-	o := SearchOptions{Pins: Pins{TP: intp(4), PP: intp(4), Recompute: strp("full"), SP: boolp(true)}, TopK: 10}
+	o := SearchOptions{Pins: Pins{TP: pinInt(4), PP: pinInt(4), Recompute: pinStr("full"), SP: pinBool(true)}, TopK: 10}
 	r := Search(llama3_70b, j, c, o)
 	if r.Plan == nil {
 		t.Fatal("no plan")
@@ -80,7 +80,7 @@ func TestSearchHonoursPins(t *testing.T) {
 func TestFullyPinnedLayoutReportedEvenIfItDoesNotFit(t *testing.T) {
 	c := ClusterOf(mustGPU(t, "h100-sxm"), 8)
 	j := Job{SeqLen: 8192, GlobalBatch: 64, Precision: BF16}
-	o := SearchOptions{Pins: Pins{TP: intp(8), PP: intp(1), MicroBatch: intp(1), Recompute: strp("none"), Zero: intp(0), Offload: strp("none")}}
+	o := SearchOptions{Pins: Pins{TP: pinInt(8), PP: pinInt(1), MicroBatch: pinInt(1), Recompute: pinStr("none"), Zero: pinInt(0), Offload: pinStr("none")}}
 	r := Search(llama3_70b, j, c, o)
 	if r.Plan == nil {
 		t.Fatal("a fully pinned layout must be evaluated and returned")
@@ -93,7 +93,7 @@ func TestFullyPinnedLayoutReportedEvenIfItDoesNotFit(t *testing.T) {
 func TestNothingFitsSuggests(t *testing.T) {
 	c := ClusterOf(mustGPU(t, "a100-40gb"), 4)
 	j := Job{SeqLen: 4096, GlobalBatch: 32, Precision: BF16}
-	o := SearchOptions{Pins: Pins{Offload: strp("none")}}
+	o := SearchOptions{Pins: Pins{Offload: pinStr("none")}}
 	r := Search(llama3_70b, j, c, o)
 	if r.Plan != nil {
 		t.Fatalf("70B on 4×40 GB should not fit, got %s", r.Plan.Layout.Config())
