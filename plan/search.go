@@ -93,14 +93,14 @@ func better(a, b *Evaluation) bool {
 
 // searcher keeps the best candidates in small sorted arrays.
 type searcher struct {
-	m      Model
-	j      Job
-	c      Cluster
-	o      SearchOptions
-	best   []Evaluation // sorted, at most TopK+1
-	keep   int
-	nofit  []Evaluation // did not fit: the fastest ones (they explain the choice)
-	close  []Evaluation // did not fit: the nearest to fitting
+	m       Model
+	j       Job
+	c       Cluster
+	o       SearchOptions
+	best    []Evaluation // sorted, at most TopK+1
+	keep    int
+	nofit   []Evaluation // did not fit: the fastest ones (they explain the choice)
+	close   []Evaluation // did not fit: the nearest to fitting
 	maxRej  int
 	count   int
 	invalid []Rejection // a few rule violations, reported when nothing else was evaluated
