@@ -410,3 +410,44 @@ func TestFormatters(t *testing.T) {
 		}
 	}
 }
+
+func TestUnevenSplit(t *testing.T) {
+	cases := []struct {
+		name                string
+		layers, pp          int
+		first, middle, last int
+		ok                  bool
+	}{
+		{"405B over 8: 15+6x16+15", 126, 8, 15, 16, 15, true},
+		{"405B over 16: 7+14x8+7", 126, 16, 7, 8, 7, true},
+		{"80 over 3: 27+27+26", 80, 3, 27, 27, 26, true},
+		{"pp 2", 81, 2, 41, 0, 40, true},
+		{"126 over 60: not expressible", 126, 60, 0, 0, 0, false},
+	}
+	for _, c := range cases {
+		f, m, l, ok := unevenSplit(c.layers, c.pp)
+		if f != c.first || m != c.middle || l != c.last || ok != c.ok {
+			t.Errorf("%s: got %d+%d·m+%d ok=%v, want %d,%d,%d ok=%v", c.name, f, m, l, ok, c.first, c.middle, c.last, c.ok)
+		}
+	}
+	// Every split it returns adds up and respects the heaviest-stage bound.
+	for layers := 3; layers <= 200; layers++ {
+		for pp := 2; pp <= layers/2; pp++ {
+			f, m, l, ok := unevenSplit(layers, pp)
+			if !ok {
+				continue
+			}
+			c := (layers + pp - 1) / pp
+			if f+l+(pp-2)*m != layers || f > c || m > c || l > c || f < 1 || l < 1 || (pp > 2 && m < 1) {
+				t.Fatalf("unevenSplit(%d,%d) = %d,%d,%d", layers, pp, f, m, l)
+			}
+		}
+	}
+	l405, _ := LookupModel("llama3.1-405b")
+	e := handEval()
+	e.PP, e.VPP = 8, 1
+	got := strings.Join(MegatronArgs(l405, jobL70, e), " ")
+	if !strings.Contains(got, "--decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15") {
+		t.Errorf("uneven flags missing: %s", got)
+	}
+}
