@@ -367,6 +367,17 @@ func TestCalibration(t *testing.T) {
 		}
 	}
 
+	b.WriteString("\n## The constants (one set for every row)\n\n")
+	b.WriteString("Calibrated on this set (2 values): sustainedClock (from the A100 rows) and H100 FP8MatmulEff (from the H100 short-sequence rows).\n")
+	b.WriteString("All others come from measurements or papers cited in gpus.go, time.go and memory.go.\n\n")
+	fmt.Fprintf(&b, "- sustainedClock %.2f, hbmEff %.2f, nvlinkEff %.2f, netEff %.2f, pcieEff %.2f, a2aNetEff %.2f, tpInterfere %.2f, dpHide %.2f, flashSeqKnee %.0f\n",
+		sustainedClock, hbmEff, nvlinkEff, netEff, pcieEff, a2aNetEff, tpInterfere, dpHide, flashSeqKnee)
+	for _, n := range []string{"a100-80gb", "h100-sxm"} {
+		g := mustGPU(t, n)
+		fmt.Fprintf(&b, "- %s: MatmulEff %.3f (asymptotic %.3f), FP8MatmulEff %.3f, AttentionEff %.2f\n", n, g.MatmulEff,
+			asymptoticEff(g.MatmulEff, g.PeakBF16, g.HBMBandwidth, 2), g.FP8MatmulEff, g.AttentionEff)
+	}
+
 	got := b.String()
 	path := filepath.Join("testdata", "calibration.md")
 	if updating() {

@@ -64,6 +64,9 @@ func (x *shape) stage(first bool) stageParams {
 		sp.expert = nMoE * expPerLayer
 	}
 	emb := m.embeddingParams() / t
+	if !first || x.p == 1 {
+		sp.dense += float64(m.Hidden) // final norm, with the output layer
+	}
 	switch {
 	case x.p == 1 && m.TiedEmbeddings:
 		sp.dense += emb

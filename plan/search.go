@@ -117,7 +117,25 @@ func (s *searcher) offer(e *Evaluation) {
 		})
 		return
 	}
+	// Alternatives that differ only in VPP say little: keep the best of each
+	// family (all degrees and settings but VPP).
+	for i := range s.best {
+		if sameFamily(&s.best[i].Layout, &e.Layout) {
+			if !better(e, &s.best[i]) {
+				return
+			}
+			copy(s.best[i:], s.best[i+1:])
+			s.best = s.best[:len(s.best)-1]
+			break
+		}
+	}
 	insertBounded(&s.best, e, s.keep, better)
+}
+
+func sameFamily(a, b *Layout) bool {
+	x, y := *a, *b
+	x.VPP, y.VPP = 0, 0
+	return x == y
 }
 
 func insertBounded(list *[]Evaluation, e *Evaluation, n int, less func(a, b *Evaluation) bool) {

@@ -419,8 +419,8 @@ func (x *shape) timeOf(e *Evaluation) {
 	}
 
 	// Data-parallel gradient reduction and parameter gathers, over DP×CP
-	// (members t ranks apart); experts over DP·CP/EP (members t·cp·ep apart... as
-	// Megatron's expert-data-parallel group).
+	// (members t ranks apart in Megatron's tp-cp-ep-dp-pp order); expert
+	// weights over the expert-data-parallel group DP·CP/EP (members t·cp·ep apart).
 	sp := x.stage(true)
 	dense, expert := sp.dense, sp.expert
 	if x.j.LoRARank > 0 {
@@ -434,7 +434,7 @@ func (x *shape) timeOf(e *Evaluation) {
 	ne := n / x.ep
 	var dpTime, dpExposed float64
 	coll := func(vol, frac float64) float64 {
-		return x.collective(frac*dense*vol*(n-1)/n, n, x.t) + x.collective(frac*expert*vol*(ne-1)/math.Max(ne, 1), ne, x.t*x.ep)
+		return x.collective(frac*dense*vol*(n-1)/n, n, x.t) + x.collective(frac*expert*vol*(ne-1)/math.Max(ne, 1), ne, x.t*x.cp*x.ep)
 	}
 	switch x.l.Zero {
 	case 0:
@@ -463,7 +463,7 @@ func (x *shape) timeOf(e *Evaluation) {
 		gathers := 2 + x.recomputeFraction()
 		w := x.stage(true)
 		wd, we := w.dense, w.expert
-		vol := x.collective((gathers*2+gB)*wd*(n-1)/n, n, x.t) + x.collective((gathers*2+gB)*we*(ne-1)/math.Max(ne, 1), ne, x.t*x.ep)
+		vol := x.collective((gathers*2+gB)*wd*(n-1)/n, n, x.t) + x.collective((gathers*2+gB)*we*(ne-1)/math.Max(ne, 1), ne, x.t*x.cp*x.ep)
 		if x.legacy {
 			// DeepSpeed 2021 gathered parameter by parameter: messages too small
 			// for NCCL to spread one GPU's traffic over the node's NICs, so each
