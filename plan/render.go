@@ -238,13 +238,16 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	switch e.Zero {
 	case 1:
 		add("--use-distributed-optimizer")
-	case 2:
-		// Megatron-FSDP (Megatron-LM core ≥ 0.14; earlier --use-custom-fsdp).
+	case 2, 3:
+		// Megatron-FSDP (Megatron-LM core ≥ 0.14; earlier --use-custom-fsdp),
+		// which Megatron runs on top of the distributed optimizer.
+		strategy := "optim_grads"
+		if e.Zero == 3 {
+			strategy = "optim_grads_params"
+		}
+		add("--use-distributed-optimizer")
 		add("--use-megatron-fsdp")
-		add("--data-parallel-sharding-strategy", "optim_grads")
-	case 3:
-		add("--use-megatron-fsdp")
-		add("--data-parallel-sharding-strategy", "optim_grads_params")
+		add("--data-parallel-sharding-strategy", strategy)
 	}
 	if e.DP*e.CP > 1 {
 		// The time model hides the DP reduction behind backward: that needs these.

@@ -232,9 +232,9 @@ func TestMegatronArgs(t *testing.T) {
 			[]string{"--expert-model-parallel-size", "--kv-channels", "--recompute-method", "--fp8-format"}},
 		{"full recompute, fsdp, fp8, no dp", gpt, Job{SeqLen: 2048, GlobalBatch: 1536, Precision: FP8}, full, []string{
 			"--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1",
-			"--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--bf16", "--fp8-format hybrid"},
+			"--use-distributed-optimizer", "--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--bf16", "--fp8-format hybrid"},
 			[]string{"--swiglu", "--untie-embeddings-and-output-weights", "--group-query-attention", "--overlap-grad-reduce",
-				"--num-layers-per-virtual-pipeline-stage", "--use-distributed-optimizer"}},
+				"--num-layers-per-virtual-pipeline-stage", "--recompute-granularity selective"}},
 		{"mixtral ep", mix, Job{SeqLen: 4096, GlobalBatch: 256, Precision: FP16}, ep, []string{
 			"--expert-model-parallel-size 8", "--num-experts 8", "--moe-router-topk 2", "--moe-ffn-hidden-size 14336",
 			"--moe-token-dispatcher-type alltoall", "--fp16", "--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0"},
