@@ -409,6 +409,22 @@ func fmtCount(v float64) string {
 	return string(out)
 }
 
+// fmtMillis prints seconds as milliseconds with one decimal and thousands
+// separators ("51,842.6").
+func fmtMillis(s float64) string {
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return fmt.Sprint(s)
+	}
+	f := strconv.FormatFloat(s*1e3, 'f', 1, 64)
+	whole, frac, _ := strings.Cut(f, ".")
+	w, _ := strconv.ParseFloat(whole, 64)
+	out := fmtCount(w)
+	if strings.HasPrefix(whole, "-") && !strings.HasPrefix(out, "-") {
+		out = "-" + out // -0.4 ms
+	}
+	return out + "." + frac
+}
+
 // fmtDuration prints seconds as the unit a person plans with.
 func fmtDuration(s float64) string {
 	switch {
