@@ -250,6 +250,7 @@ func copyRange(srcPath, dstPath string, off, n int64) (uint64, error) {
 	defer bufPool.Put(bp)
 	buf := *bp
 	d := xxhash.New()
+	off0, n0 := off, n
 	for n > 0 {
 		m := min(int64(len(buf)), n)
 		k, rerr := r.ReadAt(buf[:m], off)
@@ -273,6 +274,9 @@ func copyRange(srcPath, dstPath string, off, n int64) (uint64, error) {
 			}
 		}
 	}
+	// Start writeback of this range now, so that the file's fsync at the
+	// end finds little left to write and the disk works while we copy.
+	startWriteback(w, off0, n0)
 	return d.Sum64(), w.Close()
 }
 
