@@ -44,7 +44,7 @@ var Layout = []PathRule{
 	{"latest_checkpointed_iteration.txt + iter_NNNNNNN/", "Megatron-LM (native)",
 		"a native checkpoint, complete when its iteration <= the tracker's"},
 	{"<tag>/.metadata", "PyTorch DCP (native)", "a native checkpoint, complete once .metadata exists"},
-	{"<tag>/config.json + model*.safetensors|pytorch_model*.bin + trainer_state.json", "Hugging Face Trainer (native)",
+	{"<tag>/{config.json,model*.safetensors,trainer_state.json}", "Hugging Face Trainer (native)",
 		"a native checkpoint, complete once trainer_state.json and the model weights exist"},
 	{"*.ckpt", "PyTorch Lightning (native)", "a single-file checkpoint: listed, never committed or pruned"},
 	{"*.tmp-trainrun-*, *.part-trainrun", "store, drain",

@@ -991,3 +991,36 @@ func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, erro
 	}
 	return rep, s.updatePointer()
 }
+
+// CommitComplete commits every checkpoint that is complete for world ranks
+// (in place or staged) or complete by its native marker, oldest first, and
+// returns the tag the latest pointer names afterwards ("" if none) and whether
+// that changed. The controller calls it after the trainers saved (or exited).
+func (s *Store) CommitComplete(world int) (latest string, changed bool, err error) {
+	before, _ := s.pointer()
+	if world > 0 {
+		o := s.opts
+		o.WorldSize = world
+		s = &Store{dir: s.dir, opts: o, hook: s.hook}
+	}
+	list, err := s.List()
+	if err != nil {
+		return before, false, err
+	}
+	for _, in := range list {
+		switch in.State {
+		case Complete, Staged, Native:
+			if in.Kind == KindLightning {
+				continue
+			}
+			if _, err := s.Commit(in.Tag, world); err != nil {
+				return before, false, err
+			}
+		}
+	}
+	if err := s.updatePointer(); err != nil {
+		return before, false, err
+	}
+	after, err := s.pointer()
+	return after, after != before, err
+}

@@ -315,3 +315,24 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatalf("Open(\"\") = %v", err)
 	}
 }
+
+func TestCommitComplete(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	saveCkpt(t, s, "step-1", 2, 1)
+	saveCkpt(t, s, "step-2", 2, 1)
+	saveRanks(t, s.tagDir("step-3"), "step-3", []int{0}, 1)
+	latest, changed, err := s.CommitComplete(2)
+	must(t, err)
+	if latest != "step-2" || !changed {
+		t.Fatalf("CommitComplete = %q %v", latest, changed)
+	}
+	latest, changed, err = s.CommitComplete(2)
+	must(t, err)
+	if latest != "step-2" || changed {
+		t.Fatalf("second CommitComplete = %q %v", latest, changed)
+	}
+	if ok, _ := s.Complete("step-3", 2); ok {
+		t.Fatal("step-3 complete")
+	}
+}
