@@ -335,3 +335,96 @@ func readDrainRecords(stage string) ([]drainRecord, error) {
 	}
 	return out, nil
 }
+
+// DrainAllOptions configure DrainAll.
+type DrainAllOptions struct {
+	DrainOptions
+	// Ranks are this node's ranks: a tag is drained once all of them have
+	// marked done locally. Empty: drain every tag with any marker (the
+	// epilog's last pass; a rank that never finished keeps its tag
+	// incomplete, and it is never committed).
+	Ranks []int
+	// RemoveLocal deletes a tag's node-local copy once its drain is durable
+	// (node-local space, /dev/shm in particular, is memory).
+	RemoveLocal bool
+}
+
+// DrainAll drains every checkpoint under localRoot (TRAINRUN_CKPT_LOCAL_DIR)
+// that this node has finished saving and not yet drained, oldest first. The
+// per-node shim calls it when a local save completes and once more before
+// the job's nodes are released; it is idempotent.
+func DrainAll(ctx context.Context, localRoot string, dst *Store, o DrainAllOptions) ([]string, error) {
+	ents, err := os.ReadDir(localRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("drain: read %s: %w", localRoot, err)
+	}
+	var tags []string
+	for _, e := range ents {
+		if e.IsDir() && CheckTag(e.Name()) == nil {
+			tags = append(tags, e.Name())
+		}
+	}
+	sort.Slice(tags, func(i, j int) bool {
+		if a, b := StepOf(tags[i]), StepOf(tags[j]); a != b {
+			return a < b
+		}
+		return tags[i] < tags[j]
+	})
+	var drained []string
+	for _, tag := range tags {
+		src := filepath.Join(localRoot, tag)
+		ranks, err := doneRanks(src)
+		if err != nil || len(ranks) == 0 {
+			continue
+		}
+		if len(o.Ranks) > 0 && !containsAll(ranks, o.Ranks) {
+			continue // this node's save is still running
+		}
+		if !drainedAlready(dst, tag, o.Node, ranks) {
+			if _, err := Drain(ctx, src, dst, tag, o.DrainOptions); err != nil {
+				return drained, err
+			}
+			drained = append(drained, tag)
+		}
+		if o.RemoveLocal {
+			if err := os.RemoveAll(src); err != nil {
+				return drained, fmt.Errorf("drain: remove the local copy %s: %w", src, err)
+			}
+		}
+	}
+	return drained, nil
+}
+
+func containsAll(have, want []int) bool {
+	set := map[int]bool{}
+	for _, r := range have {
+		set[r] = true
+	}
+	for _, r := range want {
+		if !set[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// drainedAlready: committed, or this node's record and all its ranks'
+// markers are in staging.
+func drainedAlready(s *Store, tag, node string, ranks []int) bool {
+	if exists(manifestPath(s.tagDir(tag))) {
+		return true
+	}
+	stage := s.stagingDir(tag)
+	if !exists(drainedPath(stage, node)) {
+		return false
+	}
+	for _, r := range ranks {
+		if !exists(DoneMarkerPath(stage, r)) {
+			return false
+		}
+	}
+	return true
+}

@@ -131,8 +131,8 @@ func StepOf(tag string) int64 {
 	return n
 }
 
-// isInternal reports whether a name inside a checkpoint is the store's own
-// (never a trainer's file).
+// isTempName reports whether a name is a temporary file of the store or the
+// drain (never a trainer's file).
 func isTempName(name string) bool {
 	return strings.Contains(name, tmpInfix) || strings.HasSuffix(name, partSuffix)
 }

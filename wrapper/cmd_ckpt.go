@@ -38,6 +38,9 @@ func ckptHelp(w io.Writer) {
 		"  request [--then continue|stop|requeue] [--reason TEXT]",
 		"                       ask the running job's controller for a checkpoint now: writes",
 		"                       CKPT_DIR/.trainrun/request, which the controller polls for and removes",
+		"  drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local]",
+		"                       copy this node's finished node-local checkpoints into the store's staging",
+		"                       (the job epilog's last pass); a tag is committed once every node drained it",
 		"",
 		"Every subcommand takes --ckpt-dir DIR (default $TRAINRUN_CKPT_DIR).",
 		"",
@@ -72,8 +75,10 @@ func runCkpt(ctx context.Context, env *runEnv, args []string) error {
 		return runCkptLatest(ctx, env, rest)
 	case "request":
 		return runCkptRequest(ctx, env, rest)
+	case "drain":
+		return runCkptDrain(ctx, env, rest)
 	}
-	return usageErrorf("ckpt %q: unknown subcommand; use list, verify, prune, latest or request", sub)
+	return usageErrorf("ckpt %q: unknown subcommand; use list, verify, prune, latest, request or drain", sub)
 }
 
 // ckptFlags are the flags every ckpt subcommand shares.
@@ -385,4 +390,52 @@ func age(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
+	var o ckptFlags
+	var local, node string
+	var ranks []int
+	var keepLocal bool
+	fs := newFlags("ckpt drain", "ckpt drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--ckpt-dir DIR]", env.stderr)
+	o.AddFlags(fs, env)
+	fs.StringVar(&local, "local", env.getenv("TRAINRUN_CKPT_LOCAL_DIR"), "node-local checkpoint directory (env TRAINRUN_CKPT_LOCAL_DIR)")
+	fs.StringVar(&node, "node", env.getenv("SLURMD_NODENAME"), "this node's name for its drain record (env SLURMD_NODENAME; default the host name)")
+	fs.IntSliceVar(&ranks, "ranks", nil, "this node's ranks: drain a tag only once all of them are done (default: any done rank)")
+	fs.BoolVar(&keepLocal, "keep-local", false, "keep the node-local copy after it is drained")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("ckpt drain takes no arguments, got %q", fs.Args())
+	}
+	if local == "" {
+		return usageErrorf("ckpt drain: no node-local directory: pass --local DIR or set TRAINRUN_CKPT_LOCAL_DIR")
+	}
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return usageErrorf("ckpt drain: no node name: pass --node NAME (%v)", err)
+		}
+		node = h
+	}
+	s, err := o.open()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	done, err := checkpoint.DrainAll(ctx, local, s, checkpoint.DrainAllOptions{
+		DrainOptions: checkpoint.DrainOptions{Node: node}, Ranks: ranks, RemoveLocal: !keepLocal})
+	for _, tag := range done {
+		fmt.Fprintf(env.stdout, "drained %s from %s into %s\n", tag, local, s.Dir())
+	}
+	if err != nil {
+		return withCode(ExitCheckpoint, err)
+	}
+	if len(done) == 0 {
+		fmt.Fprintf(env.stdout, "nothing to drain in %s\n", local)
+	} else {
+		fmt.Fprintf(env.stdout, "%d checkpoint(s) drained in %s\n", len(done), time.Since(start).Round(time.Millisecond))
+	}
+	return nil
 }

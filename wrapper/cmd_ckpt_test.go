@@ -184,3 +184,33 @@ func TestCkptRequestReachesTheController(t *testing.T) {
 		t.Fatalf("TakeRequest = %+v, %v", r, err)
 	}
 }
+
+func TestCkptDrain(t *testing.T) {
+	t.Parallel()
+	dir, local := t.TempDir(), t.TempDir()
+	for r, node := range []string{"a", "b"} {
+		src := filepath.Join(local, node, "step-5")
+		for _, f := range []string{"rank" + strconv.Itoa(r) + ".pt", ".trainrun/done." + strconv.Itoa(r)} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, out, errs := runCkptCmd(t, dir, "drain", "--local", filepath.Join(local, node), "--node", node)
+		if code != ExitOK || !strings.Contains(out, "drained step-5") {
+			t.Fatalf("drain on %s: exit %d\n%s%s", node, code, out, errs)
+		}
+	}
+	s, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest, _, err := s.CommitComplete(2); err != nil || latest != "step-5" {
+		t.Fatalf("CommitComplete = %q, %v", latest, err)
+	}
+	if code, _, errs := runCkptCmd(t, dir, "drain", "--node", "a"); code != ExitUsage || !strings.Contains(errs, "TRAINRUN_CKPT_LOCAL_DIR") {
+		t.Fatalf("drain without --local: exit %d %s", code, errs)
+	}
+}
