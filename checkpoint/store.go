@@ -445,13 +445,20 @@ func (s *Store) commitInPlace(ctx context.Context, tag string, world int) (Manif
 	if err != nil {
 		return m, err
 	}
-	if err := os.MkdirAll(ckptMeta(dir), 0o755); err != nil {
+	if !exists(ckptMeta(dir)) { // a native checkpoint
+		if err := os.Mkdir(ckptMeta(dir), 0o755); err != nil {
+			return m, fmt.Errorf("commit %s: %w", tag, err)
+		}
+		if err := syncDir(dir); err != nil {
+			return m, fmt.Errorf("commit %s: %w", tag, err)
+		}
+	}
+	// The checkpoint's own name in the store must be durable before the
+	// manifest makes it committed.
+	if err := syncDir(s.dir); err != nil {
 		return m, fmt.Errorf("commit %s: %w", tag, err)
 	}
 	if err := s.writeManifest(dir, m); err != nil {
-		return m, fmt.Errorf("commit %s: %w", tag, err)
-	}
-	if err := syncDir(s.dir); err != nil {
 		return m, fmt.Errorf("commit %s: %w", tag, err)
 	}
 	s.step("commit:committed")
