@@ -126,13 +126,13 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	var units []unit
 	for i, f := range files {
 		res.Bytes += f.Size
-		fs := &fileState{}
+		fst := &fileState{}
 		n := numChunks(f.Size, chunk)
-		fs.sums = make([]uint64, n)
-		fs.left.Store(int32(n))
+		fst.sums = make([]uint64, n)
+		fst.left.Store(int32(n))
 		dstPath := filepath.Join(stage, filepath.FromSlash(f.Path))
 		if fi, err := os.Stat(dstPath); err == nil && fi.Mode().IsRegular() && fi.Size() == f.Size {
-			fs.reuse = true
+			fst.reuse = true
 		} else {
 			part := dstPath + partSuffix
 			w, err := os.OpenFile(part, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
@@ -147,7 +147,7 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 			}
 			res.Copied += f.Size
 		}
-		st[i] = fs
+		st[i] = fst
 		for c := 0; c < n; c++ {
 			units = append(units, unit{i, c})
 		}
@@ -169,18 +169,18 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 					return
 				}
 				u := units[i]
-				f, fs := files[u.file], st[u.file]
+				f, fst := files[u.file], st[u.file]
 				srcPath := filepath.Join(src, filepath.FromSlash(f.Path))
 				dstPath := filepath.Join(stage, filepath.FromSlash(f.Path))
 				off := int64(u.chunk) * chunk
 				n := max(min(chunk, f.Size-off), 0)
 				var err error
-				if fs.reuse {
-					fs.sums[u.chunk], err = hashFileRange(srcPath, off, n)
+				if fst.reuse {
+					fst.sums[u.chunk], err = hashFileRange(srcPath, off, n)
 				} else {
-					fs.sums[u.chunk], err = copyRange(srcPath, dstPath+partSuffix, off, n)
+					fst.sums[u.chunk], err = copyRange(srcPath, dstPath+partSuffix, off, n)
 				}
-				if err == nil && fs.left.Add(-1) == 0 && !fs.reuse {
+				if err == nil && fst.left.Add(-1) == 0 && !fst.reuse {
 					err = finishPart(dst, dstPath)
 				}
 				if err != nil {

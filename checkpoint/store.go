@@ -731,9 +731,9 @@ type Resolved struct {
 	Dir      string // absolute: the value of TRAINRUN_RESUME_DIR
 	Manifest Manifest
 	// Skipped holds, newest first, committed checkpoints newer than Tag that
-	// failed verification (each a *VerifyError): say so, and Quarantine them
-	// before the trainer saves under the same tag again.
-	Skipped []error
+	// failed verification: say so, and Quarantine(Skipped[i].Tag) before
+	// the trainer saves under the same tag again.
+	Skipped []*VerifyError
 	// Pointer is the tag .trainrun/latest names ("" if none). It differs from
 	// Tag when a newer one failed verification or a commit was cut short
 	// between its manifest and the pointer (the manifest is the commit).
@@ -766,7 +766,11 @@ func (s *Store) LatestLevel(ctx context.Context, level Level) (Resolved, error) 
 			if ctx.Err() != nil {
 				return r, ctx.Err()
 			}
-			r.Skipped = append(r.Skipped, err)
+			var ve *VerifyError
+			if !errors.As(err, &ve) {
+				ve = &VerifyError{Tag: ms[i].Tag, Path: s.tagDir(ms[i].Tag), What: err.Error()}
+			}
+			r.Skipped = append(r.Skipped, ve)
 			continue
 		}
 		r.Tag, r.Dir, r.Manifest = ms[i].Tag, s.tagDir(ms[i].Tag), m
