@@ -38,7 +38,8 @@ type Store struct {
 	dir  string
 	opts Options
 	// hook, when set (tests only), runs at every durable step so that the
-	// crash test can kill the process exactly there.
+	// crash test can kill the process exactly there. The drain's workers
+	// call it concurrently.
 	hook func(step string)
 }
 
