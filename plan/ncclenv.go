@@ -139,6 +139,33 @@ var debugOnly = map[string]bool{
 	"NCCL_ALGO": true, "NCCL_PROTO": true, "NCCL_P2P_LEVEL": true, "NCCL_NET_GDR_LEVEL": true, "NCCL_BUFFSIZE": true,
 }
 
+// ManagedEnvKeys lists every variable RankEnv may decide, so a caller can
+// pass the user's values for exactly these (policy keys included).
+func ManagedEnvKeys(pol NCCLPolicy) []string {
+	keys := []string{
+		"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+		"TRAINRUN_TP", "TRAINRUN_PP", "TRAINRUN_VPP", "TRAINRUN_CP", "TRAINRUN_EP", "TRAINRUN_DP",
+		"TRAINRUN_MICRO_BATCH", "TRAINRUN_GRAD_ACCUM", "TRAINRUN_RECOMPUTE", "TRAINRUN_PLAN",
+		"CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME",
+		"NCCL_TOPO_FILE", "NCCL_NVLS_ENABLE", "NCCL_MNNVL_ENABLE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		seen[k] = true
+	}
+	var extra []string
+	for _, m := range []map[string]string{pol.Force, pol.Defaults} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				extra = append(extra, k)
+			}
+		}
+	}
+	sort.Strings(extra)
+	return append(keys, extra...)
+}
+
 // ParseNCCLConf reads an nccl.conf the way NCCL does (src/misc/param.cc
 // setEnvFile): one KEY=VALUE per line, the key up to the first '=', the value
 // the rest of the line; lines without '=' are skipped. Lines starting with
