@@ -202,7 +202,7 @@ func Place(in PlaceInput) (*Placement, error) {
 	for i := range cands {
 		assign(&cands[i], l, G, nodeOf, slotOf)
 		b := linkBytes(l, in.Traffic, tp, nodeOf)
-		if best < 0 || better(b, bestBytes) {
+		if best < 0 || fewerSlowBytes(b, bestBytes) {
 			best, bestBytes = i, b
 			copy(bestNode, nodeOf)
 			copy(bestSlot, slotOf)
@@ -267,13 +267,6 @@ func coords(l Layout, r int) Coords {
 	c.pp = r / l.DP
 	c.ep = (c.cp + l.CP*c.dp) % l.EP
 	return c
-}
-
-func gcd(a, b int) int {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 func buildTopo(nodes []PlaceNode) *placeTopo {

@@ -62,9 +62,9 @@ const (
 	numLevels
 )
 
-// better orders placements: fewer spine bytes, then fewer leaf bytes, then
+// fewerSlowBytes orders placements: fewer spine bytes, then fewer leaf bytes, then
 // fewer PCIe bytes (all on the slower, shared links).
-func better(a, b LinkBytes) bool {
+func fewerSlowBytes(a, b LinkBytes) bool {
 	if a.Spine != b.Spine {
 		return a.Spine < b.Spine
 	}

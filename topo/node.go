@@ -35,6 +35,11 @@ type Node struct {
 	// GPULinks[i][j] is the relation between GPUs[i] and GPUs[j] as
 	// `nvidia-smi topo -m` prints it (X on the diagonal).
 	GPULinks [][]Link `json:"gpu_links"`
+	// NICLinks[i][j] is the PCIe relation between RDMA[i] and RDMA[j].
+	NICLinks [][]PathType `json:"nic_links"`
+	// PCIFunctions holds, by bus id, every GPU and RDMA function and the
+	// bridges above them (what an NCCL topology file describes).
+	PCIFunctions map[string]PCIFunction `json:"pci_functions"`
 	// Notes are facts a reader should know that are not errors (e.g. the VM has
 	// no NUMA information). One line each.
 	Notes []string `json:"notes,omitempty"`
@@ -91,6 +96,20 @@ type GPU struct {
 	// pciDDDD:BB host bridge is HostBridge).
 	PCIPath    []string `json:"pci_path"`
 	HostBridge string   `json:"host_bridge"` // pci0000:15
+}
+
+// PCIFunction is one PCI function's identity and link
+// (DIR/sys/bus/pci/devices/<bus>/{class,vendor,device,subsystem_*,max_link_*,numa_node}).
+type PCIFunction struct {
+	BusID           string `json:"bus_id"`
+	Class           string `json:"class"` // 0x060400
+	Vendor          string `json:"vendor"`
+	Device          string `json:"device"`
+	SubsystemVendor string `json:"subsystem_vendor,omitempty"`
+	SubsystemDevice string `json:"subsystem_device,omitempty"`
+	LinkSpeed       string `json:"link_speed,omitempty"`
+	LinkWidth       int    `json:"link_width"`
+	NUMANode        *int   `json:"numa_node"`
 }
 
 // NVLink is a bundle of NVLinks from a GPU to one remote endpoint.
@@ -354,27 +373,16 @@ func (l CPUList) Equal(o CPUList) bool {
 }
 
 // NCCLNICs is the exact list of RDMA devices NCCL should use on this node
-// (for NCCL_IB_HCA with the "=" exact-match prefix), in the order of the
-// GPUs they serve. See roles.go for how a device qualifies.
+// (for NCCL_IB_HCA with the "=" exact-match prefix), in natural name order
+// (mlx5_2 before mlx5_10). See roles.go for how a device qualifies.
 func (n *Node) NCCLNICs() []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(name string) {
-		if !seen[name] {
-			seen[name] = true
-			out = append(out, name)
-		}
-	}
-	for _, g := range n.GPUs {
-		for _, name := range g.NCCLNICs {
-			add(name)
-		}
-	}
+	out := []string{}
 	for _, d := range n.RDMA {
 		if d.NCCL {
-			add(d.Name)
+			out = append(out, d.Name)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i], out[j]) })
 	return out
 }
 
