@@ -612,7 +612,6 @@ func digitRun(s string) int {
 	return i
 }
 
-
 func readNUMA(sysDir string) ([]NUMANode, error) {
 	dir := filepath.Join(sysDir, "devices/system/node")
 	out := []NUMANode{}
