@@ -437,6 +437,8 @@ func TestRankEnvPrecedence(t *testing.T) {
 		{"policy default over computed", EnvInput{Policy: NCCLPolicy{Defaults: map[string]string{"NCCL_NVLS_ENABLE": "0"}}}, "NCCL_NVLS_ENABLE", "0", true, SrcPolicyDefault},
 		{"policy default yields to user", EnvInput{UserEnv: map[string]string{"NCCL_NVLS_ENABLE": "1"}, Policy: NCCLPolicy{Defaults: map[string]string{"NCCL_NVLS_ENABLE": "0"}}}, "NCCL_NVLS_ENABLE", "1", false, SrcUser},
 		{"debug variable only by policy", EnvInput{Policy: NCCLPolicy{Force: map[string]string{"NCCL_ALGO": "Ring"}}}, "NCCL_ALGO", "Ring", true, SrcPolicyForce},
+		{"fabric tcp by policy disables IB", EnvInput{Policy: NCCLPolicy{Fabric: "tcp"}}, "NCCL_IB_DISABLE", "1", true, SrcTrainrun},
+		{"fabric tcp lists no HCA", EnvInput{Policy: NCCLPolicy{Fabric: "tcp"}}, "NCCL_IB_HCA", "", false, SrcTrainrun},
 		{"launcher var replaces a stale RANK", EnvInput{Rank: 9, UserEnv: map[string]string{"RANK": "0"}}, "RANK", "9", true, SrcTrainrun},
 		{"user's MASTER_PORT kept", EnvInput{UserEnv: map[string]string{"MASTER_PORT": "12345"}}, "MASTER_PORT", "12345", false, SrcUser},
 	}
