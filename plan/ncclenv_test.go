@@ -534,3 +534,33 @@ func TestParseNCCLConf(t *testing.T) {
 		t.Fatalf("want a line-numbered error for spaces around the key, got %v", err)
 	}
 }
+
+// NVL72: GPUs registered with the fabric manager in one clique with a
+// non-zero cluster UUID get NCCL_MNNVL_ENABLE=1; an all-zero UUID (NCCL's
+// "no MNNVL", src/mnnvl.cc) or an unfinished registration does not.
+func TestRankEnvMNNVL(t *testing.T) {
+	cases := []struct {
+		name, uuid, state, want string
+	}{
+		{"clique", "5c7f1d3a-0000-4000-8000-00000000abcd", "completed", "1"},
+		{"zero uuid", "00000000-0000-0000-0000-000000000000", "completed", ""},
+		{"registration in progress", "5c7f1d3a-0000-4000-8000-00000000abcd", "in-progress", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := hgxH100Interleaved(true)
+			for i := range n.GPUs {
+				n.GPUs[i].Fabric = &topo.NVLinkFabric{ClusterUUID: tc.uuid, CliqueID: 7, State: tc.state}
+			}
+			e := envFor(t, n, EnvInput{})
+			v := e.Var("NCCL_MNNVL_ENABLE")
+			got := ""
+			if v.Inject {
+				got = v.Value
+			}
+			if got != tc.want {
+				t.Fatalf("NCCL_MNNVL_ENABLE = %q, want %q (%s)", got, tc.want, v.Why)
+			}
+		})
+	}
+}
