@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/topo/snapshot"
 )
 
 // The -update flag may be defined by another test file of this package.
@@ -144,9 +146,22 @@ func TestEnvMachines(t *testing.T) {
 			more:   map[string]string{"NCCL_NVLS_ENABLE": ""},
 		},
 	}
+	// Unpack each machine once and read it with --root (the golden test
+	// covers --machine).
+	roots := map[string]string{}
+	for _, tc := range cases {
+		if _, ok := roots[tc.machine]; ok {
+			continue
+		}
+		dir := t.TempDir()
+		if err := snapshot.Unpack(tc.machine, dir); err != nil {
+			t.Fatal(err)
+		}
+		roots[tc.machine] = dir
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"env", "--machine", tc.machine, "--rank", "5"}, tc.args...)
+			args := append([]string{"env", "--root", roots[tc.machine], "--rank", "5"}, tc.args...)
 			out, errs, code := runTrainrun(t, tc.vars, args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)

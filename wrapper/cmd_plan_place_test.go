@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -89,5 +90,36 @@ func TestRenderPlacementErrors(t *testing.T) {
 				t.Fatalf("err = %v (code %d), want usage error containing %q", err, exitCodeOf(err), tc.want)
 			}
 		})
+	}
+}
+
+// The whole command: `trainrun plan` with a pinned layout, the node list and
+// topology.conf prints the hostfile srun --distribution=arbitrary reads.
+func TestPlanHostfileCommand(t *testing.T) {
+	out, errs, code := runTrainrun(t, nil, "plan", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "512",
+		"--seq-len", "8192", "--global-batch", "1024", "--fix", "tp=8,pp=4,dp=16,cp=1,ep=1,vpp=1,mbs=1,recompute=selective,zero=1",
+		"--nodelist", "node[001-064]", "--topology-conf", "testdata/topology-interleaved-64.conf", "--format", "hostfile")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	hosts := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(hosts) != 512 {
+		t.Fatalf("%d lines", len(hosts))
+	}
+	// With the planner's volumes for this model DP outweighs 3× PP, so each
+	// DP ring (ranks tp + 8·dp + 128·pp, dp = 0..15) lives in one leaf:
+	// node k is on leaf (k−1) mod 4.
+	leafOf := func(h string) int {
+		var k int
+		fmt.Sscanf(h, "node%d", &k)
+		return (k - 1) % 4
+	}
+	for pp := 0; pp < 4; pp++ {
+		l := leafOf(hosts[128*pp])
+		for dp := 0; dp < 16; dp++ {
+			if got := leafOf(hosts[8*dp+128*pp]); got != l {
+				t.Fatalf("DP ring pp=%d: rank %d on leaf %d, rank %d on leaf %d", pp, 128*pp, l, 8*dp+128*pp, got)
+			}
+		}
 	}
 }
