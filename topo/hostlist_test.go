@@ -70,6 +70,7 @@ func TestExpandHostlist(t *testing.T) {
 		{"empty items skipped", "a,,b", []string{"a", "b"}},
 		{"trailing comma", "n[1-2],", []string{"n1", "n2"}},
 		{"whitespace separates at top level", "n[1-2] m1\tk", []string{"n1", "n2", "m1", "k"}},
+		{"trailing newline trimmed", "n[1-2]\n", []string{"n1", "n2"}},
 		{"largest range Slurm allows", "n[0-65535]", seq("n", 0, 65535, 1)},
 		{"22 digits of padding", "n[0000000000000000000001-2]", []string{"n0000000000000000000001", "n0000000000000000000002"}},
 		{"beyond 32 bits", "n[99999999999-100000000000]", []string{"n99999999999", "n100000000000"}},
@@ -124,6 +125,7 @@ func TestExpandHostlistErrors(t *testing.T) {
 		{"beyond 64 bits", "n[18446744073709551616]", 3, "does not fit in 64 bits", "n18446744073709551615 (wraps)"},
 		{"empty expression", "", 1, "empty expression", "prints nothing"},
 		{"only separators", " , ", 1, "empty expression", "prints nothing"},
+		{"line break inside", "a[1-2]\nb1", 7, "line break inside the expression", "Invalid hostlist (a newline is not a separator)"},
 		{"over trainrun's cap", "a[0-2047]b[0-1023]", 1, "more than 1048576 names", "4 million names (no cap)"},
 	}
 	for _, tc := range tests {

@@ -2,6 +2,7 @@ package topo
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -54,19 +55,24 @@ func (e *ConfError) Error() string {
 }
 
 // ReadConfLines splits r into logical lines of Key=Value pairs. filename is
-// used in error messages only. It stops at the first lexical error.
+// used in error messages only. A physical line with a lexical error is left
+// out and reading goes on, so a checker can report every error: the error
+// returned joins one *ConfError per bad line (errors.Join), with the lines
+// that did parse.
 func ReadConfLines(r io.Reader, filename string) ([]ConfLine, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
 	var out []ConfLine
 	var cur *ConfLine
+	var errs []error
 	lineNo := 0
 	for sc.Scan() {
 		lineNo++
 		text, cont := stripConfComment(sc.Text())
 		pairs, err := splitConfPairs(text, filename, lineNo)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			pairs = nil
 		}
 		if cur == nil && len(pairs) > 0 {
 			out = append(out, ConfLine{Line: lineNo})
@@ -82,7 +88,7 @@ func ReadConfLines(r io.Reader, filename string) ([]ConfLine, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", filename, err)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // stripConfComment removes a comment and reports a trailing continuation '\'.
