@@ -30,6 +30,8 @@ type envOptions struct {
 	Root, Machine string
 	Explain       bool
 	Format        string
+	// the admin policy
+	Policy, Partition string
 	// the layout: a plan JSON (trainrun plan --format json), or --fix degrees
 	PlanFile string
 	Fix      string
@@ -50,6 +52,8 @@ func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Machine, "machine", "", "read a built-in captured machine by name (see 'trainrun topo --machine list')")
 	fs.BoolVar(&o.Explain, "explain", false, "say why for every variable, and what was kept from the user, nccl.conf or a plugin")
 	fs.StringVar(&o.Format, "format", "shell", "shell (KEY=VALUE lines) | json")
+	fs.StringVar(&o.Policy, "policy", "", "the site's trainrun.conf: NCCLForce, NCCLDefault, NCCLPrecedence and Fabric shape the NCCL variables")
+	fs.StringVar(&o.Partition, "partition", "", "partition whose policy settings apply (default: SLURM_JOB_PARTITION; site-wide settings when neither)")
 	fs.StringVar(&o.PlanFile, "plan", "", "plan JSON from 'trainrun plan --format json' (degrees and traffic); exported as TRAINRUN_PLAN")
 	fs.StringVar(&o.Fix, "fix", "", "degrees without a plan file: tp=8,pp=4,cp=1,ep=1,dp=N,vpp=1,mbs=1,grad_accum=1,recompute=none (dp defaults to the GPUs left over)")
 	fs.StringVar(&o.Nodelist, "nodelist", "", "the job's nodes as a Slurm hostlist (default: SLURM_JOB_NODELIST, else this machine alone)")
@@ -63,7 +67,7 @@ func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("env", "env [--rank R] [--root DIR | --machine NAME] [--plan FILE | --fix tp=8,pp=4] [--explain]", env.stderr)
+	fs := newFlags("env", "env [--rank R] [--root DIR | --machine NAME] [--plan FILE | --fix tp=8,pp=4] [--policy FILE --partition P] [--explain]", env.stderr)
 	var o envOptions
 	o.AddFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -207,6 +211,22 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 	}
 
 	pol := plan.NCCLPolicy{}
+	if o.Policy != "" {
+		pf, err := loadPolicyFile(o.Policy)
+		if err != nil {
+			return nil, reportPolicyErrors(env.stderr, o.Policy, err)
+		}
+		part := o.Partition
+		if part == "" {
+			part = env.getenv("SLURM_JOB_PARTITION")
+		}
+		if part != "" && !pf.HasPartition(part) {
+			fmt.Fprintf(env.stderr, "trainrun: env: note: %s has no PartitionName=%s line: its site-wide settings apply\n", o.Policy, part)
+		}
+		pol = pf.Effective(part).NCCL()
+	} else if o.Partition != "" {
+		return nil, usageErrorf("--partition %s without --policy: name the trainrun.conf to read", o.Partition)
+	}
 	user := map[string]string{}
 	for _, k := range plan.ManagedEnvKeys(pol) {
 		if v := env.getenv(k); v != "" {

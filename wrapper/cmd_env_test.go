@@ -25,7 +25,7 @@ func envGoldenUpdate() bool {
 }
 
 // runTrainrun runs a subcommand in-process with the given environment.
-func runTrainrun(t *testing.T, vars map[string]string, args ...string) (stdout, stderr string, code int) {
+func runWithEnv(t *testing.T, vars map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(k string) string { return vars[k] }}
@@ -162,7 +162,7 @@ func TestEnvMachines(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"env", "--root", roots[tc.machine], "--rank", "5"}, tc.args...)
-			out, errs, code := runTrainrun(t, tc.vars, args...)
+			out, errs, code := runWithEnv(t, tc.vars, args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
@@ -182,7 +182,7 @@ func TestEnvMachines(t *testing.T) {
 				}
 			}
 			if len(tc.explain) > 0 {
-				ex, _, _ := runTrainrun(t, tc.vars, append(args, "--explain")...)
+				ex, _, _ := runWithEnv(t, tc.vars, append(args, "--explain")...)
 				for _, s := range tc.explain {
 					if !strings.Contains(ex, s) {
 						t.Errorf("--explain lacks %q:\n%s", s, ex)
@@ -204,7 +204,7 @@ func debugVar(k string) bool {
 // TestEnvExplainGolden pins the printed form: one comment per variable with
 // its source and reason, then KEY=VALUE (quoted where the shell needs it).
 func TestEnvExplainGolden(t *testing.T) {
-	out, errs, code := runTrainrun(t, map[string]string{"SLURM_JOB_ID": "4242"},
+	out, errs, code := runWithEnv(t, map[string]string{"SLURM_JOB_ID": "4242"},
 		"env", "--machine", "hgx-h100", "--node-addr", "10.0.0.11", "--nodelist", "gpu[01-04]", "--fix", "tp=8,pp=2",
 		"--rank", "17", "--explain", "--master-addr", "gpu01")
 	if code != 0 {
@@ -240,7 +240,7 @@ func TestEnvErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errs, code := runTrainrun(t, nil, append([]string{"env"}, tc.args...)...)
+			_, errs, code := runWithEnv(t, nil, append([]string{"env"}, tc.args...)...)
 			if code != ExitUsage || !strings.Contains(errs, tc.want) {
 				t.Fatalf("exit %d, stderr %q; want %d and %q", code, errs, ExitUsage, tc.want)
 			}
@@ -261,5 +261,54 @@ func TestShellQuote(t *testing.T) {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// The policy file shapes the NCCL variables. contrib's example forces
+// NCCL_IB_TIMEOUT=22 site-wide; its "roce" partition forces 23 and
+// NCCL_IB_GID_INDEX=3 and says trainrun's values win (NCCLPrecedence=site).
+func TestEnvPolicy(t *testing.T) {
+	cases := []struct {
+		name, partition, timeout string
+		explain                  []string
+	}{
+		{"site-wide", "", "22", []string{"NCCL_IB_TIMEOUT (policy-force)", "overrides the user's 14"}},
+		{"roce partition", "roce", "23", []string{"NCCL_IB_GID_INDEX (policy-force): forced by the site policy (and what trainrun computes"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := map[string]string{"SLURM_JOB_PARTITION": tc.partition, "NCCL_IB_TIMEOUT": "14", "NCCL_IB_HCA": "mlx5"}
+			out, errs, code := runWithEnv(t, vars, "env", "--machine", "ibmcloud-h100-vsi", "--node-addr", "10.240.0.10",
+				"--policy", "../contrib/trainrun.conf.example", "--explain")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			got := shellVars(out)
+			if got["NCCL_IB_TIMEOUT"] != tc.timeout {
+				t.Errorf("NCCL_IB_TIMEOUT = %q, want the forced %s over the user's 14", got["NCCL_IB_TIMEOUT"], tc.timeout)
+			}
+			if got["NCCL_IB_GID_INDEX"] != "3" {
+				t.Errorf("NCCL_IB_GID_INDEX = %q, want 3", got["NCCL_IB_GID_INDEX"])
+			}
+			// NCCLPrecedence=site on the roce partition: trainrun's HCA list
+			// replaces the user's prefix-matching "mlx5"; site-wide the
+			// user's value stands.
+			wantHCA := ""
+			if tc.partition == "roce" {
+				wantHCA = "=mlx5_7:1,mlx5_6:1,mlx5_5:1,mlx5_4:1,mlx5_3:1,mlx5_2:1,mlx5_1:1,mlx5_0:1"
+			}
+			if got["NCCL_IB_HCA"] != wantHCA {
+				t.Errorf("NCCL_IB_HCA = %q, want %q", got["NCCL_IB_HCA"], wantHCA)
+			}
+			for _, s := range tc.explain {
+				if !strings.Contains(out, s) {
+					t.Errorf("--explain lacks %q:\n%s", s, out)
+				}
+			}
+		})
+	}
+	_, errs, code := runWithEnv(t, nil, "env", "--machine", "hgx-h100", "--partition", "x")
+	if code != ExitUsage || !strings.Contains(errs, "without --policy") {
+		t.Errorf("--partition alone: exit %d, %q", code, errs)
 	}
 }

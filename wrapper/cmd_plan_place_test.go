@@ -96,7 +96,7 @@ func TestRenderPlacementErrors(t *testing.T) {
 // The whole command: `trainrun plan` with a pinned layout, the node list and
 // topology.conf prints the hostfile srun --distribution=arbitrary reads.
 func TestPlanHostfileCommand(t *testing.T) {
-	out, errs, code := runTrainrun(t, nil, "plan", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "512",
+	out, errs, code := runWithEnv(t, nil, "plan", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "512",
 		"--seq-len", "8192", "--global-batch", "1024", "--fix", "tp=8,pp=4,dp=16,cp=1,ep=1,vpp=1,mbs=1,recompute=selective,zero=1",
 		"--nodelist", "node[001-064]", "--topology-conf", "testdata/topology-interleaved-64.conf", "--format", "hostfile")
 	if code != 0 {
