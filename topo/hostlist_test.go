@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files and, where scontrol runs, the captured Slurm outputs")
 
 // seq is n lines "prefix"+padNum(i, w) for i in [lo, hi].
 func seq(prefix string, lo, hi, w int) []string {
