@@ -10,7 +10,6 @@ import (
 	"github.com/trainrun/trainrun/topo/snapshot"
 )
 
-
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", "golden", name)

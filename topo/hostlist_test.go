@@ -15,7 +15,6 @@ import (
 	"testing"
 )
 
-
 // seq is n lines "prefix"+padNum(i, w) for i in [lo, hi].
 func seq(prefix string, lo, hi, w int) []string {
 	var out []string
