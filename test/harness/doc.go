@@ -11,6 +11,18 @@
 // every command run through the Cluster has a deadline, and every failure names
 // the command, its output and the tail of the daemon logs.
 //
+// Typical use (the e2e package's TestMain starts one cluster for all tests):
+//
+//	c, err := harness.Start(harness.Options{TopologyConf: "...", Logf: log.Printf})
+//	defer c.Stop()
+//	out, err := c.Run(ctx, "srun", "--immediate=30", "-N4", "--ntasks-per-node=8", "--gpus-per-node=8", "hostname")
+//	id, err := c.SubmitBatch(ctx, "#!/bin/bash\nsrun true\n", "-N2", "-p", harness.HighPartition)
+//	state, err := c.WaitJob(ctx, id, time.Minute, "COMPLETED")
+//	log := c.JobOutput(id)
+//
+// Beside the cluster, StartPushgateway and StartPrometheus run Debian's
+// prometheus-pushgateway and prometheus on free loopback ports.
+//
 // Choices that tests rely on, and why:
 //
 //   - Nodes are n1..nN with NodeAddr=127.0.0.1, one slurmd port each, started as
