@@ -288,7 +288,8 @@ func TestTopologyConfErrors(t *testing.T) {
 		{"block sizes without blocks", "SwitchName=s0 Nodes=n1\nBlockSizes=4\n", "topology.conf:2: BlockSizes: BlockSizes= without any BlockName= line"},
 		{"ring too long", "RingName=r0 Nodes=n[1-17]\n", `topology.conf:1: Nodes: ring "r0" has 17 nodes`},
 		{"include", "Include /etc/slurm/other.conf\n", "topology.conf:1: Include: Include is not supported here"},
-		{"not key=value", "SwitchName=s0 Nodes=n1 oops\n", `topology.conf:1: oops: expected oops=VALUE, found "oops"`},
+		{"not key=value", "SwitchName=s0 Nodes=n1 oops\n", `topology.conf:1: Nodes: "oops" after Nodes=n1 is not Key=Value (a value with spaces needs quotes)`},
+		{"not key=value first", "oops SwitchName=s0\n", `topology.conf:1: oops: expected oops=VALUE, found "oops SwitchName=s0"`},
 		{"operator", "SwitchName=s0 Nodes+=n1\n", `topology.conf:1: Nodes: operator "+=" is not supported`},
 		{"unterminated quote", "SwitchName=s0 Nodes=\"n1\n", `topology.conf:1: Nodes: unterminated '"' in value`},
 	}

@@ -149,6 +149,11 @@ func splitConfPairs(s, filename string, line int) ([]ConfPair, error) {
 			if i < len(s) && (s[i] == '+' || s[i] == '-' || s[i] == '*' || s[i] == '/') {
 				return nil, &ConfError{File: filename, Line: line, Key: key, Msg: fmt.Sprintf("operator %q is not supported; write %s=VALUE", s[i:i+1]+"=", key)}
 			}
+			if n := len(out); n > 0 {
+				prev := out[n-1]
+				return nil, &ConfError{File: filename, Line: line, Key: prev.Key, Value: prev.Value,
+					Msg: fmt.Sprintf("%q after %s=%s is not Key=Value (a value with spaces needs quotes)", key, prev.Key, prev.Value)}
+			}
 			return nil, &ConfError{File: filename, Line: line, Key: key, Msg: fmt.Sprintf("expected %s=VALUE, found %q", key, rest(s[k:]))}
 		}
 		i++
