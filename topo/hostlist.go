@@ -182,7 +182,10 @@ func expandItem(expr string, start, end, have int) ([]string, error) {
 			return nil, hlErr(expr, g.pos,
 				"bracket group holds %d names; Slurm allows at most %d in a group that is not the last", g.count, MaxHostlistPrefix)
 		}
-		total *= g.count // each factor <= 2^16 * ranges; checked against the cap below before it can overflow
+		if g.count > MaxHostlistNames { // keeps the product below from overflowing
+			return nil, hlErr(expr, g.pos, "expands to more than %d names (trainrun's limit)", MaxHostlistNames)
+		}
+		total *= g.count // both factors <= 2^20
 		if total > MaxHostlistNames || uint64(have)+total > MaxHostlistNames {
 			return nil, hlErr(expr, start, "expands to more than %d names (trainrun's limit)", MaxHostlistNames)
 		}
