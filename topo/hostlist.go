@@ -322,9 +322,9 @@ func splitHost(h string) hostName {
 	return hn
 }
 
-// widths is the set of zero-pad widths under which digits prints as written:
+// hostWidths is the set of zero-pad widths under which digits prints as written:
 // exactly len(digits) when zero padded, any width up to len(digits) otherwise.
-func widths(digits string) (lo, hi int) {
+func hostWidths(digits string) (lo, hi int) {
 	if len(digits) > 1 && digits[0] == '0' {
 		return len(digits), len(digits)
 	}
@@ -358,7 +358,7 @@ func CompressHostlist(hosts []string) string {
 			runs = append(runs, hostRun{single: h})
 			continue
 		}
-		wlo, whi := widths(hn.digits)
+		wlo, whi := hostWidths(hn.digits)
 		if n := len(runs); n > 0 {
 			r := &runs[n-1]
 			if r.numericValid && r.prefix == hn.prefix && r.hi != ^uint64(0) && hn.num == r.hi+1 &&
