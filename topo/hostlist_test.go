@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,21 +15,8 @@ import (
 	"testing"
 )
 
-// -update-scontrol rewrites testdata/slurm/hostlist-scontrol-22.05.txt from
-// the live scontrol; a package-wide -update flag defined by another test
-// file does too. (Not "update" itself: two files defining it would clash.)
-var updateScontrol = flag.Bool("update-scontrol", false, "rewrite the captured scontrol outputs (needs scontrol)")
-
-func updateCapture() bool {
-	if *updateScontrol {
-		return true
-	}
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
-
-// hlSeq is the names "prefix"+padNum(i, w) for i in [lo, hi].
-func hlSeq(prefix string, lo, hi, w int) []string {
+// seq is n lines "prefix"+padNum(i, w) for i in [lo, hi].
+func seq(prefix string, lo, hi, w int) []string {
 	var out []string
 	for i := lo; i <= hi; i++ {
 		out = append(out, prefix+padNum(uint64(i), w))
@@ -38,7 +24,7 @@ func hlSeq(prefix string, lo, hi, w int) []string {
 	return out
 }
 
-func hlCat(lists ...[]string) []string { return slices.Concat(lists...) }
+func cat(lists ...[]string) []string { return slices.Concat(lists...) }
 
 // Expected outputs below were checked with `scontrol show hostnames` of
 // Slurm 22.05.8 (Debian 12).
@@ -48,24 +34,24 @@ func TestExpandHostlist(t *testing.T) {
 		expr string
 		want []string
 	}{
-		{"doc: zero padding", "linux[00-17]", hlSeq("linux", 0, 17, 2)},
-		{"doc: plain range", "lx[10-20]", hlSeq("lx", 10, 20, 1)},
+		{"doc: zero padding", "linux[00-17]", seq("linux", 0, 17, 2)},
+		{"doc: plain range", "lx[10-20]", seq("lx", 10, 20, 1)},
 		{"doc: duplicates kept, single first", "tux[2,1-2]", []string{"tux2", "tux1", "tux2"}},
 		{"doc: duplicates kept, single last", "tux[1-2,2]", []string{"tux1", "tux2", "tux2"}},
-		{"doc: range and single", "linux[0-64,128]", hlCat(hlSeq("linux", 0, 64, 1), []string{"linux128"})},
+		{"doc: range and single", "linux[0-64,128]", cat(seq("linux", 0, 64, 1), []string{"linux128"})},
 		{"doc: plain names", "alpha,beta,gamma", []string{"alpha", "beta", "gamma"}},
 		{"doc: singles and range", "lx[15,18,32-33]", []string{"lx15", "lx18", "lx32", "lx33"}},
-		{"doc: four digits", "linux[0000-1023]", hlSeq("linux", 0, 1023, 4)},
-		{"doc: padded with single", "gpu[001-016,020]", hlCat(hlSeq("gpu", 1, 16, 3), []string{"gpu020"})},
+		{"doc: four digits", "linux[0000-1023]", seq("linux", 0, 1023, 4)},
+		{"doc: padded with single", "gpu[001-016,020]", cat(seq("gpu", 1, 16, 3), []string{"gpu020"})},
 		{"doc: dash before bracket, list", "ml-16-node-[001-002,004],ml-17-node-[001-003]",
 			[]string{"ml-16-node-001", "ml-16-node-002", "ml-16-node-004", "ml-17-node-001", "ml-17-node-002", "ml-17-node-003"}},
-		{"doc: dash before bracket", "node-[0-3]", hlSeq("node-", 0, 3, 1)},
+		{"doc: dash before bracket", "node-[0-3]", seq("node-", 0, 3, 1)},
 		{"doc: commas inside brackets do not split", "dev[0-8,18-25],edev[0-25]",
-			hlCat(hlSeq("dev", 0, 8, 1), hlSeq("dev", 18, 25, 1), hlSeq("edev", 0, 25, 1))},
-		{"width from the start bound, end wider", "n[08-100]", hlSeq("n", 8, 100, 2)},
-		{"width from the start bound, end padded", "n[8-0100]", hlSeq("n", 8, 100, 1)},
-		{"padded start, short end", "n[001-10]", hlSeq("n", 1, 10, 3)},
-		{"unpadded start, padded end", "n[1-010]", hlSeq("n", 1, 10, 1)},
+			cat(seq("dev", 0, 8, 1), seq("dev", 18, 25, 1), seq("edev", 0, 25, 1))},
+		{"width from the start bound, end wider", "n[08-100]", seq("n", 8, 100, 2)},
+		{"width from the start bound, end padded", "n[8-0100]", seq("n", 8, 100, 1)},
+		{"padded start, short end", "n[001-10]", seq("n", 1, 10, 3)},
+		{"unpadded start, padded end", "n[1-010]", seq("n", 1, 10, 1)},
 		{"single padded", "n[007]", []string{"n007"}},
 		{"single zero", "n[00]", []string{"n00"}},
 		{"digits before bracket", "n1[0-3]", []string{"n10", "n11", "n12", "n13"}},
@@ -83,7 +69,7 @@ func TestExpandHostlist(t *testing.T) {
 		{"trailing comma", "n[1-2],", []string{"n1", "n2"}},
 		{"whitespace separates at top level", "n[1-2] m1\tk", []string{"n1", "n2", "m1", "k"}},
 		{"trailing newline trimmed", "n[1-2]\n", []string{"n1", "n2"}},
-		{"largest range Slurm allows", "n[0-65535]", hlSeq("n", 0, 65535, 1)},
+		{"largest range Slurm allows", "n[0-65535]", seq("n", 0, 65535, 1)},
 		{"22 digits of padding", "n[0000000000000000000001-2]", []string{"n0000000000000000000001", "n0000000000000000000002"}},
 		{"beyond 32 bits", "n[99999999999-100000000000]", []string{"n99999999999", "n100000000000"}},
 		{"top of 64 bits", "n[18446744073709551614-18446744073709551615]", []string{"n18446744073709551614", "n18446744073709551615"}},
@@ -373,11 +359,11 @@ func generatedCompressInput(r *rand.Rand, names []string) []string {
 }
 
 // TestHostlistLiveScontrol compares with scontrol where it is installed, and
-// with -update-scontrol rewrites the capture.
+// with -update rewrites the capture.
 func TestHostlistLiveScontrol(t *testing.T) {
 	run := scontrolRunner(t)
 	n := 30 // the e2e suite compares hundreds more
-	if updateCapture() {
+	if *update {
 		n = 250
 	}
 	r := rand.New(rand.NewPCG(22, 5))
@@ -420,13 +406,13 @@ func TestHostlistLiveScontrol(t *testing.T) {
 	for _, c := range cases {
 		checkScontrolCase(t, "live scontrol", c)
 	}
-	if !updateCapture() {
+	if !*update {
 		return
 	}
 	var b strings.Builder
 	version, _ := run("--version")
 	fmt.Fprintf(&b, "# What scontrol of %s printed (Debian 12 package 22.05.8-4+deb12u3), captured by\n", strings.TrimSpace(version))
-	b.WriteString("# `go test ./topo -run TestHostlistLiveScontrol -update-scontrol` with a throw-away slurm.conf (no daemon).\n")
+	b.WriteString("# `go test ./topo -run TestHostlistLiveScontrol -update` with a throw-away slurm.conf (no daemon).\n")
 	b.WriteString("# E<TAB>expression<TAB>`scontrol show hostnames` output joined by spaces, or !invalid\n")
 	b.WriteString("# C<TAB>names joined by commas<TAB>`scontrol show hostlist` output\n")
 	b.WriteString("# Hand-picked cases come from Slurm's docs (slurm.conf(5), topology.conf(5), quickstart_admin) and\n")
