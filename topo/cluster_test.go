@@ -150,6 +150,11 @@ func TestScontrolTopologyCases(t *testing.T) {
 				t.Errorf("want flat")
 			}
 		}},
+		{name: "no topology plugin: the message, if stderr was kept", in: "No topology information available\n", check: func(t *testing.T, c *Cluster) {
+			if c.HasTree() || c.Distance("a", "b") != 1 {
+				t.Errorf("want flat")
+			}
+		}},
 		{name: "three levels, upper switches without Nodes", in: "SwitchName=l0 Level=0 LinkSpeed=1 Nodes=n[1-2]\nSwitchName=l1 Level=0 LinkSpeed=1 Nodes=n[3-4]\n" +
 			"SwitchName=l2 Level=0 LinkSpeed=1 Nodes=n[5-6]\nSwitchName=sp0 Level=1 LinkSpeed=1 Switches=l[0-1]\n" +
 			"SwitchName=sp1 Level=1 LinkSpeed=1 Switches=l2\nSwitchName=core Level=2 LinkSpeed=1 Switches=sp[0-1]\n",
