@@ -374,9 +374,10 @@ func TestCalibration(t *testing.T) {
 		sustainedClock, hbmEff, nvlinkEff, netEff, pcieEff, a2aNetEff, tpInterfere, dpHide, flashSeqKnee)
 	for _, n := range []string{"a100-80gb", "h100-sxm"} {
 		g := mustGPU(t, n)
-		fmt.Fprintf(&b, "- %s: MatmulEff %.3f (asymptotic %.3f), FP8MatmulEff %.3f, AttentionEff %.2f\n", n, g.MatmulEff,
+		fmt.Fprintf(&b, "- %s: MatmulEff %.3f (asymptotic %.3f), FP8MatmulEff %.3f, AttentionEff %.2f (current kernels)\n", n, g.MatmulEff,
 			asymptoticEff(g.MatmulEff, g.PeakBF16, g.HBMBandwidth, 2), g.FP8MatmulEff, g.AttentionEff)
 	}
+	fmt.Fprintf(&b, "- NeMo 24.x rows on Hopper: FlashAttention-2-class attention, %.2f (fa2HopperEff)\n", fa2HopperEff)
 
 	got := b.String()
 	path := filepath.Join("testdata", "calibration.md")

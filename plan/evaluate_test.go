@@ -93,7 +93,7 @@ func TestStepParts(t *testing.T) {
 // reproduces the measured MAMF at 8192³.
 func TestGEMMModel(t *testing.T) {
 	g := mustGPU(t, "a100-80gb")
-	k := newKern(g)
+	k := newKern(g, StackMegatronCore)
 	n := 8192.0
 	got := k.gemm(n, n, n, false, 2)
 	// The memory term was removed from the measured efficiency, so at the
@@ -115,7 +115,7 @@ func TestGEMMModel(t *testing.T) {
 		t.Errorf("n=130 GEMM %.3g s should cost about n=256's %.3g s", a, b)
 	}
 	// FP8 is faster than BF16 for a large GEMM but less than 2×.
-	h := newKern(mustGPU(t, "h100-sxm"))
+	h := newKern(mustGPU(t, "h100-sxm"), StackMegatronCore)
 	r := h.gemm(8192, 8192, 8192, false, 2) / h.gemm(8192, 8192, 8192, true, 2)
 	if r <= 1.2 || r >= 2 {
 		t.Errorf("FP8 speed-up %.2f, want between 1.2 and 2", r)

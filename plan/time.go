@@ -90,13 +90,21 @@ func asymptoticEff(measured, peak, hbm, inBytes float64) float64 {
 	return math.Min(flops/(peak*(tMeas-tMem)), 1)
 }
 
-func newKern(g GPU) kern {
+// fa2HopperEff: FlashAttention-2-class kernels on Hopper reach ~35 % of peak
+// (FlashAttention-3 paper, Shah et al. 2024, §1); NeMo 24.x ran them.
+const fa2HopperEff = 0.35
+
+func newKern(g GPU, stack Stack) kern {
 	var k kern
 	k.hbm = g.HBMBandwidth
 	k.hbmE = g.HBMBandwidth * hbmEff
 	k.p16 = sustainedClock * g.PeakBF16 * asymptoticEff(g.MatmulEff, g.PeakBF16, g.HBMBandwidth, 2)
 	k.p8 = sustainedClock * g.PeakFP8 * asymptoticEff(g.FP8MatmulEff, g.PeakFP8, g.HBMBandwidth, 1)
-	k.attn = sustainedClock * g.PeakBF16 * g.AttentionEff
+	attn := g.AttentionEff
+	if stack == StackNeMo && g.Arch == "hopper" {
+		attn = math.Min(attn, fa2HopperEff)
+	}
+	k.attn = sustainedClock * g.PeakBF16 * attn
 	return k
 }
 
