@@ -450,8 +450,10 @@ func (x *shape) timeOf(e *Evaluation) {
 		dpTime = ar
 		tr.DP = 2 * gB * (dense*(n-1)/n + expert*(ne-1)/math.Max(ne, 1))
 		if x.legacy {
+			// 2021-22 Megatron's "local" DDP all-reduced after the backward.
 			dpExposed = ar
 		} else {
+			// Bucketed reduction overlaps the last micro-batch's backward.
 			dpExposed = math.Max(ar-dpHide*st.bwd, 0)
 		}
 	case 1, 2:
