@@ -142,3 +142,29 @@ func TestTPCommLegacyByHand(t *testing.T) {
 		t.Errorf("TP traffic %.6g bytes, want %.6g", e.Traffic.TP, wantTraffic)
 	}
 }
+
+func TestEvaluateHotPathDoesNotAllocate(t *testing.T) {
+	c := ClusterOf(mustGPU(t, "h100-sxm"), 64)
+	j := Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16}
+	l := Layout{TP: 8, PP: 2, VPP: 4, DP: 4, MicroBatch: 1, SP: true, Zero: 1, Recompute: "none"}
+	var x shape
+	var e Evaluation
+	if n := testing.AllocsPerRun(100, func() { e = Evaluation{}; evaluate(&x, llama3_70b, j, c, l, &e) }); n != 0 {
+		t.Errorf("evaluate allocates %.0f times per layout; the search's hot path must not", n)
+	}
+}
+
+func TestDPTrafficByHand(t *testing.T) {
+	// Llama-2-7B, TP=1, PP=1, DP=8, distributed optimizer: reduce-scatter of
+	// FP32 gradients and all-gather of 16-bit weights, (n−1)/n of each.
+	c := ClusterOf(mustGPU(t, "h100-sxm"), 8)
+	j := Job{SeqLen: 4096, GlobalBatch: 64, Precision: BF16}
+	e := Evaluate(llama2_7b, j, c, Layout{TP: 1, PP: 1, DP: 8, MicroBatch: 1, Zero: 1, Recompute: "full"})
+	want := (4 + 2) * llama2_7b.Params() * 7 / 8
+	if relErr(e.Traffic.DP, want) > 1e-9 {
+		t.Errorf("DP traffic %.6g bytes per step, want %.6g", e.Traffic.DP, want)
+	}
+	if e.Traffic.TP != 0 || e.Traffic.PP != 0 || e.Traffic.CP != 0 || e.Traffic.EP != 0 {
+		t.Errorf("no TP/PP/CP/EP groups, yet traffic %+v", e.Traffic)
+	}
+}
