@@ -413,8 +413,10 @@ func (x *shape) timeOf(e *Evaluation) {
 	// b·s·h/t bytes each (scatter/gather optimisation or SP shards them).
 	if x.p > 1 {
 		bytes := x.tokens * h * 2 / x.t
+		// Adjacent stages are t·cp·dp ranks apart: inside one fast domain
+		// (NVL72, or a node's NVLink) when that stride is smaller than it.
 		l := x.nvlink()
-		if x.t*x.cp*x.dp >= float64(x.c.GPUsPerNode) || x.t*x.cp*x.dp >= float64(tpDomain(x.c)) {
+		if x.t*x.cp*x.dp >= float64(tpDomain(x.c)) {
 			l = x.net()
 		}
 		perMBp2p := 2 * x.v * (bytes/l.bw + l.lat)
