@@ -142,7 +142,7 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 		l.GradAccum = j.GlobalBatch / (l.MicroBatch * l.DP)
 	}
 	e.Layout = l
-	e.ModelFlopsPerToken = FlopsPerToken(m, j.SeqLen)
+	e.ModelFlopsPerToken = JobFlopsPerToken(m, j)
 	if r := validate(m, j, c, l); r != "" {
 		e.Reason = r
 		return
