@@ -295,9 +295,10 @@ func (x *shape) layerTime(moe bool) stageT {
 		}
 		commF, commB := 2*one, 2*one
 		commF *= 1 + x.recomputeFraction()
-		if x.sp && !x.legacy {
-			// TE userbuffers: all-gather/reduce-scatter pipelined with the GEMMs
-			// that consume/produce them; what exceeds the GEMMs shows, plus interference.
+		if x.sp && !x.legacy && (x.c.GPU.Arch == "hopper" || x.c.GPU.Arch == "blackwell") {
+			// TE userbuffers (Hopper and later; not on Ampere or ROCm):
+			// all-gather/reduce-scatter pipelined with the GEMMs that consume or
+			// produce them; what exceeds the GEMMs shows, plus interference.
 			st.tp = math.Max(commF-gemmF, 0) + math.Max(commB-gemmB, 0) + tpInterfere*(commF+commB)
 		} else {
 			st.tp = commF + commB
