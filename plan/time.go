@@ -32,7 +32,9 @@ import "math"
 //     uses, at NCCL's achievable share of the link rate, plus a latency per call.
 //   - Overlap: what hides behind what is stated per collective below.
 
-// Achievable shares of link and memory rates, and latencies (documented, not fitted).
+// Achievable shares of link and memory rates, latencies and overlaps. Measured
+// where a source is named, otherwise engineering assumptions; none was fitted
+// to the calibration set except sustainedClock (marked).
 const (
 	hbmEff        = 0.85  // elementwise kernels' share of HBM peak (STREAM-like; ~0.9 measured on H100)
 	nvlinkEff     = 0.80  // NCCL bus bandwidth / NVLink rate without NVLS (H100 ~360-380 of 450 GB/s; A100 ~230 of 300)
