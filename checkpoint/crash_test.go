@@ -25,7 +25,7 @@ import (
 // afresh and checks the invariants; the next child restarts the work where it
 // was cut.
 
-var crashKills = flag.Int("crash-kills", 0, "kills in TestCrashConsistency (default 300; 30 with -short)")
+var crashKills = flag.Int("crash-kills", 0, "kills in TestCrashConsistency (default 200; 30 with -short)")
 
 const (
 	crashWorld = 4 // ranks 0,1 on node a, 2,3 on node b
@@ -38,7 +38,7 @@ var crashRetention = Retention{KeepLast: 2, KeepEvery: 200}
 func TestCrashConsistency(t *testing.T) {
 	kills := *crashKills
 	if kills == 0 {
-		kills = 300
+		kills = 200
 		if testing.Short() {
 			kills = 30
 		}
