@@ -16,25 +16,25 @@ import (
 // exactly its keys, in its order. Evaluation carries more (Traffic, for
 // placement); that stays out of the contract.
 type jsonPlan struct {
-	TP                 int      `json:"tp"`
-	PP                 int      `json:"pp"`
-	VPP                int      `json:"vpp"`
-	CP                 int      `json:"cp"`
-	EP                 int      `json:"ep"`
-	DP                 int      `json:"dp"`
-	SP                 bool     `json:"sp"`
-	MicroBatch         int      `json:"micro_batch"`
-	GradAccum          int      `json:"grad_accum"`
-	Recompute          string   `json:"recompute"`
-	Zero               int      `json:"zero"`
-	Offload            string   `json:"offload"`
+	TP                 int        `json:"tp"`
+	PP                 int        `json:"pp"`
+	VPP                int        `json:"vpp"`
+	CP                 int        `json:"cp"`
+	EP                 int        `json:"ep"`
+	DP                 int        `json:"dp"`
+	SP                 bool       `json:"sp"`
+	MicroBatch         int        `json:"micro_batch"`
+	GradAccum          int        `json:"grad_accum"`
+	Recompute          string     `json:"recompute"`
+	Zero               int        `json:"zero"`
+	Offload            string     `json:"offload"`
 	Memory             jsonMemory `json:"memory"`
 	Time               jsonTime   `json:"time"`
-	TokensPerSPerGPU   float64  `json:"tokens_per_s_per_gpu"`
-	ModelFlopsPerToken float64  `json:"model_flops_per_token"`
-	ModelTFLOPSPerGPU  float64  `json:"model_tflops_per_gpu"`
-	MFU                float64  `json:"mfu"`
-	Why                []string `json:"why"`
+	TokensPerSPerGPU   float64    `json:"tokens_per_s_per_gpu"`
+	ModelFlopsPerToken float64    `json:"model_flops_per_token"`
+	ModelTFLOPSPerGPU  float64    `json:"model_tflops_per_gpu"`
+	MFU                float64    `json:"mfu"`
+	Why                []string   `json:"why"`
 }
 
 // jsonMemory and jsonTime are the contract's "memory" and "time" objects.
@@ -62,9 +62,14 @@ type jsonTime struct {
 	Offload       float64 `json:"offload_s"`
 }
 
+// toJSONTime maps the planner's ten step parts onto the contract's seven so
+// that they still add up to step_s: compute_s holds the GPU's own work
+// (compute, recomputation and the optimizer step), pp_bubble_s the pipeline's
+// idle time (the bubble and exposed stage-to-stage transfers). The table
+// shows all ten.
 func toJSONTime(t Time) jsonTime {
-	return jsonTime{Step: t.Step, Compute: t.Compute, TPComm: t.TPComm, PPBubble: t.PPBubble,
-		DPCommExposed: t.DPCommExposed, CPComm: t.CPComm, EPComm: t.EPComm, Offload: t.Offload}
+	return jsonTime{Step: t.Step, Compute: t.Compute + t.Recompute + t.Optimizer, TPComm: t.TPComm,
+		PPBubble: t.PPBubble + t.PPComm, DPCommExposed: t.DPCommExposed, CPComm: t.CPComm, EPComm: t.EPComm, Offload: t.Offload}
 }
 
 type jsonRejection struct {
@@ -151,12 +156,6 @@ func RenderComparisonJSON(w io.Writer, rs []GPUResult) error {
 // inside DP·CP, as in Megatron).
 func LayoutGPUs(l Layout) int { return l.TP * l.PP * l.CP * l.DP }
 
-// renderConfig spells a layout as the "config" strings of the contract.
-func renderConfig(l Layout) string {
-	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,sp=%t,mbs=%d,recompute=%s,zero=%d,offload=%s",
-		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.SP, l.MicroBatch, l.Recompute, l.Zero, l.Offload)
-}
-
 // PlanEnv returns the plan's TRAINRUN_* variables for every training process
 // (PRODUCT.md, "Environment of every training process"), in a fixed order.
 // TRAINRUN_PLAN, the path of the plan JSON, is the launcher's to add.
@@ -211,6 +210,12 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	if e.VPP > 1 && e.PP > 1 {
 		add("--num-layers-per-virtual-pipeline-stage", m.Layers/(e.PP*e.VPP))
 	}
+	if e.PP > 1 && m.Layers%e.PP != 0 {
+		if first, _, last, ok := unevenSplit(m.Layers, e.PP); ok {
+			add("--decoder-first-pipeline-num-layers", first)
+			add("--decoder-last-pipeline-num-layers", last)
+		}
+	}
 	add("--context-parallel-size", e.CP)
 	if m.Experts > 0 {
 		add("--expert-model-parallel-size", e.EP)
@@ -233,13 +238,16 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	switch e.Zero {
 	case 1:
 		add("--use-distributed-optimizer")
-	case 2:
-		// Megatron-FSDP (Megatron-LM core ≥ 0.14; earlier --use-custom-fsdp).
+	case 2, 3:
+		// Megatron-FSDP (Megatron-LM core ≥ 0.14; earlier --use-custom-fsdp),
+		// which Megatron runs on top of the distributed optimizer.
+		strategy := "optim_grads"
+		if e.Zero == 3 {
+			strategy = "optim_grads_params"
+		}
+		add("--use-distributed-optimizer")
 		add("--use-megatron-fsdp")
-		add("--data-parallel-sharding-strategy", "optim_grads")
-	case 3:
-		add("--use-megatron-fsdp")
-		add("--data-parallel-sharding-strategy", "optim_grads_params")
+		add("--data-parallel-sharding-strategy", strategy)
 	}
 	if e.DP*e.CP > 1 {
 		// The time model hides the DP reduction behind backward: that needs these.
@@ -301,16 +309,42 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	return a
 }
 
+// unevenSplit spreads layers over pp stages the way Megatron-LM can express
+// it (--decoder-first/last-pipeline-num-layers: the pp−2 middle stages hold
+// the same count) without any stage above ceil(layers/pp), the heaviest
+// stage the planner's memory model assumes. The last stage (with the output
+// layer) gets the smaller half of what the middle leaves. ok is false when
+// no such split exists (many stages of two or three layers).
+func unevenSplit(layers, pp int) (first, middle, last int, ok bool) {
+	c := (layers + pp - 1) / pp
+	if pp == 2 {
+		return c, 0, layers - c, layers-c >= 1
+	}
+	for m := c; m >= 1; m-- {
+		rem := layers - (pp-2)*m
+		if rem >= 2 && rem <= 2*c {
+			return rem - rem/2, m, rem / 2, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
 // RenderMegatron writes MegatronArgs as a shell continuation block, one flag
 // per line, with comments for what Megatron-LM cannot express.
 func RenderMegatron(w io.Writer, m Model, j Job, e Evaluation) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Megatron-LM flags for %s: %s\n", m.Name, renderConfig(e.Layout))
+	fmt.Fprintf(&b, "# Megatron-LM flags for %s: %s\n", m.Name, e.Layout.Config())
 	if j.LoRARank > 0 {
 		fmt.Fprintf(&b, "# LoRA r=%d: Megatron-LM has no LoRA flags; apply these parallel settings in NeMo/Megatron-Bridge PEFT\n", j.LoRARank)
 	}
 	if e.Offload == "params" {
 		b.WriteString("# offload=params: Megatron-LM cannot offload parameters; use FSDP/DeepSpeed CPU offload with this layout\n")
+	}
+	if e.PP > 1 && m.Layers%e.PP != 0 {
+		if _, _, _, ok := unevenSplit(m.Layers, e.PP); !ok {
+			fmt.Fprintf(&b, "# %d layers over pp=%d: no --decoder-first/last-pipeline-num-layers split keeps every stage at or below %d layers; use --pipeline-model-parallel-layout\n",
+				m.Layers, e.PP, (m.Layers+e.PP-1)/e.PP)
+		}
 	}
 	if m.FFNType == FFNReLU {
 		b.WriteString("# ffn_type=relu: Megatron-LM has no flag for a plain ReLU MLP; set the activation in your model code\n")
@@ -373,6 +407,22 @@ func fmtCount(v float64) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// fmtMillis prints seconds as milliseconds with one decimal and thousands
+// separators ("51,842.6").
+func fmtMillis(s float64) string {
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return fmt.Sprint(s)
+	}
+	f := strconv.FormatFloat(s*1e3, 'f', 1, 64)
+	whole, frac, _ := strings.Cut(f, ".")
+	w, _ := strconv.ParseFloat(whole, 64)
+	out := fmtCount(w)
+	if strings.HasPrefix(whole, "-") && !strings.HasPrefix(out, "-") {
+		out = "-" + out // -0.4 ms
+	}
+	return out + "." + frac
 }
 
 // fmtDuration prints seconds as the unit a person plans with.

@@ -20,7 +20,7 @@ func RenderTable(w io.Writer, m Model, j Job, c Cluster, r Result) error {
 	} else {
 		e := *r.Plan
 		if !e.Memory.Fits {
-			b.WriteString("\nPinned layout (evaluated as asked; it does NOT fit):\n")
+			fmt.Fprintf(&b, "\nPinned layout, evaluated as asked: it does NOT fit: %s\n", e.Reason)
 		}
 		writeEvaluation(&b, m, j, c, e)
 	}
@@ -31,7 +31,7 @@ func RenderTable(w io.Writer, m Model, j Job, c Cluster, r Result) error {
 }
 
 func writeHeader(b *strings.Builder, m Model, j Job, c Cluster) {
-	total, active := ParamCount(m)
+	total, active := m.Params(), m.ActiveParams()
 	params := fmt.Sprintf("%.1fB params", total/1e9)
 	if m.Experts > 0 {
 		params = fmt.Sprintf("%.1fB params, %.1fB active (%d experts, top-%d)", total/1e9, active/1e9, m.Experts, m.TopK)
@@ -85,19 +85,19 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 	fmt.Fprintf(b, "  %-35s %8s of %s capacity (%.0f %%): %s\n", "total", fmtGiB(mem.PerGPU), fmtGiB(mem.Capacity), percentOf(mem.PerGPU, mem.Capacity), fits)
 
 	t := e.Time
-	fmt.Fprintf(b, "\n%-40s %9s %6s\n", "time per step", "ms", "%")
+	fmt.Fprintf(b, "\n%-40s %10s %6s\n", "time per step", "ms", "%")
 	trows := []struct {
 		name string
 		v    float64
 	}{
-		{"compute (matmul, attention, recompute)", t.Compute}, {"TP communication", t.TPComm},
-		{"pipeline bubble", t.PPBubble}, {"DP communication, exposed", t.DPCommExposed},
-		{"CP communication", t.CPComm}, {"EP all-to-all", t.EPComm}, {"offload transfers", t.Offload},
+		{"compute (matmuls, attention)", t.Compute}, {"recompute", t.Recompute}, {"TP communication", t.TPComm},
+		{"pipeline bubble", t.PPBubble}, {"pipeline p2p, exposed", t.PPComm}, {"DP communication, exposed", t.DPCommExposed},
+		{"CP communication", t.CPComm}, {"EP all-to-all", t.EPComm}, {"optimizer step", t.Optimizer}, {"offload transfers", t.Offload},
 	}
 	for _, r := range trows {
-		fmt.Fprintf(b, "  %-38s %9.1f %6.1f\n", r.name, r.v*1e3, percentOf(r.v, t.Step))
+		fmt.Fprintf(b, "  %-38s %10s %6.1f\n", r.name, fmtMillis(r.v), percentOf(r.v, t.Step))
 	}
-	fmt.Fprintf(b, "  %-38s %9.1f %6.1f\n", "step", t.Step*1e3, 100.0)
+	fmt.Fprintf(b, "  %-38s %10s %6.1f\n", "step", fmtMillis(t.Step), 100.0)
 
 	fmt.Fprintf(b, "\nthroughput  %s tokens/s per GPU, %s tokens/s in all; %.1f model TFLOP/s per GPU; MFU %.1f %%\n",
 		fmtCount(e.TokensPerSPerGPU), fmtCount(e.TokensPerSPerGPU*float64(LayoutGPUs(e.Layout))), e.ModelTFLOPSPerGPU, 100*e.MFU)
