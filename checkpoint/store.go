@@ -266,7 +266,7 @@ func (s *Store) describe(tag, dir string, staged bool, world int) (Info, bool) {
 	}
 	if !done {
 		if world == 0 {
-			in.Note = fmt.Sprintf("%d ranks marked done; world size unknown (pass --world-size)", len(ranks))
+			in.Note = fmt.Sprintf("%d rank(s) marked done; world size unknown (pass --world-size)", len(ranks))
 		} else {
 			in.Note = fmt.Sprintf("%d of %d ranks marked done", countBelow(ranks, world), world)
 		}
@@ -792,11 +792,10 @@ func (s *Store) LatestLevel(ctx context.Context, level Level) (Resolved, error) 
 		r.Tag, r.Dir, r.Manifest = ms[i].Tag, s.tagDir(ms[i].Tag), m
 		return r, nil
 	}
-	msg := fmt.Sprintf("%s holds no committed checkpoint", s.dir)
 	if len(r.Skipped) > 0 {
-		msg = fmt.Sprintf("%s: none of its %d committed checkpoints verifies (first: %v)", s.dir, len(ms)+len(bad), r.Skipped[0])
+		return r, fmt.Errorf("%w in %s verifies: all %d fail (newest: %v)", ErrNoCheckpoint, s.dir, len(ms)+len(bad), r.Skipped[0])
 	}
-	return r, fmt.Errorf("%s: %w", msg, ErrNoCheckpoint)
+	return r, fmt.Errorf("%w in %s", ErrNoCheckpoint, s.dir)
 }
 
 // Quarantine moves a committed checkpoint that failed verification out of the
