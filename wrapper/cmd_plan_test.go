@@ -357,6 +357,19 @@ func TestPlanHFConfig(t *testing.T) {
 	}
 }
 
+func TestModelNameOfPath(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"/models/Meta-Llama-3-70B/config.json", "Meta-Llama-3-70B"},
+		{"/tmp/qwen2.5-72b.json", "qwen2.5-72b"},
+		{"cfg/mixtral.JSON", "mixtral.JSON"},
+	}
+	for _, c := range cases {
+		if got := modelNameOfPath(c.in); got != c.want {
+			t.Errorf("modelNameOfPath(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 func TestParseTokens(t *testing.T) {
 	cases := []struct {
 		in   string
