@@ -43,8 +43,6 @@ func BenchmarkSearch405B16K(b *testing.B) {
 			b.Fatal("no plan")
 		}
 	}
-	s := &searcher{}
-	_ = s
 	evals = countEvaluations(m, j, c, o)
 	b.ReportMetric(float64(evals), "layouts/op")
 }

@@ -232,7 +232,12 @@ func (x *shape) why(e *Evaluation) []string {
 	}
 	switch l.Recompute {
 	case "full":
-		w = append(w, fmt.Sprintf("full recompute: keeps only layer inputs, costs %.1f%% of the step", pct(e.Time.Recompute, e.Time.Step)))
+		if l.RecomputeLayers > 0 && x.recomputeFraction() < 1 {
+			w = append(w, fmt.Sprintf("block recompute of %d of each chunk's %.0f layers: the least that fits, costs %.1f%% of the step",
+				l.RecomputeLayers, x.layersPerStage/x.v, pct(e.Time.Recompute, e.Time.Step)))
+		} else {
+			w = append(w, fmt.Sprintf("full recompute: keeps only layer inputs, costs %.1f%% of the step", pct(e.Time.Recompute, e.Time.Step)))
+		}
 	case "selective":
 		w = append(w, fmt.Sprintf("selective recompute of attention: costs %.1f%% of the step", pct(e.Time.Recompute, e.Time.Step)))
 	}

@@ -93,21 +93,25 @@ func better(a, b *Evaluation) bool {
 
 // searcher keeps the best candidates in small sorted arrays.
 type searcher struct {
-	m      Model
-	j      Job
-	c      Cluster
-	o      SearchOptions
-	best   []Evaluation // sorted, at most TopK+1
-	keep   int
-	nofit  []Evaluation // did not fit: the fastest ones (they explain the choice)
-	close  []Evaluation // did not fit: the nearest to fitting
-	maxRej int
-	count  int
+	m       Model
+	j       Job
+	c       Cluster
+	o       SearchOptions
+	best    []Evaluation // sorted, at most TopK+1
+	keep    int
+	nofit   []Evaluation // did not fit: the fastest ones (they explain the choice)
+	close   []Evaluation // did not fit: the nearest to fitting
+	maxRej  int
+	count   int
+	invalid []Rejection // a few rule violations, reported when nothing else was evaluated
 }
 
 func (s *searcher) offer(e *Evaluation) {
 	s.count++
 	if e.Reason != "" && e.Memory.PerGPU == 0 {
+		if len(s.invalid) < 5 {
+			s.invalid = append(s.invalid, Rejection{Config: e.Layout.Config(), Reason: e.Reason})
+		}
 		return // invalid; not a candidate
 	}
 	if !e.Memory.Fits {
@@ -211,10 +215,17 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 		for i := range s.close {
 			r.Rejected = append(r.Rejected, Rejection{Config: s.close[i].Layout.Config(), Reason: s.close[i].Reason})
 		}
+		if len(s.close) == 0 {
+			r.Rejected = append(r.Rejected, s.invalid...)
+		}
 		if o.fullyPinned(m) && len(s.close) > 0 {
 			e := Evaluate(m, j, c, s.close[0].Layout)
 			r.Plan = &e
 		}
+	}
+	if r.Plan == nil && len(r.Rejected) == 0 {
+		// Nothing was even evaluated: say which rule the pins (or the job) break.
+		r.Rejected = []Rejection{pinnedReason(m, j, c, o.Pins)}
 	}
 	if r.Alternatives == nil {
 		r.Alternatives = []Evaluation{}
@@ -445,4 +456,29 @@ func minRecomputeLayers(x *shape, m Model, j Job, c Cluster, l Layout) int {
 		return 0
 	}
 	return hi
+}
+
+// pinnedReason evaluates the layout the pins describe (unpinned degrees 1, DP
+// what is left) to name the rule that leaves nothing to search.
+func pinnedReason(m Model, j Job, c Cluster, p Pins) Rejection {
+	get := func(v *int, def int) int {
+		if v != nil {
+			return *v
+		}
+		return def
+	}
+	l := Layout{TP: get(p.TP, 1), PP: get(p.PP, 1), VPP: get(p.VPP, 1), CP: get(p.CP, 1), EP: get(p.EP, 1), MicroBatch: get(p.MicroBatch, 1), Zero: get(p.Zero, 1)}
+	l.DP = get(p.DP, max(c.GPUs/max(l.TP*l.PP*l.CP, 1), 1))
+	if p.Recompute != nil {
+		l.Recompute = *p.Recompute
+	}
+	if p.Offload != nil {
+		l.Offload = *p.Offload
+	}
+	e := Evaluate(m, j, c, l)
+	reason := e.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("no layout meets the pins and the rules: tp·pp·cp·dp = %d GPUs, heads and KV heads divisible by tp, global batch %d divisible by micro_batch·dp", c.GPUs, j.GlobalBatch)
+	}
+	return Rejection{Config: e.Layout.Config(), Reason: reason}
 }

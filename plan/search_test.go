@@ -129,3 +129,15 @@ func TestOffloadOnlyAsLastResort(t *testing.T) {
 		t.Errorf("70B on 8×40 GB without offload? %s %.1f GiB", r.Plan.Layout.Config(), r.Plan.Memory.PerGPU/gib)
 	}
 }
+
+func TestPinnedInvalidLayoutSaysWhy(t *testing.T) {
+	c := ClusterOf(mustGPU(t, "h100-sxm"), 64)
+	j := Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16}
+	r := Search(llama3_70b, j, c, SearchOptions{Pins: Pins{TP: pinInt(3), PP: pinInt(1), MicroBatch: pinInt(1)}})
+	if r.Plan != nil {
+		t.Fatalf("tp=3 cannot split 64 heads, got a plan %s", r.Plan.Layout.Config())
+	}
+	if len(r.Rejected) == 0 {
+		t.Fatal("no reason given")
+	}
+}
