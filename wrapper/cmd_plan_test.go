@@ -250,7 +250,7 @@ func TestPlanErrors(t *testing.T) {
 		{"kv heads do not divide heads", with([]string{"plan", "--model", "llama3-8b", "--kv-heads", "6", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
 			[]string{"kv_heads = 6: must divide heads = 32"}, ""},
 		{"hostfile needs placement", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "hostfile"}, job...), ExitUsage,
-			[]string{"--format hostfile needs placement support"}, ""},
+			[]string{"placement needs the nodes: pass --nodelist"}, ""},
 		{"list with one-layout format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm:8,a100-80gb:8", "--format", "megatron"}, job...), ExitUsage,
 			[]string{"--format megatron describes one layout"}, ""},
 		{"nothing fits: json plan null, suggestion", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json"}, ExitNoFit,
