@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"sync"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files and, where scontrol runs, the captured Slurm outputs")
 
 // seq is n lines "prefix"+padNum(i, w) for i in [lo, hi].
 func seq(prefix string, lo, hi, w int) []string {
