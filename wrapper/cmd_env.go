@@ -47,7 +47,7 @@ type envOptions struct {
 }
 
 func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.Rank, "rank", 0, "global rank whose environment to print")
+	fs.IntVar(&o.Rank, "rank", -1, "global rank whose environment to print (default: SLURM_PROCID, else 0)")
 	fs.StringVar(&o.Root, "root", "", "read a captured machine from DIR (DIR/sys, DIR/proc, DIR/etc) instead of this one")
 	fs.StringVar(&o.Machine, "machine", "", "read a built-in captured machine by name (see 'trainrun topo --machine list')")
 	fs.BoolVar(&o.Explain, "explain", false, "say why for every variable, and what was kept from the user, nccl.conf or a plugin")
@@ -169,19 +169,24 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 	if err != nil {
 		return nil, err
 	}
-	nodes := make([]plan.PlaceNode, len(hosts))
-	for i, h := range hosts {
-		nodes[i] = plan.PlaceNode{Name: h, Rails: rails}
-		if cl != nil {
-			nodes[i].Leaf, nodes[i].Block = cl.Leaf(h), cl.Block(h)
-		}
-		if len(rails) != 0 && len(rails) != G {
-			nodes[i].Rails = nil
-		}
+	if len(rails) != G {
+		rails = nil // fewer ranks than GPUs: local rank i drives GPU i
+	}
+	nodes, err := plan.PlaceNodes(hosts, cl, rails)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
 	}
 	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
 	if err != nil {
 		return nil, usageErrorf("%v", err)
+	}
+	if o.Rank == -1 {
+		o.Rank = 0
+		if v := env.getenv("SLURM_PROCID"); v != "" {
+			if o.Rank, err = strconv.Atoi(v); err != nil {
+				return nil, withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q is not a number", v))
+			}
+		}
 	}
 	if o.Rank < 0 || o.Rank >= len(p.Ranks) {
 		return nil, usageErrorf("--rank %d: the job has ranks 0..%d", o.Rank, len(p.Ranks)-1)
