@@ -3,6 +3,7 @@ package topo
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +20,31 @@ func WriteMatrix(w io.Writer, n *Node) error {
 		title = n.Root
 	}
 	ew.printf("Node %s (source: %s)\n\n", title, n.Source)
+	if len(n.GPUs) == 0 && len(n.RDMA) == 0 {
+		ew.printf("No NVIDIA GPU and no RDMA device in %s.\n", filepath.Join(n.Root, "sys/bus/pci/devices"))
+	} else if err := writeGrid(ew, n); err != nil {
+		return err
+	}
+	writeLegend(ew)
+	if len(n.GPUs) > 0 {
+		ew.printf("\nGPU Legend:\n\n")
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		for _, g := range n.GPUs {
+			mem := ""
+			if g.MemoryBytes > 0 {
+				mem = fmt.Sprintf("%d MiB", g.MemoryBytes>>20)
+			}
+			fmt.Fprintf(tw, "  GPU%d:\t%s\t%s\t%s\tnearest NIC %s (%s)\tNCCL NIC %s\n", g.Index, orNA(g.Name), g.BusID, orNA(mem),
+				orNA(strings.Join(g.NearestNICs, ",")), g.NearestPath, orNA(strings.Join(g.NCCLNICs, ",")))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return writeTail(ew, n)
+}
+
+func writeGrid(ew *errWriter, n *Node) error {
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	hdr := []string{""}
@@ -52,9 +78,10 @@ func WriteMatrix(w io.Writer, n *Node) error {
 		row = append(row, orNA(d.LocalCPUs.String()), numaString(d.NUMANode))
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	return tw.Flush()
+}
+
+func writeLegend(ew *errWriter) {
 	ew.printf("\nLegend:\n\n")
 	ew.printf("  X    = Self\n")
 	ew.printf("  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n")
@@ -63,24 +90,12 @@ func WriteMatrix(w io.Writer, n *Node) error {
 	ew.printf("  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n")
 	ew.printf("  PIX  = Connection traversing at most a single PCIe bridge\n")
 	ew.printf("  NV#  = Connection traversing a bonded set of # NVLinks\n")
+}
 
-	ew.printf("\nGPU Legend:\n\n")
-	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	for _, g := range n.GPUs {
-		mem := ""
-		if g.MemoryBytes > 0 {
-			mem = fmt.Sprintf("%d MiB", g.MemoryBytes>>20)
-		}
-		fmt.Fprintf(tw, "  GPU%d:\t%s\t%s\t%s\tnearest NIC %s (%s)\tNCCL NIC %s\n", g.Index, orNA(g.Name), g.BusID, orNA(mem),
-			orNA(strings.Join(g.NearestNICs, ",")), g.NearestPath, orNA(strings.Join(g.NCCLNICs, ",")))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
+func writeTail(ew *errWriter, n *Node) error {
 	if len(n.RDMA) > 0 {
 		ew.printf("\nNIC Legend:\n\n")
-		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 		for i, d := range n.RDMA {
 			for k, p := range d.Ports {
 				name := fmt.Sprintf("  NIC%d:\t%s", i, d.Name)
@@ -104,7 +119,7 @@ func WriteMatrix(w io.Writer, n *Node) error {
 
 	if len(n.NUMANodes) > 0 {
 		ew.printf("\nNUMA nodes:\n\n")
-		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 		for _, nn := range n.NUMANodes {
 			var gpus, nics []string
 			for _, g := range n.GPUs {
