@@ -17,7 +17,6 @@ import (
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
-	"github.com/trainrun/trainrun/topo/snapshot"
 )
 
 func init() {
@@ -79,9 +78,6 @@ func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
 	if o.Format != "shell" && o.Format != "json" {
 		return usageErrorf("--format %q: accepted: shell, json", o.Format)
 	}
-	if o.Root != "" && o.Machine != "" {
-		return usageErrorf("--root and --machine both given: pick one")
-	}
 	e, err := computeEnv(ctx, env, &o)
 	if err != nil {
 		return err
@@ -99,25 +95,22 @@ func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
 
 // computeEnv reads the machine and the job's facts and calls plan.RankEnv.
 func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, error) {
-	root := o.Root
-	if o.Machine != "" {
-		dir, cleanup, err := snapshot.UnpackTemp(o.Machine)
-		if err != nil {
-			return nil, usageErrorf("--machine %s: %v", o.Machine, err)
-		}
-		defer cleanup()
-		root = dir
-	}
-	node, err := topo.Discover(topo.Options{Root: root, NVMLUnavailable: "not read by trainrun env"})
+	node, err := discoverNode(o.Root, o.Machine)
 	if err != nil {
-		return nil, usageErrorf("reading the machine at %s: %v", orDefaultStr(root, "/"), err)
+		return nil, err
+	}
+	// Files beside sysfs (etc/nccl.conf, var/run/nvidia-topologyd): the
+	// --root tree, this machine's /, none for a built-in machine.
+	root := o.Root
+	if root == "" && o.Machine == "" {
+		root = "/"
 	}
 	G := o.GPUsPerNode
 	if G == 0 {
 		G = len(node.GPUs)
 	}
 	if G < 1 {
-		return nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", orDefaultStr(root, "this machine"))
+		return nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", orDefaultStr(node.Root, "this machine"))
 	}
 
 	// The job's nodes.
@@ -195,8 +188,8 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 	// nccl.conf: the flag, else the machine's /etc/nccl.conf.
 	var conf map[string]string
 	confPath := o.NCCLConf
-	if confPath == "" {
-		confPath = filepath.Join(orDefaultStr(root, "/"), "etc/nccl.conf")
+	if confPath == "" && root != "" {
+		confPath = filepath.Join(root, "etc/nccl.conf")
 		if _, err := os.Stat(confPath); err != nil {
 			confPath = ""
 		}
@@ -211,8 +204,10 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 		}
 	}
 	virtTopo := false
-	if _, err := os.Stat(filepath.Join(orDefaultStr(root, "/"), "var/run/nvidia-topologyd/virtualTopology.xml")); err == nil {
-		virtTopo = true
+	if root != "" {
+		if _, err := os.Stat(filepath.Join(root, "var/run/nvidia-topologyd/virtualTopology.xml")); err == nil {
+			virtTopo = true
+		}
 	}
 
 	pol := plan.NCCLPolicy{}
@@ -239,7 +234,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 		}
 	}
 	addrs := o.NodeAddrs
-	if len(addrs) == 0 && root == "" {
+	if len(addrs) == 0 && root == "/" {
 		addrs = resolve(ctx, p.Ranks[o.Rank].Node)
 	}
 	port := o.MasterPort
