@@ -221,6 +221,8 @@ func PlacementTraffic(l Layout, tr Traffic, nodes []PlaceNode, nodeOf []int) (Li
 func explainPlacement(l Layout, G int, tr Traffic, c candidate, got, base LinkBytes, t *placeTopo) []string {
 	var why []string
 	switch {
+	case l.TP == 1:
+		// no tensor parallelism: nothing to keep on NVLink
 	case l.TP <= G:
 		why = append(why, fmt.Sprintf("TP=%d inside one node (%d GPUs): tensor-parallel traffic stays on NVLink", l.TP, G))
 	default:
