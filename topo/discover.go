@@ -130,9 +130,11 @@ func Discover(opts Options) (*Node, error) {
 		}
 	}
 
-	if n.RDMA, err = readRDMA(sysDir, byBDF); err != nil {
+	var rdmaNotes []string
+	if n.RDMA, rdmaNotes, err = readRDMA(sysDir, byBDF); err != nil {
 		return nil, err
 	}
+	n.Notes = append(n.Notes, rdmaNotes...)
 	for d := range n.RDMA {
 		rd := &n.RDMA[d]
 		f := byBDF[rd.BusID]
@@ -444,18 +446,23 @@ func mergeNVML(n *Node, src NVMLSource, byBDF map[string]*pciFn, anc map[[2]int]
 // readRDMA reads /sys/class/infiniband. Ports come from procfs's
 // InfiniBandDevice (state, phys_state, rate, link_layer); the PCI function,
 // the netdevs and the GID table are read here because procfs does not.
-func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, error) {
+//
+// A device that cannot be read (a software RDMA device such as rxe0 with no
+// PCI function, a driver that omits a port attribute) is skipped with a note
+// naming the file, so one odd device does not hide the rest of the node.
+func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, []string, error) {
+	var notes []string
 	cls := filepath.Join(sysDir, "class/infiniband")
 	ents, err := os.ReadDir(cls)
 	if errors.Is(err, os.ErrNotExist) {
-		return []RDMADevice{}, nil
+		return []RDMADevice{}, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fs, err := sysfs.NewFS(sysDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := []RDMADevice{}
 	for _, e := range ents {
@@ -463,16 +470,19 @@ func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, error) {
 		devLink := filepath.Join(cls, name, "device")
 		real, err := filepath.EvalSymlinks(devLink)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", devLink, err)
+			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s: no PCI device (software RDMA?)", name, devLink))
+			continue
 		}
 		bdf := pciAncestor(real)
 		f := byBDF[bdf]
 		if f == nil {
-			return nil, fmt.Errorf("%s: resolves to %s, which is not a PCI function in %s", devLink, real, filepath.Join(sysDir, "bus/pci/devices"))
+			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s resolves to %s, not a PCI function", name, devLink, real))
+			continue
 		}
 		ib, err := fs.InfiniBandDevice(name)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(cls, name), err)
+			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s: %v", name, filepath.Join(cls, name), err))
+			continue
 		}
 		info := nicTable[f.vendor+":"+f.device]
 		d := RDMADevice{
@@ -500,7 +510,7 @@ func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, error) {
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i].Name, out[j].Name) })
-	return out, nil
+	return out, notes, nil
 }
 
 // pciAncestor returns the nearest path component that is a PCI address

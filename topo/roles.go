@@ -63,7 +63,7 @@ func assignRoles(n *Node) {
 			layers := map[string]int{}
 			for i := range n.RDMA {
 				d := &n.RDMA[i]
-				if p := near(d); len(d.Ports) > 0 && p != PathUnknown && p <= limit {
+				if p := near(d); len(d.Ports) > 0 && p != PathUnknown && p <= limit && !strings.HasPrefix(d.Name, "smi") {
 					layers[d.Ports[0].LinkLayer]++
 				}
 			}
@@ -118,6 +118,10 @@ func assignRoles(n *Node) {
 		switch {
 		case len(d.Ports) == 0:
 			d.Role, d.RoleReason = RoleUnknown, "no ports"
+		case strings.HasPrefix(d.Name, "smi"):
+			// XDR (ConnectX-8) systems expose switch-management devices on the
+			// same PCI function as the HCA (fixtures/ib/xdr-smi-devices-*.txt).
+			d.Role, d.RoleReason = RoleManagement, "switch-management (SMI) device on the function of "+sameFunction(n, d)+", not a data path"
 		case !haveRail:
 			if layer == "Ethernet" && rate < 50 {
 				d.Role, d.RoleReason = RoleManagement, fmt.Sprintf("Ethernet %s, no GPUs on this node", gbps(rate))
@@ -221,6 +225,15 @@ func assignRoles(n *Node) {
 			}
 		}
 	}
+}
+
+func sameFunction(n *Node, d *RDMADevice) string {
+	for _, o := range n.RDMA {
+		if o.BusID == d.BusID && o.Name != d.Name {
+			return o.Name
+		}
+	}
+	return d.BusID
 }
 
 func containerBridge(name string) bool {
