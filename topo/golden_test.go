@@ -2,7 +2,6 @@ package topo
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/trainrun/trainrun/topo/snapshot"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()

@@ -12,7 +12,7 @@ import (
 	"github.com/trainrun/trainrun/topo"
 )
 
-func runCmd(t *testing.T, args ...string) (int, string, string) {
+func runTopoCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
@@ -21,7 +21,7 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestTopoMachineMatrixIsTheGolden(t *testing.T) {
-	code, out, errs := runCmd(t, "topo", "--machine", "hgx-h100")
+	code, out, errs := runTopoCmd(t, "topo", "--machine", "hgx-h100")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -40,7 +40,7 @@ func TestTopoMachineMatrixIsTheGolden(t *testing.T) {
 }
 
 func TestTopoFormats(t *testing.T) {
-	code, out, errs := runCmd(t, "topo", "--machine", "ibmcloud-h100-vsi", "--format", "json")
+	code, out, errs := runTopoCmd(t, "topo", "--machine", "ibmcloud-h100-vsi", "--format", "json")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -51,11 +51,11 @@ func TestTopoFormats(t *testing.T) {
 	if len(n.GPUs) != 8 || n.Root != "machine:ibmcloud-h100-vsi" || n.RDMA[0].Ports[0].RoCEv2GIDIndex == nil {
 		t.Errorf("json node: %d GPUs, root %q", len(n.GPUs), n.Root)
 	}
-	code, out, errs = runCmd(t, "topo", "--machine", "dgx-a100", "--format", "nccl-xml")
+	code, out, errs = runTopoCmd(t, "topo", "--machine", "dgx-a100", "--format", "nccl-xml")
 	if code != ExitOK || !strings.HasPrefix(out, `<system version="1">`+"\n") || strings.Contains(out, "\t") {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
-	code, out, _ = runCmd(t, "topo", "--machine", "list")
+	code, out, _ = runTopoCmd(t, "topo", "--machine", "list")
 	if code != ExitOK || !strings.Contains(out, "hgx-h100 ") || !strings.Contains(out, "aws-p4d ") {
 		t.Fatalf("list: exit %d\n%s", code, out)
 	}
@@ -64,14 +64,14 @@ func TestTopoFormats(t *testing.T) {
 func TestTopoRootIsACapturedTree(t *testing.T) {
 	// A tree unpacked by hand reads the same as --machine.
 	dir := t.TempDir()
-	code, want, _ := runCmd(t, "topo", "--machine", "aws-p4d")
+	code, want, _ := runTopoCmd(t, "topo", "--machine", "aws-p4d")
 	if code != ExitOK {
 		t.Fatal(code)
 	}
 	if err := unpackForTest("aws-p4d", dir); err != nil {
 		t.Fatal(err)
 	}
-	code, got, errs := runCmd(t, "topo", "--root", dir)
+	code, got, errs := runTopoCmd(t, "topo", "--root", dir)
 	if code != ExitOK || got != want {
 		t.Fatalf("exit %d %s\n%s", code, errs, got)
 	}
@@ -94,7 +94,7 @@ func TestTopoBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, _, errs := runCmd(t, append([]string{"topo"}, c.args...)...)
+			code, _, errs := runTopoCmd(t, append([]string{"topo"}, c.args...)...)
 			if code != ExitUsage || !strings.Contains(errs, c.want) {
 				t.Fatalf("exit %d, stderr %q, want exit %d and %q", code, errs, ExitUsage, c.want)
 			}
@@ -108,7 +108,7 @@ func TestTopoLive(t *testing.T) {
 	if _, err := os.Stat("/sys/bus/pci/devices"); err != nil {
 		t.Skip("no /sys/bus/pci/devices here")
 	}
-	code, out, errs := runCmd(t, "topo", "--format", "json")
+	code, out, errs := runTopoCmd(t, "topo", "--format", "json")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
