@@ -723,6 +723,9 @@ func readNetIfs(root, sysDir string) ([]NetInterface, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
+		if !isDir(real) { // bonding_masters is a file in /sys/class/net
+			continue
+		}
 		ni := NetInterface{Name: name, Role: RoleUnknown, IPv4: addrs[name]}
 		ni.OperState, _ = readTrim(filepath.Join(real, "operstate"))
 		if s, err := readTrim(filepath.Join(real, "speed")); err == nil {
@@ -736,6 +739,8 @@ func readNetIfs(root, sysDir string) ([]NetInterface, error) {
 			ni.Kind = NetLoopback
 		case isDir(filepath.Join(real, "bridge")):
 			ni.Kind = NetBridge
+		case isDir(filepath.Join(real, "bonding")):
+			ni.Kind = NetBond
 		case strings.Contains(real, string(filepath.Separator)+"virtual"+string(filepath.Separator)):
 			ni.Kind = NetVirtual
 		case typ == "32":

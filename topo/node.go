@@ -196,6 +196,7 @@ const (
 	NetPhysical NetKind = "physical" // has a PCI (or platform) device
 	NetVirtual  NetKind = "virtual"  // veth, tun, docker0 without bridge dir, …
 	NetBridge   NetKind = "bridge"
+	NetBond     NetKind = "bond" // bonding/ (often carries the management address)
 	NetLoopback NetKind = "loopback"
 	NetIPoIB    NetKind = "ipoib" // type 32 (ARPHRD_INFINIBAND)
 )

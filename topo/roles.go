@@ -207,11 +207,13 @@ func assignRoles(n *Node) {
 		switch {
 		case d != nil:
 			ni.RDMA, ni.Role = d.Name, d.Role
-		case ni.Kind == NetPhysical:
+		case ni.Kind == NetPhysical || ni.Kind == NetBond:
 			ni.Role = RoleManagement
+		case (ni.Kind == NetBridge || ni.Kind == NetVirtual) && len(ni.IPv4) > 0 && !containerBridge(ni.Name):
+			ni.Role = RoleManagement // a VLAN or a bridge over the management port
 		}
 		ni.Socket = ni.OperState == "up" && len(ni.IPv4) > 0 && ni.Role != RoleCompute &&
-			(ni.Kind == NetPhysical || ni.Kind == NetBridge) && !containerBridge(ni.Name)
+			ni.Kind != NetLoopback && !containerBridge(ni.Name)
 	}
 	// Bootstrap traffic belongs on the management network when there is one.
 	mgmt := false
@@ -237,7 +239,7 @@ func sameFunction(n *Node, d *RDMADevice) string {
 }
 
 func containerBridge(name string) bool {
-	for _, p := range []string{"docker", "virbr", "cni", "flannel", "cali", "veth", "br-"} {
+	for _, p := range []string{"docker", "virbr", "cni", "flannel", "cali", "veth", "br-", "tun", "tap", "kube", "cilium", "vxlan", "tailscale", "wg", "zt"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

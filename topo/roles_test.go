@@ -51,6 +51,7 @@ func TestRoles(t *testing.T) {
 		nccl   []string
 		note   string
 		reason map[string]string
+		socket []string
 	}{
 		{
 			name:   "RoCE rail with a slower front-end on the same link layer",
@@ -96,6 +97,16 @@ func TestRoles(t *testing.T) {
 			note:  "RDMA device rxe0 skipped",
 		},
 		{
+			name: "management address on a bond; container bridges and a bonding_masters file ignored",
+			spec: strings.Replace(roceNode, "ipv4=192.168.1.5", "", 1) + "netif bond0 kind=bond ip=172.16.0.9/16 state=up\nnetif docker0 kind=bridge ip=172.17.0.1/16 state=up\nnetif lo kind=loopback ip=127.0.0.1/8\n",
+			mutate: func(t *testing.T, dir string) {
+				must(t, os.WriteFile(filepath.Join(dir, "sys/class/net/bonding_masters"), []byte("bond0\n"), 0o444))
+			},
+			roles:  map[string]NICRole{"mlx5_0": RoleCompute, "mlx5_1": RoleCompute, "mlx5_2": RoleStorage},
+			nccl:   []string{"mlx5_0", "mlx5_1"},
+			socket: []string{"bond0"},
+		},
+		{
 			name: "no GPUs: no rail",
 			spec: strings.NewReplacer("      gpu 0000:13:00.0 device=0x2330\n", "", "      gpu 0000:23:00.0 device=0x2330\n", "").Replace(
 				strings.Replace(roceNode, "rate=100 gen=EDR", "rate=25 gen=EDR", 1)),
@@ -130,6 +141,14 @@ func TestRoles(t *testing.T) {
 			}
 			if g := n.NCCLNICs(); strings.Join(g, ",") != strings.Join(c.nccl, ",") {
 				t.Errorf("NCCL NICs %v, want %v", g, c.nccl)
+			}
+			if c.socket != nil && strings.Join(n.SocketIfNames(), ",") != strings.Join(c.socket, ",") {
+				t.Errorf("socket interfaces %v, want %v", n.SocketIfNames(), c.socket)
+			}
+			for _, ni := range n.NetIfs {
+				if ni.Name == "bonding_masters" {
+					t.Error("bonding_masters is not an interface")
+				}
 			}
 			if c.note != "" && !strings.Contains(strings.Join(n.Notes, "\n"), c.note) {
 				t.Errorf("notes %q lack %q", n.Notes, c.note)

@@ -555,13 +555,14 @@ func (e *expander) virtualNetIf(n NetIfSpec) error {
 	switch n.Attrs["kind"] {
 	case "loopback":
 		typ, state = "772", "unknown"
-	case "bridge":
-		if err := os.MkdirAll(filepath.Join(ndir, "bridge"), 0o755); err != nil {
+	case "bridge", "bond":
+		sub := map[string]string{"bridge": "bridge", "bond": "bonding"}[n.Attrs["kind"]]
+		if err := os.MkdirAll(filepath.Join(ndir, sub), 0o755); err != nil {
 			return err
 		}
 	case "virtual":
 	default:
-		return fmt.Errorf("spec %s: netif %s: kind=%q; accepted: loopback, bridge, virtual, platform", e.s.Name, n.Name, n.Attrs["kind"])
+		return fmt.Errorf("spec %s: netif %s: kind=%q; accepted: loopback, bridge, bond, virtual, platform", e.s.Name, n.Name, n.Attrs["kind"])
 	}
 	for f, v := range map[string]string{"operstate": state, "type": typ, "speed": "-1"} {
 		if err := e.write(filepath.Join(ndir, f), v+"\n"); err != nil {
