@@ -29,6 +29,7 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 	format := fs.String("format", "matrix", "output: matrix (like nvidia-smi topo -m), json, or nccl-xml (an NCCL_TOPO_FILE)")
 	cluster := fs.Bool("cluster", false, "show the cluster model (switch tree, NVLink blocks) from the local Slurm's 'scontrol show topology' instead of one node")
 	topoConf := fs.String("topology-conf", "", "with --cluster: read this topology.conf instead of asking scontrol")
+	capture := fs.String("capture", "", "copy what topo reads of this machine (sysfs, cpuinfo, addresses, NVML's answers) into DIR, for --root DIR elsewhere")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -54,6 +55,9 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 	}
 	if *machine == "list" {
 		return listMachines(env)
+	}
+	if *capture != "" {
+		return captureNode(env, *root, *capture)
 	}
 	n, err := discoverNode(*root, *machine)
 	if err != nil {
@@ -126,6 +130,24 @@ func discoverNode(root, machine string) (*topo.Node, error) {
 		return nil, withCode(ExitFailure, fmt.Errorf("this machine: %w", err))
 	}
 	return n, nil
+}
+
+// captureNode writes a captured tree of this machine (or of --root) to dir.
+func captureNode(env *runEnv, root, dir string) error {
+	var src topo.NVMLSource
+	if root == "" {
+		if s, err := nvml.Open(); err == nil {
+			defer s.Close()
+			src = s
+		} else {
+			fmt.Fprintf(env.stderr, "trainrun: topo: capturing without NVML answers: %v\n", err)
+		}
+	}
+	if err := topo.Capture(root, dir, src); err != nil {
+		return usageErrorf("--capture %s: %v", dir, err)
+	}
+	fmt.Fprintf(env.stdout, "captured %s into %s; read it with: trainrun topo --root %s\n", orDefaultStr(root, "this machine"), dir, dir)
+	return nil
 }
 
 // showCluster prints the cluster model from a topology.conf or from the live

@@ -167,3 +167,34 @@ func TestTopoClusterWithoutScontrol(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
+
+func TestTopoCapture(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cap")
+	code, out, errs := runTopoCmd(t, "topo", "--capture", dir)
+	if code != ExitOK || !strings.Contains(out, "trainrun topo --root "+dir) {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	code, live, _ := runTopoCmd(t, "topo")
+	code2, fromCapture, errs := runTopoCmd(t, "topo", "--root", dir)
+	if code != ExitOK || code2 != ExitOK {
+		t.Fatalf("exit %d/%d: %s", code, code2, errs)
+	}
+	// Same report but for where it was read from and the NVML line (the
+	// capture has no nvml.json on a machine without a driver).
+	strip := func(s string) string {
+		var keep []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.Contains(l, "No NVIDIA GPU") && !strings.Contains(l, "NVLink:") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	if strip(live) != strip(fromCapture) {
+		t.Fatalf("live:\n%s\ncapture:\n%s", live, fromCapture)
+	}
+	code, _, errs = runTopoCmd(t, "topo", "--capture", dir)
+	if code != ExitUsage || !strings.Contains(errs, "not empty") {
+		t.Fatalf("second capture into the same dir: exit %d %s", code, errs)
+	}
+}
