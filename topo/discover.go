@@ -46,7 +46,9 @@ type pciFn struct {
 	path      []string // functions from the root port down to this one
 }
 
-var bdfRe = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+// bdfRe matches a PCI function name. Domains may be longer than four digits:
+// Intel VMD puts NVMe drives in domains such as 10000.
+var bdfRe = regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
 // Discover reads one node. Errors name the file and what to do.
 func Discover(opts Options) (*Node, error) {

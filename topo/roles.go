@@ -176,13 +176,7 @@ func assignRoles(n *Node) {
 	if haveRail && railCount > 0 && len(n.NCCLNICs()) == 0 {
 		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
 	}
-	flat := len(n.GPUs) > 0
-	for _, g := range n.GPUs {
-		if g.NearestPath != PathUnknown && g.NearestPath <= PathPXB {
-			flat = false
-		}
-	}
-	if flat && len(n.RDMA) > 0 {
+	if n.FlatPCIe() {
 		n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
 	}
 
@@ -264,4 +258,19 @@ func nearGPUs(n *Node, d *RDMADevice, p PathType) []string {
 		}
 	}
 	return out
+}
+
+// FlatPCIe reports whether the node has GPUs and NICs but no GPU shares a
+// PCIe switch with any NIC: the VM case, where the pairing NCCL needs is not
+// visible in sysfs.
+func (n *Node) FlatPCIe() bool {
+	if len(n.GPUs) == 0 || len(n.RDMA) == 0 {
+		return false
+	}
+	for _, g := range n.GPUs {
+		if g.NearestPath != PathUnknown && g.NearestPath <= PathPXB {
+			return false
+		}
+	}
+	return true
 }

@@ -76,6 +76,9 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 		if err != nil {
 			return withCode(ExitFailure, err)
 		}
+		if n.FlatPCIe() {
+			fmt.Fprintln(env.stderr, "trainrun: topo: warning: no GPU shares a PCIe switch with a NIC here (a VM's flat bus): this file says what sysfs shows, GPU-NIC paths through the host bridge, and NCCL then disables GPUDirect RDMA (PHB is beyond its default PXB). Prefer the platform's own NCCL_TOPO_FILE (Azure: /opt/microsoft/ndvN/topo.xml; AWS: the file aws-ofi-nccl sets).")
+		}
 		_, err = env.stdout.Write(b)
 		return err
 	}

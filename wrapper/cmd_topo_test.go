@@ -55,6 +55,13 @@ func TestTopoFormats(t *testing.T) {
 	if code != ExitOK || !strings.HasPrefix(out, `<system version="1">`+"\n") || strings.Contains(out, "\t") {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
+	if strings.Contains(errs, "warning") {
+		t.Errorf("dgx-a100 has switches; no warning expected: %s", errs)
+	}
+	code, _, errs = runTopoCmd(t, "topo", "--machine", "azure-ndv5", "--format", "nccl-xml")
+	if code != ExitOK || !strings.Contains(errs, "disables GPUDirect RDMA") || !strings.Contains(errs, "/opt/microsoft/ndvN/topo.xml") {
+		t.Fatalf("azure-ndv5 xml: exit %d, stderr %q", code, errs)
+	}
 	code, out, _ = runTopoCmd(t, "topo", "--machine", "list")
 	if code != ExitOK || !strings.Contains(out, "hgx-h100 ") || !strings.Contains(out, "aws-p4d ") {
 		t.Fatalf("list: exit %d\n%s", code, out)
