@@ -8,20 +8,49 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/trainrun/trainrun/topo/snapshot"
 )
 
-// discoverMachine unpacks a built-in machine into a temporary directory and
-// discovers it as if it were /.
-func discoverMachine(tb testing.TB, name string) *Node {
+var (
+	treesMu   sync.Mutex
+	treesRoot string
+	trees     = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if treesRoot, err = os.MkdirTemp("", "topo-test-trees-"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(treesRoot)
+	os.Exit(code)
+}
+
+// machineTree unpacks a built-in machine once per test binary (the trees are
+// read-only for the tests that share them).
+func machineTree(tb testing.TB, name string) string {
 	tb.Helper()
-	dir := tb.TempDir()
+	treesMu.Lock()
+	defer treesMu.Unlock()
+	if dir, ok := trees[name]; ok {
+		return dir
+	}
+	dir := filepath.Join(treesRoot, name)
 	if err := snapshot.Unpack(name, dir); err != nil {
 		tb.Fatal(err)
 	}
-	n, err := Discover(Options{Root: dir})
+	trees[name] = dir
+	return dir
+}
+
+// discoverMachine discovers a built-in machine's tree as if it were /.
+func discoverMachine(tb testing.TB, name string) *Node {
+	tb.Helper()
+	n, err := Discover(Options{Root: machineTree(tb, name)})
 	if err != nil {
 		tb.Fatalf("Discover(%s): %v", name, err)
 	}

@@ -278,6 +278,7 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 		if m, err = plan.ParseHFConfig(f, path); err != nil {
 			return m, withCode(ExitUsage, err)
 		}
+		m.Name = modelNameOfPath(path)
 	default:
 		var err error
 		if m, err = plan.LookupModel(o.Model); err != nil {
@@ -342,6 +343,21 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 		return m, usageErrorf("model %s: %v", m.Name, err)
 	}
 	return m, nil
+}
+
+// modelNameOfPath names a model read from a file: the directory of a
+// config.json (a checkout of the HF repository, e.g. Meta-Llama-3-70B), else
+// the file name without .json.
+func modelNameOfPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if filepath.Base(path) == "config.json" {
+		if d := filepath.Base(filepath.Dir(path)); d != "/" && d != "." {
+			return d
+		}
+	}
+	return strings.TrimSuffix(filepath.Base(path), ".json")
 }
 
 // looksLikePath: a preset name never contains a slash or ends in .json.

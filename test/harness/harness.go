@@ -397,17 +397,41 @@ func (c *Cluster) StopSlurmd(node string) error {
 }
 
 // RestartSlurmd stops node's slurmd (StopSlurmd), starts it again and waits
-// until the node is idle (or, with busy, allocated/mixed) again. Use it after
+// until slurmctld has its new registration (SlurmdStartTime changed) and the
+// node is up (idle, or mixed/allocated if jobs run there). Use it after
 // changing plugstack.conf: slurmd loads SPANK plugins when it starts.
 func (c *Cluster) RestartSlurmd(ctx context.Context, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	before, err := c.nodeInfo(ctx)
+	if err != nil {
+		return err
+	}
+	old := before[node].Fields["SlurmdStartTime"]
 	if err := c.StopSlurmd(node); err != nil {
 		return err
+	}
+	// SlurmdStartTime has a resolution of one second: make sure the new one
+	// differs from the old.
+	c.mu.Lock()
+	started := c.daemons["slurmd-"+node].started
+	c.mu.Unlock()
+	if d := time.Until(started.Truncate(time.Second).Add(time.Second)); d > 0 {
+		time.Sleep(d)
 	}
 	if err := c.startSlurmd(node); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
+	err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
+		info, err := c.nodeInfo(ctx)
+		if err != nil {
+			return false, nil
+		}
+		return info[node].Fields["SlurmdStartTime"] != old, nil
+	}, "slurmd of "+node+" to register again")
+	if err != nil {
+		return fmt.Errorf("%w%s", err, c.LogTail(20))
+	}
 	return c.waitNodesUp(ctx, []string{node}, false)
 }
 
@@ -539,6 +563,7 @@ func (c *Cluster) stop() error {
 		select {
 		case <-d.done:
 		case <-deadline:
+			c.opts.Logf("harness: %s (pid %d) still runs 3 s after SIGTERM; killing it", d.name, d.cmd.Process.Pid)
 		}
 	}
 	// Then SIGKILL everything that belongs to the cluster, until nothing does.
