@@ -199,6 +199,15 @@ var machineWants = map[string]machineWant{
 		roles:    roles(RoleCompute, all8...),
 		gidIndex: 3, socket: []string{"enp1s0"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
 	},
+	"hgx-h200-roce": {
+		gpus: 8, numa: map[int]string{0: "0-23,96-119", 1: "24-47,120-143", 2: "48-71,144-167", 3: "72-95,168-191"},
+		gpuNUMA:  []int{0, 0, 0, 1, 2, 2, 3, 3},
+		nearest:  one(all8...),
+		nearPath: repeatPath(PathPIX, 8),
+		ncclNICs: all8,
+		roles:    roles(RoleCompute, all8...),
+		gidIndex: 3, socket: []string{"eno1"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
+	},
 	"aws-p4d": {
 		gpus: 8, numa: map[int]string{0: "0-23,48-71", 1: "24-47,72-95"},
 		gpuNUMA: []int{0, 0, 0, 0, 1, 1, 1, 1},
