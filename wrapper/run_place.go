@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"strconv"
+	"strings"
+
+	"github.com/trainrun/trainrun/plan"
+)
+
+// rankSlot is where one global rank runs and what it is in the layout.
+type rankSlot struct {
+	Rank      int    `json:"rank"`
+	Node      string `json:"node"`
+	NodeRank  int    `json:"node_rank"` // index of Node among the job's nodes in rank order
+	LocalRank int    `json:"local_rank"`
+	GPU       int    `json:"gpu"`            // the node's GPU index (as Slurm and nvidia-smi number it)
+	CPUs      string `json:"cpus,omitempty"` // CPU list of the GPU's NUMA node, when known
+	TP        int    `json:"tp"`
+	CP        int    `json:"cp"`
+	EP        int    `json:"ep"`
+	DP        int    `json:"dp"`
+	PP        int    `json:"pp"`
+}
+
+// megatronCoords decomposes a global rank in Megatron's order tp-cp-ep-dp-pp
+// (TP fastest). For dense layers Megatron's groups are tp-cp-dp-pp; EP splits
+// the data-parallel ranks (ep is the position inside the dp·cp block modulo ep).
+func megatronCoords(rank int, l plan.Layout) (tp, cp, ep, dp, pp int) {
+	tp = rank % l.TP
+	r := rank / l.TP
+	cp = r % l.CP
+	r /= l.CP
+	dp = r % l.DP
+	pp = r / l.DP
+	ep = 0
+	if l.EP > 1 {
+		ep = (dp*l.CP + cp) % l.EP
+	}
+	return
+}
+
+// blockPlacement is Slurm's default block order: ranks fill node 0's GPUs,
+// then node 1's, in the allocation's node order, local rank i on the node's
+// i-th GPU. With Megatron's rank order this keeps each TP group on one node
+// whenever tp divides the GPUs per node. It is the placement used until the
+// topology-aware placement (plan placement) is available in this build.
+func blockPlacement(a *allocation, l plan.Layout, gpuIDs map[string][]int) ([]rankSlot, error) {
+	world := a.World()
+	if l.TP*l.PP*l.CP*l.DP != world {
+		return nil, fmt.Errorf("layout tp=%d pp=%d cp=%d dp=%d needs %d GPUs, allocation has %d", l.TP, l.PP, l.CP, l.DP, l.TP*l.PP*l.CP*l.DP, world)
+	}
+	slots := make([]rankSlot, world)
+	for r := range world {
+		ni, lr := r/a.TasksPerNode, r%a.TasksPerNode
+		node := a.Nodes[ni]
+		gpu := lr
+		if ids := gpuIDs[node]; len(ids) == a.TasksPerNode {
+			gpu = ids[lr]
+		}
+		tp, cp, ep, dp, pp := megatronCoords(r, l)
+		slots[r] = rankSlot{Rank: r, Node: node, NodeRank: ni, LocalRank: lr, GPU: gpu, TP: tp, CP: cp, EP: ep, DP: dp, PP: pp}
+	}
+	return slots, nil
+}
+
+// nodesInRankOrder lists the distinct nodes in the order their first rank appears.
+func nodesInRankOrder(slots []rankSlot) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range slots {
+		if !seen[s.Node] {
+			seen[s.Node] = true
+			out = append(out, s.Node)
+		}
+	}
+	return out
+}
+
+// sameOrderAsSlurm reports whether Slurm's block distribution over the
+// allocation's node order puts every rank where slots does (then srun needs
+// no hostfile).
+func sameOrderAsSlurm(a *allocation, slots []rankSlot) bool {
+	for _, s := range slots {
+		if a.Nodes[s.Rank/a.TasksPerNode] != s.Node {
+			return false
+		}
+	}
+	return true
+}
+
+// hostfile renders SLURM_HOSTFILE: line i holds global rank i's host.
+func hostfile(slots []rankSlot) string {
+	var b strings.Builder
+	for _, s := range slots {
+		b.WriteString(s.Node)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// masterPort derives the rendezvous port from the job id, so that jobs that
+// share a node do not collide; a requeued job (same id) reuses its port, which
+// the rendezvous store opens with SO_REUSEADDR. Range 20000-29999, below the
+// Linux ephemeral range (32768+), so an outgoing connection cannot hold it.
+func masterPort(jobID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(jobID))
+	return 20000 + int(h.Sum32()%10000)
+}
+
+// rankEnv is the environment of every process: common to all plus per rank.
+type rankEnv struct {
+	Common map[string]string
+	Ranks  []map[string]string
+}
+
+// envInputs is what computeEnv needs beyond the allocation and the slots.
+type envInputs struct {
+	Layout       plan.Layout
+	MasterAddr   string
+	MasterPort   int
+	PlanPath     string
+	CkptDir      string
+	ResumeDir    string
+	CkptSignal   string
+	JobDir       string
+	RestartCount int
+}
+
+// computeEnv gives each rank the torchrun-compatible and TRAINRUN_* variables
+// of PRODUCT.md ("Environment of every training process").
+func computeEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
+	l := in.Layout
+	c := map[string]string{
+		"MASTER_ADDR":            in.MasterAddr,
+		"MASTER_PORT":            strconv.Itoa(in.MasterPort),
+		"WORLD_SIZE":             strconv.Itoa(len(slots)),
+		"LOCAL_WORLD_SIZE":       strconv.Itoa(a.TasksPerNode),
+		"TRAINRUN_TP":            strconv.Itoa(l.TP),
+		"TRAINRUN_PP":            strconv.Itoa(l.PP),
+		"TRAINRUN_VPP":           strconv.Itoa(max(l.VPP, 1)),
+		"TRAINRUN_CP":            strconv.Itoa(l.CP),
+		"TRAINRUN_EP":            strconv.Itoa(l.EP),
+		"TRAINRUN_DP":            strconv.Itoa(l.DP),
+		"TRAINRUN_MICRO_BATCH":   strconv.Itoa(l.MicroBatch),
+		"TRAINRUN_GRAD_ACCUM":    strconv.Itoa(l.GradAccum),
+		"TRAINRUN_RECOMPUTE":     l.Recompute,
+		"TRAINRUN_PLAN":          in.PlanPath,
+		"TRAINRUN_CKPT_DIR":      in.CkptDir,
+		"TRAINRUN_RESUME_DIR":    in.ResumeDir,
+		"TRAINRUN_RESTART_COUNT": strconv.Itoa(in.RestartCount),
+		"TRAINRUN_CKPT_SIGNAL":   in.CkptSignal,
+		"TRAINRUN_JOB_DIR":       in.JobDir,
+		"CUDA_DEVICE_ORDER":      "PCI_BUS_ID",
+	}
+	ranks := make([]map[string]string, len(slots))
+	for i, s := range slots {
+		ranks[i] = map[string]string{
+			"RANK":          strconv.Itoa(s.Rank),
+			"LOCAL_RANK":    strconv.Itoa(s.LocalRank),
+			"NODE_RANK":     strconv.Itoa(s.NodeRank),
+			"GROUP_RANK":    strconv.Itoa(s.NodeRank),
+			"TRAINRUN_NODE": s.Node,
+			"TRAINRUN_GPU":  strconv.Itoa(s.GPU),
+		}
+	}
+	return rankEnv{Common: c, Ranks: ranks}
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// nodeFacts is what the probe learns on one node of the allocation.
+type nodeFacts struct {
+	Node     string `json:"node"`               // SLURMD_NODENAME
+	Hostname string `json:"hostname"`           // os.Hostname
+	GPUs     []int  `json:"gpus"`               // SLURM_STEP_GPUS (else SLURM_JOB_GPUS): the node's GPU indices the job holds
+	CVD      string `json:"cuda_visible"`       // CUDA_VISIBLE_DEVICES as Slurm set it for the probe step
+	GPUName  string `json:"gpu_name,omitempty"` // from the node topology, when discovered
+	Error    string `json:"error,omitempty"`
+}
+
+// runProbeNode runs on each node (one task per node) and writes DIR/<node>.json.
+func runProbeNode(env *runEnv, dir string) error {
+	f := nodeFacts{Node: env.getenv("SLURMD_NODENAME")}
+	f.Hostname, _ = os.Hostname()
+	if f.Node == "" {
+		f.Node = f.Hostname
+	}
+	ids := env.getenv("SLURM_STEP_GPUS")
+	if ids == "" {
+		ids = env.getenv("SLURM_JOB_GPUS")
+	}
+	for _, s := range splitList(ids) {
+		if n, err := strconv.Atoi(s); err == nil {
+			f.GPUs = append(f.GPUs, n)
+		}
+	}
+	f.CVD = env.getenv("CUDA_VISIBLE_DEVICES")
+	if strings.ContainsAny(f.Node, "/\x00") {
+		return withCode(ExitSlurm, fmt.Errorf("node name %q", f.Node))
+	}
+	return writeJSONAtomic(filepath.Join(dir, f.Node+".json"), f, 0o644)
+}
+
+// probeNodes runs the probe on every node in one step (one task per node,
+// --overlap so it never waits for resources) and reads the results.
+func probeNodes(ctx context.Context, a *allocation, self, dir string) (map[string]nodeFacts, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	n := strconv.Itoa(len(a.Nodes))
+	args := []string{"--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--overlap", "--kill-on-bad-exit=1",
+		"--input=none", "--job-name=trainrun-probe", self, "exec-task", "--probe", dir}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "srun", args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, withCode(ExitSlurm, fmt.Errorf("topology probe 'srun %s' failed: %v: %s (skip it with --probe=none)",
+			strings.Join(args, " "), err, strings.TrimSpace(string(out))))
+	}
+	facts := map[string]nodeFacts{}
+	for _, node := range a.Nodes {
+		var f nodeFacts
+		if err := readJSON(filepath.Join(dir, node+".json"), &f); err != nil {
+			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %s wrote no facts (%v); its slurmd may call itself another name", node, err))
+		}
+		facts[node] = f
+	}
+	return facts, nil
+}
+
+// readProbeCache reads a previous probe of the same nodes (a requeued job
+// reruns on possibly different nodes: every node must be present).
+func readProbeCache(a *allocation, dir string) (map[string]nodeFacts, bool) {
+	facts := map[string]nodeFacts{}
+	for _, node := range a.Nodes {
+		var f nodeFacts
+		if readJSON(filepath.Join(dir, node+".json"), &f) != nil {
+			return nil, false
+		}
+		facts[node] = f
+	}
+	return facts, true
+}
