@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/topo"
 )
 
 func init() {
@@ -137,9 +138,12 @@ func (r *runner) logf(format string, a ...any) {
 
 func (r *runner) run(ctx context.Context) error {
 	if _, err := exec.LookPath("srun"); err != nil {
-		return withCode(ExitSlurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
+		if !r.opts.dryRun {
+			return withCode(ExitSlurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
+		}
+		r.logf("warning: srun not found in PATH; a real launch would fail (exit %d)", ExitSlurm)
 	}
-	a, err := parseAllocation(r.env.getenv, func(expr string) ([]string, error) { return scontrolHostnames(ctx, expr) })
+	a, err := parseAllocation(r.env.getenv, topo.ExpandHostlist)
 	if err != nil {
 		return err
 	}
@@ -162,7 +166,7 @@ func (r *runner) run(ctx context.Context) error {
 	if r.jobDir, err = filepath.Abs(r.jobDir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(r.jobDir, 0o755); err != nil {
+	if err := mkdirUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
 		return withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
 	}
 	r.ckptDir = r.opts.ckptDir
@@ -172,7 +176,7 @@ func (r *runner) run(ctx context.Context) error {
 	if r.ckptDir, err = filepath.Abs(r.ckptDir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(r.ckptDir, 0o755); err != nil {
+	if err := mkdirUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
 		return withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
 	}
 	if b, err := os.ReadFile(filepath.Join(r.jobDir, "finished")); err == nil && !r.opts.dryRun {
@@ -238,14 +242,16 @@ func (r *runner) run(ctx context.Context) error {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
 
-	// Files of the job directory.
+	// Files of the job directory (a dry run writes nothing).
 	planPath := filepath.Join(r.jobDir, "plan.json")
-	if err := r.writePlan(planPath); err != nil {
-		return err
-	}
 	hostfilePath := filepath.Join(r.jobDir, "hostfile")
-	if err := writeFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
-		return err
+	if !r.opts.dryRun {
+		if err := r.writePlan(planPath); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
+			return err
+		}
 	}
 	master := nodesInRankOrder(r.slots)[0]
 	masterAddr := master
@@ -457,6 +463,7 @@ func (r *runner) printDryRun(renv rankEnv) error {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(w, "%s=%s\n", k, shellQuote(v))
 	}
+	fmt.Fprintf(w, "# CUDA_VISIBLE_DEVICES: Slurm's list for the step, reordered by the shim so that device %d (LOCAL_RANK) is GPU %d\n", s.LocalRank, s.GPU)
 	return nil
 }
 
@@ -666,4 +673,11 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 	}
 	r.logf("%s: checkpointed and requeued (restart %d of at most %d)", reason, r.alloc.RestartCount+1, r.opts.maxRequeue)
 	return withCode(ExitRequeued, errSilent)
+}
+
+func mkdirUnlessDry(dry bool, dir string) error {
+	if dry {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o755)
 }

@@ -324,16 +324,6 @@ func scontrolJob(ctx context.Context, jobID string) (*jobInfo, error) {
 	return parseScontrolJob(line, time.Local)
 }
 
-// scontrolHostnames expands a hostlist with Slurm's own tool.
-func scontrolHostnames(ctx context.Context, expr string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "show", "hostnames", expr).Output()
-	if err != nil {
-		return nil, fmt.Errorf("scontrol show hostnames %s: %w%s", expr, err, stderrOf(err))
-	}
-	return strings.Fields(string(out)), nil
-}
 
 // scontrolNodeAddrs maps node names to their NodeAddr (`scontrol show node -o`):
 // the address Slurm itself uses to reach the node, so the rendezvous address
