@@ -324,7 +324,6 @@ func scontrolJob(ctx context.Context, jobID string) (*jobInfo, error) {
 	return parseScontrolJob(line, time.Local)
 }
 
-
 // scontrolNodeAddrs maps node names to their NodeAddr (`scontrol show node -o`):
 // the address Slurm itself uses to reach the node, so the rendezvous address
 // works even where node names do not resolve.
