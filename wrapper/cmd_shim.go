@@ -143,7 +143,7 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 				f := strings.Fields(sc.Text())
 				if len(f) == 2 && f[0] == "ckpt" && ckptSig != nil {
 					if _, dup := once.LoadOrStore(f[1], true); !dup {
-						cmd.Process.Signal(ckptSig)
+						go deliverCkptSignal(cmd.Process, ckptSig.(syscall.Signal), rank, node, env)
 					}
 				}
 			}
@@ -322,4 +322,50 @@ func signalName(s os.Signal) string {
 		return strconv.Itoa(int(ss))
 	}
 	return s.String()
+}
+
+// deliverCkptSignal sends the checkpoint signal to the training process once
+// it catches it. A process that does not (still importing torch, or a trainer
+// that does not speak the handshake) would be killed by SIGUSR2's default
+// action, so the shim waits until /proc/PID/status lists the signal as caught,
+// and sends nothing if the process never installs a handler.
+func deliverCkptSignal(p *os.Process, sig syscall.Signal, rank int, node string, env *runEnv) {
+	warned := false
+	for {
+		caught, err := catchesSignal(p.Pid, sig)
+		if err != nil {
+			return // the process is gone
+		}
+		if caught {
+			p.Signal(sig)
+			return
+		}
+		if !warned {
+			warned = true
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: the training process does not catch SIG%s yet; holding the checkpoint request until it does\n",
+				rank, node, signalName(sig))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// catchesSignal reads the SigCgt mask of /proc/PID/status.
+func catchesSignal(pid int, sig syscall.Signal) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return false, fmt.Errorf("/proc/%d/status SigCgt %q", pid, v)
+			}
+			return mask&(1<<(uint(sig)-1)) != 0, nil
+		}
+		if v, ok := strings.CutPrefix(line, "State:"); ok && strings.Contains(v, "zombie") {
+			return false, fmt.Errorf("process %d exited", pid)
+		}
+	}
+	return false, fmt.Errorf("/proc/%d/status has no SigCgt", pid)
 }
