@@ -3,15 +3,14 @@ module github.com/trainrun/trainrun
 go 1.26.0
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/cespare/xxhash/v2 v2.3.0
+	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/procfs v0.23.0
 	github.com/spf13/pflag v1.1.0
+	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
 )
 
-require (
-	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
-	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
-	github.com/prometheus/procfs v0.23.0 // indirect
-)
+require github.com/hashicorp/go-cleanhttp v0.5.2 // indirect

@@ -1,4 +1,65 @@
-// Package checkpoint owns the checkpoint store and its lifecycle: the handshake
-// markers, verification, the durable atomic commit, the "latest" pointer,
-// retention, the tiered drain and the requeue decisions. It needs no topology.
+// Package checkpoint owns the checkpoint store and its lifecycle: the
+// handshake markers, verification, the durable atomic commit, the latest
+// pointer, retention, the tiered drain and the job history the requeue
+// decisions read. It imports neither plan nor topo.
+//
+// # Lifecycle
+//
+// A trainer saves checkpoint <tag> into CKPT_DIR/<tag>/ (or node-local
+// storage, drained into CKPT_DIR/.trainrun/staging/<tag>/ by Drain); each rank
+// creates <tag>/.trainrun/done.<RANK> once its files are durable. Commit then
+// fsyncs and hashes every file, writes <tag>/.trainrun/manifest.json durably
+// (temporary file, fsync, rename, directory fsync), renames a staged
+// checkpoint into place, fsyncs the store's directory and, last, rewrites the
+// .trainrun/latest pointer the same way. A checkpoint directory outside
+// staging that holds a manifest is committed; nothing else is. Latest returns
+// the newest committed checkpoint (by step, then commit order) that verifies,
+// falling back past corrupt ones and saying so. The whole layout is the
+// Layout table.
+//
+// # What is guaranteed, and where
+//
+// On a local POSIX file system (ext4, XFS, btrfs, tmpfs) rename within a
+// directory is atomic, and fsync of a file and then of its directory makes
+// the data and the name durable. So after a process is killed at any point
+// (SIGKILL, OOM, a node losing power once the disk honours flushes), the
+// store holds committed checkpoints that verify, plus uncommitted debris that
+// Latest ignores and Recover removes or completes. The crash-consistency test
+// kills the writer at hundreds of points, including between every durable
+// step, and checks exactly this.
+//
+// On NFS (v3/v4), rename within one directory is atomic at the server, and
+// namespace operations are synchronous at the server; file data reaches the
+// server at fsync or close (close-to-open consistency), so another client sees
+// a checkpoint's bytes only after the writer closed or fsynced them, which is
+// what the done marker after the trainer's own fsync provides. Attribute
+// caching can make another client see a stale pointer or a missing marker for
+// up to actimeo seconds: Complete and Latest may be late, never wrong,
+// because a manifest is only written after every file was read back for its
+// hash. fsync of a directory is accepted and is a no-op there.
+//
+// On Lustre and GPFS (IBM Storage Scale), rename within a directory is atomic
+// and metadata operations are coherent across clients (Lustre's MDS, GPFS's
+// token manager), and fsync flushes a file's data to the servers. A directory
+// fsync is accepted, but how far it forces the metadata server's journal is
+// implementation-specific: against killed processes and failed clients the
+// guarantee above holds; against a metadata server that crashes it is as
+// strong as the file system's own recovery (Lustre replays clients'
+// uncommitted transactions). Both keep POSIX semantics for one writer, which
+// is how trainrun uses them: one writer per file, one committer per store.
+//
+// Staging must be on the same file system as the store (it is inside it), so
+// the commit's rename never turns into a copy.
+//
+// Native checkpoints (Megatron's tracker, PyTorch DCP's .metadata, Hugging
+// Face and Lightning layouts) are recognised without the handshake; their
+// completion marker only proves the framework believed its save finished,
+// not that every rank's files were durable (NativeNote says which per kind).
+//
+// # Concurrency
+//
+// One controller commits, prunes and recovers a store; drains on many nodes
+// write disjoint staging files; the trainer writes only its own <tag>/.
+// Nothing here takes locks across nodes, so two controllers on one store are
+// not supported.
 package checkpoint

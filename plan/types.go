@@ -50,7 +50,28 @@ type Job struct {
 	Precision   Precision `json:"precision"`
 	LoRARank    int       `json:"lora_rank,omitempty"` // 0 = full training
 	Tokens      float64   `json:"tokens,omitempty"`    // total tokens, for time-to-train; 0 = not asked
+	Stack       Stack     `json:"stack,omitempty"`     // training software generation; "" = Megatron-Core + TE
 }
+
+// Stack is the generation of the training software. It decides mechanisms the
+// time and memory model must know: which attention kernel runs and which
+// collectives hide behind compute. The planner plans for the current stack;
+// the older one exists so that published runs made with it can be predicted
+// (calibration) with the kernels they really used, not with tuned constants.
+type Stack string
+
+const (
+	// StackMegatronCore is Megatron-Core with Transformer Engine (2024 on):
+	// fused flash attention (no s×s scores stored, causal half skipped), TP
+	// collectives overlapped with GEMMs when SP is on (TE userbuffers),
+	// gradient reduce-scatter and parameter all-gather overlapped, FP8 GEMMs.
+	StackMegatronCore Stack = ""
+	// StackMegatron2022 is Megatron-LM of Narayanan et al. 2021 and
+	// Korthikanti et al. 2022 (and DeepSpeed runs built on its model code):
+	// softmax attention that materialises the s×s scores (Korthikanti's 5as/h
+	// term), computes the masked half anyway, and blocking TP all-reduces.
+	StackMegatron2022 Stack = "megatron-2022"
+)
 
 // GPU is one accelerator type of the catalog. Bandwidths in bytes/s,
 // peaks are dense (no 2:4 sparsity).
@@ -66,6 +87,13 @@ type GPU struct {
 	NVLinkDomain    int     `json:"nvlink_domain"`        // usual GPUs per NVLink domain
 	GPUsPerNode     int     `json:"gpus_per_node"`        // usual
 	Source          string  `json:"source"`               // where the figures come from
+
+	// Achievable fractions, the model's only per-GPU efficiency constants
+	// (gpus.go documents each value's origin).
+	MatmulEff    float64 `json:"matmul_efficiency"`     // large BF16 GEMM, fraction of PeakBF16 (maximum achievable matmul FLOPS)
+	FP8MatmulEff float64 `json:"fp8_matmul_efficiency"` // large FP8 GEMM, fraction of PeakFP8
+	AttentionEff float64 `json:"attention_efficiency"`  // fused flash attention fwd+bwd, fraction of PeakBF16; 0 = no fused kernel
+	HostMemory   float64 `json:"host_memory_bytes"`     // usual host memory per node (offload capacity)
 }
 
 // Cluster is where the job runs.
@@ -116,6 +144,10 @@ type Time struct {
 	CPComm        float64 `json:"cp_comm_s"`
 	EPComm        float64 `json:"ep_comm_s"`
 	Offload       float64 `json:"offload_s"`
+	// Added by the planner (the parts above sum with these to Step):
+	Recompute float64 `json:"recompute_s"` // recomputed forward work (selective or full)
+	PPComm    float64 `json:"pp_comm_s"`   // exposed pipeline point-to-point transfers
+	Optimizer float64 `json:"optimizer_s"` // the optimizer step itself (HBM-bound Adam update)
 }
 
 // Traffic is the bytes one GPU sends per optimizer step in each kind of
@@ -139,6 +171,9 @@ type Evaluation struct {
 	MFU                float64  `json:"mfu"`
 	Why                []string `json:"why"`
 	Traffic            Traffic  `json:"traffic"`
+	// Reason is empty for a valid layout that fits; otherwise the rule it
+	// breaks or the figure that does not fit.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Rejection is a layout that was considered and why it lost.

@@ -1,0 +1,333 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// DrainOptions configure one node's drain.
+type DrainOptions struct {
+	// Node names this node's drain record (SLURMD_NODENAME). Required.
+	Node string
+	// Workers is the number of parallel copy streams (default: the
+	// store's Workers).
+	Workers int
+}
+
+// DrainResult says what one drain did.
+type DrainResult struct {
+	Ranks     []int // the done markers carried into staging
+	Files     int
+	Bytes     int64 // size of all files
+	Copied    int64 // bytes copied this time (a resumed drain reuses what is already in staging)
+	Elapsed   time.Duration
+	Committed bool // the tag was already committed: nothing was done
+}
+
+// drainRecord is <tag>/.trainrun/drained.<NODE>.json.
+type drainRecord struct {
+	Node  string    `json:"node"`
+	Ranks []int     `json:"ranks"`
+	At    time.Time `json:"at"`
+	Files []File    `json:"files"`
+}
+
+// Drain copies one node's part of checkpoint tag from node-local storage
+// (src, the directory the trainer wrote: TRAINRUN_CKPT_LOCAL_DIR/<tag>) into
+// the durable store's staging area, so that the trainer can return to
+// training as soon as its local save is done.
+//
+// Files are split into ChunkBytes ranges copied by Workers parallel streams
+// with 1 MiB buffers (pread, hash, pwrite: the bytes are hashed on the way, so
+// the commit does not read them again). Each file is written as
+// <name>.part-trainrun, fsynced, and renamed to its name; then the staged
+// directories are fsynced, the node's drain record written durably, and only
+// then the done.<RANK> markers of the ranks found in src are created in
+// staging. A rank's marker in staging therefore means its files are durable
+// there, and the checkpoint can be committed (by the controller, with
+// Commit) once all ranks' markers are in staging, i.e. every node's drain
+// finished.
+//
+// Drain is idempotent and resumable: a file already in staging under its final
+// name with the source's size was fsynced before that rename and is kept (its
+// hash is taken from the source); a killed drain leaves only .part-trainrun
+// files and no markers, so nothing partial can be committed. Run again, it
+// completes. Draining a tag that is already committed does nothing.
+func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptions) (DrainResult, error) {
+	start := time.Now()
+	var res DrainResult
+	if err := CheckTag(tag); err != nil {
+		return res, err
+	}
+	if err := checkNode(o.Node); err != nil {
+		return res, err
+	}
+	if o.Workers <= 0 {
+		o.Workers = dst.opts.Workers
+	}
+	if exists(manifestPath(dst.tagDir(tag))) {
+		res.Committed = true
+		return res, nil
+	}
+	ranks, err := doneRanks(src)
+	if err != nil {
+		return res, fmt.Errorf("drain %s: read markers in %s: %w", tag, src, err)
+	}
+	if len(ranks) == 0 {
+		return res, fmt.Errorf("drain %s: no rank has marked %s done (%s); drain once the local ranks have saved",
+			tag, src, filepath.Join(src, metaDir, doneMarker+"<RANK>"))
+	}
+	res.Ranks = ranks
+	files, srcDirs, err := listTree(src)
+	if err != nil {
+		return res, fmt.Errorf("drain %s: %w", tag, err)
+	}
+	stage := dst.stagingDir(tag)
+	// Directories: the staging tree mirrors src's.
+	var dirs []string
+	for _, d := range srcDirs {
+		rel, _ := filepath.Rel(src, d)
+		if rel == metaDir || strings.HasPrefix(rel, metaDir+string(filepath.Separator)) {
+			continue
+		}
+		dirs = append(dirs, filepath.Join(stage, rel))
+	}
+	dirs = append(dirs, filepath.Join(stage, metaDir))
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return res, fmt.Errorf("drain %s: create %s: %w; the store must be writable", tag, d, err)
+		}
+	}
+	if err := syncDir(dst.stagingRoot()); err != nil {
+		return res, err
+	}
+
+	chunk := dst.opts.ChunkBytes
+	type fileState struct {
+		reuse bool
+		left  atomic.Int32 // chunks not yet done
+		sums  []uint64
+	}
+	st := make([]*fileState, len(files))
+	type unit struct{ file, chunk int }
+	var units []unit
+	for i, f := range files {
+		res.Bytes += f.Size
+		fs := &fileState{}
+		n := numChunks(f.Size, chunk)
+		fs.sums = make([]uint64, n)
+		fs.left.Store(int32(n))
+		dstPath := filepath.Join(stage, filepath.FromSlash(f.Path))
+		if fi, err := os.Stat(dstPath); err == nil && fi.Mode().IsRegular() && fi.Size() == f.Size {
+			fs.reuse = true
+		} else {
+			part := dstPath + partSuffix
+			w, err := os.OpenFile(part, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			if err == nil {
+				err = w.Truncate(f.Size)
+				if cerr := w.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				return res, fmt.Errorf("drain %s: create %s: %w", tag, part, err)
+			}
+			res.Copied += f.Size
+		}
+		st[i] = fs
+		for c := 0; c < n; c++ {
+			units = append(units, unit{i, c})
+		}
+	}
+	// Big chunks first so that the long poles start early.
+	sort.SliceStable(units, func(a, b int) bool { return files[units[a].file].Size > files[units[b].file].Size })
+
+	var next atomic.Int64
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := 0; w < o.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(units) {
+					return
+				}
+				u := units[i]
+				f, fs := files[u.file], st[u.file]
+				srcPath := filepath.Join(src, filepath.FromSlash(f.Path))
+				dstPath := filepath.Join(stage, filepath.FromSlash(f.Path))
+				off := int64(u.chunk) * chunk
+				n := max(min(chunk, f.Size-off), 0)
+				var err error
+				if fs.reuse {
+					fs.sums[u.chunk], err = hashFileRange(srcPath, off, n)
+				} else {
+					fs.sums[u.chunk], err = copyRange(srcPath, dstPath+partSuffix, off, n)
+				}
+				if err == nil && fs.left.Add(-1) == 0 && !fs.reuse {
+					err = finishPart(dst, dstPath)
+				}
+				if err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("drain %s: %s: %w", tag, f.Path, err) })
+					next.Store(int64(len(units)))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return res, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("drain %s: %w (run it again to finish)", tag, err)
+	}
+	for i := range files {
+		files[i].XXH64 = hex64(combineChunks(st[i].sums))
+	}
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return res, err
+		}
+	}
+	dst.step("drain:dirs-synced")
+	rec := drainRecord{Node: o.Node, Ranks: ranks, At: dst.opts.Now().UTC(), Files: files}
+	if rec.Files == nil {
+		rec.Files = []File{}
+	}
+	b, err := json.MarshalIndent(rec, "", " ")
+	if err != nil {
+		return res, err
+	}
+	if err := dst.writeFileAtomic(drainedPath(stage, o.Node), append(b, '\n'), "drain:record"); err != nil {
+		return res, err
+	}
+	for _, r := range ranks {
+		if err := createMarker(DoneMarkerPath(stage, r)); err != nil {
+			return res, err
+		}
+		dst.step("drain:marker")
+	}
+	if err := syncDir(ckptMeta(stage)); err != nil {
+		return res, err
+	}
+	dst.step("drain:done")
+	res.Files = len(files)
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// copyRange copies bytes [off, off+n) from srcPath into the same range of
+// dstPath, hashing them on the way.
+func copyRange(srcPath, dstPath string, off, n int64) (uint64, error) {
+	r, err := os.Open(srcPath)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	w, err := os.OpenFile(dstPath, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	d := xxhash.New()
+	for n > 0 {
+		m := min(int64(len(buf)), n)
+		k, rerr := r.ReadAt(buf[:m], off)
+		if k > 0 {
+			d.Write(buf[:k])
+			if _, err := w.WriteAt(buf[:k], off); err != nil {
+				w.Close()
+				return 0, err
+			}
+			off += int64(k)
+			n -= int64(k)
+		}
+		if rerr != nil {
+			if errors.Is(rerr, io.EOF) && n > 0 {
+				w.Close()
+				return 0, fmt.Errorf("%s shrank while being drained (%d bytes short): the trainer is still writing it", srcPath, n)
+			}
+			if !errors.Is(rerr, io.EOF) {
+				w.Close()
+				return 0, rerr
+			}
+		}
+	}
+	return d.Sum64(), w.Close()
+}
+
+func hashFileRange(p string, off, n int64) (uint64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return hashRange(f, off, n)
+}
+
+// finishPart makes a fully copied part file durable and gives it its name.
+func finishPart(s *Store, dstPath string) error {
+	part := dstPath + partSuffix
+	w, err := os.OpenFile(part, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = w.Sync()
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", part, err)
+	}
+	s.step("drain:file-synced")
+	if err := os.Rename(part, dstPath); err != nil {
+		return err
+	}
+	s.step("drain:file-renamed")
+	return nil
+}
+
+func readDrainRecords(stage string) ([]drainRecord, error) {
+	ents, err := os.ReadDir(ckptMeta(stage))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var out []drainRecord
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasPrefix(n, drainedPfx) || !strings.HasSuffix(n, ".json") || isTempName(n) {
+			continue
+		}
+		p := filepath.Join(ckptMeta(stage), n)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var r drainRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("drain record %s is not valid JSON (%v): run that node's drain again", p, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

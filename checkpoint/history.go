@@ -1,0 +1,296 @@
+package checkpoint
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Cause is how an incarnation of the job ended.
+type Cause string
+
+const (
+	CausePreempted Cause = "preempted"
+	CauseTimeLimit Cause = "timelimit"
+	CauseNodeFail  Cause = "node-fail"
+	CauseCrash     Cause = "crash"
+	CauseFinished  Cause = "finished"
+	CauseCancelled Cause = "cancelled"
+)
+
+// Event is one line of .trainrun/history.jsonl. An incarnation writes a
+// "start" event when it begins and an "end" event when it ends; an
+// incarnation killed too hard to write its end has a start only.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"` // "start" or "end"
+	JobID   string    `json:"job_id"`
+	Restart int       `json:"restart"` // SLURM_RESTART_COUNT
+	Node    string    `json:"node,omitempty"`
+	// start events
+	WorldSize  int    `json:"world_size,omitempty"`
+	ResumeFrom string `json:"resume_from,omitempty"` // the tag resumed from, "" on a first start
+	// end events
+	Cause         Cause  `json:"cause,omitempty"`
+	LastCommitted string `json:"last_committed,omitempty"` // newest committed tag at the end
+	Progress      int64  `json:"progress,omitempty"`       // its step (StepOf), -1 if unknown
+	Message       string `json:"message,omitempty"`
+}
+
+// Incarnation is one run of the job (one value of SLURM_RESTART_COUNT),
+// folded from its events.
+type Incarnation struct {
+	JobID      string
+	Restart    int
+	WorldSize  int
+	ResumeFrom string
+	Start, End time.Time // End is zero if no end event was written
+	Cause      Cause     // "" if no end event was written (killed hard: count it as a crash)
+	// LastCommitted and Progress are from the end event.
+	LastCommitted string
+	Progress      int64
+	Message       string
+}
+
+// History is the store's job history file.
+type History struct{ s *Store }
+
+// History returns the store's history.
+func (s *Store) History() History { return History{s} }
+
+// Append adds one event durably (one write with O_APPEND, then fsync). The
+// controller is the only writer; a torn last line left by a kill is skipped
+// by Load.
+func (h History) Append(e Event) error {
+	if err := h.s.mkMeta(); err != nil {
+		return err
+	}
+	if e.Time.IsZero() {
+		e.Time = h.s.opts.Now().UTC()
+	}
+	if e.Type != "start" && e.Type != "end" {
+		return fmt.Errorf("history event type %q; use start or end", e.Type)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	p := h.s.historyPath()
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("history %s: %w", p, err)
+	}
+	// A torn line from a killed writer has no newline: start on a fresh line.
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		if last, err := lastByte(p); err == nil && last != '\n' {
+			b = append([]byte{'\n'}, b...)
+		}
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("history %s: %w", p, err)
+	}
+	return nil
+}
+
+func lastByte(p string) (byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return '\n', err
+	}
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, fi.Size()-1)
+	return b[0], err
+}
+
+// Events reads every event, skipping lines that do not parse (a torn write).
+func (h History) Events() ([]Event, error) {
+	b, err := os.ReadFile(h.s.historyPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history %s: %w", h.s.historyPath(), err)
+	}
+	var out []Event
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e Event
+		if json.Unmarshal(sc.Bytes(), &e) == nil && (e.Type == "start" || e.Type == "end") {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
+}
+
+// Load folds the events into incarnations, in the order they started.
+func (h History) Load() ([]Incarnation, error) {
+	evs, err := h.Events()
+	if err != nil {
+		return nil, err
+	}
+	var out []Incarnation
+	find := func(job string, restart int) int {
+		for i := len(out) - 1; i >= 0; i-- {
+			if out[i].JobID == job && out[i].Restart == restart {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, e := range evs {
+		i := find(e.JobID, e.Restart)
+		if e.Type == "start" || i < 0 {
+			out = append(out, Incarnation{JobID: e.JobID, Restart: e.Restart, Progress: -1})
+			i = len(out) - 1
+		}
+		in := &out[i]
+		switch e.Type {
+		case "start":
+			in.Start, in.WorldSize, in.ResumeFrom = e.Time, e.WorldSize, e.ResumeFrom
+		case "end":
+			in.End, in.Cause, in.LastCommitted, in.Progress, in.Message = e.Time, e.Cause, e.LastCommitted, e.Progress, e.Message
+		}
+	}
+	return out, nil
+}
+
+// FailuresWithoutProgress counts the incarnations at the end of incs that
+// failed (crash, node-fail, or killed before writing an end) without moving
+// training past the best step committed by any incarnation before them. The
+// controller stops requeueing when it reaches the policy's limit.
+func FailuresWithoutProgress(incs []Incarnation) int {
+	best := make([]int64, len(incs)+1) // best[i]: highest progress of incs[:i]
+	best[0] = -1
+	for i, in := range incs {
+		best[i+1] = max(best[i], in.Progress)
+	}
+	n := 0
+	for i := len(incs) - 1; i >= 0; i-- {
+		in := incs[i]
+		failed := in.Cause == CauseCrash || in.Cause == CauseNodeFail || in.Cause == ""
+		if !failed || in.Progress > best[i] {
+			return n
+		}
+		n++
+	}
+	return n
+}
+
+// Finished is the content of .trainrun/finished.
+type Finished struct {
+	Time    time.Time `json:"time"`
+	JobID   string    `json:"job_id"`
+	Restart int       `json:"restart"`
+	Tag     string    `json:"tag,omitempty"` // the final committed checkpoint, if any
+}
+
+// MarkFinished records, durably, that the run finished: it must never be
+// requeued again.
+func (s *Store) MarkFinished(f Finished) error {
+	if err := s.mkMeta(); err != nil {
+		return err
+	}
+	if f.Time.IsZero() {
+		f.Time = s.opts.Now().UTC()
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return s.writeFileAtomic(s.finishedPath(), append(b, '\n'), "finished")
+}
+
+// Finished reads the finished marker; ok is false when the run has not finished.
+func (s *Store) Finished() (f Finished, ok bool, err error) {
+	b, err := os.ReadFile(s.finishedPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, false, nil
+	}
+	if err != nil {
+		return f, false, err
+	}
+	// An unreadable marker still means finished: it is written atomically,
+	// so only a person editing it can break it, and requeueing a finished run
+	// is the worse mistake.
+	_ = json.Unmarshal(b, &f)
+	return f, true, nil
+}
+
+// Request is a checkpoint request written by `trainrun ckpt request` into
+// .trainrun/request; the controller polls for it (TakeRequest).
+type Request struct {
+	Time time.Time `json:"time"`
+	// Then is what to do after the checkpoint: "continue" (keep
+	// training), "stop" (exit, no requeue) or "requeue".
+	Then   string `json:"then"`
+	By     string `json:"by,omitempty"` // user@host
+	Reason string `json:"reason,omitempty"`
+}
+
+// RequestThen lists the accepted values of Request.Then.
+var RequestThen = []string{"continue", "stop", "requeue"}
+
+// PutRequest writes a request atomically (a later one replaces an earlier
+// one not yet taken).
+func (s *Store) PutRequest(r Request) error {
+	ok := false
+	for _, t := range RequestThen {
+		ok = ok || r.Then == t
+	}
+	if !ok {
+		return fmt.Errorf("checkpoint request: then=%q; use continue, stop or requeue", r.Then)
+	}
+	if err := s.mkMeta(); err != nil {
+		return err
+	}
+	if r.Time.IsZero() {
+		r.Time = s.opts.Now().UTC()
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.writeFileAtomic(s.requestPath(), append(b, '\n'), "request")
+}
+
+// TakeRequest removes and returns the pending request, if any (nil when
+// none). It renames the file away first, so a request is taken once even if
+// the controller is killed meanwhile.
+func (s *Store) TakeRequest() (*Request, error) {
+	taken := filepath.Join(s.dir, metaDir, fmt.Sprintf("request.taken%s%d", tmpInfix, s.opts.Now().UnixNano()))
+	if err := os.Rename(s.requestPath(), taken); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("take checkpoint request %s: %w", s.requestPath(), err)
+	}
+	b, err := os.ReadFile(taken)
+	os.Remove(taken)
+	if err != nil {
+		return nil, err
+	}
+	var r Request
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("checkpoint request %s is not valid JSON: %v", s.requestPath(), err)
+	}
+	return &r, nil
+}

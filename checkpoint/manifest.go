@@ -1,0 +1,278 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Manifest is the commit record of one checkpoint, stored in
+// <tag>/.trainrun/manifest.json. Its presence in a checkpoint directory outside
+// staging means the checkpoint is committed.
+type Manifest struct {
+	Version     int       `json:"version"`
+	Tag         string    `json:"tag"`
+	Kind        Kind      `json:"kind"`       // trainrun (the handshake) or the native layout it was committed from
+	WorldSize   int       `json:"world_size"` // done markers expected; 0 for native kinds
+	Step        int64     `json:"step"`       // StepOf(tag)
+	Seq         int64     `json:"seq"`        // commit order in this store, 1, 2, ...
+	CommittedAt time.Time `json:"committed_at"`
+	Hash        string    `json:"hash"`        // "xxh64-chunked"
+	ChunkBytes  int64     `json:"chunk_bytes"` // see combineChunks
+	Bytes       int64     `json:"bytes"`       // sum of the files' sizes
+	Files       []File    `json:"files"`       // sorted by Path
+}
+
+// File is one file of a checkpoint.
+type File struct {
+	Path  string `json:"path"` // slash-separated, relative to the checkpoint directory
+	Size  int64  `json:"size"`
+	XXH64 string `json:"xxh64"` // 16 hex digits
+}
+
+const manifestVersion = 1
+const hashName = "xxh64-chunked"
+
+func hex64(v uint64) string { return fmt.Sprintf("%016x", v) }
+
+// VerifyError says which file of which checkpoint failed and how.
+type VerifyError struct {
+	Tag  string
+	Path string // the failing file (or marker), absolute
+	What string
+}
+
+func (e *VerifyError) Error() string {
+	return fmt.Sprintf("checkpoint %s: %s: %s", e.Tag, e.Path, e.What)
+}
+
+// listFiles returns the trainer's files under dir (relative, slash-separated,
+// sorted), leaving out the store's own .trainrun/ and temporary files.
+func listFiles(dir string) ([]File, error) {
+	var out []File
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			if rel == metaDir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if isTempName(d.Name()) {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file (a symlink or device); a checkpoint holds plain files only", p)
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, File{Path: filepath.ToSlash(rel), Size: fi.Size()})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, err
+}
+
+// hashFiles fills in XXH64 of files under dir with workers goroutines over
+// chunks, and fsyncs each file first when fsync is set.
+func hashFiles(ctx context.Context, dir string, files []File, chunk int64, workers int, fsync bool) error {
+	type unit struct{ file, chunk int }
+	sums := make([][]uint64, len(files))
+	var units []unit
+	for i, f := range files {
+		n := numChunks(f.Size, chunk)
+		sums[i] = make([]uint64, n)
+		for c := 0; c < n; c++ {
+			units = append(units, unit{i, c})
+		}
+	}
+	var next atomic.Int64
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	if workers < 1 {
+		workers = 1
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(units) || ctx.Err() != nil {
+					return
+				}
+				u := units[i]
+				f := files[u.file]
+				p := filepath.Join(dir, filepath.FromSlash(f.Path))
+				err := func() error {
+					fh, err := os.Open(p)
+					if err != nil {
+						return err
+					}
+					defer fh.Close()
+					if fsync && u.chunk == 0 {
+						if err := fh.Sync(); err != nil {
+							return fmt.Errorf("fsync: %w", err)
+						}
+					}
+					off := int64(u.chunk) * chunk
+					n := min(chunk, f.Size-off)
+					if n < 0 {
+						n = 0
+					}
+					v, err := hashRange(fh, off, n)
+					sums[u.file][u.chunk] = v
+					return err
+				}()
+				if err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("hash %s: %w", p, err) })
+					next.Store(int64(len(units)))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := range files {
+		files[i].XXH64 = hex64(combineChunks(sums[i]))
+	}
+	return nil
+}
+
+func readManifest(ckptDir string) (Manifest, error) {
+	var m Manifest
+	p := manifestPath(ckptDir)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("manifest %s is not valid JSON (%v); the checkpoint cannot be trusted: quarantine it (trainrun ckpt verify names it) or delete it", p, err)
+	}
+	if m.Version != manifestVersion || m.Hash != hashName || m.ChunkBytes <= 0 {
+		return m, fmt.Errorf("manifest %s: version %d, hash %q, chunk %d: this trainrun reads version %d with %q; use the trainrun that wrote it",
+			p, m.Version, m.Hash, m.ChunkBytes, manifestVersion, hashName)
+	}
+	return m, nil
+}
+
+// Level is how deeply Verify checks a committed checkpoint.
+type Level int
+
+const (
+	// Sizes checks the markers and that every file exists with its size.
+	Sizes Level = iota
+	// Checksums also rereads every file and compares its xxh64.
+	Checksums
+)
+
+// verifyDir checks a committed checkpoint directory against its manifest.
+func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manifest, error) {
+	m, err := readManifest(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, &VerifyError{Tag: filepath.Base(dir), Path: manifestPath(dir),
+			What: "no manifest: the checkpoint was never committed (trainrun commits it once every rank has marked done)"}
+	}
+	if err != nil {
+		return m, &VerifyError{Tag: filepath.Base(dir), Path: manifestPath(dir), What: err.Error()}
+	}
+	for r := 0; r < m.WorldSize; r++ {
+		p := DoneMarkerPath(dir, r)
+		if _, err := os.Stat(p); err != nil {
+			return m, &VerifyError{Tag: m.Tag, Path: p, What: fmt.Sprintf("rank %d's done marker is missing (%v) though the manifest expects %d ranks", r, errors.Unwrap(err), m.WorldSize)}
+		}
+	}
+	got := make([]File, len(m.Files))
+	for i, f := range m.Files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		fi, err := os.Stat(p)
+		if err != nil {
+			return m, &VerifyError{Tag: m.Tag, Path: p, What: "missing: " + errString(err)}
+		}
+		if !fi.Mode().IsRegular() {
+			return m, &VerifyError{Tag: m.Tag, Path: p, What: "not a regular file"}
+		}
+		if fi.Size() != f.Size {
+			return m, &VerifyError{Tag: m.Tag, Path: p, What: fmt.Sprintf("size %d bytes, the manifest says %d: the file changed after commit", fi.Size(), f.Size)}
+		}
+		got[i] = File{Path: f.Path, Size: f.Size}
+	}
+	if level < Checksums {
+		return m, nil
+	}
+	if err := hashFiles(ctx, dir, got, m.ChunkBytes, workers, false); err != nil {
+		return m, &VerifyError{Tag: m.Tag, Path: dir, What: err.Error()}
+	}
+	for i, f := range m.Files {
+		if got[i].XXH64 != f.XXH64 {
+			return m, &VerifyError{Tag: m.Tag, Path: filepath.Join(dir, filepath.FromSlash(f.Path)),
+				What: fmt.Sprintf("xxh64 %s, the manifest says %s: the content changed after commit (bit rot, an overwrite or a partial copy)", got[i].XXH64, f.XXH64)}
+		}
+	}
+	return m, nil
+}
+
+func errString(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// doneRanks lists the ranks whose done markers exist in ckptDir.
+func doneRanks(ckptDir string) ([]int, error) {
+	ents, err := os.ReadDir(ckptMeta(ckptDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ranks []int
+	for _, e := range ents {
+		name := e.Name()
+		if len(name) > len(doneMarker) && name[:len(doneMarker)] == doneMarker {
+			if r, err := strconv.Atoi(name[len(doneMarker):]); err == nil && r >= 0 {
+				ranks = append(ranks, r)
+			}
+		}
+	}
+	sort.Ints(ranks)
+	return ranks, nil
+}
+
+// allDone says whether every rank 0..world-1 has a marker.
+func allDone(ranks []int, world int) bool {
+	if world <= 0 {
+		return false
+	}
+	have := 0
+	for _, r := range ranks {
+		if r < world {
+			have++
+		}
+	}
+	return have == world
+}

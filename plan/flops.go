@@ -1,0 +1,149 @@
+package plan
+
+// Parameter and FLOP counts. Conventions: planner-formulas.md §1.3 and §2.4.
+//
+// FlopsPerToken is the contract's model_flops_per_token: the model's matmul
+// FLOPs for forward and backward (= 3 × forward: the backward computes the
+// input and the weight gradients, each as costly as the forward) with causal
+// attention (the masked half of QKᵀ and AV not counted) and no recomputation.
+// Norms, activations, softmax and the embedding lookup are not counted. This is
+// Megatron-LM's num_floating_point_operations after commit 20d66d5c (Jan 2026)
+// and NeMo's flops_formulas after 6251117f (Aug 2025). For GPT with F = 4h it
+// equals 72·l·h² + 6·l·h·s + 6·h·V per token, i.e. Korthikanti's
+// 72·l·h²·(1 + s/6h + V/12lh) with the s² term halved.
+
+func (m Model) headDim() int {
+	if m.HeadDim > 0 {
+		return m.HeadDim
+	}
+	if m.Heads > 0 {
+		return m.Hidden / m.Heads
+	}
+	return 0
+}
+
+func (m Model) kvHeads() int {
+	if m.KVHeads > 0 {
+		return m.KVHeads
+	}
+	return m.Heads
+}
+
+func (t FFNType) gated() bool { return t == FFNSwiGLU }
+
+// mlpMatrices is 3 for gated MLPs (gate, up, down), else 2.
+func (t FFNType) mlpMatrices() float64 {
+	if t.gated() {
+		return 3
+	}
+	return 2
+}
+
+// isMoE reports whether the model has routed experts.
+func (m Model) isMoE() bool { return m.Experts > 0 && m.TopK > 0 }
+
+// moeLayers is the number of MoE layers (the first DenseLayers are dense).
+func (m Model) moeLayers() int {
+	if !m.isMoE() {
+		return 0
+	}
+	return max(m.Layers-m.DenseLayers, 0)
+}
+
+func (m Model) moeFFN() int {
+	if m.MoEFFN > 0 {
+		return m.MoEFFN
+	}
+	return m.FFN
+}
+
+// attnParams: Q and O are h×(n·d), K and V h×(g·d) (Megatron
+// theoretical_memory_usage.py: 2h²·(1+g/n)·(q/h)). Biases are left out
+// (< 0.01 % of a GPT-3's parameters).
+func (m Model) attnParams() float64 {
+	h, d := float64(m.Hidden), float64(m.headDim())
+	return h * d * float64(2*m.Heads+2*m.kvHeads())
+}
+
+func (m Model) denseMLPParams() float64 {
+	return m.FFNType.mlpMatrices() * float64(m.Hidden) * float64(m.FFN)
+}
+
+func (m Model) expertParams() float64 {
+	return m.FFNType.mlpMatrices() * float64(m.Hidden) * float64(m.moeFFN())
+}
+
+func (m Model) sharedParams() float64 {
+	return m.FFNType.mlpMatrices() * float64(m.Hidden) * float64(m.SharedFFN)
+}
+
+// normParams: two norms per layer; LayerNorm has a bias, RMSNorm (Llama
+// family, gated MLPs) does not.
+func (m Model) normParams() float64 {
+	if m.FFNType.gated() {
+		return 2 * float64(m.Hidden)
+	}
+	return 4 * float64(m.Hidden)
+}
+
+func (m Model) embeddingParams() float64 { return float64(m.Vocab) * float64(m.Hidden) }
+
+// Params is the total parameter count: layers, input embedding, and the output
+// layer unless tied (GPT-3 175B: 12·l·h² + V·h ≈ 174.6e9 with V = 51200;
+// Llama-3-70B: 70.55e9).
+func (m Model) Params() float64 {
+	dense := float64(m.Layers - m.moeLayers())
+	moe := float64(m.moeLayers())
+	p := float64(m.Layers)*(m.attnParams()+m.normParams()) + dense*m.denseMLPParams()
+	p += moe * (float64(m.Experts)*m.expertParams() + m.sharedParams() + float64(m.Hidden)*float64(m.Experts))
+	p += m.embeddingParams()
+	if !m.TiedEmbeddings {
+		p += m.embeddingParams()
+	}
+	return p + float64(m.Hidden) // final norm
+}
+
+// ActiveParams is the parameters one token passes through: for MoE only TopK
+// routed experts (plus shared experts and the router) count.
+func (m Model) ActiveParams() float64 {
+	if !m.isMoE() {
+		return m.Params()
+	}
+	moe := float64(m.moeLayers())
+	return m.Params() - moe*float64(m.Experts-m.TopK)*m.expertParams()
+}
+
+// forwardFlopsPerToken returns the forward matmul FLOPs per token: the linear
+// layers (2 FLOPs per weight a token passes through, the embedding lookup
+// excluded) and the attention core (QKᵀ and AV: 2·2·s·n·d per token per layer
+// non-causal; causal counts half).
+func (m Model) forwardFlopsPerToken(seqLen int, causal bool) (linear, attention float64) {
+	h := float64(m.Hidden)
+	l := float64(m.Layers)
+	moe := float64(m.moeLayers())
+	linear = 2 * (l*m.attnParams() + (l-moe)*m.denseMLPParams())
+	if moe > 0 {
+		linear += 2 * moe * (float64(m.TopK)*m.expertParams() + m.sharedParams() + h*float64(m.Experts))
+	}
+	linear += 2 * h * float64(m.Vocab) // output layer (tied or not, it is computed)
+	attention = 4 * float64(seqLen) * float64(m.Heads) * float64(m.headDim()) * l
+	if causal {
+		attention /= 2
+	}
+	return linear, attention
+}
+
+// FlopsPerToken is the model FLOPs per trained token, forward + backward, causal
+// attention, no recomputation (see the file comment).
+func FlopsPerToken(m Model, seqLen int) float64 {
+	lin, att := m.forwardFlopsPerToken(seqLen, true)
+	return 3 * (lin + att)
+}
+
+// FlopsPerTokenNonCausal counts the full s² attention term: the convention of
+// NeMo before Aug 2025 and Megatron-LM mid-2024, kept to compare with figures
+// published on it.
+func FlopsPerTokenNonCausal(m Model, seqLen int) float64 {
+	lin, att := m.forwardFlopsPerToken(seqLen, false)
+	return 3 * (lin + att)
+}

@@ -1,0 +1,528 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Hugging Face config.json parsing.
+//
+// A field is either read (it sets a Model figure), known-harmless (it does
+// not change the sizes, FLOPs or memory the planner models, and is ignored),
+// or unknown. An unknown field is an error naming it: a new field may change
+// the architecture (a latent attention rank, an interleaved MoE pattern, a
+// quantised base), and guessing would print confident wrong numbers. Keys
+// beginning with "_" (_name_or_path, _attn_implementation) are Hugging Face's
+// bookkeeping and are ignored.
+//
+// Known-harmless fields, and why they are harmless here:
+//   - identity and tooling: architectures, transformers_version, torch_dtype,
+//     dtype (the training precision comes from --precision), tokenizer_class,
+//     auto_map, id2label, label2id, problem_type, task_specific_params,
+//     return_dict, output_attentions, output_hidden_states, torchscript,
+//     use_cache (inference KV cache), *_token_id;
+//   - initialisation and regularisation: initializer_range, *dropout*,
+//     *_pdrop, layer/RMS norm epsilons (norms have h parameters, no matmul);
+//   - positions: max_position_embeddings, n_positions, n_ctx, seq_length
+//     (the sequence length comes from --seq-len), rope_theta, rope_scaling,
+//     rope_parameters, partial_rotary_factor, rotary_pct, rotary_emb_base,
+//     offset_alibi (rotary/ALiBi have no weights and negligible FLOPs);
+//   - biases: attention_bias, mlp_bias (below 0.1 % of parameters);
+//   - kernel choices that keep the maths: pretraining_tp, slow_but_exact,
+//     masked_softmax_fusion, bias_dropout_fusion, attention_softmax_in_fp32,
+//     skip_bias_add*, use_parallel_residual, apply_residual_connection_post_layernorm;
+//   - MoE training knobs: output_router_logits, router_aux_loss_coef,
+//     router_jitter_noise, norm_topk_prob;
+//   - sliding_window, use_sliding_window, max_window_layers: accepted but not
+//     modelled; attention is counted as full causal, an upper bound on its
+//     cost when the sequence is longer than the window.
+
+// hfFamily describes one model_type: which field spells each figure and what
+// the architecture fixes.
+type hfFamily struct {
+	hidden, layers, heads []string // field names, first present wins (aliases must agree)
+	kvHeads, headDim      string   // "" = not a field of this family (MHA / hidden/heads)
+	ffn                   string   // "" = 4·hidden fixed by the architecture (BLOOM)
+	ffnOptional           bool     // gpt2 n_inner: null means 4·hidden
+	act                   string   // activation field
+	actDefault            string
+	gated                 bool // MLP has gate, up and down projections
+	tieDefault            bool // transformers' default for tie_word_embeddings
+	moe                   string
+	read                  []string // all fields the parser reads (for the unknown-field check)
+	harmless              []string // family-specific known-harmless fields
+}
+
+const (
+	moeNone     = ""
+	moeMixtral  = "mixtral"   // num_local_experts, num_experts_per_tok; expert size = intermediate_size
+	moeQwen2MoE = "qwen2_moe" // num_experts, moe_intermediate_size, shared expert
+)
+
+var llamaLike = hfFamily{
+	hidden: []string{"hidden_size"}, layers: []string{"num_hidden_layers"}, heads: []string{"num_attention_heads"},
+	kvHeads: "num_key_value_heads", headDim: "head_dim", ffn: "intermediate_size",
+	act: "hidden_act", actDefault: "silu", gated: true,
+	read:     []string{"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings", "hidden_act"},
+	harmless: []string{"rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters", "attention_bias", "mlp_bias", "pretraining_tp", "sliding_window", "use_sliding_window", "max_window_layers"},
+}
+
+func withMoE(f hfFamily, kind string, read, harmless []string) hfFamily {
+	f.moe = kind
+	f.read = append(append([]string{}, f.read...), read...)
+	f.harmless = append(append([]string{}, f.harmless...), harmless...)
+	return f
+}
+
+var hfFamilies = map[string]hfFamily{
+	"llama":   llamaLike,
+	"mistral": llamaLike,
+	"qwen2":   llamaLike,
+	"mixtral": withMoE(llamaLike, moeMixtral, []string{"num_local_experts", "num_experts_per_tok"},
+		[]string{"output_router_logits", "router_aux_loss_coef", "router_jitter_noise"}),
+	"qwen2_moe": withMoE(llamaLike, moeQwen2MoE,
+		[]string{"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers"},
+		[]string{"output_router_logits", "router_aux_loss_coef", "norm_topk_prob"}),
+	"nemotron": {
+		hidden: []string{"hidden_size"}, layers: []string{"num_hidden_layers"}, heads: []string{"num_attention_heads"},
+		kvHeads: "num_key_value_heads", headDim: "head_dim", ffn: "intermediate_size",
+		act: "hidden_act", actDefault: "relu2",
+		read:     []string{"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings", "hidden_act"},
+		harmless: []string{"norm_eps", "rope_theta", "rope_scaling", "partial_rotary_factor", "attention_bias", "mlp_bias"},
+	},
+	"gpt2": {
+		hidden: []string{"n_embd"}, layers: []string{"n_layer"}, heads: []string{"n_head"},
+		ffn: "n_inner", ffnOptional: true, act: "activation_function", actDefault: "gelu_new", tieDefault: true,
+		read: []string{"n_embd", "n_layer", "n_head", "n_inner", "vocab_size", "tie_word_embeddings", "activation_function", "add_cross_attention"},
+		harmless: []string{"n_positions", "n_ctx", "resid_pdrop", "embd_pdrop", "attn_pdrop", "layer_norm_epsilon",
+			"summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+			"scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"},
+	},
+	"gpt_neox": {
+		hidden: []string{"hidden_size"}, layers: []string{"num_hidden_layers"}, heads: []string{"num_attention_heads"},
+		ffn: "intermediate_size", act: "hidden_act", actDefault: "gelu",
+		read:     []string{"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size", "tie_word_embeddings", "hidden_act"},
+		harmless: []string{"rotary_pct", "rotary_emb_base", "rope_theta", "rope_scaling", "use_parallel_residual", "layer_norm_eps", "classifier_dropout", "attention_bias"},
+	},
+	"bloom": {
+		hidden: []string{"hidden_size", "n_embed"}, layers: []string{"n_layer", "num_hidden_layers"}, heads: []string{"n_head", "num_attention_heads"},
+		actDefault: "gelu", tieDefault: true, // BloomMLP is 4h→GeLU→h, no field sets it
+		read: []string{"hidden_size", "n_embed", "n_layer", "num_hidden_layers", "n_head", "num_attention_heads", "vocab_size", "tie_word_embeddings", "n_inner"},
+		harmless: []string{"layer_norm_epsilon", "apply_residual_connection_post_layernorm", "attention_softmax_in_fp32", "bias_dropout_fusion",
+			"masked_softmax_fusion", "pretraining_tp", "slow_but_exact", "offset_alibi", "skip_bias_add", "skip_bias_add_qkv", "seq_length"},
+	},
+}
+
+// hfCommonHarmless are ignored in every family (see the list above).
+var hfCommonHarmless = []string{
+	"architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "tokenizer_class", "auto_map",
+	"id2label", "label2id", "problem_type", "task_specific_params", "return_dict", "output_attentions",
+	"output_hidden_states", "torchscript", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id",
+	"unk_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range", "max_position_embeddings",
+	"attention_dropout", "hidden_dropout",
+}
+
+// hfMLAFields belong to multi-head latent attention (DeepSeek-V2/V3).
+var hfMLAFields = map[string]bool{"kv_lora_rank": true, "q_lora_rank": true, "qk_rope_head_dim": true, "qk_nope_head_dim": true, "v_head_dim": true}
+
+var hfUnsupportedTypes = map[string]string{
+	"deepseek_v2": "not supported: MLA attention is not modelled",
+	"deepseek_v3": "not supported: MLA attention is not modelled",
+}
+
+// HFModelTypes lists the config.json model_type values ParseHFConfig reads.
+func HFModelTypes() []string {
+	t := make([]string, 0, len(hfFamilies))
+	for k := range hfFamilies {
+		t = append(t, k)
+	}
+	sort.Strings(t)
+	return t
+}
+
+// hfDoc is a parsed config.json: its top-level values and where each key is.
+type hfDoc struct {
+	file string
+	data []byte
+	vals map[string]json.RawMessage
+	at   map[string]int // byte offset of each key
+	keys []string       // file order
+}
+
+func (d *hfDoc) pos(off int) string {
+	line, col := lineCol(d.data, off)
+	return fmt.Sprintf("%s:%d:%d", d.file, line, col)
+}
+
+// errf names the file, the field's line:col and the field.
+func (d *hfDoc) errf(key, format string, a ...any) error {
+	return fmt.Errorf("%s: %s", d.pos(d.at[key]), fmt.Sprintf(format, a...))
+}
+
+func lineCol(data []byte, off int) (line, col int) {
+	off = min(max(off, 0), len(data))
+	line = 1 + bytes.Count(data[:off], []byte{'\n'})
+	col = off - bytes.LastIndexByte(data[:off], '\n')
+	return line, col
+}
+
+// present reports whether key is there and not null.
+func (d *hfDoc) present(key string) bool {
+	v, ok := d.vals[key]
+	return ok && string(v) != "null"
+}
+
+// int reads a non-null integer field. ok is false when it is absent or null.
+func (d *hfDoc) int(key string) (v int, ok bool, err error) {
+	if !d.present(key) {
+		return 0, false, nil
+	}
+	var n json.Number // accepts "123" too: reject strings first
+	if raw := d.vals[key]; len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
+		return 0, false, d.errf(key, "%s = %s: want an integer", key, d.vals[key])
+	}
+	i, err := n.Int64()
+	if err != nil || i > 1<<40 || i < -(1<<40) {
+		return 0, false, d.errf(key, "%s = %s: want an integer", key, n)
+	}
+	return int(i), true, nil
+}
+
+// size reads a required (or optional) positive integer.
+func (d *hfDoc) size(key string, required bool) (int, bool, error) {
+	v, ok, err := d.int(key)
+	if err != nil {
+		return 0, false, err
+	}
+	if !ok {
+		if required {
+			return 0, false, fmt.Errorf("%s: %s is missing (model_type %s needs it)", d.file, key, d.str("model_type"))
+		}
+		return 0, false, nil
+	}
+	if v <= 0 {
+		return 0, false, d.errf(key, "%s = %d: must be positive", key, v)
+	}
+	return v, true, nil
+}
+
+// alias reads the first present of several spellings; they must agree.
+func (d *hfDoc) alias(keys []string) (int, error) {
+	first, val := "", 0
+	for _, k := range keys {
+		v, ok, err := d.size(k, false)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			continue
+		}
+		if first == "" {
+			first, val = k, v
+		} else if v != val {
+			return 0, d.errf(k, "%s = %d contradicts %s = %d", k, v, first, val)
+		}
+	}
+	if first == "" {
+		return 0, fmt.Errorf("%s: %s is missing (model_type %s needs it)", d.file, strings.Join(keys, " or "), d.str("model_type"))
+	}
+	return val, nil
+}
+
+func (d *hfDoc) str(key string) string {
+	var s string
+	if d.present(key) {
+		_ = json.Unmarshal(d.vals[key], &s)
+	}
+	return s
+}
+
+func (d *hfDoc) boolean(key string, def bool) (bool, error) {
+	if !d.present(key) {
+		return def, nil
+	}
+	var b bool
+	if err := json.Unmarshal(d.vals[key], &b); err != nil {
+		return false, d.errf(key, "%s = %s: want true or false", key, d.vals[key])
+	}
+	return b, nil
+}
+
+// readHFDoc tokenises the top-level object, keeping each key's position so
+// errors can point at it.
+func readHFDoc(r io.Reader, file string) (*hfDoc, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	d := &hfDoc{file: file, data: data, vals: map[string]json.RawMessage{}, at: map[string]int{}}
+	syntax := func(err error) error {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("%s: malformed JSON: %v", d.pos(int(se.Offset)), se)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%s: malformed JSON: unexpected end of file", d.pos(len(data)))
+		}
+		return fmt.Errorf("%s: malformed JSON: %v", file, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty file, want a config.json object", file)
+		}
+		return nil, syntax(err)
+	}
+	if delim, ok := tok.(json.Delim); !ok || delim != '{' {
+		return nil, fmt.Errorf("%s: want a JSON object ({...}), found %v", d.pos(int(dec.InputOffset())), tok)
+	}
+	for dec.More() {
+		start := int(dec.InputOffset())
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, syntax(err)
+		}
+		key := tok.(string) // object keys are always strings
+		if i := bytes.IndexByte(data[start:], '"'); i >= 0 {
+			start += i
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, syntax(err)
+		}
+		if _, dup := d.vals[key]; dup {
+			first, _ := lineCol(data, d.at[key])
+			return nil, fmt.Errorf("%s: %s appears twice (first on line %d)", d.pos(start), key, first)
+		}
+		d.vals[key], d.at[key] = raw, start
+		d.keys = append(d.keys, key)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, syntax(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: malformed JSON: data after the closing }", d.pos(int(dec.InputOffset())))
+	}
+	return d, nil
+}
+
+// ParseHFConfig reads a Hugging Face config.json (model_type llama, mistral,
+// mixtral, qwen2, qwen2_moe, nemotron, gpt2, gpt_neox or bloom). name is the
+// file name used in errors and as the Model's Name. Errors name the file,
+// the line:col and the field.
+func ParseHFConfig(r io.Reader, name string) (Model, error) {
+	d, err := readHFDoc(r, name)
+	if err != nil {
+		return Model{}, err
+	}
+	if !d.present("model_type") {
+		return Model{}, fmt.Errorf("%s: model_type is missing; supported: %s", name, strings.Join(HFModelTypes(), ", "))
+	}
+	mt := d.str("model_type")
+	if why, bad := hfUnsupportedTypes[mt]; bad {
+		return Model{}, d.errf("model_type", "model_type %q: %s", mt, why)
+	}
+	fam, ok := hfFamilies[mt]
+	if !ok {
+		return Model{}, d.errf("model_type", "model_type %q is not supported; supported: %s (or describe the model with --layers, --hidden, --heads, ... flags)",
+			mt, strings.Join(HFModelTypes(), ", "))
+	}
+	known := map[string]bool{}
+	for _, list := range [][]string{hfCommonHarmless, fam.read, fam.harmless} {
+		for _, k := range list {
+			known[k] = true
+		}
+	}
+	for _, k := range d.keys {
+		switch {
+		case strings.HasPrefix(k, "_") || known[k]:
+		case hfMLAFields[k]:
+			return Model{}, d.errf(k, "field %q: not supported: MLA attention is not modelled", k)
+		default:
+			return Model{}, d.errf(k, "unknown field %q for model_type %s: it may change the architecture, so the planner will not guess; "+
+				"remove it if you know it is harmless, or describe the model with --layers, --hidden, --heads, ... flags", k, mt)
+		}
+	}
+
+	m := Model{Name: name}
+	if m.Hidden, err = d.alias(fam.hidden); err != nil {
+		return Model{}, err
+	}
+	if m.Layers, err = d.alias(fam.layers); err != nil {
+		return Model{}, err
+	}
+	if m.Heads, err = d.alias(fam.heads); err != nil {
+		return Model{}, err
+	}
+	if m.Vocab, _, err = d.size("vocab_size", true); err != nil {
+		return Model{}, err
+	}
+	if m.TiedEmbeddings, err = d.boolean("tie_word_embeddings", fam.tieDefault); err != nil {
+		return Model{}, err
+	}
+	headsKey := firstPresent(d, fam.heads)
+	hiddenKey := firstPresent(d, fam.hidden)
+
+	m.KVHeads = m.Heads
+	if fam.kvHeads != "" {
+		if v, ok, err := d.size(fam.kvHeads, false); err != nil {
+			return Model{}, err
+		} else if ok {
+			if v > m.Heads || m.Heads%v != 0 {
+				return Model{}, d.errf(fam.kvHeads, "%s = %d does not divide %s = %d", fam.kvHeads, v, headsKey, m.Heads)
+			}
+			m.KVHeads = v
+		}
+	}
+	hd, hdOK := 0, false
+	if fam.headDim != "" {
+		if hd, hdOK, err = d.size(fam.headDim, false); err != nil {
+			return Model{}, err
+		}
+	}
+	if hdOK {
+		m.HeadDim = hd
+	} else {
+		if m.Hidden%m.Heads != 0 {
+			return Model{}, d.errf(headsKey, "%s = %d does not divide %s = %d and no head_dim is given", headsKey, m.Heads, hiddenKey, m.Hidden)
+		}
+		m.HeadDim = m.Hidden / m.Heads
+	}
+
+	// MLP width and activation.
+	switch {
+	case fam.ffn == "": // BLOOM: fixed 4h
+		if v, ok, err := d.int("n_inner"); err != nil {
+			return Model{}, err
+		} else if ok && v != 4*m.Hidden {
+			return Model{}, d.errf("n_inner", "n_inner = %d: BLOOM's MLP is 4·hidden = %d and transformers ignores n_inner; remove it or use --ffn", v, 4*m.Hidden)
+		}
+		m.FFN = 4 * m.Hidden
+	case fam.ffnOptional:
+		v, ok, err := d.size(fam.ffn, false)
+		if err != nil {
+			return Model{}, err
+		}
+		m.FFN = 4 * m.Hidden
+		if ok {
+			m.FFN = v
+		}
+	case fam.moe == moeMixtral:
+		// In Mixtral intermediate_size is each expert's width; every layer is MoE.
+		if m.MoEFFN, _, err = d.size(fam.ffn, true); err != nil {
+			return Model{}, err
+		}
+		m.FFN = m.MoEFFN
+	default:
+		if m.FFN, _, err = d.size(fam.ffn, true); err != nil {
+			return Model{}, err
+		}
+	}
+	act := fam.actDefault
+	if fam.act != "" && d.present(fam.act) {
+		act = d.str(fam.act)
+	}
+	if m.FFNType, err = hfActivation(d, fam, act); err != nil {
+		return Model{}, err
+	}
+	if fam.act == "activation_function" {
+		if cross, err := d.boolean("add_cross_attention", false); err != nil {
+			return Model{}, err
+		} else if cross {
+			return Model{}, d.errf("add_cross_attention", "add_cross_attention = true: encoder-decoder cross-attention is not modelled")
+		}
+	}
+
+	switch fam.moe {
+	case moeMixtral:
+		if m.Experts, _, err = d.size("num_local_experts", true); err != nil {
+			return Model{}, err
+		}
+		if m.TopK, _, err = d.size("num_experts_per_tok", true); err != nil {
+			return Model{}, err
+		}
+	case moeQwen2MoE:
+		if m.Experts, _, err = d.size("num_experts", true); err != nil {
+			return Model{}, err
+		}
+		if m.TopK, _, err = d.size("num_experts_per_tok", true); err != nil {
+			return Model{}, err
+		}
+		if m.MoEFFN, _, err = d.size("moe_intermediate_size", true); err != nil {
+			return Model{}, err
+		}
+		if v, ok, err := d.int("shared_expert_intermediate_size"); err != nil {
+			return Model{}, err
+		} else if ok {
+			if v < 0 {
+				return Model{}, d.errf("shared_expert_intermediate_size", "shared_expert_intermediate_size = %d: must not be negative", v)
+			}
+			m.SharedFFN = v
+		}
+		if v, ok, err := d.int("decoder_sparse_step"); err != nil {
+			return Model{}, err
+		} else if ok && v != 1 {
+			return Model{}, d.errf("decoder_sparse_step", "decoder_sparse_step = %d: MoE on every %d-th layer is not modelled (only leading dense layers are); use 1", v, v)
+		}
+		if d.present("mlp_only_layers") {
+			var dense []int
+			if err := json.Unmarshal(d.vals["mlp_only_layers"], &dense); err != nil {
+				return Model{}, d.errf("mlp_only_layers", "mlp_only_layers = %s: want a list of layer indices", d.vals["mlp_only_layers"])
+			}
+			for i, l := range dense {
+				if l != i {
+					return Model{}, d.errf("mlp_only_layers", "mlp_only_layers = %v: only leading dense layers [0 1 ... k-1] are modelled", dense)
+				}
+			}
+			m.DenseLayers = len(dense)
+		}
+	}
+	if m.Experts > 0 && m.TopK > m.Experts {
+		return Model{}, d.errf("num_experts_per_tok", "num_experts_per_tok = %d exceeds the %d experts", m.TopK, m.Experts)
+	}
+	if err := ValidateModel(m); err != nil {
+		return Model{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return m, nil
+}
+
+func firstPresent(d *hfDoc, keys []string) string {
+	for _, k := range keys {
+		if d.present(k) {
+			return k
+		}
+	}
+	return keys[0]
+}
+
+// hfActivation maps transformers' activation names onto the MLP shapes the
+// planner models.
+func hfActivation(d *hfDoc, fam hfFamily, act string) (FFNType, error) {
+	key := fam.act
+	if fam.gated {
+		switch act {
+		case "silu", "swish":
+			return FFNSwiGLU, nil
+		}
+		return "", d.errf(key, "%s = %q: only a SiLU-gated MLP (SwiGLU) is modelled for this model_type; describe it with --ffn-type", key, act)
+	}
+	switch act {
+	case "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "gelu_accurate":
+		return FFNGelu, nil
+	case "relu":
+		return FFNReLU, nil
+	case "relu2":
+		return FFNSquaredReLU, nil
+	}
+	if key == "" {
+		key = "activation"
+	}
+	return "", d.errf(key, "%s = %q: accepted: gelu (and its approximations), relu, relu2", key, act)
+}

@@ -1,0 +1,174 @@
+package plan
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func parseFile(t *testing.T, file string) (Model, error) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "hf", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return ParseHFConfig(f, file)
+}
+
+// Configs of models we have presets for must give exactly the preset.
+func TestHFConfigMatchesPreset(t *testing.T) {
+	cases := []struct{ file, preset string }{
+		{"llama3-70b.json", "llama3-70b"},
+		{"llama3.1-405b.json", "llama3.1-405b"},
+		{"mistral-7b-v0.1.json", "mistral-7b"},
+		{"mixtral-8x7b-v0.1.json", "mixtral-8x7b"},
+		{"qwen2.5-72b.json", "qwen2.5-72b"},
+		{"bloom.json", "bloom-176b"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			got, err := parseFile(t, c.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := LookupModel(c.preset)
+			got.Name = want.Name
+			if got != want {
+				t.Errorf("parsed %+v\n preset %+v", got, want)
+			}
+		})
+	}
+}
+
+// Configs without a preset: checked against their published parameter totals.
+func TestHFConfigParamCounts(t *testing.T) {
+	cases := []struct {
+		file          string
+		total, active float64
+		ffnType       FFNType
+		tied          bool
+		source        string
+	}{
+		{"gpt2.json", 124.44e6, 0, FFNGelu, true, "HF openai-community/gpt2: 124,439,808 (incl. position embeddings and biases)"},
+		{"gpt-neox-20b.json", 20.55e9, 0, FFNGelu, false, "Black et al. 2022: 20,554,567,680"},
+		{"qwen1.5-moe-a2.7b.json", 14.3e9, 2.7e9, FFNSwiGLU, false, "Qwen1.5-MoE-A2.7B model card: 14.3B total, 2.7B activated"},
+		{"minitron-4b-base.json", 4.19e9, 0, FFNSquaredReLU, false, "HF nvidia/Minitron-4B-Base: 4.19B"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			m, err := parseFile(t, c.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.FFNType != c.ffnType || m.TiedEmbeddings != c.tied {
+				t.Errorf("ffn_type %s tied %v, want %s %v", m.FFNType, m.TiedEmbeddings, c.ffnType, c.tied)
+			}
+			total, active := ParamCount(m)
+			if e := total/c.total - 1; math.Abs(e) > 0.01 {
+				t.Errorf("total %.4g, published %.4g (%s): %+.2f%%", total, c.total, c.source, 100*e)
+			}
+			if c.active > 0 {
+				// 2.7B is printed to two digits: half a unit is 1.9 %.
+				if e := active/c.active - 1; math.Abs(e) > 0.05/2.7 {
+					t.Errorf("active %.4g, published %.4g (%s): %+.2f%%", active, c.active, c.source, 100*e)
+				}
+			}
+		})
+	}
+}
+
+func TestHFConfigQwenMoEFields(t *testing.T) {
+	m, err := parseFile(t, "qwen1.5-moe-a2.7b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Model{Name: "qwen1.5-moe-a2.7b.json", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 16, HeadDim: 128, FFN: 5632,
+		FFNType: FFNSwiGLU, Vocab: 151936, Experts: 60, TopK: 4, MoEFFN: 1408, SharedFFN: 5632}
+	if m != want {
+		t.Errorf("got %+v\nwant %+v", m, want)
+	}
+}
+
+// Each bad input names the file, the position and the field.
+func TestHFConfigErrors(t *testing.T) {
+	base := `{
+  "model_type": "llama",
+  "hidden_size": 8192,
+  "num_hidden_layers": 80,
+  "num_attention_heads": 64,
+  "num_key_value_heads": 8,
+  "intermediate_size": 28672,
+  "vocab_size": 128256%s
+}`
+	extra := func(s string) string { return strings.Replace(base, "%s", s, 1) }
+	cases := []struct {
+		name, in, want string
+	}{
+		{"valid base", extra(""), ""},
+		{"malformed: missing comma", strings.Replace(extra(""), `8192,`, `8192`, 1), "c.json:4:3: malformed JSON"},
+		{"malformed: truncated", extra("")[:60], "c.json:4:11: malformed JSON: unexpected end of file"},
+		{"not an object", `[1,2]`, "want a JSON object"},
+		{"empty", ``, "c.json: empty file"},
+		{"trailing data", extra("") + "{}", "data after the closing }"},
+		{"duplicate key", extra(`,
+  "hidden_size": 4096`), `c.json:9:3: hidden_size appears twice (first on line 3)`},
+		{"unknown field", extra(`,
+  "num_experts_per_layer": 4`), `c.json:9:3: unknown field "num_experts_per_layer" for model_type llama`},
+		{"MLA field", extra(`,
+  "kv_lora_rank": 512`), `c.json:9:3: field "kv_lora_rank": not supported: MLA attention is not modelled`},
+		{"quantised base is not harmless", extra(`,
+  "quantization_config": {"bits": 4}`), `unknown field "quantization_config"`},
+		{"harmless fields ignored", extra(`,
+  "rope_theta": 500000.0, "torch_dtype": "bfloat16", "_name_or_path": "x", "rope_scaling": null`), ""},
+		{"kv heads do not divide heads", strings.Replace(extra(""), `"num_key_value_heads": 8`, `"num_key_value_heads": 6`, 1),
+			"c.json:6:3: num_key_value_heads = 6 does not divide num_attention_heads = 64"},
+		{"heads do not divide hidden", strings.Replace(strings.Replace(extra(""), `"num_attention_heads": 64`, `"num_attention_heads": 48`, 1), `"num_key_value_heads": 8`, `"num_key_value_heads": 48`, 1),
+			"c.json:5:3: num_attention_heads = 48 does not divide hidden_size = 8192 and no head_dim is given"},
+		{"head_dim resolves it", strings.Replace(strings.Replace(extra(`,
+  "head_dim": 128`), `"num_attention_heads": 64`, `"num_attention_heads": 48`, 1), `"num_key_value_heads": 8`, `"num_key_value_heads": 48`, 1), ""},
+		{"negative size", strings.Replace(extra(""), `28672`, `-1`, 1), "c.json:7:3: intermediate_size = -1: must be positive"},
+		{"fractional size", strings.Replace(extra(""), `28672`, `28672.5`, 1), "intermediate_size = 28672.5: want an integer"},
+		{"string size", strings.Replace(extra(""), `28672`, `"28672"`, 1), `intermediate_size = "28672": want an integer`},
+		{"missing field", strings.Replace(extra(""), `"vocab_size": 128256`, `"rope_theta": 1`, 1), "c.json: vocab_size is missing (model_type llama needs it)"},
+		{"gated gelu not modelled", extra(`,
+  "hidden_act": "gelu"`), `hidden_act = "gelu": only a SiLU-gated MLP`},
+		{"tie wrong type", extra(`,
+  "tie_word_embeddings": "yes"`), `tie_word_embeddings = "yes": want true or false`},
+		{"unknown model_type", `{"model_type": "t5"}`, `model_type "t5" is not supported; supported: bloom, gpt2, gpt_neox, llama`},
+		{"deepseek refused", `{"model_type": "deepseek_v3", "kv_lora_rank": 512}`, `model_type "deepseek_v3": not supported: MLA attention is not modelled`},
+		{"no model_type", `{"hidden_size": 1}`, "model_type is missing"},
+		{"bloom aliases disagree", `{"model_type": "bloom", "n_embed": 14336, "hidden_size": 4096, "n_layer": 2, "n_head": 112, "vocab_size": 10}`,
+			"n_embed = 14336 contradicts hidden_size = 4096"},
+		{"qwen2_moe interleaved", `{"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 5632,
+			"vocab_size": 10, "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "decoder_sparse_step": 2}`,
+			"decoder_sparse_step = 2: MoE on every 2-th layer is not modelled"},
+		{"qwen2_moe dense prefix", `{"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 5632,
+			"vocab_size": 10, "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "mlp_only_layers": [0, 2]}`,
+			"mlp_only_layers = [0 2]: only leading dense layers"},
+		{"mixtral topk > experts", `{"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32, "intermediate_size": 14336,
+			"vocab_size": 10, "num_local_experts": 2, "num_experts_per_tok": 4}`, "num_experts_per_tok = 4 exceeds the 2 experts"},
+		{"mixtral field in llama", extra(`,
+  "num_local_experts": 8`), `unknown field "num_local_experts" for model_type llama`},
+		{"gpt2 cross attention", `{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257, "add_cross_attention": true}`,
+			"add_cross_attention = true: encoder-decoder cross-attention is not modelled"},
+		{"nemotron unknown act", `{"model_type": "nemotron", "hidden_size": 3072, "num_hidden_layers": 2, "num_attention_heads": 24, "intermediate_size": 9216,
+			"vocab_size": 10, "hidden_act": "silu"}`, `hidden_act = "silu": accepted: gelu (and its approximations), relu, relu2`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseHFConfig(strings.NewReader(c.in), "c.json")
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v\nwant it to contain %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,275 @@
+package plan
+
+// Memory model: bytes per GPU on the most loaded pipeline stage.
+//
+// Sources (planner-formulas.md §2.1, §2.2, §2.7):
+//   - Bytes per parameter, mixed precision with Adam: 2 (16-bit weights) + 4
+//     (FP32 main gradients) + 12 (FP32 master copy, momentum, variance) = 18,
+//     Megatron-LM docs dist_optimizer.md; reproduces Korthikanti et al. 2022
+//     Fig. 1 exactly. ZeRO stages (Rajbhandari et al. 2019, §3): 1 shards the 12,
+//     2 also the gradients, 3 also the weights, over the data-parallel ranks;
+//     Megatron's distributed optimizer is stage 1 and shards over DP×CP
+//     (context_parallel.md). MoE expert weights shard over their own expert
+//     data-parallel group DP·CP/EP (theoretical_memory_usage.py).
+//   - FP8 (Transformer Engine): weights stay 16-bit; TE caches the FP8 copy and
+//     its transpose of each linear layer's weight across micro-batches: +2 bytes
+//     per linear-layer parameter.
+//   - Activations per layer: Korthikanti et al. 2022 Table 2,
+//     s·b·h·(10 + 24/t + 5·a·s/(h·t)) for F = 4h, generalised term by term to GQA,
+//     any FFN width and gated MLPs (see layerActivationBytes); full recompute keeps
+//     the layer input only (2·s·b·h, /t under SP); CP divides the sequence.
+//   - Pipeline: 1F1B keeps min(m, p) micro-batches in flight on the first stage
+//     (Narayanan et al. 2021 §2.2); interleaving costs 1 + (p−1)/(p·v)
+//     (Megatron theoretical_memory_usage.py, interleaved_schedule_memory_penalty).
+//   - LoRA (Hu et al. 2021): frozen 16-bit base (no gradients, no optimizer
+//     states); adapters of rank r on every linear layer of attention and the dense
+//     MLP, trained with the full 18 bytes per parameter.
+
+// Allowance for what the formulas do not see (documented guesses, not fitted):
+const (
+	cudaContextBytes = 1.0 * gib  // CUDA context, cuBLAS/cuDNN workspaces (~0.5 GiB context on H100 + workspaces)
+	ncclGroupBytes   = 0.25 * gib // NCCL buffers per communicator of size > 1 (NCCL_BUFFSIZE 4 MiB × channels × peers)
+	fragmentation    = 0.05       // PyTorch caching-allocator fragmentation, as a share of activations
+	logitBytes       = 6.0        // per vocabulary logit on the last stage: 16-bit logits + FP32 softmax for the loss
+	hostReserve      = 0.8        // share of host memory usable for offload (OS, data loaders keep the rest)
+)
+
+// stageParams is the parameters one GPU of a pipeline stage holds.
+type stageParams struct {
+	dense    float64 // non-expert parameters (attention, dense/shared MLP, norms, embeddings)
+	linear   float64 // of which in linear layers of the transformer blocks (FP8 caches)
+	expert   float64 // routed-expert parameters
+	adapters float64 // LoRA adapter parameters
+	layerMax float64 // the largest layer's parameters on this GPU (ZeRO-3 gather buffers)
+}
+
+// stage returns the parameters held per GPU by the first (first=true) or the
+// last pipeline stage.
+func (x *shape) stage(first bool) stageParams {
+	m := &x.m
+	ls := x.layersPerStage
+	var nDense float64
+	if first {
+		nDense = min(float64(m.Layers-m.moeLayers()), ls)
+	} else {
+		lastStart := float64(m.Layers) - ls
+		nDense = min(max(float64(m.Layers-m.moeLayers())-lastStart, 0), ls)
+	}
+	nMoE := ls - nDense
+	t := x.t
+	var sp stageParams
+	attn := m.attnParams() / t
+	perDense := attn + m.denseMLPParams()/t
+	perMoE := attn + m.sharedParams()/t + float64(m.Hidden)*float64(m.Experts)
+	sp.linear = nDense*perDense + nMoE*(attn+m.sharedParams()/t)
+	sp.dense = sp.linear + ls*m.normParams() + nMoE*float64(m.Hidden)*float64(m.Experts)
+	expPerLayer := 0.0
+	if nMoE > 0 {
+		expPerLayer = float64(m.Experts) * m.expertParams() / (x.ep * t)
+		sp.expert = nMoE * expPerLayer
+	}
+	emb := m.embeddingParams() / t
+	switch {
+	case x.p == 1 && m.TiedEmbeddings:
+		sp.dense += emb
+	case x.p == 1:
+		sp.dense += 2 * emb
+	default:
+		// Megatron keeps a copy of tied embeddings on the last stage for the
+		// output layer and all-reduces its gradient with the first stage.
+		sp.dense += emb
+	}
+	sp.layerMax = max(perDense, perMoE+expPerLayer)
+	if x.j.LoRARank > 0 {
+		r := float64(x.j.LoRARank)
+		h, d := float64(m.Hidden), float64(m.headDim())
+		n, g := float64(m.Heads), float64(m.kvHeads())
+		mats := m.FFNType.mlpMatrices()
+		f := float64(m.FFN)
+		// A is r×in (replicated across TP for column-parallel layers), B is out×r (sharded).
+		perLayer := r*(h+(n+2*g)*d/t) + r*(n*d/t+h) + r*(h+(mats-1)*f/t) + r*(f/t+h)
+		sp.adapters = ls * perLayer
+	}
+	return sp
+}
+
+// layerActivationBytes is the activation memory one transformer layer keeps
+// for one micro-batch until its backward, per GPU. Terms per token, in bytes
+// (Korthikanti Table 2 for F = 4h, MHA: 10h unsharded + 24h sharded by t + 5as):
+//
+//	replicated (sharded by t only under SP): norm inputs 4h, QKV input 2h,
+//	  MLP input 2h, two dropout masks 2h                                 = 10h
+//	sharded by t: Q 2·n·d, K and V 4·g·d, attention output 2·n·d,
+//	  MLP: GeLU input and fc2 input 2F + 2F, or SwiGLU gate+up 4F and fc2 input 2F
+//	unfused attention only, no selective recompute: scores' softmax output 2,
+//	  dropout mask 1, dropout output 2 per score → 5·a·s per token, sharded by t
+//	flash attention: the log-sum-exp, 4 bytes per head per token
+//
+// MoE layers store the MLP terms for the k routed copies of each token
+// (EP spreads them evenly: k·T per GPU) plus the shared expert.
+func (x *shape) layerActivationBytes(moe bool, recompute string) float64 {
+	m := &x.m
+	T := x.tokens
+	h, d := float64(m.Hidden), float64(m.headDim())
+	n, g := float64(m.Heads), float64(m.kvHeads())
+	repDiv := 1.0
+	if x.sp {
+		repDiv = x.t
+	}
+	if recompute == "full" {
+		return 2 * h * T / repDiv
+	}
+	rep := 10 * h
+	tp := 2*n*d + 4*g*d + 2*n*d
+	mlpAct := func(f float64) float64 {
+		if m.FFNType.gated() {
+			return 6 * f
+		}
+		return 4 * f
+	}
+	if moe {
+		tp += mlpAct(float64(m.SharedFFN))
+		tp += float64(m.TopK) * (2*h + mlpAct(float64(m.moeFFN())))
+	} else {
+		tp += mlpAct(float64(m.FFN))
+	}
+	var score float64
+	if x.flash {
+		score = 4 * n / x.t
+	} else if recompute == "none" {
+		score = 5 * n * float64(x.j.SeqLen) / x.t
+	}
+	return T * (rep/repDiv + tp/x.t + score)
+}
+
+// unfusedScoreBytes is the s×s attention-score memory of one layer and one
+// micro-batch that selective recompute rebuilds during the backward.
+func (x *shape) unfusedScoreBytes() float64 {
+	if x.flash {
+		return 0
+	}
+	return x.tokens * 5 * float64(x.m.Heads) * float64(x.j.SeqLen) / x.t
+}
+
+// memoryOf fills e.Memory for the most loaded stage and returns the host
+// memory per node the offload needs.
+func (x *shape) memoryOf(e *Evaluation) (hostNeed float64) {
+	var best Memory
+	for _, first := range [2]bool{true, false} {
+		if !first && x.p == 1 {
+			break
+		}
+		mem, host := x.stageMemory(first)
+		if mem.PerGPU > best.PerGPU {
+			best = mem
+			hostNeed = host
+		}
+	}
+	best.Capacity = x.c.GPU.MemoryBytes
+	e.Memory = best
+	return hostNeed
+}
+
+func (x *shape) stageMemory(first bool) (Memory, float64) {
+	sp := x.stage(first)
+	var mem Memory
+	shard := x.dp * x.cp
+	expShard := max(x.dp*x.cp/x.ep, 1)
+	const wB, gB, oB = 2.0, 4.0, 12.0
+	var hostPerGPU float64
+	lora := x.j.LoRARank > 0
+	if lora {
+		// Frozen base: 16-bit weights only; ZeRO-3 shards them.
+		base := sp.dense + sp.expert
+		if x.l.Zero == 3 {
+			base = sp.dense/shard + sp.expert/expShard
+		}
+		mem.Weights = wB*base + wB*sp.adapters
+		mem.Grads = gB * sp.adapters
+		mem.Optimizer = oB * sp.adapters
+		if x.l.Zero >= 1 {
+			mem.Optimizer /= shard
+		}
+		if x.l.Zero >= 2 {
+			mem.Grads /= shard
+		}
+	} else {
+		w := wB * (sp.dense + sp.expert)
+		g := gB * (sp.dense + sp.expert)
+		o := oB * (sp.dense + sp.expert)
+		switch x.l.Zero {
+		case 1:
+			o = oB * (sp.dense/shard + sp.expert/expShard)
+		case 2:
+			o = oB * (sp.dense/shard + sp.expert/expShard)
+			g = gB * (sp.dense/shard + sp.expert/expShard)
+		case 3:
+			o = oB * (sp.dense/shard + sp.expert/expShard)
+			g = gB * (sp.dense/shard + sp.expert/expShard)
+			w = wB * (sp.dense/shard + sp.expert/expShard)
+		}
+		mem.Weights, mem.Grads, mem.Optimizer = w, g, o
+	}
+	if x.fp8 {
+		mem.Weights += 2 * (sp.linear + sp.expert)
+	}
+	switch x.l.Offload {
+	case "optimizer":
+		// States and FP32 master weights live on the host, with an FP32 copy of
+		// the gradients to update them (ZeRO-Offload, Ren et al. 2021).
+		hostPerGPU = mem.Optimizer + mem.Grads
+		mem.Optimizer = 0
+	case "params":
+		// ZeRO-Infinity style: parameters too; the GPU keeps gathered layers only.
+		hostPerGPU = mem.Optimizer + mem.Grads + mem.Weights
+		mem.Optimizer = 0
+		mem.Weights = 0
+	}
+
+	// Activations.
+	inflight := min(x.mb, x.p)
+	if !first {
+		inflight = 1
+	}
+	penalty := 1.0
+	if x.v > 1 && first {
+		penalty = 1 + (x.p-1)/(x.p*x.v)
+	}
+	m := &x.m
+	nDenseL := float64(m.Layers - m.moeLayers())
+	nDense := min(nDenseL, x.layersPerStage)
+	if !first {
+		nDense = min(max(nDenseL-(float64(m.Layers)-x.layersPerStage), 0), x.layersPerStage)
+	}
+	nMoE := x.layersPerStage - nDense
+	rc := x.l.Recompute
+	act := (nDense*x.layerActivationBytes(false, rc) + nMoE*x.layerActivationBytes(nMoE > 0, rc)) * inflight * penalty
+	x.layerAct = act
+	// Working set of the layer being recomputed in the backward.
+	switch rc {
+	case "full":
+		act += x.layerActivationBytes(nMoE > 0, "none")
+	case "selective":
+		act += x.unfusedScoreBytes()
+	}
+	if !first || x.p == 1 {
+		act += logitBytes * x.tokens * float64(m.Vocab) / x.t
+	}
+	mem.Activations = act
+
+	// Allowance.
+	groups := 0.0
+	for _, s := range [...]float64{x.t, x.cp, x.ep, x.dp, x.p} {
+		if s > 1 {
+			groups++
+		}
+	}
+	other := cudaContextBytes + ncclGroupBytes*groups + fragmentation*act
+	if x.l.Zero == 3 || x.l.Offload == "params" {
+		// Gathered weights of the current and the prefetched layer.
+		other += 2 * wB * sp.layerMax
+	}
+	mem.Other = other
+	mem.PerGPU = mem.Weights + mem.Grads + mem.Optimizer + mem.Activations + mem.Other
+	return mem, hostPerGPU
+}

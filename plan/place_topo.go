@@ -1,0 +1,69 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/trainrun/trainrun/topo"
+)
+
+// RailsOf numbers a node's rails and says which GPU drives each: rail i is
+// the i-th compute NIC (one NCCL should use) in PCI bus order, the order in
+// which identical nodes are cabled alike whatever mlx5 numbering the driver
+// chose (an H100 host can name its NICs backwards against its GPUs,
+// nvidia-smi-topo/h100-nv18-9nic-reversed-order: GPU0 is PIX to NIC8). Each
+// rail, in that order, takes the lowest-indexed free GPU at the smallest PCIe
+// distance, so two NICs under one switch with two GPUs (DGX A100) pair up in
+// order. GPU indices are PCI order (CUDA_DEVICE_ORDER=PCI_BUS_ID).
+//
+// It returns nil (identity: local rank i drives GPU i) with a reason when the
+// node has no usable rail per GPU, e.g. 4 NICs for 8 GPUs or a VM whose flat
+// bus hides which NIC is near which GPU.
+func RailsOf(n *topo.Node) ([]int, string) {
+	if n == nil || len(n.GPUs) == 0 {
+		return nil, "no GPUs"
+	}
+	var nics []*topo.RDMADevice
+	for i := range n.RDMA {
+		d := &n.RDMA[i]
+		if d.NCCL {
+			nics = append(nics, d)
+		}
+	}
+	if len(nics) != len(n.GPUs) {
+		return nil, fmt.Sprintf("%d compute NICs in use for %d GPUs: local rank i drives GPU i", len(nics), len(n.GPUs))
+	}
+	sort.SliceStable(nics, func(a, b int) bool { return nics[a].BusID < nics[b].BusID })
+	gpuAt := make([]int, len(n.GPUs)) // position in PCI order → n.GPUs index
+	for i := range gpuAt {
+		gpuAt[i] = i
+	}
+	sort.SliceStable(gpuAt, func(a, b int) bool { return n.GPUs[gpuAt[a]].BusID < n.GPUs[gpuAt[b]].BusID })
+	pciIndex := make([]int, len(n.GPUs))
+	for pos, gi := range gpuAt {
+		pciIndex[gi] = pos
+	}
+	used := make([]bool, len(n.GPUs))
+	rails := make([]int, len(nics))
+	for r, d := range nics {
+		best, bestPath := -1, topo.PathUnknown
+		for _, gi := range gpuAt {
+			if used[gi] || gi >= len(d.GPUPaths) {
+				continue
+			}
+			p := d.GPUPaths[gi]
+			if p == topo.PathUnknown {
+				continue
+			}
+			if best < 0 || p < bestPath {
+				best, bestPath = gi, p
+			}
+		}
+		if best < 0 || bestPath > topo.PathPXB {
+			return nil, fmt.Sprintf("compute NIC %s shares no PCIe switch with a free GPU (a flat VM bus?): local rank i drives GPU i", d.Name)
+		}
+		used[best] = true
+		rails[r] = pciIndex[best]
+	}
+	return rails, ""
+}

@@ -1,0 +1,414 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Renderers turn a plan into what people and programs read. They are pure:
+// they write to the io.Writer they are given and read nothing else.
+
+// jsonPlan is the contract's "plan" object (PRODUCT.md, `trainrun plan`):
+// exactly its keys, in its order. Evaluation carries more (Traffic, for
+// placement); that stays out of the contract.
+type jsonPlan struct {
+	TP                 int      `json:"tp"`
+	PP                 int      `json:"pp"`
+	VPP                int      `json:"vpp"`
+	CP                 int      `json:"cp"`
+	EP                 int      `json:"ep"`
+	DP                 int      `json:"dp"`
+	SP                 bool     `json:"sp"`
+	MicroBatch         int      `json:"micro_batch"`
+	GradAccum          int      `json:"grad_accum"`
+	Recompute          string   `json:"recompute"`
+	Zero               int      `json:"zero"`
+	Offload            string   `json:"offload"`
+	Memory             jsonMemory `json:"memory"`
+	Time               jsonTime   `json:"time"`
+	TokensPerSPerGPU   float64  `json:"tokens_per_s_per_gpu"`
+	ModelFlopsPerToken float64  `json:"model_flops_per_token"`
+	ModelTFLOPSPerGPU  float64  `json:"model_tflops_per_gpu"`
+	MFU                float64  `json:"mfu"`
+	Why                []string `json:"why"`
+}
+
+// jsonMemory and jsonTime are the contract's "memory" and "time" objects.
+// They are spelled out, not Memory and Time themselves, so that a field the
+// planner adds to those types cannot leak into the contract.
+type jsonMemory struct {
+	PerGPU      float64 `json:"per_gpu_bytes"`
+	Capacity    float64 `json:"capacity_bytes"`
+	Fits        bool    `json:"fits"`
+	Weights     float64 `json:"weights_bytes"`
+	Grads       float64 `json:"grads_bytes"`
+	Optimizer   float64 `json:"optimizer_bytes"`
+	Activations float64 `json:"activations_bytes"`
+	Other       float64 `json:"other_bytes"`
+}
+
+type jsonTime struct {
+	Step          float64 `json:"step_s"`
+	Compute       float64 `json:"compute_s"`
+	TPComm        float64 `json:"tp_comm_s"`
+	PPBubble      float64 `json:"pp_bubble_s"`
+	DPCommExposed float64 `json:"dp_comm_exposed_s"`
+	CPComm        float64 `json:"cp_comm_s"`
+	EPComm        float64 `json:"ep_comm_s"`
+	Offload       float64 `json:"offload_s"`
+}
+
+func toJSONTime(t Time) jsonTime {
+	return jsonTime{Step: t.Step, Compute: t.Compute, TPComm: t.TPComm, PPBubble: t.PPBubble,
+		DPCommExposed: t.DPCommExposed, CPComm: t.CPComm, EPComm: t.EPComm, Offload: t.Offload}
+}
+
+type jsonRejection struct {
+	Config string `json:"config"`
+	Reason string `json:"reason"`
+}
+
+type jsonResult struct {
+	Plan         *jsonPlan       `json:"plan"`
+	Alternatives []jsonPlan      `json:"alternatives"`
+	Rejected     []jsonRejection `json:"rejected"`
+}
+
+func toJSONPlan(e Evaluation) jsonPlan {
+	why := e.Why
+	if why == nil {
+		why = []string{}
+	}
+	return jsonPlan{
+		TP: e.TP, PP: e.PP, VPP: e.VPP, CP: e.CP, EP: e.EP, DP: e.DP, SP: e.SP,
+		MicroBatch: e.MicroBatch, GradAccum: e.GradAccum, Recompute: e.Recompute, Zero: e.Zero, Offload: e.Offload,
+		Memory: jsonMemory(e.Memory), Time: toJSONTime(e.Time),
+		TokensPerSPerGPU: e.TokensPerSPerGPU, ModelFlopsPerToken: e.ModelFlopsPerToken,
+		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why,
+	}
+}
+
+func toJSONResult(r Result) jsonResult {
+	out := jsonResult{Alternatives: []jsonPlan{}, Rejected: []jsonRejection{}}
+	if r.Plan != nil {
+		p := toJSONPlan(*r.Plan)
+		out.Plan = &p
+	}
+	for _, a := range r.Alternatives {
+		out.Alternatives = append(out.Alternatives, toJSONPlan(a))
+	}
+	for _, rj := range r.Rejected {
+		out.Rejected = append(out.Rejected, jsonRejection(rj))
+	}
+	return out
+}
+
+// RenderJSON writes the contract's object {"plan", "alternatives",
+// "rejected"}, indented, with "plan": null when nothing fits. A non-finite
+// figure is an error (it would be a planner bug, and JSON cannot carry it).
+func RenderJSON(w io.Writer, r Result) error {
+	b, err := json.MarshalIndent(toJSONResult(r), "", "  ")
+	if err != nil {
+		return fmt.Errorf("plan JSON: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// GPUResult is one GPU type's answer in a comparison (--gpu a:N,b:M).
+type GPUResult struct {
+	Cluster Cluster
+	Result  Result
+}
+
+// RenderComparisonJSON writes {"comparison": [{"gpu", "gpus", "result"}...]},
+// each "result" being the contract's object for that GPU type.
+func RenderComparisonJSON(w io.Writer, rs []GPUResult) error {
+	type entry struct {
+		GPU    string     `json:"gpu"`
+		GPUs   int        `json:"gpus"`
+		Result jsonResult `json:"result"`
+	}
+	out := struct {
+		Comparison []entry `json:"comparison"`
+	}{Comparison: []entry{}}
+	for _, g := range rs {
+		out.Comparison = append(out.Comparison, entry{g.Cluster.GPU.Name, g.Cluster.GPUs, toJSONResult(g.Result)})
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return fmt.Errorf("plan JSON: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// LayoutGPUs is the number of GPUs a layout occupies: TP·PP·CP·DP (EP lives
+// inside DP·CP, as in Megatron).
+func LayoutGPUs(l Layout) int { return l.TP * l.PP * l.CP * l.DP }
+
+// renderConfig spells a layout as the "config" strings of the contract.
+func renderConfig(l Layout) string {
+	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,sp=%t,mbs=%d,recompute=%s,zero=%d,offload=%s",
+		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.SP, l.MicroBatch, l.Recompute, l.Zero, l.Offload)
+}
+
+// PlanEnv returns the plan's TRAINRUN_* variables for every training process
+// (PRODUCT.md, "Environment of every training process"), in a fixed order.
+// TRAINRUN_PLAN, the path of the plan JSON, is the launcher's to add.
+// TRAINRUN_SP, TRAINRUN_ZERO and TRAINRUN_OFFLOAD are added beyond the
+// contract's list so a trainer other than Megatron can apply the whole plan.
+func PlanEnv(e Evaluation) [][2]string {
+	i := strconv.Itoa
+	return [][2]string{
+		{"TRAINRUN_TP", i(e.TP)},
+		{"TRAINRUN_PP", i(e.PP)},
+		{"TRAINRUN_VPP", i(e.VPP)},
+		{"TRAINRUN_CP", i(e.CP)},
+		{"TRAINRUN_EP", i(e.EP)},
+		{"TRAINRUN_DP", i(e.DP)},
+		{"TRAINRUN_MICRO_BATCH", i(e.MicroBatch)},
+		{"TRAINRUN_GRAD_ACCUM", i(e.GradAccum)},
+		{"TRAINRUN_RECOMPUTE", e.Recompute},
+		{"TRAINRUN_SP", strconv.FormatBool(e.SP)},
+		{"TRAINRUN_ZERO", i(e.Zero)},
+		{"TRAINRUN_OFFLOAD", e.Offload},
+	}
+}
+
+// RenderEnv writes PlanEnv as KEY=VALUE lines (values are plain words and
+// numbers: no quoting needed).
+func RenderEnv(w io.Writer, e Evaluation) error {
+	var b strings.Builder
+	for _, kv := range PlanEnv(e) {
+		fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// MegatronArgs returns the Megatron-LM (megatron/training/arguments.py)
+// flags that apply the plan, one argv element each, for the launcher's
+// {megatron_args}. It covers parallelism, batch, recompute, optimizer
+// sharding, precision, sequence length and the model's shape. Positional
+// embedding, normalisation, tokenizer and data flags stay the user's: Model
+// does not record them. LoRA and parameter offload have no Megatron-LM flag
+// (RenderMegatron says so in a comment).
+func MegatronArgs(m Model, j Job, e Evaluation) []string {
+	var a []string
+	add := func(flag string, v ...any) {
+		a = append(a, flag)
+		for _, x := range v {
+			a = append(a, fmt.Sprint(x))
+		}
+	}
+	add("--tensor-model-parallel-size", e.TP)
+	add("--pipeline-model-parallel-size", e.PP)
+	if e.VPP > 1 && e.PP > 1 {
+		add("--num-layers-per-virtual-pipeline-stage", m.Layers/(e.PP*e.VPP))
+	}
+	add("--context-parallel-size", e.CP)
+	if m.Experts > 0 {
+		add("--expert-model-parallel-size", e.EP)
+	}
+	if e.SP && e.TP > 1 {
+		add("--sequence-parallel")
+	}
+	add("--micro-batch-size", e.MicroBatch)
+	add("--global-batch-size", j.GlobalBatch)
+	switch e.Recompute {
+	case "selective":
+		add("--recompute-granularity", "selective")
+	case "full":
+		// Every layer keeps only its input: the 2·s·b·h per layer of
+		// Korthikanti et al. 2022 Table 2 that the memory model assumes.
+		add("--recompute-granularity", "full")
+		add("--recompute-method", "uniform")
+		add("--recompute-num-layers", 1)
+	}
+	switch e.Zero {
+	case 1:
+		add("--use-distributed-optimizer")
+	case 2:
+		// Megatron-FSDP (Megatron-LM core ≥ 0.14; earlier --use-custom-fsdp).
+		add("--use-megatron-fsdp")
+		add("--data-parallel-sharding-strategy", "optim_grads")
+	case 3:
+		add("--use-megatron-fsdp")
+		add("--data-parallel-sharding-strategy", "optim_grads_params")
+	}
+	if e.DP*e.CP > 1 {
+		// The time model hides the DP reduction behind backward: that needs these.
+		add("--overlap-grad-reduce")
+		if e.Zero >= 1 {
+			add("--overlap-param-gather")
+		}
+	}
+	if e.Offload == "optimizer" {
+		add("--optimizer-cpu-offload")
+		add("--optimizer-offload-fraction", "1.0")
+	}
+	switch j.Precision {
+	case FP16:
+		add("--fp16")
+	case FP8:
+		// FP8 GEMMs through Transformer Engine; weights and the rest stay BF16.
+		add("--bf16")
+		add("--fp8-format", "hybrid")
+	default:
+		add("--bf16")
+	}
+	add("--seq-length", j.SeqLen)
+	add("--max-position-embeddings", j.SeqLen)
+	add("--num-layers", m.Layers)
+	add("--hidden-size", m.Hidden)
+	add("--num-attention-heads", m.Heads)
+	if m.HeadDim > 0 && m.HeadDim*m.Heads != m.Hidden {
+		add("--kv-channels", m.HeadDim)
+	}
+	if m.KVHeads > 0 && m.KVHeads < m.Heads {
+		add("--group-query-attention")
+		add("--num-query-groups", m.KVHeads)
+	}
+	add("--ffn-hidden-size", m.FFN)
+	switch m.FFNType {
+	case FFNSwiGLU:
+		add("--swiglu")
+	case FFNSquaredReLU:
+		add("--squared-relu")
+	}
+	if !m.TiedEmbeddings {
+		add("--untie-embeddings-and-output-weights")
+	}
+	if m.Experts > 0 {
+		add("--num-experts", m.Experts)
+		add("--moe-router-topk", m.TopK)
+		add("--moe-ffn-hidden-size", m.MoEFFN)
+		if m.SharedFFN > 0 {
+			add("--moe-shared-expert-intermediate-size", m.SharedFFN)
+		}
+		if m.DenseLayers > 0 {
+			add("--moe-layer-freq", fmt.Sprintf("([0]*%d+[1]*%d)", m.DenseLayers, m.Layers-m.DenseLayers))
+		}
+		if e.EP > 1 {
+			add("--moe-token-dispatcher-type", "alltoall")
+		}
+	}
+	return a
+}
+
+// RenderMegatron writes MegatronArgs as a shell continuation block, one flag
+// per line, with comments for what Megatron-LM cannot express.
+func RenderMegatron(w io.Writer, m Model, j Job, e Evaluation) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Megatron-LM flags for %s: %s\n", m.Name, renderConfig(e.Layout))
+	if j.LoRARank > 0 {
+		fmt.Fprintf(&b, "# LoRA r=%d: Megatron-LM has no LoRA flags; apply these parallel settings in NeMo/Megatron-Bridge PEFT\n", j.LoRARank)
+	}
+	if e.Offload == "params" {
+		b.WriteString("# offload=params: Megatron-LM cannot offload parameters; use FSDP/DeepSpeed CPU offload with this layout\n")
+	}
+	if m.FFNType == FFNReLU {
+		b.WriteString("# ffn_type=relu: Megatron-LM has no flag for a plain ReLU MLP; set the activation in your model code\n")
+	}
+	args := MegatronArgs(m, j, e)
+	for i := 0; i < len(args); {
+		line := args[i]
+		i++
+		for i < len(args) && !strings.HasPrefix(args[i], "--") {
+			line += " " + shellQuote(args[i])
+			i++
+		}
+		if i < len(args) {
+			line += " \\"
+		}
+		b.WriteString(line + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// [A-Za-z0-9_.,:=/+-].
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.,:=/+-", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Formatting helpers shared by the text renderers.
+
+const bytesPerGiB = 1 << 30
+
+func fmtGiB(b float64) string { return fmt.Sprintf("%.2f", b/bytesPerGiB) }
+
+// fmtCount prints large counts with thousands separators ("12,345").
+func fmtCount(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Sprint(v)
+	}
+	s := strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// fmtDuration prints seconds as the unit a person plans with.
+func fmtDuration(s float64) string {
+	switch {
+	case math.IsNaN(s) || math.IsInf(s, 0):
+		return "n/a"
+	case s < 120:
+		return fmt.Sprintf("%.1f s", s)
+	case s < 2*3600:
+		return fmt.Sprintf("%.1f min", s/60)
+	case s < 2*86400:
+		return fmt.Sprintf("%.1f h", s/3600)
+	}
+	return fmt.Sprintf("%.1f days", s/86400)
+}
+
+// fmtTokens prints a token count the way people say it (300B, 1.5T).
+func fmtTokens(t float64) string {
+	switch {
+	case t >= 1e12:
+		return strconv.FormatFloat(t/1e12, 'g', 4, 64) + "T"
+	case t >= 1e9:
+		return strconv.FormatFloat(t/1e9, 'g', 4, 64) + "B"
+	case t >= 1e6:
+		return strconv.FormatFloat(t/1e6, 'g', 4, 64) + "M"
+	}
+	return fmtCount(t)
+}
+
+// TrainSeconds is the predicted time to train j.Tokens with e: steps of
+// global_batch·seq_len tokens, each e.Time.Step long. 0 when Tokens is 0.
+func TrainSeconds(j Job, e Evaluation) float64 {
+	if j.Tokens <= 0 || j.GlobalBatch <= 0 || j.SeqLen <= 0 {
+		return 0
+	}
+	steps := math.Ceil(j.Tokens / float64(j.GlobalBatch*j.SeqLen))
+	return steps * e.Time.Step
+}

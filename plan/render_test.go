@@ -1,0 +1,402 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/render")
+
+// golden compares got with testdata/render/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "render", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./plan -run %s -update)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file (rerun with -update if intended)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// Hand-built inputs: the renderers' tests must not depend on the model's
+// predictions, so these figures are test inputs, not predictions.
+var (
+	h100 = GPU{Name: "h100-sxm", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 80e9, HBMBandwidth: 3.35e12,
+		NVLinkBandwidth: 450e9, PCIeBandwidth: 64e9, InterNode: 50e9, NVLinkDomain: 8, GPUsPerNode: 8}
+	a100 = GPU{Name: "a100-80gb", PeakBF16: 312e12, MemoryBytes: 80e9, HBMBandwidth: 2.039e12,
+		NVLinkBandwidth: 300e9, PCIeBandwidth: 32e9, InterNode: 25e9, NVLinkDomain: 8, GPUsPerNode: 8}
+	h100x64  = Cluster{GPU: h100, GPUs: 64, GPUsPerNode: 8, NVLinkDomain: 8, InterNode: 50e9}
+	a100x128 = Cluster{GPU: a100, GPUs: 128, GPUsPerNode: 8, NVLinkDomain: 8, InterNode: 25e9}
+	jobL70   = Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16, Tokens: 1e12}
+)
+
+func handEval() Evaluation {
+	return Evaluation{
+		Layout: Layout{TP: 8, PP: 4, VPP: 5, CP: 1, EP: 1, DP: 2, SP: true, MicroBatch: 1, GradAccum: 256, Recompute: "selective", Zero: 1, Offload: "none"},
+		Memory: Memory{PerGPU: 60.5 * bytesPerGiB, Capacity: 79.6 * bytesPerGiB, Fits: true, Weights: 4.4 * bytesPerGiB, Grads: 8.8 * bytesPerGiB, Optimizer: 13.2 * bytesPerGiB, Activations: 31.1 * bytesPerGiB, Other: 3.0 * bytesPerGiB},
+		Time: Time{Step: 20.25, Compute: 17.9, TPComm: 1.1, PPBubble: 0.95, DPCommExposed: 0.3,
+			CPComm: 0, EPComm: 0, Offload: 0},
+		TokensPerSPerGPU: 3236.5, ModelFlopsPerToken: 4.65e11, ModelTFLOPSPerGPU: 450.1, MFU: 0.455,
+		Why: []string{"TP=8 stays inside the 8-GPU NVLink domain", "PP=4 with VPP=5 keeps the bubble at 3 % of the step"},
+	}
+}
+
+func handResult() Result {
+	e := handEval()
+	alt := e
+	alt.Layout.PP, alt.Layout.VPP, alt.Layout.DP, alt.Layout.GradAccum = 8, 5, 1, 512
+	alt.TokensPerSPerGPU, alt.MFU, alt.Time.Step, alt.Memory.PerGPU = 3100.2, 0.436, 21.14, 40.2*bytesPerGiB
+	return Result{Plan: &e, Alternatives: []Evaluation{alt},
+		Rejected: []Rejection{{Config: "tp=4,pp=2,vpp=1,cp=1,ep=1,dp=8,sp=true,mbs=1,recompute=selective,zero=1,offload=none", Reason: "needs 93.1 GiB per GPU, capacity 79.6 GiB"}}}
+}
+
+func TestRenderTableGolden(t *testing.T) {
+	m, _ := LookupModel("llama3-70b")
+	cases := []struct {
+		name string
+		j    Job
+		r    Result
+	}{
+		{"table-llama3-70b-hand.golden", jobL70, handResult()},
+		{"table-nofit-hand.golden", Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16}, Result{Rejected: []Rejection{
+			{Config: "tp=8,pp=1,vpp=1,cp=1,ep=1,dp=1,sp=true,mbs=1,recompute=full,zero=1,offload=none", Reason: "needs 201.7 GiB per GPU, capacity 79.6 GiB"}}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := RenderTable(&b, m, c.j, h100x64, c.r); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name, b.String())
+		})
+	}
+}
+
+// The contract's key set, copied from PRODUCT.md ("`trainrun plan`").
+var (
+	contractTop    = []string{"plan", "alternatives", "rejected"}
+	contractPlan   = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "sp", "micro_batch", "grad_accum", "recompute", "zero", "offload", "memory", "time", "tokens_per_s_per_gpu", "model_flops_per_token", "model_tflops_per_gpu", "mfu", "why"}
+	contractMemory = []string{"per_gpu_bytes", "capacity_bytes", "fits", "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "other_bytes"}
+	contractTime   = []string{"step_s", "compute_s", "tp_comm_s", "pp_bubble_s", "dp_comm_exposed_s", "cp_comm_s", "ep_comm_s", "offload_s"}
+	contractReject = []string{"config", "reason"}
+)
+
+func keysOf(t *testing.T, v any) []string {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("want an object, got %T", v)
+	}
+	k := make([]string, 0, len(m))
+	for key := range m {
+		k = append(k, key)
+	}
+	sort.Strings(k)
+	return k
+}
+
+func sorted(s []string) []string { c := slices.Clone(s); sort.Strings(c); return c }
+
+// CheckContractJSON fails unless out is exactly the contract's object.
+func checkContractJSON(t *testing.T, out []byte, wantPlan bool) map[string]any {
+	t.Helper()
+	var top map[string]any
+	if err := json.Unmarshal(out, &top); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	eq := func(what string, got, want []string) {
+		t.Helper()
+		if !reflect.DeepEqual(got, sorted(want)) {
+			t.Errorf("%s keys %v, contract %v", what, got, sorted(want))
+		}
+	}
+	eq("top", keysOf(t, top), contractTop)
+	plans := []any{}
+	if wantPlan {
+		plans = append(plans, top["plan"])
+	} else if top["plan"] != nil {
+		t.Errorf("plan = %v, want null", top["plan"])
+	}
+	alts, ok := top["alternatives"].([]any)
+	if !ok {
+		t.Fatalf("alternatives is %T, want an array", top["alternatives"])
+	}
+	plans = append(plans, alts...)
+	for _, p := range plans {
+		pm := p.(map[string]any)
+		eq("plan", keysOf(t, pm), contractPlan)
+		eq("memory", keysOf(t, pm["memory"]), contractMemory)
+		eq("time", keysOf(t, pm["time"]), contractTime)
+		if _, ok := pm["why"].([]any); !ok {
+			t.Errorf("why is %T, want an array", pm["why"])
+		}
+	}
+	rej, ok := top["rejected"].([]any)
+	if !ok {
+		t.Fatalf("rejected is %T, want an array", top["rejected"])
+	}
+	for _, r := range rej {
+		eq("rejected", keysOf(t, r), contractReject)
+	}
+	return top
+}
+
+func TestRenderJSONContract(t *testing.T) {
+	t.Run("plan", func(t *testing.T) {
+		var b bytes.Buffer
+		r := handResult()
+		r.Plan.Why = nil // must still be an array
+		if err := RenderJSON(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		top := checkContractJSON(t, b.Bytes(), true)
+		p := top["plan"].(map[string]any)
+		if p["tp"] != 8.0 || p["vpp"] != 5.0 || p["recompute"] != "selective" || p["memory"].(map[string]any)["fits"] != true {
+			t.Errorf("values not carried: %v", p)
+		}
+	})
+	t.Run("nothing fits", func(t *testing.T) {
+		var b bytes.Buffer
+		if err := RenderJSON(&b, Result{}); err != nil {
+			t.Fatal(err)
+		}
+		checkContractJSON(t, b.Bytes(), false)
+		if !strings.Contains(b.String(), `"plan": null`) || !strings.Contains(b.String(), `"alternatives": []`) {
+			t.Errorf("want plan null and empty arrays:\n%s", b.String())
+		}
+	})
+	t.Run("non-finite is an error", func(t *testing.T) {
+		r := handResult()
+		r.Plan.MFU = posInf()
+		if err := RenderJSON(&bytes.Buffer{}, r); err == nil {
+			t.Error("want an error for +Inf")
+		}
+	})
+}
+
+func posInf() float64 { var z float64; return 1 / z }
+
+func TestMegatronArgs(t *testing.T) {
+	l70, _ := LookupModel("llama3-70b")
+	mix, _ := LookupModel("mixtral-8x7b")
+	gpt, _ := LookupModel("gpt3-175b")
+	nem, _ := LookupModel("nemotron4-340b")
+	moe := Model{Name: "moe", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 16, HeadDim: 128, FFN: 5632, FFNType: FFNSwiGLU,
+		Vocab: 151936, Experts: 60, TopK: 4, MoEFFN: 1408, SharedFFN: 5632, DenseLayers: 2}
+	full := handEval()
+	full.Recompute, full.Zero, full.VPP, full.DP, full.CP = "full", 3, 1, 1, 1
+	ep := handEval()
+	ep.EP, ep.Offload = 8, "optimizer"
+	cases := []struct {
+		name      string
+		m         Model
+		j         Job
+		e         Evaluation
+		has, nots []string
+	}{
+		{"llama3-70b plan", l70, jobL70, handEval(), []string{
+			"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
+			"--num-layers-per-virtual-pipeline-stage 4", // 80 / (4·5)
+			"--context-parallel-size 1", "--sequence-parallel", "--micro-batch-size 1", "--global-batch-size 512",
+			"--recompute-granularity selective", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+			"--bf16", "--seq-length 8192", "--max-position-embeddings 8192", "--num-layers 80", "--hidden-size 8192",
+			"--num-attention-heads 64", "--group-query-attention", "--num-query-groups 8", "--ffn-hidden-size 28672",
+			"--swiglu", "--untie-embeddings-and-output-weights"},
+			[]string{"--expert-model-parallel-size", "--kv-channels", "--recompute-method", "--fp8-format"}},
+		{"full recompute, fsdp, fp8, no dp", gpt, Job{SeqLen: 2048, GlobalBatch: 1536, Precision: FP8}, full, []string{
+			"--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1",
+			"--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--bf16", "--fp8-format hybrid"},
+			[]string{"--swiglu", "--untie-embeddings-and-output-weights", "--group-query-attention", "--overlap-grad-reduce",
+				"--num-layers-per-virtual-pipeline-stage", "--use-distributed-optimizer"}},
+		{"mixtral ep", mix, Job{SeqLen: 4096, GlobalBatch: 256, Precision: FP16}, ep, []string{
+			"--expert-model-parallel-size 8", "--num-experts 8", "--moe-router-topk 2", "--moe-ffn-hidden-size 14336",
+			"--moe-token-dispatcher-type alltoall", "--fp16", "--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0"},
+			[]string{"--moe-layer-freq", "--moe-shared-expert-intermediate-size", "--bf16"}},
+		{"shared experts, dense prefix", moe, jobL70, handEval(), []string{
+			"--moe-shared-expert-intermediate-size 5632", "--moe-layer-freq ([0]*2+[1]*22)", "--expert-model-parallel-size 1"},
+			[]string{"--moe-token-dispatcher-type"}},
+		{"nemotron kv-channels and squared relu", nem, jobL70, handEval(), []string{
+			"--squared-relu", "--num-query-groups 8"}, []string{"--swiglu", "--kv-channels"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := " " + strings.Join(MegatronArgs(c.m, c.j, c.e), " ") + " "
+			for _, h := range c.has {
+				if !strings.Contains(got, " "+h+" ") {
+					t.Errorf("missing %q in%s", h, got)
+				}
+			}
+			for _, n := range c.nots {
+				if strings.Contains(got, " "+n+" ") {
+					t.Errorf("unexpected %q in%s", n, got)
+				}
+			}
+		})
+	}
+	// Qwen3-style head_dim·heads != hidden needs --kv-channels.
+	q := l70
+	q.HeadDim = 96
+	if got := strings.Join(MegatronArgs(q, jobL70, handEval()), " "); !strings.Contains(got, "--kv-channels 96") {
+		t.Errorf("want --kv-channels 96: %s", got)
+	}
+}
+
+func TestRenderMegatronEnvGolden(t *testing.T) {
+	m, _ := LookupModel("llama3-70b")
+	var b bytes.Buffer
+	if err := RenderMegatron(&b, m, Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16, LoRARank: 16}, handEval()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "megatron-llama3-70b-hand.golden", b.String())
+	b.Reset()
+	if err := RenderEnv(&b, handEval()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "env-hand.golden", b.String())
+}
+
+func TestPlanEnvHasContractVariables(t *testing.T) {
+	got := map[string]string{}
+	for _, kv := range PlanEnv(handEval()) {
+		got[kv[0]] = kv[1]
+	}
+	want := map[string]string{"TRAINRUN_TP": "8", "TRAINRUN_PP": "4", "TRAINRUN_VPP": "5", "TRAINRUN_CP": "1", "TRAINRUN_EP": "1",
+		"TRAINRUN_DP": "2", "TRAINRUN_MICRO_BATCH": "1", "TRAINRUN_GRAD_ACCUM": "256", "TRAINRUN_RECOMPUTE": "selective"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestSbatch(t *testing.T) {
+	m, _ := LookupModel("llama3-70b")
+	e := handEval()
+	e.Time.Step = 10
+	// 1e9 tokens / (128·4096 per step) = 1907.35 → 1908 steps · 10 s = 19080 s;
+	// ·1.10 = 20988 s; + 600 s lead = 21588 s → rounded up to 21600 s = 6 h.
+	j := Job{SeqLen: 4096, GlobalBatch: 128, Precision: BF16, Tokens: 1e9}
+	if got := SbatchTimeLimit(j, e, DefaultSbatchOptions()); got != 6*time.Hour {
+		t.Errorf("time limit %v, want 6h0m0s", got)
+	}
+	cases := []struct {
+		name string
+		d    time.Duration
+		want string
+	}{{"minutes", 90 * time.Minute, "01:30:00"}, {"days", 49*time.Hour + 61*time.Second, "2-01:01:01"}}
+	for _, c := range cases {
+		if got := slurmDuration(c.d); got != c.want {
+			t.Errorf("%s: slurmDuration(%v) = %s, want %s", c.name, c.d, got, c.want)
+		}
+	}
+	var b bytes.Buffer
+	if err := RenderSbatch(&b, m, jobL70, h100x64, handEval(), DefaultSbatchOptions()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "sbatch-llama3-70b-hand.golden", b.String())
+
+	// A job smaller than a node asks for the GPUs it needs, not the node.
+	small := handEval()
+	small.TP, small.PP, small.DP = 2, 1, 2
+	b.Reset()
+	if err := RenderSbatch(&b, m, Job{SeqLen: 4096, GlobalBatch: 8, Precision: BF16}, h100x64, small, DefaultSbatchOptions()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"#SBATCH --nodes=1\n", "#SBATCH --gpus-per-node=4\n", "#SBATCH --ntasks-per-node=4\n", "no --tokens given", "#SBATCH --requeue\n", "#SBATCH --signal=USR2@600\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "--time=") {
+		t.Errorf("no --tokens: want no --time line\n%s", b.String())
+	}
+}
+
+func TestComparison(t *testing.T) {
+	m, _ := LookupModel("llama3-70b")
+	fast := handEval()
+	slow := handEval()
+	slow.Layout.DP, slow.Recompute = 4, "full"
+	slow.TokensPerSPerGPU, slow.MFU, slow.Time.Step = 1000, 0.40, 32.8
+	rs := []GPUResult{{h100x64, Result{Plan: &fast}}, {a100x128, Result{Plan: &slow}}}
+	var b bytes.Buffer
+	if err := RenderComparison(&b, m, jobL70, rs); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "compare-hand.golden", b.String())
+	out := b.String()
+	// 3236.5·64 / (1000·128) = 1.62x; GPU-hours per 1e9 tokens: 1e9/3236.5/3600 = 85.8.
+	for _, want := range []string{"faster: h100-sxm x 64, 1.62x the tokens/s of a100-80gb x 128", "cheaper per token: h100-sxm x 64, 85.8 GPU-hours",
+		"a100-80gb x 128: memory-bound: recomputes every layer", "h100-sxm x 64: compute-bound: 88 % of the step is compute"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	b.Reset()
+	if err := RenderComparisonJSON(&b, rs); err != nil {
+		t.Fatal(err)
+	}
+	var top struct {
+		Comparison []struct {
+			GPU    string          `json:"gpu"`
+			GPUs   int             `json:"gpus"`
+			Result json.RawMessage `json:"result"`
+		} `json:"comparison"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &top); err != nil || len(top.Comparison) != 2 || top.Comparison[1].GPU != "a100-80gb" || top.Comparison[1].GPUs != 128 {
+		t.Fatalf("comparison JSON %v: %s", err, b.String())
+	}
+	checkContractJSON(t, top.Comparison[0].Result, true)
+}
+
+func TestBoundBy(t *testing.T) {
+	e := handEval()
+	cases := []struct {
+		name string
+		mod  func(*Evaluation)
+		want string
+	}{
+		{"compute", func(*Evaluation) {}, "compute"},
+		{"full recompute", func(e *Evaluation) { e.Recompute = "full" }, "memory"},
+		{"offload", func(e *Evaluation) { e.Offload = "optimizer"; e.Time.Offload = 1 }, "memory"},
+		{"comm", func(e *Evaluation) { e.Time.TPComm = 8 }, "communication"},
+	}
+	for _, c := range cases {
+		x := e
+		c.mod(&x)
+		if k, _ := BoundBy(x); k != c.want {
+			t.Errorf("%s: Bound = %s, want %s", c.name, k, c.want)
+		}
+	}
+}
+
+func TestFormatters(t *testing.T) {
+	cases := []struct{ got, want string }{
+		{fmtCount(1234567.4), "1,234,567"}, {fmtCount(999), "999"}, {fmtCount(-1000), "-1,000"},
+		{fmtTokens(1e12), "1T"}, {fmtTokens(3e11), "300B"}, {fmtTokens(2.5e12), "2.5T"},
+		{fmtDuration(30), "30.0 s"}, {fmtDuration(600), "10.0 min"}, {fmtDuration(3 * 86400), "3.0 days"},
+		{shellQuote("([0]*2+[1]*22)"), "'([0]*2+[1]*22)'"}, {shellQuote("llama3-70b"), "llama3-70b"}, {shellQuote("a'b"), `'a'\''b'`},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -1,0 +1,373 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Pins are the values the user fixed (--fix); nil means "search".
+type Pins struct {
+	TP, PP, VPP, CP, EP, DP, MicroBatch, Zero *int
+	Recompute, Offload                        *string
+	SP                                        *bool
+}
+
+// SearchOptions steer Search.
+type SearchOptions struct {
+	Pins                 Pins
+	TopK                 int  // alternatives returned besides the plan (default 5; negative = none)
+	MaxRejected          int  // rejected layouts returned (default 20)
+	AllowTPOutsideDomain bool // let TP groups span NVLink domains
+	AllowCP              bool // consider context parallelism (always allowed when pinned)
+}
+
+// fullyPinned reports whether every parallel degree is fixed, so that the
+// pinned layout is reported even if it does not fit.
+func (o SearchOptions) fullyPinned(m Model) bool {
+	p := o.Pins
+	return p.TP != nil && p.PP != nil && p.MicroBatch != nil &&
+		(p.CP != nil || !o.AllowCP) && (p.EP != nil || !m.isMoE())
+}
+
+// Config renders a layout as the "config" of a rejection: tp=4,pp=2,...
+func (l Layout) Config() string {
+	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,mbs=%d,sp=%t,recompute=%s,zero=%d,offload=%s",
+		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.SP, l.Recompute, l.Zero, l.Offload)
+}
+
+func divisors(n int) []int {
+	var out []int
+	for i := 1; i <= n; i++ {
+		if n%i == 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func pinOr(p *int, all []int) []int {
+	if p != nil {
+		return []int{*p}
+	}
+	return all
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+var recomputeRank = map[string]int{"none": 0, "selective": 1, "full": 2}
+var offloadRank = map[string]int{"none": 0, "optimizer": 1, "params": 2}
+
+// better orders fitting evaluations: throughput first (within 0.2 %, a tie),
+// then less recompute, no offload, lower ZeRO stage, fewer model-parallel GPUs.
+func better(a, b *Evaluation) bool {
+	ka := math.Round(math.Log(a.TokensPerSPerGPU) / math.Log(1.002))
+	kb := math.Round(math.Log(b.TokensPerSPerGPU) / math.Log(1.002))
+	if ka != kb {
+		return ka > kb
+	}
+	if ra, rb := recomputeRank[a.Recompute], recomputeRank[b.Recompute]; ra != rb {
+		return ra < rb
+	}
+	if oa, ob := offloadRank[a.Offload], offloadRank[b.Offload]; oa != ob {
+		return oa < ob
+	}
+	if a.Zero != b.Zero {
+		return a.Zero < b.Zero
+	}
+	if a.TP*a.PP != b.TP*b.PP {
+		return a.TP*a.PP < b.TP*b.PP
+	}
+	return a.MicroBatch < b.MicroBatch
+}
+
+// searcher keeps the best candidates in small sorted arrays.
+type searcher struct {
+	m      Model
+	j      Job
+	c      Cluster
+	o      SearchOptions
+	best   []Evaluation // sorted, at most TopK+1
+	keep   int
+	nofit  []Evaluation // did not fit: the fastest ones (they explain the choice)
+	close  []Evaluation // did not fit: the nearest to fitting
+	maxRej int
+	count  int
+}
+
+func (s *searcher) offer(e *Evaluation) {
+	s.count++
+	if e.Reason != "" && e.Memory.PerGPU == 0 {
+		return // invalid; not a candidate
+	}
+	if !e.Memory.Fits {
+		insertBounded(&s.nofit, e, s.maxRej, func(a, b *Evaluation) bool { return a.TokensPerSPerGPU > b.TokensPerSPerGPU })
+		insertBounded(&s.close, e, s.maxRej, func(a, b *Evaluation) bool {
+			return a.Memory.PerGPU/a.Memory.Capacity < b.Memory.PerGPU/b.Memory.Capacity
+		})
+		return
+	}
+	insertBounded(&s.best, e, s.keep, better)
+}
+
+func insertBounded(list *[]Evaluation, e *Evaluation, n int, less func(a, b *Evaluation) bool) {
+	if n <= 0 {
+		return
+	}
+	l := *list
+	if len(l) == n && !less(e, &l[n-1]) {
+		return
+	}
+	i := sort.Search(len(l), func(i int) bool { return less(e, &l[i]) })
+	if len(l) < n {
+		l = append(l, Evaluation{})
+	}
+	copy(l[i+1:], l[i:len(l)-1])
+	l[i] = *e
+	*list = l
+}
+
+// Search enumerates the valid layouts for the job on the cluster, ranks those
+// that fit by predicted throughput and returns the best, the next TopK and the
+// rejected ones with the figure that did not fit. Plan is nil when nothing
+// fits, unless every degree is pinned: then the pinned layout is evaluated and
+// returned with Fits false.
+func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
+	if o.TopK == 0 {
+		o.TopK = 5
+	}
+	if o.TopK < 0 {
+		o.TopK = 0
+	}
+	if o.MaxRejected == 0 {
+		o.MaxRejected = 20
+	}
+	s := &searcher{m: m, j: j, c: c, o: o, keep: o.TopK + 1, maxRej: o.MaxRejected}
+	offloads := []string{"none"}
+	if o.Pins.Offload != nil {
+		offloads = []string{*o.Pins.Offload}
+	}
+	s.run(offloads)
+	if len(s.best) == 0 && o.Pins.Offload == nil {
+		// Offload is the last resort (PRODUCT.md): only when nothing fits on the GPUs.
+		s.run([]string{"optimizer", "params"})
+	}
+	var r Result
+	if len(s.best) > 0 {
+		for i := range s.best {
+			e := Evaluate(m, j, c, s.best[i].Layout)
+			if i == 0 {
+				r.Plan = &e
+			} else {
+				r.Alternatives = append(r.Alternatives, e)
+			}
+		}
+		for i := range s.nofit {
+			if s.nofit[i].TokensPerSPerGPU > r.Plan.TokensPerSPerGPU {
+				r.Rejected = append(r.Rejected, Rejection{Config: s.nofit[i].Layout.Config(), Reason: s.nofit[i].Reason})
+			}
+		}
+	} else {
+		for i := range s.close {
+			r.Rejected = append(r.Rejected, Rejection{Config: s.close[i].Layout.Config(), Reason: s.close[i].Reason})
+		}
+		if o.fullyPinned(m) && len(s.close) > 0 {
+			e := Evaluate(m, j, c, s.close[0].Layout)
+			r.Plan = &e
+		}
+	}
+	if r.Alternatives == nil {
+		r.Alternatives = []Evaluation{}
+	}
+	if r.Rejected == nil {
+		r.Rejected = []Rejection{}
+	}
+	return r
+}
+
+func (s *searcher) run(offloads []string) {
+	m, j, c, o := s.m, s.j, s.c, s.o
+	p := o.Pins
+	if c.NVLinkDomain <= 0 {
+		c.NVLinkDomain = max(c.GPU.NVLinkDomain, 1)
+	}
+	if c.GPUsPerNode <= 0 {
+		c.GPUsPerNode = max(c.GPU.GPUsPerNode, 1)
+	}
+	dom := tpDomain(c)
+	var tps []int
+	for _, t := range divisors(gcd(m.Heads, m.kvHeads())) {
+		if t > c.GPUs || (t > dom && !o.AllowTPOutsideDomain && p.TP == nil) {
+			continue
+		}
+		tps = append(tps, t)
+	}
+	tps = pinOr(p.TP, tps)
+	pps := pinOr(p.PP, divisors(m.Layers))
+	cps := []int{1}
+	if o.AllowCP && c.GPU.AttentionEff > 0 && j.Stack != StackMegatron2022 {
+		for cp := 2; j.SeqLen/cp >= 1024 && cp <= c.GPUs; cp *= 2 {
+			cps = append(cps, cp)
+		}
+	}
+	cps = pinOr(p.CP, cps)
+	recs := []string{"none", "selective", "full"}
+	if p.Recompute != nil {
+		recs = []string{*p.Recompute}
+	}
+	var x shape
+	var e Evaluation
+	for _, tp := range tps {
+		for _, pp := range pps {
+			if tp*pp > c.GPUs {
+				continue
+			}
+			for _, cp := range cps {
+				if c.GPUs%(tp*pp*cp) != 0 {
+					continue
+				}
+				dp := c.GPUs / (tp * pp * cp)
+				if p.DP != nil && *p.DP != dp {
+					continue
+				}
+				if j.GlobalBatch%dp != 0 {
+					continue
+				}
+				eps := []int{1}
+				if m.isMoE() {
+					eps = nil
+					for _, ep := range divisors(m.Experts) {
+						if (dp*cp)%ep == 0 {
+							eps = append(eps, ep)
+						}
+					}
+				}
+				eps = pinOr(p.EP, eps)
+				// ZeRO-3/FSDP only without PP: with PP every micro-batch would gather
+				// the stage's weights again (Megatron does not combine them).
+				zeros := []int{1, 3}
+				if pp > 1 {
+					zeros = []int{1}
+				}
+				if dp*cp == 1 {
+					zeros = []int{0}
+				}
+				zeros = pinOr(p.Zero, zeros)
+				var vpps []int
+				for _, v := range divisors(m.Layers / pp) {
+					if v == 1 || pp > 1 {
+						vpps = append(vpps, v)
+					}
+				}
+				vpps = pinOr(p.VPP, vpps)
+				sps := []bool{tp > 1}
+				if p.SP != nil {
+					sps = []bool{*p.SP}
+				}
+				for _, ep := range eps {
+					for _, zero := range zeros {
+						for _, vpp := range vpps {
+							for _, sp := range sps {
+								for _, off := range offloads {
+									s.mbsLoop(&x, &e, Layout{TP: tp, PP: pp, VPP: vpp, CP: cp, EP: ep, DP: dp, SP: sp, Zero: zero, Offload: off}, recs)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// mbsLoop tries micro-batch sizes upward and recompute from none to full,
+// stopping as soon as more memory cannot help.
+func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
+	m, j, c := s.m, s.j, s.c
+	mbss := []int{1, 2, 4, 8, 16}
+	if s.o.Pins.MicroBatch != nil {
+		mbss = []int{*s.o.Pins.MicroBatch}
+	}
+	for _, mbs := range mbss {
+		if j.GlobalBatch%(mbs*l.DP) != 0 {
+			continue
+		}
+		l.MicroBatch = mbs
+		anyFit := false
+		for _, rc := range recs {
+			if rc == "selective" && c.GPU.AttentionEff > 0 && j.Stack != StackMegatron2022 && len(recs) > 1 {
+				continue // with flash attention selective recompute frees nothing
+			}
+			l.Recompute = rc
+			*e = Evaluation{}
+			evaluate(x, m, j, c, l, e)
+			s.offer(e)
+			if e.Reason != "" && e.Memory.PerGPU == 0 {
+				break // invalid regardless of recompute
+			}
+			if e.Memory.Fits {
+				anyFit = true
+				break // more recompute only costs time
+			}
+		}
+		if !anyFit && e.Memory.PerGPU > 0 {
+			return // a larger micro-batch needs more memory still
+		}
+	}
+}
+
+// Suggest says what nearest change makes a job fit when Search finds nothing:
+// more GPUs, full recompute, LoRA, or optimizer offload. Empty if nothing does.
+func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
+	o.TopK = -1
+	o.MaxRejected = -1
+	var out []string
+	for f := 2; f <= 64; f *= 2 {
+		cc := c
+		cc.GPUs = c.GPUs * f
+		if r := Search(m, j, cc, o); r.Plan != nil && r.Plan.Memory.Fits {
+			out = append(out, fmt.Sprintf("fits with %d GPUs", cc.GPUs))
+			break
+		}
+	}
+	if o.Pins.Recompute != nil && *o.Pins.Recompute != "full" {
+		oo := o
+		full := "full"
+		oo.Pins.Recompute = &full
+		if r := Search(m, j, c, oo); r.Plan != nil && r.Plan.Memory.Fits {
+			out = append(out, "fits with recompute=full")
+		}
+	}
+	if !o.AllowCP && j.SeqLen >= 8192 {
+		oo := o
+		oo.AllowCP = true
+		if r := Search(m, j, c, oo); r.Plan != nil && r.Plan.Memory.Fits {
+			out = append(out, "fits with context parallelism (--allow-cp)")
+		}
+	}
+	if j.LoRARank == 0 {
+		jj := j
+		jj.LoRARank = 16
+		if r := Search(m, jj, c, o); r.Plan != nil && r.Plan.Memory.Fits {
+			out = append(out, "fits with LoRA r=16")
+		}
+	}
+	if o.Pins.Offload == nil || *o.Pins.Offload == "none" {
+		oo := o
+		for _, off := range []string{"optimizer", "params"} {
+			off := off
+			oo.Pins.Offload = &off
+			if r := Search(m, j, c, oo); r.Plan != nil && r.Plan.Memory.Fits {
+				out = append(out, "fits with offload="+off)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "; or ")
+}

@@ -1,0 +1,81 @@
+package topo
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestNormalizeBusID(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"nvml form", "00000000:07:00.0", "0000:07:00.0"},
+		{"nvml upper case", "00000000:B7:00.0", "0000:b7:00.0"},
+		{"sysfs form", "0000:5d:00.1", "0000:5d:00.1"},
+		{"no domain", "1b:00.0", "0000:1b:00.0"},
+		{"azure domain", "0101:00:00.0", "0101:00:00.0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := NormalizeBusID(c.in)
+			if err != nil || got != c.want {
+				t.Fatalf("NormalizeBusID(%q) = %q, %v; want %q", c.in, got, err, c.want)
+			}
+		})
+	}
+	for _, bad := range []string{"", "07:00", "0000:07:00.9", "zz:00.0", "0000:07:20.0"} {
+		if _, err := NormalizeBusID(bad); err == nil {
+			t.Errorf("NormalizeBusID(%q): want error", bad)
+		}
+	}
+}
+
+func TestCPUList(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+		n              int
+	}{
+		{"two ranges", "0-47,96-143", "0-47,96-143", 96},
+		{"single", "5", "5", 1},
+		{"unsorted singles merge", "3,1,2", "1-3", 3},
+		{"empty", "", "", 0},
+		{"newline", "0-3\n", "0-3", 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := ParseCPUList(c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.String() != c.want || len(l) != c.n {
+				t.Fatalf("ParseCPUList(%q) = %q (%d CPUs), want %q (%d)", c.in, l, len(l), c.want, c.n)
+			}
+		})
+	}
+	for _, bad := range []string{"a", "3-1", "1,,2"} {
+		if _, err := ParseCPUList(bad); err == nil {
+			t.Errorf("ParseCPUList(%q): want error", bad)
+		}
+	}
+}
+
+func TestLinkJSONRoundTrip(t *testing.T) {
+	in := []Link{{Type: PathSelf}, {Type: PathNVLink, NVLinks: 18}, {Type: PathPIX}, {Type: PathSYS}, {Type: PathNODE}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `["X","NV18","PIX","SYS","NODE"]` {
+		t.Fatalf("marshal = %s", b)
+	}
+	var out []Link
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		if in[i] != out[i] {
+			t.Fatalf("round trip [%d]: %v != %v", i, in[i], out[i])
+		}
+	}
+	if err := json.Unmarshal([]byte(`["NVX"]`), &out); err == nil {
+		t.Fatal("NVX: want error")
+	}
+}

@@ -1,0 +1,252 @@
+package topo
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// assignRoles decides what each RDMA device and network interface is for, and
+// which RDMA devices NCCL should use. The rules, in order:
+//
+//  1. The compute rail is the most common (link layer, rate) among the RDMA
+//     devices that share a PCIe switch with a GPU (PIX/PXB); if none does
+//     (a VM with a flat bus), among those under a GPU's host bridge (PHB);
+//     else among all. Ties prefer InfiniBand, then the higher rate.
+//  2. A device of another link layer than the rail is not compute: Ethernet
+//     beside an InfiniBand rail is the front-end (storage when ≥100 Gb/s,
+//     management below).
+//  3. A device of the rail's link layer but another rate is storage (≥50 Gb/s)
+//     or management.
+//  4. A rail device whose nearest GPU is across host bridges (NODE/SYS) while
+//     other rail devices sit next to their GPUs is storage: it is "not near any
+//     GPU" (DGX A100's storage HCAs on NUMA 0).
+//  5. Everything else on the rail is compute. NCCL should use the compute
+//     devices that have an ACTIVE port; a DOWN port is reported, not used.
+//
+// On a node without GPUs no rail exists: slow Ethernet is management, the rest
+// unknown.
+func assignRoles(n *Node) {
+	near := func(d *RDMADevice) PathType {
+		best := PathUnknown
+		for _, p := range d.GPUPaths {
+			if p != PathUnknown && (best == PathUnknown || p < best) {
+				best = p
+			}
+		}
+		return best
+	}
+	// A port that is not ACTIVE reports a minimum rate (a down NDR port reads
+	// "10 Gb/sec (4X SDR)"), so only active ports say what rate a device runs at.
+	activeRate := func(d *RDMADevice) float64 {
+		for _, p := range d.Ports {
+			if p.Active() {
+				return p.RateGbps
+			}
+		}
+		return 0
+	}
+	layerRank := func(l string) int {
+		switch l {
+		case "InfiniBand":
+			return 0
+		case "Ethernet":
+			return 1
+		}
+		return 2
+	}
+	var railLayer string
+	var railRate float64
+	haveRail := false
+	if len(n.GPUs) > 0 {
+		for _, limit := range []PathType{PathPXB, PathPHB, PathSYS} {
+			layers := map[string]int{}
+			for i := range n.RDMA {
+				d := &n.RDMA[i]
+				if p := near(d); len(d.Ports) > 0 && p != PathUnknown && p <= limit {
+					layers[d.Ports[0].LinkLayer]++
+				}
+			}
+			if len(layers) == 0 {
+				continue
+			}
+			haveRail = true
+			best := -1
+			for l, c := range layers {
+				if c > best || (c == best && layerRank(l) < layerRank(railLayer)) {
+					railLayer, best = l, c
+				}
+			}
+			rates := map[float64]int{}
+			for i := range n.RDMA {
+				d := &n.RDMA[i]
+				if p := near(d); len(d.Ports) > 0 && d.Ports[0].LinkLayer == railLayer && p <= limit && activeRate(d) > 0 {
+					rates[activeRate(d)]++
+				}
+			}
+			best = -1
+			for r, c := range rates {
+				if c > best || (c == best && r > railRate) {
+					railRate, best = r, c
+				}
+			}
+			break
+		}
+	}
+	railDesc := railLayer
+	if railRate > 0 {
+		railDesc += " " + gbps(railRate)
+	}
+	railNear := false
+	for i := range n.RDMA {
+		d := &n.RDMA[i]
+		if haveRail && len(d.Ports) > 0 && d.Ports[0].LinkLayer == railLayer && near(d) != PathUnknown && near(d) <= PathPHB {
+			railNear = true
+		}
+	}
+	railCount := 0
+	for i := range n.RDMA {
+		d := &n.RDMA[i]
+		var layer string
+		if len(d.Ports) > 0 {
+			layer = d.Ports[0].LinkLayer
+		}
+		rate := activeRate(d)
+		if rate == 0 && len(d.Ports) > 0 {
+			rate = d.Ports[0].RateGbps
+		}
+		switch {
+		case len(d.Ports) == 0:
+			d.Role, d.RoleReason = RoleUnknown, "no ports"
+		case !haveRail:
+			if layer == "Ethernet" && rate < 50 {
+				d.Role, d.RoleReason = RoleManagement, fmt.Sprintf("Ethernet %s, no GPUs on this node", gbps(rate))
+			} else {
+				d.Role, d.RoleReason = RoleUnknown, "no GPUs on this node: no compute rail to compare with"
+			}
+		case layer != railLayer:
+			d.Role = storageOrMgmt(rate, 100)
+			d.RoleReason = fmt.Sprintf("%s %s beside the %s compute rail", layer, gbps(rate), railDesc)
+			if layer == "Ethernet" && railLayer == "InfiniBand" {
+				d.RoleReason = fmt.Sprintf("Ethernet %s on an InfiniBand fabric (compute rail: %s)", gbps(rate), railDesc)
+			}
+		case activeRate(d) > 0 && railRate > 0 && activeRate(d) != railRate:
+			d.Role = storageOrMgmt(rate, 50)
+			d.RoleReason = fmt.Sprintf("rate %s differs from the compute rail's %s", gbps(rate), gbps(railRate))
+		case railNear && near(d) >= PathNODE:
+			d.Role = RoleStorage
+			d.RoleReason = fmt.Sprintf("not near any GPU (nearest is %s) while the compute NICs sit next to their GPUs", near(d))
+		default:
+			d.Role = RoleCompute
+			railCount++
+			d.RoleReason = fmt.Sprintf("%s, %s to %s", railDesc, near(d), strings.Join(nearGPUs(n, d, near(d)), ","))
+		}
+		if d.Role == RoleCompute {
+			for _, p := range d.Ports {
+				if p.Active() {
+					d.NCCL = true
+				}
+			}
+			if !d.NCCL {
+				d.RoleReason += "; no ACTIVE port, so NCCL cannot use it"
+			}
+		}
+	}
+	// Per GPU: the nearest NCCL devices.
+	for i := range n.GPUs {
+		best := PathUnknown
+		names := []string{}
+		for _, d := range n.RDMA {
+			if !d.NCCL {
+				continue
+			}
+			p := d.GPUPaths[i]
+			if best == PathUnknown || p < best {
+				best, names = p, []string{d.Name}
+			} else if p == best {
+				names = append(names, d.Name)
+			}
+		}
+		n.GPUs[i].NCCLNICs = names
+	}
+	if haveRail && railCount > 0 && len(n.NCCLNICs()) == 0 {
+		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
+	}
+	flat := len(n.GPUs) > 0
+	for _, g := range n.GPUs {
+		if g.NearestPath != PathUnknown && g.NearestPath <= PathPXB {
+			flat = false
+		}
+	}
+	if flat && len(n.RDMA) > 0 {
+		n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
+	}
+
+	// Network interfaces inherit the role of their RDMA port.
+	byNet := map[string]*RDMADevice{}
+	byBus := map[string]*RDMADevice{}
+	for i := range n.RDMA {
+		d := &n.RDMA[i]
+		byBus[d.BusID] = d
+		for _, p := range d.Ports {
+			if p.NetDev != "" {
+				byNet[p.NetDev] = d
+			}
+		}
+	}
+	for i := range n.NetIfs {
+		ni := &n.NetIfs[i]
+		d := byNet[ni.Name]
+		if d == nil && ni.BusID != "" {
+			d = byBus[ni.BusID]
+		}
+		switch {
+		case d != nil:
+			ni.RDMA, ni.Role = d.Name, d.Role
+		case ni.Kind == NetPhysical:
+			ni.Role = RoleManagement
+		}
+		ni.Socket = ni.OperState == "up" && len(ni.IPv4) > 0 && ni.Role != RoleCompute &&
+			(ni.Kind == NetPhysical || ni.Kind == NetBridge) && !containerBridge(ni.Name)
+	}
+	// Bootstrap traffic belongs on the management network when there is one.
+	mgmt := false
+	for _, ni := range n.NetIfs {
+		mgmt = mgmt || (ni.Socket && ni.Role == RoleManagement)
+	}
+	if mgmt {
+		for i := range n.NetIfs {
+			if n.NetIfs[i].Role != RoleManagement {
+				n.NetIfs[i].Socket = false
+			}
+		}
+	}
+}
+
+func containerBridge(name string) bool {
+	for _, p := range []string{"docker", "virbr", "cni", "flannel", "cali", "veth", "br-"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func storageOrMgmt(rate, threshold float64) NICRole {
+	if rate >= threshold {
+		return RoleStorage
+	}
+	return RoleManagement
+}
+
+func gbps(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) + " Gb/s" }
+
+func nearGPUs(n *Node, d *RDMADevice, p PathType) []string {
+	var out []string
+	for i, q := range d.GPUPaths {
+		if q == p {
+			out = append(out, "GPU"+strconv.Itoa(n.GPUs[i].Index))
+		}
+	}
+	return out
+}

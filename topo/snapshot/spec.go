@@ -1,0 +1,283 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A spec describes one machine, one fact per line. Indentation (two spaces a
+// level) nests PCI functions under their host bridge, bridge or switch, and
+// RDMA ports under their NIC. Grammar (see machines/README.md for the full list
+// of keys):
+//
+//	name NAME                     title TEXT          source TEXT (repeatable)
+//	hostname NAME                 cpu KEY=VAL...      numa ID cpus=LIST [socket=S]
+//	nvml driver=VERSION           nvlinks all|BDF TARGET*COUNT...
+//	fabric cluster=UUID clique=N  netif NAME kind=loopback|bridge|virtual [ip=A/P] [state=up]
+//	host pciDDDD:BB [numa=N]
+//	  port BDF [KEY=VAL...]       a single bridge function (root port, virtual bridge)
+//	  switch BDF [KEY=VAL...]     a PCIe switch: upstream port BDF, one downstream port per child bus
+//	  gpu|nvswitch|nic|dev BDF [KEY=VAL...]
+//	    ibport N layer=InfiniBand|Ethernet|Unspecified state=S phys=P rate=GBPS [lanes=4X] [gen=NDR] [ipv4=A]
+type Spec struct {
+	Name     string
+	Title    string
+	Sources  []string
+	Hostname string
+	CPU      map[string]string
+	NUMA     []NUMASpec
+	Hosts    []*PCISpec // host bridges, in file order
+	NetIfs   []NetIfSpec
+	NVML     map[string]string // nil: no recorded NVML answers
+	NVLinks  map[string][]NVLinkSpec
+	Fabric   map[string]string
+}
+
+// NUMASpec is one NUMA node.
+type NUMASpec struct {
+	ID     int
+	CPUs   string
+	Socket int
+}
+
+// PCISpec is a host bridge or a PCI function.
+type PCISpec struct {
+	Kind     string // host, port, switch, gpu, nvswitch, nic, dev
+	Addr     string // pciDDDD:BB for host, else DDDD:BB:DD.F
+	Attrs    map[string]string
+	Ports    []IBPortSpec
+	Children []*PCISpec
+	Line     int
+}
+
+// IBPortSpec is one RDMA port of a nic.
+type IBPortSpec struct {
+	Num   int
+	Attrs map[string]string
+	Line  int
+}
+
+// NetIfSpec is a virtual network interface (no PCI device).
+type NetIfSpec struct {
+	Name  string
+	Attrs map[string]string
+}
+
+// NVLinkSpec is a bundle of NVLinks from a GPU to one remote bus id.
+type NVLinkSpec struct {
+	Target string
+	Count  int
+}
+
+// Parse reads a spec. Errors name the line.
+func Parse(name string, data []byte) (*Spec, error) {
+	s := &Spec{NVLinks: map[string][]NVLinkSpec{}}
+	type frame struct {
+		indent int
+		node   *PCISpec
+	}
+	var stack []frame
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	ln := 0
+	for sc.Scan() {
+		ln++
+		raw := stripComment(sc.Text())
+		if strings.TrimSpace(raw) == "" {
+			continue
+		}
+		if strings.Contains(raw, "\t") {
+			return nil, fmt.Errorf("%s line %d: tab in indentation; indent with two spaces", name, ln)
+		}
+		indent := len(raw) - len(strings.TrimLeft(raw, " "))
+		toks, err := tokenize(strings.TrimSpace(raw))
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", name, ln, err)
+		}
+		kw, rest := toks[0], toks[1:]
+		errf := func(format string, a ...any) error {
+			return fmt.Errorf("%s line %d: %s: %s", name, ln, kw, fmt.Sprintf(format, a...))
+		}
+		if indent == 0 {
+			stack = stack[:0]
+		}
+		switch kw {
+		case "name":
+			if len(rest) != 1 {
+				return nil, errf("want one word")
+			}
+			s.Name = rest[0]
+		case "title":
+			s.Title = strings.Join(rest, " ")
+		case "source":
+			s.Sources = append(s.Sources, strings.Join(rest, " "))
+		case "hostname":
+			if len(rest) != 1 {
+				return nil, errf("want one word")
+			}
+			s.Hostname = rest[0]
+		case "cpu":
+			if s.CPU, err = kv(rest); err != nil {
+				return nil, errf("%v", err)
+			}
+		case "numa":
+			if len(rest) < 2 {
+				return nil, errf("want: numa ID cpus=LIST [socket=S]")
+			}
+			id, err := strconv.Atoi(rest[0])
+			if err != nil {
+				return nil, errf("bad id %q", rest[0])
+			}
+			a, err := kv(rest[1:])
+			if err != nil {
+				return nil, errf("%v", err)
+			}
+			sock, _ := strconv.Atoi(a["socket"])
+			s.NUMA = append(s.NUMA, NUMASpec{ID: id, CPUs: a["cpus"], Socket: sock})
+		case "nvml":
+			if s.NVML, err = kv(rest); err != nil {
+				return nil, errf("%v", err)
+			}
+		case "fabric":
+			if s.Fabric, err = kv(rest); err != nil {
+				return nil, errf("%v", err)
+			}
+		case "nvlinks":
+			if len(rest) < 2 {
+				return nil, errf("want: nvlinks all|GPU-BDF TARGET*COUNT...")
+			}
+			for _, t := range rest[1:] {
+				tgt, cnt, ok := strings.Cut(t, "*")
+				n, err := strconv.Atoi(cnt)
+				if !ok || err != nil || n <= 0 {
+					return nil, errf("bad link %q, want BUSID*COUNT", t)
+				}
+				s.NVLinks[rest[0]] = append(s.NVLinks[rest[0]], NVLinkSpec{Target: tgt, Count: n})
+			}
+		case "netif":
+			if len(rest) < 1 {
+				return nil, errf("want: netif NAME kind=...")
+			}
+			a, err := kv(rest[1:])
+			if err != nil {
+				return nil, errf("%v", err)
+			}
+			s.NetIfs = append(s.NetIfs, NetIfSpec{Name: rest[0], Attrs: a})
+		case "host", "port", "switch", "gpu", "nvswitch", "nic", "dev":
+			if len(rest) < 1 {
+				return nil, errf("want an address")
+			}
+			a, err := kv(rest[1:])
+			if err != nil {
+				return nil, errf("%v", err)
+			}
+			n := &PCISpec{Kind: kw, Addr: rest[0], Attrs: a, Line: ln}
+			if kw == "host" {
+				if indent != 0 || !strings.HasPrefix(n.Addr, "pci") {
+					return nil, errf("a host bridge is top level and named pciDDDD:BB")
+				}
+				s.Hosts = append(s.Hosts, n)
+				stack = []frame{{0, n}}
+				continue
+			}
+			for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+				stack = stack[:len(stack)-1]
+			}
+			if len(stack) == 0 {
+				return nil, errf("a PCI function must be indented under a host bridge")
+			}
+			p := stack[len(stack)-1].node
+			p.Children = append(p.Children, n)
+			stack = append(stack, frame{indent, n})
+		case "ibport":
+			for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+				stack = stack[:len(stack)-1]
+			}
+			if len(stack) == 0 || stack[len(stack)-1].node.Kind != "nic" {
+				return nil, errf("an ibport is indented under its nic")
+			}
+			if len(rest) < 1 {
+				return nil, errf("want a port number")
+			}
+			num, err := strconv.Atoi(rest[0])
+			if err != nil || num < 1 {
+				return nil, errf("bad port number %q", rest[0])
+			}
+			a, err := kv(rest[1:])
+			if err != nil {
+				return nil, errf("%v", err)
+			}
+			nic := stack[len(stack)-1].node
+			nic.Ports = append(nic.Ports, IBPortSpec{Num: num, Attrs: a, Line: ln})
+		default:
+			return nil, errf("unknown keyword; accepted: name title source hostname cpu numa nvml nvlinks fabric netif host port switch gpu nvswitch nic dev ibport")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if s.Name == "" {
+		return nil, fmt.Errorf("%s: no 'name' line", name)
+	}
+	return s, nil
+}
+
+// stripComment cuts a '#' that starts the line or follows a space, outside
+// double quotes ("nccl#1453" in a value stays).
+func stripComment(s string) string {
+	inQ := false
+	for i, r := range s {
+		switch {
+		case r == '"':
+			inQ = !inQ
+		case r == '#' && !inQ && (i == 0 || s[i-1] == ' '):
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// tokenize splits on spaces; a value may be double-quoted (key="a b").
+func tokenize(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	inQ := false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inQ = !inQ
+		case r == ' ' && !inQ:
+			if cur.Len() > 0 {
+				out = append(out, cur.String())
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if inQ {
+		return nil, fmt.Errorf("unterminated quote")
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+func kv(toks []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, t := range toks {
+		k, v, ok := strings.Cut(t, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key=value", t)
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("key %q given twice", k)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
