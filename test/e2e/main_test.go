@@ -1,0 +1,77 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trainrun/trainrun/test/harness"
+)
+
+// cluster is the one Slurm cluster every test of the package uses. Tests must
+// leave it as they found it: cancel their jobs, restore what they change.
+var cluster *harness.Cluster
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fmt.Println("SKIP e2e: needs root to run munged, slurmctld and slurmd")
+		return 0
+	}
+	log.SetFlags(log.Ltime | log.Lmicroseconds)
+	c, err := harness.Start(harness.Options{Logf: log.Printf})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL e2e: the test cluster did not start:\n%v\n", err)
+		return 1
+	}
+	cluster = c
+
+	// Ctrl-C or a kill: stop the cluster, then exit as the signal would.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-sig
+		fmt.Fprintf(os.Stderr, "e2e: %v: stopping the test cluster\n", s)
+		if err := c.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		}
+		os.Exit(128 + int(s.(syscall.Signal)))
+	}()
+	// go test -timeout panics without running deferred calls: stop the
+	// cluster shortly before, so the failing tests end and their output shows.
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 0 {
+			margin := min(d/10, 30*time.Second)
+			t := time.AfterFunc(d-margin, func() {
+				fmt.Fprintf(os.Stderr, "e2e: -timeout %v is %v away: dumping logs and stopping the test cluster\n", d, margin)
+				c.DumpLogs(os.Stderr)
+				_ = c.Stop()
+			})
+			defer t.Stop()
+		}
+	}
+
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "e2e: tests failed; daemon logs follow")
+		c.DumpLogs(os.Stderr)
+	}
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL e2e: teardown: %v\n", err)
+		code = 1
+	}
+	tm := c.Timings()
+	fmt.Printf("e2e: cluster start %v (munged %v, slurmctld %v, 4 nodes idle %v), teardown %v\n",
+		tm.Start.Round(time.Millisecond), tm.Munged.Round(time.Millisecond), tm.Slurmctld.Round(time.Millisecond),
+		tm.Nodes.Round(time.Millisecond), tm.Stop.Round(time.Millisecond))
+	return code
+}

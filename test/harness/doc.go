@@ -1,0 +1,45 @@
+// Package harness owns the real, throw-away Slurm cluster the end-to-end tests
+// run against: one munged, one slurmctld and several slurmd (each emulating a
+// node with fake GPUs) from the distribution's packages, all under a fresh
+// temporary directory, all on loopback ports chosen free at start, so two
+// clusters (two test packages, or a developer's run beside CI) can coexist.
+//
+// Start brings a cluster up and returns only when every node is idle (or fails
+// fast with the node's reason and the daemons' logs); Stop kills everything the
+// cluster started, verifies that nothing of it remains and removes the
+// directory. Clients reach the cluster through Env (SLURM_CONF and friends);
+// every command run through the Cluster has a deadline, and every failure names
+// the command, its output and the tail of the daemon logs.
+//
+// Choices that tests rely on, and why:
+//
+//   - Nodes are n1..nN with NodeAddr=127.0.0.1, one slurmd port each, started as
+//     `slurmd -N nX` (Debian's Slurm is built with multiple-slurmd support);
+//     spool, pid and log paths use %n.
+//   - GPUs are character devices made with mknod (major 195, minors 0..7 per
+//     node, as the NVIDIA driver numbers them) inside the cluster directory and
+//     named by File= in gres.conf: slurmd refuses regular files and drains a
+//     node whose gres.conf has no File=. Slurm then sets CUDA_VISIBLE_DEVICES,
+//     SLURM_STEP_GPUS and friends exactly as on a GPU node.
+//   - Each node declares 2 sockets x 16 cores (32 CPUs), like a small two-socket
+//     GPU server, with GPUs 0-3 on socket 0 and 4-7 on socket 1 (gres.conf
+//     Cores=). The machine running the tests may have 2 cores: without
+//     SlurmdParameters=config_overrides slurmd would report the real count and
+//     slurmctld would drain the node ("Low socket*core*thread count"); with it,
+//     slurmd reports the configured shape and a step of 8 tasks with 8 GPUs per
+//     node fits. CPUs are not bound (task/none), so oversubscribing the real
+//     cores only costs time, and test jobs are small.
+//   - ProctrackType=proctrack/linuxproc with TaskPlugin=task/none: it works on
+//     any kernel and in containers, where cgroup v2 under slurmd 22.05 needs a
+//     systemd/dbus scope that is often missing. (cgroup v1 with proctrack/cgroup
+//     also worked on the project's machines.) linuxproc tracks a step's
+//     processes by parentage, so it still reaches every descendant of a task.
+//   - PreemptType=preempt/partition_prio, PreemptMode=REQUEUE, JobRequeue=1,
+//     partitions "low" (default, GraceTime) and "high" (higher PriorityTier) on
+//     the same nodes, a short KillWait, and AuthInfo cred_expire=10, which is
+//     also the delay before a requeued job may start again (default 120 s).
+//   - SchedulerParameters=batch_sched_delay=0 with a 1 s scheduler interval, so
+//     a batch job starts in about a second.
+//   - CommunicationParameters=NoCtldInAddrAny,NoInAddrAny, so the daemons bind
+//     their ports to 127.0.0.1 rather than to every interface.
+package harness
