@@ -66,7 +66,7 @@ func TestHFConfigParamCounts(t *testing.T) {
 			if m.FFNType != c.ffnType || m.TiedEmbeddings != c.tied {
 				t.Errorf("ffn_type %s tied %v, want %s %v", m.FFNType, m.TiedEmbeddings, c.ffnType, c.tied)
 			}
-			total, active := ParamCount(m)
+			total, active := m.Params(), m.ActiveParams()
 			if e := total/c.total - 1; math.Abs(e) > 0.01 {
 				t.Errorf("total %.4g, published %.4g (%s): %+.2f%%", total, c.total, c.source, 100*e)
 			}

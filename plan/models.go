@@ -14,8 +14,9 @@ import (
 // Conventions for all presets:
 //   - FFN is the dense MLP's hidden size; for a model whose every layer is MoE
 //     (Mixtral) it equals the expert size and is unused by the MoE layers.
-//   - Biases, norms and learned position embeddings are not part of Model;
-//     they are below 0.3 % of the parameters of every preset here.
+//   - Biases and learned position embeddings are not part of Model; they are
+//     below 0.3 % of the parameters of every preset here (models_test.go
+//     checks Model.Params against each published total).
 
 type modelPreset struct {
 	model  Model
@@ -212,42 +213,6 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(rb)]
-}
-
-// ParamCount returns a model's total and active (per-token) parameter counts:
-// embedding (and untied output) matrices plus, per layer, the attention
-// projections q,k,v,o (n·d and g·d wide), the MLP (3 matrices if gated, else
-// 2), and for MoE layers every routed expert, the router and the shared
-// expert. Active counts top-k experts instead of all. Biases and norms are
-// left out (below 0.1 % for the presets).
-func ParamCount(m Model) (total, active float64) {
-	h := float64(m.Hidden)
-	d := float64(m.HeadDim)
-	if m.HeadDim == 0 && m.Heads > 0 {
-		d = h / float64(m.Heads)
-	}
-	attn := 2*h*float64(m.Heads)*d + 2*h*float64(m.KVHeads)*d
-	mats := 2.0
-	if m.FFNType == FFNSwiGLU {
-		mats = 3
-	}
-	dense := attn + mats*h*float64(m.FFN)
-	emb := float64(m.Vocab) * h
-	if !m.TiedEmbeddings {
-		emb *= 2
-	}
-	if m.Experts == 0 {
-		t := emb + float64(m.Layers)*dense
-		return t, t
-	}
-	expert := mats * h * float64(m.MoEFFN)
-	shared := mats * h * float64(m.SharedFFN)
-	router := h * float64(m.Experts)
-	moeL := float64(m.Layers - m.DenseLayers)
-	denseL := float64(m.DenseLayers)
-	total = emb + denseL*dense + moeL*(attn+router+shared+float64(m.Experts)*expert)
-	active = emb + denseL*dense + moeL*(attn+router+shared+float64(m.TopK)*expert)
-	return total, active
 }
 
 // ValidateModel checks the rules every model must satisfy before the planner

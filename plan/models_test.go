@@ -51,7 +51,7 @@ func TestPresetParamCounts(t *testing.T) {
 				t.Fatal(err)
 			}
 			seen[c.name] = true
-			total, active := ParamCount(m)
+			total, active := m.Params(), m.ActiveParams()
 			if e := total/c.total - 1; math.Abs(e) > c.tol {
 				t.Errorf("total %.4gB, published %.4gB (%s): error %+.2f%% > %.2f%%", total/1e9, c.total/1e9, c.source, 100*e, 100*c.tol)
 			}

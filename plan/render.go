@@ -16,25 +16,25 @@ import (
 // exactly its keys, in its order. Evaluation carries more (Traffic, for
 // placement); that stays out of the contract.
 type jsonPlan struct {
-	TP                 int      `json:"tp"`
-	PP                 int      `json:"pp"`
-	VPP                int      `json:"vpp"`
-	CP                 int      `json:"cp"`
-	EP                 int      `json:"ep"`
-	DP                 int      `json:"dp"`
-	SP                 bool     `json:"sp"`
-	MicroBatch         int      `json:"micro_batch"`
-	GradAccum          int      `json:"grad_accum"`
-	Recompute          string   `json:"recompute"`
-	Zero               int      `json:"zero"`
-	Offload            string   `json:"offload"`
+	TP                 int        `json:"tp"`
+	PP                 int        `json:"pp"`
+	VPP                int        `json:"vpp"`
+	CP                 int        `json:"cp"`
+	EP                 int        `json:"ep"`
+	DP                 int        `json:"dp"`
+	SP                 bool       `json:"sp"`
+	MicroBatch         int        `json:"micro_batch"`
+	GradAccum          int        `json:"grad_accum"`
+	Recompute          string     `json:"recompute"`
+	Zero               int        `json:"zero"`
+	Offload            string     `json:"offload"`
 	Memory             jsonMemory `json:"memory"`
 	Time               jsonTime   `json:"time"`
-	TokensPerSPerGPU   float64  `json:"tokens_per_s_per_gpu"`
-	ModelFlopsPerToken float64  `json:"model_flops_per_token"`
-	ModelTFLOPSPerGPU  float64  `json:"model_tflops_per_gpu"`
-	MFU                float64  `json:"mfu"`
-	Why                []string `json:"why"`
+	TokensPerSPerGPU   float64    `json:"tokens_per_s_per_gpu"`
+	ModelFlopsPerToken float64    `json:"model_flops_per_token"`
+	ModelTFLOPSPerGPU  float64    `json:"model_tflops_per_gpu"`
+	MFU                float64    `json:"mfu"`
+	Why                []string   `json:"why"`
 }
 
 // jsonMemory and jsonTime are the contract's "memory" and "time" objects.
@@ -62,9 +62,14 @@ type jsonTime struct {
 	Offload       float64 `json:"offload_s"`
 }
 
+// toJSONTime maps the planner's ten step parts onto the contract's seven so
+// that they still add up to step_s: compute_s holds the GPU's own work
+// (compute, recomputation and the optimizer step), pp_bubble_s the pipeline's
+// idle time (the bubble and exposed stage-to-stage transfers). The table
+// shows all ten.
 func toJSONTime(t Time) jsonTime {
-	return jsonTime{Step: t.Step, Compute: t.Compute, TPComm: t.TPComm, PPBubble: t.PPBubble,
-		DPCommExposed: t.DPCommExposed, CPComm: t.CPComm, EPComm: t.EPComm, Offload: t.Offload}
+	return jsonTime{Step: t.Step, Compute: t.Compute + t.Recompute + t.Optimizer, TPComm: t.TPComm,
+		PPBubble: t.PPBubble + t.PPComm, DPCommExposed: t.DPCommExposed, CPComm: t.CPComm, EPComm: t.EPComm, Offload: t.Offload}
 }
 
 type jsonRejection struct {
@@ -150,12 +155,6 @@ func RenderComparisonJSON(w io.Writer, rs []GPUResult) error {
 // LayoutGPUs is the number of GPUs a layout occupies: TP·PP·CP·DP (EP lives
 // inside DP·CP, as in Megatron).
 func LayoutGPUs(l Layout) int { return l.TP * l.PP * l.CP * l.DP }
-
-// renderConfig spells a layout as the "config" strings of the contract.
-func renderConfig(l Layout) string {
-	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,sp=%t,mbs=%d,recompute=%s,zero=%d,offload=%s",
-		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.SP, l.MicroBatch, l.Recompute, l.Zero, l.Offload)
-}
 
 // PlanEnv returns the plan's TRAINRUN_* variables for every training process
 // (PRODUCT.md, "Environment of every training process"), in a fixed order.
@@ -305,7 +304,7 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 // per line, with comments for what Megatron-LM cannot express.
 func RenderMegatron(w io.Writer, m Model, j Job, e Evaluation) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Megatron-LM flags for %s: %s\n", m.Name, renderConfig(e.Layout))
+	fmt.Fprintf(&b, "# Megatron-LM flags for %s: %s\n", m.Name, e.Layout.Config())
 	if j.LoRARank > 0 {
 		fmt.Fprintf(&b, "# LoRA r=%d: Megatron-LM has no LoRA flags; apply these parallel settings in NeMo/Megatron-Bridge PEFT\n", j.LoRARank)
 	}

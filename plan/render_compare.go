@@ -11,12 +11,12 @@ import (
 // ones.
 //   - "memory": the layout pays to fit in memory: it offloads, or recomputes
 //     every layer (a second forward pass).
-//   - "communication": communication and the pipeline bubble take more than
-//     35 % of the step.
+//   - "communication": communication and the pipeline bubble and p2p take
+//     more than 35 % of the step.
 //   - "compute": otherwise; the GPU's peak decides.
 func BoundBy(e Evaluation) (kind, detail string) {
 	t := e.Time
-	comm := t.TPComm + t.PPBubble + t.DPCommExposed + t.CPComm + t.EPComm
+	comm := t.TPComm + t.PPBubble + t.PPComm + t.DPCommExposed + t.CPComm + t.EPComm
 	switch {
 	case e.Offload != "" && e.Offload != "none":
 		return "memory", fmt.Sprintf("offloads %s to host memory (%.0f %% of the step)", e.Offload, percentOf(t.Offload, t.Step))
@@ -25,7 +25,7 @@ func BoundBy(e Evaluation) (kind, detail string) {
 	case t.Step > 0 && comm/t.Step > 0.35:
 		return "communication", fmt.Sprintf("%.0f %% of the step is communication and pipeline bubble", percentOf(comm, t.Step))
 	}
-	return "compute", fmt.Sprintf("%.0f %% of the step is compute", percentOf(t.Compute, t.Step))
+	return "compute", fmt.Sprintf("%.0f %% of the step is compute", percentOf(t.Compute+t.Recompute+t.Optimizer, t.Step))
 }
 
 // RenderComparison writes the side-by-side table of one plan per GPU type

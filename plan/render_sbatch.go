@@ -64,7 +64,7 @@ func RenderSbatch(w io.Writer, m Model, j Job, c Cluster, e Evaluation, o Sbatch
 		name = m.Name
 	}
 	b.WriteString("#!/bin/bash\n")
-	fmt.Fprintf(&b, "# trainrun plan: %s on %d x %s: %s\n", m.Name, gpus, c.GPU.Name, renderConfig(e.Layout))
+	fmt.Fprintf(&b, "# trainrun plan: %s on %d x %s: %s\n", m.Name, gpus, c.GPU.Name, e.Layout.Config())
 	fmt.Fprintf(&b, "# predicted %.3f s/step, %s tokens/s per GPU, MFU %.1f %%\n", e.Time.Step, fmtCount(e.TokensPerSPerGPU), 100*e.MFU)
 	b.WriteString("#SBATCH --job-name=" + shellQuote(name) + "\n")
 	fmt.Fprintf(&b, "#SBATCH --nodes=%d\n", nodes)

@@ -20,7 +20,7 @@ func RenderTable(w io.Writer, m Model, j Job, c Cluster, r Result) error {
 	} else {
 		e := *r.Plan
 		if !e.Memory.Fits {
-			b.WriteString("\nPinned layout (evaluated as asked; it does NOT fit):\n")
+			fmt.Fprintf(&b, "\nPinned layout, evaluated as asked: it does NOT fit: %s\n", e.Reason)
 		}
 		writeEvaluation(&b, m, j, c, e)
 	}
@@ -31,7 +31,7 @@ func RenderTable(w io.Writer, m Model, j Job, c Cluster, r Result) error {
 }
 
 func writeHeader(b *strings.Builder, m Model, j Job, c Cluster) {
-	total, active := ParamCount(m)
+	total, active := m.Params(), m.ActiveParams()
 	params := fmt.Sprintf("%.1fB params", total/1e9)
 	if m.Experts > 0 {
 		params = fmt.Sprintf("%.1fB params, %.1fB active (%d experts, top-%d)", total/1e9, active/1e9, m.Experts, m.TopK)
@@ -90,9 +90,9 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 		name string
 		v    float64
 	}{
-		{"compute (matmul, attention, recompute)", t.Compute}, {"TP communication", t.TPComm},
-		{"pipeline bubble", t.PPBubble}, {"DP communication, exposed", t.DPCommExposed},
-		{"CP communication", t.CPComm}, {"EP all-to-all", t.EPComm}, {"offload transfers", t.Offload},
+		{"compute (matmuls, attention)", t.Compute}, {"recompute", t.Recompute}, {"TP communication", t.TPComm},
+		{"pipeline bubble", t.PPBubble}, {"pipeline p2p, exposed", t.PPComm}, {"DP communication, exposed", t.DPCommExposed},
+		{"CP communication", t.CPComm}, {"EP all-to-all", t.EPComm}, {"optimizer step", t.Optimizer}, {"offload transfers", t.Offload},
 	}
 	for _, r := range trows {
 		fmt.Fprintf(b, "  %-38s %9.1f %6.1f\n", r.name, r.v*1e3, percentOf(r.v, t.Step))

@@ -51,8 +51,8 @@ func handEval() Evaluation {
 	return Evaluation{
 		Layout: Layout{TP: 8, PP: 4, VPP: 5, CP: 1, EP: 1, DP: 2, SP: true, MicroBatch: 1, GradAccum: 256, Recompute: "selective", Zero: 1, Offload: "none"},
 		Memory: Memory{PerGPU: 60.5 * bytesPerGiB, Capacity: 79.6 * bytesPerGiB, Fits: true, Weights: 4.4 * bytesPerGiB, Grads: 8.8 * bytesPerGiB, Optimizer: 13.2 * bytesPerGiB, Activations: 31.1 * bytesPerGiB, Other: 3.0 * bytesPerGiB},
-		Time: Time{Step: 20.25, Compute: 17.9, TPComm: 1.1, PPBubble: 0.95, DPCommExposed: 0.3,
-			CPComm: 0, EPComm: 0, Offload: 0},
+		Time: Time{Step: 20.25, Compute: 17.2, Recompute: 0.5, Optimizer: 0.2, TPComm: 1.1, PPBubble: 0.85, PPComm: 0.1,
+			DPCommExposed: 0.3, CPComm: 0, EPComm: 0, Offload: 0},
 		TokensPerSPerGPU: 3236.5, ModelFlopsPerToken: 4.65e11, ModelTFLOPSPerGPU: 450.1, MFU: 0.455,
 		Why: []string{"TP=8 stays inside the 8-GPU NVLink domain", "PP=4 with VPP=5 keeps the bubble at 3 % of the step"},
 	}
@@ -168,6 +168,16 @@ func TestRenderJSONContract(t *testing.T) {
 		}
 		top := checkContractJSON(t, b.Bytes(), true)
 		p := top["plan"].(map[string]any)
+		// The planner's ten step parts fold into the contract's seven and
+		// still add up to step_s: 17.2+0.5+0.2 compute, 0.85+0.1 pipeline.
+		tm := p["time"].(map[string]any)
+		sum := 0.0
+		for _, k := range contractTime[1:] {
+			sum += tm[k].(float64)
+		}
+		if d := sum - tm["step_s"].(float64); d > 1e-9 || d < -1e-9 || tm["compute_s"] != 17.9 || tm["pp_bubble_s"] != 0.95 {
+			t.Errorf("time parts %v sum to %g, step_s %v", tm, sum, tm["step_s"])
+		}
 		if p["tp"] != 8.0 || p["vpp"] != 5.0 || p["recompute"] != "selective" || p["memory"].(map[string]any)["fits"] != true {
 			t.Errorf("values not carried: %v", p)
 		}

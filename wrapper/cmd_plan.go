@@ -1,0 +1,560 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/trainrun/trainrun/plan"
+)
+
+func init() {
+	register(&command{name: "plan", short: "choose the parallel layout; predict memory, step time, MFU and time to train", run: runPlan})
+}
+
+// planOptions are the `trainrun plan` flags (PRODUCT.md, "`trainrun plan`").
+// `trainrun run` takes the same plan flags: it can call AddFlags and build.
+type planOptions struct {
+	// model
+	Model                                   string
+	Layers, Hidden, Heads, KVHeads, HeadDim int
+	FFN                                     int
+	FFNType                                 string
+	Vocab, Experts, TopK, MoEFFN, SharedFFN int
+	DenseLayers                             int
+	TieEmbeddings                           bool
+	// job
+	SeqLen, GlobalBatch int
+	Precision           string
+	Finetune            string
+	Tokens              string
+	// cluster
+	GPU                             string
+	GPUs, GPUsPerNode, NVLinkDomain int
+	InterNodeBW, HostMemoryGB       float64
+	// search and output
+	Fix                  string
+	AllowCP              bool
+	AllowTPOutsideNVLink bool
+	Format               string
+	Top                  int
+	CkptLead             time.Duration
+	TimeMargin           float64
+	Place                planPlaceOptions
+}
+
+// modelFlags are the flags that describe (or override) the model's shape.
+var modelFlags = []string{"layers", "hidden", "heads", "kv-heads", "head-dim", "ffn", "ffn-type", "vocab", "experts", "topk", "moe-ffn", "shared-ffn", "dense-layers", "tie-embeddings"}
+
+// AddFlags registers the plan flags on fs.
+func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Model, "model", "", "model preset (e.g. llama3-70b, mixtral-8x7b) or path of a Hugging Face config.json (or its directory)")
+	fs.IntVar(&o.Layers, "layers", 0, "transformer layers (overrides the preset)")
+	fs.IntVar(&o.Hidden, "hidden", 0, "hidden size")
+	fs.IntVar(&o.Heads, "heads", 0, "attention (query) heads")
+	fs.IntVar(&o.KVHeads, "kv-heads", 0, "key/value heads (default: --heads; fewer for GQA)")
+	fs.IntVar(&o.HeadDim, "head-dim", 0, "per-head dimension (default: hidden/heads)")
+	fs.IntVar(&o.FFN, "ffn", 0, "MLP hidden size (default 4*hidden, except swiglu)")
+	fs.StringVar(&o.FFNType, "ffn-type", "", "MLP type: gelu|swiglu|relu|squared-relu (default gelu)")
+	fs.IntVar(&o.Vocab, "vocab", 0, "vocabulary size")
+	fs.IntVar(&o.Experts, "experts", 0, "routed experts per MoE layer (0 = dense)")
+	fs.IntVar(&o.TopK, "topk", 0, "experts per token")
+	fs.IntVar(&o.MoEFFN, "moe-ffn", 0, "each expert's MLP hidden size (default --ffn)")
+	fs.IntVar(&o.SharedFFN, "shared-ffn", 0, "shared-expert MLP hidden size (0 = none)")
+	fs.IntVar(&o.DenseLayers, "dense-layers", 0, "leading dense layers of a MoE model")
+	fs.BoolVar(&o.TieEmbeddings, "tie-embeddings", false, "input and output embeddings share weights")
+
+	fs.IntVar(&o.SeqLen, "seq-len", 0, "sequence length (tokens)")
+	fs.IntVar(&o.GlobalBatch, "global-batch", 0, "global batch (sequences per optimizer step)")
+	fs.StringVar(&o.Precision, "precision", "bf16", "bf16|fp16|fp8")
+	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK] (lora alone means rank 16)")
+	fs.StringVar(&o.Tokens, "tokens", "", "total training tokens, for time to train and the sbatch time limit (1e12, 2T, 300B)")
+
+	fs.StringVar(&o.GPU, "gpu", "", "GPU type ("+strings.Join(plan.GPUNames(), " ")+"), or a list TYPE:N,TYPE:N to compare")
+	fs.IntVar(&o.GPUs, "gpus", 0, "number of GPUs (for --gpu without :N)")
+	fs.IntVar(&o.GPUsPerNode, "gpus-per-node", 0, "GPUs per node (default: the GPU type's usual node)")
+	fs.IntVar(&o.NVLinkDomain, "nvlink-domain", 0, "GPUs per NVLink domain (default: the node; 72 for gb200)")
+	fs.Float64Var(&o.InterNodeBW, "inter-node-bw", 0, "inter-node bandwidth per GPU, GB/s per direction (default: the GPU type's usual fabric)")
+	fs.Float64Var(&o.HostMemoryGB, "host-memory", 0, "host memory per node in GB, for offload (default: the GPU type's usual node)")
+
+	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep dp mbs recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params)")
+	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
+	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
+	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|env|sbatch|hostfile|placement")
+	fs.IntVar(&o.Top, "top", 3, "alternatives to report")
+	fs.DurationVar(&o.CkptLead, "ckpt-lead", 10*time.Minute, "sbatch: checkpoint lead before the time limit (added to it, and the --signal time)")
+	fs.Float64Var(&o.TimeMargin, "time-margin", 0.10, "sbatch: fraction added to the predicted training time")
+	fs.StringVar(&o.Place.Nodelist, "nodelist", "", "hostfile/placement: Slurm node list expression, e.g. 'gpu[001-008]'")
+	fs.StringVar(&o.Place.TopologyConf, "topology-conf", "", "hostfile/placement: Slurm topology.conf of the cluster")
+}
+
+func runPlan(ctx context.Context, env *runEnv, args []string) error {
+	fs := newFlags("plan", "plan --model NAME|PATH --gpu TYPE --gpus N --seq-len S --global-batch B [flags]", env.stderr)
+	var o planOptions
+	o.AddFlags(fs)
+	flagsUsage := fs.Usage
+	fs.Usage = func() {
+		flagsUsage()
+		fmt.Fprint(env.stderr, joinLines("",
+			"Exit status: 0 a plan fits; 2 bad flag or input file; 3 (no-fit) nothing fits, or the fully pinned",
+			"layout does not (it is still printed, with fits false); the message says what would fit."))
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q: plan takes only flags", fs.Arg(0))
+	}
+	switch o.Format {
+	case "table", "json", "megatron", "env", "sbatch", "hostfile", "placement":
+	default:
+		return usageErrorf("--format %q: accepted: table, json, megatron, env, sbatch, hostfile, placement", o.Format)
+	}
+	if o.Top < 0 {
+		return usageErrorf("--top %d: must be 0 or more", o.Top)
+	}
+	m, err := o.model(fs)
+	if err != nil {
+		return err
+	}
+	j, err := o.job()
+	if err != nil {
+		return err
+	}
+	clusters, err := o.clusters(fs)
+	if err != nil {
+		return err
+	}
+	fix, err := parseFix(o.Fix)
+	if err != nil {
+		return err
+	}
+	so := o.searchOptions(fix)
+	if len(clusters) > 1 {
+		return planCompare(env, &o, m, j, clusters, so)
+	}
+	c := clusters[0]
+	r := plan.Search(m, j, c, so)
+	if err := o.render(env, m, j, c, r); err != nil {
+		return err
+	}
+	return noFitError(m, j, c, so, r)
+}
+
+func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
+	top := o.Top
+	if top == 0 {
+		top = -1 // the planner reads 0 as "its default"; --top 0 means none
+	}
+	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink}
+}
+
+// noFitError is nil when r has a plan that fits; otherwise an ExitNoFit
+// error naming the nearest miss and what would fit (the planner's Suggest).
+func noFitError(m plan.Model, j plan.Job, c plan.Cluster, so plan.SearchOptions, r plan.Result) error {
+	if r.Plan != nil && r.Plan.Memory.Fits {
+		return nil
+	}
+	var msg string
+	if r.Plan != nil {
+		msg = fmt.Sprintf("the pinned layout %s does not fit on %s: %s", r.Plan.Layout.Config(), c.GPU.Name, r.Plan.Reason)
+	} else {
+		msg = fmt.Sprintf("no layout of %s fits %d x %s", m.Name, c.GPUs, c.GPU.Name)
+		if len(r.Rejected) > 0 {
+			msg += fmt.Sprintf(" (nearest: %s: %s)", r.Rejected[0].Config, r.Rejected[0].Reason)
+		}
+	}
+	if s := plan.Suggest(m, j, c, so); s != "" {
+		msg += "; " + s
+	} else {
+		msg += "; no nearby change (more GPUs, recompute, LoRA, offload) makes it fit"
+	}
+	return withCode(ExitNoFit, errors.New(msg))
+}
+
+// render writes r in the chosen format. Formats that describe one layout
+// print nothing when there is none (the error says why).
+func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Cluster, r plan.Result) error {
+	w := env.stdout
+	switch o.Format {
+	case "table":
+		return plan.RenderTable(w, m, j, c, r)
+	case "json":
+		return plan.RenderJSON(w, r)
+	}
+	if r.Plan == nil {
+		return nil
+	}
+	switch o.Format {
+	case "megatron":
+		return plan.RenderMegatron(w, m, j, *r.Plan)
+	case "env":
+		return plan.RenderEnv(w, *r.Plan)
+	case "sbatch":
+		return plan.RenderSbatch(w, m, j, c, *r.Plan, plan.SbatchOptions{Margin: o.TimeMargin, Lead: o.CkptLead, Signal: "USR2"})
+	default: // hostfile, placement
+		return renderPlacement(env, o.Format, &o.Place, m, j, c, r.Plan)
+	}
+}
+
+// planCompare plans the same job on each GPU type and compares them.
+func planCompare(env *runEnv, o *planOptions, m plan.Model, j plan.Job, clusters []plan.Cluster, so plan.SearchOptions) error {
+	var rs []plan.GPUResult
+	for _, c := range clusters {
+		rs = append(rs, plan.GPUResult{Cluster: c, Result: plan.Search(m, j, c, so)})
+	}
+	switch o.Format {
+	case "table":
+		for i, g := range rs {
+			fmt.Fprintf(env.stdout, "=== %s x %d ===\n", g.Cluster.GPU.Name, g.Cluster.GPUs)
+			if err := plan.RenderTable(env.stdout, m, j, g.Cluster, g.Result); err != nil {
+				return err
+			}
+			if i < len(rs) {
+				fmt.Fprintln(env.stdout)
+			}
+		}
+		if err := plan.RenderComparison(env.stdout, m, j, rs); err != nil {
+			return err
+		}
+	case "json":
+		if err := plan.RenderComparisonJSON(env.stdout, rs); err != nil {
+			return err
+		}
+	default:
+		return usageErrorf("--format %s describes one layout: give one --gpu type (the list %q compares types with --format table|json)", o.Format, o.GPU)
+	}
+	var errs []string
+	for _, g := range rs {
+		if g.Result.Plan != nil && g.Result.Plan.Memory.Fits {
+			return nil // at least one type fits: the comparison answered
+		}
+		errs = append(errs, noFitError(m, j, g.Cluster, so, g.Result).Error())
+	}
+	return withCode(ExitNoFit, errors.New(strings.Join(errs, "; ")))
+}
+
+// model resolves --model (preset or config.json) and the shape flags, which
+// override the preset's figures or describe a model on their own.
+func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
+	var m plan.Model
+	switch {
+	case o.Model == "":
+		var missing []string
+		for _, f := range []string{"layers", "hidden", "heads", "vocab"} {
+			if !fs.Changed(f) {
+				missing = append(missing, "--"+f)
+			}
+		}
+		if len(missing) > 0 {
+			return m, usageErrorf("no model: give --model NAME|PATH (presets: %s) or the shape with --layers --hidden --heads --vocab (missing %s)",
+				strings.Join(plan.ModelNames(), ", "), strings.Join(missing, " "))
+		}
+		m.Name = "custom"
+		m.FFNType = plan.FFNGelu
+	case looksLikePath(o.Model):
+		path := o.Model
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			path = filepath.Join(path, "config.json")
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return m, usageErrorf("--model %s: %v", o.Model, err)
+		}
+		defer f.Close()
+		if m, err = plan.ParseHFConfig(f, path); err != nil {
+			return m, withCode(ExitUsage, err)
+		}
+	default:
+		var err error
+		if m, err = plan.LookupModel(o.Model); err != nil {
+			return m, withCode(ExitUsage, fmt.Errorf("--model: %w", err))
+		}
+	}
+	set := func(name string, dst *int, v int) {
+		if fs.Changed(name) {
+			*dst = v
+		}
+	}
+	set("layers", &m.Layers, o.Layers)
+	set("hidden", &m.Hidden, o.Hidden)
+	set("heads", &m.Heads, o.Heads)
+	set("kv-heads", &m.KVHeads, o.KVHeads)
+	set("head-dim", &m.HeadDim, o.HeadDim)
+	set("ffn", &m.FFN, o.FFN)
+	set("vocab", &m.Vocab, o.Vocab)
+	set("experts", &m.Experts, o.Experts)
+	set("topk", &m.TopK, o.TopK)
+	set("moe-ffn", &m.MoEFFN, o.MoEFFN)
+	set("shared-ffn", &m.SharedFFN, o.SharedFFN)
+	set("dense-layers", &m.DenseLayers, o.DenseLayers)
+	if fs.Changed("tie-embeddings") {
+		m.TiedEmbeddings = o.TieEmbeddings
+	}
+	if fs.Changed("ffn-type") {
+		m.FFNType = plan.FFNType(strings.ToLower(o.FFNType))
+	}
+	overridden := false
+	for _, f := range modelFlags {
+		overridden = overridden || fs.Changed(f)
+	}
+	if overridden && o.Model != "" {
+		m.Name += " (modified)"
+	}
+	// Defaults for what the flags left out.
+	if m.KVHeads == 0 {
+		m.KVHeads = m.Heads
+	}
+	if fs.Changed("hidden") || fs.Changed("heads") {
+		if !fs.Changed("head-dim") && m.Heads > 0 {
+			if m.Hidden%m.Heads != 0 {
+				return m, usageErrorf("--heads %d does not divide --hidden %d: give --head-dim", m.Heads, m.Hidden)
+			}
+			m.HeadDim = m.Hidden / m.Heads
+		}
+	}
+	if m.Experts > 0 && m.MoEFFN == 0 {
+		m.MoEFFN = m.FFN
+	}
+	if m.FFN == 0 {
+		if m.FFNType == plan.FFNSwiGLU {
+			return m, usageErrorf("--ffn is required with --ffn-type swiglu (its width is not a fixed multiple of --hidden)")
+		}
+		m.FFN = 4 * m.Hidden
+		if m.Experts > 0 && m.MoEFFN > 0 && !fs.Changed("ffn") {
+			m.FFN = m.MoEFFN
+		}
+	}
+	if err := plan.ValidateModel(m); err != nil {
+		return m, usageErrorf("model %s: %v", m.Name, err)
+	}
+	return m, nil
+}
+
+// looksLikePath: a preset name never contains a slash or ends in .json.
+func looksLikePath(s string) bool {
+	if strings.ContainsRune(s, os.PathSeparator) || strings.HasSuffix(strings.ToLower(s), ".json") {
+		return true
+	}
+	_, err := os.Stat(s)
+	return err == nil
+}
+
+func (o *planOptions) job() (plan.Job, error) {
+	j := plan.Job{SeqLen: o.SeqLen, GlobalBatch: o.GlobalBatch, Precision: plan.Precision(strings.ToLower(o.Precision))}
+	if j.SeqLen <= 0 {
+		return j, usageErrorf("--seq-len %d: give the training sequence length (e.g. --seq-len 8192)", o.SeqLen)
+	}
+	if j.GlobalBatch <= 0 {
+		return j, usageErrorf("--global-batch %d: give the sequences per optimizer step (e.g. --global-batch 512)", o.GlobalBatch)
+	}
+	switch j.Precision {
+	case plan.BF16, plan.FP16, plan.FP8:
+	default:
+		return j, usageErrorf("--precision %q: accepted: bf16, fp16, fp8", o.Precision)
+	}
+	rank, err := parseFinetune(o.Finetune)
+	if err != nil {
+		return j, err
+	}
+	j.LoRARank = rank
+	if o.Tokens != "" {
+		if j.Tokens, err = parseTokens(o.Tokens); err != nil {
+			return j, err
+		}
+	}
+	return j, nil
+}
+
+// defaultLoRARank is the rank of a bare --finetune lora (a common choice).
+const defaultLoRARank = 16
+
+func parseFinetune(s string) (int, error) {
+	switch v := strings.ToLower(strings.TrimSpace(s)); {
+	case v == "" || v == "full":
+		return 0, nil
+	case v == "lora":
+		return defaultLoRARank, nil
+	case strings.HasPrefix(v, "lora:"):
+		r, err := strconv.Atoi(v[len("lora:"):])
+		if err != nil || r <= 0 {
+			return 0, usageErrorf("--finetune %q: the LoRA rank must be a positive integer, e.g. lora:16", s)
+		}
+		return r, nil
+	}
+	return 0, usageErrorf("--finetune %q: accepted: full, lora, lora:RANK", s)
+}
+
+// parseTokens reads 1e12, 2T, 300B, 1.5t, 500M, 4096K or a plain integer.
+func parseTokens(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	mult := 1.0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult = 1e3
+		case 'm', 'M':
+			mult = 1e6
+		case 'b', 'B', 'g', 'G':
+			mult = 1e9
+		case 't', 'T':
+			mult = 1e12
+		}
+		if mult != 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, usageErrorf("--tokens %q: want a positive count such as 1e12, 2T, 300B or 500M", s)
+	}
+	return v * mult, nil
+}
+
+// clusters builds one Cluster per --gpu entry ("h100-sxm" with --gpus, or
+// "h100-sxm:64,a100-80gb:128").
+func (o *planOptions) clusters(fs *pflag.FlagSet) ([]plan.Cluster, error) {
+	if o.GPU == "" {
+		return nil, usageErrorf("no GPU type: give --gpu TYPE --gpus N (types: %s)", strings.Join(plan.GPUNames(), " "))
+	}
+	var out []plan.Cluster
+	for _, item := range strings.Split(o.GPU, ",") {
+		item = strings.TrimSpace(item)
+		name, count, hasCount := strings.Cut(item, ":")
+		n := o.GPUs
+		if hasCount {
+			v, err := strconv.Atoi(count)
+			if err != nil || v <= 0 {
+				return nil, usageErrorf("--gpu %q: the count after ':' must be a positive integer, e.g. h100-sxm:64", item)
+			}
+			n = v
+		}
+		if n <= 0 {
+			return nil, usageErrorf("--gpu %s: how many? give --gpus N or --gpu %s:N", name, name)
+		}
+		g, err := plan.LookupGPU(name)
+		if err != nil {
+			return nil, withCode(ExitUsage, fmt.Errorf("--gpu: %w", err))
+		}
+		c := plan.ClusterOf(g, n)
+		if fs.Changed("gpus-per-node") {
+			if o.GPUsPerNode <= 0 {
+				return nil, usageErrorf("--gpus-per-node %d: must be positive", o.GPUsPerNode)
+			}
+			c.GPUsPerNode = o.GPUsPerNode
+			// A node-local NVLink domain shrinks with the node; a
+			// multi-node one (NVL72) does not.
+			if g.NVLinkDomain <= g.GPUsPerNode {
+				c.NVLinkDomain = min(g.NVLinkDomain, c.GPUsPerNode)
+			}
+		}
+		if fs.Changed("nvlink-domain") {
+			if o.NVLinkDomain <= 0 {
+				return nil, usageErrorf("--nvlink-domain %d: must be positive (1 = no NVLink)", o.NVLinkDomain)
+			}
+			c.NVLinkDomain = o.NVLinkDomain
+		}
+		if fs.Changed("inter-node-bw") {
+			if o.InterNodeBW <= 0 {
+				return nil, usageErrorf("--inter-node-bw %g: must be positive (GB/s per GPU per direction)", o.InterNodeBW)
+			}
+			c.InterNode = o.InterNodeBW * 1e9
+		}
+		if fs.Changed("host-memory") {
+			if o.HostMemoryGB <= 0 {
+				return nil, usageErrorf("--host-memory %g: must be positive (GB per node)", o.HostMemoryGB)
+			}
+			c.HostMemory = o.HostMemoryGB * 1e9
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+var fixKeys = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "mbs", "recompute", "zero", "sp", "offload"}
+
+// parseFix reads --fix key=value,... into the planner's pins (nil = search).
+func parseFix(s string) (plan.Pins, error) {
+	var f plan.Pins
+	if strings.TrimSpace(s) == "" {
+		return f, nil
+	}
+	seen := map[string]bool{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		k = strings.ToLower(strings.TrimSpace(k))
+		v = strings.TrimSpace(v)
+		if !ok || v == "" {
+			return f, usageErrorf("--fix %q: want key=value, e.g. --fix tp=8,pp=4", kv)
+		}
+		if seen[k] {
+			return f, usageErrorf("--fix: %s given twice", k)
+		}
+		seen[k] = true
+		posInt := func(dst **int) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return usageErrorf("--fix %s=%s: want a positive integer", k, v)
+			}
+			*dst = &n
+			return nil
+		}
+		var err error
+		switch k {
+		case "tp":
+			err = posInt(&f.TP)
+		case "pp":
+			err = posInt(&f.PP)
+		case "vpp":
+			err = posInt(&f.VPP)
+		case "cp":
+			err = posInt(&f.CP)
+		case "ep":
+			err = posInt(&f.EP)
+		case "dp":
+			err = posInt(&f.DP)
+		case "mbs", "micro_batch":
+			err = posInt(&f.MicroBatch)
+		case "recompute":
+			switch v {
+			case "none", "selective", "full":
+				f.Recompute = &v
+			default:
+				err = usageErrorf("--fix recompute=%s: accepted: none, selective, full", v)
+			}
+		case "offload":
+			switch v {
+			case "none", "optimizer", "params":
+				f.Offload = &v
+			default:
+				err = usageErrorf("--fix offload=%s: accepted: none, optimizer, params", v)
+			}
+		case "zero":
+			n, e := strconv.Atoi(v)
+			if e != nil || n < 0 || n > 3 {
+				err = usageErrorf("--fix zero=%s: accepted: 0, 1, 2, 3", v)
+			}
+			f.Zero = &n
+		case "sp":
+			b, e := strconv.ParseBool(v)
+			if e != nil {
+				err = usageErrorf("--fix sp=%s: accepted: true, false", v)
+			}
+			f.SP = &b
+		default:
+			err = usageErrorf("--fix: unknown key %q; accepted: %s", k, strings.Join(fixKeys, ", "))
+		}
+		if err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}

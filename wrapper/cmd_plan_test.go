@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The -update flag may be defined by another test file of this package
+// (package-level flag.Bool runs before any init), so define it only if absent.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files under testdata/")
+	}
+}
+
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+func planGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "plan", name)
+	if updating() {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./wrapper -run %s -update)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (rerun with -update if intended)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// runCmd runs `trainrun args...` in-process.
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	env := &runEnv{stdout: &o, stderr: &e, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
+	code = dispatch(context.Background(), env, args)
+	return o.String(), e.String(), code
+}
+
+// The issue's acceptance command.
+var acceptance = []string{"plan", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512"}
+
+func with(base []string, extra ...string) []string {
+	return append(append([]string{}, base...), extra...)
+}
+
+// The contract's keys, copied from PRODUCT.md ("`trainrun plan`").
+var (
+	cTop    = []string{"plan", "alternatives", "rejected"}
+	cPlan   = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "sp", "micro_batch", "grad_accum", "recompute", "zero", "offload", "memory", "time", "tokens_per_s_per_gpu", "model_flops_per_token", "model_tflops_per_gpu", "mfu", "why"}
+	cMemory = []string{"per_gpu_bytes", "capacity_bytes", "fits", "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "other_bytes"}
+	cTime   = []string{"step_s", "compute_s", "tp_comm_s", "pp_bubble_s", "dp_comm_exposed_s", "cp_comm_s", "ep_comm_s", "offload_s"}
+	cReject = []string{"config", "reason"}
+)
+
+func objKeys(t *testing.T, what string, v any) []string {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("%s: want an object, got %T", what, v)
+	}
+	var k []string
+	for key := range m {
+		k = append(k, key)
+	}
+	sort.Strings(k)
+	return k
+}
+
+func sameKeys(t *testing.T, what string, v any, want []string) {
+	t.Helper()
+	w := append([]string{}, want...)
+	sort.Strings(w)
+	if got := objKeys(t, what, v); !reflect.DeepEqual(got, w) {
+		t.Errorf("%s keys:\n got %v\nwant %v", what, got, w)
+	}
+}
+
+// checkContract fails unless out is exactly the contract's object; it
+// returns the decoded object.
+func checkContract(t *testing.T, out string) map[string]any {
+	t.Helper()
+	var top map[string]any
+	if err := json.Unmarshal([]byte(out), &top); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
+	}
+	sameKeys(t, "top", top, cTop)
+	var plans []any
+	if top["plan"] != nil {
+		plans = append(plans, top["plan"])
+	}
+	alts, ok := top["alternatives"].([]any)
+	if !ok {
+		t.Fatalf("alternatives: %T, want an array", top["alternatives"])
+	}
+	for _, p := range append(plans, alts...) {
+		sameKeys(t, "plan", p, cPlan)
+		pm := p.(map[string]any)
+		sameKeys(t, "memory", pm["memory"], cMemory)
+		sameKeys(t, "time", pm["time"], cTime)
+		if _, ok := pm["why"].([]any); !ok {
+			t.Errorf("why: %T, want an array", pm["why"])
+		}
+	}
+	rej, ok := top["rejected"].([]any)
+	if !ok {
+		t.Fatalf("rejected: %T, want an array", top["rejected"])
+	}
+	for _, r := range rej {
+		sameKeys(t, "rejected", r, cReject)
+	}
+	return top
+}
+
+func TestPlanAcceptanceJSON(t *testing.T) {
+	out, errOut, code := runCmd(t, with(acceptance, "--format", "json")...)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	top := checkContract(t, out)
+	p, ok := top["plan"].(map[string]any)
+	if !ok {
+		t.Fatalf("plan is %v, want an object", top["plan"])
+	}
+	n := func(k string) int { return int(p[k].(float64)) }
+	if got := n("tp") * n("pp") * n("cp") * n("dp"); got != 64 {
+		t.Errorf("tp·pp·cp·dp = %d, want 64", got)
+	}
+	if n("tp") > 8 {
+		t.Errorf("tp=%d leaves the 8-GPU NVLink domain", n("tp"))
+	}
+	if 64%n("tp") != 0 || 80%(n("pp")*n("vpp")) != 0 || 512%(n("micro_batch")*n("dp")) != 0 || n("grad_accum") != 512/(n("micro_batch")*n("dp")) {
+		t.Errorf("layout breaks a divisibility rule: %v", p)
+	}
+	mem := p["memory"].(map[string]any)
+	if mem["fits"] != true || mem["per_gpu_bytes"].(float64) > mem["capacity_bytes"].(float64) {
+		t.Errorf("chosen plan does not fit: %v", mem)
+	}
+	tm := p["time"].(map[string]any)
+	sum := 0.0
+	for _, k := range cTime[1:] {
+		sum += tm[k].(float64)
+	}
+	if step := tm["step_s"].(float64); step <= 0 || (sum-step)/step > 1e-9 || (step-sum)/step > 1e-9 {
+		t.Errorf("time parts sum to %g, step_s %g", sum, step)
+	}
+	if len(p["why"].([]any)) == 0 {
+		t.Error("no why lines")
+	}
+}
+
+func TestPlanAcceptanceGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"acceptance-table.golden", acceptance},
+		{"acceptance-tokens-table.golden", with(acceptance, "--tokens", "1T")},
+		{"acceptance-megatron.golden", with(acceptance, "--format", "megatron")},
+		{"acceptance-env.golden", with(acceptance, "--format", "env")},
+		{"acceptance-sbatch.golden", with(acceptance, "--format", "sbatch", "--tokens", "1T")},
+		{"acceptance-json.golden", with(acceptance, "--format", "json")},
+		{"mixtral-8x7b-table.golden", []string{"plan", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--gpus", "32", "--seq-len", "4096", "--global-batch", "256"}},
+		{"compare-table.golden", []string{"plan", "--model", "llama3-70b", "--gpu", "h100-sxm:64,a100-80gb:128", "--seq-len", "8192", "--global-batch", "512", "--tokens", "2T", "--top", "1"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCmd(t, c.args...)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			planGolden(t, c.name, out)
+		})
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(bad, []byte("{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 4096\n  \"num_hidden_layers\": 32\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := []string{"--seq-len", "4096", "--global-batch", "64"}
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+		stdout string
+	}{
+		{"unknown model names nearest", with([]string{"plan", "--model", "lama3-70b", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+			[]string{`unknown model "lama3-70b"; nearest: llama3-70b`}, ""},
+		{"unknown GPU names nearest", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxn", "--gpus", "8"}, job...), ExitUsage,
+			[]string{`unknown GPU type "h100-sxn"`, "h100-sxm"}, ""},
+		{"malformed config.json names the file", with([]string{"plan", "--model", bad, "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+			[]string{bad + ":4:3: malformed JSON"}, ""},
+		{"config.json directory", with([]string{"plan", "--model", dir, "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+			[]string{bad + ":4:3"}, ""},
+		{"missing config file", with([]string{"plan", "--model", filepath.Join(dir, "nope.json"), "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+			[]string{"nope.json", "no such file"}, ""},
+		{"deepseek refused", with([]string{"plan", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+			[]string{"not supported: MLA attention is not modelled"}, ""},
+		{"no seq len", []string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "8"}, ExitUsage,
+			[]string{"--seq-len 0: give the training sequence length"}, ""},
+		{"no gpu count", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm"}, job...), ExitUsage,
+			[]string{"--gpu h100-sxm: how many? give --gpus N or --gpu h100-sxm:N"}, ""},
+		{"bad fix key", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--fix", "tp=2,ppp=2"}, job...), ExitUsage,
+			[]string{`--fix: unknown key "ppp"; accepted: tp, pp, vpp`}, ""},
+		{"bad format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "yaml"}, job...), ExitUsage,
+			[]string{`--format "yaml": accepted: table, json`}, ""},
+		{"bad tokens", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tokens", "lots"}, job...), ExitUsage,
+			[]string{`--tokens "lots"`}, ""},
+		{"kv heads do not divide heads", with([]string{"plan", "--model", "llama3-8b", "--kv-heads", "6", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+			[]string{"kv_heads = 6: must divide heads = 32"}, ""},
+		{"hostfile needs placement", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "hostfile"}, job...), ExitUsage,
+			[]string{"--format hostfile needs placement support"}, ""},
+		{"list with one-layout format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm:8,a100-80gb:8", "--format", "megatron"}, job...), ExitUsage,
+			[]string{"--format megatron describes one layout"}, ""},
+		{"nothing fits: json plan null, suggestion", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json"}, ExitNoFit,
+			[]string{"no layout of llama3.1-405b fits 8 x h100-sxm", "fits with"}, `"plan": null`},
+		{"nothing fits: table", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64"}, ExitNoFit,
+			[]string{"no layout of llama3.1-405b fits"}, "No layout fits."},
+		{"nothing fits: megatron prints nothing", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "megatron"}, ExitNoFit,
+			[]string{"no layout of llama3.1-405b fits"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCmd(t, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\nstderr: %s", code, c.code, errOut)
+			}
+			for _, s := range c.stderr {
+				if !strings.Contains(errOut, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errOut)
+				}
+			}
+			switch {
+			case c.stdout == "":
+				if out != "" {
+					t.Errorf("want nothing on stdout, got %q", out)
+				}
+			case !strings.Contains(out, c.stdout):
+				t.Errorf("stdout lacks %q:\n%s", c.stdout, out)
+			}
+			if strings.HasPrefix(c.stdout, "{") || strings.Contains(c.stdout, `"plan"`) {
+				checkContract(t, out)
+			}
+		})
+	}
+}
+
+// A fully pinned layout is evaluated and reported even when it does not fit.
+func TestPlanPinnedNoFit(t *testing.T) {
+	args := []string{"plan", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512",
+		"--fix", "tp=1,pp=1,cp=1,dp=64,mbs=1,vpp=1,recompute=none,zero=0,sp=false,offload=none", "--format", "json"}
+	out, errOut, code := runCmd(t, args...)
+	if code != ExitNoFit {
+		t.Fatalf("exit %d, want %d (no-fit)\n%s", code, ExitNoFit, errOut)
+	}
+	top := checkContract(t, out)
+	p, ok := top["plan"].(map[string]any)
+	if !ok {
+		t.Fatalf("plan %v: want the pinned layout reported", top["plan"])
+	}
+	if p["tp"] != 1.0 || p["dp"] != 64.0 || p["memory"].(map[string]any)["fits"] != false {
+		t.Errorf("pinned plan %v", p)
+	}
+	if !strings.Contains(errOut, "the pinned layout tp=1,pp=1") || !strings.Contains(errOut, "does not fit") {
+		t.Errorf("stderr: %s", errOut)
+	}
+}
+
+// A pinned value is honoured by the search.
+func TestPlanFixHonoured(t *testing.T) {
+	out, errOut, code := runCmd(t, with(acceptance, "--fix", "tp=4,pp=4", "--format", "json")...)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	top := checkContract(t, out)
+	for _, p := range append([]any{top["plan"]}, top["alternatives"].([]any)...) {
+		pm := p.(map[string]any)
+		if pm["tp"] != 4.0 || pm["pp"] != 4.0 {
+			t.Errorf("--fix tp=4,pp=4 not honoured: tp=%v pp=%v", pm["tp"], pm["pp"])
+		}
+	}
+}
+
+// Explicit shape flags describe a model without a preset, and override one.
+func TestPlanExplicitModel(t *testing.T) {
+	args := []string{"plan", "--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads", "8", "--ffn", "14336", "--ffn-type", "swiglu",
+		"--vocab", "128256", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json"}
+	out, errOut, code := runCmd(t, args...)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// The same shape as the llama3-8b preset gives the same plan.
+	preset, _, _ := runCmd(t, "plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json")
+	if out != preset {
+		t.Errorf("explicit llama3-8b shape and the preset differ:\n%s\n---\n%s", out, preset)
+	}
+	out, _, _ = runCmd(t, "plan", "--model", "llama3-8b", "--layers", "16", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
+	if !strings.Contains(out, "llama3-8b (modified): 16 layers") {
+		t.Errorf("override not shown:\n%s", out)
+	}
+	_, errOut, code = runCmd(t, "plan", "--hidden", "4096", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
+	if code != ExitUsage || !strings.Contains(errOut, "missing --layers --heads --vocab") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
+
+func TestPlanHFConfig(t *testing.T) {
+	path := filepath.Join("..", "plan", "testdata", "hf", "llama3-70b.json")
+	hf, errOut, code := runCmd(t, "plan", "--model", path, "--gpu", "h100-sxm", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512", "--format", "json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	preset, _, _ := runCmd(t, with(acceptance, "--format", "json")...)
+	if hf != preset {
+		t.Error("the llama3-70b config.json and the preset plan differently")
+	}
+}
+
+func TestParseTokens(t *testing.T) {
+	cases := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"1e12", 1e12, true}, {"2T", 2e12, true}, {"300B", 300e9, true}, {"1.5t", 1.5e12, true}, {"500M", 500e6, true},
+		{"4096", 4096, true}, {"10k", 10e3, true}, {"", 0, false}, {"T", 0, false}, {"-1T", 0, false}, {"2X", 0, false}, {"inf", 0, false},
+	}
+	for _, c := range cases {
+		got, err := parseTokens(c.in)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("parseTokens(%q) = %g, %v; want %g ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestParseFinetune(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int
+		ok   bool
+	}{{"full", 0, true}, {"lora", 16, true}, {"lora:64", 64, true}, {"LoRA:8", 8, true}, {"lora:0", 0, false}, {"lora:x", 0, false}, {"qlora", 0, false}}
+	for _, c := range cases {
+		got, err := parseFinetune(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("parseFinetune(%q) = %d, %v; want %d ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestParseFix(t *testing.T) {
+	p, err := parseFix("tp=8, pp=4,vpp=2,cp=1,ep=1,dp=2,mbs=1,recompute=selective,zero=1,sp=true,offload=none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *p.TP != 8 || *p.PP != 4 || *p.VPP != 2 || *p.CP != 1 || *p.EP != 1 || *p.DP != 2 || *p.MicroBatch != 1 ||
+		*p.Recompute != "selective" || *p.Zero != 1 || !*p.SP || *p.Offload != "none" {
+		t.Errorf("parsed %+v", p)
+	}
+	if p, _ := parseFix(""); p.TP != nil || p.Zero != nil || p.SP != nil {
+		t.Errorf("empty --fix pins something: %+v", p)
+	}
+	for _, bad := range []string{"tp", "tp=0", "tp=2,tp=4", "zero=4", "sp=maybe", "recompute=some", "offload=disk", "foo=1"} {
+		if _, err := parseFix(bad); err == nil || exitCodeOf(err) != ExitUsage {
+			t.Errorf("parseFix(%q): err %v, want a usage error", bad, err)
+		}
+	}
+}
