@@ -423,7 +423,11 @@ func nodeTable(slots []rankSlot, maxLines int) []string {
 		sort.Slice(rs, func(a, b int) bool { return rs[a].LocalRank < rs[b].LocalRank })
 		var parts []string
 		for _, s := range rs {
-			parts = append(parts, fmt.Sprintf("%d:gpu%d(pp%d,dp%d,tp%d)", s.Rank, s.GPU, s.PP, s.DP, s.TP))
+			g := "gpu" + strconv.Itoa(s.GPU)
+			if s.GPU < 0 {
+				g = "gpu?"
+			}
+			parts = append(parts, fmt.Sprintf("%d:%s(pp%d,dp%d,tp%d)", s.Rank, g, s.PP, s.DP, s.TP))
 		}
 		lines = append(lines, fmt.Sprintf("%-10s %s", n, strings.Join(parts, " ")))
 	}

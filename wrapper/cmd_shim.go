@@ -90,6 +90,13 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 			return withCode(ExitSlurm, fmt.Errorf("rank %d on %s: %w", rank, node, err))
 		}
 		envm["CUDA_VISIBLE_DEVICES"] = v
+		if me.GPU < 0 { // not probed: this rank drives the step's LOCAL_RANK-th GPU
+			if ids := splitList(stepGPUs); me.LocalRank < len(ids) {
+				envm["TRAINRUN_GPU"] = ids[me.LocalRank]
+			} else if l := splitList(cvd); me.LocalRank < len(l) {
+				envm["TRAINRUN_GPU"] = l[me.LocalRank]
+			}
+		}
 	}
 	envl := make([]string, 0, len(envm))
 	for k, v := range envm {

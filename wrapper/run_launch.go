@@ -215,6 +215,12 @@ func visibleDevicesFor(cvd, stepGPUs string, gpu, localRank int) (string, error)
 	if len(ids) != len(list) {
 		ids = list // no separate numbering known: CUDA_VISIBLE_DEVICES holds the node's indices
 	}
+	if gpu < 0 { // not probed: the step's LOCAL_RANK-th GPU
+		if localRank >= len(ids) {
+			return "", fmt.Errorf("LOCAL_RANK %d but the step holds only GPUs %s on this node", localRank, strings.Join(ids, ","))
+		}
+		return strings.Join(list, ","), nil
+	}
 	pos := -1
 	want := strconv.Itoa(gpu)
 	for i, id := range ids {

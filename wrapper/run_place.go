@@ -16,7 +16,7 @@ type rankSlot struct {
 	Node      string `json:"node"`
 	NodeRank  int    `json:"node_rank"` // index of Node among the job's nodes in rank order
 	LocalRank int    `json:"local_rank"`
-	GPU       int    `json:"gpu"`            // the node's GPU index (as Slurm and nvidia-smi number it)
+	GPU       int    `json:"gpu"`            // the node's GPU index (as Slurm and nvidia-smi number it); -1 = the step's LOCAL_RANK-th GPU (not probed)
 	CPUs      string `json:"cpus,omitempty"` // CPU list of the GPU's NUMA node, when known
 	TP        int    `json:"tp"`
 	CP        int    `json:"cp"`
@@ -56,9 +56,11 @@ func blockPlacement(a *allocation, l plan.Layout, gpuIDs map[string][]int) ([]ra
 	for r := range world {
 		ni, lr := r/a.TasksPerNode, r%a.TasksPerNode
 		node := a.Nodes[ni]
-		gpu := lr
+		gpu := -1 // unknown: the shim takes the step's LOCAL_RANK-th GPU on the node
 		if ids := gpuIDs[node]; len(ids) == a.TasksPerNode {
 			gpu = ids[lr]
+		} else if node == a.BatchNode && len(a.GPUIDs) == a.TasksPerNode {
+			gpu = a.GPUIDs[lr]
 		}
 		tp, cp, ep, dp, pp := megatronCoords(r, l)
 		slots[r] = rankSlot{Rank: r, Node: node, NodeRank: ni, LocalRank: lr, GPU: gpu, TP: tp, CP: cp, EP: ep, DP: dp, PP: pp}
@@ -164,7 +166,9 @@ func computeEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
 			"NODE_RANK":     strconv.Itoa(s.NodeRank),
 			"GROUP_RANK":    strconv.Itoa(s.NodeRank),
 			"TRAINRUN_NODE": s.Node,
-			"TRAINRUN_GPU":  strconv.Itoa(s.GPU),
+		}
+		if s.GPU >= 0 {
+			ranks[i]["TRAINRUN_GPU"] = strconv.Itoa(s.GPU)
 		}
 	}
 	return rankEnv{Common: c, Ranks: ranks}

@@ -147,6 +147,7 @@ func TestVisibleDevicesFor(t *testing.T) {
 		{name: "rail swap", cvd: "0,1,2,3", step: "0,1,2,3", gpu: 3, local: 0, want: "3,1,2,0"},
 		{name: "cgroup renumbered", cvd: "0,1,2,3", step: "4,5,6,7", gpu: 6, local: 0, want: "2,1,0,3"},
 		{name: "no step list", cvd: "4,5", step: "", gpu: 5, local: 0, want: "5,4"},
+		{name: "not probed", cvd: "4,5", step: "4,5", gpu: -1, local: 1, want: "4,5"},
 		{name: "gpu not held", cvd: "0,1", step: "0,1", gpu: 7, local: 0, bad: true},
 		{name: "empty", cvd: "", step: "", gpu: 0, local: 0, bad: true},
 	}

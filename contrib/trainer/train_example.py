@@ -169,7 +169,7 @@ def main():
             p = planned[m]
             if p[axis] != pos or any(p[o] != planned[rank][o] for o in others):
                 problems.append("%s group %s: rank %d has plan coordinates %s" % (token, mine, m, {a: p[a] for a in ("tp", "cp", "dp", "pp")}))
-            if (everyone[m]["node"], everyone[m]["gpu"]) != (p["node"], p["gpu"]):
+            if everyone[m]["node"] != p["node"] or p["gpu"] >= 0 and everyone[m]["gpu"] != p["gpu"]:
                 problems.append("%s group %s: rank %d runs on %s GPU %d, plan says %s GPU %d" % (
                     token, mine, m, everyone[m]["node"], everyone[m]["gpu"], p["node"], p["gpu"]))
         t = torch.tensor([1.0, float(rank)])
