@@ -1,0 +1,427 @@
+package policy
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Key is one setting of trainrun.conf.
+type Key struct {
+	Name     string // canonical spelling; the file may use any case
+	Default  string // the value when nothing sets it, as an admin would write it
+	Format   string // what a value may be, for messages and `trainrun policy show`
+	Why      string // why the default is what it is
+	SiteOnly bool   // only on site-wide lines, not on PartitionName= lines
+	Repeat   bool   // may be given several times (one NCCL variable each)
+	User     bool   // UserOverride may let users override it
+
+	parse func(v string) (any, error)
+	set   func(s *Settings, v any, src Source)
+}
+
+// keys is the one table of settings and their defaults. Order is the order
+// of `trainrun policy show`.
+var keys []*Key
+
+func init() {
+	keys = []*Key{
+		{Name: "CkptSignal", Default: "USR2", User: true,
+			Format: "a signal name: " + strings.Join(signalNames, ", ") + " (SIG prefix optional)",
+			Why:    "PRODUCT.md's handshake: SIGUSR2, because NCCL uses SIGUSR1",
+			parse:  parseSignal, set: func(s *Settings, v any, src Source) { s.CkptSignal = Setting[string]{v.(string), src} }},
+		{Name: "CkptLead", Default: "5m", User: true,
+			Format: "a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0",
+			Why:    "time before the job's end at which trainrun asks for a checkpoint: a large model's save takes minutes on a parallel file system, and Slurm checks limits only every ~30 s",
+			parse:  positiveDuration, set: func(s *Settings, v any, src Source) { s.CkptLead = Setting[time.Duration]{v.(time.Duration), src} }},
+		{Name: "CkptGraceBudget", Default: "auto",
+			Format: "auto, or a duration such as 2m",
+			Why:    "auto: the partition's GraceTime (preemption) as Slurm reports it; a checkpoint measured slower than the budget is warned about",
+			parse:  autoDuration, set: func(s *Settings, v any, src Source) {
+				s.CkptGraceBudget = Setting[time.Duration]{v.(time.Duration), src}
+			}},
+		{Name: "CkptDir", Default: "none", User: true,
+			Format: "none, or an absolute path; %u user, %j job id, %x job name, %% a '%'",
+			Why:    "none: the user names the checkpoint directory (--ckpt-dir, TRAINRUN_CKPT_DIR)",
+			parse:  parseCkptDir, set: func(s *Settings, v any, src Source) { s.CkptDir = Setting[string]{v.(string), src} }},
+		{Name: "CkptRoots", Default: "any",
+			Format: "any, or a comma-separated list of absolute paths",
+			Why:    "any: checkpoints may go anywhere the user can write",
+			parse:  parseRoots, set: func(s *Settings, v any, src Source) { s.CkptRoots = Setting[[]string]{v.([]string), src} }},
+		{Name: "CkptKeep", Default: "3", User: true,
+			Format: "a whole number, at least 1",
+			Why:    "the last 3 committed checkpoints survive pruning: latest plus two to fall back to",
+			parse:  intAtLeast(1), set: func(s *Settings, v any, src Source) { s.CkptKeep = Setting[int]{v.(int), src} }},
+		{Name: "CkptKeepEvery", Default: "0", User: true,
+			Format: "a whole number; 0 = off",
+			Why:    "also keep every K-th checkpoint for loss-curve and scaling analysis; off unless asked, as it grows without bound",
+			parse:  intAtLeast(0), set: func(s *Settings, v any, src Source) { s.CkptKeepEvery = Setting[int]{v.(int), src} }},
+		{Name: "MaxRequeue", Default: "100", User: true,
+			Format: "a whole number; 0 = never requeue",
+			Why:    "time-limit requeues are normal progress (two weeks in 4-hour slices is 84), so the cap is loose; loops are caught by MaxFailuresNoProgress",
+			parse:  intAtLeast(0), set: func(s *Settings, v any, src Source) { s.MaxRequeue = Setting[int]{v.(int), src} }},
+		{Name: "MaxFailuresNoProgress", Default: "3", User: true,
+			Format: "a whole number, at least 1",
+			Why:    "give up after 3 endings in a row that committed no new checkpoint",
+			parse:  intAtLeast(1), set: func(s *Settings, v any, src Source) { s.MaxFailuresNoProgress = Setting[int]{v.(int), src} }},
+		{Name: "NCCLForce", Default: "none", Repeat: true,
+			Format: "NAME=VALUE, one variable per NCCLForce= (repeat the key); none clears the site's list on a partition line",
+			Why:    "variables set over anyone: the user's environment, /etc/nccl.conf, a cloud plugin and trainrun",
+			parse:  parseEnvOp, set: func(s *Settings, v any, src Source) { applyEnvOp(&s.NCCLForce, v.(envOp), src) }},
+		{Name: "NCCLDefault", Default: "none", Repeat: true,
+			Format: "NAME=VALUE, one variable per NCCLDefault= (repeat the key); none clears the site's list on a partition line",
+			Why:    "variables set unless the user, /etc/nccl.conf or a plugin sets them; they replace trainrun's own value",
+			parse:  parseEnvOp, set: func(s *Settings, v any, src Source) { applyEnvOp(&s.NCCLDefault, v.(envOp), src) }},
+		{Name: "NCCLPrecedence", Default: "user",
+			Format: "user or site",
+			Why:    "user: what the user or /etc/nccl.conf sets stands and trainrun reports its own value; site: trainrun's values win",
+			parse:  oneOf("user", "site"), set: func(s *Settings, v any, src Source) { s.NCCLPrecedence = Setting[string]{v.(string), src} }},
+		{Name: "Fabric", Default: "auto",
+			Format: "auto, ib, roce, efa or tcp",
+			Why:    "auto: from the link layer of the active compute ports in sysfs; name it where sysfs cannot tell (VMs, SR-IOV)",
+			parse:  oneOf("auto", "ib", "roce", "efa", "tcp"), set: func(s *Settings, v any, src Source) { s.Fabric = Setting[string]{v.(string), src} }},
+		{Name: "AutoPlan", Default: "yes", User: true,
+			Format: "yes or no",
+			Why:    "yes: the plugin plans the layout and placement when a job names a model; no: only when the user asks",
+			parse:  parseYesNo, set: func(s *Settings, v any, src Source) { s.AutoPlan = Setting[bool]{v.(bool), src} }},
+		{Name: "UserOverride", Default: "all",
+			Format: "all, none, or a comma-separated list of: " + strings.Join(userKeyNames(), ", "),
+			Why:    "all: users may override every setting marked user-overridable; restrict it per partition",
+			parse:  parseOverride, set: func(s *Settings, v any, src Source) { s.UserOverride = Setting[Override]{v.(Override), src} }},
+		{Name: "MetricsAddr", Default: "off", SiteOnly: true,
+			Format: "off, or HOST:PORT to serve Prometheus metrics on (HOST may be empty: all addresses)",
+			Why:    "off: no listener unless the site asks; a port per node is the site's to allocate",
+			parse:  parseAddr, set: func(s *Settings, v any, src Source) { s.MetricsAddr = Setting[string]{v.(string), src} }},
+		{Name: "Pushgateway", Default: "off", SiteOnly: true,
+			Format: "off, or an http(s) URL of a Prometheus Pushgateway",
+			Why:    "off: nothing is pushed unless the site runs a Pushgateway",
+			parse:  parseURL, set: func(s *Settings, v any, src Source) { s.Pushgateway = Setting[string]{v.(string), src} }},
+		{Name: "Webhook", Default: "off", User: true,
+			Format: "off, or an http(s) URL that receives job events as JSON (write '#' as \\#)",
+			Why:    "off: no outbound calls unless asked",
+			parse:  parseURL, set: func(s *Settings, v any, src Source) { s.Webhook = Setting[string]{v.(string), src} }},
+		{Name: "MaxCkptAge", Default: "off",
+			Format: "off, or a duration such as 2h: the age of the latest checkpoint at which metrics flag the job",
+			Why:    "off: no alert threshold unless the site sets one",
+			parse:  offDuration, set: func(s *Settings, v any, src Source) { s.MaxCkptAge = Setting[time.Duration]{v.(time.Duration), src} }},
+	}
+	for _, k := range keys {
+		keyByName[strings.ToLower(k.Name)] = k
+	}
+}
+
+var keyByName = map[string]*Key{}
+
+// lookupKey finds a key by name, ignoring case.
+func lookupKey(name string) *Key { return keyByName[strings.ToLower(name)] }
+
+// Keys returns the table of settings, in display order.
+func Keys() []Key {
+	out := make([]Key, len(keys))
+	for i, k := range keys {
+		out[i] = *k
+	}
+	return out
+}
+
+// userKeys are the keys users may be allowed to override. A function, not
+// derived from keys, because the UserOverride entry of keys quotes it.
+func userKeyNames() []string {
+	return []string{"CkptSignal", "CkptLead", "CkptDir", "CkptKeep", "CkptKeepEvery", "MaxRequeue", "MaxFailuresNoProgress", "AutoPlan", "Webhook"}
+}
+
+// badValue is a value error before the file and line are known.
+type badValue struct{ msg string }
+
+func (e *badValue) Error() string { return e.msg }
+
+func bad(format string, a ...any) error { return &badValue{fmt.Sprintf(format, a...)} }
+
+var signalNames = []string{"USR1", "USR2", "TERM", "INT", "HUP", "QUIT", "ALRM", "URG", "XCPU"}
+
+func parseSignal(v string) (any, error) {
+	name := strings.TrimPrefix(strings.ToUpper(v), "SIG")
+	if slices.Contains(signalNames, name) {
+		return name, nil
+	}
+	switch name {
+	case "KILL", "STOP":
+		return nil, bad("SIG%s cannot be caught, so no trainer can checkpoint on it", name)
+	case "CONT":
+		return nil, bad("Slurm sends SIGCONT before every signal; a trainer cannot tell it apart")
+	}
+	return nil, bad("not a signal name trainrun accepts")
+}
+
+// parseDuration reads 90, 90s, 5m, 1h30m.
+func parseDuration(v string) (time.Duration, error) {
+	if n, err := strconv.ParseUint(v, 10, 31); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, bad("not a duration")
+	}
+	if d < 0 {
+		return 0, bad("negative")
+	}
+	if d%time.Second != 0 {
+		return 0, bad("finer than a second")
+	}
+	return d, nil
+}
+
+func positiveDuration(v string) (any, error) {
+	d, err := parseDuration(v)
+	if err == nil && d == 0 {
+		err = bad("must be more than 0")
+	}
+	return d, err
+}
+
+func autoDuration(v string) (any, error) {
+	if strings.EqualFold(v, "auto") {
+		return time.Duration(0), nil
+	}
+	return positiveDuration(v)
+}
+
+func offDuration(v string) (any, error) {
+	if strings.EqualFold(v, "off") {
+		return time.Duration(0), nil
+	}
+	return positiveDuration(v)
+}
+
+func intAtLeast(lo int) func(string) (any, error) {
+	return func(v string) (any, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, bad("not a whole number")
+		}
+		if n < lo {
+			return nil, bad("less than %d", lo)
+		}
+		return n, nil
+	}
+}
+
+func oneOf(vals ...string) func(string) (any, error) {
+	return func(v string) (any, error) {
+		for _, a := range vals {
+			if strings.EqualFold(a, v) {
+				return a, nil
+			}
+		}
+		return nil, bad("not one of the accepted values")
+	}
+}
+
+func parseYesNo(v string) (any, error) {
+	switch strings.ToLower(v) {
+	case "yes":
+		return true, nil
+	case "no":
+		return false, nil
+	}
+	return nil, bad("not yes or no")
+}
+
+func parseAbsPath(p string) (string, error) {
+	if !path.IsAbs(p) {
+		return "", bad("%q is not an absolute path", p)
+	}
+	if strings.Contains(p, "$") {
+		return "", bad("%q: variables are not expanded here", p)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "", bad("%q contains ..", p)
+		}
+	}
+	return path.Clean(p), nil
+}
+
+func parseRoots(v string) (any, error) {
+	if strings.EqualFold(v, "any") {
+		return []string(nil), nil
+	}
+	var out []string
+	for _, r := range strings.Split(v, ",") {
+		if r == "" {
+			return nil, bad("empty path in the list")
+		}
+		p, err := parseAbsPath(r)
+		if err != nil {
+			return nil, err
+		}
+		if strings.Contains(p, "%") {
+			return nil, bad("%q: a root is a fixed directory; use %%u and friends in CkptDir", r)
+		}
+		if slices.Contains(out, p) {
+			return nil, bad("%q is listed twice", r)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func parseCkptDir(v string) (any, error) {
+	if strings.EqualFold(v, "none") {
+		return "", nil
+	}
+	p, err := parseAbsPath(v)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' {
+			continue
+		}
+		if i+1 >= len(p) || !strings.ContainsRune("ujx%", rune(p[i+1])) {
+			return nil, bad("%q: after %% write u (user), j (job id), x (job name) or %%", v)
+		}
+		i++
+	}
+	return p, nil
+}
+
+// ExpandCkptDir replaces %u, %j, %x and %% in a CkptDir value.
+func ExpandCkptDir(dir, user, jobID, jobName string) string {
+	var b strings.Builder
+	for i := 0; i < len(dir); i++ {
+		if dir[i] != '%' || i+1 >= len(dir) {
+			b.WriteByte(dir[i])
+			continue
+		}
+		i++
+		switch dir[i] {
+		case 'u':
+			b.WriteString(user)
+		case 'j':
+			b.WriteString(jobID)
+		case 'x':
+			b.WriteString(jobName)
+		default:
+			b.WriteByte(dir[i])
+		}
+	}
+	return b.String()
+}
+
+// underRoot reports whether dir (a CkptDir, placeholders allowed) lies under
+// one of roots; nil roots allow anything.
+func underRoot(dir string, roots []string) bool {
+	if roots == nil || dir == "" {
+		return true
+	}
+	for _, r := range roots {
+		if r == "/" || dir == r || strings.HasPrefix(dir, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// envOp is one NCCLForce/NCCLDefault value: a variable, or "none".
+type envOp struct {
+	clear       bool
+	name, value string
+}
+
+func validEnvName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseEnvOp(v string) (any, error) {
+	if strings.EqualFold(v, "none") {
+		return envOp{clear: true}, nil
+	}
+	name, value, ok := strings.Cut(v, "=")
+	if !ok {
+		return nil, bad("no '=': write NAME=VALUE, e.g. NCCL_IB_TIMEOUT=22")
+	}
+	if !validEnvName(name) {
+		return nil, bad("%q is not an environment variable name", name)
+	}
+	if value == "" {
+		return nil, bad("%s has an empty value; to stop a site-wide setting on a partition, write none and list the rest", name)
+	}
+	return envOp{name: name, value: value}, nil
+}
+
+func applyEnvOp(list *Setting[[]EnvVar], op envOp, src Source) {
+	if op.clear {
+		*list = Setting[[]EnvVar]{nil, src}
+		return
+	}
+	for i := range list.Value {
+		if list.Value[i].Name == op.name {
+			list.Value[i] = EnvVar{op.name, op.value, src}
+			return
+		}
+	}
+	list.Value = append(list.Value, EnvVar{op.name, op.value, src})
+}
+
+func parseOverride(v string) (any, error) {
+	switch strings.ToLower(v) {
+	case "all":
+		return Override{All: true}, nil
+	case "none":
+		return Override{}, nil
+	}
+	var o Override
+	for _, k := range strings.Split(v, ",") {
+		key := lookupKey(k)
+		switch {
+		case key == nil:
+			return nil, bad("%q is not a key", k)
+		case !key.User:
+			return nil, bad("%s is the site's to set; users cannot be allowed to override it", key.Name)
+		case slices.Contains(o.Keys, key.Name):
+			return nil, bad("%s is listed twice", key.Name)
+		}
+		o.Keys = append(o.Keys, key.Name)
+	}
+	return o, nil
+}
+
+func parseAddr(v string) (any, error) {
+	if strings.EqualFold(v, "off") {
+		return "", nil
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return nil, bad("not HOST:PORT")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return nil, bad("port %q is not 1-65535", port)
+	}
+	return v, nil
+}
+
+func parseURL(v string) (any, error) {
+	if strings.EqualFold(v, "off") {
+		return "", nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, bad("not an http:// or https:// URL with a host")
+	}
+	return v, nil
+}

@@ -1,0 +1,507 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/topo"
+)
+
+// The file, in slurm.conf style (the lexical rules are topo.ReadConfLines'):
+//
+//	# site-wide settings: one or more Key=Value per line
+//	CkptSignal=USR2
+//	CkptLead=5m
+//	NCCLForce=NCCL_IB_TIMEOUT=22
+//	NCCLForce=NCCL_IB_RETRY_CNT=13
+//	# per partition: the line begins with PartitionName=; keys override the site's
+//	PartitionName=preempt CkptGraceBudget=90s MaxRequeue=500 \
+//	    UserOverride=CkptLead,CkptKeep
+//
+// Keys are case-insensitive. NCCLForce and NCCLDefault take one variable
+// each and may be repeated; a partition's entry for a variable replaces the
+// site's, and NCCLForce=none on a partition line drops the site's list.
+
+// SourceKind says which level of the file set a value.
+type SourceKind int
+
+const (
+	FromDefault   SourceKind = iota // the table in keys.go
+	FromSite                        // a site-wide line
+	FromPartition                   // a PartitionName= line
+)
+
+// Source is where a value came from.
+type Source struct {
+	Kind      SourceKind
+	Partition string // for FromPartition
+	File      string
+	Line      int
+}
+
+// String is "default", "site (trainrun.conf:3)" or "partition gpu (trainrun.conf:9)".
+func (s Source) String() string {
+	switch s.Kind {
+	case FromSite:
+		return fmt.Sprintf("site (%s:%d)", s.File, s.Line)
+	case FromPartition:
+		return fmt.Sprintf("partition %s (%s:%d)", s.Partition, s.File, s.Line)
+	}
+	return "default"
+}
+
+// Setting is a value and where it came from.
+type Setting[T any] struct {
+	Value  T
+	Source Source
+}
+
+// EnvVar is one NCCLForce/NCCLDefault variable.
+type EnvVar struct {
+	Name, Value string
+	Source      Source
+}
+
+// Override is UserOverride: all keys, or the listed ones (none when empty).
+type Override struct {
+	All  bool
+	Keys []string // canonical names
+}
+
+func (o Override) String() string {
+	switch {
+	case o.All:
+		return "all"
+	case len(o.Keys) == 0:
+		return "none"
+	}
+	return strings.Join(o.Keys, ",")
+}
+
+// Settings are the effective settings of one partition. Zero values mean
+// what keys.go says: CkptGraceBudget 0 = auto, CkptRoots nil = any, CkptDir
+// "" = none, MetricsAddr/Pushgateway/Webhook "" = off, MaxCkptAge 0 = off.
+type Settings struct {
+	Partition string // "" for the site-wide settings
+
+	CkptSignal            Setting[string]        // signal name without SIG: "USR2"
+	CkptLead              Setting[time.Duration] // before the job's end
+	CkptGraceBudget       Setting[time.Duration] // 0 = the partition's GraceTime
+	CkptDir               Setting[string]        // may hold %u %j %x; see ExpandCkptDir
+	CkptRoots             Setting[[]string]      // cleaned absolute paths; nil = any
+	CkptKeep              Setting[int]
+	CkptKeepEvery         Setting[int] // 0 = off
+	MaxRequeue            Setting[int]
+	MaxFailuresNoProgress Setting[int]
+	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
+	NCCLDefault           Setting[[]EnvVar]
+	NCCLPrecedence        Setting[string] // "user" or "site"
+	Fabric                Setting[string] // "auto", "ib", "roce", "efa", "tcp"
+	AutoPlan              Setting[bool]
+	UserOverride          Setting[Override]
+	MetricsAddr           Setting[string]
+	Pushgateway           Setting[string]
+	Webhook               Setting[string]
+	MaxCkptAge            Setting[time.Duration]
+}
+
+// entry is one parsed Key=Value.
+type entry struct {
+	key  *Key
+	val  any
+	raw  string
+	line int
+}
+
+// level is the site-wide lines or one partition's line.
+type level struct {
+	partition string
+	line      int
+	entries   []entry
+}
+
+// Policy is a parsed trainrun.conf.
+type Policy struct {
+	file       string
+	site       level
+	partitions []*level
+	byName     map[string]*level
+}
+
+// Default is the policy without a file: every key at its default.
+func Default() *Policy { return &Policy{byName: map[string]*level{}} }
+
+// File is the name the policy was parsed under ("" for Default).
+func (p *Policy) File() string { return p.file }
+
+// Partitions lists the partitions the file has lines for, in file order.
+func (p *Policy) Partitions() []string {
+	out := make([]string, len(p.partitions))
+	for i, l := range p.partitions {
+		out[i] = l.partition
+	}
+	return out
+}
+
+// HasPartition reports whether the file has a PartitionName= line for name.
+func (p *Policy) HasPartition(name string) bool { _, ok := p.byName[name]; return ok }
+
+// SiteSettings is the number of Key=Value settings on site-wide lines.
+func (p *Policy) SiteSettings() int { return len(p.site.entries) }
+
+// Errors is every problem found in a file, in line order. Each is a
+// *topo.ConfError printing as "file:line: key: message".
+type Errors []*topo.ConfError
+
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, x := range e {
+		lines[i] = x.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.As find each *topo.ConfError.
+func (e Errors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, x := range e {
+		out[i] = x
+	}
+	return out
+}
+
+// Parse reads a trainrun.conf. filename names it in errors and sources. On
+// any problem it returns Errors holding all of them.
+func Parse(r io.Reader, filename string) (*Policy, error) {
+	p := &Policy{file: filename, byName: map[string]*level{}}
+	var errs Errors
+	fail := func(line int, key, value, format string, a ...any) {
+		errs = append(errs, &topo.ConfError{File: filename, Line: line, Key: key, Value: value, Msg: fmt.Sprintf(format, a...)})
+	}
+	lines, lexErr := topo.ReadConfLines(r, filename)
+	if lexErr != nil {
+		var ce *topo.ConfError
+		for _, e := range unwrapAll(lexErr) {
+			if errors.As(e, &ce) {
+				errs = append(errs, ce)
+			} else {
+				return nil, lexErr // a read error, not a syntax error
+			}
+		}
+	}
+	siteSeen := map[*Key]int{}
+	for _, l := range lines {
+		pairs := l.Pairs
+		lv := &p.site
+		if strings.EqualFold(pairs[0].Key, "PartitionName") {
+			name := pairs[0].Value
+			pairs = pairs[1:]
+			switch {
+			case name == "":
+				fail(l.Line, "PartitionName", name, "empty partition name")
+				continue
+			case strings.EqualFold(name, "DEFAULT"):
+				fail(l.Line, "PartitionName", name, "PartitionName=DEFAULT is not used here: write site-wide Key=Value lines, which every partition inherits")
+				continue
+			case !validPartitionName(name):
+				fail(l.Line, "PartitionName", name, "%q is not a Slurm partition name (letters, digits, '-', '_', '.')", name)
+				continue
+			}
+			if prev, dup := p.byName[name]; dup {
+				fail(l.Line, "PartitionName", name, "partition %q is defined again (first on line %d); put its settings on one line, continued with \\", name, prev.line)
+				continue
+			}
+			lv = &level{partition: name, line: l.Line}
+			p.partitions = append(p.partitions, lv)
+			p.byName[name] = lv
+		}
+		onLine := map[*Key]int{}
+		for _, pr := range pairs {
+			if strings.EqualFold(pr.Key, "PartitionName") {
+				fail(pr.Line, pr.Key, pr.Value, "PartitionName= must begin its line; the settings after it belong to that partition")
+				continue
+			}
+			key := lookupKey(pr.Key)
+			if key == nil {
+				fail(pr.Line, pr.Key, pr.Value, "%s", topo.UnknownKeyMessage(pr.Key, acceptedKeys(lv.partition != "")))
+				continue
+			}
+			if key.SiteOnly && lv.partition != "" {
+				fail(pr.Line, pr.Key, pr.Value, "only valid site-wide (on a line without PartitionName=), not for partition %s", lv.partition)
+				continue
+			}
+			if first, dup := onLine[key]; dup && !key.Repeat {
+				fail(pr.Line, pr.Key, pr.Value, "given twice on one line (first on line %d)", first)
+				continue
+			}
+			onLine[key] = pr.Line
+			if first, dup := siteSeen[key]; dup && lv.partition == "" && !key.Repeat {
+				fail(pr.Line, pr.Key, pr.Value, "set again site-wide (first on line %d); set it once", first)
+				continue
+			}
+			if lv.partition == "" {
+				siteSeen[key] = pr.Line
+			}
+			if pr.Value == "" {
+				fail(pr.Line, pr.Key, pr.Value, "empty value; accepted: %s (default %s)", key.Format, key.Default)
+				continue
+			}
+			v, err := key.parse(pr.Value)
+			if err != nil {
+				fail(pr.Line, pr.Key, pr.Value, "bad value %q: %v; accepted: %s", pr.Value, err, key.Format)
+				continue
+			}
+			lv.entries = append(lv.entries, entry{key: key, val: v, raw: pr.Value, line: pr.Line})
+		}
+	}
+	for _, lv := range append([]*level{&p.site}, p.partitions...) {
+		checkLevel(lv, fail)
+	}
+	if len(errs) == 0 {
+		for _, name := range append([]string{""}, p.Partitions()...) {
+			checkEffective(p.Effective(name), fail)
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortStableFunc(errs, func(a, b *topo.ConfError) int { return a.Line - b.Line })
+		return nil, errs
+	}
+	return p, nil
+}
+
+func unwrapAll(err error) []error {
+	if u, ok := err.(interface{ Unwrap() []error }); ok {
+		return u.Unwrap()
+	}
+	return []error{err}
+}
+
+// checkLevel finds NCCL variables given twice on one level, or both forced
+// and defaulted there.
+func checkLevel(lv *level, fail func(int, string, string, string, ...any)) {
+	type seen struct {
+		key  string
+		line int
+	}
+	vars := map[string]seen{}
+	for _, e := range lv.entries {
+		op, ok := e.val.(envOp)
+		if !ok {
+			continue
+		}
+		if op.clear {
+			if lv.partition == "" {
+				fail(e.line, e.key.Name, e.raw, "none only makes sense on a PartitionName= line, to drop the site's list; leave the key out here")
+			}
+			continue
+		}
+		if prev, dup := vars[op.name]; dup {
+			if prev.key == e.key.Name {
+				fail(e.line, e.key.Name, e.raw, "%s is given twice (first on line %d)", op.name, prev.line)
+			} else {
+				fail(e.line, e.key.Name, e.raw, "%s is also in %s (line %d); a variable is either forced or defaulted", op.name, prev.key, prev.line)
+			}
+			continue
+		}
+		vars[op.name] = seen{e.key.Name, e.line}
+	}
+}
+
+// checkEffective checks rules between keys on the merged settings.
+func checkEffective(s Settings, fail func(int, string, string, string, ...any)) {
+	if !underRoot(s.CkptDir.Value, s.CkptRoots.Value) {
+		src := s.CkptDir.Source
+		if src.Kind == FromDefault || (s.CkptRoots.Source.Line > src.Line && s.CkptRoots.Source.Kind >= src.Kind) {
+			src = s.CkptRoots.Source
+		}
+		where := "site-wide"
+		if s.Partition != "" {
+			where = "for partition " + s.Partition
+		}
+		fail(src.Line, "CkptDir", s.CkptDir.Value, "%s is not under CkptRoots=%s (%s); move it or add its root", s.CkptDir.Value, strings.Join(s.CkptRoots.Value, ","), where)
+	}
+}
+
+func validPartitionName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func acceptedKeys(partition bool) []string {
+	var out []string
+	if !partition {
+		out = append(out, "PartitionName")
+	}
+	for _, k := range keys {
+		if !(partition && k.SiteOnly) {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
+
+// defaults are the Settings of the table, parsed once.
+func defaults() Settings {
+	var s Settings
+	for _, k := range keys {
+		v, err := k.parse(k.Default)
+		if err != nil {
+			panic("policy: default of " + k.Name + " does not parse: " + err.Error())
+		}
+		k.set(&s, v, Source{Kind: FromDefault})
+	}
+	return s
+}
+
+// Effective returns the settings for partition: the defaults, overridden by
+// the site-wide lines, overridden by the partition's line. A partition the
+// file does not name gets the site-wide settings; "" asks for those.
+func (p *Policy) Effective(partition string) Settings {
+	s := defaults()
+	s.Partition = partition
+	apply := func(lv *level, src Source) {
+		for _, e := range lv.entries {
+			src.Line = e.line
+			e.key.set(&s, e.val, src)
+		}
+	}
+	apply(&p.site, Source{Kind: FromSite, File: p.file})
+	if lv, ok := p.byName[partition]; ok {
+		apply(lv, Source{Kind: FromPartition, Partition: partition, File: p.file})
+	}
+	// a forced variable is not also a default
+	s.NCCLDefault.Value = slices.DeleteFunc(s.NCCLDefault.Value, func(d EnvVar) bool {
+		return slices.ContainsFunc(s.NCCLForce.Value, func(f EnvVar) bool { return f.Name == d.Name })
+	})
+	return s
+}
+
+// MayOverride reports whether users of partition may override key (any
+// case). Keys the site alone sets, and unknown keys, are never overridable.
+func (p *Policy) MayOverride(key, partition string) bool {
+	k := lookupKey(key)
+	if k == nil || !k.User {
+		return false
+	}
+	o := p.Effective(partition).UserOverride.Value
+	return o.All || slices.Contains(o.Keys, k.Name)
+}
+
+// Row is one line of `trainrun policy show`.
+type Row struct {
+	Key, Value string
+	Source     Source
+}
+
+// Rows lists the settings for display, one row per NCCL variable.
+func (s Settings) Rows() []Row {
+	dur := func(d time.Duration, zero string) string {
+		if d == 0 {
+			return zero
+		}
+		return FormatDuration(d)
+	}
+	str := func(v, zero string) string {
+		if v == "" {
+			return zero
+		}
+		return v
+	}
+	yesno := map[bool]string{true: "yes", false: "no"}
+	rows := []Row{
+		{"CkptSignal", s.CkptSignal.Value, s.CkptSignal.Source},
+		{"CkptLead", dur(s.CkptLead.Value, "0"), s.CkptLead.Source},
+		{"CkptGraceBudget", dur(s.CkptGraceBudget.Value, "auto"), s.CkptGraceBudget.Source},
+		{"CkptDir", str(s.CkptDir.Value, "none"), s.CkptDir.Source},
+		{"CkptRoots", str(strings.Join(s.CkptRoots.Value, ","), "any"), s.CkptRoots.Source},
+		{"CkptKeep", strconv.Itoa(s.CkptKeep.Value), s.CkptKeep.Source},
+		{"CkptKeepEvery", str(zeroOff(s.CkptKeepEvery.Value), "off"), s.CkptKeepEvery.Source},
+		{"MaxRequeue", strconv.Itoa(s.MaxRequeue.Value), s.MaxRequeue.Source},
+		{"MaxFailuresNoProgress", strconv.Itoa(s.MaxFailuresNoProgress.Value), s.MaxFailuresNoProgress.Source},
+	}
+	for _, l := range []struct {
+		key  string
+		list Setting[[]EnvVar]
+	}{{"NCCLForce", s.NCCLForce}, {"NCCLDefault", s.NCCLDefault}} {
+		if len(l.list.Value) == 0 {
+			rows = append(rows, Row{l.key, "none", l.list.Source})
+		}
+		for _, v := range l.list.Value {
+			rows = append(rows, Row{l.key, v.Name + "=" + v.Value, v.Source})
+		}
+	}
+	rows = append(rows,
+		Row{"NCCLPrecedence", s.NCCLPrecedence.Value, s.NCCLPrecedence.Source},
+		Row{"Fabric", s.Fabric.Value, s.Fabric.Source},
+		Row{"AutoPlan", yesno[s.AutoPlan.Value], s.AutoPlan.Source},
+		Row{"UserOverride", s.UserOverride.Value.String(), s.UserOverride.Source},
+		Row{"MetricsAddr", str(s.MetricsAddr.Value, "off"), s.MetricsAddr.Source},
+		Row{"Pushgateway", str(s.Pushgateway.Value, "off"), s.Pushgateway.Source},
+		Row{"Webhook", str(s.Webhook.Value, "off"), s.Webhook.Source},
+		Row{"MaxCkptAge", dur(s.MaxCkptAge.Value, "off"), s.MaxCkptAge.Source},
+	)
+	return rows
+}
+
+func zeroOff(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// FormatDuration writes d as the file would: 90s -> 1m30s, 300s -> 5m, 2h.
+func FormatDuration(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	var b strings.Builder
+	h, m, sec := d/time.Hour, (d%time.Hour)/time.Minute, (d%time.Minute)/time.Second
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if sec > 0 {
+		fmt.Fprintf(&b, "%ds", sec)
+	}
+	return b.String()
+}
+
+// NCCL is the part of the settings that shapes a rank's environment, as
+// plan.RankEnv takes it (EnvInput.Policy). Fabric tcp is passed through as
+// "tcp".
+func (s Settings) NCCL() plan.NCCLPolicy {
+	np := plan.NCCLPolicy{TrainrunWins: s.NCCLPrecedence.Value == "site"}
+	if len(s.NCCLForce.Value) > 0 {
+		np.Force = map[string]string{}
+		for _, v := range s.NCCLForce.Value {
+			np.Force[v.Name] = v.Value
+		}
+	}
+	if len(s.NCCLDefault.Value) > 0 {
+		np.Defaults = map[string]string{}
+		for _, v := range s.NCCLDefault.Value {
+			np.Defaults[v.Name] = v.Value
+		}
+	}
+	switch s.Fabric.Value {
+	case "ib":
+		np.Fabric = "infiniband"
+	case "roce", "efa", "tcp":
+		np.Fabric = s.Fabric.Value
+	}
+	return np
+}

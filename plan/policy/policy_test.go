@@ -1,0 +1,278 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/topo"
+)
+
+func mustParse(t *testing.T, text string) *Policy {
+	t.Helper()
+	p, err := Parse(strings.NewReader(text), "trainrun.conf")
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	for name, p := range map[string]*Policy{"Default()": Default(), "empty file": mustParse(t, "# nothing\n")} {
+		s := p.Effective("gpu")
+		if s.CkptSignal.Value != "USR2" || s.CkptLead.Value != 5*time.Minute || s.CkptGraceBudget.Value != 0 ||
+			s.MaxRequeue.Value != 100 || s.MaxFailuresNoProgress.Value != 3 || s.CkptRoots.Value != nil || s.CkptKeep.Value != 3 ||
+			s.CkptKeepEvery.Value != 0 || s.NCCLForce.Value != nil || !s.UserOverride.Value.All || !s.AutoPlan.Value ||
+			s.Fabric.Value != "auto" || s.NCCLPrecedence.Value != "user" || s.MetricsAddr.Value != "" || s.MaxCkptAge.Value != 0 {
+			t.Errorf("%s: defaults wrong: %+v", name, s)
+		}
+		for _, r := range s.Rows() {
+			if r.Source.String() != "default" {
+				t.Errorf("%s: %s from %s", name, r.Key, r.Source)
+			}
+		}
+	}
+	// every row of the table appears in Rows, in table order
+	var rowKeys []string
+	for _, r := range Default().Effective("").Rows() {
+		rowKeys = append(rowKeys, r.Key)
+	}
+	var tableKeys []string
+	for _, k := range Keys() {
+		tableKeys = append(tableKeys, k.Name)
+	}
+	if !slices.Equal(rowKeys, tableKeys) {
+		t.Errorf("Rows keys %v\ntable keys %v", rowKeys, tableKeys)
+	}
+}
+
+const sample = `# site
+CkptSignal=sigusr1
+ckptlead = 90
+NCCLForce=NCCL_IB_TIMEOUT=22 NCCLForce=NCCL_IB_RETRY_CNT=13
+NCCLDefault=NCCL_DEBUG=WARN
+NCCLDefault=NCCL_IB_HCA==mlx5_0:1,mlx5_1:1
+NCCLDefault=NCCL_IB_GID_INDEX=3
+CkptRoots=/lustre/,/scratch
+UserOverride=CkptLead,maxrequeue
+MetricsAddr=:9464
+
+PartitionName=gpu CkptLead=10m NCCLForce=NCCL_IB_TIMEOUT=23 \
+   NCCLDefault=NCCL_DEBUG=INFO Fabric=IB
+PartitionName=preempt NCCLForce=none UserOverride=none MaxRequeue=500
+PartitionName=roce NCCLForce=NCCL_IB_GID_INDEX=5 NCCLPrecedence=site Fabric=roce
+`
+
+func TestEffective(t *testing.T) {
+	p := mustParse(t, sample)
+	if got := p.Partitions(); !slices.Equal(got, []string{"gpu", "preempt", "roce"}) {
+		t.Errorf("Partitions = %v", got)
+	}
+	site := p.Effective("")
+	if site.CkptSignal.Value != "USR1" || site.CkptSignal.Source.String() != "site (trainrun.conf:2)" {
+		t.Errorf("CkptSignal %v from %v", site.CkptSignal.Value, site.CkptSignal.Source)
+	}
+	if site.CkptLead.Value != 90*time.Second || site.CkptLead.Source.Line != 3 {
+		t.Errorf("CkptLead %v", site.CkptLead)
+	}
+	if !slices.Equal(site.CkptRoots.Value, []string{"/lustre", "/scratch"}) {
+		t.Errorf("CkptRoots %v", site.CkptRoots.Value)
+	}
+	if got := site.NCCL(); got.Force["NCCL_IB_TIMEOUT"] != "22" || got.Force["NCCL_IB_RETRY_CNT"] != "13" ||
+		got.Defaults["NCCL_IB_HCA"] != "=mlx5_0:1,mlx5_1:1" || got.TrainrunWins || got.Fabric != "" {
+		t.Errorf("site NCCL %+v", got)
+	}
+
+	gpu := p.Effective("gpu")
+	if gpu.CkptLead.Value != 10*time.Minute || gpu.CkptLead.Source.String() != "partition gpu (trainrun.conf:12)" {
+		t.Errorf("gpu CkptLead %v from %v", gpu.CkptLead.Value, gpu.CkptLead.Source)
+	}
+	if gpu.CkptSignal.Source.Kind != FromSite {
+		t.Errorf("gpu inherits CkptSignal from the site, got %v", gpu.CkptSignal.Source)
+	}
+	wantForce := []EnvVar{
+		{"NCCL_IB_TIMEOUT", "23", Source{FromPartition, "gpu", "trainrun.conf", 12}},
+		{"NCCL_IB_RETRY_CNT", "13", Source{FromSite, "", "trainrun.conf", 4}},
+	}
+	if !slices.Equal(gpu.NCCLForce.Value, wantForce) {
+		t.Errorf("gpu NCCLForce\n got %+v\nwant %+v", gpu.NCCLForce.Value, wantForce)
+	}
+	if d := gpu.NCCLDefault.Value; len(d) != 3 || d[0].Value != "INFO" || d[0].Source.Line != 13 {
+		t.Errorf("gpu NCCLDefault %+v (continuation line 13 holds NCCLDefault)", d)
+	}
+	if gpu.NCCL().Fabric != "infiniband" {
+		t.Errorf("Fabric=IB gives %q", gpu.NCCL().Fabric)
+	}
+
+	pre := p.Effective("preempt")
+	if pre.NCCLForce.Value != nil || pre.NCCLForce.Source.String() != "partition preempt (trainrun.conf:14)" || pre.MaxRequeue.Value != 500 {
+		t.Errorf("preempt: NCCLForce %+v, MaxRequeue %d", pre.NCCLForce, pre.MaxRequeue.Value)
+	}
+
+	roce := p.Effective("roce")
+	if n := roce.NCCL(); !n.TrainrunWins || n.Fabric != "roce" || n.Force["NCCL_IB_GID_INDEX"] != "5" {
+		t.Errorf("roce NCCL %+v", n)
+	}
+	if slices.ContainsFunc(roce.NCCLDefault.Value, func(v EnvVar) bool { return v.Name == "NCCL_IB_GID_INDEX" }) {
+		t.Error("a forced variable is still listed as a default")
+	}
+
+	if other := p.Effective("nosuch"); other.CkptLead.Value != 90*time.Second || p.HasPartition("nosuch") {
+		t.Errorf("an unnamed partition gets the site settings")
+	}
+}
+
+func TestMayOverride(t *testing.T) {
+	p := mustParse(t, sample)
+	tests := []struct {
+		key, partition string
+		want           bool
+	}{
+		{"CkptLead", "gpu", true},
+		{"ckptlead", "gpu", true},
+		{"MaxRequeue", "", true},
+		{"CkptKeep", "gpu", false},     // not in the site's list
+		{"CkptLead", "preempt", false}, // UserOverride=none there
+		{"CkptRoots", "gpu", false},    // the site's alone
+		{"NoSuchKey", "gpu", false},
+	}
+	for _, tc := range tests {
+		if got := p.MayOverride(tc.key, tc.partition); got != tc.want {
+			t.Errorf("MayOverride(%s, %q) = %v, want %v", tc.key, tc.partition, got, tc.want)
+		}
+	}
+	if !Default().MayOverride("CkptKeep", "any") || Default().MayOverride("NCCLForce", "any") {
+		t.Error("defaults: all user keys overridable, site keys never")
+	}
+}
+
+// Every kind of bad file: the error names file, line and key.
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		conf string
+		want []string // each error, exactly, in order
+	}{
+		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, AutoPlan, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, AutoPlan, UserOverride, Webhook, MaxCkptAge`}},
+		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
+		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: min: expected min=VALUE, found "min"`}},
+		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
+		{"zero lead", "CkptLead=0\n", []string{`trainrun.conf:1: CkptLead: bad value "0": must be more than 0; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
+		{"negative count", "MaxRequeue=-1\n", []string{`trainrun.conf:1: MaxRequeue: bad value "-1": less than 0; accepted: a whole number; 0 = never requeue`}},
+		{"bad yes/no", "AutoPlan=true\n", []string{`trainrun.conf:1: AutoPlan: bad value "true": not yes or no; accepted: yes or no`}},
+		{"bad fabric", "Fabric=infiniband\n", []string{`trainrun.conf:1: Fabric: bad value "infiniband": not one of the accepted values; accepted: auto, ib, roce, efa or tcp`}},
+		{"relative root", "CkptRoots=/lustre,scratch\n", []string{`trainrun.conf:1: CkptRoots: bad value "/lustre,scratch": "scratch" is not an absolute path; accepted: any, or a comma-separated list of absolute paths`}},
+		{"bad env", "NCCLForce=NCCL_IB_TIMEOUT\n", []string{`trainrun.conf:1: NCCLForce: bad value "NCCL_IB_TIMEOUT": no '=': write NAME=VALUE, e.g. NCCL_IB_TIMEOUT=22; accepted: NAME=VALUE, one variable per NCCLForce= (repeat the key); none clears the site's list on a partition line`}},
+		{"override of a site key", "UserOverride=CkptLead,CkptRoots\n", []string{`trainrun.conf:1: UserOverride: bad value "CkptLead,CkptRoots": CkptRoots is the site's to set; users cannot be allowed to override it; accepted: all, none, or a comma-separated list of: CkptSignal, CkptLead, CkptDir, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, AutoPlan, Webhook`}},
+		{"bad address", "MetricsAddr=9464\n", []string{`trainrun.conf:1: MetricsAddr: bad value "9464": not HOST:PORT; accepted: off, or HOST:PORT to serve Prometheus metrics on (HOST may be empty: all addresses)`}},
+		{"bad URL", "Pushgateway=pushgw:9091\n", []string{`trainrun.conf:1: Pushgateway: bad value "pushgw:9091": not an http:// or https:// URL with a host; accepted: off, or an http(s) URL of a Prometheus Pushgateway`}},
+		{"empty value", "CkptKeep=\n", []string{`trainrun.conf:1: CkptKeep: empty value; accepted: a whole number, at least 1 (default 3)`}},
+		{"duplicate partition", "PartitionName=gpu CkptKeep=2\nPartitionName=cpu CkptKeep=1\nPartitionName=gpu MaxRequeue=1\n",
+			[]string{`trainrun.conf:3: PartitionName: partition "gpu" is defined again (first on line 1); put its settings on one line, continued with \`}},
+		{"duplicate key on one line", "PartitionName=gpu CkptKeep=2 ckptkeep=3\n", []string{`trainrun.conf:1: ckptkeep: given twice on one line (first on line 1)`}},
+		{"site key set twice", "CkptKeep=2\nCkptLead=1m\nCkptKeep=3\n", []string{`trainrun.conf:3: CkptKeep: set again site-wide (first on line 1); set it once`}},
+		{"site-only key on a partition", "PartitionName=gpu MetricsAddr=:9000\n", []string{`trainrun.conf:1: MetricsAddr: only valid site-wide (on a line without PartitionName=), not for partition gpu`}},
+		{"PartitionName not first", "CkptKeep=2 PartitionName=gpu\n", []string{`trainrun.conf:1: PartitionName: PartitionName= must begin its line; the settings after it belong to that partition`}},
+		{"PartitionName=DEFAULT", "PartitionName=DEFAULT CkptKeep=2\n", []string{`trainrun.conf:1: PartitionName: PartitionName=DEFAULT is not used here: write site-wide Key=Value lines, which every partition inherits`}},
+		{"bad partition name", "PartitionName=gpu,cpu CkptKeep=2\n", []string{`trainrun.conf:1: PartitionName: "gpu,cpu" is not a Slurm partition name (letters, digits, '-', '_', '.')`}},
+		{"variable forced twice", "NCCLForce=NCCL_IB_TIMEOUT=22\nNCCLForce=NCCL_IB_TIMEOUT=23\n", []string{`trainrun.conf:2: NCCLForce: NCCL_IB_TIMEOUT is given twice (first on line 1)`}},
+		{"variable forced and defaulted", "NCCLForce=NCCL_DEBUG=WARN\nNCCLDefault=NCCL_DEBUG=INFO\n", []string{`trainrun.conf:2: NCCLDefault: NCCL_DEBUG is also in NCCLForce (line 1); a variable is either forced or defaulted`}},
+		{"none site-wide", "NCCLForce=none\n", []string{`trainrun.conf:1: NCCLForce: none only makes sense on a PartitionName= line, to drop the site's list; leave the key out here`}},
+		{"CkptDir outside roots", "CkptRoots=/lustre\nPartitionName=gpu CkptDir=/home/%u/ckpt\n", []string{`trainrun.conf:2: CkptDir: /home/%u/ckpt is not under CkptRoots=/lustre (for partition gpu); move it or add its root`}},
+		{"bad CkptDir placeholder", "CkptDir=/lustre/%q\n", []string{`trainrun.conf:1: CkptDir: bad value "/lustre/%q": "/lustre/%q": after % write u (user), j (job id), x (job name) or %; accepted: none, or an absolute path; %u user, %j job id, %x job name, %% a '%'`}},
+		{"lexical error", "CkptLead 5m\n", []string{`trainrun.conf:1: CkptLead: expected CkptLead=VALUE, found "CkptLead 5m"`}},
+		{"every error reported, in line order", "Bogus=1\nCkptKeep=0\nPartitionName=gpu Fabric=fast\nCkptLead 5m\n", []string{
+			`trainrun.conf:1: Bogus: unknown key "Bogus"`,
+			`trainrun.conf:2: CkptKeep: bad value "0": less than 1`,
+			`trainrun.conf:3: Fabric: bad value "fast"`,
+			`trainrun.conf:4: CkptLead: expected CkptLead=VALUE`,
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse(strings.NewReader(tc.conf), "trainrun.conf")
+			if err == nil {
+				t.Fatalf("no error; policy %+v", p)
+			}
+			var list Errors
+			if !errors.As(err, &list) {
+				t.Fatalf("error is %T, want Errors", err)
+			}
+			if len(list) != len(tc.want) {
+				t.Fatalf("%d errors, want %d:\n%v", len(list), len(tc.want), err)
+			}
+			for i, e := range list {
+				if got := e.Error(); got != tc.want[i] && !strings.HasPrefix(got, tc.want[i]) {
+					t.Errorf("error %d\n got %s\nwant %s", i, got, tc.want[i])
+				}
+				if e.File != "trainrun.conf" || e.Line == 0 || e.Key == "" {
+					t.Errorf("error %d lacks file, line or key: %#v", i, e)
+				}
+			}
+			var ce *topo.ConfError
+			if !errors.As(err, &ce) {
+				t.Error("errors.As cannot find a *topo.ConfError")
+			}
+		})
+	}
+}
+
+func TestExampleFileParses(t *testing.T) {
+	f, err := os.Open("../../contrib/trainrun.conf.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := Parse(f, "trainrun.conf.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Partitions(); !slices.Equal(got, []string{"preempt", "roce", "debug"}) {
+		t.Errorf("partitions %v", got)
+	}
+	if !slices.ContainsFunc(p.Effective("roce").NCCLForce.Value, func(v EnvVar) bool { return v.Name == "NCCL_IB_TIMEOUT" && v.Value == "23" }) {
+		t.Errorf("roce NCCLForce %+v", p.Effective("roce").NCCLForce.Value)
+	}
+}
+
+func TestExpandCkptDir(t *testing.T) {
+	if got := ExpandCkptDir("/lustre/%u/%x-%j/100%%", "ana", "4242", "llama"); got != "/lustre/ana/llama-4242/100%" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{90 * time.Second: "1m30s", 5 * time.Minute: "5m", 2 * time.Hour: "2h", 3723 * time.Second: "1h2m3s"} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// The plan package's NCCL input is what Settings.NCCL builds.
+var _ plan.NCCLPolicy = Settings{}.NCCL()
+
+// FuzzParse: no input panics; an accepted file yields settings for each of
+// its partitions.
+func FuzzParse(f *testing.F) {
+	f.Add(sample)
+	if b, err := os.ReadFile("../../contrib/trainrun.conf.example"); err == nil {
+		f.Add(string(b))
+	}
+	f.Fuzz(func(t *testing.T, conf string) {
+		p, err := Parse(strings.NewReader(conf), "f")
+		if err != nil {
+			return
+		}
+		for _, name := range append(p.Partitions(), "") {
+			_ = p.Effective(name).Rows()
+		}
+	})
+}

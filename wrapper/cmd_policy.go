@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/trainrun/trainrun/plan/policy"
+)
+
+func init() {
+	register(&command{name: "policy", short: "check the admin policy file (trainrun.conf) or show a partition's settings", run: runPolicy})
+}
+
+const policyUsage = `Usage: trainrun policy check FILE
+       trainrun policy show [--partition P] FILE
+
+check  validates FILE: exit 0 with a one-line summary, or exit 2 listing every
+       error as file:line: key: message.
+show   prints the settings a partition gets (site-wide ones without
+       --partition) and where each value comes from.
+`
+
+func runPolicy(ctx context.Context, env *runEnv, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(env.stderr, policyUsage)
+		return usageErrorf("policy needs a subcommand: check or show")
+	}
+	switch args[0] {
+	case "check":
+		return runPolicyCheck(env, args[1:])
+	case "show":
+		return runPolicyShow(env, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprint(env.stdout, policyUsage)
+		return nil
+	}
+	return usageErrorf("unknown policy subcommand %q; use check or show", args[0])
+}
+
+// loadPolicyFile opens and parses a trainrun.conf. A file with errors gives
+// policy.Errors (every error, each naming file, line and key).
+func loadPolicyFile(path string) (*policy.Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("policy file: %w", err))
+	}
+	defer f.Close()
+	p, err := policy.Parse(f, path)
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	return p, nil
+}
+
+// reportPolicyErrors prints a file's errors one per line and returns the
+// exit error; other errors are returned for dispatch to print.
+func reportPolicyErrors(w io.Writer, path string, err error) error {
+	var list policy.Errors
+	if !errors.As(err, &list) {
+		return err
+	}
+	for _, e := range list {
+		fmt.Fprintln(w, e)
+	}
+	noun := "errors"
+	if len(list) == 1 {
+		noun = "error"
+	}
+	fmt.Fprintf(w, "%s: %d %s\n", path, len(list), noun)
+	return withCode(ExitUsage, errSilent)
+}
+
+func runPolicyCheck(env *runEnv, args []string) error {
+	fs := newFlags("policy check", "policy check FILE", env.stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("policy check takes one FILE, got %d arguments", fs.NArg())
+	}
+	path := fs.Arg(0)
+	p, err := loadPolicyFile(path)
+	if err != nil {
+		return reportPolicyErrors(env.stderr, path, err)
+	}
+	parts := p.Partitions()
+	list := ""
+	if len(parts) > 0 {
+		list = " (" + strings.Join(parts, ", ") + ")"
+	}
+	fmt.Fprintf(env.stdout, "%s: OK: %d site-wide %s, %d %s%s\n", path,
+		p.SiteSettings(), plural(p.SiteSettings(), "setting", "settings"), len(parts), plural(len(parts), "partition", "partitions"), list)
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func runPolicyShow(env *runEnv, args []string) error {
+	fs := newFlags("policy show", "policy show [--partition P] FILE", env.stderr)
+	partition := fs.String("partition", "", "the partition whose settings to show (default: the site-wide ones)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("policy show takes one FILE, got %d arguments", fs.NArg())
+	}
+	path := fs.Arg(0)
+	p, err := loadPolicyFile(path)
+	if err != nil {
+		return reportPolicyErrors(env.stderr, path, err)
+	}
+	switch {
+	case *partition == "":
+		fmt.Fprintf(env.stdout, "Site-wide settings of %s\n", path)
+	case p.HasPartition(*partition):
+		fmt.Fprintf(env.stdout, "Settings of partition %s in %s\n", *partition, path)
+	default:
+		fmt.Fprintf(env.stdout, "Settings of partition %s in %s (no PartitionName=%s line: the site-wide settings apply)\n", *partition, path, *partition)
+	}
+	s := p.Effective(*partition)
+	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tVALUE\tFROM\tUSERS MAY OVERRIDE")
+	for _, r := range s.Rows() {
+		may := "never"
+		if k := keyInfo(r.Key); k.User {
+			may = "no"
+			if p.MayOverride(r.Key, *partition) {
+				may = "yes"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Key, r.Value, r.Source, may)
+	}
+	return tw.Flush()
+}
+
+func keyInfo(name string) policy.Key {
+	for _, k := range policy.Keys() {
+		if k.Name == name {
+			return k
+		}
+	}
+	return policy.Key{}
+}

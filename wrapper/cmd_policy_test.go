@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// -update-policy rewrites the golden files of this file; a shared -update
+// flag defined elsewhere in the package works too.
+var updatePolicyGolden = flag.Bool("update-policy", false, "rewrite testdata/policy/*.golden")
+
+func policyGoldenUpdate() bool {
+	if *updatePolicyGolden {
+		return true
+	}
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+const examplePolicy = "../contrib/trainrun.conf.example"
+
+func runTrainrun(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	env := &runEnv{stdout: &o, stderr: &e, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
+	code = dispatch(context.Background(), env, args)
+	return code, o.String(), e.String()
+}
+
+func TestPolicyCheckExample(t *testing.T) {
+	code, out, errOut := runTrainrun("policy", "check", examplePolicy)
+	want := examplePolicy + ": OK: 20 site-wide settings, 3 partitions (preempt, roce, debug)\n"
+	if code != ExitOK || out != want || errOut != "" {
+		t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %q", code, out, want, errOut)
+	}
+}
+
+// Each kind of bad file exits 2 and names the line and key.
+func TestPolicyCheckRejects(t *testing.T) {
+	tests := []struct {
+		name, conf string
+		want       []string // stderr lines, the file name written as FILE
+	}{
+		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n", []string{`FILE:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal,`, "FILE: 1 error"}},
+		{"bad value", "MaxRequeue=lots\n", []string{`FILE:1: MaxRequeue: bad value "lots": not a whole number; accepted: a whole number; 0 = never requeue`, "FILE: 1 error"}},
+		{"duplicate partition", "PartitionName=gpu CkptKeep=2\nPartitionName=gpu CkptKeep=3\n", []string{`FILE:2: PartitionName: partition "gpu" is defined again (first on line 1)`, "FILE: 1 error"}},
+		{"duplicate key on a line", "PartitionName=gpu CkptKeep=2 CkptKeep=3\n", []string{"FILE:1: CkptKeep: given twice on one line (first on line 1)", "FILE: 1 error"}},
+		{"site-only key on a partition", "PartitionName=gpu Pushgateway=http://pg:9091\n", []string{"FILE:1: Pushgateway: only valid site-wide (on a line without PartitionName=), not for partition gpu", "FILE: 1 error"}},
+		{"several errors, all listed", "Bogus=1\nPartitionName=gpu Fabric=fast\n", []string{`FILE:1: Bogus: unknown key "Bogus"`, `FILE:2: Fabric: bad value "fast"`, "FILE: 2 errors"}},
+	}
+	dir := t.TempDir()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".conf")
+			if err := os.WriteFile(path, []byte(tc.conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, sub := range []string{"check", "show"} {
+				code, out, errOut := runTrainrun("policy", sub, path)
+				if code != ExitUsage || out != "" {
+					t.Errorf("%s: exit %d (want %d), stdout %q", sub, code, ExitUsage, out)
+				}
+				lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+				if len(lines) != len(tc.want) {
+					t.Fatalf("%s: stderr\n%s\nwant %d lines", sub, errOut, len(tc.want))
+				}
+				for i, w := range tc.want {
+					if w = strings.ReplaceAll(w, "FILE", path); !strings.HasPrefix(lines[i], w) {
+						t.Errorf("%s: line %d\n got %s\nwant %s", sub, i+1, lines[i], w)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string // in stderr
+	}{
+		{"no subcommand", []string{"policy"}, ExitUsage, "policy needs a subcommand: check or show"},
+		{"unknown subcommand", []string{"policy", "lint", "x"}, ExitUsage, `unknown policy subcommand "lint"`},
+		{"no file", []string{"policy", "check"}, ExitUsage, "policy check takes one FILE, got 0 arguments"},
+		{"missing file", []string{"policy", "check", "no/such/trainrun.conf"}, ExitUsage, "policy file: open no/such/trainrun.conf: no such file or directory"},
+		{"bad flag", []string{"policy", "show", "--partion", "gpu", examplePolicy}, ExitUsage, "unknown flag: --partion"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runTrainrun(tc.args...)
+			if code != tc.code || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d (want %d), stderr %q, want it to contain %q", code, tc.code, errOut, tc.want)
+			}
+		})
+	}
+}
+
+// policy show output, as a user reads it, for the example file.
+func TestPolicyShowGolden(t *testing.T) {
+	for _, part := range []string{"", "preempt", "roce", "debug", "nosuch"} {
+		name := part
+		if name == "" {
+			name = "site"
+		}
+		t.Run(name, func(t *testing.T) {
+			args := []string{"policy", "show", examplePolicy}
+			if part != "" {
+				args = []string{"policy", "show", "--partition", part, examplePolicy}
+			}
+			code, out, errOut := runTrainrun(args...)
+			if code != ExitOK || errOut != "" {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			golden := filepath.Join("testdata", "policy", "show-"+name+".golden")
+			if policyGoldenUpdate() {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./wrapper -run TestPolicyShowGolden -update-policy)", err)
+			}
+			if out != string(want) {
+				t.Errorf("policy show differs from %s:\n%s", golden, out)
+			}
+		})
+	}
+}
