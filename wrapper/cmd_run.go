@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 )
@@ -25,30 +26,38 @@ func init() {
 	register(&command{name: "run", short: "plan, place and launch the training step inside a Slurm allocation", run: runRun})
 }
 
-// runOptions are the flags of `trainrun run`.
+// runOptions are the flags of `trainrun run`: the plan flags of `trainrun
+// plan` (planOptions, shared) and the run's own.
 type runOptions struct {
-	fix         string
-	planFile    string
-	gpu         string
-	globalBatch int
-	ckptDir     string
-	ckptSignal  string
-	ckptLead    time.Duration
-	maxRequeue  int
-	jobDir      string
-	probe       string
-	dryRun      bool
-	rank        int
+	plan       planOptions
+	planFile   string
+	ckptDir    string
+	ckptSignal string
+	maxRequeue int
+	jobDir     string
+	probe      string
+	dryRun     bool
+	rank       int
 }
 
+// defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
+// quarter of the job's time limit.
+const defaultCkptLead = 10 * time.Minute
+
+// planFlagsNotForRun are plan flags that the allocation or the run decides.
+var planFlagsNotForRun = []string{"format", "top", "time-margin", "nodelist", "topology-conf", "gpus", "gpus-per-node"}
+
 func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&o.fix, "fix", "", "pin the layout: tp=,pp=,vpp=,cp=,ep=,dp=,mbs=,recompute=,zero=,sp=,offload= (dp defaults to GPUs/(tp·pp·cp))")
+	o.plan.AddFlags(fs)
+	for _, name := range planFlagsNotForRun {
+		fs.MarkHidden(name)
+	}
+	fs.Lookup("gpu").Usage = "GPU type for the planner when the nodes' GPUs are not recognised (" + strings.Join(plan.GPUNames(), " ") + ")"
+	fs.Lookup("fix").Usage = "pin the layout: tp=,pp=,vpp=,cp=,ep=,dp=,mbs=,recompute=,zero=,sp=,offload=; without a model (--model or shape flags) the degrees are used as given (dp defaults to GPUs/(tp·pp·cp)) and not evaluated"
+	fs.Lookup("ckpt-lead").Usage = "ask for the checkpoint this long before the job's end time, by trainrun's own clock (default: 10m or a quarter of the time limit, whichever is less)"
 	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning")
-	fs.StringVar(&o.gpu, "gpu", "", "GPU type for the planner's predictions when the nodes' GPUs are not recognised (e.g. h100-sxm)")
-	fs.IntVar(&o.globalBatch, "global-batch", 0, "sequences per optimizer step (sets grad_accum = global-batch / (micro_batch·dp))")
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "durable checkpoint store of the run (env TRAINRUN_CKPT_DIR; default JOBDIR/checkpoints)")
 	fs.StringVar(&o.ckptSignal, "ckpt-signal", envOr(getenv, "TRAINRUN_CKPT_SIGNAL", "USR2"), "signal that asks the trainer to checkpoint (env TRAINRUN_CKPT_SIGNAL); not USR1, which NCCL uses")
-	fs.DurationVar(&o.ckptLead, "ckpt-lead", 90*time.Second, "ask for the checkpoint this long before the job's end time (trainrun's own clock)")
 	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
 	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
@@ -104,16 +113,20 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if signalByName(o.ckptSignal) == nil {
 		return usageErrorf("--ckpt-signal %q: want a signal name such as USR2 or TERM", o.ckptSignal)
 	}
-	if o.fix != "" && o.planFile != "" {
+	if o.plan.Fix != "" && o.planFile != "" {
 		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
 	}
-	r := &runner{opts: o, env: env, argv: argv, t0: time.Now()}
+	r := &runner{opts: o, fs: fs, env: env, argv: argv, t0: time.Now()}
 	return r.run(ctx)
 }
 
 // runner holds one `trainrun run` from allocation to exit.
 type runner struct {
 	opts  runOptions
+	fs    *pflag.FlagSet
+	lead  time.Duration // the checkpoint lead in use
+	facts map[string]nodeFacts
+	megatron []string
 	env   *runEnv
 	argv  []string
 	t0    time.Time
@@ -179,9 +192,14 @@ func (r *runner) run(ctx context.Context) error {
 	if err := mkdirUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
 		return withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
 	}
-	if b, err := os.ReadFile(filepath.Join(r.jobDir, "finished")); err == nil && !r.opts.dryRun {
-		r.logf("this run already finished (%s: %s); not starting it again", filepath.Join(r.jobDir, "finished"), strings.TrimSpace(string(b)))
-		return nil
+	if !r.opts.dryRun {
+		if st, err := checkpoint.Open(r.ckptDir); err == nil {
+			if f, ok, _ := st.Finished(); ok {
+				r.logf("this run already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again",
+					f.JobID, f.Restart, f.Time.Format(time.RFC3339), orText(f.Tag, "none"))
+				return nil
+			}
+		}
 	}
 
 	// What the environment does not say: end time (scontrol show job), node
@@ -218,6 +236,11 @@ func (r *runner) run(ctx context.Context) error {
 		return probeErr
 	}
 	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
+	r.facts = facts
+	r.lead = r.opts.plan.CkptLead
+	if !r.fs.Changed("ckpt-lead") && a.TimeLimit > 0 {
+		r.lead = min(defaultCkptLead, a.TimeLimit/4)
+	}
 
 	if err := r.choosePlan(); err != nil {
 		return err
@@ -230,14 +253,27 @@ func (r *runner) run(ctx context.Context) error {
 		return withCode(ExitNoFit, err)
 	}
 
-	store := markerStore{dir: r.ckptDir}
-	if r.resume, err = store.Latest(); err != nil {
-		return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	var store storeAdapter
+	if !r.opts.dryRun {
+		if store, err = openStore(r.ckptDir); err != nil {
+			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		}
+		var notes []string
+		if r.resume, notes, err = store.Latest(); err != nil {
+			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		}
+		for _, n := range notes {
+			r.logf("warning: %s", n)
+		}
 	}
 
 	// The command with its templates substituted.
 	var unknown []string
-	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.layout, r.resume, r.ckptDir), megatronArgsFallback(r.layout))
+	megatron := r.megatron
+	if megatron == nil {
+		megatron = megatronArgsFallback(r.layout)
+	}
+	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.layout, r.resume, r.ckptDir), megatron)
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
@@ -304,9 +340,16 @@ func (r *runner) run(ctx context.Context) error {
 	return r.launch(ctx, ctl, store)
 }
 
-// choosePlan sets r.layout (and r.eval when the plan was evaluated).
+// choosePlan sets r.layout (and r.eval when the planner evaluated it): from
+// --plan FILE; from the planner when a model is given (searching, or
+// evaluating what --fix pins); or from --fix alone, unevaluated.
 func (r *runner) choosePlan() error {
 	world := r.alloc.World()
+	po := &r.opts.plan
+	hasModel := po.Model != ""
+	for _, f := range modelFlags {
+		hasModel = hasModel || r.fs.Changed(f)
+	}
 	switch {
 	case r.opts.planFile != "":
 		ev, err := readPlanFile(r.opts.planFile, world)
@@ -314,15 +357,60 @@ func (r *runner) choosePlan() error {
 			return err
 		}
 		r.eval, r.layout = ev, ev.Layout
-	case r.opts.fix != "":
-		l, err := fixedLayout(r.opts.fix, world, r.opts.globalBatch)
+	case hasModel:
+		m, err := po.model(r.fs)
+		if err != nil {
+			return err
+		}
+		j, err := po.job()
+		if err != nil {
+			return err
+		}
+		if po.GPU == "" {
+			name := r.probedGPUName()
+			if name == "" {
+				return usageErrorf("no GPU type for the planner: the probe found no GPU name on the nodes (probe %s; fake or unrecognised devices); pass --gpu TYPE (%s)",
+					r.opts.probe, strings.Join(plan.GPUNames(), " "))
+			}
+			if _, err := plan.LookupGPU(name); err != nil {
+				return usageErrorf("the nodes' GPU %q is not in the planner's catalog: pass --gpu TYPE (%s)", name, strings.Join(plan.GPUNames(), " "))
+			}
+			po.GPU = name
+		}
+		if strings.Contains(po.GPU, ",") || strings.Contains(po.GPU, ":") {
+			return usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
+		}
+		po.GPUs = world
+		r.fs.Set("gpus-per-node", strconv.Itoa(r.alloc.TasksPerNode))
+		clusters, err := po.clusters(r.fs)
+		if err != nil {
+			return err
+		}
+		c := clusters[0]
+		pins, err := parseFix(po.Fix)
+		if err != nil {
+			return err
+		}
+		so := po.searchOptions(pins)
+		res := plan.Search(m, j, c, so)
+		if err := noFitError(m, j, c, so, res); err != nil {
+			return err
+		}
+		if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
+			return withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
+		}
+		r.eval, r.layout = res.Plan, res.Plan.Layout
+		r.megatron = plan.MegatronArgs(m, j, *res.Plan)
+	case po.Fix != "":
+		l, err := fixedLayout(po.Fix, world, po.GlobalBatch)
 		if err != nil {
 			return err
 		}
 		r.layout = l
 	default:
-		return usageErrorf("no layout: this build plans only from --fix or --plan; pin the degrees with e.g. --fix tp=%d "+
-			"(dp is derived from the %d GPUs) or pass --plan FILE from 'trainrun plan --format json'", min(world, r.alloc.TasksPerNode), world)
+		return usageErrorf("no layout: give the model (--model NAME|PATH, or --layers --hidden --heads --vocab) with --seq-len and --global-batch to plan, "+
+			"or pin the degrees with --fix (e.g. --fix tp=%d; dp is derived from the %d GPUs), or pass --plan FILE from 'trainrun plan --format json'",
+			min(world, r.alloc.TasksPerNode), world)
 	}
 	if r.layout.VPP <= 0 {
 		r.layout.VPP = 1
@@ -364,7 +452,7 @@ func (r *runner) summary() string {
 	fmt.Fprintf(&b, "trainrun run: job %s, %d node(s) × %d GPU(s) = %d ranks, partition %s, restart %d\n",
 		a.JobID, len(a.Nodes), a.TasksPerNode, a.World(), orDash(a.Partition), a.RestartCount)
 	if !a.EndTime.IsZero() {
-		fmt.Fprintf(&b, "  time limit  %s, ends %s; checkpoint asked %s before\n", fmtLimit(a.TimeLimit), a.EndTime.Format("2006-01-02 15:04:05"), r.opts.ckptLead)
+		fmt.Fprintf(&b, "  time limit  %s, ends %s; checkpoint asked %s before\n", fmtLimit(a.TimeLimit), a.EndTime.Format("2006-01-02 15:04:05"), r.lead)
 	}
 	fmt.Fprintf(&b, "  layout      tp=%d pp=%d vpp=%d cp=%d ep=%d dp=%d  micro_batch=%d grad_accum=%d recompute=%s zero=%d sp=%t",
 		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.GradAccum, l.Recompute, l.Zero, l.SP)
@@ -500,11 +588,11 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 
 	var clock <-chan time.Time
 	if !r.alloc.EndTime.IsZero() {
-		at := r.alloc.EndTime.Add(-r.opts.ckptLead)
+		at := r.alloc.EndTime.Add(-r.lead)
 		d := time.Until(at)
 		if d < 0 {
 			d = 0
-			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.opts.ckptLead)
+			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.lead)
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -652,8 +740,10 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 		return withCode(ExitStepFailed, errors.New(what))
 	}
 	if reason == stopNone {
-		if err := writeFileAtomic(filepath.Join(r.jobDir, "finished"), []byte(time.Now().UTC().Format(time.RFC3339)+" job "+r.alloc.JobID+"\n"), 0o644); err != nil {
-			r.logf("warning: writing the finished marker: %v", err)
+		if sa, ok := store.(storeAdapter); ok {
+			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: latest}); err != nil {
+				r.logf("warning: writing the finished marker: %v", err)
+			}
 		}
 		r.logf("training finished (all %d ranks exited 0) in %.1f s", world, time.Since(r.t0).Seconds())
 		return nil
@@ -684,4 +774,17 @@ func mkdirUnlessDry(dry bool, dir string) error {
 		return nil
 	}
 	return os.MkdirAll(dir, 0o755)
+}
+
+// probedGPUName is the GPU name the probe found on the nodes ("" if none or
+// if the nodes disagree).
+func (r *runner) probedGPUName() string {
+	name := ""
+	for _, f := range r.facts {
+		if f.GPUName == "" || name != "" && f.GPUName != name {
+			return ""
+		}
+		name = f.GPUName
+	}
+	return name
 }

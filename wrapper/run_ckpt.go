@@ -1,99 +1,70 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
 )
 
 // ckptStore is what the controller needs of the checkpoint store: the latest
-// committed checkpoint to resume from, and committing the checkpoints the
-// trainer completed (all WORLD_SIZE done markers present).
+// committed checkpoint to resume from, and committing what the trainers
+// completed (all WORLD_SIZE done markers present).
 type ckptStore interface {
-	// Latest returns the directory of the latest committed checkpoint, "" if none.
-	Latest() (string, error)
-	// CommitComplete commits every checkpoint under the store whose
-	// handshake is complete for world ranks and that is newer than the
-	// latest; it returns the tag now latest ("" if none) and whether it changed.
+	// Latest returns the directory of the latest committed checkpoint that
+	// verifies, "" if none, and notes to print (checkpoints skipped).
+	Latest() (dir string, notes []string, err error)
+	// CommitComplete commits the newest checkpoint whose handshake is complete
+	// and returns the tag now latest ("" if none) and whether it changed.
 	CommitComplete(world int) (latest string, changed bool, err error)
 }
 
-// markerStore is the handshake of PRODUCT.md without the verifying store of
-// the checkpoint package: a checkpoint TAG under dir is complete when
-// TAG/.trainrun/done.<r> exists for every rank r; `latest` names the newest
-// complete one, written atomically (temporary file, fsync, rename, directory
-// fsync). It is what this build uses until checkpoint.Store is wired in.
-type markerStore struct{ dir string }
+// storeAdapter is the controller's view of checkpoint.Store.
+type storeAdapter struct{ s *checkpoint.Store }
 
-const latestFile = "latest"
+var _ ckptStore = storeAdapter{}
 
-func (m markerStore) Latest() (string, error) {
-	b, err := os.ReadFile(filepath.Join(m.dir, latestFile))
-	if os.IsNotExist(err) {
-		return "", nil
-	}
+func openStore(dir string) (storeAdapter, error) {
+	s, err := checkpoint.Open(dir)
 	if err != nil {
-		return "", err
+		return storeAdapter{}, err
 	}
-	tag := strings.TrimSpace(string(b))
-	if tag == "" {
-		return "", nil
-	}
-	return filepath.Join(m.dir, tag), nil
+	return storeAdapter{s}, nil
 }
 
-// complete reports when the last done marker of tag was written, if all are there.
-func (m markerStore) complete(tag string, world int) (time.Time, bool) {
-	var last time.Time
-	for r := range world {
-		st, err := os.Stat(filepath.Join(m.dir, tag, ".trainrun", "done."+strconv.Itoa(r)))
+func (a storeAdapter) Latest() (string, []string, error) {
+	r, err := a.s.Latest()
+	var notes []string
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		if len(r.Skipped) > 0 {
+			// Starting over would silently throw the run's progress away.
+			return "", nil, fmt.Errorf("%w; check the store with 'trainrun ckpt verify', or move it aside to start from scratch", err)
+		}
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	for _, e := range r.Skipped {
+		notes = append(notes, fmt.Sprintf("skipped a newer checkpoint that does not verify: %v", e))
+	}
+	return r.Dir, notes, nil
+}
+
+func (a storeAdapter) CommitComplete(world int) (string, bool, error) {
+	tag, ok, err := a.s.NewestComplete(world)
+	if err != nil {
+		return "", false, err
+	}
+	if !ok {
+		r, err := a.s.Latest()
 		if err != nil {
-			return time.Time{}, false
-		}
-		if st.ModTime().After(last) {
-			last = st.ModTime()
-		}
-	}
-	return last, true
-}
-
-func (m markerStore) CommitComplete(world int) (string, bool, error) {
-	cur, err := m.Latest()
-	if err != nil {
-		return "", false, err
-	}
-	curTag := filepath.Base(cur)
-	var curAt time.Time
-	if cur != "" {
-		curAt, _ = m.complete(curTag, world)
-	}
-	ents, err := os.ReadDir(m.dir)
-	if os.IsNotExist(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	best, bestAt := "", curAt
-	for _, e := range ents {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		if at, ok := m.complete(e.Name(), world); ok && at.After(bestAt) {
-			best, bestAt = e.Name(), at
-		}
-	}
-	if best == "" {
-		if cur == "" {
 			return "", false, nil
 		}
-		return curTag, false, nil
+		return r.Tag, false, nil
 	}
-	if err := writeFileAtomic(filepath.Join(m.dir, latestFile), []byte(best+"\n"), 0o644); err != nil {
-		return "", false, fmt.Errorf("checkpoint store %s: writing latest: %w", m.dir, err)
+	if _, err := a.s.Commit(tag, world); err != nil {
+		return "", false, fmt.Errorf("committing checkpoint %s: %w", tag, err)
 	}
-	return best, true, nil
+	return tag, true, nil
 }

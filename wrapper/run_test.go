@@ -173,15 +173,21 @@ func TestSrunCommand(t *testing.T) {
 	}
 }
 
-func TestMarkerStore(t *testing.T) {
+// The controller's view of the checkpoint store: an incomplete checkpoint is
+// never latest; the complete one is committed and resumed from.
+func TestStoreAdapter(t *testing.T) {
 	dir := t.TempDir()
-	s := markerStore{dir: dir}
-	if l, err := s.Latest(); l != "" || err != nil {
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := s.Latest(); l != "" || err != nil {
 		t.Fatalf("empty store: %q %v", l, err)
 	}
 	mark := func(tag string, ranks ...int) {
 		os.MkdirAll(filepath.Join(dir, tag, ".trainrun"), 0o755)
 		for _, r := range ranks {
+			os.WriteFile(filepath.Join(dir, tag, "rank-"+strconv.Itoa(r)+".pt"), []byte("weights"), 0o644)
 			os.WriteFile(filepath.Join(dir, tag, ".trainrun", "done."+strconv.Itoa(r)), nil, 0o644)
 		}
 	}
@@ -191,7 +197,7 @@ func TestMarkerStore(t *testing.T) {
 	if err != nil || tag != "step-10" || !changed {
 		t.Fatalf("commit: %q %v %v", tag, changed, err)
 	}
-	if l, _ := s.Latest(); l != filepath.Join(dir, "step-10") {
+	if l, _, _ := s.Latest(); l != filepath.Join(dir, "step-10") {
 		t.Errorf("latest %q", l)
 	}
 	if tag, changed, _ = s.CommitComplete(2); tag != "step-10" || changed {
