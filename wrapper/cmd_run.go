@@ -122,16 +122,16 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 
 // runner holds one `trainrun run` from allocation to exit.
 type runner struct {
-	opts  runOptions
-	fs    *pflag.FlagSet
-	lead  time.Duration // the checkpoint lead in use
-	facts map[string]nodeFacts
+	opts     runOptions
+	fs       *pflag.FlagSet
+	lead     time.Duration // the checkpoint lead in use
+	facts    map[string]nodeFacts
 	megatron []string
-	env   *runEnv
-	argv  []string
-	t0    time.Time
-	alloc *allocation
-	job   *jobInfo
+	env      *runEnv
+	argv     []string
+	t0       time.Time
+	alloc    *allocation
+	job      *jobInfo
 
 	jobDir   string
 	ckptDir  string
