@@ -122,16 +122,17 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 
 // runner holds one `trainrun run` from allocation to exit.
 type runner struct {
-	opts     runOptions
-	fs       *pflag.FlagSet
-	lead     time.Duration // the checkpoint lead in use
-	facts    map[string]nodeFacts
-	megatron []string
-	env      *runEnv
-	argv     []string
-	t0       time.Time
-	alloc    *allocation
-	job      *jobInfo
+	opts      runOptions
+	fs        *pflag.FlagSet
+	lead      time.Duration // the checkpoint lead in use
+	facts     map[string]nodeFacts
+	megatron  []string
+	placement *plan.Placement // nil when the block order fallback was used
+	env       *runEnv
+	argv      []string
+	t0        time.Time
+	alloc     *allocation
+	job       *jobInfo
 
 	jobDir   string
 	ckptDir  string
@@ -208,7 +209,9 @@ func (r *runner) run(ctx context.Context) error {
 	var jobErr, addrErr, probeErr error
 	var addrs map[string]string
 	var facts map[string]nodeFacts
-	wg.Add(2)
+	var cluster *topo.Cluster
+	wg.Add(3)
+	go func() { defer wg.Done(); cluster = scontrolTopology(ctx, a.Nodes, r.logf) }()
 	go func() { defer wg.Done(); r.job, jobErr = scontrolJob(ctx, a.JobID) }()
 	go func() { defer wg.Done(); addrs, addrErr = scontrolNodeAddrs(ctx, a.NodeList) }()
 	topoDir := filepath.Join(r.jobDir, "topo")
@@ -245,12 +248,16 @@ func (r *runner) run(ctx context.Context) error {
 	if err := r.choosePlan(); err != nil {
 		return err
 	}
-	gpuIDs := map[string][]int{}
-	for n, f := range facts {
-		gpuIDs[n] = f.GPUs
+	var traffic plan.Traffic
+	if r.eval != nil {
+		traffic = r.eval.Traffic
 	}
-	if r.slots, err = blockPlacement(a, r.layout, gpuIDs); err != nil {
+	var notes []string
+	if r.slots, r.placement, notes, err = placeRanks(a, r.layout, traffic, facts, cluster); err != nil {
 		return withCode(ExitNoFit, err)
+	}
+	for _, n := range notes {
+		r.logf("placement: %s", n)
 	}
 
 	var store storeAdapter
@@ -299,6 +306,7 @@ func (r *runner) run(ctx context.Context) error {
 		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
 		JobDir: r.jobDir, RestartCount: a.RestartCount,
 	})
+	r.addNCCLEnv(&renv, masterAddr, addrs, planPath)
 	launchDir := filepath.Join(r.jobDir, "launch")
 	bindInShim := false
 	for _, s := range r.slots {
@@ -430,13 +438,20 @@ type planDoc struct {
 	JobID     string     `json:"job_id"`
 	Nodes     []string   `json:"nodes"`
 	Ranks     []rankSlot `json:"ranks"`
-	Command   []string   `json:"command"`
-	Resume    string     `json:"resume"`
-	CkptDir   string     `json:"ckpt_dir"`
+	// Traffic and Baseline are the bytes per step over each link class for
+	// this placement and for Slurm's block order (absent without placement).
+	Traffic  *plan.LinkBytes `json:"traffic,omitempty"`
+	Baseline *plan.LinkBytes `json:"baseline,omitempty"`
+	Command  []string        `json:"command"`
+	Resume   string          `json:"resume"`
+	CkptDir  string          `json:"ckpt_dir"`
 }
 
 func (r *runner) writePlan(path string) error {
 	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.slots, Command: r.cmdArgv, Resume: r.resume, CkptDir: r.ckptDir}
+	if r.placement != nil {
+		d.Traffic, d.Baseline = &r.placement.Traffic, &r.placement.Baseline
+	}
 	if r.eval != nil {
 		d.Plan, d.Evaluated = r.eval, true
 	} else {
@@ -464,6 +479,10 @@ func (r *runner) summary() string {
 		fmt.Fprintf(&b, " (pinned with --fix; not evaluated: no prediction)\n")
 	}
 	fmt.Fprintf(&b, "  placement   rank order tp-cp-ep-dp-pp; %s\n", placementLine(r.slots, l))
+	if p := r.placement; p != nil && r.eval != nil {
+		fmt.Fprintf(&b, "  traffic     per step: NVLink %s, PCIe %s, leaf %s, spine %s (Slurm's block order: leaf %s, spine %s)\n",
+			gib(p.Traffic.NVLink), gib(p.Traffic.PCIe), gib(p.Traffic.Leaf), gib(p.Traffic.Spine), gib(p.Baseline.Leaf), gib(p.Baseline.Spine))
+	}
 	for _, line := range nodeTable(r.slots, 8) {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
@@ -781,10 +800,90 @@ func mkdirUnlessDry(dry bool, dir string) error {
 func (r *runner) probedGPUName() string {
 	name := ""
 	for _, f := range r.facts {
-		if f.GPUName == "" || name != "" && f.GPUName != name {
+		t := gpuTypeOf(f.GPUName)
+		if t == "" || name != "" && t != name {
 			return ""
 		}
-		name = f.GPUName
+		name = t
 	}
 	return name
 }
+
+// scontrolTopology is the cluster model from `scontrol show topology` (flat
+// when Slurm has no topology plugin, or when it cannot be read).
+func scontrolTopology(ctx context.Context, nodes []string, logf func(string, ...any)) *topo.Cluster {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", "show", "topology").Output()
+	if err != nil {
+		logf("warning: scontrol show topology: %v%s; treating the nodes as one switch", err, stderrOf(err))
+		return topo.FlatCluster(nodes)
+	}
+	c, err := topo.ParseScontrolTopology(strings.NewReader(string(out)), "scontrol show topology")
+	if err != nil {
+		logf("warning: %v; treating the nodes as one switch", err)
+		return topo.FlatCluster(nodes)
+	}
+	return c
+}
+
+// ncclPrefixes are the variables taken from the placement's environment
+// (plan.RankEnv); the launcher variables and CUDA_VISIBLE_DEVICES stay the
+// controller's and the shim's.
+var ncclPrefixes = []string{"NCCL_", "TORCH_NCCL_"}
+
+// addNCCLEnv adds each rank's NCCL environment from its node's topology,
+// where the probe discovered it. Values the task inherits (the user's, the
+// site's nccl.conf) are kept: RankEnv does not inject over them.
+func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]string, planPath string) {
+	if r.placement == nil {
+		return
+	}
+	user := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			user[k] = v
+		}
+	}
+	reported := false
+	for i, s := range r.slots {
+		f, ok := r.facts[s.Node]
+		if !ok || f.Topo == nil {
+			continue
+		}
+		var conf map[string]string
+		if f.NCCLConf != "" {
+			conf, _ = plan.ParseNCCLConf([]byte(f.NCCLConf))
+		}
+		var nodeAddrs []string
+		if a := addrs[s.Node]; a != "" {
+			nodeAddrs = []string{a}
+		}
+		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placement, Rank: s.Rank, Plan: r.layout, PlanPath: planPath,
+			MasterAddr: masterAddr, MasterPort: masterPort(r.alloc.JobID), NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf})
+		if err != nil {
+			if !reported {
+				r.logf("warning: NCCL environment not computed: %v", err)
+				reported = true
+			}
+			continue
+		}
+		for _, v := range e.Vars {
+			if !v.Inject {
+				continue
+			}
+			for _, p := range ncclPrefixes {
+				if strings.HasPrefix(v.Key, p) {
+					renv.Ranks[i][v.Key] = v.Value
+				}
+			}
+		}
+		if i == 0 {
+			for _, n := range e.Notes {
+				r.logf("nccl: %s", n)
+			}
+		}
+	}
+}
+
+func gib(b float64) string { return fmt.Sprintf("%.2f GiB", b/(1<<30)) }

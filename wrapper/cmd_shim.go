@@ -85,16 +85,16 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 		if stepGPUs == "" {
 			stepGPUs = env.getenv("SLURM_JOB_GPUS")
 		}
-		v, err := visibleDevicesFor(cvd, stepGPUs, me.GPU, me.LocalRank)
+		v, err := visibleDevicesFor(cvd, stepGPUs, me.GPU, me.GPUSlot, me.LocalRank)
 		if err != nil {
 			return withCode(ExitSlurm, fmt.Errorf("rank %d on %s: %w", rank, node, err))
 		}
 		envm["CUDA_VISIBLE_DEVICES"] = v
-		if me.GPU < 0 { // not probed: this rank drives the step's LOCAL_RANK-th GPU
-			if ids := splitList(stepGPUs); me.LocalRank < len(ids) {
-				envm["TRAINRUN_GPU"] = ids[me.LocalRank]
-			} else if l := splitList(cvd); me.LocalRank < len(l) {
-				envm["TRAINRUN_GPU"] = l[me.LocalRank]
+		if me.GPU < 0 { // not probed: this rank drives the step's GPUSlot-th GPU
+			if ids := splitList(stepGPUs); me.GPUSlot < len(ids) {
+				envm["TRAINRUN_GPU"] = ids[me.GPUSlot]
+			} else if l := splitList(cvd); me.GPUSlot < len(l) {
+				envm["TRAINRUN_GPU"] = l[me.GPUSlot]
 			}
 		}
 	}

@@ -36,6 +36,7 @@ type launchRank struct {
 	Node      string            `json:"node"`
 	LocalRank int               `json:"local_rank"`
 	GPU       int               `json:"gpu"`
+	GPUSlot   int               `json:"gpu_slot"`
 	CPUs      string            `json:"cpus,omitempty"`
 	Env       map[string]string `json:"env"`
 }
@@ -61,7 +62,7 @@ func writeLaunchDir(dir string, common launchCommon, slots []rankSlot, env rankE
 			n = &launchNode{Node: s.Node}
 			byNode[s.Node] = n
 		}
-		n.Ranks = append(n.Ranks, launchRank{Rank: s.Rank, Node: s.Node, LocalRank: s.LocalRank, GPU: s.GPU, CPUs: s.CPUs, Env: env.Ranks[i]})
+		n.Ranks = append(n.Ranks, launchRank{Rank: s.Rank, Node: s.Node, LocalRank: s.LocalRank, GPU: s.GPU, GPUSlot: s.GPUSlot, CPUs: s.CPUs, Env: env.Ranks[i]})
 	}
 	for name, n := range byNode {
 		if strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
@@ -205,8 +206,9 @@ func shellJoin(argv []string) string {
 // frameworks call torch.cuda.set_device(LOCAL_RANK)). cvd is the list Slurm
 // gave the step (global indices, or 0..n-1 when cgroups renumber them);
 // stepGPUs is SLURM_STEP_GPUS / SLURM_JOB_GPUS, the node's indices in the same
-// order. gpu is the node's index the plan chose.
-func visibleDevicesFor(cvd, stepGPUs string, gpu, localRank int) (string, error) {
+// order. gpu is the node's index the plan chose; when it is -1 (the node was
+// not probed) the rank takes the step's slot-th GPU.
+func visibleDevicesFor(cvd, stepGPUs string, gpu, slot, localRank int) (string, error) {
 	list := splitList(cvd)
 	ids := splitList(stepGPUs)
 	if len(list) == 0 {
@@ -215,24 +217,25 @@ func visibleDevicesFor(cvd, stepGPUs string, gpu, localRank int) (string, error)
 	if len(ids) != len(list) {
 		ids = list // no separate numbering known: CUDA_VISIBLE_DEVICES holds the node's indices
 	}
-	if gpu < 0 { // not probed: the step's LOCAL_RANK-th GPU
-		if localRank >= len(ids) {
-			return "", fmt.Errorf("LOCAL_RANK %d but the step holds only GPUs %s on this node", localRank, strings.Join(ids, ","))
-		}
-		return strings.Join(list, ","), nil
-	}
-	pos := -1
-	want := strconv.Itoa(gpu)
-	for i, id := range ids {
-		if id == want {
-			pos = i
-		}
-	}
-	if pos < 0 {
-		return "", fmt.Errorf("the plan gives this rank GPU %d but the step holds GPUs %s on this node", gpu, strings.Join(ids, ","))
-	}
 	if localRank >= len(list) {
 		return "", fmt.Errorf("LOCAL_RANK %d but only %d GPUs are visible (%s)", localRank, len(list), cvd)
+	}
+	pos := -1
+	if gpu < 0 {
+		if slot < 0 || slot >= len(ids) {
+			return "", fmt.Errorf("GPU slot %d but the step holds only GPUs %s on this node", slot, strings.Join(ids, ","))
+		}
+		pos = slot
+	} else {
+		want := strconv.Itoa(gpu)
+		for i, id := range ids {
+			if id == want {
+				pos = i
+			}
+		}
+		if pos < 0 {
+			return "", fmt.Errorf("the plan gives this rank GPU %d but the step holds GPUs %s on this node", gpu, strings.Join(ids, ","))
+		}
 	}
 	list[localRank], list[pos] = list[pos], list[localRank]
 	return strings.Join(list, ","), nil

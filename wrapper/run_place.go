@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"hash/fnv"
-
 	"strconv"
 	"strings"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/topo"
 )
 
 // rankSlot is where one global rank runs and what it is in the layout.
@@ -16,7 +16,8 @@ type rankSlot struct {
 	Node      string `json:"node"`
 	NodeRank  int    `json:"node_rank"` // index of Node among the job's nodes in rank order
 	LocalRank int    `json:"local_rank"`
-	GPU       int    `json:"gpu"`            // the node's GPU index (as Slurm and nvidia-smi number it); -1 = the step's LOCAL_RANK-th GPU (not probed)
+	GPU       int    `json:"gpu"`            // the node's GPU index (as Slurm and nvidia-smi number it); -1 = not probed: the step's GPUSlot-th GPU
+	GPUSlot   int    `json:"gpu_slot"`       // position of the GPU among the job's GPUs on the node (placement's GPU index)
 	CPUs      string `json:"cpus,omitempty"` // CPU list of the GPU's NUMA node, when known
 	TP        int    `json:"tp"`
 	CP        int    `json:"cp"`
@@ -63,7 +64,7 @@ func blockPlacement(a *allocation, l plan.Layout, gpuIDs map[string][]int) ([]ra
 			gpu = a.GPUIDs[lr]
 		}
 		tp, cp, ep, dp, pp := megatronCoords(r, l)
-		slots[r] = rankSlot{Rank: r, Node: node, NodeRank: ni, LocalRank: lr, GPU: gpu, TP: tp, CP: cp, EP: ep, DP: dp, PP: pp}
+		slots[r] = rankSlot{Rank: r, Node: node, NodeRank: ni, LocalRank: lr, GPU: gpu, GPUSlot: lr, TP: tp, CP: cp, EP: ep, DP: dp, PP: pp}
 	}
 	return slots, nil
 }
@@ -172,4 +173,93 @@ func computeEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
 		}
 	}
 	return rankEnv{Common: c, Ranks: ranks}
+}
+
+// placeRanks places the ranks with the topology-aware placement (plan.Place:
+// TP inside NVLink domains, rails aligned, fewest bytes over the slowest
+// switch level), from the probed node topologies and the cluster model. It
+// falls back to Slurm's block order, saying why, when the placement cannot
+// take the layout.
+func placeRanks(a *allocation, l plan.Layout, traffic plan.Traffic, facts map[string]nodeFacts, cl *topo.Cluster) ([]rankSlot, *plan.Placement, []string, error) {
+	G := a.TasksPerNode
+	var notes []string
+	nodes := make([]plan.PlaceNode, len(a.Nodes))
+	for i, n := range a.Nodes {
+		pn := plan.PlaceNode{Name: n, Leaf: cl.Leaf(n), Block: cl.Block(n)}
+		if f, ok := facts[n]; ok && f.Topo != nil && len(f.Topo.GPUs) == G && wholeNode(f.GPUs, G) {
+			rails, why := plan.RailsOf(f.Topo)
+			pn.Rails = rails
+			if rails == nil && why != "" && i == 0 {
+				notes = append(notes, "rails: "+why)
+			}
+		}
+		nodes[i] = pn
+	}
+	p, err := plan.Place(plan.PlaceInput{Layout: l, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
+	if err != nil {
+		slots, berr := blockPlacement(a, l, gpuIDsOf(facts))
+		if berr != nil {
+			return nil, nil, nil, berr
+		}
+		return slots, nil, append(notes, fmt.Sprintf("%v; ranks placed in Slurm's block order", err)), nil
+	}
+	slots := make([]rankSlot, len(p.Ranks))
+	for i, r := range p.Ranks {
+		gpu := -1
+		f := facts[r.Node]
+		if len(f.GPUs) == G {
+			gpu = f.GPUs[r.GPU]
+		} else if r.Node == a.BatchNode && len(a.GPUIDs) == G {
+			gpu = a.GPUIDs[r.GPU]
+		}
+		s := rankSlot{Rank: r.Rank, Node: r.Node, NodeRank: r.NodeRank, LocalRank: r.LocalRank, GPU: gpu, GPUSlot: r.GPU,
+			TP: r.TP, CP: r.CP, EP: r.EP, DP: r.DP, PP: r.PP}
+		if f.Topo != nil && len(f.Topo.GPUs) == G && r.GPU < len(f.Topo.GPUs) {
+			s.CPUs = cpuListString(f.Topo.GPUs[r.GPU].LocalCPUs)
+		}
+		slots[i] = s
+	}
+	return slots, p, notes, nil
+}
+
+// wholeNode: the job holds GPUs 0..G-1 of the node (or it is not known).
+func wholeNode(ids []int, g int) bool {
+	if ids == nil {
+		return true
+	}
+	if len(ids) != g {
+		return false
+	}
+	for i, id := range ids {
+		if id != i {
+			return false
+		}
+	}
+	return true
+}
+
+func gpuIDsOf(facts map[string]nodeFacts) map[string][]int {
+	m := map[string][]int{}
+	for n, f := range facts {
+		m[n] = f.GPUs
+	}
+	return m
+}
+
+// cpuListString renders CPUs as a Linux CPU list ("0-15,32-47").
+func cpuListString(c topo.CPUList) string {
+	var parts []string
+	for i := 0; i < len(c); {
+		j := i
+		for j+1 < len(c) && c[j+1] == c[j]+1 {
+			j++
+		}
+		if i == j {
+			parts = append(parts, fmt.Sprint(c[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", c[i], c[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
 }

@@ -138,22 +138,23 @@ func TestBlockPlacement(t *testing.T) {
 
 func TestVisibleDevicesFor(t *testing.T) {
 	tests := []struct {
-		name, cvd, step string
-		gpu, local      int
-		want            string
-		bad             bool
+		name, cvd, step  string
+		gpu, slot, local int
+		want             string
+		bad              bool
 	}{
-		{name: "identity", cvd: "0,1,2,3", step: "0,1,2,3", gpu: 2, local: 2, want: "0,1,2,3"},
+		{name: "identity", cvd: "0,1,2,3", step: "0,1,2,3", gpu: 2, slot: 2, local: 2, want: "0,1,2,3"},
 		{name: "rail swap", cvd: "0,1,2,3", step: "0,1,2,3", gpu: 3, local: 0, want: "3,1,2,0"},
 		{name: "cgroup renumbered", cvd: "0,1,2,3", step: "4,5,6,7", gpu: 6, local: 0, want: "2,1,0,3"},
 		{name: "no step list", cvd: "4,5", step: "", gpu: 5, local: 0, want: "5,4"},
-		{name: "not probed", cvd: "4,5", step: "4,5", gpu: -1, local: 1, want: "4,5"},
+		{name: "not probed", cvd: "4,5", step: "4,5", gpu: -1, slot: 1, local: 1, want: "4,5"},
+		{name: "not probed, rail order", cvd: "4,5", step: "4,5", gpu: -1, slot: 1, local: 0, want: "5,4"},
 		{name: "gpu not held", cvd: "0,1", step: "0,1", gpu: 7, local: 0, bad: true},
 		{name: "empty", cvd: "", step: "", gpu: 0, local: 0, bad: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := visibleDevicesFor(tc.cvd, tc.step, tc.gpu, tc.local)
+			got, err := visibleDevicesFor(tc.cvd, tc.step, tc.gpu, tc.slot, tc.local)
 			if tc.bad != (err != nil) || got != tc.want {
 				t.Errorf("got %q, %v; want %q (bad=%v)", got, err, tc.want, tc.bad)
 			}
