@@ -127,6 +127,8 @@ type runner struct {
 	lead      time.Duration // the checkpoint lead in use
 	facts     map[string]nodeFacts
 	megatron  []string
+	tQuery    time.Duration   // from start to the end of the scontrol queries and the probe
+	tReady    time.Duration   // from start to launching srun
 	placement *plan.Placement // nil when the block order fallback was used
 	env       *runEnv
 	argv      []string
@@ -228,6 +230,7 @@ func (r *runner) run(ctx context.Context) error {
 		return usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
 	}
 	wg.Wait()
+	r.tQuery = time.Since(r.t0)
 	if jobErr != nil {
 		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)
 		r.job = &jobInfo{}
@@ -345,6 +348,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprint(r.env.stdout, summary)
+	r.tReady = time.Since(r.t0)
 	return r.launch(ctx, ctl, store)
 }
 
@@ -667,7 +671,8 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			case "hello":
 				hello++
 				if hello == world {
-					r.logf("all %d ranks started in %.2f s", world, time.Since(started).Seconds())
+					r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
+						world, time.Since(started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
 				}
 			case "signal":
 				if len(ev.Args) > 0 && ev.Args[0] == "TERM" && !termSeen {

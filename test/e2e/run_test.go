@@ -32,7 +32,7 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-func trainrun(t *testing.T) string {
+func trainrun(t testing.TB) string {
 	t.Helper()
 	trainrunOnce.Do(func() {
 		trainrunBin = filepath.Join(cluster.Dir(), "bin", "trainrun")
@@ -50,7 +50,7 @@ func trainrun(t *testing.T) string {
 
 // runJob submits a batch script and waits for it to end; it returns the
 // final state, the exit code of the script and its output.
-func runJob(t *testing.T, script string, timeout time.Duration, sbatchArgs ...string) (state string, exit int, output string, jobID int) {
+func runJob(t testing.TB, script string, timeout time.Duration, sbatchArgs ...string) (state string, exit int, output string, jobID int) {
 	t.Helper()
 	ctx := context.Background()
 	id, err := cluster.SubmitBatch(ctx, script, sbatchArgs...)
