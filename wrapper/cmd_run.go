@@ -393,7 +393,10 @@ func (r *runner) choosePlan() error {
 			return usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
 		}
 		po.GPUs = world
+		// The allocation decides the GPUs per node (r.opts is a copy of the
+		// options the flags were bound to: set the value and mark the flag).
 		r.fs.Set("gpus-per-node", strconv.Itoa(r.alloc.TasksPerNode))
+		po.GPUsPerNode = r.alloc.TasksPerNode
 		clusters, err := po.clusters(r.fs)
 		if err != nil {
 			return err

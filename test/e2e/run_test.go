@@ -256,6 +256,10 @@ func TestRunUserErrors(t *testing.T) {
 			exit: 4, msg: "the job holds no GPUs (partition low"},
 		{name: "tasks differ from GPUs", sbatch: "--nodes=1 --ntasks-per-node=1 --gpus-per-node=2", args: "--probe none --fix tp=2 -- true",
 			exit: 4, msg: "add '#SBATCH --ntasks-per-node=2'"},
+		{name: "model does not fit", sbatch: "--nodes=1 --ntasks-per-node=2 --gpus-per-node=2", args: "--probe none --model llama3-70b --seq-len 8192 --global-batch 16 --gpu a100-40gb -- true",
+			exit: 3, msg: "fits 2 x a100-40gb"},
+		{name: "no GPU type for the planner", sbatch: "--nodes=1 --ntasks-per-node=2 --gpus-per-node=2", args: "--probe all --layers 4 --hidden 256 --heads 8 --vocab 1024 --seq-len 128 --global-batch 8 -- true",
+			exit: 2, msg: "pass --gpu TYPE"},
 		{name: "trainer fails", sbatch: "--nodes=2 --ntasks-per-node=1 --gpus-per-node=1", args: "--probe none --fix tp=1 -- /bin/sh -c 'exit $((RANK+2))'",
 			exit: 5, msg: "failed first with exit"},
 	}
@@ -338,4 +342,30 @@ func countProcs(s string) int {
 		}
 	}
 	return n
+}
+
+// The planner inside the job: a tiny explicit model on 1 node × 4 fake GPUs
+// with --gpu (the fake devices have no name); the summary shows the prediction.
+func TestRunPlanned(t *testing.T) {
+	bin := trainrun(t)
+	out := t.TempDir()
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=1 --ntasks-per-node=4 --gpus-per-node=4 --time=5
+exec %s run --layers 4 --hidden 256 --heads 8 --vocab 1024 --seq-len 128 --global-batch 16 --gpu h100-sxm --fix tp=2,pp=1 \
+  -- /bin/sh -c 'echo "$TRAINRUN_TP $TRAINRUN_DP $TRAINRUN_GRAD_ACCUM $*" > "%s/rank-$RANK"' x {megatron_args}
+`, bin, out)
+	state, exit, log, id := runJob(t, script, 90*time.Second)
+	if state != "COMPLETED" || exit != 0 {
+		t.Fatalf("job %d: %s exit %d\n%s", id, state, exit, log)
+	}
+	if !strings.Contains(log, "predicted   step") || !strings.Contains(log, "layout      tp=2 pp=1") {
+		t.Errorf("no prediction or layout in the summary:\n%s", log)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "rank-3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.HasPrefix(got, "2 2 ") || !strings.Contains(got, "--tensor-model-parallel-size 2") {
+		t.Errorf("rank 3 saw %q", got)
+	}
 }
