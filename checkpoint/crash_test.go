@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -197,10 +198,9 @@ func TestHelperProcess(t *testing.T) {
 	local := os.Getenv("CRASH_LOCAL")
 	s, err := OpenWith(os.Getenv("CRASH_STORE"), Options{ChunkBytes: 4096, Workers: 3})
 	must(t, err)
-	n := 0
+	var n atomic.Int64 // the drain's workers pass hooks concurrently
 	s.hook = func(string) {
-		n++
-		if n == killAt {
+		if n.Add(1) == int64(killAt) {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}

@@ -19,16 +19,17 @@
 //
 // # What is guaranteed, and where
 //
-// On a local POSIX file system (ext4, XFS, btrfs, tmpfs) rename within a
-// directory is atomic, and fsync of a file and then of its directory makes
-// the data and the name durable. So after a process is killed at any point
+// On a local POSIX file system (ext4, XFS, btrfs, tmpfs) rename is atomic
+// (within a directory for the manifest and the pointer, between two
+// directories of the file system for staging -> <tag>), and fsync of a file
+// and then of its directory makes the data and the name durable. So after a process is killed at any point
 // (SIGKILL, OOM, a node losing power once the disk honours flushes), the
 // store holds committed checkpoints that verify, plus uncommitted debris that
 // Latest ignores and Recover removes or completes. The crash-consistency test
 // kills the writer at hundreds of points, including between every durable
 // step, and checks exactly this.
 //
-// On NFS (v3/v4), rename within one directory is atomic at the server, and
+// On NFS (v3/v4), rename is one RPC, atomic at the server, and
 // namespace operations are synchronous at the server; file data reaches the
 // server at fsync or close (close-to-open consistency), so another client sees
 // a checkpoint's bytes only after the writer closed or fsynced them, which is
@@ -38,7 +39,8 @@
 // because a manifest is only written after every file was read back for its
 // hash. fsync of a directory is accepted and is a no-op there.
 //
-// On Lustre and GPFS (IBM Storage Scale), rename within a directory is atomic
+// On Lustre and GPFS (IBM Storage Scale), rename is atomic (between
+// directories on different Lustre MDTs too, as a distributed transaction)
 // and metadata operations are coherent across clients (Lustre's MDS, GPFS's
 // token manager), and fsync flushes a file's data to the servers. A directory
 // fsync is accepted, but how far it forces the metadata server's journal is

@@ -126,13 +126,13 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	var units []unit
 	for i, f := range files {
 		res.Bytes += f.Size
-		fs := &fileState{}
+		fst := &fileState{}
 		n := numChunks(f.Size, chunk)
-		fs.sums = make([]uint64, n)
-		fs.left.Store(int32(n))
+		fst.sums = make([]uint64, n)
+		fst.left.Store(int32(n))
 		dstPath := filepath.Join(stage, filepath.FromSlash(f.Path))
 		if fi, err := os.Stat(dstPath); err == nil && fi.Mode().IsRegular() && fi.Size() == f.Size {
-			fs.reuse = true
+			fst.reuse = true
 		} else {
 			part := dstPath + partSuffix
 			w, err := os.OpenFile(part, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
@@ -147,7 +147,7 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 			}
 			res.Copied += f.Size
 		}
-		st[i] = fs
+		st[i] = fst
 		for c := 0; c < n; c++ {
 			units = append(units, unit{i, c})
 		}
@@ -169,18 +169,18 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 					return
 				}
 				u := units[i]
-				f, fs := files[u.file], st[u.file]
+				f, fst := files[u.file], st[u.file]
 				srcPath := filepath.Join(src, filepath.FromSlash(f.Path))
 				dstPath := filepath.Join(stage, filepath.FromSlash(f.Path))
 				off := int64(u.chunk) * chunk
 				n := max(min(chunk, f.Size-off), 0)
 				var err error
-				if fs.reuse {
-					fs.sums[u.chunk], err = hashFileRange(srcPath, off, n)
+				if fst.reuse {
+					fst.sums[u.chunk], err = hashFileRange(srcPath, off, n)
 				} else {
-					fs.sums[u.chunk], err = copyRange(srcPath, dstPath+partSuffix, off, n)
+					fst.sums[u.chunk], err = copyRange(srcPath, dstPath+partSuffix, off, n)
 				}
-				if err == nil && fs.left.Add(-1) == 0 && !fs.reuse {
+				if err == nil && fst.left.Add(-1) == 0 && !fst.reuse {
 					err = finishPart(dst, dstPath)
 				}
 				if err != nil {
@@ -250,6 +250,7 @@ func copyRange(srcPath, dstPath string, off, n int64) (uint64, error) {
 	defer bufPool.Put(bp)
 	buf := *bp
 	d := xxhash.New()
+	off0, n0 := off, n
 	for n > 0 {
 		m := min(int64(len(buf)), n)
 		k, rerr := r.ReadAt(buf[:m], off)
@@ -273,6 +274,9 @@ func copyRange(srcPath, dstPath string, off, n int64) (uint64, error) {
 			}
 		}
 	}
+	// Start writeback of this range now, so that the file's fsync at the
+	// end finds little left to write and the disk works while we copy.
+	startWriteback(w, off0, n0)
 	return d.Sum64(), w.Close()
 }
 
@@ -330,4 +334,97 @@ func readDrainRecords(stage string) ([]drainRecord, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// DrainAllOptions configure DrainAll.
+type DrainAllOptions struct {
+	DrainOptions
+	// Ranks are this node's ranks: a tag is drained once all of them have
+	// marked done locally. Empty: drain every tag with any marker (the
+	// epilog's last pass; a rank that never finished keeps its tag
+	// incomplete, and it is never committed).
+	Ranks []int
+	// RemoveLocal deletes a tag's node-local copy once its drain is durable
+	// (node-local space, /dev/shm in particular, is memory).
+	RemoveLocal bool
+}
+
+// DrainAll drains every checkpoint under localRoot (TRAINRUN_CKPT_LOCAL_DIR)
+// that this node has finished saving and not yet drained, oldest first. The
+// per-node shim calls it when a local save completes and once more before
+// the job's nodes are released; it is idempotent.
+func DrainAll(ctx context.Context, localRoot string, dst *Store, o DrainAllOptions) ([]string, error) {
+	ents, err := os.ReadDir(localRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("drain: read %s: %w", localRoot, err)
+	}
+	var tags []string
+	for _, e := range ents {
+		if e.IsDir() && CheckTag(e.Name()) == nil {
+			tags = append(tags, e.Name())
+		}
+	}
+	sort.Slice(tags, func(i, j int) bool {
+		if a, b := StepOf(tags[i]), StepOf(tags[j]); a != b {
+			return a < b
+		}
+		return tags[i] < tags[j]
+	})
+	var drained []string
+	for _, tag := range tags {
+		src := filepath.Join(localRoot, tag)
+		ranks, err := doneRanks(src)
+		if err != nil || len(ranks) == 0 {
+			continue
+		}
+		if len(o.Ranks) > 0 && !containsAll(ranks, o.Ranks) {
+			continue // this node's save is still running
+		}
+		if !drainedAlready(dst, tag, o.Node, ranks) {
+			if _, err := Drain(ctx, src, dst, tag, o.DrainOptions); err != nil {
+				return drained, err
+			}
+			drained = append(drained, tag)
+		}
+		if o.RemoveLocal {
+			if err := os.RemoveAll(src); err != nil {
+				return drained, fmt.Errorf("drain: remove the local copy %s: %w", src, err)
+			}
+		}
+	}
+	return drained, nil
+}
+
+func containsAll(have, want []int) bool {
+	set := map[int]bool{}
+	for _, r := range have {
+		set[r] = true
+	}
+	for _, r := range want {
+		if !set[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// drainedAlready: committed, or this node's record and all its ranks'
+// markers are in staging.
+func drainedAlready(s *Store, tag, node string, ranks []int) bool {
+	if exists(manifestPath(s.tagDir(tag))) {
+		return true
+	}
+	stage := s.stagingDir(tag)
+	if !exists(drainedPath(stage, node)) {
+		return false
+	}
+	for _, r := range ranks {
+		if !exists(DoneMarkerPath(stage, r)) {
+			return false
+		}
+	}
+	return true
 }

@@ -131,3 +131,38 @@ func TestDrainRefusesUnmarkedSource(t *testing.T) {
 		t.Fatalf("Drain without node = %v", err)
 	}
 }
+
+func TestDrainAll(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	local := t.TempDir()
+	saveRanks(t, filepath.Join(local, "step-10"), "step-10", []int{0, 1}, 2)
+	saveRanks(t, filepath.Join(local, "step-20"), "step-20", []int{0}, 2) // rank 1 still saving
+	o := DrainAllOptions{DrainOptions: DrainOptions{Node: "n1"}, Ranks: []int{0, 1}, RemoveLocal: true}
+	got, err := DrainAll(context.Background(), local, s, o)
+	must(t, err)
+	if len(got) != 1 || got[0] != "step-10" {
+		t.Fatalf("DrainAll = %v, want [step-10]", got)
+	}
+	if exists(filepath.Join(local, "step-10")) || !exists(filepath.Join(local, "step-20")) {
+		t.Fatal("local copies: want step-10 removed after its drain, step-20 kept")
+	}
+	saveRanks(t, filepath.Join(local, "step-20"), "step-20", []int{1}, 2)
+	o.RemoveLocal = false
+	got, err = DrainAll(context.Background(), local, s, o)
+	must(t, err)
+	if len(got) != 1 || got[0] != "step-20" {
+		t.Fatalf("second DrainAll = %v", got)
+	}
+	got, err = DrainAll(context.Background(), local, s, o)
+	must(t, err)
+	if len(got) != 0 {
+		t.Fatalf("third DrainAll redrained %v", got)
+	}
+	latest, _, err := s.CommitComplete(2)
+	must(t, err)
+	if latest != "step-20" {
+		t.Fatalf("latest = %q", latest)
+	}
+	must(t, checkContent(s.tagDir("step-10"), "step-10", 2, 2))
+}

@@ -44,7 +44,7 @@ var Layout = []PathRule{
 	{"latest_checkpointed_iteration.txt + iter_NNNNNNN/", "Megatron-LM (native)",
 		"a native checkpoint, complete when its iteration <= the tracker's"},
 	{"<tag>/.metadata", "PyTorch DCP (native)", "a native checkpoint, complete once .metadata exists"},
-	{"<tag>/config.json + model*.safetensors|pytorch_model*.bin + trainer_state.json", "Hugging Face Trainer (native)",
+	{"<tag>/{config.json,model*.safetensors,trainer_state.json}", "Hugging Face Trainer (native)",
 		"a native checkpoint, complete once trainer_state.json and the model weights exist"},
 	{"*.ckpt", "PyTorch Lightning (native)", "a single-file checkpoint: listed, never committed or pruned"},
 	{"*.tmp-trainrun-*, *.part-trainrun", "store, drain",
@@ -131,8 +131,8 @@ func StepOf(tag string) int64 {
 	return n
 }
 
-// isInternal reports whether a name inside a checkpoint is the store's own
-// (never a trainer's file).
+// isTempName reports whether a name is a temporary file of the store or the
+// drain (never a trainer's file).
 func isTempName(name string) bool {
 	return strings.Contains(name, tmpInfix) || strings.HasSuffix(name, partSuffix)
 }

@@ -241,7 +241,10 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// doneRanks lists the ranks whose done markers exist in ckptDir.
+// DoneRanks lists, sorted, the ranks whose done markers exist in the
+// checkpoint directory ckptDir (in the store, in staging or node-local).
+func DoneRanks(ckptDir string) ([]int, error) { return doneRanks(ckptDir) }
+
 func doneRanks(ckptDir string) ([]int, error) {
 	ents, err := os.ReadDir(ckptMeta(ckptDir))
 	if errors.Is(err, fs.ErrNotExist) {

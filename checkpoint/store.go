@@ -38,7 +38,8 @@ type Store struct {
 	dir  string
 	opts Options
 	// hook, when set (tests only), runs at every durable step so that the
-	// crash test can kill the process exactly there.
+	// crash test can kill the process exactly there. The drain's workers
+	// call it concurrently.
 	hook func(step string)
 }
 
@@ -445,13 +446,20 @@ func (s *Store) commitInPlace(ctx context.Context, tag string, world int) (Manif
 	if err != nil {
 		return m, err
 	}
-	if err := os.MkdirAll(ckptMeta(dir), 0o755); err != nil {
+	if !exists(ckptMeta(dir)) { // a native checkpoint
+		if err := os.Mkdir(ckptMeta(dir), 0o755); err != nil {
+			return m, fmt.Errorf("commit %s: %w", tag, err)
+		}
+		if err := syncDir(dir); err != nil {
+			return m, fmt.Errorf("commit %s: %w", tag, err)
+		}
+	}
+	// The checkpoint's own name in the store must be durable before the
+	// manifest makes it committed.
+	if err := syncDir(s.dir); err != nil {
 		return m, fmt.Errorf("commit %s: %w", tag, err)
 	}
 	if err := s.writeManifest(dir, m); err != nil {
-		return m, fmt.Errorf("commit %s: %w", tag, err)
-	}
-	if err := syncDir(s.dir); err != nil {
 		return m, fmt.Errorf("commit %s: %w", tag, err)
 	}
 	s.step("commit:committed")
@@ -724,9 +732,9 @@ type Resolved struct {
 	Dir      string // absolute: the value of TRAINRUN_RESUME_DIR
 	Manifest Manifest
 	// Skipped holds, newest first, committed checkpoints newer than Tag that
-	// failed verification (each a *VerifyError): say so, and Quarantine them
-	// before the trainer saves under the same tag again.
-	Skipped []error
+	// failed verification: say so, and Quarantine(Skipped[i].Tag) before
+	// the trainer saves under the same tag again.
+	Skipped []*VerifyError
 	// Pointer is the tag .trainrun/latest names ("" if none). It differs from
 	// Tag when a newer one failed verification or a commit was cut short
 	// between its manifest and the pointer (the manifest is the commit).
@@ -759,7 +767,11 @@ func (s *Store) LatestLevel(ctx context.Context, level Level) (Resolved, error) 
 			if ctx.Err() != nil {
 				return r, ctx.Err()
 			}
-			r.Skipped = append(r.Skipped, err)
+			var ve *VerifyError
+			if !errors.As(err, &ve) {
+				ve = &VerifyError{Tag: ms[i].Tag, Path: s.tagDir(ms[i].Tag), What: err.Error()}
+			}
+			r.Skipped = append(r.Skipped, ve)
 			continue
 		}
 		r.Tag, r.Dir, r.Manifest = ms[i].Tag, s.tagDir(ms[i].Tag), m
@@ -990,4 +1002,37 @@ func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, erro
 		return rep, err
 	}
 	return rep, s.updatePointer()
+}
+
+// CommitComplete commits every checkpoint that is complete for world ranks
+// (in place or staged) or complete by its native marker, oldest first, and
+// returns the tag the latest pointer names afterwards ("" if none) and whether
+// that changed. The controller calls it after the trainers saved (or exited).
+func (s *Store) CommitComplete(world int) (latest string, changed bool, err error) {
+	before, _ := s.pointer()
+	if world > 0 {
+		o := s.opts
+		o.WorldSize = world
+		s = &Store{dir: s.dir, opts: o, hook: s.hook}
+	}
+	list, err := s.List()
+	if err != nil {
+		return before, false, err
+	}
+	for _, in := range list {
+		switch in.State {
+		case Complete, Staged, Native:
+			if in.Kind == KindLightning {
+				continue
+			}
+			if _, err := s.Commit(in.Tag, world); err != nil {
+				return before, false, err
+			}
+		}
+	}
+	if err := s.updatePointer(); err != nil {
+		return before, false, err
+	}
+	after, err := s.pointer()
+	return after, after != before, err
 }

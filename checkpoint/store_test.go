@@ -315,3 +315,57 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatalf("Open(\"\") = %v", err)
 	}
 }
+
+func TestCommitComplete(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	saveCkpt(t, s, "step-1", 2, 1)
+	saveCkpt(t, s, "step-2", 2, 1)
+	saveRanks(t, s.tagDir("step-3"), "step-3", []int{0}, 1)
+	latest, changed, err := s.CommitComplete(2)
+	must(t, err)
+	if latest != "step-2" || !changed {
+		t.Fatalf("CommitComplete = %q %v", latest, changed)
+	}
+	latest, changed, err = s.CommitComplete(2)
+	must(t, err)
+	if latest != "step-2" || changed {
+		t.Fatalf("second CommitComplete = %q %v", latest, changed)
+	}
+	if ok, _ := s.Complete("step-3", 2); ok {
+		t.Fatal("step-3 complete")
+	}
+}
+
+// A commit cut short between its manifest and the pointer: the manifest is the
+// commit, so Latest returns the newer checkpoint and the next commit repairs
+// the pointer. A complete but uncommitted checkpoint is never latest.
+func TestLatestAfterCommitCutBeforePointer(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	saveCkpt(t, s, "step-1", 1, 1)
+	_, err := s.Commit("step-1", 1)
+	must(t, err)
+	saveCkpt(t, s, "step-2", 1, 1)
+	s.hook = func(step string) {
+		if step == "commit:committed" {
+			panic("killed")
+		}
+	}
+	func() {
+		defer func() { recover() }()
+		s.Commit("step-2", 1)
+	}()
+	s.hook = nil
+	saveCkpt(t, s, "step-3", 1, 1) // complete, not committed
+	r, err := s.Latest()
+	must(t, err)
+	if r.Tag != "step-2" || r.Pointer != "step-1" {
+		t.Fatalf("Latest = %s, pointer %s; want step-2 with the stale pointer step-1", r.Tag, r.Pointer)
+	}
+	_, err = s.Commit("step-2", 1)
+	must(t, err)
+	if p, _ := s.pointer(); p != "step-2" {
+		t.Fatalf("pointer after recommit = %q", p)
+	}
+}

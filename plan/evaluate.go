@@ -17,7 +17,8 @@ type shape struct {
 	mb                  float64 // micro-batches per pipeline per step
 	b                   float64 // micro-batch size (sequences)
 	tokens              float64 // tokens per micro-batch per GPU: b·s/cp
-	layersPerStage      float64
+	layersPerStage      float64 // layers on the heaviest (first) stage
+	layersLast          float64 // layers on the last stage
 	sp, flash, fp8      bool
 	legacy              bool
 	layerAct            float64 // activations of the transformer layers (first stage), for reports
@@ -79,8 +80,12 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return fmt.Sprintf("%d attention heads are not divisible by tp=%d", m.Heads, l.TP)
 	case m.kvHeads()%l.TP != 0:
 		return fmt.Sprintf("%d KV heads are not divisible by tp=%d", m.kvHeads(), l.TP)
-	case m.Layers%(l.PP*l.VPP) != 0:
-		return fmt.Sprintf("%d layers are not divisible by pp·vpp = %d", m.Layers, l.PP*l.VPP)
+	case l.VPP > 1 && m.Layers%(l.PP*l.VPP) != 0:
+		return fmt.Sprintf("%d layers are not divisible by pp·vpp = %d (interleaving needs equal chunks)", m.Layers, l.PP*l.VPP)
+	case l.PP > m.Layers/2 && l.PP > 1 && m.Layers%l.PP != 0:
+		return fmt.Sprintf("%d layers cannot be split unevenly over pp=%d stages", m.Layers, l.PP)
+	case l.PP > m.Layers:
+		return fmt.Sprintf("pp=%d exceeds the %d layers", l.PP, m.Layers)
 	case j.GlobalBatch%(l.MicroBatch*l.DP) != 0:
 		return fmt.Sprintf("global batch %d is not divisible by micro_batch·dp = %d", j.GlobalBatch, l.MicroBatch*l.DP)
 	case l.VPP > 1 && l.PP == 1:
@@ -148,7 +153,11 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	x.b = float64(l.MicroBatch)
 	x.mb = float64(l.GradAccum)
 	x.tokens = x.b * float64(j.SeqLen) / x.cp
-	x.layersPerStage = float64(m.Layers) / x.p
+	// Uneven pipelines (layers not divisible by PP, VPP 1): Megatron's
+	// --decoder-first/last-pipeline-num-layers; the heaviest stage holds
+	// ceil(L/p) layers, the last (with the output layer) floor(L/p).
+	x.layersPerStage = math.Ceil(float64(m.Layers) / x.p)
+	x.layersLast = math.Floor(float64(m.Layers) / x.p)
 	x.sp = l.SP && l.TP > 1
 	x.legacy = j.Stack == StackMegatron2022
 	x.flash = !x.legacy && c.GPU.AttentionEff > 0
@@ -208,6 +217,9 @@ func (x *shape) why(e *Evaluation) []string {
 	ms := e.Memory
 	w = append(w, fmt.Sprintf("memory %.1f of %.1f GiB per GPU: weights %.1f, grads %.1f, optimizer %.1f (zero=%d), activations %.1f, other %.1f",
 		ms.PerGPU/gib, ms.Capacity/gib, ms.Weights/gib, ms.Grads/gib, ms.Optimizer/gib, l.Zero, ms.Activations/gib, ms.Other/gib))
+	if l.PP > 1 && x.m.Layers%l.PP != 0 {
+		w = append(w, fmt.Sprintf("%d layers over PP=%d unevenly: %.0f on the heaviest stage, %.0f on the last (Megatron --decoder-first/last-pipeline-num-layers)", x.m.Layers, l.PP, x.layersPerStage, x.layersLast))
+	}
 	if l.PP > 1 {
 		if l.VPP > 1 {
 			w = append(w, fmt.Sprintf("PP=%d interleaved by VPP=%d over %d micro-batches: bubble (p−1)/(v·m) = %.1f%% of compute", l.PP, l.VPP, l.GradAccum, 100*(x.p-1)/(x.v*x.mb)))
@@ -220,7 +232,12 @@ func (x *shape) why(e *Evaluation) []string {
 	}
 	switch l.Recompute {
 	case "full":
-		w = append(w, fmt.Sprintf("full recompute: keeps only layer inputs, costs %.1f%% of the step", pct(e.Time.Recompute, e.Time.Step)))
+		if l.RecomputeLayers > 0 && x.recomputeFraction() < 1 {
+			w = append(w, fmt.Sprintf("block recompute of %d of each chunk's %.0f layers: the least that fits, costs %.1f%% of the step",
+				l.RecomputeLayers, x.layersPerStage/x.v, pct(e.Time.Recompute, e.Time.Step)))
+		} else {
+			w = append(w, fmt.Sprintf("full recompute: keeps only layer inputs, costs %.1f%% of the step", pct(e.Time.Recompute, e.Time.Step)))
+		}
 	case "selective":
 		w = append(w, fmt.Sprintf("selective recompute of attention: costs %.1f%% of the step", pct(e.Time.Recompute, e.Time.Step)))
 	}

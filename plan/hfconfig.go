@@ -127,6 +127,14 @@ var hfCommonHarmless = []string{
 	"attention_dropout", "hidden_dropout",
 }
 
+// hfHarmlessPattern matches the families of harmless names listed above:
+// dropouts, token ids and norm epsilons, however a model spells them
+// (attention_probs_dropout_prob, resid_pdrop, decoder_start_token_id, norm_epsilon).
+func hfHarmlessPattern(k string) bool {
+	return strings.Contains(k, "dropout") || strings.HasSuffix(k, "_pdrop") || strings.HasSuffix(k, "_token_id") ||
+		strings.HasSuffix(k, "_eps") || strings.HasSuffix(k, "epsilon")
+}
+
 // hfMLAFields belong to multi-head latent attention (DeepSeek-V2/V3).
 var hfMLAFields = map[string]bool{"kv_lora_rank": true, "q_lora_rank": true, "qk_rope_head_dim": true, "qk_nope_head_dim": true, "v_head_dim": true}
 
@@ -342,7 +350,7 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 	}
 	for _, k := range d.keys {
 		switch {
-		case strings.HasPrefix(k, "_") || known[k]:
+		case strings.HasPrefix(k, "_") || known[k] || hfHarmlessPattern(k):
 		case hfMLAFields[k]:
 			return Model{}, d.errf(k, "field %q: not supported: MLA attention is not modelled", k)
 		default:

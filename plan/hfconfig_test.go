@@ -123,6 +123,8 @@ func TestHFConfigErrors(t *testing.T) {
   "quantization_config": {"bits": 4}`), `unknown field "quantization_config"`},
 		{"harmless fields ignored", extra(`,
   "rope_theta": 500000.0, "torch_dtype": "bfloat16", "_name_or_path": "x", "rope_scaling": null`), ""},
+		{"harmless name patterns", extra(`,
+  "attention_probs_dropout_prob": 0.1, "hidden_dropout_prob": 0.1, "resid_pdrop": 0.1, "decoder_start_token_id": 0, "norm_epsilon": 1e-5`), ""},
 		{"kv heads do not divide heads", strings.Replace(extra(""), `"num_key_value_heads": 8`, `"num_key_value_heads": 6`, 1),
 			"c.json:6:3: num_key_value_heads = 6 does not divide num_attention_heads = 64"},
 		{"heads do not divide hidden", strings.Replace(strings.Replace(extra(""), `"num_attention_heads": 64`, `"num_attention_heads": 48`, 1), `"num_key_value_heads": 8`, `"num_key_value_heads": 48`, 1),

@@ -1,5 +1,7 @@
 package plan
 
+import "math"
+
 // Memory model: bytes per GPU on the most loaded pipeline stage.
 //
 // Sources (planner-formulas.md §2.1, §2.2, §2.7):
@@ -47,15 +49,8 @@ type stageParams struct {
 // last pipeline stage.
 func (x *shape) stage(first bool) stageParams {
 	m := &x.m
-	ls := x.layersPerStage
-	var nDense float64
-	if first {
-		nDense = min(float64(m.Layers-m.moeLayers()), ls)
-	} else {
-		lastStart := float64(m.Layers) - ls
-		nDense = min(max(float64(m.Layers-m.moeLayers())-lastStart, 0), ls)
-	}
-	nMoE := ls - nDense
+	nDense, nMoE := x.stageLayers(first)
+	ls := nDense + nMoE
 	t := x.t
 	var sp stageParams
 	attn := m.attnParams() / t
@@ -69,6 +64,9 @@ func (x *shape) stage(first bool) stageParams {
 		sp.expert = nMoE * expPerLayer
 	}
 	emb := m.embeddingParams() / t
+	if !first || x.p == 1 {
+		sp.dense += float64(m.Hidden) // final norm, with the output layer
+	}
 	switch {
 	case x.p == 1 && m.TiedEmbeddings:
 		sp.dense += emb
@@ -79,7 +77,11 @@ func (x *shape) stage(first bool) stageParams {
 		// output layer and all-reduces its gradient with the first stage.
 		sp.dense += emb
 	}
-	sp.layerMax = max(perDense, perMoE+expPerLayer)
+	// ZeRO-3 gathers one linear module at a time (DeepSpeed max_live_parameters,
+	// FSDP units): the largest module's weights, full size.
+	sp.layerMax = max(m.attnParams()/t, m.denseMLPParams()/m.FFNType.mlpMatrices()*(m.FFNType.mlpMatrices()-1)/t,
+		float64(m.Experts)*m.expertParams()/(x.ep*t)/m.FFNType.mlpMatrices())
+	_ = perMoE
 	if x.j.LoRARank > 0 {
 		r := float64(x.j.LoRARank)
 		h, d := float64(m.Hidden), float64(m.headDim())
@@ -142,6 +144,41 @@ func (x *shape) layerActivationBytes(moe bool, recompute string) float64 {
 	return T * (rep/repDiv + tp/x.t + score)
 }
 
+// stageLayers returns the dense and MoE layers of the first or last stage
+// (MoE models put their DenseLayers first).
+func (x *shape) stageLayers(first bool) (nDense, nMoE float64) {
+	m := &x.m
+	denseL := float64(m.Layers - m.moeLayers())
+	if first {
+		nDense = min(denseL, x.layersPerStage)
+		return nDense, x.layersPerStage - nDense
+	}
+	start := float64(m.Layers) - x.layersLast
+	nDense = min(max(denseL-start, 0), x.layersLast)
+	return nDense, x.layersLast - nDense
+}
+
+// gradBytes is the gradient buffer's bytes per parameter: FP32 main gradients
+// (Megatron-LM forces them for bf16; Korthikanti's 18 bytes), BF16 in NeMo.
+func (x *shape) gradBytes() float64 {
+	if x.j.Stack == StackNeMo {
+		return 2
+	}
+	return 4
+}
+
+// recomputeFraction is the share of layers fully recomputed.
+func (x *shape) recomputeFraction() float64 {
+	if x.l.Recompute != "full" {
+		return 0
+	}
+	if x.l.RecomputeLayers <= 0 {
+		return 1
+	}
+	chunk := x.layersPerStage / x.v
+	return math.Min(float64(x.l.RecomputeLayers)/chunk, 1)
+}
+
 // unfusedScoreBytes is the s×s attention-score memory of one layer and one
 // micro-batch that selective recompute rebuilds during the backward.
 func (x *shape) unfusedScoreBytes() float64 {
@@ -175,7 +212,8 @@ func (x *shape) stageMemory(first bool) (Memory, float64) {
 	var mem Memory
 	shard := x.dp * x.cp
 	expShard := max(x.dp*x.cp/x.ep, 1)
-	const wB, gB, oB = 2.0, 4.0, 12.0
+	const wB, oB = 2.0, 12.0
+	gB := x.gradBytes()
 	var hostPerGPU float64
 	lora := x.j.LoRARank > 0
 	if lora {
@@ -236,15 +274,20 @@ func (x *shape) stageMemory(first bool) (Memory, float64) {
 		penalty = 1 + (x.p-1)/(x.p*x.v)
 	}
 	m := &x.m
-	nDenseL := float64(m.Layers - m.moeLayers())
-	nDense := min(nDenseL, x.layersPerStage)
-	if !first {
-		nDense = min(max(nDenseL-(float64(m.Layers)-x.layersPerStage), 0), x.layersPerStage)
-	}
-	nMoE := x.layersPerStage - nDense
+	nDense, nMoE := x.stageLayers(first)
 	rc := x.l.Recompute
-	act := (nDense*x.layerActivationBytes(false, rc) + nMoE*x.layerActivationBytes(nMoE > 0, rc)) * inflight * penalty
-	x.layerAct = act
+	perLayer := func(moe bool) float64 {
+		if rc == "full" && x.l.RecomputeLayers > 0 {
+			// Block recompute: N of each chunk's layers keep only their input.
+			f := x.recomputeFraction()
+			return f*x.layerActivationBytes(moe, "full") + (1-f)*x.layerActivationBytes(moe, "none")
+		}
+		return x.layerActivationBytes(moe, rc)
+	}
+	act := (nDense*perLayer(false) + nMoE*perLayer(nMoE > 0)) * inflight * penalty
+	if first {
+		x.layerAct = act
+	}
 	// Working set of the layer being recomputed in the backward.
 	switch rc {
 	case "full":
@@ -266,7 +309,7 @@ func (x *shape) stageMemory(first bool) (Memory, float64) {
 	}
 	other := cudaContextBytes + ncclGroupBytes*groups + fragmentation*act
 	if x.l.Zero == 3 || x.l.Offload == "params" {
-		// Gathered weights of the current and the prefetched layer.
+		// Gathered weights of the current and the prefetched module.
 		other += 2 * wB * sp.layerMax
 	}
 	mem.Other = other

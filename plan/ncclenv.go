@@ -65,7 +65,7 @@ type NCCLPolicy struct {
 	Defaults     map[string]string // set unless the user, nccl.conf or a plugin sets it
 	TrainrunWins bool              // trainrun's computed values override user, nccl.conf and plugins
 	// Fabric names the compute fabric when sysfs cannot tell:
-	// "infiniband", "roce", "efa"; "" = decide from the node's ports.
+	// "infiniband", "roce", "efa", "tcp"; "" = decide from the node's ports.
 	Fabric string
 }
 
@@ -137,6 +137,33 @@ func (e *Env) Injected() []EnvVar {
 // says should not be set in production.
 var debugOnly = map[string]bool{
 	"NCCL_ALGO": true, "NCCL_PROTO": true, "NCCL_P2P_LEVEL": true, "NCCL_NET_GDR_LEVEL": true, "NCCL_BUFFSIZE": true,
+}
+
+// ManagedEnvKeys lists every variable RankEnv may decide, so a caller can
+// pass the user's values for exactly these (policy keys included).
+func ManagedEnvKeys(pol NCCLPolicy) []string {
+	keys := []string{
+		"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+		"TRAINRUN_TP", "TRAINRUN_PP", "TRAINRUN_VPP", "TRAINRUN_CP", "TRAINRUN_EP", "TRAINRUN_DP",
+		"TRAINRUN_MICRO_BATCH", "TRAINRUN_GRAD_ACCUM", "TRAINRUN_RECOMPUTE", "TRAINRUN_PLAN",
+		"CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME",
+		"NCCL_TOPO_FILE", "NCCL_NVLS_ENABLE", "NCCL_MNNVL_ENABLE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_IB_DISABLE",
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		seen[k] = true
+	}
+	var extra []string
+	for _, m := range []map[string]string{pol.Force, pol.Defaults} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				extra = append(extra, k)
+			}
+		}
+	}
+	sort.Strings(extra)
+	return append(keys, extra...)
 }
 
 // ParseNCCLConf reads an nccl.conf the way NCCL does (src/misc/param.cc
@@ -466,6 +493,8 @@ func fabricOf(n *topo.Node, pol string) string {
 		return "roce"
 	case "efa":
 		return "efa"
+	case "tcp":
+		return "tcp"
 	}
 	if hasEFA(n) {
 		return "efa"
@@ -535,6 +564,11 @@ func (b *envBuilder) ibHCA(n *topo.Node) {
 	fabric := fabricOf(n, b.in.Policy.Fabric)
 	if fabric == "efa" {
 		b.leaveUnset(k, "EFA node: NCCL talks to EFA through the aws-ofi-nccl plugin (libfabric), which picks the EFA devices nearest each GPU itself; NCCL_IB_HCA only filters NCCL's built-in verbs transport, which is not used here")
+		return
+	}
+	if fabric == "tcp" {
+		b.leaveUnset(k, "the site policy says this partition's fabric is TCP: no RDMA device is listed")
+		b.nccl("NCCL_IB_DISABLE", "1", "the site policy says this partition's fabric is TCP (Fabric=tcp): NCCL must not pick up an RDMA device it finds, so its IB transport is disabled")
 		return
 	}
 	use, skipped := computePorts(n, fabric)

@@ -437,6 +437,8 @@ func TestRankEnvPrecedence(t *testing.T) {
 		{"policy default over computed", EnvInput{Policy: NCCLPolicy{Defaults: map[string]string{"NCCL_NVLS_ENABLE": "0"}}}, "NCCL_NVLS_ENABLE", "0", true, SrcPolicyDefault},
 		{"policy default yields to user", EnvInput{UserEnv: map[string]string{"NCCL_NVLS_ENABLE": "1"}, Policy: NCCLPolicy{Defaults: map[string]string{"NCCL_NVLS_ENABLE": "0"}}}, "NCCL_NVLS_ENABLE", "1", false, SrcUser},
 		{"debug variable only by policy", EnvInput{Policy: NCCLPolicy{Force: map[string]string{"NCCL_ALGO": "Ring"}}}, "NCCL_ALGO", "Ring", true, SrcPolicyForce},
+		{"fabric tcp by policy disables IB", EnvInput{Policy: NCCLPolicy{Fabric: "tcp"}}, "NCCL_IB_DISABLE", "1", true, SrcTrainrun},
+		{"fabric tcp lists no HCA", EnvInput{Policy: NCCLPolicy{Fabric: "tcp"}}, "NCCL_IB_HCA", "", false, SrcTrainrun},
 		{"launcher var replaces a stale RANK", EnvInput{Rank: 9, UserEnv: map[string]string{"RANK": "0"}}, "RANK", "9", true, SrcTrainrun},
 		{"user's MASTER_PORT kept", EnvInput{UserEnv: map[string]string{"MASTER_PORT": "12345"}}, "MASTER_PORT", "12345", false, SrcUser},
 	}
@@ -530,5 +532,35 @@ func TestParseNCCLConf(t *testing.T) {
 	}
 	if _, err := ParseNCCLConf([]byte("NCCL_X = 1\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("want a line-numbered error for spaces around the key, got %v", err)
+	}
+}
+
+// NVL72: GPUs registered with the fabric manager in one clique with a
+// non-zero cluster UUID get NCCL_MNNVL_ENABLE=1; an all-zero UUID (NCCL's
+// "no MNNVL", src/mnnvl.cc) or an unfinished registration does not.
+func TestRankEnvMNNVL(t *testing.T) {
+	cases := []struct {
+		name, uuid, state, want string
+	}{
+		{"clique", "5c7f1d3a-0000-4000-8000-00000000abcd", "completed", "1"},
+		{"zero uuid", "00000000-0000-0000-0000-000000000000", "completed", ""},
+		{"registration in progress", "5c7f1d3a-0000-4000-8000-00000000abcd", "in-progress", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := hgxH100Interleaved(true)
+			for i := range n.GPUs {
+				n.GPUs[i].Fabric = &topo.NVLinkFabric{ClusterUUID: tc.uuid, CliqueID: 7, State: tc.state}
+			}
+			e := envFor(t, n, EnvInput{})
+			v := e.Var("NCCL_MNNVL_ENABLE")
+			got := ""
+			if v.Inject {
+				got = v.Value
+			}
+			if got != tc.want {
+				t.Fatalf("NCCL_MNNVL_ENABLE = %q, want %q (%s)", got, tc.want, v.Why)
+			}
+		})
 	}
 }

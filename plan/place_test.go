@@ -525,3 +525,72 @@ func BenchmarkPlace2048x8MoE(b *testing.B) {
 		}
 	}
 }
+
+// GB200 NVL72-class: 4 GPUs per node, 18 nodes per NVLink block, TP=8 spans
+// two nodes and must stay inside one block; Slurm's order interleaves the
+// two racks' nodes, so the block-blind default splits every TP group over the
+// network while the placement keeps them on NVLink.
+func TestPlaceNVL72Blocks(t *testing.T) {
+	nodes := make([]PlaceNode, 36)
+	for i := range nodes {
+		nodes[i] = PlaceNode{Name: fmt.Sprintf("gb%02d", i), Leaf: "leaf0", Block: fmt.Sprintf("rack%d", i%2)}
+	}
+	tr := Traffic{TP: 1e12, DP: 1e10}
+	p, err := Place(PlaceInput{Layout: Layout{TP: 8, DP: 18}, GPUsPerNode: 4, Nodes: nodes, Traffic: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := map[string]string{}
+	for _, n := range nodes {
+		block[n.Name] = n.Block
+	}
+	for r := 0; r < len(p.Ranks); r += 8 {
+		for i := 1; i < 8; i++ {
+			if block[p.Ranks[r+i].Node] != block[p.Ranks[r].Node] {
+				t.Fatalf("TP group at rank %d spans blocks: %s and %s", r, p.Ranks[r].Node, p.Ranks[r+i].Node)
+			}
+		}
+	}
+	// Counted by hand. Baseline: TP group g on nodes 2g, 2g+1 (racks 0 and
+	// 1): its ring crosses between racks twice = 36·TP on the leaf; DP ring
+	// of tp t runs over nodes of one rack (2d + t/4) = all MNNVL. Placement:
+	// rack 0's nodes first, TP groups 0..8 there and 9..17 in rack 1, so TP
+	// is all NVLink and each of the 8 DP rings crosses racks twice = 16·DP,
+	// the least possible (18 members cannot fit one rack's 9 groups).
+	if want := 36 * tr.TP; p.Baseline.Leaf != want {
+		t.Errorf("baseline leaf %g, want %g", p.Baseline.Leaf, want)
+	}
+	if want := 16 * tr.DP; p.Traffic.Leaf != want {
+		t.Errorf("leaf %g, want %g (order %s)", p.Traffic.Leaf, want, p.Order)
+	}
+	if p.Traffic.Spine != 0 || p.Baseline.Spine != 0 {
+		t.Errorf("one leaf, yet spine bytes %g / %g", p.Traffic.Spine, p.Baseline.Spine)
+	}
+}
+
+// EP fills the node before DP and PP are chosen: with TP=1, EP=8 on 8-GPU
+// nodes every expert group is one node.
+func TestPlaceExpertGroupsInNode(t *testing.T) {
+	nodes := make([]PlaceNode, 8)
+	for i := range nodes {
+		nodes[i] = PlaceNode{Name: fmt.Sprintf("n%d", i), Leaf: fmt.Sprintf("l%d", i%2)}
+	}
+	p, err := Place(PlaceInput{Layout: Layout{TP: 1, EP: 8, DP: 16, PP: 4}, GPUsPerNode: 8, Nodes: nodes,
+		Traffic: Traffic{EP: 5e10, DP: 1e9, PP: 4e9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byEP := map[[2]int]map[string]bool{}
+	for _, r := range p.Ranks {
+		k := [2]int{r.PP, r.DP / 8}
+		if byEP[k] == nil {
+			byEP[k] = map[string]bool{}
+		}
+		byEP[k][r.Node] = true
+	}
+	for k, nodes := range byEP {
+		if len(nodes) != 1 {
+			t.Errorf("expert group pp=%d block=%d on nodes %v", k[0], k[1], nodes)
+		}
+	}
+}

@@ -12,7 +12,11 @@ import (
 // step in each kind of group. They become directed edges between ranks:
 //
 //   - TP, CP and DP are rings (NCCL ring all-reduce / all-gather /
-//     reduce-scatter; ring attention for CP). In a ring of n ≥ 2 ranks every
+//     reduce-scatter; ring attention for CP). The DP ring is Megatron's
+//     dp-cp group (gradients are reduced over data and context parallel
+//     ranks together, cp varying fastest), as the planner sizes Traffic.DP;
+//     expert gradients' smaller expert-data-parallel groups are not told
+//     apart. In a ring of n ≥ 2 ranks every
 //     rank sends all its bytes to its successor, so each of the n edges
 //     (i → i+1 mod n, in communicator rank order) carries the per-GPU volume.
 //     NCCL orders the nodes of a ring by their ranks (node ids follow first
@@ -120,10 +124,19 @@ func countEdges(l Layout, t *placeTopo, nodeOf []int32) edgeCounts {
 						}
 						c.cp[t.level(n, nodeOf[s])]++
 					}
-					if l.DP > 1 {
-						s := r + sDP
-						if dp == l.DP-1 {
-							s = r - dp*sDP
+					if l.DP*l.CP > 1 {
+						// Gradients are reduced over the data-parallel group
+						// with CP folded in (Megatron's dp-cp group: ranks
+						// varying cp and dp, cp fastest), so the ring runs
+						// over y = cp + CP·dp.
+						var s int
+						switch {
+						case cp < l.CP-1:
+							s = r + sCP
+						case dp < l.DP-1:
+							s = r - cp*sCP + sDP
+						default:
+							s = r - cp*sCP - dp*sDP
 						}
 						c.dp[t.level(n, nodeOf[s])]++
 					}

@@ -210,6 +210,12 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	if e.VPP > 1 && e.PP > 1 {
 		add("--num-layers-per-virtual-pipeline-stage", m.Layers/(e.PP*e.VPP))
 	}
+	if e.PP > 1 && m.Layers%e.PP != 0 {
+		if first, _, last, ok := unevenSplit(m.Layers, e.PP); ok {
+			add("--decoder-first-pipeline-num-layers", first)
+			add("--decoder-last-pipeline-num-layers", last)
+		}
+	}
 	add("--context-parallel-size", e.CP)
 	if m.Experts > 0 {
 		add("--expert-model-parallel-size", e.EP)
@@ -232,13 +238,16 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	switch e.Zero {
 	case 1:
 		add("--use-distributed-optimizer")
-	case 2:
-		// Megatron-FSDP (Megatron-LM core ≥ 0.14; earlier --use-custom-fsdp).
+	case 2, 3:
+		// Megatron-FSDP (Megatron-LM core ≥ 0.14; earlier --use-custom-fsdp),
+		// which Megatron runs on top of the distributed optimizer.
+		strategy := "optim_grads"
+		if e.Zero == 3 {
+			strategy = "optim_grads_params"
+		}
+		add("--use-distributed-optimizer")
 		add("--use-megatron-fsdp")
-		add("--data-parallel-sharding-strategy", "optim_grads")
-	case 3:
-		add("--use-megatron-fsdp")
-		add("--data-parallel-sharding-strategy", "optim_grads_params")
+		add("--data-parallel-sharding-strategy", strategy)
 	}
 	if e.DP*e.CP > 1 {
 		// The time model hides the DP reduction behind backward: that needs these.
@@ -300,6 +309,26 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	return a
 }
 
+// unevenSplit spreads layers over pp stages the way Megatron-LM can express
+// it (--decoder-first/last-pipeline-num-layers: the pp−2 middle stages hold
+// the same count) without any stage above ceil(layers/pp), the heaviest
+// stage the planner's memory model assumes. The last stage (with the output
+// layer) gets the smaller half of what the middle leaves. ok is false when
+// no such split exists (many stages of two or three layers).
+func unevenSplit(layers, pp int) (first, middle, last int, ok bool) {
+	c := (layers + pp - 1) / pp
+	if pp == 2 {
+		return c, 0, layers - c, layers-c >= 1
+	}
+	for m := c; m >= 1; m-- {
+		rem := layers - (pp-2)*m
+		if rem >= 2 && rem <= 2*c {
+			return rem - rem/2, m, rem / 2, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
 // RenderMegatron writes MegatronArgs as a shell continuation block, one flag
 // per line, with comments for what Megatron-LM cannot express.
 func RenderMegatron(w io.Writer, m Model, j Job, e Evaluation) error {
@@ -310,6 +339,12 @@ func RenderMegatron(w io.Writer, m Model, j Job, e Evaluation) error {
 	}
 	if e.Offload == "params" {
 		b.WriteString("# offload=params: Megatron-LM cannot offload parameters; use FSDP/DeepSpeed CPU offload with this layout\n")
+	}
+	if e.PP > 1 && m.Layers%e.PP != 0 {
+		if _, _, _, ok := unevenSplit(m.Layers, e.PP); !ok {
+			fmt.Fprintf(&b, "# %d layers over pp=%d: no --decoder-first/last-pipeline-num-layers split keeps every stage at or below %d layers; use --pipeline-model-parallel-layout\n",
+				m.Layers, e.PP, (m.Layers+e.PP-1)/e.PP)
+		}
 	}
 	if m.FFNType == FFNReLU {
 		b.WriteString("# ffn_type=relu: Megatron-LM has no flag for a plain ReLU MLP; set the activation in your model code\n")
@@ -372,6 +407,22 @@ func fmtCount(v float64) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// fmtMillis prints seconds as milliseconds with one decimal and thousands
+// separators ("51,842.6").
+func fmtMillis(s float64) string {
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return fmt.Sprint(s)
+	}
+	f := strconv.FormatFloat(s*1e3, 'f', 1, 64)
+	whole, frac, _ := strings.Cut(f, ".")
+	w, _ := strconv.ParseFloat(whole, 64)
+	out := fmtCount(w)
+	if strings.HasPrefix(whole, "-") && !strings.HasPrefix(out, "-") {
+		out = "-" + out // -0.4 ms
+	}
+	return out + "." + frac
 }
 
 // fmtDuration prints seconds as the unit a person plans with.

@@ -21,7 +21,7 @@ func BoundBy(e Evaluation) (kind, detail string) {
 	case e.Offload != "" && e.Offload != "none":
 		return "memory", fmt.Sprintf("offloads %s to host memory (%.0f %% of the step)", e.Offload, percentOf(t.Offload, t.Step))
 	case e.Recompute == "full":
-		return "memory", "recomputes every layer to fit (a second forward pass)"
+		return "memory", "recomputes every layer to fit, a second forward pass"
 	case t.Step > 0 && comm/t.Step > 0.35:
 		return "communication", fmt.Sprintf("%.0f %% of the step is communication and pipeline bubble", percentOf(comm, t.Step))
 	}
@@ -105,7 +105,8 @@ func RenderComparison(w io.Writer, m Model, j Job, rs []GPUResult) error {
 			continue
 		}
 		if e := g.Result.Plan; e != nil && e.Memory.Fits {
-			fmt.Fprintf(&b, "faster: %s, %.2fx the tokens/s of %s\n", label(*fastest), clusterTokens(*fastest.Result.Plan)/clusterTokens(*e), label(*g))
+			fmt.Fprintf(&b, "faster: %s, %.2fx the tokens/s of %s; %s\n", label(*fastest), clusterTokens(*fastest.Result.Plan)/clusterTokens(*e), label(*g),
+				because(*fastest, *g))
 		}
 	}
 	if len(rs) == 1 || countFitting(rs) == 1 {
@@ -126,6 +127,28 @@ func RenderComparison(w io.Writer, m Model, j Job, rs []GPUResult) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// because says in one clause why fast beats slow: memory (slow must
+// recompute or offload to fit, fast need not), peak FLOP/s, or time lost to
+// communication and the pipeline.
+func because(fast, slow GPUResult) string {
+	fe, se := *fast.Result.Plan, *slow.Result.Plan
+	fk, _ := BoundBy(fe)
+	sk, sd := BoundBy(se)
+	fg, sg := fast.Cluster.GPU, slow.Cluster.GPU
+	switch {
+	case sk == "memory" && fk != "memory":
+		return fmt.Sprintf("%s is memory-bound (%s), %s is not: memory-bound work belongs on large-memory GPUs (%.0f vs %.0f GiB)",
+			sg.Name, sd, fg.Name, fg.MemoryBytes/bytesPerGiB, sg.MemoryBytes/bytesPerGiB)
+	case fg.PeakBF16 > 1.2*sg.PeakBF16:
+		return fmt.Sprintf("%s has %.1fx the dense BF16 peak per GPU", fg.Name, fg.PeakBF16/sg.PeakBF16)
+	}
+	lost := func(e Evaluation) float64 {
+		t := e.Time
+		return percentOf(t.TPComm+t.PPBubble+t.PPComm+t.DPCommExposed+t.CPComm+t.EPComm+t.Offload+t.Recompute, t.Step)
+	}
+	return fmt.Sprintf("%s loses %.0f %% of its step to communication, pipeline and recompute, %s %.0f %%", fg.Name, lost(fe), sg.Name, lost(se))
 }
 
 func layoutOf(g GPUResult) Layout {

@@ -85,7 +85,7 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 	fmt.Fprintf(b, "  %-35s %8s of %s capacity (%.0f %%): %s\n", "total", fmtGiB(mem.PerGPU), fmtGiB(mem.Capacity), percentOf(mem.PerGPU, mem.Capacity), fits)
 
 	t := e.Time
-	fmt.Fprintf(b, "\n%-40s %9s %6s\n", "time per step", "ms", "%")
+	fmt.Fprintf(b, "\n%-40s %10s %6s\n", "time per step", "ms", "%")
 	trows := []struct {
 		name string
 		v    float64
@@ -95,9 +95,9 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 		{"CP communication", t.CPComm}, {"EP all-to-all", t.EPComm}, {"optimizer step", t.Optimizer}, {"offload transfers", t.Offload},
 	}
 	for _, r := range trows {
-		fmt.Fprintf(b, "  %-38s %9.1f %6.1f\n", r.name, r.v*1e3, percentOf(r.v, t.Step))
+		fmt.Fprintf(b, "  %-38s %10s %6.1f\n", r.name, fmtMillis(r.v), percentOf(r.v, t.Step))
 	}
-	fmt.Fprintf(b, "  %-38s %9.1f %6.1f\n", "step", t.Step*1e3, 100.0)
+	fmt.Fprintf(b, "  %-38s %10s %6.1f\n", "step", fmtMillis(t.Step), 100.0)
 
 	fmt.Fprintf(b, "\nthroughput  %s tokens/s per GPU, %s tokens/s in all; %.1f model TFLOP/s per GPU; MFU %.1f %%\n",
 		fmtCount(e.TokensPerSPerGPU), fmtCount(e.TokensPerSPerGPU*float64(LayoutGPUs(e.Layout))), e.ModelTFLOPSPerGPU, 100*e.MFU)

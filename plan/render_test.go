@@ -232,9 +232,9 @@ func TestMegatronArgs(t *testing.T) {
 			[]string{"--expert-model-parallel-size", "--kv-channels", "--recompute-method", "--fp8-format"}},
 		{"full recompute, fsdp, fp8, no dp", gpt, Job{SeqLen: 2048, GlobalBatch: 1536, Precision: FP8}, full, []string{
 			"--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1",
-			"--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--bf16", "--fp8-format hybrid"},
+			"--use-distributed-optimizer", "--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--bf16", "--fp8-format hybrid"},
 			[]string{"--swiglu", "--untie-embeddings-and-output-weights", "--group-query-attention", "--overlap-grad-reduce",
-				"--num-layers-per-virtual-pipeline-stage", "--use-distributed-optimizer"}},
+				"--num-layers-per-virtual-pipeline-stage", "--recompute-granularity selective"}},
 		{"mixtral ep", mix, Job{SeqLen: 4096, GlobalBatch: 256, Precision: FP16}, ep, []string{
 			"--expert-model-parallel-size 8", "--num-experts 8", "--moe-router-topk 2", "--moe-ffn-hidden-size 14336",
 			"--moe-token-dispatcher-type alltoall", "--fp16", "--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0"},
@@ -353,8 +353,8 @@ func TestComparison(t *testing.T) {
 	golden(t, "compare-hand.golden", b.String())
 	out := b.String()
 	// 3236.5·64 / (1000·128) = 1.62x; GPU-hours per 1e9 tokens: 1e9/3236.5/3600 = 85.8.
-	for _, want := range []string{"faster: h100-sxm x 64, 1.62x the tokens/s of a100-80gb x 128", "cheaper per token: h100-sxm x 64, 85.8 GPU-hours",
-		"a100-80gb x 128: memory-bound: recomputes every layer", "h100-sxm x 64: compute-bound: 88 % of the step is compute"} {
+	for _, want := range []string{"faster: h100-sxm x 64, 1.62x the tokens/s of a100-80gb x 128; a100-80gb is memory-bound (recomputes every layer to fit, a second forward pass), h100-sxm is not", "cheaper per token: h100-sxm x 64, 85.8 GPU-hours",
+		"a100-80gb x 128: memory-bound: recomputes every layer to fit, a second forward pass", "h100-sxm x 64: compute-bound: 88 % of the step is compute"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q", want)
 		}
@@ -400,6 +400,7 @@ func TestBoundBy(t *testing.T) {
 func TestFormatters(t *testing.T) {
 	cases := []struct{ got, want string }{
 		{fmtCount(1234567.4), "1,234,567"}, {fmtCount(999), "999"}, {fmtCount(-1000), "-1,000"},
+		{fmtMillis(51.8426), "51,842.6"}, {fmtMillis(0.0116), "11.6"}, {fmtMillis(0), "0.0"}, {fmtMillis(1.99996), "2,000.0"},
 		{fmtTokens(1e12), "1T"}, {fmtTokens(3e11), "300B"}, {fmtTokens(2.5e12), "2.5T"},
 		{fmtDuration(30), "30.0 s"}, {fmtDuration(600), "10.0 min"}, {fmtDuration(3 * 86400), "3.0 days"},
 		{shellQuote("([0]*2+[1]*22)"), "'([0]*2+[1]*22)'"}, {shellQuote("llama3-70b"), "llama3-70b"}, {shellQuote("a'b"), `'a'\''b'`},
@@ -408,5 +409,46 @@ func TestFormatters(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+func TestUnevenSplit(t *testing.T) {
+	cases := []struct {
+		name                string
+		layers, pp          int
+		first, middle, last int
+		ok                  bool
+	}{
+		{"405B over 8: 15+6x16+15", 126, 8, 15, 16, 15, true},
+		{"405B over 16: 7+14x8+7", 126, 16, 7, 8, 7, true},
+		{"80 over 3: 27+27+26", 80, 3, 27, 27, 26, true},
+		{"pp 2", 81, 2, 41, 0, 40, true},
+		{"126 over 60: not expressible", 126, 60, 0, 0, 0, false},
+	}
+	for _, c := range cases {
+		f, m, l, ok := unevenSplit(c.layers, c.pp)
+		if f != c.first || m != c.middle || l != c.last || ok != c.ok {
+			t.Errorf("%s: got %d+%d·m+%d ok=%v, want %d,%d,%d ok=%v", c.name, f, m, l, ok, c.first, c.middle, c.last, c.ok)
+		}
+	}
+	// Every split it returns adds up and respects the heaviest-stage bound.
+	for layers := 3; layers <= 200; layers++ {
+		for pp := 2; pp <= layers/2; pp++ {
+			f, m, l, ok := unevenSplit(layers, pp)
+			if !ok {
+				continue
+			}
+			c := (layers + pp - 1) / pp
+			if f+l+(pp-2)*m != layers || f > c || m > c || l > c || f < 1 || l < 1 || (pp > 2 && m < 1) {
+				t.Fatalf("unevenSplit(%d,%d) = %d,%d,%d", layers, pp, f, m, l)
+			}
+		}
+	}
+	l405, _ := LookupModel("llama3.1-405b")
+	e := handEval()
+	e.PP, e.VPP = 8, 1
+	got := strings.Join(MegatronArgs(l405, jobL70, e), " ")
+	if !strings.Contains(got, "--decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15") {
+		t.Errorf("uneven flags missing: %s", got)
 	}
 }

@@ -33,8 +33,12 @@ func (o SearchOptions) fullyPinned(m Model) bool {
 
 // Config renders a layout as the "config" of a rejection: tp=4,pp=2,...
 func (l Layout) Config() string {
+	rc := l.Recompute
+	if rc == "full" && l.RecomputeLayers > 0 {
+		rc = fmt.Sprintf("full:%d", l.RecomputeLayers)
+	}
 	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,mbs=%d,sp=%t,recompute=%s,zero=%d,offload=%s",
-		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.SP, l.Recompute, l.Zero, l.Offload)
+		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.SP, rc, l.Zero, l.Offload)
 }
 
 func divisors(n int) []int {
@@ -89,21 +93,25 @@ func better(a, b *Evaluation) bool {
 
 // searcher keeps the best candidates in small sorted arrays.
 type searcher struct {
-	m      Model
-	j      Job
-	c      Cluster
-	o      SearchOptions
-	best   []Evaluation // sorted, at most TopK+1
-	keep   int
-	nofit  []Evaluation // did not fit: the fastest ones (they explain the choice)
-	close  []Evaluation // did not fit: the nearest to fitting
-	maxRej int
-	count  int
+	m       Model
+	j       Job
+	c       Cluster
+	o       SearchOptions
+	best    []Evaluation // sorted, at most TopK+1
+	keep    int
+	nofit   []Evaluation // did not fit: the fastest ones (they explain the choice)
+	close   []Evaluation // did not fit: the nearest to fitting
+	maxRej  int
+	count   int
+	invalid []Rejection // a few rule violations, reported when nothing else was evaluated
 }
 
 func (s *searcher) offer(e *Evaluation) {
 	s.count++
 	if e.Reason != "" && e.Memory.PerGPU == 0 {
+		if len(s.invalid) < 5 {
+			s.invalid = append(s.invalid, Rejection{Config: e.Layout.Config(), Reason: e.Reason})
+		}
 		return // invalid; not a candidate
 	}
 	if !e.Memory.Fits {
@@ -113,7 +121,25 @@ func (s *searcher) offer(e *Evaluation) {
 		})
 		return
 	}
+	// Alternatives that differ only in VPP say little: keep the best of each
+	// family (all degrees and settings but VPP).
+	for i := range s.best {
+		if sameFamily(&s.best[i].Layout, &e.Layout) {
+			if !better(e, &s.best[i]) {
+				return
+			}
+			copy(s.best[i:], s.best[i+1:])
+			s.best = s.best[:len(s.best)-1]
+			break
+		}
+	}
 	insertBounded(&s.best, e, s.keep, better)
+}
+
+func sameFamily(a, b *Layout) bool {
+	x, y := *a, *b
+	x.VPP, y.VPP = 0, 0
+	return x == y
 }
 
 func insertBounded(list *[]Evaluation, e *Evaluation, n int, less func(a, b *Evaluation) bool) {
@@ -168,19 +194,38 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 				r.Alternatives = append(r.Alternatives, e)
 			}
 		}
-		for i := range s.nofit {
-			if s.nofit[i].TokensPerSPerGPU > r.Plan.TokensPerSPerGPU {
-				r.Rejected = append(r.Rejected, Rejection{Config: s.nofit[i].Layout.Config(), Reason: s.nofit[i].Reason})
+		// Rejected: layouts predicted faster than the plan that do not fit,
+		// nearest to fitting first, then the fastest ones.
+		seen := map[string]bool{}
+		add := func(e *Evaluation) {
+			cfg := e.Layout.Config()
+			if seen[cfg] || e.TokensPerSPerGPU <= r.Plan.TokensPerSPerGPU || len(r.Rejected) >= o.MaxRejected {
+				return
 			}
+			seen[cfg] = true
+			r.Rejected = append(r.Rejected, Rejection{Config: cfg, Reason: e.Reason})
+		}
+		for i := range s.close {
+			add(&s.close[i])
+		}
+		for i := range s.nofit {
+			add(&s.nofit[i])
 		}
 	} else {
 		for i := range s.close {
 			r.Rejected = append(r.Rejected, Rejection{Config: s.close[i].Layout.Config(), Reason: s.close[i].Reason})
 		}
+		if len(s.close) == 0 {
+			r.Rejected = append(r.Rejected, s.invalid...)
+		}
 		if o.fullyPinned(m) && len(s.close) > 0 {
 			e := Evaluate(m, j, c, s.close[0].Layout)
 			r.Plan = &e
 		}
+	}
+	if r.Plan == nil && len(r.Rejected) == 0 {
+		// Nothing was even evaluated: say which rule the pins (or the job) break.
+		r.Rejected = []Rejection{pinnedReason(m, j, c, o.Pins)}
 	}
 	if r.Alternatives == nil {
 		r.Alternatives = []Evaluation{}
@@ -209,7 +254,15 @@ func (s *searcher) run(offloads []string) {
 		tps = append(tps, t)
 	}
 	tps = pinOr(p.TP, tps)
-	pps := pinOr(p.PP, divisors(m.Layers))
+	// PP: divisors of the layer count, and uneven splits (heaviest stage
+	// ceil(L/p), Megatron's first/last-stage layer counts) up to L/2 stages.
+	var pps []int
+	for pp := 1; pp <= m.Layers; pp++ {
+		if m.Layers%pp == 0 || pp <= m.Layers/2 {
+			pps = append(pps, pp)
+		}
+	}
+	pps = pinOr(p.PP, pps)
 	cps := []int{1}
 	if o.AllowCP && c.GPU.AttentionEff > 0 && j.Stack != StackMegatron2022 {
 		for cp := 2; j.SeqLen/cp >= 1024 && cp <= c.GPUs; cp *= 2 {
@@ -259,11 +312,9 @@ func (s *searcher) run(offloads []string) {
 					zeros = []int{0}
 				}
 				zeros = pinOr(p.Zero, zeros)
-				var vpps []int
-				for _, v := range divisors(m.Layers / pp) {
-					if v == 1 || pp > 1 {
-						vpps = append(vpps, v)
-					}
+				vpps := []int{1}
+				if pp > 1 && m.Layers%pp == 0 {
+					vpps = divisors(m.Layers / pp)
 				}
 				vpps = pinOr(p.VPP, vpps)
 				sps := []bool{tp > 1}
@@ -305,8 +356,16 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 				continue // with flash attention selective recompute frees nothing
 			}
 			l.Recompute = rc
+			l.RecomputeLayers = 0
 			*e = Evaluation{}
 			evaluate(x, m, j, c, l, e)
+			if rc == "full" && e.Memory.Fits && s.o.Pins.Recompute == nil {
+				// Recompute only as many layers per chunk as memory demands.
+				if n := minRecomputeLayers(x, m, j, c, l); n > 0 {
+					l.RecomputeLayers = n
+					evaluate(x, m, j, c, l, e)
+				}
+			}
 			s.offer(e)
 			if e.Reason != "" && e.Memory.PerGPU == 0 {
 				break // invalid regardless of recompute
@@ -348,7 +407,7 @@ func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 		oo := o
 		oo.AllowCP = true
 		if r := Search(m, j, c, oo); r.Plan != nil && r.Plan.Memory.Fits {
-			out = append(out, "fits with context parallelism (--allow-cp)")
+			out = append(out, "fits with context parallelism allowed")
 		}
 	}
 	if j.LoRARank == 0 {
@@ -370,4 +429,56 @@ func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 		}
 	}
 	return strings.Join(out, "; or ")
+}
+
+// minRecomputeLayers returns the fewest layers per model chunk that block
+// recompute must cover for l to fit, or 0 when all of them are needed (or
+// the chunk has a single layer). Memory falls monotonically with the count.
+func minRecomputeLayers(x *shape, m Model, j Job, c Cluster, l Layout) int {
+	chunk := m.Layers / (l.PP * max(l.VPP, 1))
+	if chunk <= 1 {
+		return 0
+	}
+	var e Evaluation
+	lo, hi := 1, chunk // hi: known to fit (all layers)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		l.RecomputeLayers = mid
+		e = Evaluation{}
+		evaluate(x, m, j, c, l, &e)
+		if e.Memory.Fits {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if hi >= chunk {
+		return 0
+	}
+	return hi
+}
+
+// pinnedReason evaluates the layout the pins describe (unpinned degrees 1, DP
+// what is left) to name the rule that leaves nothing to search.
+func pinnedReason(m Model, j Job, c Cluster, p Pins) Rejection {
+	get := func(v *int, def int) int {
+		if v != nil {
+			return *v
+		}
+		return def
+	}
+	l := Layout{TP: get(p.TP, 1), PP: get(p.PP, 1), VPP: get(p.VPP, 1), CP: get(p.CP, 1), EP: get(p.EP, 1), MicroBatch: get(p.MicroBatch, 1), Zero: get(p.Zero, 1)}
+	l.DP = get(p.DP, max(c.GPUs/max(l.TP*l.PP*l.CP, 1), 1))
+	if p.Recompute != nil {
+		l.Recompute = *p.Recompute
+	}
+	if p.Offload != nil {
+		l.Offload = *p.Offload
+	}
+	e := Evaluate(m, j, c, l)
+	reason := e.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("no layout meets the pins and the rules: tp·pp·cp·dp = %d GPUs, heads and KV heads divisible by tp, global batch %d divisible by micro_batch·dp", c.GPUs, j.GlobalBatch)
+	}
+	return Rejection{Config: e.Layout.Config(), Reason: reason}
 }

@@ -71,6 +71,12 @@ const (
 	// softmax attention that materialises the s×s scores (Korthikanti's 5as/h
 	// term), computes the masked half anyway, and blocking TP all-reduces.
 	StackMegatron2022 Stack = "megatron-2022"
+	// StackNeMo is Megatron-Core + TE as NeMo 24.x configures it: as
+	// StackMegatronCore but gradients are kept and reduced in BF16
+	// (optim.grad_sync_dtype: bf16 in NeMo's performance configs, recalled),
+	// where Megatron-LM forces FP32 main gradients for bf16
+	// (arguments.py: accumulate_allreduce_grads_in_fp32).
+	StackNeMo Stack = "nemo"
 )
 
 // GPU is one accelerator type of the catalog. Bandwidths in bytes/s,
@@ -118,8 +124,12 @@ type Layout struct {
 	MicroBatch int    `json:"micro_batch"`
 	GradAccum  int    `json:"grad_accum"`
 	Recompute  string `json:"recompute"` // none | selective | full
-	Zero       int    `json:"zero"`      // 0-3 (1 = Megatron's distributed optimizer)
-	Offload    string `json:"offload"`   // none | optimizer | params
+	// RecomputeLayers, with Recompute "full", is how many layers of each model
+	// chunk are recomputed (Megatron --recompute-method block
+	// --recompute-num-layers N); 0 = all of them.
+	RecomputeLayers int    `json:"recompute_layers,omitempty"`
+	Zero            int    `json:"zero"`    // 0-3 (1 = Megatron's distributed optimizer)
+	Offload         string `json:"offload"` // none | optimizer | params
 }
 
 // Memory is the per-GPU memory of the most loaded pipeline stage, in bytes.

@@ -117,10 +117,7 @@ func Discover(opts Options) (*Node, error) {
 	} else {
 		n.NVLinkUnavailable = opts.NVMLUnavailable
 		if n.NVLinkUnavailable == "" {
-			n.NVLinkUnavailable = "no NVML source: NVLink, UUIDs and memory come only from NVML"
-		}
-		if len(n.GPUs) == 0 {
-			n.NVLinkUnavailable = ""
+			n.NVLinkUnavailable = "no NVML source (the tree carries no nvml.json): NVLink, UUIDs and memory come only from NVML"
 		}
 	}
 
@@ -347,7 +344,9 @@ func gpuLink(n *Node, i, j int, byBDF map[string]*pciFn, anc map[[2]int]PathType
 	gi, gj := n.GPUs[i], n.GPUs[j]
 	direct, viaI, viaJ := 0, 0, 0
 	for _, l := range gi.NVLinks {
-		if l.RemoteType == "gpu" && l.RemoteBusID == gj.BusID {
+		// A link whose remote is the other GPU is direct whatever type NVML
+		// gave it (older drivers lack nvmlDeviceGetNvLinkRemoteDeviceType).
+		if l.RemoteBusID == gj.BusID {
 			direct += l.Count
 		} else if l.RemoteType != "gpu" {
 			viaI += l.Count
@@ -611,7 +610,6 @@ func digitRun(s string) int {
 	}
 	return i
 }
-
 
 func readNUMA(sysDir string) ([]NUMANode, error) {
 	dir := filepath.Join(sysDir, "devices/system/node")

@@ -13,7 +13,7 @@ import (
 //
 // Grammar (top level):
 //
-//	list    = item { sep item }          sep = "," | " " | "\t" | "\n" (outside brackets)
+//	list    = item { sep item }          sep = "," | " " | "\t" (outside brackets)
 //	item    = name | { text "[" ranges "]" } text? ... ending in "]"
 //	ranges  = range { "," range }
 //	range   = digits [ "-" digits ]
@@ -37,7 +37,8 @@ import (
 // "]" (Slurm silently yields the host "n]" for "n[1-3"), a stray "]", nested
 // brackets, signs or spaces inside brackets ("n[ 1-2]" gives n01 n02 in Slurm),
 // a range with an empty end ("n[3-]" gives n3 in Slurm), bounds above 2^64-1
-// (Slurm wraps them), and an expression with no names at all. trainrun also
+// (Slurm wraps them), a line break (Slurm keeps it inside a name; a trailing
+// one is trimmed here), and an expression with no names at all. trainrun also
 // refuses expansions of more than MaxHostlistNames names, which Slurm does not
 // cap.
 
@@ -72,11 +73,14 @@ func hlErr(expr string, pos int, format string, a ...any) error {
 	return &HostlistError{Expr: expr, Pos: pos, Msg: fmt.Sprintf(format, a...)}
 }
 
-func isHostlistSep(c byte) bool { return c == ',' || c == ' ' || c == '\t' || c == '\n' }
+// isHostlistSep: Slurm 22.05 splits on commas, spaces and tabs; a newline
+// is not a separator (scontrol: "a[1-2]\nb1" is an invalid hostlist).
+func isHostlistSep(c byte) bool { return c == ',' || c == ' ' || c == '\t' }
 
 // ExpandHostlist expands a Slurm hostlist expression into host names, in the
 // order and with the duplicates `scontrol show hostnames` prints.
 func ExpandHostlist(expr string) ([]string, error) {
+	expr = strings.TrimRight(expr, "\r\n") // as read from a file or a command's output
 	var out []string
 	depth, start, open := 0, -1, 0
 	flush := func(end int) error {
@@ -107,6 +111,8 @@ func ExpandHostlist(expr string) ([]string, error) {
 				return nil, hlErr(expr, i, "']' without a matching '['")
 			}
 			depth = 0
+		case c == '\n' || c == '\r':
+			return nil, hlErr(expr, i, "line break inside the expression; separate names with commas")
 		case depth == 0 && isHostlistSep(c):
 			if err := flush(i); err != nil {
 				return nil, err

@@ -386,6 +386,23 @@ func (n *Node) NCCLNICs() []string {
 	return out
 }
 
+// RoCEGIDIndex is the GID index NCCL_IB_GID_INDEX wants on a RoCE rail: the
+// index of the RoCE v2, IPv4-mapped GID of the first NCCL device that has one
+// (mlx5 lays the table out the same way on every port of a node).
+func (n *Node) RoCEGIDIndex() (index int, device string, ok bool) {
+	for _, d := range n.RDMA {
+		if !d.NCCL {
+			continue
+		}
+		for _, p := range d.Ports {
+			if p.RoCEv2GIDIndex != nil {
+				return *p.RoCEv2GIDIndex, d.Name, true
+			}
+		}
+	}
+	return 0, "", false
+}
+
 // SocketIfNames is the list of interfaces suited to NCCL_SOCKET_IFNAME.
 func (n *Node) SocketIfNames() []string {
 	var out []string

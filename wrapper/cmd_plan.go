@@ -121,6 +121,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	if o.Top < 0 {
 		return usageErrorf("--top %d: must be 0 or more", o.Top)
 	}
+	if o.TimeMargin < 0 || o.CkptLead < 0 {
+		return usageErrorf("--time-margin %g and --ckpt-lead %s must not be negative", o.TimeMargin, o.CkptLead)
+	}
 	m, err := o.model(fs)
 	if err != nil {
 		return err
@@ -199,7 +202,11 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 	case "env":
 		return plan.RenderEnv(w, *r.Plan)
 	case "sbatch":
-		return plan.RenderSbatch(w, m, j, c, *r.Plan, plan.SbatchOptions{Margin: o.TimeMargin, Lead: o.CkptLead, Signal: "USR2"})
+		sig := "USR2" // trainrun's default checkpoint signal (NCCL uses USR1)
+		if s := env.getenv("TRAINRUN_CKPT_SIGNAL"); s != "" {
+			sig = s
+		}
+		return plan.RenderSbatch(w, m, j, c, *r.Plan, plan.SbatchOptions{Margin: o.TimeMargin, Lead: o.CkptLead, Signal: sig})
 	default: // hostfile, placement
 		return renderPlacement(env, o.Format, &o.Place, m, j, c, r.Plan)
 	}
@@ -207,30 +214,28 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 
 // planCompare plans the same job on each GPU type and compares them.
 func planCompare(env *runEnv, o *planOptions, m plan.Model, j plan.Job, clusters []plan.Cluster, so plan.SearchOptions) error {
+	if o.Format != "table" && o.Format != "json" {
+		return usageErrorf("--format %s describes one layout: give one --gpu type (the list %q compares types with --format table|json)", o.Format, o.GPU)
+	}
 	var rs []plan.GPUResult
 	for _, c := range clusters {
 		rs = append(rs, plan.GPUResult{Cluster: c, Result: plan.Search(m, j, c, so)})
 	}
-	switch o.Format {
-	case "table":
-		for i, g := range rs {
+	if o.Format == "json" {
+		if err := plan.RenderComparisonJSON(env.stdout, rs); err != nil {
+			return err
+		}
+	} else {
+		for _, g := range rs {
 			fmt.Fprintf(env.stdout, "=== %s x %d ===\n", g.Cluster.GPU.Name, g.Cluster.GPUs)
 			if err := plan.RenderTable(env.stdout, m, j, g.Cluster, g.Result); err != nil {
 				return err
 			}
-			if i < len(rs) {
-				fmt.Fprintln(env.stdout)
-			}
+			fmt.Fprintln(env.stdout)
 		}
 		if err := plan.RenderComparison(env.stdout, m, j, rs); err != nil {
 			return err
 		}
-	case "json":
-		if err := plan.RenderComparisonJSON(env.stdout, rs); err != nil {
-			return err
-		}
-	default:
-		return usageErrorf("--format %s describes one layout: give one --gpu type (the list %q compares types with --format table|json)", o.Format, o.GPU)
 	}
 	var errs []string
 	for _, g := range rs {

@@ -1,14 +1,139 @@
 package main
 
-import "github.com/trainrun/trainrun/plan"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"time"
 
-// planPlaceOptions are the placement inputs of `trainrun plan`.
-// This file is a placeholder: the placement helper replaces it.
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/topo"
+)
+
+// planPlaceOptions are the placement inputs of `trainrun plan` (the flags
+// --nodelist and --topology-conf are registered in cmd_plan.go).
 type planPlaceOptions struct {
 	Nodelist, TopologyConf string
 }
 
 // renderPlacement writes --format hostfile|placement for the chosen plan.
 func renderPlacement(env *runEnv, format string, o *planPlaceOptions, m plan.Model, j plan.Job, c plan.Cluster, e *plan.Evaluation) error {
-	return usageErrorf("--format %s needs placement support, not built yet", format)
+	if e == nil {
+		return nil
+	}
+	in, err := placementInput(env, o, c.GPUsPerNode, e.Layout, e.Traffic)
+	if err != nil {
+		return err
+	}
+	p, err := plan.Place(in)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	return writePlacement(env, format, p)
+}
+
+func writePlacement(env *runEnv, format string, p *plan.Placement) error {
+	switch format {
+	case "hostfile":
+		_, err := fmt.Fprint(env.stdout, p.Hostfile())
+		return err
+	case "placement":
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	return usageErrorf("--format %q: placement formats are hostfile and placement", format)
+}
+
+// placementInput gathers the nodes (--nodelist, else the allocation's
+// SLURM_JOB_NODELIST) and the cluster model (--topology-conf, else the live
+// `scontrol show topology` inside an allocation, else one switch).
+func placementInput(env *runEnv, o *planPlaceOptions, gpusPerNode int, l plan.Layout, tr plan.Traffic) (plan.PlaceInput, error) {
+	expr, from := o.Nodelist, "--nodelist"
+	if expr == "" {
+		expr, from = env.getenv("SLURM_JOB_NODELIST"), "SLURM_JOB_NODELIST"
+	}
+	if expr == "" {
+		return plan.PlaceInput{}, usageErrorf("placement needs the nodes: pass --nodelist 'gpu[001-016]' or run inside an allocation (SLURM_JOB_NODELIST)")
+	}
+	hosts, err := topo.ExpandHostlist(expr)
+	if err != nil {
+		return plan.PlaceInput{}, usageErrorf("%s %q: %v", from, expr, err)
+	}
+	if gpusPerNode < 1 {
+		return plan.PlaceInput{}, usageErrorf("placement needs the GPUs per node: pass --gpus-per-node")
+	}
+	cl, err := clusterModel(env, o.TopologyConf)
+	if err != nil {
+		return plan.PlaceInput{}, err
+	}
+	nodes := make([]plan.PlaceNode, len(hosts))
+	for i, h := range hosts {
+		nodes[i] = plan.PlaceNode{Name: h}
+		if cl != nil {
+			nodes[i].Leaf, nodes[i].Block = cl.Leaf(h), cl.Block(h)
+			if cl.HasTree() && nodes[i].Leaf == "" {
+				return plan.PlaceInput{}, usageErrorf("node %s is under no switch of %s; add it to a SwitchName=... Nodes= line (Slurm requires every node under a switch)", h, cl.Source)
+			}
+		}
+	}
+	world := len(hosts) * gpusPerNode
+	ml, err := megatronLayout(l, world)
+	if err != nil {
+		return plan.PlaceInput{}, usageErrorf("%v; the node list has %d nodes × %d GPUs", err, len(hosts), gpusPerNode)
+	}
+	return plan.PlaceInput{Layout: ml, GPUsPerNode: gpusPerNode, Nodes: nodes, Traffic: tr}, nil
+}
+
+// megatronLayout returns l with DP as Megatron's data-parallel size
+// world/(TP·CP·PP). A layout whose DP excludes EP (world = TP·CP·EP·DP·PP,
+// DP being the expert-data-parallel size) is converted.
+func megatronLayout(l plan.Layout, world int) (plan.Layout, error) {
+	one := func(v int) int { return max(v, 1) }
+	tp, cp, ep, dp, pp := one(l.TP), one(l.CP), one(l.EP), one(l.DP), one(l.PP)
+	switch {
+	case tp*cp*dp*pp == world:
+	case ep > 1 && tp*cp*ep*dp*pp == world:
+		l.DP = dp * ep
+	default:
+		return l, fmt.Errorf("the layout tp=%d cp=%d dp=%d pp=%d (ep=%d) uses %d GPUs", tp, cp, dp, pp, ep, tp*cp*dp*pp)
+	}
+	return l, nil
+}
+
+// clusterModel loads topology.conf, or asks the live Slurm, or returns nil
+// (one switch).
+func clusterModel(env *runEnv, path string) (*topo.Cluster, error) {
+	if path != "" {
+		c, err := topo.LoadTopologyConf(path)
+		if err != nil {
+			return nil, usageErrorf("--topology-conf: %v", err)
+		}
+		return c, nil
+	}
+	if env.getenv("SLURM_JOB_ID") == "" {
+		return nil, nil
+	}
+	scontrol, err := exec.LookPath("scontrol")
+	if err != nil {
+		fmt.Fprintln(env.stderr, "trainrun: placement: scontrol not found: treating all nodes as one switch")
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, scontrol, "show", "topology")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: placement: scontrol show topology failed (%v: %s): treating all nodes as one switch\n", err, bytes.TrimSpace(errb.Bytes()))
+		return nil, nil
+	}
+	c, err := topo.ParseScontrolTopology(&out, "scontrol show topology")
+	if err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: placement: %v: treating all nodes as one switch\n", err)
+		return nil, nil
+	}
+	return c, nil
 }

@@ -177,6 +177,7 @@ func TestPlanAcceptanceGolden(t *testing.T) {
 		{"acceptance-sbatch.golden", with(acceptance, "--format", "sbatch", "--tokens", "1T")},
 		{"acceptance-json.golden", with(acceptance, "--format", "json")},
 		{"mixtral-8x7b-table.golden", []string{"plan", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--gpus", "32", "--seq-len", "4096", "--global-batch", "256"}},
+		{"mixtral-8x7b-megatron.golden", []string{"plan", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--gpus", "32", "--seq-len", "4096", "--global-batch", "256", "--format", "megatron"}},
 		{"compare-table.golden", []string{"plan", "--model", "llama3-70b", "--gpu", "h100-sxm:64,a100-80gb:128", "--seq-len", "8192", "--global-batch", "512", "--tokens", "2T", "--top", "1"}},
 	}
 	for _, c := range cases {
@@ -186,6 +187,26 @@ func TestPlanAcceptanceGolden(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			planGolden(t, c.name, out)
+		})
+	}
+}
+
+// What a person sees when nothing fits, and when a pinned layout does not.
+func TestPlanNoFitGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"nofit-405b-8gpu-table.golden", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64"}},
+		{"pinned-nofit-table.golden", with(acceptance, "--fix", "tp=1,pp=1,cp=1,dp=64,mbs=1,vpp=1,recompute=none,zero=0,sp=false,offload=none")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCmd(t, c.args...)
+			if code != ExitNoFit {
+				t.Fatalf("exit %d, want %d: %s", code, ExitNoFit, errOut)
+			}
+			planGolden(t, c.name, out+"--- stderr\n"+errOut)
 		})
 	}
 }
@@ -229,7 +250,7 @@ func TestPlanErrors(t *testing.T) {
 		{"kv heads do not divide heads", with([]string{"plan", "--model", "llama3-8b", "--kv-heads", "6", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
 			[]string{"kv_heads = 6: must divide heads = 32"}, ""},
 		{"hostfile needs placement", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "hostfile"}, job...), ExitUsage,
-			[]string{"--format hostfile needs placement support"}, ""},
+			[]string{"placement needs the nodes: pass --nodelist"}, ""},
 		{"list with one-layout format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm:8,a100-80gb:8", "--format", "megatron"}, job...), ExitUsage,
 			[]string{"--format megatron describes one layout"}, ""},
 		{"nothing fits: json plan null, suggestion", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json"}, ExitNoFit,

@@ -39,6 +39,10 @@ func init() {
 			Format: "a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0",
 			Why:    "time before the job's end at which trainrun asks for a checkpoint: a large model's save takes minutes on a parallel file system, and Slurm checks limits only every ~30 s",
 			parse:  positiveDuration, set: func(s *Settings, v any, src Source) { s.CkptLead = Setting[time.Duration]{v.(time.Duration), src} }},
+		{Name: "CkptLeadAdapt", Default: "no", User: true,
+			Format: "yes or no",
+			Why:    "no: when measured saves outgrow CkptLead, trainrun warns; yes: it also raises the lead it uses on its own clock to fit them",
+			parse:  parseYesNo, set: func(s *Settings, v any, src Source) { s.CkptLeadAdapt = Setting[bool]{v.(bool), src} }},
 		{Name: "CkptGraceBudget", Default: "auto",
 			Format: "auto, or a duration such as 2m",
 			Why:    "auto: the partition's GraceTime (preemption) as Slurm reports it; a checkpoint measured slower than the budget is warned about",
@@ -85,6 +89,10 @@ func init() {
 			Format: "auto, ib, roce, efa or tcp",
 			Why:    "auto: from the link layer of the active compute ports in sysfs; name it where sysfs cannot tell (VMs, SR-IOV)",
 			parse:  oneOf("auto", "ib", "roce", "efa", "tcp"), set: func(s *Settings, v any, src Source) { s.Fabric = Setting[string]{v.(string), src} }},
+		{Name: "InjectEnv", Default: "yes", User: true,
+			Format: "yes or no",
+			Why:    "yes: the plugin puts the NCCL and launcher environment into every task; no: it only reports what it would set",
+			parse:  parseYesNo, set: func(s *Settings, v any, src Source) { s.InjectEnv = Setting[bool]{v.(bool), src} }},
 		{Name: "AutoPlan", Default: "yes", User: true,
 			Format: "yes or no",
 			Why:    "yes: the plugin plans the layout and placement when a job names a model; no: only when the user asks",
@@ -132,7 +140,8 @@ func Keys() []Key {
 // userKeys are the keys users may be allowed to override. A function, not
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
-	return []string{"CkptSignal", "CkptLead", "CkptDir", "CkptKeep", "CkptKeepEvery", "MaxRequeue", "MaxFailuresNoProgress", "AutoPlan", "Webhook"}
+	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "MaxRequeue", "MaxFailuresNoProgress",
+		"InjectEnv", "AutoPlan", "Webhook"}
 }
 
 // badValue is a value error before the file and line are known.

@@ -92,6 +92,7 @@ type Settings struct {
 
 	CkptSignal            Setting[string]        // signal name without SIG: "USR2"
 	CkptLead              Setting[time.Duration] // before the job's end
+	CkptLeadAdapt         Setting[bool]          // raise the lead on trainrun's own clock when saves outgrow it
 	CkptGraceBudget       Setting[time.Duration] // 0 = the partition's GraceTime
 	CkptDir               Setting[string]        // may hold %u %j %x; see ExpandCkptDir
 	CkptRoots             Setting[[]string]      // cleaned absolute paths; nil = any
@@ -103,6 +104,7 @@ type Settings struct {
 	NCCLDefault           Setting[[]EnvVar]
 	NCCLPrecedence        Setting[string] // "user" or "site"
 	Fabric                Setting[string] // "auto", "ib", "roce", "efa", "tcp"
+	InjectEnv             Setting[bool]   // the plugin injects the environment (else it only reports)
 	AutoPlan              Setting[bool]
 	UserOverride          Setting[Override]
 	MetricsAddr           Setting[string]
@@ -422,6 +424,7 @@ func (s Settings) Rows() []Row {
 	rows := []Row{
 		{"CkptSignal", s.CkptSignal.Value, s.CkptSignal.Source},
 		{"CkptLead", dur(s.CkptLead.Value, "0"), s.CkptLead.Source},
+		{"CkptLeadAdapt", yesno[s.CkptLeadAdapt.Value], s.CkptLeadAdapt.Source},
 		{"CkptGraceBudget", dur(s.CkptGraceBudget.Value, "auto"), s.CkptGraceBudget.Source},
 		{"CkptDir", str(s.CkptDir.Value, "none"), s.CkptDir.Source},
 		{"CkptRoots", str(strings.Join(s.CkptRoots.Value, ","), "any"), s.CkptRoots.Source},
@@ -444,6 +447,7 @@ func (s Settings) Rows() []Row {
 	rows = append(rows,
 		Row{"NCCLPrecedence", s.NCCLPrecedence.Value, s.NCCLPrecedence.Source},
 		Row{"Fabric", s.Fabric.Value, s.Fabric.Source},
+		Row{"InjectEnv", yesno[s.InjectEnv.Value], s.InjectEnv.Source},
 		Row{"AutoPlan", yesno[s.AutoPlan.Value], s.AutoPlan.Source},
 		Row{"UserOverride", s.UserOverride.Value.String(), s.UserOverride.Source},
 		Row{"MetricsAddr", str(s.MetricsAddr.Value, "off"), s.MetricsAddr.Source},

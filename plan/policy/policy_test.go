@@ -158,9 +158,9 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, AutoPlan, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, InjectEnv, AutoPlan, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
-			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, AutoPlan, UserOverride, Webhook, MaxCkptAge`}},
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, InjectEnv, AutoPlan, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
 		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: min: expected min=VALUE, found "min"`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
@@ -170,7 +170,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad fabric", "Fabric=infiniband\n", []string{`trainrun.conf:1: Fabric: bad value "infiniband": not one of the accepted values; accepted: auto, ib, roce, efa or tcp`}},
 		{"relative root", "CkptRoots=/lustre,scratch\n", []string{`trainrun.conf:1: CkptRoots: bad value "/lustre,scratch": "scratch" is not an absolute path; accepted: any, or a comma-separated list of absolute paths`}},
 		{"bad env", "NCCLForce=NCCL_IB_TIMEOUT\n", []string{`trainrun.conf:1: NCCLForce: bad value "NCCL_IB_TIMEOUT": no '=': write NAME=VALUE, e.g. NCCL_IB_TIMEOUT=22; accepted: NAME=VALUE, one variable per NCCLForce= (repeat the key); none clears the site's list on a partition line`}},
-		{"override of a site key", "UserOverride=CkptLead,CkptRoots\n", []string{`trainrun.conf:1: UserOverride: bad value "CkptLead,CkptRoots": CkptRoots is the site's to set; users cannot be allowed to override it; accepted: all, none, or a comma-separated list of: CkptSignal, CkptLead, CkptDir, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, AutoPlan, Webhook`}},
+		{"override of a site key", "UserOverride=CkptLead,CkptRoots\n", []string{`trainrun.conf:1: UserOverride: bad value "CkptLead,CkptRoots": CkptRoots is the site's to set; users cannot be allowed to override it; accepted: all, none, or a comma-separated list of: CkptSignal, CkptLead, CkptLeadAdapt, CkptDir, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, InjectEnv, AutoPlan, Webhook`}},
 		{"bad address", "MetricsAddr=9464\n", []string{`trainrun.conf:1: MetricsAddr: bad value "9464": not HOST:PORT; accepted: off, or HOST:PORT to serve Prometheus metrics on (HOST may be empty: all addresses)`}},
 		{"bad URL", "Pushgateway=pushgw:9091\n", []string{`trainrun.conf:1: Pushgateway: bad value "pushgw:9091": not an http:// or https:// URL with a host; accepted: off, or an http(s) URL of a Prometheus Pushgateway`}},
 		{"empty value", "CkptKeep=\n", []string{`trainrun.conf:1: CkptKeep: empty value; accepted: a whole number, at least 1 (default 3)`}},
@@ -239,6 +239,22 @@ func TestExampleFileParses(t *testing.T) {
 	}
 	if !slices.ContainsFunc(p.Effective("roce").NCCLForce.Value, func(v EnvVar) bool { return v.Name == "NCCL_IB_TIMEOUT" && v.Value == "23" }) {
 		t.Errorf("roce NCCLForce %+v", p.Effective("roce").NCCLForce.Value)
+	}
+}
+
+// The list UserOverride accepts is the set of keys marked User in the table.
+func TestUserKeysMatchTable(t *testing.T) {
+	var marked []string
+	for _, k := range Keys() {
+		if k.User {
+			marked = append(marked, k.Name)
+		}
+		if k.User && k.SiteOnly {
+			t.Errorf("%s is both user-overridable and site-only", k.Name)
+		}
+	}
+	if !slices.Equal(marked, userKeyNames()) {
+		t.Errorf("keys marked User %v\nuserKeyNames      %v", marked, userKeyNames())
 	}
 }
 

@@ -51,9 +51,14 @@ func clip(s string, n int) string {
 	return "[... " + strconv.Itoa(len(s)-n) + " bytes cut ...]\n" + s[len(s)-n:]
 }
 
+// quoteArgs writes a command line as a shell would need it, each argument
+// clipped to 300 bytes so a huge one does not drown the message.
 func quoteArgs(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
+		if len(a) > 300 {
+			a = fmt.Sprintf("%s...[%d bytes]", a[:300], len(a))
+		}
 		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}();&|<>!#~") {
 			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		} else {
@@ -160,7 +165,7 @@ func (c *Cluster) JobOutput(jobID int) string {
 }
 
 // JobInfo returns the fields of `scontrol show job -o ID` (JobState,
-// RestartCnt, ExitCode, NodeList, Reason, ...). Values that contain spaces
+// Restarts, ExitCode, NodeList, Reason, ...). Values that contain spaces
 // (Command=, WorkDir=) are kept whole as long as no word in them looks like
 // "Key=" itself.
 func (c *Cluster) JobInfo(ctx context.Context, jobID int) (map[string]string, error) {
@@ -217,7 +222,7 @@ func (c *Cluster) WaitJob(ctx context.Context, jobID int, timeout time.Duration,
 	}, fmt.Sprintf("job %d to be %s", jobID, strings.Join(want, "|")))
 	if err != nil {
 		return state, fmt.Errorf("harness: job %d is %s, waited for %s (%v)\n--- job: %s\n--- output (%s):\n%s%s",
-			jobID, state, strings.Join(want, "|"), err, fmtKV(info, "JobState", "Reason", "ExitCode", "RestartCnt", "NodeList", "Partition", "RunTime"),
+			jobID, state, strings.Join(want, "|"), err, fmtKV(info, "JobState", "Reason", "ExitCode", "Restarts", "NodeList", "Partition", "RunTime"),
 			c.OutputPath(jobID), clip(c.JobOutput(jobID), 4000), c.LogTail(15))
 	}
 	return state, nil

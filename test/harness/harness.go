@@ -542,17 +542,7 @@ func (c *Cluster) stop() error {
 		}
 	}
 	// Then SIGKILL everything that belongs to the cluster, until nothing does.
-	var left []proc
-	for i := 0; i < 50; i++ {
-		left = clusterProcs(c.l.dir)
-		if len(left) == 0 {
-			break
-		}
-		for _, p := range left {
-			_ = unix.Kill(p.pid, unix.SIGKILL)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	left := killAll(c.l.dir)
 	for _, d := range ds {
 		select {
 		case <-d.done:
@@ -596,6 +586,9 @@ func (c *Cluster) LogTail(n int) string {
 	}
 	c.mu.Unlock()
 	for _, p := range logs {
+		if strings.HasSuffix(p, ".stderr") && len(tailLines(strings.TrimSuffix(p, ".stderr")+".log", 1)) > 0 {
+			continue // a foreground daemon's stderr repeats its log file
+		}
 		lines := tailLines(p, n)
 		if len(lines) == 0 {
 			continue
@@ -609,6 +602,9 @@ func (c *Cluster) LogTail(n int) string {
 func (c *Cluster) DumpLogs(w io.Writer) {
 	entries, _ := filepath.Glob(filepath.Join(c.l.logDir(), "*"))
 	for _, p := range entries {
+		if strings.HasSuffix(p, ".stderr") && len(tailLines(strings.TrimSuffix(p, ".stderr")+".log", 1)) > 0 {
+			continue // a foreground daemon's stderr repeats its log file
+		}
 		data, err := os.ReadFile(p)
 		if err != nil || len(data) == 0 {
 			continue
@@ -706,13 +702,9 @@ func reapStale(base string, logf func(string, ...any)) {
 		if _, err := os.Stat(filepath.Join(d, ownerFile)); err != nil || ownerAlive(d) {
 			continue
 		}
-		procs := clusterProcs(d)
-		for i := 0; i < 20 && len(procs) > 0; i++ {
-			for _, p := range procs {
-				_ = unix.Kill(p.pid, unix.SIGKILL)
-			}
-			time.Sleep(50 * time.Millisecond)
-			procs = clusterProcs(d)
+		if left := killAll(d); len(left) > 0 {
+			logf("harness: stale cluster %s: %d processes survived SIGKILL; left it", d, len(left))
+			continue
 		}
 		_ = os.RemoveAll(d)
 		logf("harness: reaped stale cluster %s (its owner is gone)", d)

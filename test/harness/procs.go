@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // daemon is one long-running process the cluster started.
@@ -114,6 +115,43 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 }
 
 func (s *spawner) close() { s.once.Do(func() { close(s.req) }) }
+
+// killAll SIGKILLs the processes of the cluster in dir until none is left,
+// and waits until every process it killed has exited (a zombie has). It
+// returns what survived, if anything.
+func killAll(dir string) []proc {
+	killed := map[int]bool{}
+	var left []proc
+	for i := 0; i < 50; i++ {
+		left = clusterProcs(dir)
+		if len(left) == 0 {
+			break
+		}
+		for _, p := range left {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			killed[p.pid] = true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A process stops showing its environment while it exits; wait until it
+	// is gone or a zombie, so "nothing left" means it.
+	deadline := time.Now().Add(5 * time.Second)
+	for pid := range killed {
+		for running(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if running(pid) {
+			left = append(left, proc{pid: pid, cmdline: procCmdline(pid)})
+		}
+	}
+	return left
+}
+
+// running reports whether pid exists and is not a zombie.
+func running(pid int) bool {
+	f, err := procStat(pid)
+	return err == nil && len(f) > 0 && f[0] != "Z"
+}
 
 // proc is a process found in /proc.
 type proc struct {

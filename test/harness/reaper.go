@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The reaper is this same executable, started by Start with reaperVar naming
@@ -42,15 +40,9 @@ func reap(dir string) int {
 		// and the owner will exit soon; look again.
 		time.Sleep(50 * time.Millisecond)
 	}
-	for i := 0; i < 50; i++ {
-		left := clusterProcs(dir)
-		if len(left) == 0 {
-			break
-		}
-		for _, p := range left {
-			_ = unix.Kill(p.pid, unix.SIGKILL)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if left := killAll(dir); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "harness reaper: %d processes of %s survived SIGKILL\n", len(left), dir)
+		return 1
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "harness reaper: %v\n", err)

@@ -1,0 +1,140 @@
+package topo
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/trainrun/trainrun/topo/snapshot"
+)
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./topo -run Golden -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file; if the change is intended run go test ./topo -run Golden -update\n--- got\n%s", path, got)
+	}
+}
+
+func TestGoldenMatrix(t *testing.T) {
+	for _, name := range snapshot.Names() {
+		t.Run(name, func(t *testing.T) {
+			n := discoverMachine(t, name)
+			var b bytes.Buffer
+			if err := WriteMatrix(&b, n); err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, name+".matrix.txt", b.Bytes())
+			x, err := n.NCCLTopoXML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, name+".nccl.xml", x)
+		})
+	}
+}
+
+func TestDiscoverBadRoot(t *testing.T) {
+	empty := t.TempDir()
+	_, err := Discover(Options{Root: empty})
+	want := filepath.Join(empty, "sys/bus/pci/devices") + ": not a sysfs tree (missing); pass the root of a captured machine, the directory that holds sys/"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+
+	// A captured tree with a damaged attribute names the file and value.
+	dir := t.TempDir()
+	if err := snapshot.Unpack("hgx-h100", dir); err != nil {
+		t.Fatal(err)
+	}
+	class := filepath.Join(dir, "sys/bus/pci/devices/0000:19:00.0/class")
+	os.Chmod(class, 0o644)
+	if err := os.WriteFile(class, []byte("zz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Discover(Options{Root: dir})
+	if err == nil || !strings.Contains(err.Error(), "0000:19:00.0/class") || !strings.Contains(err.Error(), `"zz" is not a hex number`) {
+		t.Fatalf("err = %v", err)
+	}
+
+	// A dangling device link names the link.
+	dir2 := t.TempDir()
+	if err := snapshot.Unpack("aws-p4d", dir2); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir2, "sys/bus/pci/devices/0000:99:00.0")
+	if err := os.Symlink("../../../devices/pci0000:99/0000:99:00.0", link); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Discover(Options{Root: dir2})
+	if err == nil || !strings.Contains(err.Error(), link+": dangling link") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Without NVML and without a recording, discovery says once why NVLink is
+// missing and still reports every sysfs fact.
+func TestDiscoverSysfsOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := snapshot.Unpack("dgx-a100", dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, snapshot.RecordedNVMLFile)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Discover(Options{Root: dir, NVMLUnavailable: "libnvidia-ml.so.1 not found (ERROR_LIBRARY_NOT_FOUND)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Source != "sysfs" || n.NVLinkUnavailable != "libnvidia-ml.so.1 not found (ERROR_LIBRARY_NOT_FOUND)" {
+		t.Fatalf("source %q, reason %q", n.Source, n.NVLinkUnavailable)
+	}
+	if n.GPUs[0].Name != "NVIDIA A100-SXM4-40GB" || n.GPUs[0].UUID != "" || n.GPUs[0].SM != 80 {
+		t.Errorf("GPU0 %+v", n.GPUs[0])
+	}
+	// PCIe relations replace NVLink in the matrix: GPU0/GPU1 share the top switch.
+	if got := n.GPULinks[0][1].String(); got != "PXB" {
+		t.Errorf("GPU0-GPU1 %s, want PXB without NVML", got)
+	}
+	if got := n.GPULinks[0][2].String(); got != "SYS" {
+		t.Errorf("GPU0-GPU2 %s, want SYS", got)
+	}
+	if len(n.NCCLNICs()) != 8 {
+		t.Errorf("NCCL NICs %v", n.NCCLNICs())
+	}
+	var b bytes.Buffer
+	if err := WriteMatrix(&b, n); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(b.String(), "ERROR_LIBRARY_NOT_FOUND") != 1 {
+		t.Errorf("the reason should be stated once:\n%s", b.String())
+	}
+}
+
+func BenchmarkDiscoverHGXH100(b *testing.B) {
+	dir := b.TempDir()
+	if err := snapshot.Unpack("hgx-h100", dir); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Discover(Options{Root: dir}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

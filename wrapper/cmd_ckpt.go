@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/checkpoint"
+)
+
+func init() {
+	register(&command{name: "ckpt", short: "list, verify, prune checkpoints; print the latest; request one", run: runCkpt})
+}
+
+// ckptNow is the clock of `ckpt list`'s age column (tests fix it).
+var ckptNow = time.Now
+
+const ckptSynopsis = "ckpt list|verify|prune|latest|request [flags]"
+
+func ckptHelp(w io.Writer) {
+	fmt.Fprint(w, joinLines(
+		"Usage: trainrun "+ckptSynopsis,
+		"",
+		"  list                 every checkpoint: state, kind, step, ranks, files, size, age, which is latest",
+		"  verify TAG|--all     reread every file and compare sizes and xxh64 with the manifest",
+		"  prune --keep N [--keep-every STEPS] [--dry-run]",
+		"                       delete committed checkpoints beyond the newest N (and one per STEPS steps);",
+		"                       never the latest, never one not committed",
+		"  latest               print the directory of the newest committed checkpoint that verifies",
+		"  request [--then continue|stop|requeue] [--reason TEXT]",
+		"                       ask the running job's controller for a checkpoint now: writes",
+		"                       CKPT_DIR/.trainrun/request, which the controller polls for and removes",
+		"  drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local]",
+		"                       copy this node's finished node-local checkpoints into the store's staging",
+		"                       (the job epilog's last pass); a tag is committed once every node drained it",
+		"",
+		"Every subcommand takes --ckpt-dir DIR (default $TRAINRUN_CKPT_DIR).",
+		"",
+		"States: committed (manifest written: durable, verifiable), complete (every rank marked done, not",
+		"committed yet), incomplete (being written, or abandoned), staged / draining (in node-local drain),",
+		"native / native-incomplete (a framework's own marker, without the handshake: a weaker guarantee).",
+		"",
+		"On-disk layout (relative to CKPT_DIR):",
+	))
+	for _, r := range checkpoint.Layout {
+		fmt.Fprintf(w, "  %s\n      %s (by %s)\n", r.Pattern, r.Meaning, r.Writer)
+	}
+}
+
+func runCkpt(ctx context.Context, env *runEnv, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		ckptHelp(env.stdout)
+		if len(args) == 0 {
+			return usageErrorf("ckpt needs a subcommand: list, verify, prune, latest or request")
+		}
+		return errHelpShown
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "list":
+		return runCkptList(ctx, env, rest)
+	case "verify":
+		return runCkptVerify(ctx, env, rest)
+	case "prune":
+		return runCkptPrune(ctx, env, rest)
+	case "latest":
+		return runCkptLatest(ctx, env, rest)
+	case "request":
+		return runCkptRequest(ctx, env, rest)
+	case "drain":
+		return runCkptDrain(ctx, env, rest)
+	}
+	return usageErrorf("ckpt %q: unknown subcommand; use list, verify, prune, latest, request or drain", sub)
+}
+
+// ckptFlags are the flags every ckpt subcommand shares.
+type ckptFlags struct {
+	dir   string
+	world int
+}
+
+func (o *ckptFlags) AddFlags(fs *pflag.FlagSet, env *runEnv) {
+	fs.StringVar(&o.dir, "ckpt-dir", env.getenv("TRAINRUN_CKPT_DIR"), "the checkpoint store (env TRAINRUN_CKPT_DIR)")
+	fs.IntVar(&o.world, "world-size", 0, "ranks a checkpoint needs to be complete (default: the last run's, from the store's history)")
+}
+
+func (o *ckptFlags) open() (*checkpoint.Store, error) {
+	if o.world < 0 {
+		return nil, usageErrorf("--world-size %d: want the number of ranks, or 0 for the last run's", o.world)
+	}
+	s, err := checkpoint.OpenWith(o.dir, checkpoint.Options{WorldSize: o.world})
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	return s, nil
+}
+
+func runCkptList(_ context.Context, env *runEnv, args []string) error {
+	var o ckptFlags
+	var asJSON bool
+	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--json]", env.stderr)
+	o.AddFlags(fs, env)
+	fs.BoolVar(&asJSON, "json", false, "print JSON, one object per checkpoint")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("ckpt list takes no arguments, got %q", fs.Args())
+	}
+	s, err := o.open()
+	if err != nil {
+		return err
+	}
+	list, err := s.List()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		type row struct {
+			Tag       string    `json:"tag"`
+			Dir       string    `json:"dir"`
+			State     string    `json:"state"`
+			Kind      string    `json:"kind"`
+			Step      int64     `json:"step"`
+			Ranks     int       `json:"ranks"`
+			WorldSize int       `json:"world_size"`
+			Files     int       `json:"files"`
+			Bytes     int64     `json:"bytes"`
+			Time      time.Time `json:"time"`
+			Latest    bool      `json:"latest"`
+			Note      string    `json:"note,omitempty"`
+		}
+		rows := []row{}
+		for _, in := range list {
+			rows = append(rows, row{in.Tag, in.Dir, string(in.State), string(in.Kind), in.Step, in.Ranks, in.WorldSize,
+				in.Files, in.Bytes, in.ModTime.UTC(), in.Latest, in.Note})
+		}
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(env.stdout, "no checkpoints in %s\n", s.Dir())
+		return nil
+	}
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TAG\tSTATE\tKIND\tSTEP\tRANKS\tFILES\tSIZE\tAGE\tLATEST")
+	now := ckptNow()
+	var notes []string
+	for _, in := range list {
+		step, ranks, latest := "-", "-", ""
+		if in.Step >= 0 {
+			step = fmt.Sprint(in.Step)
+		}
+		if in.Kind == checkpoint.KindTrainrun {
+			ranks = fmt.Sprint(in.Ranks)
+			if in.WorldSize > 0 {
+				ranks = fmt.Sprintf("%d/%d", in.Ranks, in.WorldSize)
+			}
+		}
+		if in.Latest {
+			latest = "latest"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", in.Tag, in.State, in.Kind, step, ranks, in.Files,
+			humanBytes(in.Bytes), age(now.Sub(in.ModTime)), latest)
+		if in.Note != "" && (in.State != checkpoint.Committed || in.Kind != checkpoint.KindTrainrun) {
+			notes = append(notes, fmt.Sprintf("  %s: %s", in.Tag, in.Note))
+		}
+	}
+	tw.Flush()
+	for _, line := range strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n") {
+		fmt.Fprintln(env.stdout, strings.TrimRight(line, " ")) // an empty LATEST column pads
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(env.stdout, "Notes:")
+		fmt.Fprintln(env.stdout, strings.Join(notes, "\n"))
+	}
+	return nil
+}
+
+func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
+	var o ckptFlags
+	var all, sizes bool
+	fs := newFlags("ckpt verify", "ckpt verify TAG|--all [--sizes-only] [--ckpt-dir DIR]", env.stderr)
+	o.AddFlags(fs, env)
+	fs.BoolVar(&all, "all", false, "verify every committed checkpoint")
+	fs.BoolVar(&sizes, "sizes-only", false, "check markers and sizes, not checksums (no rereading)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if all == (fs.NArg() == 1) || fs.NArg() > 1 {
+		return usageErrorf("ckpt verify needs exactly one TAG or --all (got %d arguments)", fs.NArg())
+	}
+	s, err := o.open()
+	if err != nil {
+		return err
+	}
+	tags := fs.Args()
+	if all {
+		list, err := s.List()
+		if err != nil {
+			return err
+		}
+		for _, in := range list {
+			if in.State == checkpoint.Committed {
+				tags = append(tags, in.Tag)
+			}
+		}
+		if len(tags) == 0 {
+			return withCode(ExitCheckpoint, fmt.Errorf("%s holds no committed checkpoint to verify", s.Dir()))
+		}
+	}
+	level, how := checkpoint.Checksums, "sizes and xxh64 match"
+	if sizes {
+		level, how = checkpoint.Sizes, "sizes match (checksums not checked)"
+	}
+	var failed error
+	for _, tag := range tags {
+		m, err := s.VerifyLevel(ctx, tag, level)
+		if err != nil {
+			fmt.Fprintf(env.stdout, "%s: FAILED: %v\n", tag, err)
+			if failed == nil {
+				failed = err
+			}
+			continue
+		}
+		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), humanBytes(m.Bytes), how)
+	}
+	if failed != nil {
+		return withCode(ExitCheckpoint, fmt.Errorf("%w; resume from an older checkpoint (trainrun ckpt latest finds it)", failed))
+	}
+	return nil
+}
+
+func runCkptPrune(_ context.Context, env *runEnv, args []string) error {
+	var o ckptFlags
+	var keep int
+	var every int64
+	var dry bool
+	fs := newFlags("ckpt prune", "ckpt prune --keep N [--keep-every STEPS] [--dry-run] [--ckpt-dir DIR]", env.stderr)
+	o.AddFlags(fs, env)
+	fs.IntVar(&keep, "keep", 0, "keep the newest N committed checkpoints (required, at least 1)")
+	fs.Int64Var(&every, "keep-every", 0, "also keep the first checkpoint of every STEPS steps (for loss curves and scaling laws)")
+	fs.BoolVar(&dry, "dry-run", false, "print what would be deleted, delete nothing")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("ckpt prune takes no arguments, got %q", fs.Args())
+	}
+	if keep < 1 {
+		return usageErrorf("--keep %d: keep at least 1 committed checkpoint (2 or more survives a corrupt newest one)", keep)
+	}
+	if every < 0 {
+		return usageErrorf("--keep-every %d: want a step interval, or 0 for none", every)
+	}
+	s, err := o.open()
+	if err != nil {
+		return err
+	}
+	r := checkpoint.Retention{KeepLast: keep, KeepEvery: every}
+	var del []string
+	verb := "deleted"
+	if dry {
+		del, err = s.PrunePlan(r)
+		verb = "would delete"
+	} else {
+		del, err = s.Prune(r)
+	}
+	for _, tag := range del {
+		fmt.Fprintf(env.stdout, "%s %s\n", verb, tag)
+	}
+	if err != nil {
+		return err
+	}
+	if len(del) == 0 {
+		fmt.Fprintln(env.stdout, "nothing to prune")
+	}
+	return nil
+}
+
+func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
+	var o ckptFlags
+	var sizes, tagOnly bool
+	fs := newFlags("ckpt latest", "ckpt latest [--sizes-only] [--tag] [--ckpt-dir DIR]", env.stderr)
+	o.AddFlags(fs, env)
+	fs.BoolVar(&sizes, "sizes-only", false, "verify markers and sizes only (no rereading)")
+	fs.BoolVar(&tagOnly, "tag", false, "print the tag instead of the directory")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("ckpt latest takes no arguments, got %q", fs.Args())
+	}
+	s, err := o.open()
+	if err != nil {
+		return err
+	}
+	level := checkpoint.Checksums
+	if sizes {
+		level = checkpoint.Sizes
+	}
+	r, err := s.LatestLevel(ctx, level)
+	for _, sk := range r.Skipped {
+		fmt.Fprintf(env.stderr, "trainrun: ckpt latest: skipped a newer checkpoint that fails verification: %v\n", sk)
+	}
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+			return withCode(ExitCheckpoint, fmt.Errorf("%w; a job started now would start from scratch", err))
+		}
+		return err
+	}
+	if tagOnly {
+		fmt.Fprintln(env.stdout, r.Tag)
+	} else {
+		fmt.Fprintln(env.stdout, r.Dir)
+	}
+	return nil
+}
+
+func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
+	var o ckptFlags
+	var then, reason string
+	fs := newFlags("ckpt request", "ckpt request [--then continue|stop|requeue] [--reason TEXT] [--ckpt-dir DIR]", env.stderr)
+	o.AddFlags(fs, env)
+	fs.StringVar(&then, "then", "continue", "after the checkpoint: continue training, stop (no requeue) or requeue")
+	fs.StringVar(&reason, "reason", "", "why, for the job's log")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("ckpt request takes no arguments, got %q", fs.Args())
+	}
+	ok := false
+	for _, t := range checkpoint.RequestThen {
+		ok = ok || t == then
+	}
+	if !ok {
+		return usageErrorf("--then %q: use one of %s", then, strings.Join(checkpoint.RequestThen, ", "))
+	}
+	s, err := o.open()
+	if err != nil {
+		return err
+	}
+	by := ""
+	if u, err := user.Current(); err == nil {
+		by = u.Username
+	}
+	if h, err := os.Hostname(); err == nil {
+		by += "@" + h
+	}
+	if err := s.PutRequest(checkpoint.Request{Then: then, Reason: reason, By: by}); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "checkpoint requested (then %s): the job's controller picks up %s/.trainrun/request within seconds\n", then, s.Dir())
+	return nil
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
+	var o ckptFlags
+	var local, node string
+	var ranks []int
+	var keepLocal bool
+	fs := newFlags("ckpt drain", "ckpt drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--ckpt-dir DIR]", env.stderr)
+	o.AddFlags(fs, env)
+	fs.StringVar(&local, "local", env.getenv("TRAINRUN_CKPT_LOCAL_DIR"), "node-local checkpoint directory (env TRAINRUN_CKPT_LOCAL_DIR)")
+	fs.StringVar(&node, "node", env.getenv("SLURMD_NODENAME"), "this node's name for its drain record (env SLURMD_NODENAME; default the host name)")
+	fs.IntSliceVar(&ranks, "ranks", nil, "this node's ranks: drain a tag only once all of them are done (default: any done rank)")
+	fs.BoolVar(&keepLocal, "keep-local", false, "keep the node-local copy after it is drained")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("ckpt drain takes no arguments, got %q", fs.Args())
+	}
+	if local == "" {
+		return usageErrorf("ckpt drain: no node-local directory: pass --local DIR or set TRAINRUN_CKPT_LOCAL_DIR")
+	}
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return usageErrorf("ckpt drain: no node name: pass --node NAME (%v)", err)
+		}
+		node = h
+	}
+	s, err := o.open()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	done, err := checkpoint.DrainAll(ctx, local, s, checkpoint.DrainAllOptions{
+		DrainOptions: checkpoint.DrainOptions{Node: node}, Ranks: ranks, RemoveLocal: !keepLocal})
+	for _, tag := range done {
+		fmt.Fprintf(env.stdout, "drained %s from %s into %s\n", tag, local, s.Dir())
+	}
+	if err != nil {
+		return withCode(ExitCheckpoint, err)
+	}
+	if len(done) == 0 {
+		fmt.Fprintf(env.stdout, "nothing to drain in %s\n", local)
+	} else {
+		fmt.Fprintf(env.stdout, "%d checkpoint(s) drained in %s\n", len(done), time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
+)
+
+// The -update flag may be defined by another test file of this package.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files under testdata/")
+	}
+}
+
+func updateGolden() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+var ckptT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// ckptFixture builds a store: two committed checkpoints (world 2), one
+// incomplete, one half-drained, and a native DCP one.
+func ckptFixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(p, c string) {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save := func(base string, ranks ...int) {
+		for _, r := range ranks {
+			write(filepath.Join(base, "rank"+strconv.Itoa(r)+".pt"), strings.Repeat("w", 1500*(r+1)))
+			write(filepath.Join(base, ".trainrun", "done."+strconv.Itoa(r)), "")
+		}
+	}
+	save("step-100", 0, 1)
+	save("step-200", 0, 1)
+	save("step-300", 1)
+	save(".trainrun/staging/step-400", 0)
+	write("dcp-50/.metadata", "m")
+	write("dcp-50/__0_0.distcp", "d")
+	s, err := checkpoint.OpenWith(dir, checkpoint.Options{Now: func() time.Time { return ckptT0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{"step-100", "step-200"} {
+		if _, err := s.Commit(tag, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"step-300", ".trainrun/staging/step-400", "dcp-50"} {
+		if err := os.Chtimes(filepath.Join(dir, p), ckptT0, ckptT0.Add(-30*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func runCkptCmd(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""),
+		getenv: func(k string) string {
+			if k == "TRAINRUN_CKPT_DIR" {
+				return dir
+			}
+			return ""
+		}}
+	code := dispatch(context.Background(), env, append([]string{"ckpt"}, args...))
+	return code, out.String(), errb.String()
+}
+
+func TestCkptList(t *testing.T) {
+	ckptNow = func() time.Time { return ckptT0.Add(3 * time.Hour) }
+	defer func() { ckptNow = time.Now }()
+	dir := ckptFixture(t)
+	code, out, errs := runCkptCmd(t, dir, "list", "--world-size", "2")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden := filepath.Join("testdata", "ckpt_list.golden")
+	if updateGolden() {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Fatalf("ckpt list:\n%s\nwant (%s, -update to rewrite):\n%s", out, golden, want)
+	}
+}
+
+func TestCkptCommands(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		args     []string
+		damage   string // file to truncate first
+		wantCode int
+		wantOut  string // in stdout
+		wantErr  string // in stderr
+	}{
+		{"verify ok", []string{"verify", "step-200"}, "", ExitOK, "step-200: ok, 2 files, 4.4 KiB, sizes and xxh64 match", ""},
+		{"verify all", []string{"verify", "--all"}, "", ExitOK, "step-100: ok", ""},
+		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", ExitCheckpoint, "FAILED", "step-200/rank1.pt: size 10 bytes, the manifest says 3000"},
+		{"verify needs a tag", []string{"verify"}, "", ExitUsage, "", "exactly one TAG or --all"},
+		{"verify uncommitted", []string{"verify", "step-300"}, "", ExitCheckpoint, "", "no manifest"},
+		{"latest", []string{"latest"}, "", ExitOK, "/step-200\n", ""},
+		{"latest tag", []string{"latest", "--tag"}, "", ExitOK, "step-200\n", ""},
+		{"latest falls back", []string{"latest", "--tag"}, "step-200/rank0.pt", ExitOK, "step-100\n", "skipped a newer checkpoint"},
+		{"prune dry run", []string{"prune", "--keep", "1", "--dry-run"}, "", ExitOK, "would delete step-100\n", ""},
+		{"prune", []string{"prune", "--keep", "1"}, "", ExitOK, "deleted step-100\n", ""},
+		{"prune keeps the resume point", []string{"prune", "--keep", "1"}, "step-200/rank0.pt", ExitOK, "nothing to prune", ""},
+		{"prune keep 0", []string{"prune", "--keep", "0"}, "", ExitUsage, "", "keep at least 1"},
+		{"request", []string{"request", "--then", "requeue", "--reason", "maintenance"}, "", ExitOK, "checkpoint requested (then requeue)", ""},
+		{"request bad then", []string{"request", "--then", "later"}, "", ExitUsage, "", "continue, stop, requeue"},
+		{"unknown", []string{"frobnicate"}, "", ExitUsage, "", `unknown subcommand`},
+		{"no subcommand", nil, "", ExitUsage, "Usage: trainrun ckpt", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := ckptFixture(t)
+			if c.damage != "" {
+				if err := os.Truncate(filepath.Join(dir, c.damage), 10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, out, errs := runCkptCmd(t, dir, c.args...)
+			if code != c.wantCode || !strings.Contains(out, c.wantOut) || !strings.Contains(errs, c.wantErr) {
+				t.Fatalf("exit %d (want %d)\nstdout:\n%s\nstderr:\n%s\nwant stdout containing %q, stderr containing %q",
+					code, c.wantCode, out, errs, c.wantOut, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestCkptLatestEmptyAndMissing(t *testing.T) {
+	t.Parallel()
+	code, _, errs := runCkptCmd(t, t.TempDir(), "latest")
+	if code != ExitCheckpoint || !strings.Contains(errs, "holds no committed checkpoint") {
+		t.Fatalf("empty store: exit %d, %s", code, errs)
+	}
+	code, _, errs = runCkptCmd(t, filepath.Join(t.TempDir(), "nope"), "list")
+	if code != ExitUsage || !strings.Contains(errs, "mkdir -p") {
+		t.Fatalf("missing store: exit %d, %s", code, errs)
+	}
+	code, _, errs = runCkptCmd(t, "", "list")
+	if code != ExitUsage || !strings.Contains(errs, "TRAINRUN_CKPT_DIR") {
+		t.Fatalf("no store: exit %d, %s", code, errs)
+	}
+}
+
+func TestCkptRequestReachesTheController(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if code, _, errs := runCkptCmd(t, dir, "request", "--then", "stop"); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	s, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.TakeRequest()
+	if err != nil || r == nil || r.Then != "stop" {
+		t.Fatalf("TakeRequest = %+v, %v", r, err)
+	}
+}
+
+func TestCkptDrain(t *testing.T) {
+	t.Parallel()
+	dir, local := t.TempDir(), t.TempDir()
+	for r, node := range []string{"a", "b"} {
+		src := filepath.Join(local, node, "step-5")
+		for _, f := range []string{"rank" + strconv.Itoa(r) + ".pt", ".trainrun/done." + strconv.Itoa(r)} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, out, errs := runCkptCmd(t, dir, "drain", "--local", filepath.Join(local, node), "--node", node)
+		if code != ExitOK || !strings.Contains(out, "drained step-5") {
+			t.Fatalf("drain on %s: exit %d\n%s%s", node, code, out, errs)
+		}
+	}
+	s, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest, _, err := s.CommitComplete(2); err != nil || latest != "step-5" {
+		t.Fatalf("CommitComplete = %q, %v", latest, err)
+	}
+	if code, _, errs := runCkptCmd(t, dir, "drain", "--node", "a"); code != ExitUsage || !strings.Contains(errs, "TRAINRUN_CKPT_LOCAL_DIR") {
+		t.Fatalf("drain without --local: exit %d %s", code, errs)
+	}
+}

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/topo/snapshot"
+)
+
+func init() {
+	register(&command{name: "env", short: "print the environment a training rank gets (torchrun, plan, NCCL) and why", run: runEnvCmd})
+}
+
+// envOptions are the flags of `trainrun env`.
+type envOptions struct {
+	Rank          int
+	Root, Machine string
+	Explain       bool
+	Format        string
+	// the admin policy
+	Policy, Partition string
+	// the layout: a plan JSON (trainrun plan --format json), or --fix degrees
+	PlanFile string
+	Fix      string
+	// the placement
+	Nodelist, TopologyConf string
+	GPUsPerNode            int
+	// the job's facts
+	MasterAddr string
+	MasterPort int
+	NodeAddrs  []string
+	NCCLConf   string
+	TopoFile   string
+}
+
+func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Rank, "rank", 0, "global rank whose environment to print")
+	fs.StringVar(&o.Root, "root", "", "read a captured machine from DIR (DIR/sys, DIR/proc, DIR/etc) instead of this one")
+	fs.StringVar(&o.Machine, "machine", "", "read a built-in captured machine by name (see 'trainrun topo --machine list')")
+	fs.BoolVar(&o.Explain, "explain", false, "say why for every variable, and what was kept from the user, nccl.conf or a plugin")
+	fs.StringVar(&o.Format, "format", "shell", "shell (KEY=VALUE lines) | json")
+	fs.StringVar(&o.Policy, "policy", "", "the site's trainrun.conf: NCCLForce, NCCLDefault, NCCLPrecedence and Fabric shape the NCCL variables")
+	fs.StringVar(&o.Partition, "partition", "", "partition whose policy settings apply (default: SLURM_JOB_PARTITION; site-wide settings when neither)")
+	fs.StringVar(&o.PlanFile, "plan", "", "plan JSON from 'trainrun plan --format json' (degrees and traffic); exported as TRAINRUN_PLAN")
+	fs.StringVar(&o.Fix, "fix", "", "degrees without a plan file: tp=8,pp=4,cp=1,ep=1,dp=N,vpp=1,mbs=1,grad_accum=1,recompute=none (dp defaults to the GPUs left over)")
+	fs.StringVar(&o.Nodelist, "nodelist", "", "the job's nodes as a Slurm hostlist (default: SLURM_JOB_NODELIST, else this machine alone)")
+	fs.StringVar(&o.TopologyConf, "topology-conf", "", "Slurm topology.conf for placement (default: scontrol inside an allocation, else one switch)")
+	fs.IntVar(&o.GPUsPerNode, "gpus-per-node", 0, "ranks per node (default: the GPUs of the machine read)")
+	fs.StringVar(&o.MasterAddr, "master-addr", "", "MASTER_ADDR (default: the node of rank 0)")
+	fs.IntVar(&o.MasterPort, "master-port", 0, "MASTER_PORT (default: 29500, offset by SLURM_JOB_ID mod 1000 inside a job so jobs sharing a node do not collide)")
+	fs.StringSliceVar(&o.NodeAddrs, "node-addr", nil, "this node's address as Slurm reaches it (default: its hostname resolved, on the live machine)")
+	fs.StringVar(&o.NCCLConf, "nccl-conf", "", "the site's nccl.conf (default: ROOT/etc/nccl.conf when present)")
+	fs.StringVar(&o.TopoFile, "topo-file", "", "an NCCL topology XML to point NCCL_TOPO_FILE at where the node's own view is flat")
+}
+
+func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
+	fs := newFlags("env", "env [--rank R] [--root DIR | --machine NAME] [--plan FILE | --fix tp=8,pp=4] [--policy FILE --partition P] [--explain]", env.stderr)
+	var o envOptions
+	o.AddFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q: env takes only flags", fs.Arg(0))
+	}
+	if o.Format != "shell" && o.Format != "json" {
+		return usageErrorf("--format %q: accepted: shell, json", o.Format)
+	}
+	if o.Root != "" && o.Machine != "" {
+		return usageErrorf("--root and --machine both given: pick one")
+	}
+	e, err := computeEnv(ctx, env, &o)
+	if err != nil {
+		return err
+	}
+	if o.Format == "json" {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e)
+	}
+	for _, n := range e.Notes {
+		fmt.Fprintf(env.stderr, "trainrun: env: note: %s\n", n)
+	}
+	return writeEnvShell(env.stdout, e, o.Explain)
+}
+
+// computeEnv reads the machine and the job's facts and calls plan.RankEnv.
+func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, error) {
+	root := o.Root
+	if o.Machine != "" {
+		dir, cleanup, err := snapshot.UnpackTemp(o.Machine)
+		if err != nil {
+			return nil, usageErrorf("--machine %s: %v", o.Machine, err)
+		}
+		defer cleanup()
+		root = dir
+	}
+	node, err := topo.Discover(topo.Options{Root: root, NVMLUnavailable: "not read by trainrun env"})
+	if err != nil {
+		return nil, usageErrorf("reading the machine at %s: %v", orDefaultStr(root, "/"), err)
+	}
+	G := o.GPUsPerNode
+	if G == 0 {
+		G = len(node.GPUs)
+	}
+	if G < 1 {
+		return nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", orDefaultStr(root, "this machine"))
+	}
+
+	// The job's nodes.
+	var hosts []string
+	expr := o.Nodelist
+	if expr == "" {
+		expr = env.getenv("SLURM_JOB_NODELIST")
+	}
+	if expr != "" {
+		if hosts, err = topo.ExpandHostlist(expr); err != nil {
+			return nil, usageErrorf("node list %q: %v", expr, err)
+		}
+	} else {
+		hosts = []string{orDefaultStr(node.Hostname, "localhost")}
+	}
+
+	// The layout and its traffic.
+	var (
+		layout   plan.Layout
+		traffic  plan.Traffic
+		planPath string
+	)
+	world := len(hosts) * G
+	if o.PlanFile != "" {
+		ev, err := readPlanFile(o.PlanFile)
+		if err != nil {
+			return nil, err
+		}
+		layout, traffic = ev.Layout, ev.Traffic
+		if planPath, err = filepath.Abs(o.PlanFile); err != nil {
+			planPath = o.PlanFile
+		}
+	}
+	if o.Fix != "" {
+		if layout, err = parseDegrees(o.Fix, layout, world); err != nil {
+			return nil, err
+		}
+	} else if o.PlanFile == "" {
+		layout = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
+	}
+	ml, err := megatronLayout(layout, world)
+	if err != nil {
+		return nil, usageErrorf("%v; the job has %d nodes × %d GPUs = %d (use --nodelist/--gpus-per-node, or --fix with dp=%d)", err, len(hosts), G, world, world/max(1, layout.TP*max(layout.CP, 1)*max(layout.PP, 1)))
+	}
+
+	// Placement: every node is taken to be built like the one read.
+	rails, _ := plan.RailsOf(node)
+	cl, err := clusterModel(env, o.TopologyConf)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]plan.PlaceNode, len(hosts))
+	for i, h := range hosts {
+		nodes[i] = plan.PlaceNode{Name: h, Rails: rails}
+		if cl != nil {
+			nodes[i].Leaf, nodes[i].Block = cl.Leaf(h), cl.Block(h)
+		}
+		if len(rails) != 0 && len(rails) != G {
+			nodes[i].Rails = nil
+		}
+	}
+	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	if o.Rank < 0 || o.Rank >= len(p.Ranks) {
+		return nil, usageErrorf("--rank %d: the job has ranks 0..%d", o.Rank, len(p.Ranks)-1)
+	}
+
+	// nccl.conf: the flag, else the machine's /etc/nccl.conf.
+	var conf map[string]string
+	confPath := o.NCCLConf
+	if confPath == "" {
+		confPath = filepath.Join(orDefaultStr(root, "/"), "etc/nccl.conf")
+		if _, err := os.Stat(confPath); err != nil {
+			confPath = ""
+		}
+	}
+	if confPath != "" {
+		data, err := os.ReadFile(confPath)
+		if err != nil {
+			return nil, usageErrorf("--nccl-conf: %v", err)
+		}
+		if conf, err = plan.ParseNCCLConf(data); err != nil {
+			return nil, usageErrorf("%s: %v", confPath, err)
+		}
+	}
+	virtTopo := false
+	if _, err := os.Stat(filepath.Join(orDefaultStr(root, "/"), "var/run/nvidia-topologyd/virtualTopology.xml")); err == nil {
+		virtTopo = true
+	}
+
+	pol := plan.NCCLPolicy{}
+	if o.Policy != "" {
+		pf, err := loadPolicyFile(o.Policy)
+		if err != nil {
+			return nil, reportPolicyErrors(env.stderr, o.Policy, err)
+		}
+		part := o.Partition
+		if part == "" {
+			part = env.getenv("SLURM_JOB_PARTITION")
+		}
+		if part != "" && !pf.HasPartition(part) {
+			fmt.Fprintf(env.stderr, "trainrun: env: note: %s has no PartitionName=%s line: its site-wide settings apply\n", o.Policy, part)
+		}
+		pol = pf.Effective(part).NCCL()
+	} else if o.Partition != "" {
+		return nil, usageErrorf("--partition %s without --policy: name the trainrun.conf to read", o.Partition)
+	}
+	user := map[string]string{}
+	for _, k := range plan.ManagedEnvKeys(pol) {
+		if v := env.getenv(k); v != "" {
+			user[k] = v
+		}
+	}
+	addrs := o.NodeAddrs
+	if len(addrs) == 0 && root == "" {
+		addrs = resolve(ctx, p.Ranks[o.Rank].Node)
+	}
+	port := o.MasterPort
+	if port == 0 {
+		port = 29500
+		if id, err := strconv.Atoi(env.getenv("SLURM_JOB_ID")); err == nil {
+			port += id % 1000
+		}
+	}
+	e, err := plan.RankEnv(plan.EnvInput{
+		Node: node, Placement: p, Rank: o.Rank, Plan: ml, PlanPath: planPath,
+		MasterAddr: o.MasterAddr, MasterPort: port, NodeAddrs: addrs,
+		UserEnv: user, NCCLConf: conf, Policy: pol, TopoFile: o.TopoFile, VirtualTopology: virtTopo,
+	})
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return e, nil
+}
+
+func orDefaultStr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// resolve looks the node's name up (IPv4 only), briefly.
+func resolve(ctx context.Context, host string) []string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIP(ctx, "ip4", host)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, ip := range ips {
+		out = append(out, ip.String())
+	}
+	return out
+}
+
+// readPlanFile takes the chosen layout out of `trainrun plan --format json`.
+func readPlanFile(path string) (*plan.Evaluation, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageErrorf("--plan: %v", err)
+	}
+	var r struct {
+		Plan *plan.Evaluation `json:"plan"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, usageErrorf("--plan %s: not the JSON of 'trainrun plan --format json': %v", path, err)
+	}
+	if r.Plan == nil {
+		return nil, usageErrorf("--plan %s: \"plan\" is null (nothing fitted); pick a layout with --fix", path)
+	}
+	return r.Plan, nil
+}
+
+// parseDegrees reads --fix style degrees over base; dp defaults to what the
+// other degrees leave of world.
+func parseDegrees(s string, base plan.Layout, world int) (plan.Layout, error) {
+	l := base
+	dpSet := false
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return l, usageErrorf("--fix %q: %q is not key=value (keys: tp pp vpp cp ep dp mbs grad_accum recompute)", s, kv)
+		}
+		if k == "recompute" {
+			switch v {
+			case "none", "selective", "full":
+				l.Recompute = v
+				continue
+			}
+			return l, usageErrorf("--fix recompute=%q: accepted: none, selective, full", v)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return l, usageErrorf("--fix %s=%q: want a positive integer", k, v)
+		}
+		switch k {
+		case "tp":
+			l.TP = n
+		case "pp":
+			l.PP = n
+		case "vpp":
+			l.VPP = n
+		case "cp":
+			l.CP = n
+		case "ep":
+			l.EP = n
+		case "dp":
+			l.DP, dpSet = n, true
+		case "mbs":
+			l.MicroBatch = n
+		case "grad_accum", "grad-accum":
+			l.GradAccum = n
+		default:
+			return l, usageErrorf("--fix: unknown key %q; accepted: tp pp vpp cp ep dp mbs grad_accum recompute", k)
+		}
+	}
+	if !dpSet && base.DP == 0 {
+		mp := max(l.TP, 1) * max(l.CP, 1) * max(l.PP, 1)
+		if world%mp != 0 {
+			return l, usageErrorf("--fix %q: tp·cp·pp = %d does not divide the job's %d GPUs", s, mp, world)
+		}
+		l.DP = world / mp
+	}
+	return l, nil
+}
+
+// writeEnvShell prints KEY=VALUE lines, quoted for a POSIX shell where
+// needed; with explain, a comment before each says why, and the variables
+// left to someone else are listed as comments.
+func writeEnvShell(w io.Writer, e *plan.Env, explain bool) error {
+	var errs []error
+	pr := func(format string, a ...any) {
+		if _, err := fmt.Fprintf(w, format, a...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, v := range e.Vars {
+		switch {
+		case v.Inject:
+			if explain {
+				pr("# %s (%s): %s\n", v.Key, v.Source, oneLine(v.Why))
+			}
+			pr("%s=%s\n", v.Key, shellQuote(v.Value))
+		case explain && v.Value != "":
+			pr("# %s=%s stays (%s, not injected): %s\n", v.Key, v.Value, v.Source, oneLine(v.Why))
+		case explain:
+			pr("# %s not set: %s\n", v.Key, oneLine(v.Why))
+		}
+	}
+	if explain {
+		for _, n := range e.Notes {
+			pr("# note: %s\n", oneLine(n))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// shellQuote leaves safe words alone and single-quotes the rest.
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_@%+=:,./-", c)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

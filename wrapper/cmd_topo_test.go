@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/trainrun/trainrun/topo"
+)
+
+func runTopoCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
+	code := dispatch(context.Background(), env, args)
+	return code, out.String(), errb.String()
+}
+
+func TestTopoMachineMatrixIsTheGolden(t *testing.T) {
+	code, out, errs := runTopoCmd(t, "topo", "--machine", "hgx-h100")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want, err := os.ReadFile(filepath.Join("..", "topo", "testdata", "golden", "hgx-h100.matrix.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Fatalf("trainrun topo --machine hgx-h100 differs from topo/testdata/golden/hgx-h100.matrix.txt:\n%s", out)
+	}
+	for _, s := range []string{"NV18", "=mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11", "Ethernet 100 Gb/s on an InfiniBand fabric"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+}
+
+func TestTopoFormats(t *testing.T) {
+	code, out, errs := runTopoCmd(t, "topo", "--machine", "ibmcloud-h100-vsi", "--format", "json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var n topo.Node
+	if err := json.Unmarshal([]byte(out), &n); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	if len(n.GPUs) != 8 || n.Root != "machine:ibmcloud-h100-vsi" || n.RDMA[0].Ports[0].RoCEv2GIDIndex == nil {
+		t.Errorf("json node: %d GPUs, root %q", len(n.GPUs), n.Root)
+	}
+	code, out, errs = runTopoCmd(t, "topo", "--machine", "dgx-a100", "--format", "nccl-xml")
+	if code != ExitOK || !strings.HasPrefix(out, `<system version="1">`+"\n") || strings.Contains(out, "\t") {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	code, out, _ = runTopoCmd(t, "topo", "--machine", "list")
+	if code != ExitOK || !strings.Contains(out, "hgx-h100 ") || !strings.Contains(out, "aws-p4d ") {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+}
+
+func TestTopoRootIsACapturedTree(t *testing.T) {
+	// A tree unpacked by hand reads the same as --machine.
+	dir := t.TempDir()
+	code, want, _ := runTopoCmd(t, "topo", "--machine", "aws-p4d")
+	if code != ExitOK {
+		t.Fatal(code)
+	}
+	if err := unpackForTest("aws-p4d", dir); err != nil {
+		t.Fatal(err)
+	}
+	code, got, errs := runTopoCmd(t, "topo", "--root", dir)
+	if code != ExitOK || got != want {
+		t.Fatalf("exit %d %s\n%s", code, errs, got)
+	}
+}
+
+func TestTopoBadInput(t *testing.T) {
+	empty := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"not a sysfs tree", []string{"--root", empty}, "trainrun: topo: --root " + empty + ": " + empty + "/sys/bus/pci/devices: not a sysfs tree (missing); pass the root of a captured machine, the directory that holds sys/"},
+		{"no such dir", []string{"--root", "/nonexistent/x"}, "--root /nonexistent/x: not a directory"},
+		{"unknown machine", []string{"--machine", "dgx-z9"}, `--machine dgx-z9: no built-in machine "dgx-z9"; run 'trainrun topo --machine list'`},
+		{"both", []string{"--machine", "hgx-h100", "--root", empty}, "--root and --machine both given"},
+		{"format", []string{"--machine", "hgx-h100", "--format", "yaml"}, `--format "yaml": accepted: matrix, json, nccl-xml`},
+		{"cluster", []string{"--cluster"}, "--cluster is not wired yet"},
+		{"argument", []string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errs := runTopoCmd(t, append([]string{"topo"}, c.args...)...)
+			if code != ExitUsage || !strings.Contains(errs, c.want) {
+				t.Fatalf("exit %d, stderr %q, want exit %d and %q", code, errs, ExitUsage, c.want)
+			}
+		})
+	}
+}
+
+// On this machine (no GPU, no driver) the live path still works from sysfs
+// and says once why NVLink is missing.
+func TestTopoLive(t *testing.T) {
+	if _, err := os.Stat("/sys/bus/pci/devices"); err != nil {
+		t.Skip("no /sys/bus/pci/devices here")
+	}
+	code, out, errs := runTopoCmd(t, "topo", "--format", "json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var n topo.Node
+	if err := json.Unmarshal([]byte(out), &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Root != "/" {
+		t.Errorf("root %q", n.Root)
+	}
+	if len(n.GPUs) == 0 && n.Source != "sysfs" {
+		t.Errorf("no GPUs but source %q", n.Source)
+	}
+}
