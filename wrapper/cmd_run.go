@@ -304,7 +304,7 @@ func (r *runner) run(ctx context.Context) error {
 	if v := addrs[master]; v != "" {
 		masterAddr = v
 	}
-	renv := computeEnv(a, r.slots, envInputs{
+	renv := computeRankEnv(a, r.slots, envInputs{
 		Layout: r.layout, MasterAddr: masterAddr, MasterPort: masterPort(a.JobID), PlanPath: planPath,
 		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
 		JobDir: r.jobDir, RestartCount: a.RestartCount,
@@ -364,7 +364,7 @@ func (r *runner) choosePlan() error {
 	}
 	switch {
 	case r.opts.planFile != "":
-		ev, err := readPlanFile(r.opts.planFile, world)
+		ev, err := readRunPlan(r.opts.planFile, world)
 		if err != nil {
 			return err
 		}

@@ -112,8 +112,8 @@ type planFile struct {
 	Plan *plan.Evaluation `json:"plan"`
 }
 
-// readPlanFile loads a plan written by `trainrun plan --format json`.
-func readPlanFile(path string, world int) (*plan.Evaluation, error) {
+// readRunPlan loads a plan written by `trainrun plan --format json`.
+func readRunPlan(path string, world int) (*plan.Evaluation, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, usageErrorf("--plan %s: %v", path, err)

@@ -133,9 +133,9 @@ type envInputs struct {
 	RestartCount int
 }
 
-// computeEnv gives each rank the torchrun-compatible and TRAINRUN_* variables
+// computeRankEnv gives each rank the torchrun-compatible and TRAINRUN_* variables
 // of PRODUCT.md ("Environment of every training process").
-func computeEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
+func computeRankEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
 	l := in.Layout
 	c := map[string]string{
 		"MASTER_ADDR":            in.MasterAddr,
