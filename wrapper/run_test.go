@@ -14,13 +14,18 @@ import (
 	"github.com/trainrun/trainrun/plan"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+// -update is shared by the package's golden tests; whichever file runs first defines it.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files under testdata/")
+	}
+}
 
 // golden compares got with testdata/name, rewriting it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
-	if *update {
+	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
 		os.MkdirAll("testdata", 0o755)
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
