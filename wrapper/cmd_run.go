@@ -268,6 +268,13 @@ func (r *runner) run(ctx context.Context) error {
 		if store, err = openStore(r.ckptDir); err != nil {
 			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
 		}
+		// A checkpoint the previous incarnation completed but did not
+		// commit (killed, node failure) is committed now, before resuming.
+		if tag, changed, err := store.CommitComplete(a.World()); err != nil {
+			r.logf("warning: committing a complete checkpoint left by an earlier run: %v", err)
+		} else if changed {
+			r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
+		}
 		var notes []string
 		if r.resume, notes, err = store.Latest(); err != nil {
 			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
@@ -593,7 +600,13 @@ const (
 	stopPreempted = "preempted"    // Slurm's SIGTERM reached the step while the job stays RUNNING
 	stopCancelled = "cancelled"    // scancel / Ctrl-C
 	stopTermLimit = "killed-limit" // Slurm's SIGTERM at the time limit (the own clock was too late)
+	stopRequested = "request-stop" // trainrun ckpt request --then stop
 )
+
+// ckptRequestFile (in JOBDIR/launch) holds "ID THEN" for the latest checkpoint
+// request: THEN is stop or continue. The trainer client reads it when the
+// checkpoint signal arrives; SIGTERM always means stop.
+const ckptRequestFile = "ckpt-request"
 
 // launch runs the step and decides what comes after it.
 func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore) error {
@@ -634,14 +647,44 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 	stateCh := make(chan string, 1)
 	var stopAt time.Time
 
+	// ask tells every training process, once, to checkpoint; then says
+	// whether they stop afterwards (written first to launch/ckpt-request,
+	// which the client reads when the signal arrives).
+	ask := func(why, then string) {
+		ckptID++
+		line := fmt.Sprintf("%d %s\n", ckptID, then)
+		if err := writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
+			r.logf("warning: writing the checkpoint request: %v", err)
+		}
+		n := ctl.broadcast("ckpt " + strconv.Itoa(ckptID))
+		r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, world, strings.ToUpper(r.opts.ckptSignal), then)
+	}
 	requestCkpt := func(why string) {
 		if reason != stopNone {
 			return
 		}
 		reason, stopAt = why, time.Now()
-		ckptID++
-		n := ctl.broadcast("ckpt " + strconv.Itoa(ckptID))
-		r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s)", why, n, world, strings.ToUpper(r.opts.ckptSignal))
+		ask(why, "stop")
+	}
+	// Checkpoints the trainers complete while running (their own schedule, or
+	// a request to continue) are committed in the background.
+	var commitMu sync.Mutex
+	commitTick := time.NewTicker(15 * time.Second)
+	defer commitTick.Stop()
+	requestTick := time.NewTicker(time.Second)
+	defer requestTick.Stop()
+	commitBG := func() {
+		if !commitMu.TryLock() {
+			return
+		}
+		go func() {
+			defer commitMu.Unlock()
+			if tag, changed, err := store.CommitComplete(world); err != nil {
+				r.logf("warning: %v", err)
+			} else if changed {
+				r.logf("checkpoint %s complete and committed as latest", tag)
+			}
+		}()
 	}
 	killing := 0
 	stopStep := func(why string) {
@@ -669,6 +712,25 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			}
 		case <-clock:
 			requestCkpt(stopTimeLimit)
+		case <-commitTick.C:
+			commitBG()
+		case <-requestTick.C:
+			req, err := store.TakeRequest()
+			if err != nil {
+				r.logf("warning: %v", err)
+			}
+			if req == nil || reason != stopNone {
+				continue
+			}
+			by := "request" + orText(" by "+req.By, "")
+			switch req.Then {
+			case "continue":
+				ask(by, "continue")
+			case "stop":
+				requestCkpt(stopRequested)
+			default:
+				requestCkpt(stopSignal)
+			}
 		case ev := <-ctl.events:
 			switch ev.Kind {
 			case "hello":
@@ -710,6 +772,8 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 				r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
 			}
 		case err := <-done:
+			commitMu.Lock() // no background commit may run beside the final one
+			defer commitMu.Unlock()
 			return r.afterStep(err, reason, stopAt, exits, firstFail, store)
 		}
 	}
@@ -742,6 +806,9 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 	}
 	if changed {
 		r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
+	}
+	if reason == stopRequested && code == 0 {
+		return withCode(ExitStopped, fmt.Errorf("checkpointed (latest %s) and stopped as requested", orText(latest, "none")))
 	}
 	if reason == stopCancelled {
 		return withCode(ExitStopped, fmt.Errorf("cancelled; the step was stopped (srun exit %d)", code))

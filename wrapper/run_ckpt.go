@@ -17,6 +17,8 @@ type ckptStore interface {
 	// CommitComplete commits the newest checkpoint whose handshake is complete
 	// and returns the tag now latest ("" if none) and whether it changed.
 	CommitComplete(world int) (latest string, changed bool, err error)
+	// TakeRequest returns a pending `trainrun ckpt request`, nil if none.
+	TakeRequest() (*checkpoint.Request, error)
 }
 
 // storeAdapter is the controller's view of checkpoint.Store.
@@ -68,3 +70,5 @@ func (a storeAdapter) CommitComplete(world int) (string, bool, error) {
 	}
 	return tag, true, nil
 }
+
+func (a storeAdapter) TakeRequest() (*checkpoint.Request, error) { return a.s.TakeRequest() }

@@ -213,10 +213,15 @@ def main():
             batch = ck.next_batch(data)
         except StopIteration:
             break
-        if ck.should_stop():  # collective: all ranks agree to stop at this step
-            saved = save(step)
-            stopped = True
-            break
+        if ck.should_save():  # collective: all ranks agree on the step
+            if step != start or not ck.resume_dir or ck.stop:
+                saved = save(step)
+            if ck.stop:
+                stopped = True
+                break
+            ck.reset()  # checkpoint asked with --then continue: keep training
+        if batch is None:
+            continue
         x, y = batch
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(ddp(x), y)

@@ -9,9 +9,13 @@ The handshake (PRODUCT.md, "The checkpoint handshake with the trainer"):
    Slurm's own SIGTERM (preemption, time limit) reaches every process of the
    step directly; it means the same thing. The handler only sets a flag:
    saving inside a signal handler can hang or corrupt (Lightning#21406).
-2. Every rank calls should_stop() once per step. The ranks agree with an
-   all_reduce(MAX) of their flags, so all of them stop at the same step even
-   when the signal reached them at different moments.
+2. Every rank calls should_save() once per step. The ranks agree with an
+   all_reduce(MAX), so all of them checkpoint at the same step even when the
+   signal reached them at different moments. Afterwards `stop` says whether
+   the job must end (SIGTERM, or a request to stop) or training continues
+   (`trainrun ckpt request --then continue`: trainrun writes "ID continue"
+   into $TRAINRUN_JOB_DIR/launch/ckpt-request before signalling); call
+   reset() after a checkpoint that continues.
 3. Each rank saves into TRAINRUN_CKPT_DIR/<tag>/ (save_dir(tag)), then calls
    mark_done(tag, paths): its files are fsynced, then the empty file
    <tag>/.trainrun/done.<RANK> is created durably. The checkpoint is complete
@@ -25,7 +29,7 @@ Data-loader workers: Slurm's SIGTERM reaches them too. Forked workers inherit
 the flag-setting handler and survive; workers started another way may die of
 it, and the next batch then raises. next_batch() turns such an error into a
 stop request when a stop was signalled, so the loop saves the last complete
-step instead of crashing. Call it before should_stop() so the ranks agree
+step instead of crashing. Call it before should_save() so the ranks agree
 after every rank has tried to fetch its batch.
 
 Other languages: install a handler for TRAINRUN_CKPT_SIGNAL and SIGTERM that
@@ -36,6 +40,7 @@ and the directory); exit 0. Resume from $TRAINRUN_RESUME_DIR when it is set.
 
 import os
 import signal
+import sys
 import time
 
 __all__ = ["Checkpointer"]
@@ -69,9 +74,12 @@ class Checkpointer:
         self.resume_dir = env.get("TRAINRUN_RESUME_DIR") or None
         self.restart_count = int(env.get("TRAINRUN_RESTART_COUNT", "0") or 0)
         self.signum = _signum(env.get("TRAINRUN_CKPT_SIGNAL", "USR2"))
+        self.job_dir = env.get("TRAINRUN_JOB_DIR") or None
         self.requested = False  # set by the handler; read at step boundaries only
         self.requested_by = None
         self.requested_at = None
+        self.stop = False  # after should_save(): the job must end after this checkpoint
+        self._term = False
         self._owner = os.getpid()
         self.signals = {self.signum, signal.SIGTERM}
         if install:
@@ -94,12 +102,34 @@ class Checkpointer:
         # die nor act, so only the process that installed it sets the flag.
         if os.getpid() != self._owner:
             return
+        if signum == signal.SIGTERM:
+            self._term = True
         if not self.requested:
             self.requested, self.requested_by, self.requested_at = True, signum, time.time()
 
-    def request(self):
-        """Ask for a checkpoint-and-stop from the program itself."""
+    def request(self, stop=True):
+        """Ask for a checkpoint from the program itself."""
         self.requested = True
+        self._term = self._term or stop
+
+    def reset(self):
+        """After a checkpoint that continues training: wait for the next request."""
+        self.requested, self.requested_by, self.requested_at, self.stop = False, None, None, False
+
+    def _local_code(self):
+        """0: nothing asked; 1: checkpoint and continue; 2: checkpoint and stop."""
+        if not self.requested:
+            return 0
+        if self._term:
+            return 2
+        then = "stop"
+        if self.job_dir:
+            try:
+                with open(os.path.join(self.job_dir, "launch", "ckpt-request")) as f:
+                    then = (f.read().split() + ["", "stop"])[1] or "stop"
+            except OSError:
+                pass
+        return 1 if then == "continue" else 2
 
     def next_batch(self, iterator):
         """next(iterator), or None when the loader broke after a stop signal
@@ -117,19 +147,25 @@ class Checkpointer:
                 return None
             raise
 
-    def should_stop(self):
-        """True on every rank when any rank was asked to stop (a collective:
-        every rank must call it at the same step)."""
-        flag = 1 if self.requested else 0
+    def should_save(self):
+        """True on every rank when any rank was asked for a checkpoint (a
+        collective: every rank calls it at the same step). Sets self.stop:
+        True when the job must end after this checkpoint."""
+        code = self._local_code()
         dist = _dist()
         if dist is not None:
             import torch
-            t = torch.tensor([flag], dtype=torch.int32)
+            t = torch.tensor([code], dtype=torch.int32)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            flag = int(t.item())
-        if flag and not self.requested:
+            code = int(t.item())
+        if code and not self.requested:
             self.requested = True
-        return bool(flag)
+        self.stop = code == 2
+        return code > 0
+
+    def should_stop(self):
+        """should_save() for trainers that always stop after a requested checkpoint."""
+        return self.should_save()
 
     def save_dir(self, tag):
         """TRAINRUN_CKPT_DIR/<tag>/, created."""
@@ -182,9 +218,10 @@ class _Held:
 
 
 def _dist():
-    try:
-        import torch.distributed as dist
-    except Exception:
+    # Only a program that already uses torch.distributed pays for it: the
+    # client never imports torch itself.
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
         return None
     if dist.is_available() and dist.is_initialized():
         return dist
