@@ -231,6 +231,9 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	wg.Wait()
 	r.tQuery = time.Since(r.t0)
+	if ctx.Err() != nil {
+		return withCode(ExitInterrupted, errors.New("interrupted before the step started"))
+	}
 	if jobErr != nil {
 		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)
 		r.job = &jobInfo{}
@@ -673,6 +676,15 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 	defer commitTick.Stop()
 	requestTick := time.NewTicker(time.Second)
 	defer requestTick.Stop()
+	// A checkpoint signal that does not come from trainrun (Slurm's
+	// --signal=USR2@T to the step) means stop: once a "continue" request is
+	// served, the request file says stop again.
+	resetRequest := func() {
+		writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", ckptID)), 0o644)
+	}
+	resetRequest()
+	committed := make(chan bool, 4)
+	continuing := false
 	commitBG := func() {
 		if !commitMu.TryLock() {
 			return
@@ -683,10 +695,15 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 				r.logf("warning: %v", err)
 			} else if changed {
 				r.logf("checkpoint %s complete and committed as latest", tag)
+				select {
+				case committed <- true:
+				default:
+				}
 			}
 		}()
 	}
 	killing := 0
+	stepID := "" // from the shims' hello: SLURM_STEP_ID
 	stopStep := func(why string) {
 		if reason == stopNone || reason == stopTimeLimit || reason == stopSignal {
 			reason = why
@@ -697,6 +714,11 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			cmd.Process.Signal(syscall.SIGTERM)
 		} else {
 			r.logf("%s: killing the step", why)
+			if stepID != "" {
+				c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				exec.CommandContext(c, "scancel", "--signal=KILL", r.alloc.JobID+"."+stepID).Run()
+				cancel()
+			}
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 	}
@@ -714,6 +736,11 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			requestCkpt(stopTimeLimit)
 		case <-commitTick.C:
 			commitBG()
+		case <-committed:
+			if continuing && reason == stopNone {
+				continuing = false
+				resetRequest()
+			}
 		case <-requestTick.C:
 			req, err := store.TakeRequest()
 			if err != nil {
@@ -726,6 +753,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			switch req.Then {
 			case "continue":
 				ask(by, "continue")
+				continuing = true
 			case "stop":
 				requestCkpt(stopRequested)
 			default:
@@ -735,11 +763,20 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			switch ev.Kind {
 			case "hello":
 				hello++
+				if len(ev.Args) >= 3 && stepID == "" {
+					stepID = ev.Args[2]
+				}
 				if hello == world {
 					r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
 						world, time.Since(started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
 				}
 			case "signal":
+				if sig := firstArg(ev.Args); sig == r.ckptSignalName() && sig != "TERM" && reason == stopNone {
+					// Slurm signalled the step itself (--signal=USR2@T without
+					// B:, or scancel --signal): it reached every trainer.
+					reason, stopAt = stopSignal, time.Now()
+					r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
+				}
 				if len(ev.Args) > 0 && ev.Args[0] == "TERM" && !termSeen {
 					termSeen = true
 					// Slurm signalled the whole step. Ask slurmctld why: a
@@ -962,3 +999,8 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 }
 
 func gib(b float64) string { return fmt.Sprintf("%.2f GiB", b/(1<<30)) }
+
+// ckptSignalName is the checkpoint signal without "SIG", upper case.
+func (r *runner) ckptSignalName() string {
+	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(r.opts.ckptSignal)), "SIG")
+}
