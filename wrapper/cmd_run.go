@@ -90,6 +90,7 @@ var runHelpTail = joinLines(
 	"contrib/jobs/), and Slurm's own SIGTERM at preemption reaches the trainer directly. The trainer",
 	"saves to TRAINRUN_CKPT_DIR/<tag>/, marks <tag>/.trainrun/done.<RANK>, and exits 0; trainrun",
 	"commits the checkpoint and requeues the job (scontrol requeue) up to --max-requeue times.",
+	"'trainrun ckpt request --then continue|stop|requeue' asks for one while the job runs.",
 	"",
 )
 
