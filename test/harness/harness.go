@@ -434,13 +434,13 @@ func (c *Cluster) RestartSlurmd(ctx context.Context, node string) error {
 	if err := c.StopSlurmd(node); err != nil {
 		return err
 	}
-	// SlurmdStartTime has a resolution of one second: make sure the new one
-	// differs from the old.
-	c.mu.Lock()
-	started := c.daemons["slurmd-"+node].started
-	c.mu.Unlock()
-	if d := time.Until(started.Truncate(time.Second).Add(time.Second)); d > 0 {
-		time.Sleep(d)
+	// SlurmdStartTime (slurmd's own clock, local time, whole seconds) must
+	// be able to differ from the old one: start the new slurmd in a later
+	// second.
+	if t, err := time.ParseInLocation("2006-01-02T15:04:05", old, time.Local); err == nil {
+		if d := time.Until(t.Add(time.Second)); d > 0 {
+			time.Sleep(d)
+		}
 	}
 	if err := c.startSlurmd(node); err != nil {
 		return err
