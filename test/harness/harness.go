@@ -146,17 +146,21 @@ func start(opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("harness: make cluster directory: %w", err)
 	}
+	early := func(err error) (*Cluster, error) {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	// munged insists that everyone may traverse the path to its socket.
 	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("harness: %w", err)
+		return early(fmt.Errorf("harness: %w", err))
 	}
 	host, err := shortHostname()
 	if err != nil {
-		return nil, err
+		return early(err)
 	}
 	ports, err := freePorts(1 + opts.Nodes)
 	if err != nil {
-		return nil, err
+		return early(err)
 	}
 	c = &Cluster{
 		opts: opts,
