@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
 )
 
@@ -35,6 +36,7 @@ type runOptions struct {
 	ckptSignal  string
 	maxRequeue  int
 	maxFailures int
+	policy      string
 	jobDir      string
 	probe       string
 	dryRun      bool
@@ -61,6 +63,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.ckptSignal, "ckpt-signal", envOr(getenv, "TRAINRUN_CKPT_SIGNAL", "USR2"), "signal that asks the trainer to checkpoint (env TRAINRUN_CKPT_SIGNAL); not USR1, which NCCL uses")
 	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
 	fs.IntVar(&o.maxFailures, "max-failures", 3, "after a failed step, requeue (resuming from the latest checkpoint) until this many runs in a row failed without progress; 0 = never requeue a failure")
+	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
 	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
@@ -125,20 +128,22 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 
 // runner holds one `trainrun run` from allocation to exit.
 type runner struct {
-	opts      runOptions
-	fs        *pflag.FlagSet
-	lead      time.Duration // the checkpoint lead in use
-	facts     map[string]nodeFacts
-	megatron  []string
-	store     *checkpoint.Store // nil in a dry run
-	tQuery    time.Duration     // from start to the end of the scontrol queries and the probe
-	tReady    time.Duration     // from start to launching srun
-	placement *plan.Placement   // nil when the block order fallback was used
-	env       *runEnv
-	argv      []string
-	t0        time.Time
-	alloc     *allocation
-	job       *jobInfo
+	opts       runOptions
+	fs         *pflag.FlagSet
+	lead       time.Duration // the checkpoint lead in use
+	facts      map[string]nodeFacts
+	megatron   []string
+	store      *checkpoint.Store // nil in a dry run
+	ncclPolicy plan.NCCLPolicy
+	leadFixed  bool            // the lead came from the policy: no shortening for short jobs
+	tQuery     time.Duration   // from start to the end of the scontrol queries and the probe
+	tReady     time.Duration   // from start to launching srun
+	placement  *plan.Placement // nil when the block order fallback was used
+	env        *runEnv
+	argv       []string
+	t0         time.Time
+	alloc      *allocation
+	job        *jobInfo
 
 	jobDir   string
 	ckptDir  string
@@ -175,6 +180,9 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 
+	if err := r.applyPolicy(); err != nil {
+		return err
+	}
 	r.jobDir = r.opts.jobDir
 	if r.jobDir == "" {
 		base := a.SubmitDir
@@ -251,7 +259,7 @@ func (r *runner) run(ctx context.Context) error {
 	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
 	r.facts = facts
 	r.lead = r.opts.plan.CkptLead
-	if !r.fs.Changed("ckpt-lead") && a.TimeLimit > 0 {
+	if !r.fs.Changed("ckpt-lead") && !r.leadFixed && a.TimeLimit > 0 {
 		r.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
 
@@ -1039,8 +1047,8 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 		return
 	}
 	user := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+	for _, k := range plan.ManagedEnvKeys(r.ncclPolicy) {
+		if v := os.Getenv(k); v != "" {
 			user[k] = v
 		}
 	}
@@ -1059,7 +1067,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 			nodeAddrs = []string{a}
 		}
 		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placement, Rank: s.Rank, Plan: r.layout, PlanPath: planPath,
-			MasterAddr: masterAddr, MasterPort: masterPort(r.alloc.JobID), NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf})
+			MasterAddr: masterAddr, MasterPort: masterPort(r.alloc.JobID), NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
 		if err != nil {
 			if !reported {
 				r.logf("warning: NCCL environment not computed: %v", err)
@@ -1090,4 +1098,72 @@ func gib(b float64) string { return fmt.Sprintf("%.2f GiB", b/(1<<30)) }
 // ckptSignalName is the checkpoint signal without "SIG", upper case.
 func (r *runner) ckptSignalName() string {
 	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(r.opts.ckptSignal)), "SIG")
+}
+
+// policyFlags maps run's flags to the policy keys that give their defaults.
+var policyFlags = []struct{ flag, key string }{
+	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
+	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"},
+}
+
+// applyPolicy reads the site's trainrun.conf (--policy) for the job's
+// partition: its values are the defaults of the checkpoint flags, a flag the
+// user sets must be one UserOverride allows, the checkpoint directory must
+// lie under CkptRoots, and the NCCL settings shape each rank's environment.
+func (r *runner) applyPolicy() error {
+	if r.opts.policy == "" {
+		return nil
+	}
+	pf, err := loadPolicyFile(r.opts.policy)
+	if err != nil {
+		return reportPolicyErrors(r.env.stderr, r.opts.policy, err)
+	}
+	st := pf.Effective(r.alloc.Partition)
+	ov := st.UserOverride.Value
+	for _, pfl := range policyFlags {
+		if !r.fs.Changed(pfl.flag) {
+			continue
+		}
+		allowed := ov.All
+		for _, k := range ov.Keys {
+			allowed = allowed || strings.EqualFold(k, pfl.key)
+		}
+		if !allowed {
+			return usageErrorf("--%s: the site's policy (%s, %s) does not let users override %s (UserOverride=%s); drop the flag or ask the admins",
+				pfl.flag, r.opts.policy, st.UserOverride.Source, pfl.key, ov)
+		}
+	}
+	if !r.fs.Changed("ckpt-signal") && r.env.getenv("TRAINRUN_CKPT_SIGNAL") == "" && st.CkptSignal.Value != "" {
+		r.opts.ckptSignal = st.CkptSignal.Value
+	}
+	if !r.fs.Changed("ckpt-lead") && st.CkptLead.Value > 0 {
+		r.opts.plan.CkptLead = st.CkptLead.Value
+		r.leadFixed = true // the policy's lead is used as given
+	}
+	if !r.fs.Changed("max-requeue") {
+		r.opts.maxRequeue = st.MaxRequeue.Value
+	}
+	if !r.fs.Changed("max-failures") {
+		r.opts.maxFailures = st.MaxFailuresNoProgress.Value
+	}
+	if !r.fs.Changed("ckpt-dir") && r.env.getenv("TRAINRUN_CKPT_DIR") == "" && st.CkptDir.Value != "" {
+		user := r.env.getenv("SLURM_JOB_USER")
+		if user == "" {
+			user = r.env.getenv("USER")
+		}
+		r.opts.ckptDir = policy.ExpandCkptDir(st.CkptDir.Value, user, r.alloc.JobID, r.env.getenv("SLURM_JOB_NAME"))
+	}
+	if roots := st.CkptRoots.Value; roots != nil && r.opts.ckptDir != "" {
+		dir, _ := filepath.Abs(r.opts.ckptDir)
+		ok := false
+		for _, root := range roots {
+			ok = ok || dir == root || strings.HasPrefix(dir, strings.TrimSuffix(root, "/")+"/")
+		}
+		if !ok {
+			return usageErrorf("--ckpt-dir %s is not under the checkpoint roots the site allows (%s: CkptRoots=%s); choose a directory below one of them",
+				dir, st.CkptRoots.Source, strings.Join(roots, ","))
+		}
+	}
+	r.ncclPolicy = st.NCCL()
+	return nil
 }
