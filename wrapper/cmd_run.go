@@ -789,6 +789,11 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 				if len(ev.Args) >= 3 && stepID == "" {
 					stepID = ev.Args[2]
 				}
+				// A rank that connects after a stop request still gets it
+				// (the shim acts once per request id).
+				if ckptID > 0 && (reason == stopTimeLimit || reason == stopSignal || reason == stopRequested) {
+					ctl.sendTo(ev.Rank, "ckpt "+strconv.Itoa(ckptID))
+				}
 				if hello == world {
 					r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
 						world, time.Since(started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
