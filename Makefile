@@ -19,7 +19,7 @@ help:
 	@echo "deps       install what the tests need (Debian packages; root)"
 	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./..."
-	@echo "test-e2e   end-to-end suite against a real local Slurm (root)"
+	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
 	@echo "lint       gofmt + go vet"
 	@echo "install    install into \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
@@ -41,21 +41,26 @@ test: deps test-unit test-e2e
 test-unit:
 	$(GO) test -count=1 ./...
 
+# Flags for go test in the e2e suite, e.g. make test-e2e E2E_FLAGS='-run Hostlist'.
+E2E_FLAGS ?=
+
 test-e2e: build
-	@bash test/e2e.sh
+	@bash test/e2e.sh $(E2E_FLAGS)
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./plan/... ./topo/... ./checkpoint/...
+	@bash test/e2e.sh -run '^$$' -bench . -benchtime 10x
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/...
 
 install: build
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/trainrun
 
-demo: build
+demo: deps build
 	@bash contrib/demo.sh
 
 clean:

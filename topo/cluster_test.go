@@ -150,6 +150,11 @@ func TestScontrolTopologyCases(t *testing.T) {
 				t.Errorf("want flat")
 			}
 		}},
+		{name: "no topology plugin: the message, if stderr was kept", in: "No topology information available\n", check: func(t *testing.T, c *Cluster) {
+			if c.HasTree() || c.Distance("a", "b") != 1 {
+				t.Errorf("want flat")
+			}
+		}},
 		{name: "three levels, upper switches without Nodes", in: "SwitchName=l0 Level=0 LinkSpeed=1 Nodes=n[1-2]\nSwitchName=l1 Level=0 LinkSpeed=1 Nodes=n[3-4]\n" +
 			"SwitchName=l2 Level=0 LinkSpeed=1 Nodes=n[5-6]\nSwitchName=sp0 Level=1 LinkSpeed=1 Switches=l[0-1]\n" +
 			"SwitchName=sp1 Level=1 LinkSpeed=1 Switches=l2\nSwitchName=core Level=2 LinkSpeed=1 Switches=sp[0-1]\n",
@@ -288,7 +293,8 @@ func TestTopologyConfErrors(t *testing.T) {
 		{"block sizes without blocks", "SwitchName=s0 Nodes=n1\nBlockSizes=4\n", "topology.conf:2: BlockSizes: BlockSizes= without any BlockName= line"},
 		{"ring too long", "RingName=r0 Nodes=n[1-17]\n", `topology.conf:1: Nodes: ring "r0" has 17 nodes`},
 		{"include", "Include /etc/slurm/other.conf\n", "topology.conf:1: Include: Include is not supported here"},
-		{"not key=value", "SwitchName=s0 Nodes=n1 oops\n", `topology.conf:1: oops: expected oops=VALUE, found "oops"`},
+		{"not key=value", "SwitchName=s0 Nodes=n1 oops\n", `topology.conf:1: Nodes: "oops" after Nodes=n1 is not Key=Value (a value with spaces needs quotes)`},
+		{"not key=value first", "oops SwitchName=s0\n", `topology.conf:1: oops: expected oops=VALUE, found "oops SwitchName=s0"`},
 		{"operator", "SwitchName=s0 Nodes+=n1\n", `topology.conf:1: Nodes: operator "+=" is not supported`},
 		{"unterminated quote", "SwitchName=s0 Nodes=\"n1\n", `topology.conf:1: Nodes: unterminated '"' in value`},
 	}

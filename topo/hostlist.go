@@ -182,7 +182,10 @@ func expandItem(expr string, start, end, have int) ([]string, error) {
 			return nil, hlErr(expr, g.pos,
 				"bracket group holds %d names; Slurm allows at most %d in a group that is not the last", g.count, MaxHostlistPrefix)
 		}
-		total *= g.count // each factor <= 2^16 * ranges; checked against the cap below before it can overflow
+		if g.count > MaxHostlistNames { // keeps the product below from overflowing
+			return nil, hlErr(expr, g.pos, "expands to more than %d names (trainrun's limit)", MaxHostlistNames)
+		}
+		total *= g.count // both factors <= 2^20
 		if total > MaxHostlistNames || uint64(have)+total > MaxHostlistNames {
 			return nil, hlErr(expr, start, "expands to more than %d names (trainrun's limit)", MaxHostlistNames)
 		}
@@ -319,9 +322,9 @@ func splitHost(h string) hostName {
 	return hn
 }
 
-// widths is the set of zero-pad widths under which digits prints as written:
+// hostWidths is the set of zero-pad widths under which digits prints as written:
 // exactly len(digits) when zero padded, any width up to len(digits) otherwise.
-func widths(digits string) (lo, hi int) {
+func hostWidths(digits string) (lo, hi int) {
 	if len(digits) > 1 && digits[0] == '0' {
 		return len(digits), len(digits)
 	}
@@ -355,7 +358,7 @@ func CompressHostlist(hosts []string) string {
 			runs = append(runs, hostRun{single: h})
 			continue
 		}
-		wlo, whi := widths(hn.digits)
+		wlo, whi := hostWidths(hn.digits)
 		if n := len(runs); n > 0 {
 			r := &runs[n-1]
 			if r.numericValid && r.prefix == hn.prefix && r.hi != ^uint64(0) && hn.num == r.hi+1 &&

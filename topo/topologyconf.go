@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -205,21 +206,32 @@ func parseBlockSizes(v string) ([]int, error) {
 var scontrolTopologyLeads = []string{"SwitchName", "BlockName"}
 
 // ParseScontrolTopology parses the output of `scontrol show topology`.
-// Slurm 22.05 (topology/tree) prints one line per switch (the format string
-// "SwitchName=%s Level=%u LinkSpeed=%u" and " Switches=%s" are in Debian's
-// libslurm.so.38):
+// Slurm 22.05 (topology/tree) prints one line per switch, from the format
+// strings "SwitchName=%s Level=%u LinkSpeed=%u", " Nodes=%s" and
+// " Switches=%s" (all three are in Debian's libslurm.so.38):
 //
 //	SwitchName=s0 Level=0 LinkSpeed=1 Nodes=tux[0-3]
 //	SwitchName=s4 Level=1 LinkSpeed=1 Nodes=tux[0-15] Switches=s[0-3]
 //
-// where an upper switch's Nodes= lists all nodes below it: membership is
-// taken from the leaves only. Newer Slurm with topology/block prints
-// "BlockName=b1 BlockIndex=0 Nodes=node[01-04] BlockSize=4" lines (this form
-// is written from Slurm's documentation, not from a captured output). Empty
-// output, which is what 22.05 prints on stdout without a topology plugin, gives
-// a flat cluster. source names the input in errors.
+// Whether an upper switch prints Nodes= (all nodes below it, as slurmctld
+// computes them) has not been seen on a live cluster; either way membership is
+// taken from the leaves only, and Level= is checked against the levels the
+// children imply. Newer Slurm with topology/block prints "BlockName=b1
+// BlockIndex=0 Nodes=node[01-04] BlockSize=4" lines (written from memory of
+// Slurm's documentation, not from a captured output; unknown keys are
+// ignored). Empty output, and libslurm's "No topology information available"
+// (which it logs to stderr), give a flat cluster. source names the input in
+// errors.
 func ParseScontrolTopology(r io.Reader, source string) (*Cluster, error) {
-	lines, err := ReadConfLines(r, source)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	// libslurm logs this to stderr; accept it in case both streams were kept
+	if strings.TrimSpace(string(data)) == "No topology information available" {
+		return &Cluster{Source: source}, nil
+	}
+	lines, err := ReadConfLines(bytes.NewReader(data), source)
 	if err != nil {
 		return nil, err
 	}

@@ -140,7 +140,7 @@ func splitConfPairs(s, filename string, line int) ([]ConfPair, error) {
 			i++
 		}
 		if key == "" {
-			return nil, &ConfError{File: filename, Line: line, Msg: fmt.Sprintf("expected Key=Value, found %q", rest(s[k:]))}
+			return nil, &ConfError{File: filename, Line: line, Msg: fmt.Sprintf("expected Key=Value, found %q", confExcerpt(s[k:]))}
 		}
 		if strings.EqualFold(key, "include") {
 			return nil, &ConfError{File: filename, Line: line, Key: key, Msg: "Include is not supported here; put the lines in this file"}
@@ -149,7 +149,12 @@ func splitConfPairs(s, filename string, line int) ([]ConfPair, error) {
 			if i < len(s) && (s[i] == '+' || s[i] == '-' || s[i] == '*' || s[i] == '/') {
 				return nil, &ConfError{File: filename, Line: line, Key: key, Msg: fmt.Sprintf("operator %q is not supported; write %s=VALUE", s[i:i+1]+"=", key)}
 			}
-			return nil, &ConfError{File: filename, Line: line, Key: key, Msg: fmt.Sprintf("expected %s=VALUE, found %q", key, rest(s[k:]))}
+			if n := len(out); n > 0 {
+				prev := out[n-1]
+				return nil, &ConfError{File: filename, Line: line, Key: prev.Key, Value: prev.Value,
+					Msg: fmt.Sprintf("%q after %s=%s is not Key=Value (a value with spaces needs quotes)", key, prev.Key, prev.Value)}
+			}
+			return nil, &ConfError{File: filename, Line: line, Key: key, Msg: fmt.Sprintf("expected %s=VALUE, found %q", key, confExcerpt(s[k:]))}
 		}
 		i++
 		for i < len(s) && isConfSpace(s[i]) {
@@ -174,8 +179,8 @@ func splitConfPairs(s, filename string, line int) ([]ConfPair, error) {
 	}
 }
 
-// rest is s up to a readable length, for messages.
-func rest(s string) string {
+// confExcerpt is s up to a readable length, for messages.
+func confExcerpt(s string) string {
 	if len(s) > 40 {
 		return s[:40] + "..."
 	}

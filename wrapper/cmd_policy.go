@@ -94,11 +94,11 @@ func runPolicyCheck(env *runEnv, args []string) error {
 		list = " (" + strings.Join(parts, ", ") + ")"
 	}
 	fmt.Fprintf(env.stdout, "%s: OK: %d site-wide %s, %d %s%s\n", path,
-		p.SiteSettings(), plural(p.SiteSettings(), "setting", "settings"), len(parts), plural(len(parts), "partition", "partitions"), list)
+		p.SiteSettings(), policyPlural(p.SiteSettings(), "setting", "settings"), len(parts), policyPlural(len(parts), "partition", "partitions"), list)
 	return nil
 }
 
-func plural(n int, one, many string) string {
+func policyPlural(n int, one, many string) string {
 	if n == 1 {
 		return one
 	}
@@ -132,7 +132,7 @@ func runPolicyShow(env *runEnv, args []string) error {
 	fmt.Fprintln(tw, "KEY\tVALUE\tFROM\tUSERS MAY OVERRIDE")
 	for _, r := range s.Rows() {
 		may := "never"
-		if k := keyInfo(r.Key); k.User {
+		if k := policyKeyInfo(r.Key); k.User {
 			may = "no"
 			if p.MayOverride(r.Key, *partition) {
 				may = "yes"
@@ -143,7 +143,7 @@ func runPolicyShow(env *runEnv, args []string) error {
 	return tw.Flush()
 }
 
-func keyInfo(name string) policy.Key {
+func policyKeyInfo(name string) policy.Key {
 	for _, k := range policy.Keys() {
 		if k.Name == name {
 			return k

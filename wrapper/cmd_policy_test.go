@@ -24,7 +24,7 @@ func policyGoldenUpdate() bool {
 
 const examplePolicy = "../contrib/trainrun.conf.example"
 
-func runTrainrun(args ...string) (code int, stdout, stderr string) {
+func runPolicyCLI(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
 	env := &runEnv{stdout: &o, stderr: &e, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
 	code = dispatch(context.Background(), env, args)
@@ -32,7 +32,7 @@ func runTrainrun(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestPolicyCheckExample(t *testing.T) {
-	code, out, errOut := runTrainrun("policy", "check", examplePolicy)
+	code, out, errOut := runPolicyCLI("policy", "check", examplePolicy)
 	want := examplePolicy + ": OK: 22 site-wide settings, 3 partitions (preempt, roce, debug)\n"
 	if code != ExitOK || out != want || errOut != "" {
 		t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %q", code, out, want, errOut)
@@ -60,7 +60,7 @@ func TestPolicyCheckRejects(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, sub := range []string{"check", "show"} {
-				code, out, errOut := runTrainrun("policy", sub, path)
+				code, out, errOut := runPolicyCLI("policy", sub, path)
 				if code != ExitUsage || out != "" {
 					t.Errorf("%s: exit %d (want %d), stdout %q", sub, code, ExitUsage, out)
 				}
@@ -93,7 +93,7 @@ func TestPolicyUsageErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, errOut := runTrainrun(tc.args...)
+			code, _, errOut := runPolicyCLI(tc.args...)
 			if code != tc.code || !strings.Contains(errOut, tc.want) {
 				t.Errorf("exit %d (want %d), stderr %q, want it to contain %q", code, tc.code, errOut, tc.want)
 			}
@@ -113,7 +113,7 @@ func TestPolicyShowGolden(t *testing.T) {
 			if part != "" {
 				args = []string{"policy", "show", "--partition", part, examplePolicy}
 			}
-			code, out, errOut := runTrainrun(args...)
+			code, out, errOut := runPolicyCLI(args...)
 			if code != ExitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}

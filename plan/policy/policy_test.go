@@ -162,7 +162,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
 			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, InjectEnv, AutoPlan, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
-		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: min: expected min=VALUE, found "min"`}},
+		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: CkptLead: "min" after CkptLead=5 is not Key=Value (a value with spaces needs quotes)`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
 		{"zero lead", "CkptLead=0\n", []string{`trainrun.conf:1: CkptLead: bad value "0": must be more than 0; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
 		{"negative count", "MaxRequeue=-1\n", []string{`trainrun.conf:1: MaxRequeue: bad value "-1": less than 0; accepted: a whole number; 0 = never requeue`}},

@@ -18,6 +18,7 @@ type daemon struct {
 	name       string
 	cmd        *exec.Cmd
 	stderrPath string
+	started    time.Time
 	done       chan struct{} // closed when the process has been reaped
 	mu         sync.Mutex
 	waitErr    error
@@ -67,7 +68,7 @@ func (c *Cluster) startDaemon(name, bin string, args []string, logPath string) (
 	if err := c.spawn.start(cmd); err != nil {
 		return nil, fmt.Errorf("harness: start %s: %w", strings.Join(cmd.Args, " "), err)
 	}
-	d := &daemon{name: name, cmd: cmd, stderrPath: stderrPath, done: make(chan struct{})}
+	d := &daemon{name: name, cmd: cmd, stderrPath: stderrPath, started: time.Now(), done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		d.mu.Lock()

@@ -194,6 +194,9 @@ func TestAdapterOverMockServers(t *testing.T) {
 					}
 				}
 			}
+			if wantDomain := map[bool]string{true: "5a1c7e11-0000-0000-0000-000000000001.7"}[c.fabric]; n.NVLinkDomain() != wantDomain {
+				t.Errorf("NVLink domain %q, want %q", n.NVLinkDomain(), wantDomain)
+			}
 			if len(n.NCCLNICs()) != 8 {
 				t.Errorf("NCCL NICs %v", n.NCCLNICs())
 			}
