@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -104,14 +103,16 @@ func hostfile(slots []rankSlot) string {
 	return b.String()
 }
 
-// masterPort derives the rendezvous port from the job id, so that jobs that
-// share a node do not collide; a requeued job (same id) reuses its port, which
-// the rendezvous store opens with SO_REUSEADDR. Range 20000-29999, below the
-// Linux ephemeral range (32768+), so an outgoing connection cannot hold it.
+// masterPort derives the rendezvous port from the job id, as `trainrun env`
+// does (29500 + id mod 1000), so jobs that share a node do not collide; a
+// requeued job (same id) reuses its port, which the rendezvous store opens with
+// SO_REUSEADDR. The range stays below the Linux ephemeral ports (32768+).
 func masterPort(jobID string) int {
-	h := fnv.New32a()
-	h.Write([]byte(jobID))
-	return 20000 + int(h.Sum32()%10000)
+	id, err := strconv.Atoi(jobID)
+	if err != nil {
+		return 29500
+	}
+	return 29500 + id%1000
 }
 
 // rankEnv is the environment of every process: common to all plus per rank.
