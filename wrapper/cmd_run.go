@@ -930,7 +930,11 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 		return nil
 	}
 	// Stopped for a checkpoint: the trainers exited 0.
-	r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, time.Since(stopAt).Seconds(), orText(latest, "none"))
+	took := time.Since(stopAt)
+	r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(latest, "none"))
+	if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
+		r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
+	}
 	cause := checkpoint.CausePreempted
 	if reason == stopTimeLimit || reason == stopTermLimit ||
 		reason == stopSignal && !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead {
