@@ -103,17 +103,11 @@ func hostfile(slots []rankSlot) string {
 	return b.String()
 }
 
-// masterPort derives the rendezvous port from the job id, as `trainrun env`
-// does (29500 + id mod 1000), so jobs that share a node do not collide; a
-// requeued job (same id) reuses its port, which the rendezvous store opens with
-// SO_REUSEADDR. The range stays below the Linux ephemeral ports (32768+).
-func masterPort(jobID string) int {
-	id, err := strconv.Atoi(jobID)
-	if err != nil {
-		return 29500
-	}
-	return 29500 + id%1000
-}
+// masterPort is the rendezvous port derived from the job id (jobMasterPort,
+// shared with trainrun env: 20000-29999, below the ephemeral range), so jobs
+// that share a node do not collide; a requeued job (same id) reuses its port,
+// which the rendezvous store opens with SO_REUSEADDR.
+func masterPort(jobID string) int { return jobMasterPort(jobID) }
 
 // rankEnv is the environment of every process: common to all plus per rank.
 type rankEnv struct {
