@@ -261,7 +261,7 @@ func TestRunUserErrors(t *testing.T) {
 			exit: 3, msg: "fits 2 x a100-40gb"},
 		{name: "no GPU type for the planner", sbatch: "--nodes=1 --ntasks-per-node=2 --gpus-per-node=2", args: "--probe all --layers 4 --hidden 256 --heads 8 --vocab 1024 --seq-len 128 --global-batch 8 -- true",
 			exit: 2, msg: "pass --gpu TYPE"},
-		{name: "trainer fails", sbatch: "--nodes=2 --ntasks-per-node=1 --gpus-per-node=1", args: "--probe none --fix tp=1 -- /bin/sh -c 'exit $((RANK+2))'",
+		{name: "trainer fails", sbatch: "--nodes=2 --ntasks-per-node=1 --gpus-per-node=1", args: "--probe none --max-failures 0 --fix tp=1 -- /bin/sh -c 'exit $((RANK+2))'",
 			exit: 5, msg: "failed first with exit"},
 	}
 	for _, tc := range tests {
@@ -408,5 +408,25 @@ exec %s run --layers 4 --hidden 256 --heads 8 --vocab 1024 --seq-len 128 --globa
 	}
 	if got := string(b); !strings.HasPrefix(got, "2 2 ") || !strings.Contains(got, "--tensor-model-parallel-size 2") {
 		t.Errorf("rank 3 saw %q", got)
+	}
+}
+
+// A trainer that crashes at start is requeued until --max-failures runs in a
+// row failed without progress, then the job stops with exit 8 and the reason.
+func TestRunRequeueLoopBounded(t *testing.T) {
+	bin := trainrun(t)
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 --time=5 --requeue --open-mode=append
+exec %s run --probe none --max-failures 2 --fix tp=2 -- /bin/sh -c 'exit 3'
+`, bin)
+	state, exit, log, id := runJob(t, script, 3*time.Minute)
+	info, _ := cluster.JobInfo(context.Background(), id)
+	if state != "FAILED" || exit != 8 || info["Restarts"] != "1" {
+		t.Errorf("job %d: %s exit %d Restarts=%s, want FAILED, exit 8 after 1 requeue:\n%s", id, state, exit, info["Restarts"], log)
+	}
+	for _, want := range []string{"(failure 1 of at most 2 in a row without progress); requeued", "2 run(s) in a row failed without progress"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("job log lacks %q:\n%s", want, log)
+		}
 	}
 }
