@@ -85,3 +85,21 @@ func runMain(m *testing.M) int {
 		tm.Nodes.Round(time.Millisecond), tm.Stop.Round(time.Millisecond))
 	return code
 }
+
+// ownCluster starts a cluster for one test, so a long test that mostly waits
+// on Slurm's clocks (time limits, grace times, requeue delays) can run in
+// parallel with the others without sharing nodes or preemptions with them.
+func ownCluster(t *testing.T) *harness.Cluster {
+	t.Helper()
+	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("a cluster of the test's own did not start: %v", err)
+	}
+	t.Cleanup(func() { // cleanups run last-in first-out: the logs are read before Stop
+		if err := c.Stop(); err != nil {
+			t.Errorf("teardown of the test's own cluster: %v", err)
+		}
+	})
+	c.LogOnFailure(t)
+	return c
+}
