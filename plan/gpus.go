@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/trainrun/trainrun/topo"
 )
 
 // The GPU catalog. Peaks are dense (no 2:4 sparsity); NVIDIA datasheets print
@@ -149,13 +147,7 @@ func LookupGPU(name string) (GPU, error) {
 		}
 	}
 	names := GPUNames()
-	best, bestD := "", 1<<30
-	for _, n := range names {
-		if d := topo.EditDistance(key, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return GPU{}, fmt.Errorf("unknown GPU type %q; did you mean %q? known: %s", name, best, strings.Join(names, " "))
+	return GPU{}, fmt.Errorf("unknown GPU type %q; did you mean %q? known: %s", name, nearestName(key, names), strings.Join(names, " "))
 }
 
 // GPUNames lists the catalog's GPU types, sorted.
