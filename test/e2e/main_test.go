@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -89,9 +90,15 @@ func runMain(m *testing.M) int {
 // ownCluster starts a cluster for one test, so a long test that mostly waits
 // on Slurm's clocks (time limits, grace times, requeue delays) can run in
 // parallel with the others without sharing nodes or preemptions with them.
+var ownClusters atomic.Int64
+
 func ownCluster(t *testing.T) *harness.Cluster {
 	t.Helper()
-	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, Logf: t.Logf})
+	// Job ids of their own: every cluster's "nodes" are this one machine, and
+	// trainrun derives MASTER_PORT from the job id, so job 2 of two clusters
+	// would otherwise race for the same port.
+	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1))
+	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, ExtraSlurmConf: []string{first}, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("a cluster of the test's own did not start: %v", err)
 	}
