@@ -26,10 +26,12 @@ const (
 
 // Event is one line of .trainrun/history.jsonl. An incarnation writes a
 // "start" event when it begins and an "end" event when it ends; an
-// incarnation killed too hard to write its end has a start only.
+// incarnation killed too hard to write its end has a start only. A "ckpt"
+// event records how long one checkpoint took, from the request (or Slurm's
+// signal) to its commit: the grace-budget checks read them.
 type Event struct {
 	Time    time.Time `json:"time"`
-	Type    string    `json:"type"` // "start" or "end"
+	Type    string    `json:"type"` // "start", "end" or "ckpt"
 	JobID   string    `json:"job_id"`
 	Restart int       `json:"restart"` // SLURM_RESTART_COUNT
 	Node    string    `json:"node,omitempty"`
@@ -41,6 +43,10 @@ type Event struct {
 	LastCommitted string `json:"last_committed,omitempty"` // newest committed tag at the end
 	Progress      int64  `json:"progress,omitempty"`       // its step (StepOf), -1 if unknown
 	Message       string `json:"message,omitempty"`
+	// ckpt events
+	Tag         string  `json:"tag,omitempty"`          // the committed checkpoint
+	CkptSeconds float64 `json:"ckpt_seconds,omitempty"` // request or signal -> committed
+	Why         string  `json:"why,omitempty"`          // what asked for it (time-limit, preempted, ...)
 }
 
 // Incarnation is one run of the job (one value of SLURM_RESTART_COUNT),
@@ -74,8 +80,8 @@ func (h History) Append(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = h.s.opts.Now().UTC()
 	}
-	if e.Type != "start" && e.Type != "end" {
-		return fmt.Errorf("history event type %q; use start or end", e.Type)
+	if e.Type != "start" && e.Type != "end" && e.Type != "ckpt" {
+		return fmt.Errorf("history event type %q; use start, end or ckpt", e.Type)
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -134,7 +140,7 @@ func (h History) Events() ([]Event, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var e Event
-		if json.Unmarshal(sc.Bytes(), &e) == nil && (e.Type == "start" || e.Type == "end") {
+		if json.Unmarshal(sc.Bytes(), &e) == nil && (e.Type == "start" || e.Type == "end" || e.Type == "ckpt") {
 			out = append(out, e)
 		}
 	}
@@ -157,6 +163,9 @@ func (h History) Load() ([]Incarnation, error) {
 		return -1
 	}
 	for _, e := range evs {
+		if e.Type == "ckpt" {
+			continue
+		}
 		i := find(e.JobID, e.Restart)
 		if e.Type == "start" || i < 0 {
 			out = append(out, Incarnation{JobID: e.JobID, Restart: e.Restart, Progress: -1})
@@ -168,6 +177,22 @@ func (h History) Load() ([]Incarnation, error) {
 			in.Start, in.WorldSize, in.ResumeFrom = e.Time, e.WorldSize, e.ResumeFrom
 		case "end":
 			in.End, in.Cause, in.LastCommitted, in.Progress, in.Message = e.Time, e.Cause, e.LastCommitted, e.Progress, e.Message
+		}
+	}
+	return out, nil
+}
+
+// CkptTimes returns the "ckpt" events, oldest first: how long each measured
+// checkpoint took from its request to its commit.
+func (h History) CkptTimes() ([]Event, error) {
+	evs, err := h.Events()
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	for _, e := range evs {
+		if e.Type == "ckpt" {
+			out = append(out, e)
 		}
 	}
 	return out, nil

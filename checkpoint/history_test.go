@@ -89,3 +89,29 @@ func TestFinishedAndRequest(t *testing.T) {
 		t.Fatal("request taken twice")
 	}
 }
+
+// A ckpt event is kept for the grace budget but does not make an
+// incarnation of its own (a controller of a later restart may write it
+// before its start event would be found).
+func TestHistoryCkptEvents(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	h := s.History()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	must(t, h.Append(Event{Time: t0, Type: "start", JobID: "42", WorldSize: 4}))
+	must(t, h.Append(Event{Time: t0.Add(time.Minute), Type: "ckpt", JobID: "42", Tag: "step-10", CkptSeconds: 3.5, Why: "time-limit"}))
+	must(t, h.Append(Event{Time: t0.Add(2 * time.Minute), Type: "ckpt", JobID: "43", Restart: 1, Tag: "step-20", CkptSeconds: 4.25, Why: "preempted"}))
+	incs, err := h.Load()
+	must(t, err)
+	if len(incs) != 1 {
+		t.Fatalf("%d incarnations, want 1 (ckpt events fold into none): %+v", len(incs), incs)
+	}
+	cs, err := h.CkptTimes()
+	must(t, err)
+	if len(cs) != 2 || cs[0].CkptSeconds != 3.5 || cs[1].Tag != "step-20" || cs[1].Why != "preempted" {
+		t.Errorf("CkptTimes = %+v", cs)
+	}
+	if err := h.Append(Event{Type: "bogus"}); err == nil {
+		t.Error("Append accepted an unknown event type")
+	}
+}

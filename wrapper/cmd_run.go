@@ -34,6 +34,7 @@ type runOptions struct {
 	planFile    string
 	ckptDir     string
 	ckptSignal  string
+	ckptLocal   string
 	maxRequeue  int
 	maxFailures int
 	ckptKeep    int
@@ -62,6 +63,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.Lookup("ckpt-lead").Usage = "ask for the checkpoint this long before the job's end time, by trainrun's own clock (default: 10m or a quarter of the time limit, whichever is less)"
 	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning")
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "durable checkpoint store of the run (env TRAINRUN_CKPT_DIR; default JOBDIR/checkpoints)")
+	fs.StringVar(&o.ckptLocal, "ckpt-local-dir", getenv("TRAINRUN_CKPT_LOCAL_DIR"), "tiered checkpoints: the trainer saves into this node-local directory (e.g. /dev/shm/trainrun-%j; %n node, %j job id, %r restart; env TRAINRUN_CKPT_LOCAL_DIR) and trainrun drains each node's part into --ckpt-dir in the background and commits it")
 	fs.StringVar(&o.ckptSignal, "ckpt-signal", envOr(getenv, "TRAINRUN_CKPT_SIGNAL", "USR2"), "signal that asks the trainer to checkpoint (env TRAINRUN_CKPT_SIGNAL); not USR1, which NCCL uses")
 	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
 	fs.IntVar(&o.ckptKeep, "ckpt-keep", 0, "after each commit keep the newest N committed checkpoints and prune older ones (0 = keep all; the policy's CkptKeep when it has one)")
@@ -291,6 +293,17 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		// A checkpoint the previous incarnation completed but did not
 		// commit (killed, node failure) is committed now, before resuming.
+		// With node-local saves, an unfinished drain cannot be finished
+		// (its source was on the nodes): Recover discards it, so that the
+		// drains of this run start from a clean staging area.
+		if r.opts.ckptLocal != "" {
+			if rep, err := store.s.Recover(a.World(), true); err != nil {
+				r.logf("warning: recovering the checkpoint store: %v", err)
+			} else if len(rep.Committed)+len(rep.Discarded) > 0 {
+				r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
+					orText(strings.Join(rep.Committed, ", "), "none"), orText(strings.Join(rep.Discarded, ", "), "none"))
+			}
+		}
 		if tag, changed, err := store.CommitComplete(a.World()); err != nil {
 			r.logf("warning: committing a complete checkpoint left by an earlier run: %v", err)
 		} else if changed {
@@ -369,7 +382,7 @@ func (r *runner) run(ctx context.Context) error {
 		ctlHost, _ = os.Hostname()
 	}
 	common := launchCommon{JobID: a.JobID, World: a.World(), Control: net.JoinHostPort(ctlHost, strconv.Itoa(ctl.port())),
-		Token: ctl.token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"]}
+		Token: ctl.token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
 	if err := writeLaunchDir(launchDir, common, r.slots, renv); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
@@ -535,6 +548,9 @@ func (r *runner) summary() string {
 	}
 	fmt.Fprintf(&b, "  resume      %s\n", orText(r.resume, "(none: first start)"))
 	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.opts.ckptSignal))
+	if r.opts.ckptLocal != "" {
+		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.opts.ckptLocal)
+	}
 	fmt.Fprintf(&b, "  command     %s\n", shellJoin(r.cmdArgv))
 	fmt.Fprintf(&b, "  job dir     %s (plan.json, hostfile, summary.txt, launch/)\n", r.jobDir)
 	return b.String()

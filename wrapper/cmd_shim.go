@@ -43,6 +43,7 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	fs := newFlags("exec-task", "exec-task --launch DIR -- CMD [ARGS...]", env.stderr)
 	launchDir := fs.String("launch", "", "launch directory written by 'trainrun run' (JOBDIR/launch)")
 	probeDir := fs.String("probe", "", "probe mode: write this node's facts into DIR/<node>.json and exit")
+	shimStart := time.Now()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -98,6 +99,11 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 			}
 		}
 	}
+	var localDir string
+	if common.LocalDir != "" {
+		localDir = expandLocalDir(common.LocalDir, node, common.JobID, env.getenv("SLURM_RESTART_COUNT"))
+		envm["TRAINRUN_CKPT_LOCAL_DIR"] = localDir
+	}
 	envl := make([]string, 0, len(envm))
 	for k, v := range envm {
 		envl = append(envl, k+"="+v)
@@ -141,6 +147,18 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	}
 	pid := cmd.Process.Pid
 
+	// Local rank 0 drains the node's node-local checkpoints into the store.
+	var drainer *nodeDrainer
+	if localDir != "" && me.LocalRank == 0 {
+		ranks, err := nodeRanks(*launchDir, node)
+		if err == nil {
+			drainer, err = startNodeDrainer(localDir, common.CkptDir, node, ranks, shimStart, env.stderr)
+		}
+		if err != nil {
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: no drain of node-local checkpoints: %v\n", node, err)
+		}
+	}
+
 	ctl := dialControl(common, rank, pid, node, env)
 	var once sync.Map // checkpoint request IDs already acted on
 	if ctl != nil {
@@ -174,6 +192,14 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 			}
 		case err := <-done:
 			code, sig := exitStatus(cmd.ProcessState, err)
+			if drainer != nil {
+				// Also after Slurm's SIGTERM: the checkpoint the trainer just
+				// saved locally exists nowhere else.
+				if left := drainer.finish(drainFinishWait); len(left) > 0 {
+					fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: checkpoint(s) %s in %s not drained: not every rank of the node marked them done within %s\n",
+						node, strings.Join(left, ", "), localDir, drainFinishWait)
+				}
+			}
 			send(fmt.Sprintf("exit %d %d", rank, code))
 			if ctl != nil {
 				ctl.Close()

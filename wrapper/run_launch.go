@@ -22,12 +22,16 @@ const (
 
 // launchCommon is common.json.
 type launchCommon struct {
-	JobID   string            `json:"job_id"`
-	World   int               `json:"world"`
-	Control string            `json:"control,omitempty"` // host:port of the controller; empty = none
-	Token   string            `json:"token,omitempty"`   // proves a shim belongs to this launch
-	Signal  string            `json:"ckpt_signal"`       // TRAINRUN_CKPT_SIGNAL, e.g. "USR2"
-	Env     map[string]string `json:"env"`
+	JobID   string `json:"job_id"`
+	World   int    `json:"world"`
+	Control string `json:"control,omitempty"` // host:port of the controller; empty = none
+	Token   string `json:"token,omitempty"`   // proves a shim belongs to this launch
+	Signal  string `json:"ckpt_signal"`       // TRAINRUN_CKPT_SIGNAL, e.g. "USR2"
+	// LocalDir is --ckpt-local-dir as given (%n, %j, %r expanded by each
+	// node's shim); CkptDir is the durable store the shims drain into.
+	LocalDir string            `json:"ckpt_local_dir,omitempty"`
+	CkptDir  string            `json:"ckpt_dir,omitempty"`
+	Env      map[string]string `json:"env"`
 }
 
 // launchRank is one rank's entry in node/<node>.json.
@@ -96,6 +100,19 @@ func readLaunch(dir, node string, rank int) (*launchCommon, *launchRank, error) 
 	}
 	return &c, nil, fmt.Errorf("rank %d started on node %s but the plan puts it elsewhere (ranks on %s: %s): srun did not follow the hostfile",
 		rank, node, node, rankList(n.Ranks))
+}
+
+// nodeRanks lists the ranks the launch puts on node.
+func nodeRanks(dir, node string) ([]int, error) {
+	var n launchNode
+	if err := readJSON(filepath.Join(dir, launchNodeDir, node+".json"), &n); err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, r := range n.Ranks {
+		out = append(out, r.Rank)
+	}
+	return out, nil
 }
 
 func rankList(rs []launchRank) string {

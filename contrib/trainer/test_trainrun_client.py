@@ -75,6 +75,19 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             ck.save_dir("../x")
 
+    def test_tiered_saves_and_marks_locally(self):
+        self.env["TRAINRUN_CKPT_LOCAL_DIR"] = os.path.join(self.dir, "shm")
+        ck = trainrun_client.Checkpointer(self.env)
+        d = ck.save_dir("step-20")
+        self.assertEqual(d, os.path.join(self.dir, "shm", "step-20"))
+        p = os.path.join(d, "rank-1.pt")
+        with open(p, "wb") as f:
+            f.write(b"w")
+        marker = ck.mark_done("step-20", [p])
+        # The drain (checkpoint.Drain) reads the markers in the local copy.
+        self.assertEqual(marker, os.path.join(self.dir, "shm", "step-20", ".trainrun", "done.1"))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "ck", "step-20")))
+
     def test_loader_error_after_stop_is_a_stop(self):
         ck = trainrun_client.Checkpointer(self.env)
 

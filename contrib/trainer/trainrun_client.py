@@ -25,6 +25,13 @@ The handshake (PRODUCT.md, "The checkpoint handshake with the trainer"):
 5. On restart, resume_dir is the latest committed checkpoint (None on a
    first start).
 
+Tiered checkpoints: when TRAINRUN_CKPT_LOCAL_DIR is set (trainrun run
+--ckpt-local-dir), save_dir(tag) is TRAINRUN_CKPT_LOCAL_DIR/<tag>/ on node-local
+storage and mark_done() marks done there; the trainer returns to training at
+once, and trainrun drains each node's part into TRAINRUN_CKPT_DIR and commits
+it when every node's drain finished. Resume still reads resume_dir, in the
+durable store.
+
 Data-loader workers: Slurm's SIGTERM reaches them too. Forked workers inherit
 the flag-setting handler and survive; workers started another way may die of
 it, and the next batch then raises. next_batch() turns such an error into a
@@ -71,6 +78,7 @@ class Checkpointer:
         self.rank = int(env.get("RANK", "0"))
         self.world_size = int(env.get("WORLD_SIZE", "1"))
         self.ckpt_dir = env.get("TRAINRUN_CKPT_DIR") or None
+        self.local_dir = env.get("TRAINRUN_CKPT_LOCAL_DIR") or None
         self.resume_dir = env.get("TRAINRUN_RESUME_DIR") or None
         self.restart_count = int(env.get("TRAINRUN_RESTART_COUNT", "0") or 0)
         self.signum = _signum(env.get("TRAINRUN_CKPT_SIGNAL", "USR2"))
@@ -168,12 +176,15 @@ class Checkpointer:
         return self.should_save()
 
     def save_dir(self, tag):
-        """TRAINRUN_CKPT_DIR/<tag>/, created."""
-        if not self.ckpt_dir:
+        """Where this rank saves checkpoint tag, created: the node-local
+        TRAINRUN_CKPT_LOCAL_DIR/<tag>/ when set (trainrun drains it into the
+        store), else TRAINRUN_CKPT_DIR/<tag>/."""
+        root = self.local_dir or self.ckpt_dir
+        if not root:
             raise RuntimeError("TRAINRUN_CKPT_DIR is not set: run under 'trainrun run' or set it")
         if "/" in tag or tag.startswith("."):
             raise ValueError("checkpoint tag %r: one path component not starting with '.'" % tag)
-        d = os.path.join(self.ckpt_dir, tag)
+        d = os.path.join(root, tag)
         os.makedirs(d, exist_ok=True)
         return d
 
@@ -199,7 +210,9 @@ class Checkpointer:
         return marker
 
     def complete(self, tag):
-        """True when every rank's done marker of tag exists."""
+        """True when every rank's done marker of tag exists in the store
+        (with TRAINRUN_CKPT_LOCAL_DIR: once trainrun drained and committed
+        it)."""
         meta = os.path.join(self.ckpt_dir or "", tag, ".trainrun")
         return all(os.path.exists(os.path.join(meta, "done.%d" % r)) for r in range(self.world_size))
 

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
+)
+
+// Tiered checkpoints (--ckpt-local-dir): the trainer saves into node-local
+// storage (TRAINRUN_CKPT_LOCAL_DIR/<tag>/, marking done there) and returns to
+// training; the shim of local rank 0 on each node drains the node's part into
+// the durable store's staging area in the background (checkpoint.DrainAll),
+// and the controller commits the checkpoint once every node's drain put its
+// ranks' done markers into staging. The shim finishes every drain before it
+// exits, also after Slurm's SIGTERM (the shim catches it and waits for the
+// trainer), so the step, and with it the job's nodes, ends only after the
+// drains.
+
+// expandLocalDir replaces %n (node name), %j (job id), %r (restart count)
+// and %% in a --ckpt-local-dir value.
+func expandLocalDir(dir, node, jobID, restart string) string {
+	var b strings.Builder
+	for i := 0; i < len(dir); i++ {
+		if dir[i] != '%' || i+1 == len(dir) {
+			b.WriteByte(dir[i])
+			continue
+		}
+		i++
+		switch dir[i] {
+		case 'n':
+			b.WriteString(node)
+		case 'j':
+			b.WriteString(jobID)
+		case 'r':
+			b.WriteString(restart)
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(dir[i])
+		}
+	}
+	return b.String()
+}
+
+// drainPoll is how often the node's drainer looks for finished local saves.
+const drainPoll = 100 * time.Millisecond
+
+// drainFinishWait bounds how long the drainer waits, after the local
+// trainer exited, for the node's other ranks to finish a save some rank has
+// already marked done.
+const drainFinishWait = 60 * time.Second
+
+// nodeDrainer drains one node's node-local checkpoints into the store.
+type nodeDrainer struct {
+	root  string // the node's TRAINRUN_CKPT_LOCAL_DIR
+	store *checkpoint.Store
+	node  string
+	ranks []int // the node's ranks: a tag is drained once all of them marked it done
+	log   io.Writer
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// startNodeDrainer removes what earlier incarnations left in root (their
+// saves are from before the controller's Recover and cannot be committed any
+// more), then drains in the background until finish is called.
+func startNodeDrainer(root, ckptDir, node string, ranks []int, started time.Time, log io.Writer) (*nodeDrainer, error) {
+	st, err := checkpoint.Open(ckptDir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store %s: %w", ckptDir, err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("--ckpt-local-dir %s on %s: %w; it must be writable node-local storage (/dev/shm, local NVMe)", root, node, err)
+	}
+	if ents, err := os.ReadDir(root); err == nil {
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil && fi.ModTime().Before(started) && checkpoint.CheckTag(e.Name()) == nil {
+				os.RemoveAll(filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	d := &nodeDrainer{root: root, store: st, node: node, ranks: ranks, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	go d.loop()
+	return d, nil
+}
+
+func (d *nodeDrainer) pass(ctx context.Context) error {
+	t0 := time.Now()
+	tags, err := checkpoint.DrainAll(ctx, d.root, d.store, checkpoint.DrainAllOptions{
+		DrainOptions: checkpoint.DrainOptions{Node: d.node}, Ranks: d.ranks, RemoveLocal: true})
+	for _, tag := range tags {
+		fmt.Fprintf(d.log, "trainrun: exec-task: %s: drained checkpoint %s from %s into the store (%.2f s)\n", d.node, tag, d.root, time.Since(t0).Seconds())
+	}
+	return err
+}
+
+func (d *nodeDrainer) loop() {
+	defer close(d.done)
+	t := time.NewTicker(drainPoll)
+	defer t.Stop()
+	warned := false
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+			if err := d.pass(context.Background()); err != nil && !warned {
+				warned = true
+				fmt.Fprintf(d.log, "trainrun: exec-task: %s: drain: %v (retrying)\n", d.node, err)
+			}
+		}
+	}
+}
+
+// pending lists local tags that some rank marked done but that are not all
+// drained yet.
+func (d *nodeDrainer) pending() []string {
+	ents, err := os.ReadDir(d.root)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() || checkpoint.CheckTag(e.Name()) != nil {
+			continue
+		}
+		marks, _ := filepath.Glob(filepath.Join(d.root, e.Name(), ".trainrun", "done.*"))
+		if len(marks) > 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// finish stops the background loop and drains what the node saved: it waits
+// (up to wait) for saves some rank of the node has marked done and others
+// have not yet, and returns the tags it could not drain.
+func (d *nodeDrainer) finish(wait time.Duration) []string {
+	close(d.stop)
+	<-d.done
+	deadline := time.Now().Add(wait)
+	for {
+		err := d.pass(context.Background())
+		left := d.pending()
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				fmt.Fprintf(d.log, "trainrun: exec-task: %s: drain: %v\n", d.node, err)
+			}
+			return left
+		}
+		time.Sleep(drainPoll)
+	}
+}
