@@ -142,6 +142,9 @@ type runner struct {
 	store      *checkpoint.Store // nil in a dry run
 	ncclPolicy plan.NCCLPolicy
 	leadFixed  bool // the lead came from the policy: no shortening for short jobs
+	leadAdapt  bool // the policy's CkptLeadAdapt: raise the lead to fit measured checkpoints
+	grace      graceLimits
+	graceBudg  time.Duration // the policy's CkptGraceBudget (0: auto, the partition's GraceTime)
 	tagMu      sync.Mutex
 	lastTag    string          // the latest committed checkpoint's tag known to the controller
 	tQuery     time.Duration   // from start to the end of the scontrol queries and the probe
@@ -228,11 +231,12 @@ func (r *runner) run(ctx context.Context) error {
 	// What the environment does not say: end time (scontrol show job), node
 	// addresses (scontrol show node), node facts (probe): in parallel.
 	var wg sync.WaitGroup
-	var jobErr, addrErr, probeErr error
+	var jobErr, addrErr, probeErr, graceErr error
 	var addrs map[string]string
 	var facts map[string]nodeFacts
 	var cluster *topo.Cluster
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); r.grace, graceErr = scontrolGraceLimits(ctx, a.Partition) }()
 	go func() { defer wg.Done(); cluster = scontrolTopology(ctx, a.Nodes, r.logf) }()
 	go func() { defer wg.Done(); r.job, jobErr = scontrolJob(ctx, a.JobID) }()
 	go func() { defer wg.Done(); addrs, addrErr = scontrolNodeAddrs(ctx, a.NodeList) }()
@@ -260,6 +264,12 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	if addrErr != nil {
 		r.logf("warning: %v; using node names as addresses", addrErr)
+	}
+	if graceErr != nil {
+		r.logf("warning: %v; the grace budget checks what it can", graceErr)
+	}
+	if r.graceBudg > 0 {
+		r.grace.GraceTime, r.grace.GraceSource = r.graceBudg, "the policy's CkptGraceBudget"
 	}
 	if probeErr != nil {
 		return probeErr
@@ -401,6 +411,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	r.recordStart()
+	r.checkGrace("start")
 	r.tReady = time.Since(r.t0)
 	return r.launch(ctx, ctl, store)
 }
@@ -675,6 +686,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 	go func() { done <- cmd.Wait() }()
 
 	var clock <-chan time.Time
+	var clockT *time.Timer
 	if !r.alloc.EndTime.IsZero() {
 		at := r.alloc.EndTime.Add(-r.lead)
 		d := time.Until(at)
@@ -682,10 +694,18 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			d = 0
 			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.lead)
 		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		clock = t.C
+		clockT = time.NewTimer(d)
+		defer clockT.Stop()
+		clock = clockT.C
 	}
+	// After a measured checkpoint, the grace budget may raise the lead
+	// (CkptLeadAdapt): the own clock then asks earlier.
+	regrace := func(reason string) {
+		if r.checkGrace("commit") && clockT != nil && reason == stopNone {
+			clockT.Reset(max(time.Until(r.alloc.EndTime.Add(-r.lead)), 0))
+		}
+	}
+	var askedAt time.Time // the last "continue" request, until its commit
 
 	reason := stopNone
 	ckptID := 0
@@ -694,7 +714,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 	var firstFail *controlEvent
 	termSeen := false
 	stateCh := make(chan string, 1)
-	var stopAt time.Time
+	var stopAt, termAt time.Time
 
 	// ask tells every training process, once, to checkpoint; then says
 	// whether they stop afterwards (written first to launch/ckpt-request,
@@ -710,6 +730,9 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		line := fmt.Sprintf("%d %s\n", ckptID, then)
 		if err := writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
 			r.logf("warning: writing the checkpoint request: %v", err)
+		}
+		if then == "continue" {
+			askedAt = time.Now()
 		}
 		n := ctl.broadcast("ckpt " + strconv.Itoa(ckptID))
 		r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, world, strings.ToUpper(r.opts.ckptSignal), then)
@@ -736,7 +759,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", ckptID)), 0o644)
 	}
 	resetRequest()
-	committed := make(chan bool, 4)
+	committed := make(chan string, 4)
 	continuing := false
 	commitBG := func() {
 		if !commitMu.TryLock() {
@@ -751,7 +774,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 				r.logf("checkpoint %s complete and committed as latest", tag)
 				r.prune()
 				select {
-				case committed <- true:
+				case committed <- tag:
 				default:
 				}
 			}
@@ -791,12 +814,20 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			requestCkpt(stopTimeLimit)
 		case <-commitTick.C:
 			commitBG()
-		case <-committed:
+		case tag := <-committed:
 			if continuing && reason == stopNone {
 				continuing = false
 				resetRequest()
+				if !askedAt.IsZero() {
+					r.recordCkpt(tag, "request-continue", time.Since(askedAt))
+					askedAt = time.Time{}
+					regrace(reason)
+				}
 			}
 		case <-requestTick.C:
+			if continuing {
+				commitBG() // commit (and measure) a requested checkpoint within a second
+			}
 			req, err := store.TakeRequest()
 			if err != nil {
 				r.logf("warning: %v", err)
@@ -839,7 +870,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 					r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
 				}
 				if len(ev.Args) > 0 && ev.Args[0] == "TERM" && !termSeen {
-					termSeen = true
+					termSeen, termAt = true, time.Now()
 					markStop()
 					// Slurm signalled the whole step. Ask slurmctld why: a
 					// cancelled job is CANCELLED; a preempted one stays RUNNING.
@@ -867,7 +898,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			case !r.alloc.EndTime.IsZero() && time.Now().After(r.alloc.EndTime.Add(-5*time.Second)):
 				reason, stopAt = stopTermLimit, time.Now()
 			default:
-				reason, stopAt = stopPreempted, time.Now()
+				reason, stopAt = stopPreempted, termAt
 				r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
 			}
 		case err := <-done:
@@ -911,6 +942,10 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 		r.setLastTag(latest)
 		r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
 		r.prune()
+		if reason != stopNone && reason != stopCancelled && !stopAt.IsZero() && latest != tagAtStop {
+			r.recordCkpt(latest, reason, time.Since(stopAt))
+			r.checkGrace("commit")
+		}
 	}
 	if reason == stopRequested && code == 0 {
 		r.recordEnd(checkpoint.CauseCancelled, latest, "stopped by trainrun ckpt request")
@@ -1191,6 +1226,8 @@ func (r *runner) applyPolicy() error {
 	if !r.fs.Changed("max-requeue") {
 		r.opts.maxRequeue = st.MaxRequeue.Value
 	}
+	r.leadAdapt = st.CkptLeadAdapt.Value
+	r.graceBudg = st.CkptGraceBudget.Value
 	if !r.fs.Changed("ckpt-keep") {
 		r.opts.ckptKeep = st.CkptKeep.Value
 	}
@@ -1220,6 +1257,50 @@ func (r *runner) applyPolicy() error {
 	}
 	r.ncclPolicy = st.NCCL()
 	return nil
+}
+
+// recordCkpt keeps one measured checkpoint (request or signal -> committed)
+// in the job's history, for the grace budget of this and later runs.
+func (r *runner) recordCkpt(tag, why string, took time.Duration) {
+	r.logf("checkpoint %s took %.2f s from the %s request to its commit", tag, took.Seconds(), why)
+	if r.store == nil {
+		return
+	}
+	if err := r.store.History().Append(checkpoint.Event{Type: "ckpt", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Tag: tag, CkptSeconds: took.Seconds(), Why: why}); err != nil {
+		r.logf("warning: %v", err)
+	}
+}
+
+// checkGrace prints the grace budget (at start and after each measured
+// commit) and applies a raised lead; it says whether the lead changed.
+func (r *runner) checkGrace(when string) bool {
+	var evs []checkpoint.Event
+	if r.store != nil {
+		var err error
+		if evs, err = r.store.History().CkptTimes(); err != nil {
+			r.logf("warning: %v", err)
+		}
+	}
+	m, n := measuredCkpt(evs)
+	lead := r.lead
+	if r.alloc.EndTime.IsZero() {
+		lead = 0
+	}
+	adv := graceBudget(graceInput{Measured: m, Samples: n, Lead: lead, TimeLimit: r.alloc.TimeLimit, Adapt: r.leadAdapt, Limits: r.grace})
+	if when == "start" || adv.Need > 0 {
+		r.logf("%s (at %s)", adv.Summary, when)
+	}
+	for _, w := range adv.Warnings {
+		r.logf("warning: %s", w)
+	}
+	if adv.Raised {
+		r.logf("grace budget: lead raised from %s to %s (CkptLeadAdapt=yes): trainrun's clock asks for the checkpoint at %s",
+			r.lead, adv.Lead, r.alloc.EndTime.Add(-adv.Lead).Format(time.TimeOnly))
+		r.lead = adv.Lead
+		return true
+	}
+	return false
 }
 
 func (r *runner) setLastTag(t string) {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
+)
+
+func TestGraceBudget(t *testing.T) {
+	s := time.Second
+	slurm := graceLimits{GraceTime: 120 * s, Preemptable: true, KillWait: 30 * s}
+	for _, c := range []struct {
+		name      string
+		in        graceInput
+		wantLead  time.Duration
+		raised    bool
+		warnings  []string // substrings, one per warning, in order
+		inSummary string
+	}{
+		{name: "nothing measured", in: graceInput{Lead: 300 * s, Limits: slurm}, wantLead: 300 * s,
+			inSummary: "no checkpoint measured yet"},
+		{name: "fits everything", in: graceInput{Measured: 8 * s, Samples: 2, Lead: 300 * s, Limits: slurm}, wantLead: 300 * s,
+			inSummary: "up to 8.0 s (longest of 2 measured), 18s with margin"},
+		{name: "KillWait short", in: graceInput{Measured: 40 * s, Samples: 1, Lead: 300 * s, Limits: slurm}, wantLead: 300 * s,
+			warnings: []string{"KillWait is 30s, shorter than a checkpoint needs (50s)"}},
+		{name: "all short, no adapt", in: graceInput{Measured: 200 * s, Samples: 3, Lead: 120 * s, Limits: slurm}, wantLead: 120 * s,
+			warnings: []string{"lead 2m0s is shorter than a checkpoint needs (4m10s): raise --ckpt-lead", "the partition's GraceTime is 2m0s", "KillWait is 30s"}},
+		{name: "adapt raises the lead", in: graceInput{Measured: 200 * s, Samples: 3, Lead: 120 * s, Adapt: true, TimeLimit: time.Hour,
+			Limits: graceLimits{GraceTime: -1, KillWait: -1}}, wantLead: 250 * s, raised: true},
+		{name: "adapt capped at half the limit", in: graceInput{Measured: 200 * s, Samples: 1, Lead: 60 * s, Adapt: true, TimeLimit: 6 * time.Minute,
+			Limits: graceLimits{GraceTime: -1, KillWait: -1}}, wantLead: 3 * time.Minute, raised: true,
+			warnings: []string{"the lead stops at half of it"}},
+		{name: "no end time: no lead to judge", in: graceInput{Measured: 200 * s, Samples: 1, Adapt: true, Limits: graceLimits{GraceTime: -1, KillWait: -1}},
+			inSummary: "lead off (no end time)"},
+		{name: "GraceTime of a partition that is not preempted", in: graceInput{Measured: 60 * s, Samples: 1, Lead: 300 * s,
+			Limits: graceLimits{GraceTime: 0, KillWait: 120 * s}}, wantLead: 300 * s, inSummary: "GraceTime 0s (not preemptable)"},
+		{name: "policy budget", in: graceInput{Measured: 60 * s, Samples: 1, Lead: 300 * s,
+			Limits: graceLimits{GraceTime: 45 * s, GraceSource: "the policy's CkptGraceBudget", KillWait: 120 * s}}, wantLead: 300 * s,
+			warnings: []string{"the policy's CkptGraceBudget is 45s, shorter than a checkpoint needs (1m15s)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			adv := graceBudget(c.in)
+			if adv.Lead != c.wantLead || adv.Raised != c.raised {
+				t.Errorf("lead %s raised %t, want %s %t", adv.Lead, adv.Raised, c.wantLead, c.raised)
+			}
+			if len(adv.Warnings) != len(c.warnings) {
+				t.Fatalf("warnings %q, want %d like %q", adv.Warnings, len(c.warnings), c.warnings)
+			}
+			for i, w := range c.warnings {
+				if !strings.Contains(adv.Warnings[i], w) {
+					t.Errorf("warning %d %q lacks %q", i, adv.Warnings[i], w)
+				}
+			}
+			if !strings.Contains(adv.Summary, c.inSummary) {
+				t.Errorf("summary %q lacks %q", adv.Summary, c.inSummary)
+			}
+		})
+	}
+}
+
+func TestMeasuredCkptTakesLongestRecent(t *testing.T) {
+	var evs []checkpoint.Event
+	for _, v := range []float64{90, 1, 2, 3, 4, 5} { // the 90 s one is older than the last five
+		evs = append(evs, checkpoint.Event{Type: "ckpt", CkptSeconds: v})
+	}
+	if m, n := measuredCkpt(evs); m != 5*time.Second || n != 5 {
+		t.Errorf("measuredCkpt = %s of %d, want 5s of 5", m, n)
+	}
+	if m, n := measuredCkpt(nil); m != 0 || n != 0 {
+		t.Errorf("measuredCkpt(nil) = %s, %d", m, n)
+	}
+}
+
+// Lines as Slurm 22.05 prints them (the harness's cluster).
+func TestParseGraceLimits(t *testing.T) {
+	part := "PartitionName=low AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES QoS=N/A DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=30 Hidden=NO MaxNodes=UNLIMITED MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=n[1-4] PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=REQUEUE State=UP TotalCPUs=16 TotalNodes=4 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED"
+	if g, p := parsePartitionGrace(part); g != 30*time.Second || !p {
+		t.Errorf("parsePartitionGrace = %s %t, want 30s true", g, p)
+	}
+	if g, p := parsePartitionGrace("PartitionName=x GraceTime=0 PreemptMode=OFF"); g != 0 || p {
+		t.Errorf("OFF partition = %s %t", g, p)
+	}
+	if g, _ := parsePartitionGrace("PartitionName=x"); g != -1 {
+		t.Errorf("no GraceTime = %s, want unknown", g)
+	}
+	conf := "Configuration data as of 2026-11-29T14:00:00\nJobRequeue              = 1\nKillOnBadExit           = 0\nKillWait                = 30 sec\nLaunchParameters        = (null)\n"
+	if k := parseKillWait(conf); k != 30*time.Second {
+		t.Errorf("parseKillWait = %s, want 30s", k)
+	}
+	if k := parseKillWait("JobRequeue = 1\n"); k != -1 {
+		t.Errorf("no KillWait = %s, want unknown", k)
+	}
+}
