@@ -102,6 +102,12 @@ var runHelpTail = joinLines(
 	"saves to TRAINRUN_CKPT_DIR/<tag>/, marks <tag>/.trainrun/done.<RANK>, and exits 0; trainrun",
 	"commits the checkpoint and requeues the job (scontrol requeue) up to --max-requeue times.",
 	"'trainrun ckpt request --then continue|stop|requeue' asks for one while the job runs.",
+	"Tiered: with --ckpt-local-dir the trainer saves into TRAINRUN_CKPT_LOCAL_DIR/<tag>/ on node-local",
+	"storage and marks done there; each node's first task drains it into the store in the background,",
+	"trainrun commits when every node's drain is done, and the step ends only after its drains.",
+	"Grace budget: each checkpoint's time from request to commit is kept in the job's history; trainrun",
+	"warns when the lead, the partition's GraceTime or KillWait is shorter (policy CkptLeadAdapt=yes",
+	"raises the lead).",
 	"",
 )
 

@@ -41,8 +41,8 @@ after every rank has tried to fetch its batch.
 
 Other languages: install a handler for TRAINRUN_CKPT_SIGNAL and SIGTERM that
 sets a flag; agree across ranks at a step boundary; write the checkpoint under
-$TRAINRUN_CKPT_DIR/<tag>/; fsync; create <tag>/.trainrun/done.$RANK (fsync it
-and the directory); exit 0. Resume from $TRAINRUN_RESUME_DIR when it is set.
+$TRAINRUN_CKPT_DIR/<tag>/ (or $TRAINRUN_CKPT_LOCAL_DIR/<tag>/ when set); fsync;
+create <tag>/.trainrun/done.$RANK there (fsync it and the directory); exit 0. Resume from $TRAINRUN_RESUME_DIR when it is set.
 """
 
 import os
