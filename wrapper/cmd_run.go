@@ -20,6 +20,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
 func init() {
@@ -38,6 +39,7 @@ type runOptions struct {
 	probe      string
 	dryRun     bool
 	rank       int
+	obs        obsOptions
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -63,6 +65,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
 	fs.IntVar(&o.rank, "rank", 0, "with --dry-run: the rank whose environment to print")
+	o.obs.addFlags(fs, getenv)
 }
 
 func envOr(getenv func(string) string, k, def string) string {
@@ -146,6 +149,11 @@ type runner struct {
 	cmdArgv  []string
 	srunArgv []string
 	srunEnv  []string
+
+	obs          runObserver // nil in a dry run
+	interrupted  map[string]bool
+	commitFailed bool
+	progress     *obs.ProgressReader
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -248,6 +256,13 @@ func (r *runner) run(ctx context.Context) error {
 		r.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
 
+	if !r.opts.dryRun {
+		if err := r.startObserver(); err != nil {
+			return err
+		}
+		defer r.closeObserver()
+	}
+
 	if err := r.choosePlan(); err != nil {
 		return err
 	}
@@ -263,11 +278,13 @@ func (r *runner) run(ctx context.Context) error {
 		r.logf("placement: %s", n)
 	}
 
-	var store storeAdapter
+	var store *observedStore
 	if !r.opts.dryRun {
-		if store, err = openStore(r.ckptDir); err != nil {
+		sa, err := openStore(r.ckptDir)
+		if err != nil {
 			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
 		}
+		store = &observedStore{ckptStore: sa, st: sa.s, r: r}
 		// A checkpoint the previous incarnation completed but did not
 		// commit (killed, node failure) is committed now, before resuming.
 		if tag, changed, err := store.CommitComplete(a.World()); err != nil {
@@ -356,7 +373,10 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	fmt.Fprint(r.env.stdout, summary)
 	r.tReady = time.Since(r.t0)
-	return r.launch(ctx, ctl, store)
+	r.observeStart()
+	err = r.launch(ctx, ctl, store)
+	r.observeEnd(err)
+	return err
 }
 
 // choosePlan sets r.layout (and r.eval when the planner evaluated it): from
@@ -656,6 +676,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		if err := writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
 			r.logf("warning: writing the checkpoint request: %v", err)
 		}
+		r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
 		n := ctl.broadcast("ckpt " + strconv.Itoa(ckptID))
 		r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, world, strings.ToUpper(r.opts.ckptSignal), then)
 	}
@@ -664,6 +685,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			return
 		}
 		reason, stopAt = why, time.Now()
+		r.observeInterrupt(why)
 		ask(why, "stop")
 	}
 	// Checkpoints the trainers complete while running (their own schedule, or
@@ -691,6 +713,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		if reason == stopNone || reason == stopTimeLimit || reason == stopSignal {
 			reason = why
 		}
+		r.observeInterrupt(why)
 		killing++
 		if killing == 1 {
 			r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", why)
@@ -715,6 +738,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		case <-commitTick.C:
 			commitBG()
 		case <-requestTick.C:
+			r.pollProgress()
 			req, err := store.TakeRequest()
 			if err != nil {
 				r.logf("warning: %v", err)
@@ -771,6 +795,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 				reason, stopAt = stopPreempted, time.Now()
 				r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
 			}
+			r.observeInterrupt(reason)
 		case err := <-done:
 			commitMu.Lock() // no background commit may run beside the final one
 			defer commitMu.Unlock()
@@ -834,7 +859,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 		return withCode(ExitStepFailed, errors.New(what))
 	}
 	if reason == stopNone {
-		if sa, ok := store.(storeAdapter); ok {
+		if sa, ok := unwrapStore(store); ok {
 			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: latest}); err != nil {
 				r.logf("warning: writing the finished marker: %v", err)
 			}
