@@ -16,6 +16,10 @@ import (
 // tells jobs apart.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// pushRegistry holds the same collectors without the job_id label:
+	// the Pushgateway takes it from the group's key (job_id=...) and
+	// refuses pushed series that carry it.
+	pushRegistry *prometheus.Registry
 
 	mu         sync.Mutex
 	lastCommit time.Time // for trainrun_checkpoint_age_seconds
@@ -65,9 +69,9 @@ var lostBuckets = []float64{10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 43200
 // labels job_id and partition on every series, plus the time-dependent
 // trainrun_checkpoint_age_seconds read from now at each gather.
 func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
-	reg := prometheus.NewRegistry()
-	r := prometheus.WrapRegistererWith(prometheus.Labels{"job_id": jobID, "partition": partition}, reg)
-	m := &Metrics{Registry: reg}
+	m := &Metrics{Registry: prometheus.NewRegistry(), pushRegistry: prometheus.NewRegistry()}
+	r := both{prometheus.WrapRegistererWith(prometheus.Labels{"job_id": jobID, "partition": partition}, m.Registry),
+		prometheus.WrapRegistererWith(prometheus.Labels{"partition": partition}, m.pushRegistry)}
 	g := func(name, help string) prometheus.Gauge {
 		v := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 		r.MustRegister(v)
@@ -128,6 +132,14 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 		func() float64 { return m.age(now()) }))
 	m.setState("running")
 	return m
+}
+
+// both registers each collector on the two registries.
+type both [2]prometheus.Registerer
+
+func (b both) MustRegister(cs ...prometheus.Collector) {
+	b[0].MustRegister(cs...)
+	b[1].MustRegister(cs...)
 }
 
 // lastCommit is kept for the age function (a Gauge cannot be read back

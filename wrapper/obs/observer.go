@@ -144,7 +144,7 @@ func New(cfg Config) (*Observer, error) {
 		go o.srv.Serve(ln)
 	}
 	if cfg.Pushgateway != "" || cfg.Webhook != "" {
-		o.notify = newNotifier(cfg, o.m.Registry)
+		o.notify = newNotifier(cfg, o.m.pushRegistry)
 	}
 	if cfg.Textfile != "" {
 		o.stopTick, o.tickDone = make(chan struct{}), make(chan struct{})
