@@ -64,6 +64,7 @@ type Observer struct {
 	st       runState
 	lastFile time.Time // textfile last written
 	lastLog  time.Time // last progress event logged
+	unlogged *Event    // the newest progress event, when not in the log
 
 	srv      *http.Server
 	ln       net.Listener
@@ -183,13 +184,20 @@ func (o *Observer) Observe(e Event) {
 		return
 	}
 	o.apply(&e, true)
-	// Progress is sampled into the log (once a minute), the rest always.
-	if o.logPath != "" && (e.Kind != KindProgress || e.Time.Sub(o.lastLog) >= time.Minute) {
-		if e.Kind == KindProgress {
-			o.lastLog = e.Time
-		}
-		if err := appendEvent(o.logPath, e); err != nil {
-			o.cfg.Logf("warning: event log %s: %v", o.logPath, err)
+	// Progress is sampled into the log (once a minute, and the newest
+	// before any other event), the rest always.
+	if o.logPath != "" {
+		if e.Kind == KindProgress && e.Time.Sub(o.lastLog) < time.Minute {
+			o.unlogged = &e
+		} else {
+			if e.Kind == KindProgress {
+				o.lastLog, o.unlogged = e.Time, nil
+			}
+			if o.unlogged != nil {
+				o.logEvent(*o.unlogged)
+				o.unlogged = nil
+			}
+			o.logEvent(e)
 		}
 	}
 	if e.Kind != KindProgress {
@@ -200,6 +208,12 @@ func (o *Observer) Observe(e Event) {
 				o.notify.webhook(name, e, o.st.start)
 			}
 		}
+	}
+}
+
+func (o *Observer) logEvent(e Event) {
+	if err := appendEvent(o.logPath, e); err != nil {
+		o.cfg.Logf("warning: event log %s: %v", o.logPath, err)
 	}
 }
 

@@ -166,16 +166,17 @@ trainrun_work_lost_seconds_count{job_id="4242",partition="batch"} 1
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Progress is sampled once a minute into the log: the first only.
+	// Progress is sampled once a minute into the log: the first, and the
+	// newest before the next other event.
 	var kinds []string
 	for _, e := range evs {
 		kinds = append(kinds, string(e.Kind))
 	}
-	if got := strings.Join(kinds, " "); got != "start progress interrupt ckpt-commit end" {
+	if got := strings.Join(kinds, " "); got != "start progress progress interrupt ckpt-commit end" {
 		t.Errorf("event log kinds: %s", got)
 	}
-	if evs[3].Ckpt == nil || evs[3].Ckpt.Save != 10*time.Second {
-		t.Errorf("logged commit: %+v, want save 10s (SIGTERM at 30 s, complete at 40 s)", evs[3].Ckpt)
+	if evs[4].Ckpt == nil || evs[4].Ckpt.Save != 10*time.Second {
+		t.Errorf("logged commit: %+v, want save 10s (SIGTERM at 30 s, complete at 40 s)", evs[4].Ckpt)
 	}
 }
 
