@@ -1,6 +1,7 @@
 package obs
 
 import (
+	"regexp"
 	"sort"
 	"strconv"
 	"sync"
@@ -26,6 +27,7 @@ type Metrics struct {
 
 	layout       *prometheus.GaugeVec
 	restart      prometheus.Gauge
+	gpus         prometheus.Gauge
 	startTime    prometheus.Gauge
 	state        *prometheus.GaugeVec
 	predStep     prometheus.Gauge
@@ -86,6 +88,7 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 		Help: "The layout the run trains with (value 1): parallel degrees, GPUs, nodes and GPU type."},
 		[]string{"tp", "pp", "vpp", "cp", "ep", "dp", "mbs", "gpus", "nodes", "gpu_type"})
 	r.MustRegister(m.layout)
+	m.gpus = g("trainrun_gpus", "GPUs (ranks) of the running incarnation.")
 	m.restart = g("trainrun_restart_count", "SLURM_RESTART_COUNT of the running incarnation (0 on the first start).")
 	m.startTime = g("trainrun_incarnation_start_timestamp_seconds", "When the running incarnation started (Unix time).")
 	m.state = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trainrun_state",
@@ -201,4 +204,21 @@ func layoutKeys(l map[string]int) []string {
 		return ks[i] < ks[j]
 	})
 	return ks
+}
+
+// Names lists the names of every metric family the run exports, sorted
+// (contrib/monitoring's test checks its README, rules and dashboards
+// against it).
+func (m *Metrics) Names() []string {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { m.Registry.Describe(ch); close(ch) }()
+	re := regexp.MustCompile(`fqName: "([^"]+)"`)
+	var out []string
+	for d := range ch {
+		if s := re.FindStringSubmatch(d.String()); s != nil {
+			out = append(out, s[1])
+		}
+	}
+	sort.Strings(out)
+	return out
 }

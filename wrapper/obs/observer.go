@@ -250,6 +250,7 @@ func (o *Observer) apply(e *Event, live bool) {
 		s := st.start
 		m.setLayout(&s)
 		m.restart.Set(float64(e.Restart))
+		m.gpus.Set(float64(s.GPUs))
 		m.startTime.Set(unix(e.Time))
 		setIf(m.predStep, s.StepSeconds)
 		setIf(m.predMFU, s.MFU)
