@@ -48,9 +48,13 @@ import (
 //
 // Every candidate is scored with the same traffic model (place_traffic.go)
 // on the planner's per-group volumes, and the one with the fewest spine
-// bytes, then leaf bytes, wins. Slurm's own block order under Megatron's
-// numbering is one of the candidates whenever TP and CP tile the node, so the
-// result never puts more bytes on the spine than the default launch.
+// bytes, then leaf bytes, wins (ties: the first scored). Slurm's own block
+// order under Megatron's numbering is scored first whenever the node boundary
+// falls between whole digits of that order (always with power-of-two
+// degrees; not e.g. for tp=1 dp=6 pp=4 on 8-GPU nodes, where that order is not
+// rail-aligned), so the result then never puts more bytes on the spine than
+// the default launch; the property test asserts it. Cost: each candidate is
+// O(ranks) to lay out and O(ranks·(4 + EP)) to score; at most 13 candidates.
 
 // PlaceNode is one node of the allocation as placement sees it.
 type PlaceNode struct {

@@ -271,6 +271,27 @@ func TestMegatronArgs(t *testing.T) {
 			}
 		})
 	}
+	// Block recompute: the planner's least number of layers per chunk.
+	blk := rdHandEval()
+	blk.Recompute, blk.RecomputeLayers = "full", 6
+	got := " " + strings.Join(MegatronArgs(l70, rdJobL70, blk), " ") + " "
+	if !strings.Contains(got, " --recompute-granularity full --recompute-method block --recompute-num-layers 6 ") {
+		t.Errorf("block recompute flags: %s", got)
+	}
+	var jb bytes.Buffer
+	if err := RenderJSON(&jb, Result{Plan: &blk, Alternatives: []Evaluation{}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(jb.String(), `"recompute": "full"`) || strings.Contains(jb.String(), "recompute_layers") {
+		t.Errorf("JSON must say full (the safe reading) and keep the contract's keys:\n%s", jb.String())
+	}
+	env := map[string]string{}
+	for _, kv := range PlanEnv(blk) {
+		env[kv[0]] = kv[1]
+	}
+	if env["TRAINRUN_RECOMPUTE"] != "full" || env["TRAINRUN_RECOMPUTE_LAYERS"] != "6" {
+		t.Errorf("env %v", env)
+	}
 	// Qwen3-style head_dim·heads != hidden needs --kv-channels.
 	q := l70
 	q.HeadDim = 96

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -59,7 +60,7 @@ func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TopologyConf, "topology-conf", "", "Slurm topology.conf for placement (default: scontrol inside an allocation, else one switch)")
 	fs.IntVar(&o.GPUsPerNode, "gpus-per-node", 0, "ranks per node (default: the GPUs of the machine read)")
 	fs.StringVar(&o.MasterAddr, "master-addr", "", "MASTER_ADDR (default: the node of rank 0)")
-	fs.IntVar(&o.MasterPort, "master-port", 0, "MASTER_PORT (default: 29500, offset by SLURM_JOB_ID mod 1000 inside a job so jobs sharing a node do not collide)")
+	fs.IntVar(&o.MasterPort, "master-port", 0, "MASTER_PORT (default: derived from SLURM_JOB_ID inside a job, as trainrun run does, so jobs sharing a node do not collide; else 29500)")
 	fs.StringSliceVar(&o.NodeAddrs, "node-addr", nil, "this node's address as Slurm reaches it (default: its hostname resolved, on the live machine)")
 	fs.StringVar(&o.NCCLConf, "nccl-conf", "", "the site's nccl.conf (default: ROOT/etc/nccl.conf when present)")
 	fs.StringVar(&o.TopoFile, "topo-file", "", "an NCCL topology XML to point NCCL_TOPO_FILE at where the node's own view is flat")
@@ -246,8 +247,8 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 	port := o.MasterPort
 	if port == 0 {
 		port = 29500
-		if id, err := strconv.Atoi(env.getenv("SLURM_JOB_ID")); err == nil {
-			port += id % 1000
+		if id := env.getenv("SLURM_JOB_ID"); id != "" {
+			port = jobMasterPort(id)
 		}
 	}
 	e, err = plan.RankEnv(plan.EnvInput{
@@ -266,6 +267,15 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 		"machine read: " + orDefaultStr(node.Root, "/") + " (every node of the job is taken to be built like it)",
 	}
 	return e, header, nil
+}
+
+// jobMasterPort derives the rendezvous port from the job id so jobs sharing
+// a node do not collide: 20000 + FNV-1a(job id) mod 10000, the same rule as
+// trainrun run's (keep the two in step).
+func jobMasterPort(jobID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(jobID))
+	return 20000 + int(h.Sum32()%10000)
 }
 
 func orDefaultStr(s, d string) string {

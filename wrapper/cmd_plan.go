@@ -36,6 +36,7 @@ type planOptions struct {
 	Precision           string
 	Finetune            string
 	Tokens              string
+	Stack               string
 	// cluster
 	GPU                             string
 	GPUs, GPUsPerNode, NVLinkDomain int
@@ -76,6 +77,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.GlobalBatch, "global-batch", 0, "global batch (sequences per optimizer step)")
 	fs.StringVar(&o.Precision, "precision", "bf16", "bf16|fp16|fp8")
 	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK] (lora alone means rank 16)")
+	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives)")
 	fs.StringVar(&o.Tokens, "tokens", "", "total training tokens, for time to train and the sbatch time limit (1e12, 2T, 300B)")
 
 	fs.StringVar(&o.GPU, "gpu", "", "GPU type ("+strings.Join(plan.GPUNames(), " ")+"), or a list TYPE:N,TYPE:N to compare")
@@ -381,6 +383,16 @@ func (o *planOptions) job() (plan.Job, error) {
 	case plan.BF16, plan.FP16, plan.FP8:
 	default:
 		return j, usageErrorf("--precision %q: accepted: bf16, fp16, fp8", o.Precision)
+	}
+	switch strings.ToLower(o.Stack) {
+	case "", "megatron-core":
+		j.Stack = plan.StackMegatronCore
+	case string(plan.StackNeMo):
+		j.Stack = plan.StackNeMo
+	case string(plan.StackMegatron2022):
+		j.Stack = plan.StackMegatron2022
+	default:
+		return j, usageErrorf("--stack %q: accepted: megatron-core, nemo, megatron-2022", o.Stack)
 	}
 	rank, err := parseFinetune(o.Finetune)
 	if err != nil {

@@ -245,6 +245,8 @@ func TestPlanErrors(t *testing.T) {
 			[]string{`--fix: unknown key "ppp"; accepted: tp, pp, vpp`}, ""},
 		{"bad format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "yaml"}, job...), ExitUsage,
 			[]string{`--format "yaml": accepted: table, json`}, ""},
+		{"bad stack", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--stack", "deepspeed"}, job...), ExitUsage,
+			[]string{`--stack "deepspeed": accepted: megatron-core, nemo, megatron-2022`}, ""},
 		{"bad tokens", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tokens", "lots"}, job...), ExitUsage,
 			[]string{`--tokens "lots"`}, ""},
 		{"kv heads do not divide heads", with([]string{"plan", "--model", "llama3-8b", "--kv-heads", "6", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -30,16 +31,18 @@ func init() {
 // runOptions are the flags of `trainrun run`: the plan flags of `trainrun
 // plan` (planOptions, shared) and the run's own.
 type runOptions struct {
-	plan       planOptions
-	planFile   string
-	ckptDir    string
-	ckptSignal string
-	maxRequeue int
-	jobDir     string
-	probe      string
-	dryRun     bool
-	rank       int
-	obs        obsOptions
+	plan        planOptions
+	planFile    string
+	ckptDir     string
+	ckptSignal  string
+	maxRequeue  int
+	maxFailures int
+	policy      string
+	jobDir      string
+	probe       string
+	dryRun      bool
+	rank        int
+	obs         obsOptions
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -61,6 +64,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "durable checkpoint store of the run (env TRAINRUN_CKPT_DIR; default JOBDIR/checkpoints)")
 	fs.StringVar(&o.ckptSignal, "ckpt-signal", envOr(getenv, "TRAINRUN_CKPT_SIGNAL", "USR2"), "signal that asks the trainer to checkpoint (env TRAINRUN_CKPT_SIGNAL); not USR1, which NCCL uses")
 	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
+	fs.IntVar(&o.maxFailures, "max-failures", 3, "after a failed step, requeue (resuming from the latest checkpoint) until this many runs in a row failed without progress; 0 = never requeue a failure")
+	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
 	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
@@ -93,6 +98,7 @@ var runHelpTail = joinLines(
 	"contrib/jobs/), and Slurm's own SIGTERM at preemption reaches the trainer directly. The trainer",
 	"saves to TRAINRUN_CKPT_DIR/<tag>/, marks <tag>/.trainrun/done.<RANK>, and exits 0; trainrun",
 	"commits the checkpoint and requeues the job (scontrol requeue) up to --max-requeue times.",
+	"'trainrun ckpt request --then continue|stop|requeue' asks for one while the job runs.",
 	"",
 )
 
@@ -125,19 +131,22 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 
 // runner holds one `trainrun run` from allocation to exit.
 type runner struct {
-	opts      runOptions
-	fs        *pflag.FlagSet
-	lead      time.Duration // the checkpoint lead in use
-	facts     map[string]nodeFacts
-	megatron  []string
-	tQuery    time.Duration   // from start to the end of the scontrol queries and the probe
-	tReady    time.Duration   // from start to launching srun
-	placement *plan.Placement // nil when the block order fallback was used
-	env       *runEnv
-	argv      []string
-	t0        time.Time
-	alloc     *allocation
-	job       *jobInfo
+	opts       runOptions
+	fs         *pflag.FlagSet
+	lead       time.Duration // the checkpoint lead in use
+	facts      map[string]nodeFacts
+	megatron   []string
+	store      *checkpoint.Store // nil in a dry run
+	ncclPolicy plan.NCCLPolicy
+	leadFixed  bool            // the lead came from the policy: no shortening for short jobs
+	tQuery     time.Duration   // from start to the end of the scontrol queries and the probe
+	tReady     time.Duration   // from start to launching srun
+	placement  *plan.Placement // nil when the block order fallback was used
+	env        *runEnv
+	argv       []string
+	t0         time.Time
+	alloc      *allocation
+	job        *jobInfo
 
 	jobDir   string
 	ckptDir  string
@@ -151,6 +160,7 @@ type runner struct {
 	srunEnv  []string
 
 	obs          runObserver // nil in a dry run
+	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
 	progress     *obs.ProgressReader
@@ -179,6 +189,9 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 
+	if err := r.applyPolicy(); err != nil {
+		return err
+	}
 	r.jobDir = r.opts.jobDir
 	if r.jobDir == "" {
 		base := a.SubmitDir
@@ -239,6 +252,9 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	wg.Wait()
 	r.tQuery = time.Since(r.t0)
+	if ctx.Err() != nil {
+		return withCode(ExitInterrupted, errors.New("interrupted before the step started"))
+	}
 	if jobErr != nil {
 		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)
 		r.job = &jobInfo{}
@@ -252,7 +268,7 @@ func (r *runner) run(ctx context.Context) error {
 	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
 	r.facts = facts
 	r.lead = r.opts.plan.CkptLead
-	if !r.fs.Changed("ckpt-lead") && a.TimeLimit > 0 {
+	if !r.fs.Changed("ckpt-lead") && !r.leadFixed && a.TimeLimit > 0 {
 		r.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
 
@@ -292,6 +308,7 @@ func (r *runner) run(ctx context.Context) error {
 		} else if changed {
 			r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
 		}
+		r.store = store.st
 		var notes []string
 		if r.resume, notes, err = store.Latest(); err != nil {
 			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
@@ -372,6 +389,16 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprint(r.env.stdout, summary)
+	if r.store != nil && r.opts.maxFailures > 0 {
+		// Runs that ended without an end event (killed, node failure) count as failures.
+		if incs, err := r.store.History().Load(); err == nil {
+			if n := checkpoint.FailuresWithoutProgress(incs); n >= r.opts.maxFailures {
+				return withCode(ExitRequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
+					n, r.ckptDir, r.opts.maxFailures))
+			}
+		}
+	}
+	r.recordStart()
 	r.tReady = time.Since(r.t0)
 	r.observeStart()
 	err = r.launch(ctx, ctl, store)
@@ -695,6 +722,15 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 	defer commitTick.Stop()
 	requestTick := time.NewTicker(time.Second)
 	defer requestTick.Stop()
+	// A checkpoint signal that does not come from trainrun (Slurm's
+	// --signal=USR2@T to the step) means stop: once a "continue" request is
+	// served, the request file says stop again.
+	resetRequest := func() {
+		writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", ckptID)), 0o644)
+	}
+	resetRequest()
+	committed := make(chan bool, 4)
+	continuing := false
 	commitBG := func() {
 		if !commitMu.TryLock() {
 			return
@@ -705,10 +741,15 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 				r.logf("warning: %v", err)
 			} else if changed {
 				r.logf("checkpoint %s complete and committed as latest", tag)
+				select {
+				case committed <- true:
+				default:
+				}
 			}
 		}()
 	}
 	killing := 0
+	stepID := "" // from the shims' hello: SLURM_STEP_ID
 	stopStep := func(why string) {
 		if reason == stopNone || reason == stopTimeLimit || reason == stopSignal {
 			reason = why
@@ -720,6 +761,11 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			cmd.Process.Signal(syscall.SIGTERM)
 		} else {
 			r.logf("%s: killing the step", why)
+			if stepID != "" {
+				c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				exec.CommandContext(c, "scancel", "--signal=KILL", r.alloc.JobID+"."+stepID).Run()
+				cancel()
+			}
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 	}
@@ -737,6 +783,11 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			requestCkpt(stopTimeLimit)
 		case <-commitTick.C:
 			commitBG()
+		case <-committed:
+			if continuing && reason == stopNone {
+				continuing = false
+				resetRequest()
+			}
 		case <-requestTick.C:
 			r.pollProgress()
 			req, err := store.TakeRequest()
@@ -750,6 +801,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			switch req.Then {
 			case "continue":
 				ask(by, "continue")
+				continuing = true
 			case "stop":
 				requestCkpt(stopRequested)
 			default:
@@ -759,11 +811,25 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			switch ev.Kind {
 			case "hello":
 				hello++
+				if len(ev.Args) >= 3 && stepID == "" {
+					stepID = ev.Args[2]
+				}
+				// A rank that connects after a stop request still gets it
+				// (the shim acts once per request id).
+				if ckptID > 0 && (reason == stopTimeLimit || reason == stopSignal || reason == stopRequested) {
+					ctl.sendTo(ev.Rank, "ckpt "+strconv.Itoa(ckptID))
+				}
 				if hello == world {
 					r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
 						world, time.Since(started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
 				}
 			case "signal":
+				if sig := firstArg(ev.Args); sig == r.ckptSignalName() && sig != "TERM" && reason == stopNone {
+					// Slurm signalled the step itself (--signal=USR2@T without
+					// B:, or scancel --signal): it reached every trainer.
+					reason, stopAt = stopSignal, time.Now()
+					r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
+				}
 				if len(ev.Args) > 0 && ev.Args[0] == "TERM" && !termSeen {
 					termSeen = true
 					// Slurm signalled the whole step. Ask slurmctld why: a
@@ -827,15 +893,18 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 	world := r.alloc.World()
 	latest, changed, cerr := store.CommitComplete(world)
 	if cerr != nil {
+		r.recordEnd(checkpoint.CauseCrash, "", cerr.Error())
 		return withCode(ExitCheckpoint, cerr)
 	}
 	if changed {
 		r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
 	}
 	if reason == stopRequested && code == 0 {
+		r.recordEnd(checkpoint.CauseCancelled, latest, "stopped by trainrun ckpt request")
 		return withCode(ExitStopped, fmt.Errorf("checkpointed (latest %s) and stopped as requested", orText(latest, "none")))
 	}
 	if reason == stopCancelled {
+		r.recordEnd(checkpoint.CauseCancelled, latest, "cancelled")
 		return withCode(ExitStopped, fmt.Errorf("cancelled; the step was stopped (srun exit %d)", code))
 	}
 	if code != 0 {
@@ -846,6 +915,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 			}
 		}
 		if code == ExitNotFound && (notFound || len(exits) == 0) {
+			r.recordEnd(checkpoint.CauseCrash, latest, "command not found")
 			return withCode(ExitNotFound, fmt.Errorf("the training command %q was not found on the nodes (see the tasks' messages above); install it on every node or give its full path", r.cmdArgv[0]))
 		}
 		what := fmt.Sprintf("srun exited with %d", code)
@@ -856,9 +926,10 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 		if reason != stopNone {
 			what += fmt.Sprintf(" after the %s checkpoint request", reason)
 		}
-		return withCode(ExitStepFailed, errors.New(what))
+		return r.afterFailure(what, latest)
 	}
 	if reason == stopNone {
+		r.recordEnd(checkpoint.CauseFinished, latest, "")
 		if sa, ok := unwrapStore(store); ok {
 			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: latest}); err != nil {
 				r.logf("warning: writing the finished marker: %v", err)
@@ -869,23 +940,91 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 	}
 	// Stopped for a checkpoint: the trainers exited 0.
 	r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, time.Since(stopAt).Seconds(), orText(latest, "none"))
+	cause := checkpoint.CausePreempted
+	if reason == stopTimeLimit || reason == stopTermLimit ||
+		reason == stopSignal && !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead {
+		cause = checkpoint.CauseTimeLimit
+	}
+	r.recordEnd(cause, latest, reason)
 	if !changed {
 		return withCode(ExitCheckpoint, fmt.Errorf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create <tag>/.trainrun/done.<RANK>); not requeueing", reason, r.ckptDir))
 	}
+	return r.requeue(reason + ": checkpointed")
+}
+
+// afterFailure decides after a failed step: requeue (the next run resumes
+// from the latest committed checkpoint) unless --max-failures runs in a row
+// failed without progress, the job may not be requeued, or the requeue
+// limit is reached.
+func (r *runner) afterFailure(what, latest string) error {
+	r.recordEnd(checkpoint.CauseCrash, latest, what)
+	if r.opts.maxFailures <= 0 || r.store == nil {
+		return withCode(ExitStepFailed, errors.New(what))
+	}
+	incs, err := r.store.History().Load()
+	if err != nil {
+		r.logf("warning: %v", err)
+		return withCode(ExitStepFailed, errors.New(what))
+	}
+	if n := checkpoint.FailuresWithoutProgress(incs); n >= r.opts.maxFailures {
+		return withCode(ExitRequeueLimit, fmt.Errorf("%s; %d run(s) in a row failed without progress (latest checkpoint %s): not requeueing (--max-failures %d)",
+			what, n, orText(latest, "none"), r.opts.maxFailures))
+	} else {
+		what += fmt.Sprintf(" (failure %d of at most %d in a row without progress)", n, r.opts.maxFailures)
+	}
+	return r.requeue(what)
+}
+
+// requeue puts the job back in the queue from the batch step.
+func (r *runner) requeue(what string) error {
 	if !r.alloc.Requeue {
-		return withCode(ExitStopped, fmt.Errorf("%s: checkpointed; the job may not be requeued (Requeue=0: submit with --requeue), stopping", reason))
+		return withCode(ExitStopped, fmt.Errorf("%s; the job may not be requeued (Requeue=0: submit with --requeue), stopping", what))
 	}
 	if r.alloc.RestartCount >= r.opts.maxRequeue {
-		return withCode(ExitRequeueLimit, fmt.Errorf("%s: checkpointed; requeue limit reached (restart %d of --max-requeue %d), stopping", reason, r.alloc.RestartCount, r.opts.maxRequeue))
+		return withCode(ExitRequeueLimit, fmt.Errorf("%s; requeue limit reached (restart %d of --max-requeue %d), stopping", what, r.alloc.RestartCount, r.opts.maxRequeue))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "scontrol", "requeue", r.alloc.JobID).CombinedOutput()
 	if err != nil {
-		return withCode(ExitStopped, fmt.Errorf("%s: checkpointed, but 'scontrol requeue %s' failed: %v: %s", reason, r.alloc.JobID, err, strings.TrimSpace(string(out))))
+		return withCode(ExitStopped, fmt.Errorf("%s, but 'scontrol requeue %s' failed: %v: %s", what, r.alloc.JobID, err, strings.TrimSpace(string(out))))
 	}
-	r.logf("%s: checkpointed and requeued (restart %d of at most %d)", reason, r.alloc.RestartCount+1, r.opts.maxRequeue)
+	r.logf("%s; requeued (restart %d of at most %d)", what, r.alloc.RestartCount+1, r.opts.maxRequeue)
 	return withCode(ExitRequeued, errSilent)
+}
+
+// recordStart and recordEnd keep the job's history in the checkpoint store:
+// the requeue decisions read it.
+func (r *runner) recordStart() {
+	if r.store == nil {
+		return
+	}
+	if err := r.store.History().Append(checkpoint.Event{Type: "start", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Node: r.alloc.BatchNode, WorldSize: r.alloc.World(), ResumeFrom: tagOf(r.resume)}); err != nil {
+		r.logf("warning: %v", err)
+	}
+}
+
+func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
+	r.endCause = cause // for the observer's end event
+	if r.store == nil {
+		return
+	}
+	progress := int64(-1)
+	if latest != "" {
+		progress = checkpoint.StepOf(latest)
+	}
+	if err := r.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg}); err != nil {
+		r.logf("warning: %v", err)
+	}
+}
+
+func tagOf(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Base(dir)
 }
 
 func mkdirUnlessDry(dry bool, dir string) error {
@@ -940,8 +1079,8 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 		return
 	}
 	user := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+	for _, k := range plan.ManagedEnvKeys(r.ncclPolicy) {
+		if v := os.Getenv(k); v != "" {
 			user[k] = v
 		}
 	}
@@ -960,7 +1099,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 			nodeAddrs = []string{a}
 		}
 		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placement, Rank: s.Rank, Plan: r.layout, PlanPath: planPath,
-			MasterAddr: masterAddr, MasterPort: masterPort(r.alloc.JobID), NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf})
+			MasterAddr: masterAddr, MasterPort: masterPort(r.alloc.JobID), NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
 		if err != nil {
 			if !reported {
 				r.logf("warning: NCCL environment not computed: %v", err)
@@ -987,3 +1126,77 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 }
 
 func gib(b float64) string { return fmt.Sprintf("%.2f GiB", b/(1<<30)) }
+
+// ckptSignalName is the checkpoint signal without "SIG", upper case.
+func (r *runner) ckptSignalName() string {
+	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(r.opts.ckptSignal)), "SIG")
+}
+
+// policyFlags maps run's flags to the policy keys that give their defaults.
+var policyFlags = []struct{ flag, key string }{
+	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
+	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"},
+}
+
+// applyPolicy reads the site's trainrun.conf (--policy) for the job's
+// partition: its values are the defaults of the checkpoint flags, a flag the
+// user sets must be one UserOverride allows, the checkpoint directory must
+// lie under CkptRoots, and the NCCL settings shape each rank's environment.
+func (r *runner) applyPolicy() error {
+	if r.opts.policy == "" {
+		return nil
+	}
+	pf, err := loadPolicyFile(r.opts.policy)
+	if err != nil {
+		return reportPolicyErrors(r.env.stderr, r.opts.policy, err)
+	}
+	st := pf.Effective(r.alloc.Partition)
+	ov := st.UserOverride.Value
+	for _, pfl := range policyFlags {
+		if !r.fs.Changed(pfl.flag) {
+			continue
+		}
+		allowed := ov.All
+		for _, k := range ov.Keys {
+			allowed = allowed || strings.EqualFold(k, pfl.key)
+		}
+		if !allowed {
+			return usageErrorf("--%s: the site's policy (%s, %s) does not let users override %s (UserOverride=%s); drop the flag or ask the admins",
+				pfl.flag, r.opts.policy, st.UserOverride.Source, pfl.key, ov)
+		}
+	}
+	if !r.fs.Changed("ckpt-signal") && r.env.getenv("TRAINRUN_CKPT_SIGNAL") == "" && st.CkptSignal.Value != "" {
+		r.opts.ckptSignal = st.CkptSignal.Value
+	}
+	if !r.fs.Changed("ckpt-lead") && st.CkptLead.Value > 0 {
+		r.opts.plan.CkptLead = st.CkptLead.Value
+		r.leadFixed = true // the policy's lead is used as given
+	}
+	if !r.fs.Changed("max-requeue") {
+		r.opts.maxRequeue = st.MaxRequeue.Value
+	}
+	if !r.fs.Changed("max-failures") {
+		r.opts.maxFailures = st.MaxFailuresNoProgress.Value
+	}
+	if !r.fs.Changed("ckpt-dir") && r.env.getenv("TRAINRUN_CKPT_DIR") == "" && st.CkptDir.Value != "" {
+		user := r.env.getenv("SLURM_JOB_USER")
+		if user == "" {
+			user = r.env.getenv("USER")
+		}
+		r.opts.ckptDir = policy.ExpandCkptDir(st.CkptDir.Value, user, r.alloc.JobID, r.env.getenv("SLURM_JOB_NAME"))
+	}
+	if roots := st.CkptRoots.Value; roots != nil && r.opts.ckptDir != "" {
+		dir, _ := filepath.Abs(r.opts.ckptDir)
+		ok := false
+		for _, root := range roots {
+			ok = ok || dir == root || strings.HasPrefix(dir, strings.TrimSuffix(root, "/")+"/")
+		}
+		if !ok {
+			return usageErrorf("--ckpt-dir %s is not under the checkpoint roots the site allows (%s: CkptRoots=%s); choose a directory below one of them",
+				dir, st.CkptRoots.Source, strings.Join(roots, ","))
+		}
+	}
+	r.ncclPolicy = st.NCCL()
+	r.obsPolicy(st)
+	return nil
+}

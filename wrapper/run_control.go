@@ -141,3 +141,16 @@ func (s *controlServer) connected() int {
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
+
+// sendTo sends line to one rank's shim; false if it is not connected.
+func (s *controlServer) sendTo(rank int, line string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.conns[rank]
+	if !ok {
+		return false
+	}
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.Write([]byte(line + "\n"))
+	return err == nil
+}

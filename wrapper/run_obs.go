@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -144,27 +145,29 @@ func (r *runner) observeInterrupt(reason string) {
 	r.observe(obs.Event{Kind: obs.KindInterrupt, Cause: c})
 }
 
-// observeEnd classifies how the incarnation ends from what run returns.
+// observeEnd classifies how the incarnation ends from what run returns
+// and the cause it recorded in the job history.
 func (r *runner) observeEnd(err error) {
-	e := obs.Event{Kind: obs.KindEnd, Exit: ExitOK, Cause: obs.EndFinished}
-	if err != nil {
-		e.Exit = exitCodeOf(err)
-		if !errors.Is(err, errSilent) {
-			e.Message = err.Error()
-		}
-		switch e.Exit {
-		case ExitRequeued:
-			e.Cause = obs.EndRequeued
-		case ExitStopped:
-			e.Cause = obs.EndStopped
-		case ExitRequeueLimit:
-			e.Cause = obs.EndLimit
-		default:
-			e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
-		}
-		if e.Exit == ExitCheckpoint && !r.commitFailed {
-			r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "incomplete", Message: e.Message})
-		}
+	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
+	if err != nil && !errors.Is(err, errSilent) {
+		e.Message = err.Error()
+	}
+	e.Requeued = e.Exit == ExitRequeued
+	switch {
+	case r.endCause == checkpoint.CauseCrash:
+		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
+	case err == nil:
+	case e.Exit == ExitRequeued:
+		e.Cause = obs.EndRequeued
+	case e.Exit == ExitStopped:
+		e.Cause = obs.EndStopped
+	case e.Exit == ExitRequeueLimit:
+		e.Cause = obs.EndLimit
+	default:
+		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
+	}
+	if e.Exit == ExitCheckpoint && !r.commitFailed {
+		r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "incomplete", Message: e.Message})
 	}
 	r.observe(e)
 }
@@ -247,4 +250,27 @@ func unwrapStore(s ckptStore) (storeAdapter, bool) {
 	}
 	sa, ok := s.(storeAdapter)
 	return sa, ok
+}
+
+// obsPolicy takes the defaults of the metrics flags from the site's policy
+// (MetricsAddr, Pushgateway, Webhook, MaxCkptAge, CkptGraceBudget): a flag
+// or variable the user sets wins.
+func (r *runner) obsPolicy(st policy.Settings) {
+	o := &r.opts.obs
+	set := func(flag, env string) bool { return r.fs.Changed(flag) || r.env.getenv(env) != "" }
+	if !set("metrics-addr", "TRAINRUN_METRICS_ADDR") && st.MetricsAddr.Value != "" {
+		o.metricsAddr = st.MetricsAddr.Value
+	}
+	if !set("pushgateway", "TRAINRUN_PUSHGATEWAY") && st.Pushgateway.Value != "" {
+		o.pushgateway = st.Pushgateway.Value
+	}
+	if !set("webhook", "TRAINRUN_WEBHOOK") && st.Webhook.Value != "" {
+		o.webhook = st.Webhook.Value
+	}
+	if !r.fs.Changed("max-ckpt-age") && st.MaxCkptAge.Value > 0 {
+		o.maxCkptAge = st.MaxCkptAge.Value
+	}
+	if !r.fs.Changed("grace-budget") && st.CkptGraceBudget.Value > 0 {
+		o.graceBudget = st.CkptGraceBudget.Value
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -104,15 +103,11 @@ func hostfile(slots []rankSlot) string {
 	return b.String()
 }
 
-// masterPort derives the rendezvous port from the job id, so that jobs that
-// share a node do not collide; a requeued job (same id) reuses its port, which
-// the rendezvous store opens with SO_REUSEADDR. Range 20000-29999, below the
-// Linux ephemeral range (32768+), so an outgoing connection cannot hold it.
-func masterPort(jobID string) int {
-	h := fnv.New32a()
-	h.Write([]byte(jobID))
-	return 20000 + int(h.Sum32()%10000)
-}
+// masterPort is the rendezvous port derived from the job id (jobMasterPort,
+// shared with trainrun env: 20000-29999, below the ephemeral range), so jobs
+// that share a node do not collide; a requeued job (same id) reuses its port,
+// which the rendezvous store opens with SO_REUSEADDR.
+func masterPort(jobID string) int { return jobMasterPort(jobID) }
 
 // rankEnv is the environment of every process: common to all plus per rank.
 type rankEnv struct {

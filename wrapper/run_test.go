@@ -243,6 +243,12 @@ func TestRunUserErrors(t *testing.T) {
 		{name: "does not fit", args: []string{"--dry-run", "--probe", "none", "--fix", "tp=3", "--", "true"}, code: ExitNoFit, msg: "does not divide"},
 		{name: "bad signal", args: []string{"--ckpt-signal", "FOO", "--fix", "tp=2", "--", "true"}, code: ExitUsage, msg: "--ckpt-signal"},
 		{name: "not in allocation", env: map[string]string{"SLURM_JOB_ID": ""}, args: []string{"--dry-run", "--fix", "tp=2", "--", "true"}, code: ExitSlurm, msg: "not inside a Slurm allocation"},
+		{name: "policy: override not allowed", args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--max-requeue", "3", "--fix", "tp=2", "--", "true"},
+			code: ExitUsage, msg: "does not let users override MaxRequeue"},
+		{name: "policy: checkpoint root", args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--ckpt-dir", "/home/me/ck", "--fix", "tp=2", "--", "true"},
+			code: ExitUsage, msg: "not under the checkpoint roots the site allows"},
+		{name: "policy: debug partition allows nothing", env: map[string]string{"SLURM_JOB_PARTITION": "debug"}, args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--ckpt-lead", "1m", "--fix", "tp=2", "--", "true"},
+			code: ExitUsage, msg: "UserOverride=none"},
 		{name: "bad rank", args: []string{"--dry-run", "--probe", "none", "--rank", "99", "--fix", "tp=2", "--", "true"}, code: ExitUsage, msg: "--rank 99"},
 	}
 	for _, tc := range tests {
@@ -270,5 +276,24 @@ func TestRunHelpShowsExitCodes(t *testing.T) {
 	code := dispatch(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(nil)}, []string{"run", "--help"})
 	if code != ExitOK || !strings.Contains(errb.String(), "Exit codes:") || !strings.Contains(errb.String(), "127  not-found") || !strings.Contains(errb.String(), "{megatron_args}") {
 		t.Errorf("code %d, help:\n%s", code, errb.String())
+	}
+}
+
+// The site policy gives the defaults: the partition's lead and requeue limit,
+// the expanded checkpoint directory, NCCLForce in each rank's environment.
+func TestRunPolicyDefaults(t *testing.T) {
+	m := slurmEnv4x8()
+	m["SLURM_JOB_PARTITION"], m["SLURM_JOB_USER"], m["SLURM_JOB_NAME"] = "preempt", "alice", "llm"
+	m["TRAINRUN_JOB_DIR"] = t.TempDir()
+	var out, errb bytes.Buffer
+	err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)},
+		[]string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--fix", "tp=8", "--", "true"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"checkpoints /lustre/ckpt/alice/llm (signal USR2)", "TRAINRUN_CKPT_DIR=/lustre/ckpt/alice/llm"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out.String())
+		}
 	}
 }

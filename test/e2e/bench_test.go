@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/test/harness"
 )
 
 // BenchmarkSrunTrue is `srun true` as a job of its own: allocation, step
@@ -71,4 +73,24 @@ func BenchmarkBatchStart(b *testing.B) {
 		total += time.Unix(0, int64(f*1e9)).Sub(t0)
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "start-s")
+}
+
+// BenchmarkClusterStartStop starts and stops a second 4-node cluster beside
+// the package's one, reporting Start (until every node is idle) and Stop
+// (until nothing of it runs and its directory is gone) separately.
+func BenchmarkClusterStartStop(b *testing.B) {
+	var start, stop time.Duration
+	for b.Loop() {
+		c, err := harness.Start(harness.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Stop(); err != nil {
+			b.Fatal(err)
+		}
+		start += c.Timings().Start
+		stop += c.Timings().Stop
+	}
+	b.ReportMetric(start.Seconds()/float64(b.N), "start-s")
+	b.ReportMetric(stop.Seconds()/float64(b.N), "stop-s")
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -260,7 +261,7 @@ func TestRunUserErrors(t *testing.T) {
 			exit: 3, msg: "fits 2 x a100-40gb"},
 		{name: "no GPU type for the planner", sbatch: "--nodes=1 --ntasks-per-node=2 --gpus-per-node=2", args: "--probe all --layers 4 --hidden 256 --heads 8 --vocab 1024 --seq-len 128 --global-batch 8 -- true",
 			exit: 2, msg: "pass --gpu TYPE"},
-		{name: "trainer fails", sbatch: "--nodes=2 --ntasks-per-node=1 --gpus-per-node=1", args: "--probe none --fix tp=1 -- /bin/sh -c 'exit $((RANK+2))'",
+		{name: "trainer fails", sbatch: "--nodes=2 --ntasks-per-node=1 --gpus-per-node=1", args: "--probe none --max-failures 0 --fix tp=1 -- /bin/sh -c 'exit $((RANK+2))'",
 			exit: 5, msg: "failed first with exit"},
 	}
 	for _, tc := range tests {
@@ -275,8 +276,15 @@ func TestRunUserErrors(t *testing.T) {
 	}
 }
 
-// scancel stops every task and leaves no process behind.
+// scancel, or Ctrl-C (SIGINT) to trainrun in the foreground, stops every task
+// and leaves no process behind.
 func TestRunCancelLeavesNothing(t *testing.T) {
+	for _, how := range []string{"scancel", "SIGINT to trainrun"} {
+		t.Run(how, func(t *testing.T) { testCancel(t, how) })
+	}
+}
+
+func testCancel(t *testing.T, how string) {
 	bin := trainrun(t)
 	marker := fmt.Sprintf("trainrun-e2e-cancel-%d", time.Now().UnixNano())
 	started := filepath.Join(t.TempDir(), "started")
@@ -289,6 +297,7 @@ exec %s run --probe none --fix tp=2 -- /bin/sh -c 'touch %s.$RANK; while :; do s
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		n := 0
@@ -301,31 +310,63 @@ exec %s run --probe none --fix tp=2 -- /bin/sh -c 'touch %s.$RANK; while :; do s
 			break
 		}
 		if time.Now().After(deadline) {
-			cluster.Run(ctx, "scancel", strconv.Itoa(id))
 			t.Fatalf("the 4 tasks did not start:\n%s", cluster.JobOutput(id))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	// The marker is in the tasks' shells, their shims, srun and the controller.
 	if n := countProcs(marker); n < 4 {
-		t.Errorf("%d processes with the marker before scancel, want at least the 4 tasks", n)
+		t.Errorf("%d processes with the marker before stopping, want at least the 4 tasks", n)
 	}
-	if _, err := cluster.Run(ctx, "scancel", strconv.Itoa(id)); err != nil {
+	want := "CANCELLED"
+	if how == "scancel" {
+		if _, err := cluster.Run(ctx, "scancel", strconv.Itoa(id)); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		pid := controllerPID(marker)
+		if pid == 0 {
+			t.Fatal("no trainrun run process found")
+		}
+		if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		want = "FAILED" // trainrun exits 7 (stopped)
+	}
+	state, err := cluster.WaitJob(ctx, id, 60*time.Second, want)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cluster.WaitJob(ctx, id, 60*time.Second, "CANCELLED"); err != nil {
-		t.Fatal(err)
+	if info, _ := cluster.JobInfo(ctx, id); how != "scancel" && info["ExitCode"] != "7:0" {
+		t.Errorf("%s: job %s with ExitCode %s, want 7:0 (stopped)\n%s", how, state, info["ExitCode"], cluster.JobOutput(id))
 	}
 	for i := 0; i < 50 && countProcs(marker) > 0; i++ {
 		time.Sleep(200 * time.Millisecond)
 	}
 	if n := countProcs(marker); n != 0 {
-		t.Errorf("%d processes left after scancel (marker %s)", n, marker)
+		t.Errorf("%d processes left after %s (marker %s)", n, how, marker)
 	}
 	if n := countProcs(fmt.Sprintf("trainrun-%d/launch", id)); n != 0 {
 		out, _ := exec.Command("ps", "-eo", "pid,ppid,args").Output()
-		t.Errorf("%d shims left after scancel:\n%s", n, out)
+		t.Errorf("%d shims left after %s:\n%s", n, how, out)
 	}
+}
+
+// controllerPID finds the `trainrun run` process whose command line holds s.
+func controllerPID(s string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(b), "\x00")
+		if err == nil && len(args) > 2 && args[1] == "run" && strings.Contains(string(b), s) {
+			return pid
+		}
+	}
+	return 0
 }
 
 // countProcs counts processes whose command line contains s (not this test).
@@ -367,5 +408,25 @@ exec %s run --layers 4 --hidden 256 --heads 8 --vocab 1024 --seq-len 128 --globa
 	}
 	if got := string(b); !strings.HasPrefix(got, "2 2 ") || !strings.Contains(got, "--tensor-model-parallel-size 2") {
 		t.Errorf("rank 3 saw %q", got)
+	}
+}
+
+// A trainer that crashes at start is requeued until --max-failures runs in a
+// row failed without progress, then the job stops with exit 8 and the reason.
+func TestRunRequeueLoopBounded(t *testing.T) {
+	bin := trainrun(t)
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 --time=5 --requeue --open-mode=append
+exec %s run --probe none --max-failures 2 --fix tp=2 -- /bin/sh -c 'exit 3'
+`, bin)
+	state, exit, log, id := runJob(t, script, 3*time.Minute)
+	info, _ := cluster.JobInfo(context.Background(), id)
+	if state != "FAILED" || exit != 8 || info["Restarts"] != "1" {
+		t.Errorf("job %d: %s exit %d Restarts=%s, want FAILED, exit 8 after 1 requeue:\n%s", id, state, exit, info["Restarts"], log)
+	}
+	for _, want := range []string{"(failure 1 of at most 2 in a row without progress); requeued", "2 run(s) in a row failed without progress"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("job log lacks %q:\n%s", want, log)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -95,7 +96,22 @@ const dirPrefix = "trainrun-slurm-"
 // Start brings up munged, slurmctld and Nodes slurmd, and returns when every
 // node is idle. On failure it stops whatever it started and returns an error
 // naming the step, the command and the daemons' log tails.
-func Start(opts Options) (c *Cluster, err error) {
+func Start(opts Options) (*Cluster, error) {
+	// A port found free can be taken before the daemon binds it; that shows
+	// as "Address already in use" in a log, and a second try with other
+	// ports is the cure.
+	for try := 1; ; try++ {
+		c, err := start(opts)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return c, err
+		}
+		if opts.Logf != nil {
+			opts.Logf("harness: a port was taken before its daemon bound it; starting again with other ports")
+		}
+	}
+}
+
+func start(opts Options) (c *Cluster, err error) {
 	t0 := time.Now()
 	if opts.Nodes == 0 {
 		opts.Nodes = 4
@@ -662,9 +678,11 @@ func shortHostname() (string, error) {
 	return h, nil
 }
 
-// freePorts returns n distinct TCP ports that are free on 127.0.0.1 now. They
-// are released before the daemons bind them; a collision in that window shows
-// as a daemon failing to start, with "Address already in use" in its log.
+// freePorts returns n distinct TCP ports that are free on 127.0.0.1 now,
+// drawn below the kernel's ephemeral range (32768 and up by default) so that
+// outgoing connections do not take them before the daemons bind them. They
+// are released before the daemons start; a collision in that window shows as
+// "Address already in use" in a log, and Start tries again.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -672,17 +690,25 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("harness: no free loopback port in %d-%d after 1000 tries", portLo, portHi-1)
+		}
+		p := portLo + mrand.IntN(portHi-portLo)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			return nil, fmt.Errorf("harness: find a free loopback port: %w", err)
+			continue
 		}
 		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
+
+// The port range freePorts draws from: above the well-known and common
+// service ports, below Linux's default ephemeral range.
+const portLo, portHi = 20000, 32768
 
 // selfOwner identifies this process for ownerFile: pid and start time (so a
 // reused pid is not taken for the owner).

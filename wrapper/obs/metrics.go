@@ -120,7 +120,7 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 	m.interrupts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_interruptions_total",
 		Help: "Interruptions of the run by cause: preempted, time-limit, signal, cancelled, requested."}, []string{"cause"})
 	r.MustRegister(m.interrupts)
-	m.requeues = c("trainrun_requeues_total", "Times trainrun requeued the job after a checkpoint.")
+	m.requeues = c("trainrun_requeues_total", "Times trainrun requeued the job: after a checkpoint, or after a failed step (--max-failures).")
 	m.crashes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_crashes_total",
 		Help: "Incarnations that ended in failure, by cause: step-failed, not-found, checkpoint, slurm, killed."}, []string{"cause"})
 	r.MustRegister(m.crashes)

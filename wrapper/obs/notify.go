@@ -147,11 +147,12 @@ type WebhookPayload struct {
 	Cause     string    `json:"cause,omitempty"`
 	Exit      int       `json:"exit,omitempty"`
 	Message   string    `json:"message,omitempty"`
+	Requeued  bool      `json:"requeued,omitempty"` // a failed step that trainrun requeued
 }
 
 func webhookBody(format, name string, e Event, s Start) ([]byte, error) {
 	p := WebhookPayload{Event: name, JobID: e.JobID, JobName: s.JobName, Partition: s.Partition, Restart: e.Restart,
-		Time: e.Time.UTC(), Cause: orText(e.Crash, e.Cause), Exit: e.Exit, Message: e.Message}
+		Time: e.Time.UTC(), Cause: orText(e.Crash, e.Cause), Exit: e.Exit, Message: e.Message, Requeued: e.Requeued}
 	if format != "slack" {
 		return json.Marshal(p)
 	}
@@ -166,6 +167,9 @@ func webhookBody(format, name string, e Event, s Start) ([]byte, error) {
 	fmt.Fprintf(&b, ": *%s*", name)
 	if p.Restart > 0 {
 		fmt.Fprintf(&b, " (restart %d)", p.Restart)
+	}
+	if p.Requeued && name != "requeued" {
+		b.WriteString(", requeued")
 	}
 	if p.Message != "" {
 		fmt.Fprintf(&b, ": %s", p.Message)

@@ -323,9 +323,10 @@ func (o *Observer) apply(e *Event, live bool) {
 		o.progress(*e)
 	case KindEnd:
 		st.ended = true
-		switch e.Cause {
-		case EndRequeued:
+		if e.Cause == EndRequeued || e.Requeued {
 			m.requeues.Inc()
+		}
+		switch e.Cause {
 		case EndCrash:
 			m.crashes.WithLabelValues(orText(e.Crash, CrashStepFailed)).Inc()
 		}
@@ -341,12 +342,14 @@ func (o *Observer) apply(e *Event, live bool) {
 			m.lost.Observe(max(0, stopped.Sub(from).Seconds()))
 		}
 		if live {
-			switch e.Cause {
-			case EndFinished:
-				m.setState("finished")
-			case EndRequeued:
+			switch {
+			case e.Requeued:
 				m.setState("requeued")
-			case EndStopped:
+			case e.Cause == EndFinished:
+				m.setState("finished")
+			case e.Cause == EndRequeued:
+				m.setState("requeued")
+			case e.Cause == EndStopped:
 				m.setState("stopped")
 			default:
 				m.setState("failed")

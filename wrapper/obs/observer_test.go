@@ -121,7 +121,7 @@ trainrun_mfu_observed_ratio{job_id="4242",partition="batch"} 0.32
 # HELP trainrun_mfu_predicted_ratio Model FLOPs utilisation the planner predicted (0..1).
 # TYPE trainrun_mfu_predicted_ratio gauge
 trainrun_mfu_predicted_ratio{job_id="4242",partition="batch"} 0.4
-# HELP trainrun_requeues_total Times trainrun requeued the job after a checkpoint.
+# HELP trainrun_requeues_total Times trainrun requeued the job: after a checkpoint, or after a failed step (--max-failures).
 # TYPE trainrun_requeues_total counter
 trainrun_requeues_total{job_id="4242",partition="batch"} 1
 # HELP trainrun_state 1 for the run's current state (running, checkpointing, requeued, finished, stopped, failed), 0 for the others.
@@ -211,7 +211,7 @@ trainrun_checkpoints_committed_total{job_id="4242",partition="batch"} 2
 # TYPE trainrun_crashes_total counter
 trainrun_crashes_total{cause="killed",job_id="4242",partition="batch"} 1
 trainrun_crashes_total{cause="step-failed",job_id="4242",partition="batch"} 1
-# HELP trainrun_requeues_total Times trainrun requeued the job after a checkpoint.
+# HELP trainrun_requeues_total Times trainrun requeued the job: after a checkpoint, or after a failed step (--max-failures).
 # TYPE trainrun_requeues_total counter
 trainrun_requeues_total{job_id="4242",partition="batch"} 1
 # HELP trainrun_interruptions_total Interruptions of the run by cause: preempted, time-limit, signal, cancelled, requested.

@@ -29,6 +29,7 @@ type Incarnation struct {
 	Crash      string
 	Exit       int
 	Message    string
+	Requeued   bool // a failed incarnation that trainrun requeued
 	ResumeFrom string
 	Interrupt  string    // first interruption's cause, "" if none
 	StoppedAt  time.Time // when training stopped (the interruption, else End)
@@ -138,7 +139,7 @@ func BuildReport(evs []Event) *Report {
 			}
 			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
 		case KindEnd:
-			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message = e.Time, e.Cause, e.Crash, e.Exit, e.Message
+			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
 			if cur.StoppedAt.IsZero() {
 				cur.StoppedAt = e.Time
 			}
@@ -243,6 +244,9 @@ func (in Incarnation) EndText() string {
 	}
 	if in.Interrupt != "" && c != EndFinished {
 		c += " after " + in.Interrupt
+	}
+	if in.Requeued && in.Cause != EndRequeued {
+		c += ", requeued"
 	}
 	return c
 }
