@@ -35,6 +35,10 @@ type notifier struct {
 
 	ctx    context.Context // cancelled when Close's bound runs out
 	cancel context.CancelFunc
+	// loopCtx bounds the pushes of the running job; close cancels it at
+	// once: the final push supersedes a push still in flight.
+	loopCtx    context.Context
+	loopCancel context.CancelFunc
 	kick   chan struct{}
 	wg     sync.WaitGroup // webhooks in flight
 	loop   chan struct{}  // closed when the push loop ended
@@ -56,6 +60,7 @@ func newNotifier(cfg Config, g prometheus.Gatherer) *notifier {
 	n := &notifier{cfg: cfg, client: newRetryClient(cfg), kick: make(chan struct{}, 1),
 		loop: make(chan struct{}), stop: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.loopCtx, n.loopCancel = context.WithCancel(n.ctx)
 	if cfg.Pushgateway != "" {
 		n.pusher = push.New(cfg.Pushgateway, "trainrun").Grouping("job_id", cfg.JobID).
 			Gatherer(g).Client(n.client.StandardClient())
@@ -82,8 +87,8 @@ func (n *notifier) pushLoop() {
 		case <-n.stop:
 			return
 		case <-n.kick:
-			ctx, cancel := context.WithTimeout(n.ctx, callTimeout)
-			if err := n.pusher.PushContext(ctx); err != nil && n.ctx.Err() == nil {
+			ctx, cancel := context.WithTimeout(n.loopCtx, callTimeout)
+			if err := n.pusher.PushContext(ctx); err != nil && n.loopCtx.Err() == nil {
 				n.cfg.Logf("warning: metrics: push to %s: %v", n.cfg.Pushgateway, err)
 			}
 			cancel()
@@ -95,6 +100,7 @@ func (n *notifier) pushLoop() {
 func (n *notifier) close(bound time.Duration) {
 	deadline := time.Now().Add(bound)
 	close(n.stop)
+	n.loopCancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
