@@ -148,6 +148,9 @@ func (r *runner) observeInterrupt(reason string) {
 // observeEnd classifies how the incarnation ends from what run returns
 // and the cause it recorded in the job history.
 func (r *runner) observeEnd(err error) {
+	if r.obs != nil {
+		r.pollProgress() // the trainer's last steps, since the last poll
+	}
 	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
 	if err != nil && !errors.Is(err, errSilent) {
 		e.Message = err.Error()

@@ -140,6 +140,9 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#5d4037" font-size="10">%s</text>`+"\n", xc, rowCkpt+dy, esc(c.Tag))
 	}
+	if len(r.Checkpoints) == 0 {
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#777">none committed</text>`+"\n", plotX0, rowCkpt+ckptH/2+4)
+	}
 	// Interruptions: a line through every row.
 	for _, it := range r.Interrupts {
 		xi := x(it.Time)
@@ -250,10 +253,16 @@ func (r *Report) drawProgress(b *strings.Builder, x func(time.Time) float64) {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.Time), y(float64(p.Step))))
 		}
 		if pred > 0 && len(ps) > 1 {
+			// The predicted pace from the first report, up to the last
+			// report's time or the chart's top, whichever comes first.
 			f, l := ps[0], ps[len(ps)-1]
-			ideal := float64(f.Step) + l.Time.Sub(f.Time).Seconds()/pred
+			endT, endS := l.Time, float64(f.Step)+l.Time.Sub(f.Time).Seconds()/pred
+			if endS > float64(maxStep) {
+				endS = float64(maxStep)
+				endT = f.Time.Add(time.Duration((endS - float64(f.Step)) * pred * float64(time.Second)))
+			}
 			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#9e9e9e" stroke-dasharray="5 4"/>`+"\n",
-				x(f.Time), y(float64(f.Step)), x(l.Time), y(min(ideal, float64(maxStep))))
+				x(f.Time), y(float64(f.Step)), x(endT), y(endS))
 		}
 		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="#1565c0" stroke-width="2"/>`+"\n", strings.Join(pts, " "))
 		for _, p := range ps {
