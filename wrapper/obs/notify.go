@@ -39,10 +39,10 @@ type notifier struct {
 	// once: the final push supersedes a push still in flight.
 	loopCtx    context.Context
 	loopCancel context.CancelFunc
-	kick   chan struct{}
-	wg     sync.WaitGroup // webhooks in flight
-	loop   chan struct{}  // closed when the push loop ended
-	stop   chan struct{}
+	kick       chan struct{}
+	wg         sync.WaitGroup // webhooks in flight
+	loop       chan struct{}  // closed when the push loop ended
+	stop       chan struct{}
 }
 
 // newRetryClient is a retryablehttp client with trainrun's bounds whose
