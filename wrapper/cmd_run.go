@@ -138,7 +138,9 @@ type runner struct {
 	megatron   []string
 	store      *checkpoint.Store // nil in a dry run
 	ncclPolicy plan.NCCLPolicy
-	leadFixed  bool            // the lead came from the policy: no shortening for short jobs
+	leadFixed  bool // the lead came from the policy: no shortening for short jobs
+	tagMu      sync.Mutex
+	lastTag    string          // the latest committed checkpoint's tag known to the controller
 	tQuery     time.Duration   // from start to the end of the scontrol queries and the probe
 	tReady     time.Duration   // from start to launching srun
 	placement  *plan.Placement // nil when the block order fallback was used
@@ -316,6 +318,7 @@ func (r *runner) run(ctx context.Context) error {
 		for _, n := range notes {
 			r.logf("warning: %s", n)
 		}
+		r.setLastTag(tagOf(r.resume))
 	}
 
 	// The command with its templates substituted.
@@ -697,6 +700,12 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 	// ask tells every training process, once, to checkpoint; then says
 	// whether they stop afterwards (written first to launch/ckpt-request,
 	// which the client reads when the signal arrives).
+	tagAtStop, stopMarked := "", false
+	markStop := func() {
+		if !stopMarked {
+			stopMarked, tagAtStop = true, r.getLastTag()
+		}
+	}
 	ask := func(why, then string) {
 		ckptID++
 		line := fmt.Sprintf("%d %s\n", ckptID, then)
@@ -713,6 +722,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		}
 		reason, stopAt = why, time.Now()
 		r.observeInterrupt(why)
+		markStop()
 		ask(why, "stop")
 	}
 	// Checkpoints the trainers complete while running (their own schedule, or
@@ -740,6 +750,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			if tag, changed, err := store.CommitComplete(world); err != nil {
 				r.logf("warning: %v", err)
 			} else if changed {
+				r.setLastTag(tag)
 				r.logf("checkpoint %s complete and committed as latest", tag)
 				select {
 				case committed <- true:
@@ -828,10 +839,12 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 					// Slurm signalled the step itself (--signal=USR2@T without
 					// B:, or scancel --signal): it reached every trainer.
 					reason, stopAt = stopSignal, time.Now()
+					markStop()
 					r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
 				}
 				if len(ev.Args) > 0 && ev.Args[0] == "TERM" && !termSeen {
 					termSeen = true
+					markStop()
 					// Slurm signalled the whole step. Ask slurmctld why: a
 					// cancelled job is CANCELLED; a preempted one stays RUNNING.
 					go func() {
@@ -865,7 +878,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		case err := <-done:
 			commitMu.Lock() // no background commit may run beside the final one
 			defer commitMu.Unlock()
-			return r.afterStep(err, reason, stopAt, exits, firstFail, store)
+			return r.afterStep(err, reason, stopAt, tagAtStop, exits, firstFail, store)
 		}
 	}
 }
@@ -878,7 +891,10 @@ func firstArg(a []string) string {
 }
 
 // afterStep classifies how the step ended and what the job does next.
-func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits map[int]int, firstFail *controlEvent, store ckptStore) error {
+// tagAtStop is the latest committed tag when the stop was first asked for or
+// signalled: only a checkpoint committed after it is progress made for the
+// stop (a background commit may have committed it before the step ended).
+func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *controlEvent, store ckptStore) error {
 	code := 0
 	if waitErr != nil {
 		var ee *exec.ExitError
@@ -897,6 +913,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 		return withCode(ExitCheckpoint, cerr)
 	}
 	if changed {
+		r.setLastTag(latest)
 		r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
 	}
 	if reason == stopRequested && code == 0 {
@@ -939,14 +956,18 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, exits
 		return nil
 	}
 	// Stopped for a checkpoint: the trainers exited 0.
-	r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, time.Since(stopAt).Seconds(), orText(latest, "none"))
+	took := time.Since(stopAt)
+	r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(latest, "none"))
+	if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
+		r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
+	}
 	cause := checkpoint.CausePreempted
 	if reason == stopTimeLimit || reason == stopTermLimit ||
 		reason == stopSignal && !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead {
 		cause = checkpoint.CauseTimeLimit
 	}
 	r.recordEnd(cause, latest, reason)
-	if !changed {
+	if latest == "" || latest == tagAtStop {
 		return withCode(ExitCheckpoint, fmt.Errorf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create <tag>/.trainrun/done.<RANK>); not requeueing", reason, r.ckptDir))
 	}
 	return r.requeue(reason + ": checkpointed")
@@ -1199,4 +1220,16 @@ func (r *runner) applyPolicy() error {
 	r.ncclPolicy = st.NCCL()
 	r.obsPolicy(st)
 	return nil
+}
+
+func (r *runner) setLastTag(t string) {
+	r.tagMu.Lock()
+	r.lastTag = t
+	r.tagMu.Unlock()
+}
+
+func (r *runner) getLastTag() string {
+	r.tagMu.Lock()
+	defer r.tagMu.Unlock()
+	return r.lastTag
 }

@@ -70,7 +70,7 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 80 --sleep 0.4 --out %s/%s
 	if n, _ := strconv.Atoi(info["Restarts"]); n < 1 {
 		t.Errorf("the preempted job was not requeued (Restarts=%q):\n%s", info["Restarts"], log)
 	}
-	for _, want := range []string{"preempted (SIGTERM from Slurm to the step", "checkpointed and requeued", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", low), "checkpoints", "step-")} {
+	for _, want := range []string{"preempted (SIGTERM from Slurm to the step", "checkpointed; requeued", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", low), "checkpoints", "step-")} {
 		if !strings.Contains(log, want) {
 			t.Errorf("job log lacks %q:\n%s", want, log)
 		}

@@ -55,7 +55,7 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.5 --out %s/%
 	if n, _ := strconv.Atoi(info["Restarts"]); n < 1 {
 		t.Errorf("the time-limited job was not requeued (Restarts=%q):\n%s", info["Restarts"], log)
 	}
-	for _, want := range []string{"time-limit: asked 2 of 2 training processes for a checkpoint", "checkpointed and requeued", "committed as latest", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", lim), "checkpoints", "step-")} {
+	for _, want := range []string{"time-limit: asked 2 of 2 training processes for a checkpoint", "checkpointed; requeued", "committed as latest", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", lim), "checkpoints", "step-")} {
 		if !strings.Contains(log, want) {
 			t.Errorf("job log lacks %q:\n%s", want, log)
 		}
