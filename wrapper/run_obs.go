@@ -106,6 +106,7 @@ func (r *runner) observeStart() {
 		s.TokensPerStep = s.TokensPerSecond * s.StepSeconds
 	}
 	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
+	r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
 }
 
 // partitionGraceTime is the partition's GraceTime (0 if unknown or none).
@@ -190,7 +191,7 @@ func crashCause(code int) string {
 // pollProgress reads the trainer's progress file (JOBDIR/launch/progress).
 func (r *runner) pollProgress() {
 	if r.progress == nil {
-		r.progress = &obs.ProgressReader{Path: filepath.Join(r.jobDir, "launch", obs.ProgressFile)}
+		r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
 	}
 	if e, ok := r.progress.Poll(); ok {
 		r.observe(e)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -230,8 +231,19 @@ func kv(msg string, kvs []any) string {
 	return b.String()
 }
 
-func (l leveled) Error(msg string, kvs ...any) { l.warn("warning: http: %s", kv(msg, kvs)) }
-func (l leveled) Warn(msg string, kvs ...any)  { l.warn("warning: http: %s", kv(msg, kvs)) }
+// Error: a request trainrun itself cancelled (a push superseded by the
+// final one, or abandoned at the exit bound, which is reported once) is
+// not worth a warning.
+func (l leveled) Error(msg string, kvs ...any) {
+	for _, v := range kvs {
+		if err, ok := v.(error); ok && errors.Is(err, context.Canceled) {
+			l.Debug(msg, kvs...)
+			return
+		}
+	}
+	l.warn("warning: http: %s", kv(msg, kvs))
+}
+func (l leveled) Warn(msg string, kvs ...any) { l.warn("warning: http: %s", kv(msg, kvs)) }
 func (l leveled) Info(msg string, kvs ...any) {
 	if l.debug != nil {
 		l.debug("http: %s", kv(msg, kvs))

@@ -37,6 +37,17 @@ type ProgressReader struct {
 	last string
 }
 
+// NewProgressReader reads path's present line as already seen: the file
+// outlives an incarnation (the launch directory is the job's), and the
+// previous incarnation's last step is not progress of this one.
+func NewProgressReader(path string) *ProgressReader {
+	p := &ProgressReader{Path: path}
+	if b, err := os.ReadFile(path); err == nil {
+		p.last = strings.TrimSpace(string(b))
+	}
+	return p
+}
+
 // Poll returns a progress event when the file holds a new valid line.
 func (p *ProgressReader) Poll() (Event, bool) {
 	b, err := os.ReadFile(p.Path)

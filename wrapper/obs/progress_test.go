@@ -50,3 +50,17 @@ func TestProgressReaderReportsNewLinesOnly(t *testing.T) {
 		t.Errorf("second line: %+v %v", e, ok)
 	}
 }
+
+// A line left by the previous incarnation is not this one's progress.
+func TestProgressReaderIgnoresTheLastIncarnationsLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ProgressFile)
+	os.WriteFile(path, []byte("57 233472 1764417600\n"), 0o644)
+	p := NewProgressReader(path)
+	if e, ok := p.Poll(); ok {
+		t.Fatalf("stale line reported: %+v", e)
+	}
+	os.WriteFile(path, []byte("58 237568 1764417700\n"), 0o644)
+	if e, ok := p.Poll(); !ok || e.Step != 58 {
+		t.Errorf("new line: %+v %v", e, ok)
+	}
+}

@@ -272,7 +272,11 @@ func (r *Report) WriteText(w io.Writer) {
 		for _, k := range layoutKeys(s.Layout) {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, s.Layout[k]))
 		}
-		fmt.Fprintf(w, "layout %s on %d GPUs, %d nodes%s\n", strings.Join(parts, " "), s.GPUs, s.Nodes, orText(" ("+s.GPUType+")", ""))
+		gpu := ""
+		if s.GPUType != "" {
+			gpu = " (" + s.GPUType + ")"
+		}
+		fmt.Fprintf(w, "layout %s on %d GPUs, %d nodes%s\n", strings.Join(parts, " "), s.GPUs, s.Nodes, gpu)
 	}
 	fmt.Fprintln(w, "\nincarnations:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
