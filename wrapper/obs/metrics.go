@@ -30,30 +30,30 @@ type Metrics struct {
 	gpus         prometheus.Gauge
 	startTime    prometheus.Gauge
 	state        *prometheus.GaugeVec
-	predStep     prometheus.Gauge
-	obsStep      prometheus.Gauge
-	predMFU      prometheus.Gauge
-	obsMFU       prometheus.Gauge
-	predTokens   prometheus.Gauge
-	obsTokens    prometheus.Gauge
-	step         prometheus.Gauge
-	progressTime prometheus.Gauge
+	predStep     optGauge
+	obsStep      optGauge
+	predMFU      optGauge
+	obsMFU       optGauge
+	predTokens   optGauge
+	obsTokens    optGauge
+	step         optGauge
+	progressTime optGauge
 	ckptDur      *prometheus.HistogramVec
-	ckptBytes    prometheus.Gauge
+	ckptBytes    optGauge
 	ckptWritten  prometheus.Counter
 	ckptCommits  prometheus.Counter
-	ckptLast     prometheus.Gauge
-	ckptMaxAge   prometheus.Gauge
+	ckptLast     optGauge
+	ckptMaxAge   optGauge
 	ckptFail     *prometheus.CounterVec
 	drainBytes   prometheus.Counter
 	drainSeconds prometheus.Counter
-	drainRate    prometheus.Gauge
+	drainRate    optGauge
 	interrupts   *prometheus.CounterVec
 	requeues     prometheus.Counter
 	crashes      *prometheus.CounterVec
 	lost         prometheus.Histogram
-	graceMargin  prometheus.Gauge
-	graceBudget  prometheus.Gauge
+	graceMargin  optGauge
+	graceBudget  optGauge
 }
 
 // States of trainrun_state (one is 1, the others 0).
@@ -79,6 +79,14 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 		r.MustRegister(v)
 		return v
 	}
+	// og is a gauge that is absent until first set: a figure trainrun
+	// does not know (no prediction, no progress reported, no bound) must
+	// not read as 0, which alert rules would compare.
+	og := func(name, help string) optGauge {
+		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, nil)
+		r.MustRegister(v)
+		return optGauge{v}
+	}
 	c := func(name, help string) prometheus.Counter {
 		v := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 		r.MustRegister(v)
@@ -94,29 +102,29 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 	m.state = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trainrun_state",
 		Help: "1 for the run's current state (running, checkpointing, requeued, finished, stopped, failed), 0 for the others."}, []string{"state"})
 	r.MustRegister(m.state)
-	m.predStep = g("trainrun_step_time_predicted_seconds", "Optimizer step time the planner predicted for the layout.")
-	m.obsStep = g("trainrun_step_time_observed_seconds", "Optimizer step time observed from the trainer's progress reports (last minute).")
-	m.predMFU = g("trainrun_mfu_predicted_ratio", "Model FLOPs utilisation the planner predicted (0..1).")
-	m.obsMFU = g("trainrun_mfu_observed_ratio", "Model FLOPs utilisation observed: the predicted MFU scaled by predicted/observed step time (0..1).")
-	m.predTokens = g("trainrun_throughput_predicted_tokens_per_second", "Tokens per second of the whole job the planner predicted.")
-	m.obsTokens = g("trainrun_throughput_observed_tokens_per_second", "Tokens per second of the whole job from the trainer's progress reports (last minute).")
-	m.step = g("trainrun_trainer_step", "Last optimizer step the trainer reported.")
-	m.progressTime = g("trainrun_trainer_progress_timestamp_seconds", "When the trainer last reported a new step (Unix time).")
+	m.predStep = og("trainrun_step_time_predicted_seconds", "Optimizer step time the planner predicted for the layout.")
+	m.obsStep = og("trainrun_step_time_observed_seconds", "Optimizer step time observed from the trainer's progress reports (last minute).")
+	m.predMFU = og("trainrun_mfu_predicted_ratio", "Model FLOPs utilisation the planner predicted (0..1).")
+	m.obsMFU = og("trainrun_mfu_observed_ratio", "Model FLOPs utilisation observed: the predicted MFU scaled by predicted/observed step time (0..1).")
+	m.predTokens = og("trainrun_throughput_predicted_tokens_per_second", "Tokens per second of the whole job the planner predicted.")
+	m.obsTokens = og("trainrun_throughput_observed_tokens_per_second", "Tokens per second of the whole job from the trainer's progress reports (last minute).")
+	m.step = og("trainrun_trainer_step", "Last optimizer step the trainer reported.")
+	m.progressTime = og("trainrun_trainer_progress_timestamp_seconds", "When the trainer last reported a new step (Unix time).")
 	m.ckptDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "trainrun_checkpoint_duration_seconds",
 		Help:    "Checkpoint durations by phase: save (trainrun's request or the interruption until the checkpoint is complete on disk) and commit (verify, fsync, rename, latest).",
 		Buckets: ckptBuckets}, []string{"phase"})
 	r.MustRegister(m.ckptDur)
-	m.ckptBytes = g("trainrun_checkpoint_size_bytes", "Size of the newest committed checkpoint.")
+	m.ckptBytes = og("trainrun_checkpoint_size_bytes", "Size of the newest committed checkpoint.")
 	m.ckptWritten = c("trainrun_checkpoint_committed_bytes_total", "Bytes of all checkpoints committed by the run.")
 	m.ckptCommits = c("trainrun_checkpoints_committed_total", "Checkpoints committed by the run.")
-	m.ckptLast = g("trainrun_checkpoint_last_commit_timestamp_seconds", "When the newest checkpoint was committed (Unix time); absent before the first.")
-	m.ckptMaxAge = g("trainrun_checkpoint_max_age_seconds", "The policy's bound on the newest checkpoint's age (MaxCkptAge); absent when off.")
+	m.ckptLast = og("trainrun_checkpoint_last_commit_timestamp_seconds", "When the newest checkpoint was committed (Unix time); absent before the first.")
+	m.ckptMaxAge = og("trainrun_checkpoint_max_age_seconds", "The policy's bound on the newest checkpoint's age (MaxCkptAge); absent when off.")
 	m.ckptFail = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_checkpoint_failures_total",
 		Help: "Checkpoints that could not be completed or committed, by cause (commit, incomplete)."}, []string{"cause"})
 	r.MustRegister(m.ckptFail)
 	m.drainBytes = c("trainrun_drain_bytes_total", "Bytes drained from node-local storage to the durable store.")
 	m.drainSeconds = c("trainrun_drain_seconds_total", "Time spent draining (sum over drains; rate(bytes)/rate(seconds) is the throughput).")
-	m.drainRate = g("trainrun_drain_throughput_bytes_per_second", "Throughput of the last drain.")
+	m.drainRate = og("trainrun_drain_throughput_bytes_per_second", "Throughput of the last drain.")
 	m.interrupts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_interruptions_total",
 		Help: "Interruptions of the run by cause: preempted, time-limit, signal, cancelled, requested."}, []string{"cause"})
 	r.MustRegister(m.interrupts)
@@ -128,14 +136,19 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 		Help:    "Work lost at each interruption or crash: time from the last checkpoint (or the incarnation's start) to the moment the run stopped training.",
 		Buckets: lostBuckets})
 	r.MustRegister(m.lost)
-	m.graceMargin = g("trainrun_grace_margin_seconds", "Time left before the deadline (time limit, or SIGTERM + grace budget) when the last interruption's checkpoint was committed; negative: it did not fit.")
-	m.graceBudget = g("trainrun_grace_budget_seconds", "Time a checkpoint may take after a preemption's SIGTERM (GraceTime or policy); absent when unknown.")
+	m.graceMargin = og("trainrun_grace_margin_seconds", "Time left before the deadline (time limit, or SIGTERM + grace budget) when the last interruption's checkpoint was committed; negative: it did not fit.")
+	m.graceBudget = og("trainrun_grace_budget_seconds", "Time a checkpoint may take after a preemption's SIGTERM (GraceTime or policy); absent when unknown.")
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "trainrun_checkpoint_age_seconds",
 		Help: "Age of the newest committed checkpoint at scrape time (-1 before the first). In a textfile or a Pushgateway it is the age when written: alert on time() - trainrun_checkpoint_last_commit_timestamp_seconds instead."},
 		func() float64 { return m.age(now()) }))
 	m.setState("running")
 	return m
 }
+
+// optGauge is a gauge without labels that exports nothing until Set.
+type optGauge struct{ v *prometheus.GaugeVec }
+
+func (g optGauge) Set(x float64) { g.v.WithLabelValues().Set(x) }
 
 // both registers each collector on the two registries.
 type both [2]prometheus.Registerer

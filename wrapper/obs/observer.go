@@ -409,7 +409,7 @@ func (o *Observer) progress(e Event) {
 	}
 }
 
-func setIf(g prometheus.Gauge, v float64) {
+func setIf(g optGauge, v float64) {
 	if v > 0 {
 		g.Set(v)
 	}

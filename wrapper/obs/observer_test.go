@@ -433,3 +433,24 @@ func TestPushFinalStateWithRetry(t *testing.T) {
 		t.Fatalf("no push succeeded: %q", last)
 	}
 }
+
+// What trainrun does not know is absent, not 0: a pinned layout has no
+// prediction, a trainer that reports nothing has no observed speed, and
+// no MaxCkptAge means no bound. Alert rules compare these series; a 0
+// would make TrainrunMFUBelowPrediction and TrainrunCheckpointTooOld fire.
+func TestUnknownFiguresAreAbsent(t *testing.T) {
+	c := &clock{t: at(0)}
+	o := newTestObserver(t, c, Config{})
+	o.Observe(Event{Kind: KindStart, Time: at(0), Start: &Start{GPUs: 8, Nodes: 1, Layout: map[string]int{"tp": 8}}})
+	for _, name := range []string{"trainrun_mfu_predicted_ratio", "trainrun_mfu_observed_ratio", "trainrun_step_time_predicted_seconds",
+		"trainrun_step_time_observed_seconds", "trainrun_checkpoint_max_age_seconds", "trainrun_checkpoint_last_commit_timestamp_seconds",
+		"trainrun_trainer_progress_timestamp_seconds", "trainrun_grace_margin_seconds", "trainrun_grace_budget_seconds"} {
+		if n, err := testutil.GatherAndCount(o.Metrics().Registry, name); err != nil || n != 0 {
+			t.Errorf("%s: %d series before anything set it (%v)", name, n, err)
+		}
+	}
+	o.Observe(Event{Kind: KindProgress, Time: at(10), Step: 1})
+	if n, _ := testutil.GatherAndCount(o.Metrics().Registry, "trainrun_trainer_step"); n != 1 {
+		t.Errorf("trainrun_trainer_step: %d series after a progress report", n)
+	}
+}
