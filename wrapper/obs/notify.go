@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -41,6 +42,7 @@ type notifier struct {
 	loopCtx    context.Context
 	loopCancel context.CancelFunc
 	kick       chan struct{}
+	kicked     atomic.Bool    // a state worth pushing exists (an event was observed)
 	wg         sync.WaitGroup // webhooks in flight
 	loop       chan struct{}  // closed when the push loop ended
 	stop       chan struct{}
@@ -74,6 +76,7 @@ func (n *notifier) kickPush() {
 	if n.pusher == nil {
 		return
 	}
+	n.kicked.Store(true)
 	select {
 	case n.kick <- struct{}{}:
 	default: // one push is pending already; it will carry this state too
@@ -106,7 +109,9 @@ func (n *notifier) close(bound time.Duration) {
 	go func() {
 		defer close(done)
 		<-n.loop // a push in flight ends, or is cancelled below
-		if n.pusher != nil {
+		// A controller that stopped before its first event (bad flags, no
+		// layout fits) has no run state to push.
+		if n.pusher != nil && n.kicked.Load() {
 			ctx, cancel := context.WithDeadline(n.ctx, deadline)
 			if err := n.pusher.PushContext(ctx); err != nil {
 				n.cfg.Logf("warning: metrics: final push to %s: %v (gave up within %s so as not to delay the job)", n.cfg.Pushgateway, err, bound)

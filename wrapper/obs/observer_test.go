@@ -454,3 +454,23 @@ func TestUnknownFiguresAreAbsent(t *testing.T) {
 		t.Errorf("trainrun_trainer_step: %d series after a progress report", n)
 	}
 }
+
+// A controller that ends before its first event (bad flags, nothing fits)
+// pushes nothing: it has no run state.
+func TestNoPushWithoutEvents(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	o := newTestObserver(t, &clock{t: at(0)}, Config{Pushgateway: srv.URL})
+	o.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d pushes from an observer that saw no event", n)
+	}
+}
