@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -28,6 +29,10 @@ func runReport(ctx context.Context, env *runEnv, args []string) error {
 	}
 	if *format != "text" && *format != "json" {
 		return usageErrorf("--format %q: use text or json", *format)
+	}
+	if strings.HasSuffix(strings.ToLower(*svg), ".png") {
+		return usageErrorf("--svg %s: trainrun writes SVG; write %s and convert it (Debian librsvg2-bin: rsvg-convert -o %s %s)",
+			*svg, strings.TrimSuffix(*svg, filepath.Ext(*svg))+".svg", *svg, strings.TrimSuffix(*svg, filepath.Ext(*svg))+".svg")
 	}
 	dir := fs.Arg(0)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {

@@ -60,6 +60,7 @@ func TestReportErrors(t *testing.T) {
 		{"missing dir", []string{filepath.Join(empty, "nope")}, ExitUsage, "not a directory"},
 		{"no event log", []string{empty}, ExitUsage, "no events.jsonl"},
 		{"bad format", []string{"--format", "yaml", empty}, ExitUsage, "--format \"yaml\""},
+		{"png asked", []string{"--svg", "t.png", empty}, ExitUsage, "rsvg-convert -o t.png t.svg"},
 		{"svg into a missing directory", []string{"--svg", filepath.Join(empty, "no", "t.svg"), filepath.Join("testdata", "report", "job")}, ExitUsage, "does not exist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
