@@ -20,6 +20,8 @@ skip() {
 	exit 0
 }
 
+# munged, slurmctld and slurmd live in /usr/sbin, which a PATH from su may lack.
+case ":$PATH:" in *:/usr/sbin:*) ;; *) export PATH="$PATH:/usr/sbin:/sbin" ;; esac
 [ "$(id -u)" = 0 ] || skip "needs root to run munged, slurmctld and slurmd and to mknod the fake GPUs"
 missing=()
 for b in munged slurmctld slurmd srun sbatch scontrol squeue scancel; do

@@ -37,6 +37,8 @@ type runOptions struct {
 	ckptSignal  string
 	maxRequeue  int
 	maxFailures int
+	ckptKeep    int
+	ckptEvery   int
 	policy      string
 	jobDir      string
 	probe       string
@@ -64,6 +66,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "durable checkpoint store of the run (env TRAINRUN_CKPT_DIR; default JOBDIR/checkpoints)")
 	fs.StringVar(&o.ckptSignal, "ckpt-signal", envOr(getenv, "TRAINRUN_CKPT_SIGNAL", "USR2"), "signal that asks the trainer to checkpoint (env TRAINRUN_CKPT_SIGNAL); not USR1, which NCCL uses")
 	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
+	fs.IntVar(&o.ckptKeep, "ckpt-keep", 0, "after each commit keep the newest N committed checkpoints and prune older ones (0 = keep all; the policy's CkptKeep when it has one)")
+	fs.IntVar(&o.ckptEvery, "ckpt-keep-every", 0, "with --ckpt-keep: also keep one checkpoint per K steps, for loss curves and scaling-law analysis")
 	fs.IntVar(&o.maxFailures, "max-failures", 3, "after a failed step, requeue (resuming from the latest checkpoint) until this many runs in a row failed without progress; 0 = never requeue a failure")
 	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
@@ -752,6 +756,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			} else if changed {
 				r.setLastTag(tag)
 				r.logf("checkpoint %s complete and committed as latest", tag)
+				r.prune()
 				select {
 				case committed <- true:
 				default:
@@ -915,6 +920,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	if changed {
 		r.setLastTag(latest)
 		r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
+		r.prune()
 	}
 	if reason == stopRequested && code == 0 {
 		r.recordEnd(checkpoint.CauseCancelled, latest, "stopped by trainrun ckpt request")
@@ -1156,7 +1162,7 @@ func (r *runner) ckptSignalName() string {
 // policyFlags maps run's flags to the policy keys that give their defaults.
 var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
-	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"},
+	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
 }
 
 // applyPolicy reads the site's trainrun.conf (--policy) for the job's
@@ -1196,6 +1202,12 @@ func (r *runner) applyPolicy() error {
 	if !r.fs.Changed("max-requeue") {
 		r.opts.maxRequeue = st.MaxRequeue.Value
 	}
+	if !r.fs.Changed("ckpt-keep") {
+		r.opts.ckptKeep = st.CkptKeep.Value
+	}
+	if !r.fs.Changed("ckpt-keep-every") {
+		r.opts.ckptEvery = st.CkptKeepEvery.Value
+	}
 	if !r.fs.Changed("max-failures") {
 		r.opts.maxFailures = st.MaxFailuresNoProgress.Value
 	}
@@ -1232,4 +1244,21 @@ func (r *runner) getLastTag() string {
 	r.tagMu.Lock()
 	defer r.tagMu.Unlock()
 	return r.lastTag
+}
+
+// prune applies the retention (--ckpt-keep, --ckpt-keep-every) after a commit.
+func (r *runner) prune() {
+	if r.store == nil || r.opts.ckptKeep <= 0 {
+		return
+	}
+	gone, err := r.store.Prune(checkpoint.Retention{KeepLast: r.opts.ckptKeep, KeepEvery: int64(r.opts.ckptEvery)})
+	if err != nil {
+		r.logf("warning: pruning checkpoints: %v", err)
+	} else if len(gone) > 0 {
+		every := ""
+		if r.opts.ckptEvery > 0 {
+			every = fmt.Sprintf(" and one per %d steps", r.opts.ckptEvery)
+		}
+		r.logf("pruned %s (keeping the newest %d%s)", strings.Join(gone, ", "), r.opts.ckptKeep, every)
+	}
 }

@@ -31,6 +31,7 @@ import socket
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the example in a read-only or shared checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trainrun_client  # noqa: E402
 

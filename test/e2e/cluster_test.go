@@ -322,6 +322,7 @@ func TestBatchJob(t *testing.T) {
 // TestPreemptionRequeuesLowJob: a job in "high" preempts a running job of
 // "low"; the low job is requeued (not killed) and the high one runs.
 func TestPreemptionRequeuesLowJob(t *testing.T) {
+	cluster.LogOnFailure(t)
 	ctx := context.Background()
 	var ids []int
 	t.Cleanup(func() { cancelJobs(t, ids...) })

@@ -35,7 +35,10 @@ func runMain(m *testing.M) int {
 		return 0
 	}
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, Logf: log.Printf})
+	// TRAINRUN_E2E_KEEP=1 keeps the cluster directory (configs, logs, job
+	// output) after the run, for a look at what happened.
+	keep := os.Getenv("TRAINRUN_E2E_KEEP") == "1"
+	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, KeepDir: keep, Logf: log.Printf})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL e2e: the test cluster did not start:\n%v\n", err)
 		return 1

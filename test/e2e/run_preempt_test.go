@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// A low-priority training job preempted by a high-priority one: Slurm's
+// A low-priority training job preempted twice by high-priority ones: Slurm's
 // SIGTERM reaches the trainers directly (GraceTime), the shims tell the
 // controller, the trainers checkpoint and exit 0, trainrun commits and
 // requeues, and the job resumes and finishes with the weights of an
@@ -30,7 +30,7 @@ func TestRunPreemptedRequeueResume(t *testing.T) {
 		return fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=10 --requeue --open-mode=append -p low
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 80 --sleep 0.4 --out %s/%s.weights --report %s/%s
+exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.4 --out %s/%s.weights --report %s/%s
 `, bin, trainer, dir, name, dir, name)
 	}
 	ctx := context.Background()
@@ -44,21 +44,29 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 80 --sleep 0.4 --out %s/%s
 	}
 	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(low)) })
 
-	// Preempt once the trainers are past their start (the log says all ranks started, plus the import).
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(cluster.JobOutput(low), "all 2 ranks started") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the low job did not start:\n%s", cluster.JobOutput(low))
+	// Preempt twice, each time once the trainers are past their start (the
+	// log says all ranks of that run started, plus torch's import).
+	for i, restart := range []string{"restart 0", "restart 1"} {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			log := cluster.JobOutput(low)
+			at := strings.LastIndex(log, restart)
+			if at >= 0 && strings.Contains(log[at:], "all 2 ranks started") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d of the low job did not start:\n%s", i, log)
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	time.Sleep(15 * time.Second)
-	high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
-		t.Fatal(err)
+		time.Sleep(12 * time.Second)
+		high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cluster.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, id := range []int{ref, low} {
 		if _, err := cluster.WaitJob(ctx, id, 5*time.Minute, "COMPLETED"); err != nil {
@@ -67,8 +75,11 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 80 --sleep 0.4 --out %s/%s
 	}
 	log := cluster.JobOutput(low)
 	info, _ := cluster.JobInfo(ctx, low)
-	if n, _ := strconv.Atoi(info["Restarts"]); n < 1 {
-		t.Errorf("the preempted job was not requeued (Restarts=%q):\n%s", info["Restarts"], log)
+	if n, _ := strconv.Atoi(info["Restarts"]); n < 2 {
+		t.Errorf("the job was preempted twice but requeued %q times:\n%s", info["Restarts"], log)
+	}
+	if n := strings.Count(log, "preempted (SIGTERM from Slurm to the step"); n != 2 {
+		t.Errorf("%d preemptions in the job log, want 2:\n%s", n, log)
 	}
 	for _, want := range []string{"preempted (SIGTERM from Slurm to the step", "checkpointed; requeued", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", low), "checkpoints", "step-")} {
 		if !strings.Contains(log, want) {

@@ -306,3 +306,22 @@ func isKey(k string) bool {
 	}
 	return k[0] >= 'A' && k[0] <= 'Z'
 }
+
+// TB is the part of testing.TB that LogOnFailure needs.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Failed() bool
+	Logf(format string, args ...any)
+}
+
+// LogOnFailure makes t log the last lines of every daemon log when the test
+// fails, at the end of the test: call it first thing in a test.
+func (c *Cluster) LogOnFailure(t TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon logs at the end of the failed test:%s", c.LogTail(40))
+		}
+	})
+}

@@ -46,6 +46,10 @@
 //     systemd/dbus scope that is often missing. (cgroup v1 with proctrack/cgroup
 //     also worked on the project's machines.) linuxproc tracks a step's
 //     processes by parentage, so it still reaches every descendant of a task.
+//     CPU binding therefore cannot be observed here: srun --cpu-bind prints
+//     "cluster configuration lacks support for cpu binding" and runs unbound
+//     (SLURM_CPU_BIND_TYPE is still set), and task/affinity on the emulated
+//     32-CPU shape fails the launch ("Unable to layout tasks on given cpus").
 //   - PreemptType=preempt/partition_prio, PreemptMode=REQUEUE, JobRequeue=1,
 //     partitions "low" (default, GraceTime=5) and "high" (higher PriorityTier)
 //     on the same nodes, KillWait=5, and AuthInfo cred_expire=10, which is also

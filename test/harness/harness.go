@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,8 +133,8 @@ func start(opts Options) (c *Cluster, err error) {
 		return nil, errors.New("harness: Start needs root (munged, slurmctld and slurmd run as root, and mknod makes the fake GPUs)")
 	}
 	for _, bin := range []string{"munged", "slurmctld", "slurmd", "srun", "sbatch", "scontrol", "squeue", "scancel"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("harness: %s not found in PATH (%w): install Debian's slurm-wlm and munge (make deps)", bin, err)
+		if _, err := lookBin(bin); err != nil {
+			return nil, fmt.Errorf("harness: %s not found in PATH or /usr/sbin (%w): install Debian's slurm-wlm and munge (make deps)", bin, err)
 		}
 	}
 	reapStale(opts.BaseDir, opts.Logf)
@@ -145,17 +146,21 @@ func start(opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("harness: make cluster directory: %w", err)
 	}
+	early := func(err error) (*Cluster, error) {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	// munged insists that everyone may traverse the path to its socket.
 	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("harness: %w", err)
+		return early(fmt.Errorf("harness: %w", err))
 	}
 	host, err := shortHostname()
 	if err != nil {
-		return nil, err
+		return early(err)
 	}
 	ports, err := freePorts(1 + opts.Nodes)
 	if err != nil {
-		return nil, err
+		return early(err)
 	}
 	c = &Cluster{
 		opts: opts,
@@ -273,6 +278,12 @@ func (c *Cluster) buildEnv() []string {
 		env = append(env, kv)
 	}
 	env = append(env, "SLURM_CONF="+c.l.confPath(), markerVar+"="+c.l.dir)
+	// Daemons and tools live in /usr/sbin too; keep them findable for clients.
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok && !slices.Contains(filepath.SplitList(v), "/usr/sbin") {
+			env[i] = kv + ":/usr/sbin:/sbin"
+		}
+	}
 	return append(env, c.opts.Env...)
 }
 
@@ -427,13 +438,13 @@ func (c *Cluster) RestartSlurmd(ctx context.Context, node string) error {
 	if err := c.StopSlurmd(node); err != nil {
 		return err
 	}
-	// SlurmdStartTime has a resolution of one second: make sure the new one
-	// differs from the old.
-	c.mu.Lock()
-	started := c.daemons["slurmd-"+node].started
-	c.mu.Unlock()
-	if d := time.Until(started.Truncate(time.Second).Add(time.Second)); d > 0 {
-		time.Sleep(d)
+	// SlurmdStartTime (slurmd's own clock, local time, whole seconds) must
+	// be able to differ from the old one: start the new slurmd in a later
+	// second.
+	if t, err := time.ParseInLocation("2006-01-02T15:04:05", old, time.Local); err == nil {
+		if d := time.Until(t.Add(time.Second)); d > 0 {
+			time.Sleep(d)
+		}
 	}
 	if err := c.startSlurmd(node); err != nil {
 		return err
@@ -667,6 +678,21 @@ func tailLines(path string, n int) []string {
 		lines = lines[len(lines)-n:]
 	}
 	return lines
+}
+
+// lookBin finds a program in PATH or, for daemons when PATH lacks the sbin
+// directories (su without -, some CI shells), in /usr/sbin and /sbin.
+func lookBin(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		if fi, serr := os.Stat(filepath.Join(dir, name)); serr == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return filepath.Join(dir, name), nil
+		}
+	}
+	return "", err
 }
 
 func shortHostname() (string, error) {

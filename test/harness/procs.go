@@ -18,7 +18,6 @@ type daemon struct {
 	name       string
 	cmd        *exec.Cmd
 	stderrPath string
-	started    time.Time
 	done       chan struct{} // closed when the process has been reaped
 	mu         sync.Mutex
 	waitErr    error
@@ -55,7 +54,11 @@ func (c *Cluster) startDaemon(name, bin string, args []string, logPath string) (
 		return nil, fmt.Errorf("harness: %w", err)
 	}
 	defer f.Close()
-	cmd := exec.Command(bin, args...)
+	path, err := lookBin(bin)
+	if err != nil {
+		return nil, fmt.Errorf("harness: %s: %w", bin, err)
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Env = c.env
 	cmd.Dir = c.l.runDir()
 	cmd.Stdout, cmd.Stderr = f, f
@@ -68,7 +71,7 @@ func (c *Cluster) startDaemon(name, bin string, args []string, logPath string) (
 	if err := c.spawn.start(cmd); err != nil {
 		return nil, fmt.Errorf("harness: start %s: %w", strings.Join(cmd.Args, " "), err)
 	}
-	d := &daemon{name: name, cmd: cmd, stderrPath: stderrPath, started: time.Now(), done: make(chan struct{})}
+	d := &daemon{name: name, cmd: cmd, stderrPath: stderrPath, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		d.mu.Lock()

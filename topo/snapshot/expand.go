@@ -258,7 +258,6 @@ func (e *expander) function(n *PCISpec, parentDir string, numa int) error {
 		if err := e.attrs(ddir, down, da, numa); err != nil {
 			return err
 		}
-		_ = bus
 		for _, c := range group[bus] {
 			if err := e.function(c, ddir, numa); err != nil {
 				return err
@@ -626,8 +625,6 @@ func (e *expander) system() error {
 		if a.prefix.Addr().IsLoopback() {
 			continue
 		}
-		mask := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-		_ = mask
 		fmt.Fprintf(&route, "%s\t%s\t00000000\t0001\t0\t0\t0\t%s\t0\t0\t0\n", a.ifname, hexLE(net.Addr()), hexMask(net.Bits()))
 	}
 	if err := e.write(filepath.Join(e.root, "proc/net/fib_trie"), trie.String()); err != nil {
