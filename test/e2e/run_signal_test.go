@@ -1,0 +1,78 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The two other ways the news arrives: SIGUSR1 to the batch shell (what
+// #SBATCH --signal=B:USR1@T sends; the script execs trainrun, so trainrun
+// gets it) and the checkpoint signal sent by Slurm to the step itself
+// (--signal=USR2@T without B:, here scancel --signal=USR2). Each time the
+// trainers checkpoint and the job is requeued and resumes; it then finishes.
+func TestRunSlurmSignals(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
+		t.Skip("python3-torch is not installed (make deps installs it)")
+	}
+	bin := trainrun(t)
+	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=10 --requeue --open-mode=append
+export GLOO_SOCKET_IFNAME=lo
+exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 120 --sleep 0.3
+`, bin, trainer)
+	ctx := context.Background()
+	id, err := cluster.SubmitBatch(ctx, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
+	signals := []struct {
+		restart string
+		args    []string
+		want    string
+	}{
+		{"restart 0", []string{"--batch", "--signal=USR1"}, "signal: asked 2 of 2 training processes for a checkpoint"},
+		{"restart 1", []string{"--signal=USR2"}, "SIGUSR2 from Slurm reached the step"},
+	}
+	for _, sg := range signals {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			log := cluster.JobOutput(id)
+			at := strings.LastIndex(log, sg.restart)
+			if at >= 0 && strings.Contains(log[at:], "all 2 ranks started") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s of the job did not start:\n%s", sg.restart, log)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		time.Sleep(10 * time.Second)
+		if _, err := cluster.Run(ctx, "scancel", append(sg.args, strconv.Itoa(id))...); err != nil {
+			t.Fatal(err)
+		}
+		deadline = time.Now().Add(time.Minute)
+		for !strings.Contains(cluster.JobOutput(id), sg.want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("scancel %v: no %q in the job log:\n%s", sg.args, sg.want, cluster.JobOutput(id))
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	if _, err := cluster.WaitJob(ctx, id, 3*time.Minute, "COMPLETED"); err != nil {
+		t.Fatal(err)
+	}
+	log := cluster.JobOutput(id)
+	if n := strings.Count(log, "checkpointed; requeued"); n != 2 || !strings.Contains(log, "training finished") {
+		t.Errorf("want 2 requeues and a finished run:\n%s", log)
+	}
+}
