@@ -55,7 +55,7 @@ func (r *runner) startObserver() error {
 		return usageErrorf("--notify-timeout %s: want a positive duration such as 5s", o.notifyBound)
 	}
 	ob, err := obs.New(obs.Config{
-		JobDir: r.jobDir, JobID: r.alloc.JobID, Partition: r.job.fields["Partition"], Restart: r.alloc.RestartCount,
+		JobDir: r.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount,
 		MetricsAddr: o.metricsAddr, Textfile: o.textfile, Pushgateway: o.pushgateway,
 		Webhook: o.webhook, WebhookFormat: o.webhookFormat, ExitBound: o.notifyBound,
 		Logf: r.logf,
@@ -91,7 +91,7 @@ func (r *runner) closeObserver() {
 func (r *runner) observeStart() {
 	l := r.layout
 	s := &obs.Start{
-		Partition: r.job.fields["Partition"], JobName: r.job.fields["JobName"],
+		Partition: r.partition(), JobName: orText(r.env.getenv("SLURM_JOB_NAME"), r.job.fields["JobName"]),
 		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: orText(r.opts.plan.GPU, r.probedGPUName()),
 		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
 		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,
@@ -277,4 +277,9 @@ func (r *runner) obsPolicy(st policy.Settings) {
 	if !r.fs.Changed("grace-budget") && st.CkptGraceBudget.Value > 0 {
 		o.graceBudget = st.CkptGraceBudget.Value
 	}
+}
+
+// partition is the job's partition: SLURM_JOB_PARTITION, else scontrol's.
+func (r *runner) partition() string {
+	return orText(r.alloc.Partition, r.job.fields["Partition"])
 }
