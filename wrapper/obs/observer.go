@@ -293,7 +293,9 @@ func (o *Observer) apply(e *Event, live bool) {
 		} else {
 			st.captured = e.Time.Add(-c.Commit - c.Save)
 		}
-		if live && !st.interruptAt.IsZero() {
+		// The margin of the last interruption's checkpoint, kept across
+		// incarnations (replayed): the next one's push replaces the group.
+		if !st.interruptAt.IsZero() {
 			if d := o.deadline(); !d.IsZero() {
 				m.graceMargin.Set(d.Sub(e.Time).Seconds())
 			}

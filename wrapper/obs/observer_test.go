@@ -221,7 +221,13 @@ trainrun_interruptions_total{cause="time-limit",job_id="4242",partition="batch"}
 # TYPE trainrun_checkpoint_age_seconds gauge
 trainrun_checkpoint_age_seconds{job_id="4242",partition="batch"} 1080
 `
-	if err := testutil.GatherAndCompare(o.Metrics().Registry, strings.NewReader(want), "trainrun_checkpoints_committed_total",
+	// The time limit's checkpoint committed at 420 s, the limit at 3600 s.
+	want += `
+# HELP trainrun_grace_margin_seconds Time left before the deadline (time limit, or SIGTERM + grace budget) when the last interruption's checkpoint was committed; negative: it did not fit.
+# TYPE trainrun_grace_margin_seconds gauge
+trainrun_grace_margin_seconds{job_id="4242",partition="batch"} 3180
+`
+	if err := testutil.GatherAndCompare(o.Metrics().Registry, strings.NewReader(want), "trainrun_grace_margin_seconds", "trainrun_checkpoints_committed_total",
 		"trainrun_crashes_total", "trainrun_requeues_total", "trainrun_interruptions_total", "trainrun_checkpoint_age_seconds"); err != nil {
 		t.Error(err)
 	}
