@@ -147,13 +147,7 @@ func LookupGPU(name string) (GPU, error) {
 		}
 	}
 	names := GPUNames()
-	best, bestD := "", 1<<30
-	for _, n := range names {
-		if d := editDistance(key, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return GPU{}, fmt.Errorf("unknown GPU type %q; did you mean %q? known: %s", name, best, strings.Join(names, " "))
+	return GPU{}, fmt.Errorf("unknown GPU type %q; did you mean %q? known: %s", name, nearestName(key, names), strings.Join(names, " "))
 }
 
 // GPUNames lists the catalog's GPU types, sorted.
@@ -164,27 +158,6 @@ func GPUNames() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// editDistance is the Levenshtein distance, for "did you mean".
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // ClusterOf returns a cluster of n GPUs of type g with the type's usual node

@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"github.com/trainrun/trainrun/topo"
+
 	"fmt"
 	"sort"
 	"strings"
@@ -185,34 +187,12 @@ func nearestName(s string, candidates []string) string {
 	best, bestD := "", -1
 	ns := normName(s)
 	for _, c := range candidates {
-		d := levenshtein(ns, normName(c))
+		d := topo.EditDistance(ns, normName(c))
 		if bestD < 0 || d < bestD || (d == bestD && c < best) {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// levenshtein is Levenshtein distance over runes.
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // ValidateModel checks the rules every model must satisfy before the planner

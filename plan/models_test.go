@@ -120,15 +120,3 @@ func TestLookupModel(t *testing.T) {
 		})
 	}
 }
-
-func TestEditDistance(t *testing.T) {
-	cases := []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"abc", "", 3}, {"kitten", "sitting", 3}, {"llama", "lama", 1}, {"h100sxm", "h100pcie", 4}}
-	for _, c := range cases {
-		if got := levenshtein(c.a, c.b); got != c.d {
-			t.Errorf("levenshtein(%q,%q) = %d, want %d", c.a, c.b, got, c.d)
-		}
-	}
-}

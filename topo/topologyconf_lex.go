@@ -193,14 +193,16 @@ func suggestKey(key string, accepted []string) string {
 	best, bestD := "", 3
 	lk := strings.ToLower(key)
 	for _, a := range accepted {
-		if d := editDistance(lk, strings.ToLower(a)); d < bestD {
+		if d := EditDistance(lk, strings.ToLower(a)); d < bestD {
 			best, bestD = a, d
 		}
 	}
 	return best
 }
 
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b, for the "did
+// you mean" hints of every error that names an unknown key or name.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

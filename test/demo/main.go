@@ -123,7 +123,7 @@ func run(bin string, keep bool) error {
 #SBATCH --job-name=%s --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 --time=10 --requeue --open-mode=append -p low
 # exec: trainrun becomes the batch shell's process and gets Slurm's B: signals itself.
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=2 -- /usr/bin/python3 %s --steps 60 --sleep 0.4 --out %s/%s.weights --report %s/%s
+exec %s run --fix tp=2 -- /usr/bin/python3 %s --steps 100 --sleep 0.4 --out %s/%s.weights --report %s/%s
 `, name, bin, trainer, out, name, out, name)
 	}
 	ctx := context.Background()
@@ -144,7 +144,7 @@ exec %s run --fix tp=2 -- /usr/bin/python3 %s --steps 60 --sleep 0.4 --out %s/%s
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(12 * time.Second) // let it train and take a scheduled checkpoint or two
+	time.Sleep(20 * time.Second) // let it load torch and train a while
 	high, err := c.SubmitBatch(ctx, "#!/bin/bash\nsleep 2\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2", "--job-name=urgent")
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -84,4 +85,28 @@ func runMain(m *testing.M) int {
 		tm.Start.Round(time.Millisecond), tm.Munged.Round(time.Millisecond), tm.Slurmctld.Round(time.Millisecond),
 		tm.Nodes.Round(time.Millisecond), tm.Stop.Round(time.Millisecond))
 	return code
+}
+
+// ownCluster starts a cluster for one test, so a long test that mostly waits
+// on Slurm's clocks (time limits, grace times, requeue delays) can run in
+// parallel with the others without sharing nodes or preemptions with them.
+var ownClusters atomic.Int64
+
+func ownCluster(t *testing.T) *harness.Cluster {
+	t.Helper()
+	// Job ids of their own: every cluster's "nodes" are this one machine, and
+	// trainrun derives MASTER_PORT from the job id, so job 2 of two clusters
+	// would otherwise race for the same port.
+	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1))
+	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, ExtraSlurmConf: []string{first}, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("a cluster of the test's own did not start: %v", err)
+	}
+	t.Cleanup(func() { // cleanups run last-in first-out: the logs are read before Stop
+		if err := c.Stop(); err != nil {
+			t.Errorf("teardown of the test's own cluster: %v", err)
+		}
+	})
+	c.LogOnFailure(t)
+	return c
 }

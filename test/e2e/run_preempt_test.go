@@ -23,6 +23,10 @@ func TestRunPreemptedRequeueResume(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
 		t.Skip("python3-torch is not installed (make deps installs it)")
 	}
+	// Minutes of waiting on Slurm's clocks: run beside the other long tests,
+	// on a cluster of its own so their nodes and preemptions do not mix.
+	t.Parallel()
+	cluster := ownCluster(t)
 	bin := trainrun(t)
 	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
 	dir := t.TempDir()

@@ -22,6 +22,10 @@ func TestRunSlurmSignals(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
 		t.Skip("python3-torch is not installed (make deps installs it)")
 	}
+	// Minutes of waiting on Slurm's clocks: run beside the other long tests,
+	// on a cluster of its own so their nodes and preemptions do not mix.
+	t.Parallel()
+	cluster := ownCluster(t)
 	bin := trainrun(t)
 	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
 	script := fmt.Sprintf(`#!/bin/bash
