@@ -25,6 +25,8 @@ import (
 // preemption, one requeue, a grace margin within the partition's GraceTime
 // and the finished state; the report names the preemption.
 func TestMetricsPreemption(t *testing.T) {
+	t.Parallel() // mostly waits on Slurm's clocks: a cluster of its own
+	cluster := ownCluster(t)
 	bin := trainrun(t)
 	ctx := context.Background()
 	pg, err := cluster.StartPushgateway(ctx)

@@ -56,6 +56,8 @@ done
 // textfile too, and `trainrun report --svg` draws both incarnations and the
 // requeue wait between them.
 func TestMetricsAcrossRequeue(t *testing.T) {
+	t.Parallel() // mostly waits on Slurm's clocks: a cluster of its own
+	cluster := ownCluster(t)
 	bin := trainrun(t)
 	ctx := context.Background()
 	pg, err := cluster.StartPushgateway(ctx)
