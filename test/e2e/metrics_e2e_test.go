@@ -261,3 +261,29 @@ func TestMetricsHungEndpointsDoNotDelayExit(t *testing.T) {
 		t.Errorf("no warning that the calls were abandoned:\n%s", log)
 	}
 }
+
+// A metrics port already taken on the batch node is a clear error at
+// start (exit 2), before anything is launched.
+func TestMetricsPortInUse(t *testing.T) {
+	bin := trainrun(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	marker := filepath.Join(t.TempDir(), "launched")
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=1 --ntasks-per-node=1 --gpus-per-node=1 --time=2
+exec %s run --probe none --fix tp=1 --job-dir %s --metrics-addr %s -- touch %s
+`, bin, filepath.Join(t.TempDir(), "job"), ln.Addr(), marker)
+	state, exit, log, id := runJob(t, script, 60*time.Second)
+	if state != "FAILED" || exit != 2 {
+		t.Errorf("job %d: %s exit %d, want FAILED exit 2\n%s", id, state, exit, log)
+	}
+	if want := fmt.Sprintf("metrics address %s is in use on this node", ln.Addr()); !strings.Contains(log, want) {
+		t.Errorf("job log lacks %q:\n%s", want, log)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the training command ran although the metrics port was taken")
+	}
+}
