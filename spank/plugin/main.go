@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -180,6 +181,11 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 		LocalTasks: int(st.local_tasks), TotalTasks: int(st.total_tasks),
 		Restart: int(st.restart), Nodelist: get("SLURM_STEP_NODELIST"),
 		User: get("SLURM_JOB_USER"), JobName: get("SLURM_JOB_NAME"), Getenv: getenv,
+	}
+	// S_SLURM_RESTART_COUNT is the batch step's; an srun step inside a
+	// requeued job has 0 there but inherits SLURM_RESTART_COUNT.
+	if n, err := strconv.Atoi(get("SLURM_RESTART_COUNT")); err == nil && n > step.Restart {
+		step.Restart = n
 	}
 	if step.Nodelist == "" {
 		step.Nodelist = get("SLURM_JOB_NODELIST")

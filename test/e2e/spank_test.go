@@ -345,6 +345,81 @@ echo "steps failed: $fail"
 		waitGone(t, filepath.Join(cache, fmt.Sprintf("job-%d", id)))
 	})
 
+	// Preemption and requeue with the plugin loaded behave as without it:
+	// the same job (a step under srun; the batch shell ignores SIGTERM so
+	// that the job stays until GraceTime ends and is requeued) is preempted
+	// by a high-partition job, requeued once and restarted, in both runs;
+	// with the plugin the restarted step's tasks get TRAINRUN_RESTART_COUNT=1.
+	t.Run("preempted and requeued as without the plugin", func(t *testing.T) {
+		defer restore()
+		scenario := func(t *testing.T) (restarts, out string) {
+			var ids []int
+			defer func() { cancelJobs(t, ids...) }()
+			low, err := cluster.SubmitBatch(ctx, "#!/bin/bash\ntrap '' TERM\n"+
+				"srun --ntasks-per-node=1 bash -c 'echo start restart=${TRAINRUN_RESTART_COUNT-none} rank=${RANK-none}; exec sleep 300'\nsleep 300\n",
+				"-p", harness.LowPartition, "-N4", "--gpus-per-node=8", "--requeue", "--open-mode=append", "-J", "spank-low")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, low)
+			waitOutput(t, low, "start restart=")
+			high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 300\n", "-p", harness.HighPartition, "-N1", "--gpus-per-node=8", "-J", "spank-high")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, high)
+			if _, err := cluster.WaitJob(ctx, high, 60*time.Second, "RUNNING"); err != nil {
+				t.Fatal(err)
+			}
+			info, err := cluster.JobInfo(ctx, low)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancelJobs(t, high)
+			if _, err := cluster.WaitJob(ctx, low, 90*time.Second, "RUNNING"); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for strings.Count(cluster.JobOutput(low), "start restart=") < 8 && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			out = cluster.JobOutput(low)
+			cancelJobs(t, low)
+			waitNoJobProcesses(t, low)
+			return info["Restarts"], out
+		}
+		starts := func(out string) []string {
+			var l []string
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, "start ") {
+					l = append(l, line)
+				}
+			}
+			sort.Strings(l)
+			return l
+		}
+		writePlugstack(t, "")
+		r0, out0 := scenario(t)
+		restore()
+		r1, out1 := scenario(t)
+		if r0 != "1" || r1 != r0 {
+			t.Errorf("Restarts after preemption: %s without the plugin, %s with it; want 1 both", r0, r1)
+		}
+		if strings.Contains(out0, "DUE TO PREEMPTION") != strings.Contains(out1, "DUE TO PREEMPTION") {
+			t.Errorf("preemption reported differently:\nwithout:\n%s\nwith:\n%s", out0, out1)
+		}
+		want0 := []string{"start restart=none rank=none", "start restart=none rank=none", "start restart=none rank=none", "start restart=none rank=none",
+			"start restart=none rank=none", "start restart=none rank=none", "start restart=none rank=none", "start restart=none rank=none"}
+		want1 := []string{"start restart=0 rank=0", "start restart=0 rank=1", "start restart=0 rank=2", "start restart=0 rank=3",
+			"start restart=1 rank=0", "start restart=1 rank=1", "start restart=1 rank=2", "start restart=1 rank=3"}
+		if got := starts(out0); !slices.Equal(got, want0) {
+			t.Errorf("without the plugin: starts %q, want %q; output:\n%s", got, want0, out0)
+		}
+		if got := starts(out1); !slices.Equal(got, want1) {
+			t.Errorf("with the plugin: starts %q, want %q; output:\n%s", got, want1, out1)
+		}
+	})
+
 	t.Run("slurmd restarts with the plugin loaded", func(t *testing.T) {
 		n := cluster.Nodes()[0]
 		if err := cluster.RestartSlurmd(ctx, n); err != nil {
