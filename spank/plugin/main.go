@@ -1,10 +1,3 @@
-// Command spank_trainrun.so is the SPANK plugin, built with
-//
-//	go build -buildmode=c-shared -o spank_trainrun.so ./spank/plugin
-//
-// spank_trainrun.c owns Slurm's entry points; the exported functions here
-// are called only from the parent's callbacks (see that file's comment).
-// Every one recovers its panics: a Go panic never crosses into Slurm.
 package main
 
 /*

@@ -343,6 +343,10 @@ echo "steps failed: $fail"
 		t.Logf("%d consecutive 4-node, 8-task steps with the plugin: %v (%v a step)", steps, took.Round(time.Second), (took / time.Duration(steps)).Round(time.Millisecond))
 		waitNoJobProcesses(t, id)
 		waitGone(t, filepath.Join(cache, fmt.Sprintf("job-%d", id)))
+		// One topology per boot, discovered once and read by every later step.
+		if m, _ := filepath.Glob(filepath.Join(cache, "node-*.json")); len(m) != 1 {
+			t.Errorf("node topology cache: %q, want one node-BOOTID.json", m)
+		}
 	})
 
 	// Preemption and requeue with the plugin loaded behave as without it:
@@ -362,7 +366,16 @@ echo "steps failed: $fail"
 				t.Fatal(err)
 			}
 			ids = append(ids, low)
-			waitOutput(t, low, "start restart=")
+			waitStarts := func(n int) {
+				deadline := time.Now().Add(60 * time.Second)
+				for strings.Count(cluster.JobOutput(low), "start restart=") < n {
+					if time.Now().After(deadline) {
+						t.Fatalf("job %d: fewer than %d task starts after 60 s:\n%s", low, n, cluster.JobOutput(low))
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			waitStarts(4) // every task runs before the preemption
 			high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 300\n", "-p", harness.HighPartition, "-N1", "--gpus-per-node=8", "-J", "spank-high")
 			if err != nil {
 				t.Fatal(err)
@@ -379,10 +392,7 @@ echo "steps failed: $fail"
 			if _, err := cluster.WaitJob(ctx, low, 90*time.Second, "RUNNING"); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for strings.Count(cluster.JobOutput(low), "start restart=") < 8 && time.Now().Before(deadline) {
-				time.Sleep(100 * time.Millisecond)
-			}
+			waitStarts(8)
 			out = cluster.JobOutput(low)
 			cancelJobs(t, low)
 			waitNoJobProcesses(t, low)
