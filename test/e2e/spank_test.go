@@ -150,6 +150,27 @@ func TestSpank(t *testing.T) {
 	})
 	restore := func() { writePlugstack(t, good) }
 
+	t.Run("exports only plugin_ and slurm_spank_ symbols", func(t *testing.T) {
+		out, err := exec.Command("nm", "-D", "--defined-only", so).Output()
+		if err != nil {
+			t.Skipf("nm: %v", err)
+		}
+		var syms []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(l)
+			name := f[len(f)-1]
+			syms = append(syms, name)
+			if !strings.HasPrefix(name, "plugin_") && !strings.HasPrefix(name, "slurm_spank_") {
+				t.Errorf("%s exports %s", so, name)
+			}
+		}
+		for _, want := range []string{"plugin_name", "plugin_type", "plugin_version", "slurm_spank_init", "slurm_spank_init_post_opt", "slurm_spank_task_init", "slurm_spank_job_epilog"} {
+			if !slices.Contains(syms, want) {
+				t.Errorf("%s does not export %s: %q", so, want, syms)
+			}
+		}
+	})
+
 	t.Run("help lists the options", func(t *testing.T) {
 		for _, c := range []string{"srun", "sbatch", "salloc"} {
 			out := mustRun(t, nil, c, "--help")
