@@ -25,7 +25,7 @@ import (
 // afresh and checks the invariants; the next child restarts the work where it
 // was cut.
 
-var crashKills = flag.Int("crash-kills", 0, "kills in TestCrashConsistency (default 300; 30 with -short)")
+var crashKills = flag.Int("crash-kills", 0, "kills in TestCrashConsistency (default 200; 30 with -short)")
 
 const (
 	crashWorld = 4 // ranks 0,1 on node a, 2,3 on node b
@@ -38,7 +38,7 @@ var crashRetention = Retention{KeepLast: 2, KeepEvery: 200}
 func TestCrashConsistency(t *testing.T) {
 	kills := *crashKills
 	if kills == 0 {
-		kills = 300
+		kills = 200
 		if testing.Short() {
 			kills = 30
 		}
@@ -84,6 +84,9 @@ func TestCrashConsistency(t *testing.T) {
 	for _, in := range list {
 		if in.State != Committed {
 			t.Errorf("after the final run %s is %s, want everything committed", in.Tag, in.State)
+		}
+		if in.Note != "" {
+			t.Errorf("after the final run %s: %s (want every checkpoint sealed)", in.Tag, in.Note)
 		}
 	}
 	r, err := s.Latest()
@@ -206,11 +209,27 @@ func TestHelperProcess(t *testing.T) {
 		}
 	}
 	trainerSaved := func() { s.step("trainer:rank-saved") }
+	// Some in-place checkpoints are committed without hashing and sealed after.
+	sd, err := OpenWith(s.Dir(), Options{ChunkBytes: 4096, Workers: 3, DeferHash: true})
+	must(t, err)
+	sd.hook = s.hook
+	seal := func() {
+		ms, _, err := s.committed()
+		must(t, err)
+		for _, m := range ms {
+			if !m.Sealed() {
+				if _, err := sd.Seal(context.Background(), m.Tag); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 
 	// A new incarnation: finish complete checkpoints, drop incomplete ones.
 	if _, err := s.Recover(crashWorld, false); err != nil {
 		t.Fatal(err)
 	}
+	seal()
 	// Resume the newest checkpoint anyone started, or start a new one.
 	step := int64(0)
 	for _, d := range []string{s.Dir(), s.stagingRoot(), filepath.Join(local, "a"), filepath.Join(local, "b")} {
@@ -248,9 +267,14 @@ func TestHelperProcess(t *testing.T) {
 				}
 			}
 		}
-		if _, err := s.Commit(tag, crashWorld); err != nil {
+		committer := s
+		if (step/10)%4 == 1 {
+			committer = sd
+		}
+		if _, err := committer.Commit(tag, crashWorld); err != nil {
 			t.Fatal(err)
 		}
+		seal()
 		for _, node := range []string{"a", "b"} { // node-local copies are no longer needed
 			os.RemoveAll(filepath.Join(local, node, tag))
 		}

@@ -17,6 +17,12 @@
 // falling back past corrupt ones and saying so. The whole layout is the
 // Layout table.
 //
+// Hashing every byte at commit makes commit time grow with the checkpoint
+// (a terabyte is minutes of reading). With Options.DeferHash, Commit of an
+// in-place checkpoint records sizes only (the commit costs one fsync and one
+// stat per file) and Seal adds the checksums afterwards, in the background;
+// a drained checkpoint always has them, computed during the copy.
+//
 // # What is guaranteed, and where
 //
 // On a local POSIX file system (ext4, XFS, btrfs, tmpfs) rename is atomic

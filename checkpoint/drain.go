@@ -65,7 +65,10 @@ type drainRecord struct {
 // name with the source's size was fsynced before that rename and is kept (its
 // hash is taken from the source); a killed drain leaves only .part-trainrun
 // files and no markers, so nothing partial can be committed. Run again, it
-// completes. Draining a tag that is already committed does nothing.
+// completes. Draining a tag that is already committed does nothing. Staging
+// left by an earlier incarnation of the job must be cleared before its tags
+// can be saved again: the controller's Recover(world, true) at each start
+// does it, so a file reused from staging always comes from this incarnation.
 func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptions) (DrainResult, error) {
 	start := time.Now()
 	var res DrainResult

@@ -36,7 +36,7 @@ type Manifest struct {
 type File struct {
 	Path  string `json:"path"` // slash-separated, relative to the checkpoint directory
 	Size  int64  `json:"size"`
-	XXH64 string `json:"xxh64"` // 16 hex digits
+	XXH64 string `json:"xxh64,omitempty"` // 16 hex digits; "" until Seal when committed with DeferHash
 }
 
 const manifestVersion = 1
@@ -221,13 +221,21 @@ func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manif
 	if level < Checksums {
 		return m, nil
 	}
-	if err := hashFiles(ctx, dir, got, m.ChunkBytes, workers, false); err != nil {
+	var hashed []File // files with a recorded checksum (all, once sealed)
+	var want []File
+	for i, f := range m.Files {
+		if f.XXH64 != "" {
+			hashed = append(hashed, got[i])
+			want = append(want, f)
+		}
+	}
+	if err := hashFiles(ctx, dir, hashed, m.ChunkBytes, workers, false); err != nil {
 		return m, &VerifyError{Tag: m.Tag, Path: dir, What: err.Error()}
 	}
-	for i, f := range m.Files {
-		if got[i].XXH64 != f.XXH64 {
+	for i, f := range want {
+		if hashed[i].XXH64 != f.XXH64 {
 			return m, &VerifyError{Tag: m.Tag, Path: filepath.Join(dir, filepath.FromSlash(f.Path)),
-				What: fmt.Sprintf("xxh64 %s, the manifest says %s: the content changed after commit (bit rot, an overwrite or a partial copy)", got[i].XXH64, f.XXH64)}
+				What: fmt.Sprintf("xxh64 %s, the manifest says %s: the content changed after commit (bit rot, an overwrite or a partial copy)", hashed[i].XXH64, f.XXH64)}
 		}
 	}
 	return m, nil
@@ -278,4 +286,43 @@ func allDone(ranks []int, world int) bool {
 		}
 	}
 	return have == world
+}
+
+// syncFiles fsyncs files under dir with workers goroutines, reading nothing.
+func syncFiles(ctx context.Context, dir string, files []File, workers int) error {
+	var next atomic.Int64
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := 0; w < max(workers, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
+					return
+				}
+				p := filepath.Join(dir, filepath.FromSlash(files[i].Path))
+				err := func() error {
+					f, err := os.Open(p)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					return f.Sync()
+				}()
+				if err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("fsync %s: %w", p, err) })
+					next.Store(int64(len(files)))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
 }

@@ -29,6 +29,13 @@ type Options struct {
 	ChunkBytes int64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// DeferHash makes Commit of a checkpoint written in place record the
+	// files' sizes only, without reading their bytes, so that commit time
+	// does not grow with the checkpoint's size; Seal adds the checksums
+	// afterwards (the controller runs it in the background). Until then
+	// Verify checks sizes, markers and presence only. Drained checkpoints
+	// always get their checksums, computed during the copy.
+	DeferHash bool
 }
 
 // Store is one checkpoint directory (CKPT_DIR). All its I/O goes through
@@ -220,6 +227,9 @@ func (s *Store) describe(tag, dir string, staged bool, world int) (Info, bool) {
 			if m.Kind != KindTrainrun {
 				in.Note = NativeNote[m.Kind]
 			}
+			if !m.Sealed() {
+				in.Note = strings.TrimPrefix(in.Note+"; checksums not recorded yet (committed with deferred hashing, Seal adds them)", "; ")
+			}
 			return in, true
 		case !errors.Is(err, fs.ErrNotExist):
 			in.State, in.Note = Corrupt, err.Error()
@@ -256,7 +266,7 @@ func (s *Store) describe(tag, dir string, staged bool, world int) (Info, bool) {
 	}
 	if !done {
 		if world == 0 {
-			in.Note = fmt.Sprintf("%d ranks marked done; world size unknown (pass --world-size)", len(ranks))
+			in.Note = fmt.Sprintf("%d rank(s) marked done; world size unknown (pass --world-size)", len(ranks))
 		} else {
 			in.Note = fmt.Sprintf("%d of %d ranks marked done", countBelow(ranks, world), world)
 		}
@@ -432,7 +442,12 @@ func (s *Store) commitInPlace(ctx context.Context, tag string, world int) (Manif
 	if err != nil {
 		return Manifest{}, fmt.Errorf("commit %s: %w", tag, err)
 	}
-	if err := hashFiles(ctx, dir, files, s.opts.ChunkBytes, s.opts.Workers, true); err != nil {
+	if s.opts.DeferHash {
+		err = syncFiles(ctx, dir, files, s.opts.Workers)
+	} else {
+		err = hashFiles(ctx, dir, files, s.opts.ChunkBytes, s.opts.Workers, true)
+	}
+	if err != nil {
 		return Manifest{}, fmt.Errorf("commit %s: %w", tag, err)
 	}
 	s.step("commit:hashed")
@@ -777,11 +792,10 @@ func (s *Store) LatestLevel(ctx context.Context, level Level) (Resolved, error) 
 		r.Tag, r.Dir, r.Manifest = ms[i].Tag, s.tagDir(ms[i].Tag), m
 		return r, nil
 	}
-	msg := fmt.Sprintf("%s holds no committed checkpoint", s.dir)
 	if len(r.Skipped) > 0 {
-		msg = fmt.Sprintf("%s: none of its %d committed checkpoints verifies (first: %v)", s.dir, len(ms)+len(bad), r.Skipped[0])
+		return r, fmt.Errorf("%w in %s verifies: all %d fail (newest: %v)", ErrNoCheckpoint, s.dir, len(ms)+len(bad), r.Skipped[0])
 	}
-	return r, fmt.Errorf("%s: %w", msg, ErrNoCheckpoint)
+	return r, fmt.Errorf("%w in %s", ErrNoCheckpoint, s.dir)
 }
 
 // Quarantine moves a committed checkpoint that failed verification out of the
@@ -1035,4 +1049,51 @@ func (s *Store) CommitComplete(world int) (latest string, changed bool, err erro
 	}
 	after, err := s.pointer()
 	return after, after != before, err
+}
+
+// Seal adds the checksums a Commit with Options.DeferHash left out: it hashes
+// the files whose manifest entry has none and rewrites the manifest
+// atomically (the checkpoint stays committed throughout). Sealing a sealed
+// checkpoint does nothing. A file changed between the commit and the seal
+// fails the size check, or, same size, is recorded as it is now.
+func (s *Store) Seal(ctx context.Context, tag string) (Manifest, error) {
+	if err := CheckTag(tag); err != nil {
+		return Manifest{}, err
+	}
+	dir := s.tagDir(tag)
+	m, err := verifyDir(ctx, dir, Sizes, s.opts.Workers)
+	if err != nil {
+		return m, fmt.Errorf("seal %s: %w", tag, err)
+	}
+	var todo []File
+	var idx []int
+	for i, f := range m.Files {
+		if f.XXH64 == "" {
+			todo = append(todo, File{Path: f.Path, Size: f.Size})
+			idx = append(idx, i)
+		}
+	}
+	if len(todo) == 0 {
+		return m, nil
+	}
+	if err := hashFiles(ctx, dir, todo, m.ChunkBytes, s.opts.Workers, false); err != nil {
+		return m, fmt.Errorf("seal %s: %w", tag, err)
+	}
+	for j, i := range idx {
+		m.Files[i].XXH64 = todo[j].XXH64
+	}
+	if err := s.writeManifest(dir, m); err != nil {
+		return m, fmt.Errorf("seal %s: %w", tag, err)
+	}
+	return m, nil
+}
+
+// Sealed says whether every file of m has its checksum.
+func (m Manifest) Sealed() bool {
+	for _, f := range m.Files {
+		if f.XXH64 == "" {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -367,5 +368,47 @@ func TestLatestAfterCommitCutBeforePointer(t *testing.T) {
 	must(t, err)
 	if p, _ := s.pointer(); p != "step-2" {
 		t.Fatalf("pointer after recommit = %q", p)
+	}
+}
+
+func TestDeferredHashThenSeal(t *testing.T) {
+	t.Parallel()
+	s, err := OpenWith(t.TempDir(), Options{ChunkBytes: 4096, DeferHash: true})
+	must(t, err)
+	saveCkpt(t, s, "step-5", 2, 2)
+	m, err := s.Commit("step-5", 2)
+	must(t, err)
+	if m.Sealed() {
+		t.Fatal("deferred commit recorded checksums")
+	}
+	if r, err := s.Latest(); err != nil || r.Tag != "step-5" {
+		t.Fatalf("Latest before sealing = %v, %v", r.Tag, err)
+	}
+	list, err := s.List()
+	must(t, err)
+	if !strings.Contains(list[0].Note, "Seal") {
+		t.Fatalf("List note = %q", list[0].Note)
+	}
+	m, err = s.Seal(context.Background(), "step-5")
+	must(t, err)
+	if !m.Sealed() || m.Seq != 1 {
+		t.Fatalf("sealed manifest = %+v", m)
+	}
+	// Sealed checksums equal a hashing commit's.
+	s2 := newStore(t)
+	saveCkpt(t, s2, "step-5", 2, 2)
+	m2, err := s2.Commit("step-5", 2)
+	must(t, err)
+	if !reflect.DeepEqual(m.Files, m2.Files) {
+		t.Fatalf("sealed files %+v\nhashed files %+v", m.Files, m2.Files)
+	}
+	// Now a same-size change is caught.
+	p := filepath.Join(s.tagDir("step-5"), shardName(1, 0))
+	b, err := os.ReadFile(p)
+	must(t, err)
+	b[0] ^= 0xff
+	must(t, os.WriteFile(p, b, 0o644))
+	if _, err := s.Verify("step-5"); err == nil || !strings.Contains(err.Error(), "xxh64") {
+		t.Fatalf("Verify after a flip = %v", err)
 	}
 }

@@ -142,7 +142,7 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 		l.GradAccum = j.GlobalBatch / (l.MicroBatch * l.DP)
 	}
 	e.Layout = l
-	e.ModelFlopsPerToken = FlopsPerToken(m, j.SeqLen)
+	e.ModelFlopsPerToken = JobFlopsPerToken(m, j)
 	if r := validate(m, j, c, l); r != "" {
 		e.Reason = r
 		return
@@ -162,7 +162,7 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	x.legacy = j.Stack == StackMegatron2022
 	x.flash = !x.legacy && c.GPU.AttentionEff > 0
 	x.fp8 = j.Precision == FP8
-	x.k = newKern(c.GPU)
+	x.k = newKern(c.GPU, j.Stack)
 
 	host := x.memoryOf(e)
 	e.Memory.Fits = e.Memory.PerGPU <= e.Memory.Capacity

@@ -93,7 +93,7 @@ func TestStepParts(t *testing.T) {
 // reproduces the measured MAMF at 8192³.
 func TestGEMMModel(t *testing.T) {
 	g := mustGPU(t, "a100-80gb")
-	k := newKern(g)
+	k := newKern(g, StackMegatronCore)
 	n := 8192.0
 	got := k.gemm(n, n, n, false, 2)
 	// The memory term was removed from the measured efficiency, so at the
@@ -115,7 +115,7 @@ func TestGEMMModel(t *testing.T) {
 		t.Errorf("n=130 GEMM %.3g s should cost about n=256's %.3g s", a, b)
 	}
 	// FP8 is faster than BF16 for a large GEMM but less than 2×.
-	h := newKern(mustGPU(t, "h100-sxm"))
+	h := newKern(mustGPU(t, "h100-sxm"), StackMegatronCore)
 	r := h.gemm(8192, 8192, 8192, false, 2) / h.gemm(8192, 8192, 8192, true, 2)
 	if r <= 1.2 || r >= 2 {
 		t.Errorf("FP8 speed-up %.2f, want between 1.2 and 2", r)
@@ -140,5 +140,31 @@ func TestTPCommLegacyByHand(t *testing.T) {
 	wantTraffic := 48 * 4 * 2 * 7.0 / 8 * S
 	if relErr(e.Traffic.TP, wantTraffic) > 1e-9 {
 		t.Errorf("TP traffic %.6g bytes, want %.6g", e.Traffic.TP, wantTraffic)
+	}
+}
+
+func TestEvaluateHotPathDoesNotAllocate(t *testing.T) {
+	c := ClusterOf(mustGPU(t, "h100-sxm"), 64)
+	j := Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16}
+	l := Layout{TP: 8, PP: 2, VPP: 4, DP: 4, MicroBatch: 1, SP: true, Zero: 1, Recompute: "none"}
+	var x shape
+	var e Evaluation
+	if n := testing.AllocsPerRun(100, func() { e = Evaluation{}; evaluate(&x, llama3_70b, j, c, l, &e) }); n != 0 {
+		t.Errorf("evaluate allocates %.0f times per layout; the search's hot path must not", n)
+	}
+}
+
+func TestDPTrafficByHand(t *testing.T) {
+	// Llama-2-7B, TP=1, PP=1, DP=8, distributed optimizer: reduce-scatter of
+	// FP32 gradients and all-gather of 16-bit weights, (n−1)/n of each.
+	c := ClusterOf(mustGPU(t, "h100-sxm"), 8)
+	j := Job{SeqLen: 4096, GlobalBatch: 64, Precision: BF16}
+	e := Evaluate(llama2_7b, j, c, Layout{TP: 1, PP: 1, DP: 8, MicroBatch: 1, Zero: 1, Recompute: "full"})
+	want := (4 + 2) * llama2_7b.Params() * 7 / 8
+	if relErr(e.Traffic.DP, want) > 1e-9 {
+		t.Errorf("DP traffic %.6g bytes per step, want %.6g", e.Traffic.DP, want)
+	}
+	if e.Traffic.TP != 0 || e.Traffic.PP != 0 || e.Traffic.CP != 0 || e.Traffic.EP != 0 {
+		t.Errorf("no TP/PP/CP/EP groups, yet traffic %+v", e.Traffic)
 	}
 }

@@ -147,3 +147,27 @@ func FlopsPerTokenNonCausal(m Model, seqLen int) float64 {
 	lin, att := m.forwardFlopsPerToken(seqLen, false)
 	return 3 * (lin + att)
 }
+
+// loraAdapterParams is the adapter parameters of rank r on every linear layer
+// of attention and the dense MLP (memory.go's LoRA placement), whole model.
+func (m Model) loraAdapterParams(r int) float64 {
+	h, d := float64(m.Hidden), float64(m.headDim())
+	n, g := float64(m.Heads), float64(m.kvHeads())
+	f := float64(m.FFN)
+	mats := m.FFNType.mlpMatrices()
+	perLayer := (h + (n+2*g)*d) + (n*d + h) + (h + (mats-1)*f) + (f + h)
+	return float64(r) * perLayer * float64(m.Layers)
+}
+
+// JobFlopsPerToken is FlopsPerToken for the job: LoRA trains no frozen weight,
+// so its backward has no weight-gradient GEMMs for them; the matmuls a token
+// needs are the forward and the input-gradient GEMMs (2× forward) of the
+// linear layers, the attention core's 3×, and the adapters' 6 FLOPs per
+// parameter (Hu et al. 2021). Full training: FlopsPerToken.
+func JobFlopsPerToken(m Model, j Job) float64 {
+	if j.LoRARank <= 0 {
+		return FlopsPerToken(m, j.SeqLen)
+	}
+	lin, att := m.forwardFlopsPerToken(j.SeqLen, true)
+	return 2*lin + 3*att + 6*m.loraAdapterParams(j.LoRARank)
+}

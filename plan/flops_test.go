@@ -84,3 +84,17 @@ func TestFlopsPerToken(t *testing.T) {
 		t.Errorf("Mixtral forward linear FLOPs = %.6g, want %.6g", lin, want)
 	}
 }
+
+func TestJobFlopsPerTokenLoRA(t *testing.T) {
+	m := llama2_7b
+	full := JobFlopsPerToken(m, Job{SeqLen: 4096})
+	if full != FlopsPerToken(m, 4096) {
+		t.Errorf("full training: %.6g, want FlopsPerToken %.6g", full, FlopsPerToken(m, 4096))
+	}
+	lin, att := m.forwardFlopsPerToken(4096, true)
+	// r=16 adapters by hand: per layer 16·[(4096+3·4096) + (4096+4096) + (4096+2·11008) + (11008+4096)] = 1,056,768.
+	want := 2*lin + 3*att + 6*16*(4*4096+2*4096+(4096+2*11008)+(11008+4096))*32
+	if got := JobFlopsPerToken(m, Job{SeqLen: 4096, LoRARank: 16}); relErr(got, want) > 1e-12 {
+		t.Errorf("LoRA: %.6g, want %.6g", got, want)
+	}
+}

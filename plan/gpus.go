@@ -29,13 +29,15 @@ import (
 //     FP32 (split accumulator) in the backward GEMMs. Other FP8 GPUs keep H100's
 //     FP8/BF16 ratio, 0.63/0.803 (assumed).
 //   - AttentionEff: fused flash attention, forward+backward, as a fraction of
-//     the BF16 peak at long sequence, head dim 128. A100: FlashAttention-2 paper
-//     (Dao 2023) reports up to ~70 % fwd and ~60 % fwd+bwd. H100-class: the
-//     FlashAttention-3 paper (Shah et al. 2024) states FlashAttention-2 reaches
-//     only ~35 % of H100's peak (it uses no wgmma/TMA); the 2024 NeMo stack of
-//     the calibration set ran that class of kernel, so 0.35 (FA3 itself reaches
-//     ~75 % forward: a newer stack is faster than predicted here). Blackwell,
-//     MI300X, L40S assumed. V100 has no flash kernel (0: the unfused path).
+//     the BF16 peak at long sequence, head dim 128, with the kernels current for
+//     the architecture. A100: FlashAttention-2 paper (Dao 2023): up to ~70 %
+//     forward, ~60 % forward+backward. Hopper: FlashAttention-3 paper (Shah et
+//     al. 2024): forward up to ~75 % (740 TFLOP/s BF16), backward 1.5-1.75x
+//     FlashAttention-2's (~300 TFLOP/s), i.e. ~0.53 for the 1:2.5 forward:backward
+//     FLOP mix. The 2024 NeMo stack of the calibration rows still ran
+//     FlashAttention-2-class kernels on Hopper, which the same paper puts at ~35 %
+//     (fa2HopperEff in time.go, used for StackNeMo). Blackwell, MI300X, L40S
+//     assumed. V100 has no flash kernel (0: the unfused path is modelled).
 //   - HostMemory: usual host RAM per node (DGX A100 80GB 2 TB, DGX H100 2 TB,
 //     GB200 compute tray 2×480 GB LPDDR5X); a default only, --host-memory wins.
 
@@ -46,77 +48,77 @@ const (
 
 var gpuCatalog = []GPU{
 	{
-		Name: "v100-32gb", PeakBF16: 125e12, PeakFP8: 0, MemoryBytes: 32768 * mib,
+		Name: "v100-32gb", Arch: "volta", PeakBF16: 125e12, PeakFP8: 0, MemoryBytes: 32768 * mib,
 		HBMBandwidth: 900e9, NVLinkBandwidth: 150e9, PCIeBandwidth: 16e9, InterNode: 6.25e9,
 		NVLinkDomain: 8, GPUsPerNode: 8,
 		MatmulEff: 0.85, FP8MatmulEff: 0, AttentionEff: 0, HostMemory: 512 * gib,
 		Source: "FP16 tensor 125 TFLOP/s, 900 GB/s, NVLink2 300 GB/s total (llm-analysis v100-sxm-32gb.json; NVIDIA datasheet, recalled); DGX-1: 4x EDR 100 Gb/s for 8 GPUs; MatmulEff assumed",
 	},
 	{
-		Name: "a100-40gb", PeakBF16: 312e12, MemoryBytes: 40536 * mib,
+		Name: "a100-40gb", Arch: "ampere", PeakBF16: 312e12, MemoryBytes: 40536 * mib,
 		HBMBandwidth: 1555e9, NVLinkBandwidth: 300e9, PCIeBandwidth: 32e9, InterNode: 25e9,
 		NVLinkDomain: 8, GPUsPerNode: 8,
 		MatmulEff: 0.869, AttentionEff: 0.60, HostMemory: 1024 * gib,
 		Source: "312 TFLOP/s BF16, 1.555 TB/s (llm-analysis a100-sxm-40gb.json); NVLink3 600 GB/s total; HDR 200 Gb/s per GPU (DGX A100); MAMF 271.2 (ml-engineering)",
 	},
 	{
-		Name: "a100-80gb", PeakBF16: 312e12, MemoryBytes: 81920 * mib,
+		Name: "a100-80gb", Arch: "ampere", PeakBF16: 312e12, MemoryBytes: 81920 * mib,
 		HBMBandwidth: 2039e9, NVLinkBandwidth: 300e9, PCIeBandwidth: 32e9, InterNode: 25e9,
 		NVLinkDomain: 8, GPUsPerNode: 8,
 		MatmulEff: 0.869, AttentionEff: 0.60, HostMemory: 2048 * gib,
 		Source: "312 TFLOP/s BF16, 2.039 TB/s (llm-analysis a100-sxm-80gb.json); NVLink3 600 GB/s total; HDR 200 Gb/s per GPU (Selene/DGX A100); MAMF 271.2 (ml-engineering)",
 	},
 	{
-		Name: "h100-sxm", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 81559 * mib,
+		Name: "h100-sxm", Arch: "hopper", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 81559 * mib,
 		HBMBandwidth: 3.35e12, NVLinkBandwidth: 450e9, PCIeBandwidth: 64e9, InterNode: 50e9,
 		NVLinkDomain: 8, GPUsPerNode: 8,
-		MatmulEff: 0.803, FP8MatmulEff: 0.63, AttentionEff: 0.35, HostMemory: 2048 * gib,
+		MatmulEff: 0.803, FP8MatmulEff: 0.63, AttentionEff: 0.53, HostMemory: 2048 * gib,
 		Source: "989.4 BF16 / 1978.9 FP8 dense (glennklockwood.com h100), 3.35 TB/s, NVLink4 900 GB/s total; NDR 400 Gb/s per GPU (DGX H100); MAMF 794.5 (ml-engineering)",
 	},
 	{
-		Name: "h100-pcie", PeakBF16: 756e12, PeakFP8: 1513e12, MemoryBytes: 81559 * mib,
+		Name: "h100-pcie", Arch: "hopper", PeakBF16: 756e12, PeakFP8: 1513e12, MemoryBytes: 81559 * mib,
 		HBMBandwidth: 2.0e12, NVLinkBandwidth: 0, PCIeBandwidth: 64e9, InterNode: 25e9,
 		NVLinkDomain: 1, GPUsPerNode: 8,
-		MatmulEff: 0.803, FP8MatmulEff: 0.63, AttentionEff: 0.35, HostMemory: 1024 * gib,
+		MatmulEff: 0.803, FP8MatmulEff: 0.63, AttentionEff: 0.53, HostMemory: 1024 * gib,
 		Source: "756 BF16 / 1513 FP8 dense (hpctech H100 page, sparse/2), 2.0 TB/s, PCIe Gen5 x16 (llm-analysis h100-pcie-80gb.json); NVLink bridges join pairs only, so the planner treats TP as PCIe-bound; 200 Gb/s per GPU assumed; efficiencies as H100 SXM (assumed)",
 	},
 	{
-		Name: "h800", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 81559 * mib,
+		Name: "h800", Arch: "hopper", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 81559 * mib,
 		HBMBandwidth: 3.35e12, NVLinkBandwidth: 200e9, PCIeBandwidth: 64e9, InterNode: 50e9,
 		NVLinkDomain: 8, GPUsPerNode: 8,
-		MatmulEff: 0.803, FP8MatmulEff: 0.63, AttentionEff: 0.35, HostMemory: 2048 * gib,
+		MatmulEff: 0.803, FP8MatmulEff: 0.63, AttentionEff: 0.53, HostMemory: 2048 * gib,
 		Source: "H100 die with NVLink cut to ~400 GB/s total (DeepSeek-V3 report, recalled); 400 Gb/s IB per GPU; efficiencies as H100 SXM",
 	},
 	{
-		Name: "h200", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 143771 * mib,
+		Name: "h200", Arch: "hopper", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 143771 * mib,
 		HBMBandwidth: 4.8e12, NVLinkBandwidth: 450e9, PCIeBandwidth: 64e9, InterNode: 50e9,
 		NVLinkDomain: 8, GPUsPerNode: 8,
-		MatmulEff: 0.803, FP8MatmulEff: 0.63, AttentionEff: 0.35, HostMemory: 2048 * gib,
+		MatmulEff: 0.803, FP8MatmulEff: 0.63, AttentionEff: 0.53, HostMemory: 2048 * gib,
 		Source: "same GH100 die as H100 (989.4 BF16 dense), 141 GB HBM3e, 4.8 TB/s; NVLink4 900 GB/s total; NDR 400 Gb/s per GPU; efficiencies as H100 SXM",
 	},
 	{
-		Name: "b200", PeakBF16: 2250e12, PeakFP8: 4500e12, MemoryBytes: 183359 * mib,
+		Name: "b200", Arch: "blackwell", PeakBF16: 2250e12, PeakFP8: 4500e12, MemoryBytes: 183359 * mib,
 		HBMBandwidth: 8e12, NVLinkBandwidth: 900e9, PCIeBandwidth: 64e9, InterNode: 50e9,
 		NVLinkDomain: 8, GPUsPerNode: 8,
 		MatmulEff: 0.776, FP8MatmulEff: 0.61, AttentionEff: 0.50, HostMemory: 2048 * gib,
 		Source: "2250 BF16 / 4500 FP8 dense, 8 TB/s, NVLink5 1.8 TB/s total (glennklockwood.com B200); ~180 GB usable per GPU in DGX B200; 400 Gb/s per GPU; MAMF ~1745 (ml-engineering); FP8/attention assumed",
 	},
 	{
-		Name: "gb200", PeakBF16: 2500e12, PeakFP8: 5000e12, MemoryBytes: 189471 * mib,
+		Name: "gb200", Arch: "blackwell", PeakBF16: 2500e12, PeakFP8: 5000e12, MemoryBytes: 189471 * mib,
 		HBMBandwidth: 8e12, NVLinkBandwidth: 900e9, PCIeBandwidth: 450e9, InterNode: 50e9,
 		NVLinkDomain: 72, GPUsPerNode: 4,
 		MatmulEff: 0.776, FP8MatmulEff: 0.61, AttentionEff: 0.50, HostMemory: 960 * gib,
 		Source: "2500 BF16 / 5000 FP8 dense per GPU (glennklockwood.com B200, GB200 table), ~186 GB HBM3e, 8 TB/s; NVL72: 72-GPU NVLink5 domain, 4 GPUs per compute tray; host link is NVLink-C2C 900 GB/s total to Grace; 400 Gb/s per GPU scale-out; efficiencies as B200 (assumed)",
 	},
 	{
-		Name: "mi300x", PeakBF16: 1307.4e12, PeakFP8: 2614.9e12, MemoryBytes: 196592 * mib,
+		Name: "mi300x", Arch: "cdna3", PeakBF16: 1307.4e12, PeakFP8: 2614.9e12, MemoryBytes: 196592 * mib,
 		HBMBandwidth: 5.3e12, NVLinkBandwidth: 448e9, PCIeBandwidth: 64e9, InterNode: 50e9,
 		NVLinkDomain: 8, GPUsPerNode: 8,
 		MatmulEff: 0.60, FP8MatmulEff: 0.47, AttentionEff: 0.35, HostMemory: 2048 * gib,
 		Source: "1307.4 BF16 / 2614.9 FP8 dense, 192 GB HBM3, 5.3 TB/s (AMD figures via aiwiki summaries); Infinity Fabric 7 links x 64 GB/s per direction, full mesh of 8; 400 Gb/s per GPU; MAMF 781.9 (ml-engineering, older ROCm); attention assumed",
 	},
 	{
-		Name: "l40s", PeakBF16: 362.05e12, PeakFP8: 733e12, MemoryBytes: 46068 * mib,
+		Name: "l40s", Arch: "ada", PeakBF16: 362.05e12, PeakFP8: 733e12, MemoryBytes: 46068 * mib,
 		HBMBandwidth: 864e9, NVLinkBandwidth: 0, PCIeBandwidth: 32e9, InterNode: 12.5e9,
 		NVLinkDomain: 1, GPUsPerNode: 8,
 		MatmulEff: 0.75, FP8MatmulEff: 0.59, AttentionEff: 0.45, HostMemory: 1024 * gib,

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func parseFile(t *testing.T, file string) (Model, error) {
+func hfParseFile(t *testing.T, file string) (Model, error) {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", "hf", file))
 	if err != nil {
@@ -30,7 +30,7 @@ func TestHFConfigMatchesPreset(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			got, err := parseFile(t, c.file)
+			got, err := hfParseFile(t, c.file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestHFConfigParamCounts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			m, err := parseFile(t, c.file)
+			m, err := hfParseFile(t, c.file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestHFConfigParamCounts(t *testing.T) {
 }
 
 func TestHFConfigQwenMoEFields(t *testing.T) {
-	m, err := parseFile(t, "qwen1.5-moe-a2.7b.json")
+	m, err := hfParseFile(t, "qwen1.5-moe-a2.7b.json")
 	if err != nil {
 		t.Fatal(err)
 	}

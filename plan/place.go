@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -46,9 +48,13 @@ import (
 //
 // Every candidate is scored with the same traffic model (place_traffic.go)
 // on the planner's per-group volumes, and the one with the fewest spine
-// bytes, then leaf bytes, wins. Slurm's own block order under Megatron's
-// numbering is one of the candidates whenever TP and CP tile the node, so the
-// result never puts more bytes on the spine than the default launch.
+// bytes, then leaf bytes, wins (ties: the first scored). Slurm's own block
+// order under Megatron's numbering is scored first whenever the node boundary
+// falls between whole digits of that order (always with power-of-two
+// degrees; not e.g. for tp=1 dp=6 pp=4 on 8-GPU nodes, where that order is not
+// rail-aligned), so the result then never puts more bytes on the spine than
+// the default launch; the property test asserts it. Cost: each candidate is
+// O(ranks) to lay out and O(ranks·(4 + EP)) to score; at most 13 candidates.
 
 // PlaceNode is one node of the allocation as placement sees it.
 type PlaceNode struct {
@@ -299,13 +305,12 @@ func buildTopo(nodes []PlaceNode) *placeTopo {
 func candidates(l Layout, G int, nodes []PlaceNode, t *placeTopo) []candidate {
 	deg := [numDims]int{l.TP, l.CP, l.DP, l.PP}
 	var out []candidate
-	seen := map[string]bool{}
+	groups := leafGroups(t)
 	// Slurm's block order under Megatron's numbering, when it is rail-aligned
 	// (the node boundary falls on a digit boundary): scoring it means the
 	// result is never worse than the default launch.
 	if inner, outer, ok := megatronFactors(deg, G); ok {
 		c := candidate{inner: inner, outer: outer, nodeOrder: "slurm", order: identityOrder(len(nodes)), primary: dimDP}
-		seen[describeFactors(inner, outer)+" slurm"] = true
 		out = append(out, c)
 	}
 	for _, fillFirst := range []int{dimDP, dimPP} {
@@ -348,21 +353,23 @@ func candidates(l Layout, G int, nodes []PlaceNode, t *placeTopo) []candidate {
 			}
 			for _, no := range []string{"slurm", "grouped", "packed"} {
 				c := candidate{inner: inner, outer: outer, nodeOrder: no, primary: primary}
-				key := describeFactors(c.inner, c.outer) + " " + no
 				if no != "slurm" && !t.hasLeaves && !hasBlocks(t) {
 					continue // one switch, no blocks: every order is the same
 				}
-				if seen[key] {
-					continue
-				}
-				seen[key] = true
 				switch no {
 				case "slurm":
 					c.order = identityOrder(len(nodes))
 				case "grouped":
-					c.order = groupedOrder(nodes, t, 1)
+					c.order = packedOrder(groups, len(nodes), 1)
 				case "packed":
-					c.order = groupedOrder(nodes, t, unit)
+					c.order = packedOrder(groups, len(nodes), unit)
+				}
+				// The same factors over the same node order score the same:
+				// keep the first (packing often leaves the grouped order as is).
+				if slices.ContainsFunc(out, func(o candidate) bool {
+					return slices.Equal(o.inner, c.inner) && slices.Equal(o.outer, c.outer) && slices.Equal(o.order, c.order)
+				}) {
+					continue
 				}
 				out = append(out, c)
 			}
@@ -481,48 +488,48 @@ func identityOrder(n int) []int {
 	return o
 }
 
-// groupedOrder sorts nodes by leaf (leaves in order of first appearance in
-// Slurm's list), then NVLink block, then Slurm's order. With unit > 1 it then
+// leafGroups lists the nodes of each leaf (leaves in order of first
+// appearance in Slurm's list), grouped within a leaf by NVLink block (blocks
+// in order of first appearance in that leaf), otherwise in Slurm's order.
+func leafGroups(t *placeTopo) [][]int {
+	nLeaves := 0
+	for _, id := range t.leaf {
+		nLeaves = max(nLeaves, int(id)+1)
+	}
+	byLeaf := make([][]int, nLeaves)
+	for i := range t.leaf {
+		byLeaf[t.leaf[i]] = append(byLeaf[t.leaf[i]], i)
+	}
+	if !hasBlocks(t) {
+		return byLeaf
+	}
+	for _, m := range byLeaf {
+		first := map[int32]int{} // block → its first position in this leaf
+		key := make(map[int]int, len(m))
+		for pos, i := range m {
+			k := pos
+			if b := t.block[i]; b >= 0 {
+				if f, ok := first[b]; ok {
+					k = f
+				} else {
+					first[b] = pos
+				}
+			}
+			key[i] = k
+		}
+		sort.SliceStable(m, func(a, b int) bool { return key[m[a]] < key[m[b]] })
+	}
+	return byLeaf
+}
+
+// packedOrder lays the leaf groups out one after the other. With unit > 1 it
 // packs: each leaf contributes its whole units of `unit` consecutive nodes
 // first, and the leftovers of all leaves follow, largest first, so that as
 // many groups as possible live inside one leaf and the rest straddle as few
 // leaves as a greedy fit allows.
-func groupedOrder(nodes []PlaceNode, t *placeTopo, unit int) []int {
-	nLeaves := 0
-	for _, id := range t.leaf {
-		if int(id)+1 > nLeaves {
-			nLeaves = int(id) + 1
-		}
-	}
-	// Bucket by leaf, then within a leaf by block (first appearance).
-	byLeaf := make([][]int, nLeaves)
-	for i := range nodes {
-		byLeaf[t.leaf[i]] = append(byLeaf[t.leaf[i]], i)
-	}
-	for li, members := range byLeaf {
-		blockRank := map[int32]int{}
-		buckets := [][]int{}
-		for _, i := range members {
-			b := t.block[i]
-			if b < 0 {
-				b = -1 - int32(i) // no block: each node its own
-			}
-			k, ok := blockRank[b]
-			if !ok {
-				k = len(buckets)
-				blockRank[b] = k
-				buckets = append(buckets, nil)
-			}
-			buckets[k] = append(buckets[k], i)
-		}
-		sorted := members[:0]
-		for _, b := range buckets {
-			sorted = append(sorted, b...)
-		}
-		byLeaf[li] = sorted
-	}
-	order := make([]int, 0, len(nodes))
-	if unit <= 1 || unit >= len(nodes) {
+func packedOrder(byLeaf [][]int, n, unit int) []int {
+	order := make([]int, 0, n)
+	if unit <= 1 || unit >= n {
 		for _, m := range byLeaf {
 			order = append(order, m...)
 		}
@@ -537,11 +544,7 @@ func groupedOrder(nodes []PlaceNode, t *placeTopo, unit int) []int {
 		}
 	}
 	// Largest leftovers first (stable: ties keep leaf order).
-	for i := 1; i < len(leftovers); i++ {
-		for j := i; j > 0 && len(leftovers[j]) > len(leftovers[j-1]); j-- {
-			leftovers[j], leftovers[j-1] = leftovers[j-1], leftovers[j]
-		}
-	}
+	sort.SliceStable(leftovers, func(a, b int) bool { return len(leftovers[a]) > len(leftovers[b]) })
 	for _, m := range leftovers {
 		order = append(order, m...)
 	}

@@ -67,3 +67,23 @@ func RailsOf(n *topo.Node) ([]int, string) {
 	}
 	return rails, ""
 }
+
+// PlaceNodes describes the job's hosts (Slurm's order) for Place: leaf switch
+// and NVLink block from the cluster model (nil: one switch, no blocks), and
+// the rail map every node shares (nil: identity; set PlaceNode.Rails per node
+// afterwards where nodes differ). A host under no switch of a tree topology
+// is an error: Slurm itself requires every node under a switch.
+func PlaceNodes(hosts []string, cl *topo.Cluster, rails []int) ([]PlaceNode, error) {
+	nodes := make([]PlaceNode, len(hosts))
+	for i, h := range hosts {
+		nodes[i] = PlaceNode{Name: h, Rails: rails}
+		if cl == nil {
+			continue
+		}
+		nodes[i].Leaf, nodes[i].Block = cl.Leaf(h), cl.Block(h)
+		if cl.HasTree() && nodes[i].Leaf == "" {
+			return nil, fmt.Errorf("node %s is under no switch of %s; add it to a SwitchName=... Nodes= line (Slurm requires every node under a switch)", h, cl.Source)
+		}
+	}
+	return nodes, nil
+}

@@ -221,6 +221,8 @@ func PlacementTraffic(l Layout, tr Traffic, nodes []PlaceNode, nodeOf []int) (Li
 func explainPlacement(l Layout, G int, tr Traffic, c candidate, got, base LinkBytes, t *placeTopo) []string {
 	var why []string
 	switch {
+	case l.TP == 1:
+		// no tensor parallelism: nothing to keep on NVLink
 	case l.TP <= G:
 		why = append(why, fmt.Sprintf("TP=%d inside one node (%d GPUs): tensor-parallel traffic stays on NVLink", l.TP, G))
 	default:
@@ -229,14 +231,28 @@ func explainPlacement(l Layout, G int, tr Traffic, c candidate, got, base LinkBy
 	if l.EP > 1 {
 		why = append(why, fmt.Sprintf("EP=%d groups placed before DP and PP so the all-to-all spans as few nodes as possible", l.EP))
 	}
-	if len(c.outer) > 0 {
+	crossDP, crossPP := false, false
+	for _, f := range c.outer {
+		crossDP = crossDP || f.dim == dimDP
+		crossPP = crossPP || f.dim == dimPP
+	}
+	switch {
+	case c.nodeOrder == "slurm" && !t.hasLeaves:
+		// one switch: nothing to choose across nodes
+	case crossDP && crossPP:
 		prim, sec := "DP", "PP"
 		pb, sb := tr.DP, tr.PP
 		if c.primary == dimPP {
 			prim, sec, pb, sb = "PP", "DP", tr.PP, tr.DP
 		}
-		why = append(why, fmt.Sprintf("across nodes %s first, then %s (%s %s, %s %s per GPU per step): the order with the fewest spine bytes among those scored",
+		why = append(why, fmt.Sprintf("across nodes %s groups are kept together first, then %s (%s %s, %s %s per GPU per step): of the orders scored, the one with the fewest spine bytes, then leaf bytes",
 			prim, sec, prim, fmtBytes(pb), sec, fmtBytes(sb)))
+	case crossDP || crossPP:
+		d := "DP"
+		if crossPP {
+			d = "PP"
+		}
+		why = append(why, fmt.Sprintf("only %s crosses nodes; nodes ordered %s so its groups share leaves where the allocation allows", d, c.nodeOrder))
 	}
 	if t.hasLeaves {
 		if base.Spine > 0 {

@@ -83,6 +83,11 @@ type jsonResult struct {
 	Rejected     []jsonRejection `json:"rejected"`
 }
 
+// toJSONPlan keeps to the contract's keys. Block recompute (Recompute "full"
+// with RecomputeLayers N) has no key there and is written as "full": a
+// trainer that recomputes every layer uses less memory than the plan, so the
+// plan still fits (it runs slower than predicted). The megatron and env
+// formats carry N.
 func toJSONPlan(e Evaluation) jsonPlan {
 	why := e.Why
 	if why == nil {
@@ -159,8 +164,10 @@ func LayoutGPUs(l Layout) int { return l.TP * l.PP * l.CP * l.DP }
 // PlanEnv returns the plan's TRAINRUN_* variables for every training process
 // (PRODUCT.md, "Environment of every training process"), in a fixed order.
 // TRAINRUN_PLAN, the path of the plan JSON, is the launcher's to add.
-// TRAINRUN_SP, TRAINRUN_ZERO and TRAINRUN_OFFLOAD are added beyond the
-// contract's list so a trainer other than Megatron can apply the whole plan.
+// TRAINRUN_RECOMPUTE_LAYERS (block recompute: layers per model chunk that
+// keep only their input; 0 = all with full), TRAINRUN_SP, TRAINRUN_ZERO and
+// TRAINRUN_OFFLOAD are added beyond the contract's list so a trainer other
+// than Megatron can apply the whole plan.
 func PlanEnv(e Evaluation) [][2]string {
 	i := strconv.Itoa
 	return [][2]string{
@@ -173,6 +180,7 @@ func PlanEnv(e Evaluation) [][2]string {
 		{"TRAINRUN_MICRO_BATCH", i(e.MicroBatch)},
 		{"TRAINRUN_GRAD_ACCUM", i(e.GradAccum)},
 		{"TRAINRUN_RECOMPUTE", e.Recompute},
+		{"TRAINRUN_RECOMPUTE_LAYERS", i(e.RecomputeLayers)},
 		{"TRAINRUN_SP", strconv.FormatBool(e.SP)},
 		{"TRAINRUN_ZERO", i(e.Zero)},
 		{"TRAINRUN_OFFLOAD", e.Offload},
@@ -229,11 +237,18 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	case "selective":
 		add("--recompute-granularity", "selective")
 	case "full":
-		// Every layer keeps only its input: the 2·s·b·h per layer of
-		// Korthikanti et al. 2022 Table 2 that the memory model assumes.
 		add("--recompute-granularity", "full")
-		add("--recompute-method", "uniform")
-		add("--recompute-num-layers", 1)
+		if e.RecomputeLayers > 0 {
+			// The first N layers of each model chunk keep only their input;
+			// the rest keep all activations (the planner's least that fits).
+			add("--recompute-method", "block")
+			add("--recompute-num-layers", e.RecomputeLayers)
+		} else {
+			// Every layer keeps only its input: the 2·s·b·h per layer of
+			// Korthikanti et al. 2022 Table 2 that the memory model assumes.
+			add("--recompute-method", "uniform")
+			add("--recompute-num-layers", 1)
+		}
 	}
 	switch e.Zero {
 	case 1:

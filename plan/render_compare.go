@@ -20,6 +20,8 @@ func BoundBy(e Evaluation) (kind, detail string) {
 	switch {
 	case e.Offload != "" && e.Offload != "none":
 		return "memory", fmt.Sprintf("offloads %s to host memory (%.0f %% of the step)", e.Offload, percentOf(t.Offload, t.Step))
+	case e.Recompute == "full" && e.RecomputeLayers > 0:
+		return "memory", fmt.Sprintf("recomputes %d layers of each model chunk to fit (%.0f %% of the step)", e.RecomputeLayers, percentOf(t.Recompute, t.Step))
 	case e.Recompute == "full":
 		return "memory", "recomputes every layer to fit, a second forward pass"
 	case t.Step > 0 && comm/t.Step > 0.35:

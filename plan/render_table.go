@@ -63,8 +63,12 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 	}
 	fmt.Fprintf(b, "\nlayout   TP %d x PP %d%s x CP %d x DP %d = %d GPUs; EP %d; SP %s\n",
 		e.TP, e.PP, vpp, e.CP, e.DP, LayoutGPUs(e.Layout), e.EP, sp)
+	rc := e.Recompute
+	if rc == "full" && e.RecomputeLayers > 0 {
+		rc = fmt.Sprintf("full for %d layers of each model chunk (block)", e.RecomputeLayers)
+	}
 	fmt.Fprintf(b, "         micro-batch %d x %d accumulation steps; recompute %s; ZeRO %d%s; offload %s\n",
-		e.MicroBatch, e.GradAccum, e.Recompute, e.Zero, zeroNote(e.Zero), e.Offload)
+		e.MicroBatch, e.GradAccum, rc, e.Zero, zeroNote(e.Zero), e.Offload)
 
 	mem := e.Memory
 	fits := "fits"
@@ -160,6 +164,9 @@ func shortLayout(l Layout) string {
 		s += " sp"
 	}
 	s += " rc:" + l.Recompute
+	if l.Recompute == "full" && l.RecomputeLayers > 0 {
+		s += fmt.Sprintf(":%d", l.RecomputeLayers)
+	}
 	s += fmt.Sprintf(" z%d", l.Zero)
 	if l.Offload != "" && l.Offload != "none" {
 		s += " off:" + l.Offload

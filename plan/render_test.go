@@ -14,13 +14,24 @@ import (
 	"time"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/render")
+// The -update flag may also be defined by another test file of this package
+// (package-level flag.Bool runs before any init), so define it only if absent.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files under testdata/")
+	}
+}
+
+func rdUpdating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
 
 // golden compares got with testdata/render/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
+func rdGolden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", "render", name)
-	if *update {
+	if rdUpdating() {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -38,16 +49,16 @@ func golden(t *testing.T, name, got string) {
 // Hand-built inputs: the renderers' tests must not depend on the model's
 // predictions, so these figures are test inputs, not predictions.
 var (
-	h100 = GPU{Name: "h100-sxm", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 80e9, HBMBandwidth: 3.35e12,
+	rdH100 = GPU{Name: "h100-sxm", PeakBF16: 989.4e12, PeakFP8: 1978.9e12, MemoryBytes: 80e9, HBMBandwidth: 3.35e12,
 		NVLinkBandwidth: 450e9, PCIeBandwidth: 64e9, InterNode: 50e9, NVLinkDomain: 8, GPUsPerNode: 8}
-	a100 = GPU{Name: "a100-80gb", PeakBF16: 312e12, MemoryBytes: 80e9, HBMBandwidth: 2.039e12,
+	rdA100 = GPU{Name: "a100-80gb", PeakBF16: 312e12, MemoryBytes: 80e9, HBMBandwidth: 2.039e12,
 		NVLinkBandwidth: 300e9, PCIeBandwidth: 32e9, InterNode: 25e9, NVLinkDomain: 8, GPUsPerNode: 8}
-	h100x64  = Cluster{GPU: h100, GPUs: 64, GPUsPerNode: 8, NVLinkDomain: 8, InterNode: 50e9}
-	a100x128 = Cluster{GPU: a100, GPUs: 128, GPUsPerNode: 8, NVLinkDomain: 8, InterNode: 25e9}
-	jobL70   = Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16, Tokens: 1e12}
+	rdH100x64  = Cluster{GPU: rdH100, GPUs: 64, GPUsPerNode: 8, NVLinkDomain: 8, InterNode: 50e9}
+	rdA100x128 = Cluster{GPU: rdA100, GPUs: 128, GPUsPerNode: 8, NVLinkDomain: 8, InterNode: 25e9}
+	rdJobL70   = Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16, Tokens: 1e12}
 )
 
-func handEval() Evaluation {
+func rdHandEval() Evaluation {
 	return Evaluation{
 		Layout: Layout{TP: 8, PP: 4, VPP: 5, CP: 1, EP: 1, DP: 2, SP: true, MicroBatch: 1, GradAccum: 256, Recompute: "selective", Zero: 1, Offload: "none"},
 		Memory: Memory{PerGPU: 60.5 * bytesPerGiB, Capacity: 79.6 * bytesPerGiB, Fits: true, Weights: 4.4 * bytesPerGiB, Grads: 8.8 * bytesPerGiB, Optimizer: 13.2 * bytesPerGiB, Activations: 31.1 * bytesPerGiB, Other: 3.0 * bytesPerGiB},
@@ -58,8 +69,8 @@ func handEval() Evaluation {
 	}
 }
 
-func handResult() Result {
-	e := handEval()
+func rdHandResult() Result {
+	e := rdHandEval()
 	alt := e
 	alt.Layout.PP, alt.Layout.VPP, alt.Layout.DP, alt.Layout.GradAccum = 8, 5, 1, 512
 	alt.TokensPerSPerGPU, alt.MFU, alt.Time.Step, alt.Memory.PerGPU = 3100.2, 0.436, 21.14, 40.2*bytesPerGiB
@@ -74,17 +85,17 @@ func TestRenderTableGolden(t *testing.T) {
 		j    Job
 		r    Result
 	}{
-		{"table-llama3-70b-hand.golden", jobL70, handResult()},
+		{"table-llama3-70b-hand.golden", rdJobL70, rdHandResult()},
 		{"table-nofit-hand.golden", Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16}, Result{Rejected: []Rejection{
 			{Config: "tp=8,pp=1,vpp=1,cp=1,ep=1,dp=1,sp=true,mbs=1,recompute=full,zero=1,offload=none", Reason: "needs 201.7 GiB per GPU, capacity 79.6 GiB"}}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := RenderTable(&b, m, c.j, h100x64, c.r); err != nil {
+			if err := RenderTable(&b, m, c.j, rdH100x64, c.r); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, c.name, b.String())
+			rdGolden(t, c.name, b.String())
 		})
 	}
 }
@@ -98,7 +109,7 @@ var (
 	contractReject = []string{"config", "reason"}
 )
 
-func keysOf(t *testing.T, v any) []string {
+func rdKeysOf(t *testing.T, v any) []string {
 	t.Helper()
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -112,10 +123,10 @@ func keysOf(t *testing.T, v any) []string {
 	return k
 }
 
-func sorted(s []string) []string { c := slices.Clone(s); sort.Strings(c); return c }
+func rdSorted(s []string) []string { c := slices.Clone(s); sort.Strings(c); return c }
 
 // CheckContractJSON fails unless out is exactly the contract's object.
-func checkContractJSON(t *testing.T, out []byte, wantPlan bool) map[string]any {
+func rdCheckContractJSON(t *testing.T, out []byte, wantPlan bool) map[string]any {
 	t.Helper()
 	var top map[string]any
 	if err := json.Unmarshal(out, &top); err != nil {
@@ -123,11 +134,11 @@ func checkContractJSON(t *testing.T, out []byte, wantPlan bool) map[string]any {
 	}
 	eq := func(what string, got, want []string) {
 		t.Helper()
-		if !reflect.DeepEqual(got, sorted(want)) {
-			t.Errorf("%s keys %v, contract %v", what, got, sorted(want))
+		if !reflect.DeepEqual(got, rdSorted(want)) {
+			t.Errorf("%s keys %v, contract %v", what, got, rdSorted(want))
 		}
 	}
-	eq("top", keysOf(t, top), contractTop)
+	eq("top", rdKeysOf(t, top), contractTop)
 	plans := []any{}
 	if wantPlan {
 		plans = append(plans, top["plan"])
@@ -141,9 +152,9 @@ func checkContractJSON(t *testing.T, out []byte, wantPlan bool) map[string]any {
 	plans = append(plans, alts...)
 	for _, p := range plans {
 		pm := p.(map[string]any)
-		eq("plan", keysOf(t, pm), contractPlan)
-		eq("memory", keysOf(t, pm["memory"]), contractMemory)
-		eq("time", keysOf(t, pm["time"]), contractTime)
+		eq("plan", rdKeysOf(t, pm), contractPlan)
+		eq("memory", rdKeysOf(t, pm["memory"]), contractMemory)
+		eq("time", rdKeysOf(t, pm["time"]), contractTime)
 		if _, ok := pm["why"].([]any); !ok {
 			t.Errorf("why is %T, want an array", pm["why"])
 		}
@@ -153,7 +164,7 @@ func checkContractJSON(t *testing.T, out []byte, wantPlan bool) map[string]any {
 		t.Fatalf("rejected is %T, want an array", top["rejected"])
 	}
 	for _, r := range rej {
-		eq("rejected", keysOf(t, r), contractReject)
+		eq("rejected", rdKeysOf(t, r), contractReject)
 	}
 	return top
 }
@@ -161,12 +172,12 @@ func checkContractJSON(t *testing.T, out []byte, wantPlan bool) map[string]any {
 func TestRenderJSONContract(t *testing.T) {
 	t.Run("plan", func(t *testing.T) {
 		var b bytes.Buffer
-		r := handResult()
+		r := rdHandResult()
 		r.Plan.Why = nil // must still be an array
 		if err := RenderJSON(&b, r); err != nil {
 			t.Fatal(err)
 		}
-		top := checkContractJSON(t, b.Bytes(), true)
+		top := rdCheckContractJSON(t, b.Bytes(), true)
 		p := top["plan"].(map[string]any)
 		// The planner's ten step parts fold into the contract's seven and
 		// still add up to step_s: 17.2+0.5+0.2 compute, 0.85+0.1 pipeline.
@@ -187,21 +198,21 @@ func TestRenderJSONContract(t *testing.T) {
 		if err := RenderJSON(&b, Result{}); err != nil {
 			t.Fatal(err)
 		}
-		checkContractJSON(t, b.Bytes(), false)
+		rdCheckContractJSON(t, b.Bytes(), false)
 		if !strings.Contains(b.String(), `"plan": null`) || !strings.Contains(b.String(), `"alternatives": []`) {
 			t.Errorf("want plan null and empty arrays:\n%s", b.String())
 		}
 	})
 	t.Run("non-finite is an error", func(t *testing.T) {
-		r := handResult()
-		r.Plan.MFU = posInf()
+		r := rdHandResult()
+		r.Plan.MFU = rdPosInf()
 		if err := RenderJSON(&bytes.Buffer{}, r); err == nil {
 			t.Error("want an error for +Inf")
 		}
 	})
 }
 
-func posInf() float64 { var z float64; return 1 / z }
+func rdPosInf() float64 { var z float64; return 1 / z }
 
 func TestMegatronArgs(t *testing.T) {
 	l70, _ := LookupModel("llama3-70b")
@@ -210,9 +221,9 @@ func TestMegatronArgs(t *testing.T) {
 	nem, _ := LookupModel("nemotron4-340b")
 	moe := Model{Name: "moe", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 16, HeadDim: 128, FFN: 5632, FFNType: FFNSwiGLU,
 		Vocab: 151936, Experts: 60, TopK: 4, MoEFFN: 1408, SharedFFN: 5632, DenseLayers: 2}
-	full := handEval()
+	full := rdHandEval()
 	full.Recompute, full.Zero, full.VPP, full.DP, full.CP = "full", 3, 1, 1, 1
-	ep := handEval()
+	ep := rdHandEval()
 	ep.EP, ep.Offload = 8, "optimizer"
 	cases := []struct {
 		name      string
@@ -221,7 +232,7 @@ func TestMegatronArgs(t *testing.T) {
 		e         Evaluation
 		has, nots []string
 	}{
-		{"llama3-70b plan", l70, jobL70, handEval(), []string{
+		{"llama3-70b plan", l70, rdJobL70, rdHandEval(), []string{
 			"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
 			"--num-layers-per-virtual-pipeline-stage 4", // 80 / (4·5)
 			"--context-parallel-size 1", "--sequence-parallel", "--micro-batch-size 1", "--global-batch-size 512",
@@ -239,10 +250,10 @@ func TestMegatronArgs(t *testing.T) {
 			"--expert-model-parallel-size 8", "--num-experts 8", "--moe-router-topk 2", "--moe-ffn-hidden-size 14336",
 			"--moe-token-dispatcher-type alltoall", "--fp16", "--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0"},
 			[]string{"--moe-layer-freq", "--moe-shared-expert-intermediate-size", "--bf16"}},
-		{"shared experts, dense prefix", moe, jobL70, handEval(), []string{
+		{"shared experts, dense prefix", moe, rdJobL70, rdHandEval(), []string{
 			"--moe-shared-expert-intermediate-size 5632", "--moe-layer-freq ([0]*2+[1]*22)", "--expert-model-parallel-size 1"},
 			[]string{"--moe-token-dispatcher-type"}},
-		{"nemotron kv-channels and squared relu", nem, jobL70, handEval(), []string{
+		{"nemotron kv-channels and squared relu", nem, rdJobL70, rdHandEval(), []string{
 			"--squared-relu", "--num-query-groups 8"}, []string{"--swiglu", "--kv-channels"}},
 	}
 	for _, c := range cases {
@@ -260,10 +271,31 @@ func TestMegatronArgs(t *testing.T) {
 			}
 		})
 	}
+	// Block recompute: the planner's least number of layers per chunk.
+	blk := rdHandEval()
+	blk.Recompute, blk.RecomputeLayers = "full", 6
+	got := " " + strings.Join(MegatronArgs(l70, rdJobL70, blk), " ") + " "
+	if !strings.Contains(got, " --recompute-granularity full --recompute-method block --recompute-num-layers 6 ") {
+		t.Errorf("block recompute flags: %s", got)
+	}
+	var jb bytes.Buffer
+	if err := RenderJSON(&jb, Result{Plan: &blk, Alternatives: []Evaluation{}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(jb.String(), `"recompute": "full"`) || strings.Contains(jb.String(), "recompute_layers") {
+		t.Errorf("JSON must say full (the safe reading) and keep the contract's keys:\n%s", jb.String())
+	}
+	env := map[string]string{}
+	for _, kv := range PlanEnv(blk) {
+		env[kv[0]] = kv[1]
+	}
+	if env["TRAINRUN_RECOMPUTE"] != "full" || env["TRAINRUN_RECOMPUTE_LAYERS"] != "6" {
+		t.Errorf("env %v", env)
+	}
 	// Qwen3-style head_dim·heads != hidden needs --kv-channels.
 	q := l70
 	q.HeadDim = 96
-	if got := strings.Join(MegatronArgs(q, jobL70, handEval()), " "); !strings.Contains(got, "--kv-channels 96") {
+	if got := strings.Join(MegatronArgs(q, rdJobL70, rdHandEval()), " "); !strings.Contains(got, "--kv-channels 96") {
 		t.Errorf("want --kv-channels 96: %s", got)
 	}
 }
@@ -271,20 +303,20 @@ func TestMegatronArgs(t *testing.T) {
 func TestRenderMegatronEnvGolden(t *testing.T) {
 	m, _ := LookupModel("llama3-70b")
 	var b bytes.Buffer
-	if err := RenderMegatron(&b, m, Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16, LoRARank: 16}, handEval()); err != nil {
+	if err := RenderMegatron(&b, m, Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16, LoRARank: 16}, rdHandEval()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "megatron-llama3-70b-hand.golden", b.String())
+	rdGolden(t, "megatron-llama3-70b-hand.golden", b.String())
 	b.Reset()
-	if err := RenderEnv(&b, handEval()); err != nil {
+	if err := RenderEnv(&b, rdHandEval()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "env-hand.golden", b.String())
+	rdGolden(t, "env-hand.golden", b.String())
 }
 
 func TestPlanEnvHasContractVariables(t *testing.T) {
 	got := map[string]string{}
-	for _, kv := range PlanEnv(handEval()) {
+	for _, kv := range PlanEnv(rdHandEval()) {
 		got[kv[0]] = kv[1]
 	}
 	want := map[string]string{"TRAINRUN_TP": "8", "TRAINRUN_PP": "4", "TRAINRUN_VPP": "5", "TRAINRUN_CP": "1", "TRAINRUN_EP": "1",
@@ -298,7 +330,7 @@ func TestPlanEnvHasContractVariables(t *testing.T) {
 
 func TestSbatch(t *testing.T) {
 	m, _ := LookupModel("llama3-70b")
-	e := handEval()
+	e := rdHandEval()
 	e.Time.Step = 10
 	// 1e9 tokens / (128·4096 per step) = 1907.35 → 1908 steps · 10 s = 19080 s;
 	// ·1.10 = 20988 s; + 600 s lead = 21588 s → rounded up to 21600 s = 6 h.
@@ -317,16 +349,16 @@ func TestSbatch(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := RenderSbatch(&b, m, jobL70, h100x64, handEval(), DefaultSbatchOptions()); err != nil {
+	if err := RenderSbatch(&b, m, rdJobL70, rdH100x64, rdHandEval(), DefaultSbatchOptions()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "sbatch-llama3-70b-hand.golden", b.String())
+	rdGolden(t, "sbatch-llama3-70b-hand.golden", b.String())
 
 	// A job smaller than a node asks for the GPUs it needs, not the node.
-	small := handEval()
+	small := rdHandEval()
 	small.TP, small.PP, small.DP = 2, 1, 2
 	b.Reset()
-	if err := RenderSbatch(&b, m, Job{SeqLen: 4096, GlobalBatch: 8, Precision: BF16}, h100x64, small, DefaultSbatchOptions()); err != nil {
+	if err := RenderSbatch(&b, m, Job{SeqLen: 4096, GlobalBatch: 8, Precision: BF16}, rdH100x64, small, DefaultSbatchOptions()); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"#SBATCH --nodes=1\n", "#SBATCH --gpus-per-node=4\n", "#SBATCH --ntasks-per-node=4\n", "no --tokens given", "#SBATCH --requeue\n", "#SBATCH --signal=USR2@600\n"} {
@@ -341,16 +373,16 @@ func TestSbatch(t *testing.T) {
 
 func TestComparison(t *testing.T) {
 	m, _ := LookupModel("llama3-70b")
-	fast := handEval()
-	slow := handEval()
+	fast := rdHandEval()
+	slow := rdHandEval()
 	slow.Layout.DP, slow.Recompute = 4, "full"
 	slow.TokensPerSPerGPU, slow.MFU, slow.Time.Step = 1000, 0.40, 32.8
-	rs := []GPUResult{{h100x64, Result{Plan: &fast}}, {a100x128, Result{Plan: &slow}}}
+	rs := []GPUResult{{rdH100x64, Result{Plan: &fast}}, {rdA100x128, Result{Plan: &slow}}}
 	var b bytes.Buffer
-	if err := RenderComparison(&b, m, jobL70, rs); err != nil {
+	if err := RenderComparison(&b, m, rdJobL70, rs); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "compare-hand.golden", b.String())
+	rdGolden(t, "compare-hand.golden", b.String())
 	out := b.String()
 	// 3236.5·64 / (1000·128) = 1.62x; GPU-hours per 1e9 tokens: 1e9/3236.5/3600 = 85.8.
 	for _, want := range []string{"faster: h100-sxm x 64, 1.62x the tokens/s of a100-80gb x 128; a100-80gb is memory-bound (recomputes every layer to fit, a second forward pass), h100-sxm is not", "cheaper per token: h100-sxm x 64, 85.8 GPU-hours",
@@ -373,11 +405,11 @@ func TestComparison(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &top); err != nil || len(top.Comparison) != 2 || top.Comparison[1].GPU != "a100-80gb" || top.Comparison[1].GPUs != 128 {
 		t.Fatalf("comparison JSON %v: %s", err, b.String())
 	}
-	checkContractJSON(t, top.Comparison[0].Result, true)
+	rdCheckContractJSON(t, top.Comparison[0].Result, true)
 }
 
 func TestBoundBy(t *testing.T) {
-	e := handEval()
+	e := rdHandEval()
 	cases := []struct {
 		name string
 		mod  func(*Evaluation)
@@ -445,9 +477,9 @@ func TestUnevenSplit(t *testing.T) {
 		}
 	}
 	l405, _ := LookupModel("llama3.1-405b")
-	e := handEval()
+	e := rdHandEval()
 	e.PP, e.VPP = 8, 1
-	got := strings.Join(MegatronArgs(l405, jobL70, e), " ")
+	got := strings.Join(MegatronArgs(l405, rdJobL70, e), " ")
 	if !strings.Contains(got, "--decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15") {
 		t.Errorf("uneven flags missing: %s", got)
 	}

@@ -382,16 +382,33 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 }
 
 // Suggest says what nearest change makes a job fit when Search finds nothing:
-// more GPUs, full recompute, LoRA, or optimizer offload. Empty if nothing does.
+// another GPU count (whole nodes up or down, then doublings), full recompute,
+// context parallelism, LoRA, or offload. Empty if nothing does.
 func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 	o.TopK = -1
 	o.MaxRejected = -1
 	var out []string
-	for f := 2; f <= 64; f *= 2 {
+	// The nearest GPU count that works: whole nodes up or down (divisibility),
+	// then doublings (memory).
+	node := max(c.GPUsPerNode, 1)
+	if node == 1 {
+		node = max(c.GPU.GPUsPerNode, 1)
+	}
+	var counts []int
+	for k := 1; k <= 16; k++ {
+		counts = append(counts, c.GPUs+k*node)
+		if c.GPUs-k*node > 0 {
+			counts = append(counts, c.GPUs-k*node)
+		}
+	}
+	for f := 4; f <= 64; f *= 2 {
+		counts = append(counts, c.GPUs*f)
+	}
+	for _, n := range counts {
 		cc := c
-		cc.GPUs = c.GPUs * f
+		cc.GPUs = n
 		if r := Search(m, j, cc, o); r.Plan != nil && r.Plan.Memory.Fits {
-			out = append(out, fmt.Sprintf("fits with %d GPUs", cc.GPUs))
+			out = append(out, fmt.Sprintf("fits with %d GPUs", n))
 			break
 		}
 	}

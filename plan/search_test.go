@@ -141,3 +141,16 @@ func TestPinnedInvalidLayoutSaysWhy(t *testing.T) {
 		t.Fatal("no reason given")
 	}
 }
+
+func TestSuggestNearestGPUCount(t *testing.T) {
+	// 1000 GPUs: no split of 1000 = 8·125 divides a global batch of 1536.
+	c := ClusterOf(mustGPU(t, "h100-sxm"), 1000)
+	j := Job{SeqLen: 8192, GlobalBatch: 1536, Precision: BF16}
+	if r := Search(llama3_70b, j, c, SearchOptions{}); r.Plan != nil {
+		t.Fatalf("unexpected plan %s", r.Plan.Layout.Config())
+	}
+	s := Suggest(llama3_70b, j, c, SearchOptions{})
+	if !strings.HasPrefix(s, "fits with 1008 GPUs") && !strings.HasPrefix(s, "fits with 992 GPUs") {
+		t.Errorf("suggestion %q, want the nearest whole-node count (992 or 1008)", s)
+	}
+}

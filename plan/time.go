@@ -32,7 +32,9 @@ import "math"
 //     uses, at NCCL's achievable share of the link rate, plus a latency per call.
 //   - Overlap: what hides behind what is stated per collective below.
 
-// Achievable shares of link and memory rates, and latencies (documented, not fitted).
+// Achievable shares of link and memory rates, latencies and overlaps. Measured
+// where a source is named, otherwise engineering assumptions; none was fitted
+// to the calibration set except sustainedClock (marked).
 const (
 	hbmEff        = 0.85  // elementwise kernels' share of HBM peak (STREAM-like; ~0.9 measured on H100)
 	nvlinkEff     = 0.80  // NCCL bus bandwidth / NVLink rate without NVLS (H100 ~360-380 of 450 GB/s; A100 ~230 of 300)
@@ -90,13 +92,21 @@ func asymptoticEff(measured, peak, hbm, inBytes float64) float64 {
 	return math.Min(flops/(peak*(tMeas-tMem)), 1)
 }
 
-func newKern(g GPU) kern {
+// fa2HopperEff: FlashAttention-2-class kernels on Hopper reach ~35 % of peak
+// (FlashAttention-3 paper, Shah et al. 2024, §1); NeMo 24.x ran them.
+const fa2HopperEff = 0.35
+
+func newKern(g GPU, stack Stack) kern {
 	var k kern
 	k.hbm = g.HBMBandwidth
 	k.hbmE = g.HBMBandwidth * hbmEff
 	k.p16 = sustainedClock * g.PeakBF16 * asymptoticEff(g.MatmulEff, g.PeakBF16, g.HBMBandwidth, 2)
 	k.p8 = sustainedClock * g.PeakFP8 * asymptoticEff(g.FP8MatmulEff, g.PeakFP8, g.HBMBandwidth, 1)
-	k.attn = sustainedClock * g.PeakBF16 * g.AttentionEff
+	attn := g.AttentionEff
+	if stack == StackNeMo && g.Arch == "hopper" {
+		attn = math.Min(attn, fa2HopperEff)
+	}
+	k.attn = sustainedClock * g.PeakBF16 * attn
 	return k
 }
 
@@ -287,9 +297,10 @@ func (x *shape) layerTime(moe bool) stageT {
 		}
 		commF, commB := 2*one, 2*one
 		commF *= 1 + x.recomputeFraction()
-		if x.sp && !x.legacy {
-			// TE userbuffers: all-gather/reduce-scatter pipelined with the GEMMs
-			// that consume/produce them; what exceeds the GEMMs shows, plus interference.
+		if x.sp && !x.legacy && (x.c.GPU.Arch == "hopper" || x.c.GPU.Arch == "blackwell") {
+			// TE userbuffers (Hopper and later; not on Ampere or ROCm):
+			// all-gather/reduce-scatter pipelined with the GEMMs that consume or
+			// produce them; what exceeds the GEMMs shows, plus interference.
 			st.tp = math.Max(commF-gemmF, 0) + math.Max(commB-gemmB, 0) + tpInterfere*(commF+commB)
 		} else {
 			st.tp = commF + commB
@@ -405,8 +416,10 @@ func (x *shape) timeOf(e *Evaluation) {
 	// b·s·h/t bytes each (scatter/gather optimisation or SP shards them).
 	if x.p > 1 {
 		bytes := x.tokens * h * 2 / x.t
+		// Adjacent stages are t·cp·dp ranks apart: inside one fast domain
+		// (NVL72, or a node's NVLink) when that stride is smaller than it.
 		l := x.nvlink()
-		if x.t*x.cp*x.dp >= float64(x.c.GPUsPerNode) || x.t*x.cp*x.dp >= float64(tpDomain(x.c)) {
+		if x.t*x.cp*x.dp >= float64(tpDomain(x.c)) {
 			l = x.net()
 		}
 		perMBp2p := 2 * x.v * (bytes/l.bw + l.lat)
@@ -442,8 +455,10 @@ func (x *shape) timeOf(e *Evaluation) {
 		dpTime = ar
 		tr.DP = 2 * gB * (dense*(n-1)/n + expert*(ne-1)/math.Max(ne, 1))
 		if x.legacy {
+			// 2021-22 Megatron's "local" DDP all-reduced after the backward.
 			dpExposed = ar
 		} else {
+			// Bucketed reduction overlaps the last micro-batch's backward.
 			dpExposed = math.Max(ar-dpHide*st.bwd, 0)
 		}
 	case 1, 2:

@@ -100,6 +100,7 @@ type GPU struct {
 	FP8MatmulEff float64 `json:"fp8_matmul_efficiency"` // large FP8 GEMM, fraction of PeakFP8
 	AttentionEff float64 `json:"attention_efficiency"`  // fused flash attention fwd+bwd, fraction of PeakBF16; 0 = no fused kernel
 	HostMemory   float64 `json:"host_memory_bytes"`     // usual host memory per node (offload capacity)
+	Arch         string  `json:"arch"`                  // volta, ampere, hopper, blackwell, ada, cdna3: kernel generations differ
 }
 
 // Cluster is where the job runs.

@@ -46,7 +46,9 @@ type pciFn struct {
 	path      []string // functions from the root port down to this one
 }
 
-var bdfRe = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+// bdfRe matches a PCI function name. Domains may be longer than four digits:
+// Intel VMD puts NVMe drives in domains such as 10000.
+var bdfRe = regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
 // Discover reads one node. Errors name the file and what to do.
 func Discover(opts Options) (*Node, error) {
@@ -130,9 +132,11 @@ func Discover(opts Options) (*Node, error) {
 		}
 	}
 
-	if n.RDMA, err = readRDMA(sysDir, byBDF); err != nil {
+	var rdmaNotes []string
+	if n.RDMA, rdmaNotes, err = readRDMA(sysDir, byBDF); err != nil {
 		return nil, err
 	}
+	n.Notes = append(n.Notes, rdmaNotes...)
 	for d := range n.RDMA {
 		rd := &n.RDMA[d]
 		f := byBDF[rd.BusID]
@@ -444,18 +448,23 @@ func mergeNVML(n *Node, src NVMLSource, byBDF map[string]*pciFn, anc map[[2]int]
 // readRDMA reads /sys/class/infiniband. Ports come from procfs's
 // InfiniBandDevice (state, phys_state, rate, link_layer); the PCI function,
 // the netdevs and the GID table are read here because procfs does not.
-func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, error) {
+//
+// A device that cannot be read (a software RDMA device such as rxe0 with no
+// PCI function, a driver that omits a port attribute) is skipped with a note
+// naming the file, so one odd device does not hide the rest of the node.
+func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, []string, error) {
+	var notes []string
 	cls := filepath.Join(sysDir, "class/infiniband")
 	ents, err := os.ReadDir(cls)
 	if errors.Is(err, os.ErrNotExist) {
-		return []RDMADevice{}, nil
+		return []RDMADevice{}, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fs, err := sysfs.NewFS(sysDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := []RDMADevice{}
 	for _, e := range ents {
@@ -463,16 +472,19 @@ func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, error) {
 		devLink := filepath.Join(cls, name, "device")
 		real, err := filepath.EvalSymlinks(devLink)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", devLink, err)
+			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s: no PCI device (software RDMA?)", name, devLink))
+			continue
 		}
 		bdf := pciAncestor(real)
 		f := byBDF[bdf]
 		if f == nil {
-			return nil, fmt.Errorf("%s: resolves to %s, which is not a PCI function in %s", devLink, real, filepath.Join(sysDir, "bus/pci/devices"))
+			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s resolves to %s, not a PCI function", name, devLink, real))
+			continue
 		}
 		ib, err := fs.InfiniBandDevice(name)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(cls, name), err)
+			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s: %v", name, filepath.Join(cls, name), err))
+			continue
 		}
 		info := nicTable[f.vendor+":"+f.device]
 		d := RDMADevice{
@@ -500,7 +512,7 @@ func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, error) {
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i].Name, out[j].Name) })
-	return out, nil
+	return out, notes, nil
 }
 
 // pciAncestor returns the nearest path component that is a PCI address
@@ -713,6 +725,9 @@ func readNetIfs(root, sysDir string) ([]NetInterface, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
+		if !isDir(real) { // bonding_masters is a file in /sys/class/net
+			continue
+		}
 		ni := NetInterface{Name: name, Role: RoleUnknown, IPv4: addrs[name]}
 		ni.OperState, _ = readTrim(filepath.Join(real, "operstate"))
 		if s, err := readTrim(filepath.Join(real, "speed")); err == nil {
@@ -726,6 +741,8 @@ func readNetIfs(root, sysDir string) ([]NetInterface, error) {
 			ni.Kind = NetLoopback
 		case isDir(filepath.Join(real, "bridge")):
 			ni.Kind = NetBridge
+		case isDir(filepath.Join(real, "bonding")):
+			ni.Kind = NetBond
 		case strings.Contains(real, string(filepath.Separator)+"virtual"+string(filepath.Separator)):
 			ni.Kind = NetVirtual
 		case typ == "32":

@@ -127,14 +127,48 @@ func TestDiscoverSysfsOnly(t *testing.T) {
 }
 
 func BenchmarkDiscoverHGXH100(b *testing.B) {
-	dir := b.TempDir()
-	if err := snapshot.Unpack("hgx-h100", dir); err != nil {
-		b.Fatal(err)
-	}
+	dir := machineTree(b, "hgx-h100")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := Discover(Options{Root: dir}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func BenchmarkUnpackHGXH100(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if err := snapshot.Unpack("hgx-h100", filepath.Join(b.TempDir(), "m")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Intel VMD puts NVMe drives behind a nested host bridge with a five-digit
+// domain (pci10000:00 inside 0000:00:0e.0); discovery must not trip on it.
+func TestDiscoverVMDDomain(t *testing.T) {
+	dir := t.TempDir()
+	if err := snapshot.Unpack("h100-reversed", dir); err != nil {
+		t.Fatal(err)
+	}
+	vmd := filepath.Join(dir, "sys/devices/pci0000:00/0000:00:0e.0")
+	nvme := filepath.Join(vmd, "pci10000:00/10000:01:00.0")
+	for d, attrs := range map[string]map[string]string{
+		vmd:  {"class": "0x010400", "vendor": "0x8086", "device": "0x28c0", "numa_node": "0"},
+		nvme: {"class": "0x010802", "vendor": "0x144d", "device": "0xa80a", "numa_node": "0"},
+	} {
+		must(t, os.MkdirAll(d, 0o755))
+		for f, v := range attrs {
+			must(t, os.WriteFile(filepath.Join(d, f), []byte(v+"\n"), 0o444))
+		}
+	}
+	must(t, os.Symlink("../../../devices/pci0000:00/0000:00:0e.0", filepath.Join(dir, "sys/bus/pci/devices/0000:00:0e.0")))
+	must(t, os.Symlink("../../../devices/pci0000:00/0000:00:0e.0/pci10000:00/10000:01:00.0", filepath.Join(dir, "sys/bus/pci/devices/10000:01:00.0")))
+	n, err := Discover(Options{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.GPUs) != 8 || len(n.NCCLNICs()) != 8 {
+		t.Fatalf("%d GPUs, NCCL NICs %v", len(n.GPUs), n.NCCLNICs())
 	}
 }

@@ -8,20 +8,49 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/trainrun/trainrun/topo/snapshot"
 )
 
-// discoverMachine unpacks a built-in machine into a temporary directory and
-// discovers it as if it were /.
-func discoverMachine(tb testing.TB, name string) *Node {
+var (
+	treesMu   sync.Mutex
+	treesRoot string
+	trees     = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if treesRoot, err = os.MkdirTemp("", "topo-test-trees-"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(treesRoot)
+	os.Exit(code)
+}
+
+// machineTree unpacks a built-in machine once per test binary (the trees are
+// read-only for the tests that share them).
+func machineTree(tb testing.TB, name string) string {
 	tb.Helper()
-	dir := tb.TempDir()
+	treesMu.Lock()
+	defer treesMu.Unlock()
+	if dir, ok := trees[name]; ok {
+		return dir
+	}
+	dir := filepath.Join(treesRoot, name)
 	if err := snapshot.Unpack(name, dir); err != nil {
 		tb.Fatal(err)
 	}
-	n, err := Discover(Options{Root: dir})
+	trees[name] = dir
+	return dir
+}
+
+// discoverMachine discovers a built-in machine's tree as if it were /.
+func discoverMachine(tb testing.TB, name string) *Node {
+	tb.Helper()
+	n, err := Discover(Options{Root: machineTree(tb, name)})
 	if err != nil {
 		tb.Fatalf("Discover(%s): %v", name, err)
 	}
@@ -84,6 +113,8 @@ func merge(ms ...map[string]NICRole) map[string]NICRole {
 	}
 	return out
 }
+
+var all8 = ids("mlx5_", 0, 1, 2, 3, 4, 5, 6, 7)
 
 var machineWants = map[string]machineWant{
 	"hgx-h100": {
@@ -148,6 +179,34 @@ var machineWants = map[string]machineWant{
 		ncclNICs: ids("mlx5_", 0, 1, 2, 3, 4, 5, 6, 7),
 		roles:    roles(RoleCompute, ids("mlx5_", 0, 1, 2, 3, 4, 5, 6, 7)...),
 		gidIndex: 3, socket: []string{"enp0s3"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
+	},
+	"h200-kvm-flat": {
+		gpus: 8, numa: map[int]string{0: "0-95"},
+		gpuNUMA:  []int{-1, -1, -1, -1, -1, -1, -1, -1},
+		nearest:  [][]string{all8, all8, all8, all8, all8, all8, all8, all8},
+		nearPath: repeatPath(PathPHB, 8),
+		ncclNICs: all8,
+		roles:    roles(RoleCompute, all8...),
+		gidIndex: 3, socket: []string{"enp1s0"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
+		notes: []string{"NCCL_TOPO_FILE"},
+	},
+	"h200-kvm-pxb": {
+		gpus: 8, numa: map[int]string{0: "0-47", 1: "48-95"},
+		gpuNUMA:  []int{0, 0, 0, 0, 1, 1, 1, 1},
+		nearest:  one(all8...),
+		nearPath: repeatPath(PathPIX, 8),
+		ncclNICs: all8,
+		roles:    roles(RoleCompute, all8...),
+		gidIndex: 3, socket: []string{"enp1s0"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
+	},
+	"hgx-h200-roce": {
+		gpus: 8, numa: map[int]string{0: "0-23,96-119", 1: "24-47,120-143", 2: "48-71,144-167", 3: "72-95,168-191"},
+		gpuNUMA:  []int{0, 0, 0, 1, 2, 2, 3, 3},
+		nearest:  one(all8...),
+		nearPath: repeatPath(PathPIX, 8),
+		ncclNICs: all8,
+		roles:    roles(RoleCompute, all8...),
+		gidIndex: 3, socket: []string{"eno1"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
 	},
 	"aws-p4d": {
 		gpus: 8, numa: map[int]string{0: "0-23,48-71", 1: "24-47,72-95"},

@@ -245,3 +245,124 @@ func TestNCCLXMLParserRejects(t *testing.T) {
 		})
 	}
 }
+
+// NCCL's own dump inside the flat H200 VM (first GPU and NIC as posted) hangs
+// both directly under a CPU with numaid -1; the file generated from the
+// captured tree must say the same, with the same link attributes.
+func TestNCCLXMLMatchesNCCLDumpInFlatVM(t *testing.T) {
+	b, err := os.ReadFile("testdata/nccl-xml/h200-kvm-vm-flat-nccl-tests-256.partial.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseNCCLTopo(b, false); err == nil {
+		t.Fatal("the truncated dump parsed as is")
+	}
+	want, err := parseNCCLTopo(append(b, "  </cpu>\n</system>\n"...), false) // close what the poster cut
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := discoverMachine(t, "h200-kvm-flat")
+	x, err := n.NCCLTopoXML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseNCCLTopo(x, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, gp := endpointParents(want), endpointParents(got)
+	for _, bus := range []string{"0000:05:00.0", "0000:0d:00.0"} {
+		if wp[bus] != "cpu:-1" || gp[bus] != wp[bus] {
+			t.Errorf("%s under %q, NCCL's dump %q", bus, gp[bus], wp[bus])
+		}
+	}
+	attrs := func(sys *ncclElem, bus string) map[string]string {
+		out := map[string]string{}
+		var walk func(e *ncclElem)
+		walk = func(e *ncclElem) {
+			if v, _ := e.attr("busid"); e.name == "pci" && v == bus {
+				for _, a := range e.attrs {
+					out[a[0]] = a[1]
+				}
+			}
+			for _, c := range e.children {
+				walk(c)
+			}
+		}
+		walk(sys)
+		return out
+	}
+	for _, bus := range []string{"0000:05:00.0", "0000:0d:00.0"} {
+		w, g := attrs(want, bus), attrs(got, bus)
+		for _, k := range []string{"class", "vendor", "device", "subsystem_vendor", "subsystem_device", "link_speed", "link_width"} {
+			if w[k] != g[k] {
+				t.Errorf("%s %s=%q, NCCL's dump %q", bus, k, g[k], w[k])
+			}
+		}
+	}
+}
+
+// NCCL's own dump of the HGX H200 (truncated by its poster after the fourth
+// switch's NIC): every endpoint it shows hangs under the same switch and CPU in
+// the generated file, with the same ids, link attributes and CPU affinity.
+func TestNCCLXMLMatchesNCCLDumpHGXH200(t *testing.T) {
+	b, err := os.ReadFile("testdata/nccl-xml/hgx-h200-baremetal-nccl-tests-256.partial.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseNCCLTopo(append(b, "        </nic>\n      </pci>\n    </pci>\n  </cpu>\n</system>\n"...), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := discoverMachine(t, "hgx-h200-roce")
+	x, err := n.NCCLTopoXML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseNCCLTopo(x, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, gp := endpointParents(want), endpointParents(got)
+	if len(wp) != 11 {
+		t.Fatalf("the dump shows %d PCI functions, want 11", len(wp))
+	}
+	for bus, p := range wp {
+		if gp[bus] != p {
+			t.Errorf("%s under %q, NCCL's dump %q", bus, gp[bus], p)
+		}
+	}
+	pciAttrs := func(sys *ncclElem) map[string]map[string]string {
+		out := map[string]map[string]string{}
+		var walk func(e *ncclElem)
+		walk = func(e *ncclElem) {
+			if e.name == "pci" || e.name == "cpu" {
+				m := map[string]string{}
+				for _, a := range e.attrs {
+					m[a[0]] = a[1]
+				}
+				key := m["busid"]
+				if e.name == "cpu" {
+					key = "cpu:" + m["numaid"]
+				}
+				out[key] = m
+			}
+			for _, c := range e.children {
+				walk(c)
+			}
+		}
+		walk(sys)
+		return out
+	}
+	wa, ga := pciAttrs(want), pciAttrs(got)
+	for key, w := range wa {
+		for k, v := range w {
+			if k == "host_hash" {
+				continue // NCCL overwrites it on load
+			}
+			if ga[key][k] != v {
+				t.Errorf("%s %s=%q, NCCL's dump %q", key, k, ga[key][k], v)
+			}
+		}
+	}
+}

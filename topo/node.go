@@ -196,6 +196,7 @@ const (
 	NetPhysical NetKind = "physical" // has a PCI (or platform) device
 	NetVirtual  NetKind = "virtual"  // veth, tun, docker0 without bridge dir, …
 	NetBridge   NetKind = "bridge"
+	NetBond     NetKind = "bond" // bonding/ (often carries the management address)
 	NetLoopback NetKind = "loopback"
 	NetIPoIB    NetKind = "ipoib" // type 32 (ARPHRD_INFINIBAND)
 )
@@ -401,6 +402,27 @@ func (n *Node) RoCEGIDIndex() (index int, device string, ok bool) {
 		}
 	}
 	return 0, "", false
+}
+
+// NVLinkDomain names the multi-node NVLink domain and clique the node's GPUs
+// belong to as "<clusterUUID>.<cliqueID>" (the nvidia.com/gpu.clique label
+// format), when every GPU is registered (state completed, UUID not all zero)
+// and all agree; "" otherwise. Nodes with the same value share an NVL72-style
+// NVLink partition, which is what a Slurm block should group.
+func (n *Node) NVLinkDomain() string {
+	var out string
+	for i, g := range n.GPUs {
+		f := g.Fabric
+		if f == nil || f.State != "completed" || strings.Trim(f.ClusterUUID, "0-") == "" {
+			return ""
+		}
+		v := f.ClusterUUID + "." + strconv.FormatUint(uint64(f.CliqueID), 10)
+		if i > 0 && v != out {
+			return ""
+		}
+		out = v
+	}
+	return out
 }
 
 // SocketIfNames is the list of interfaces suited to NCCL_SOCKET_IFNAME.

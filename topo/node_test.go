@@ -79,3 +79,33 @@ func TestLinkJSONRoundTrip(t *testing.T) {
 		t.Fatal("NVX: want error")
 	}
 }
+
+func TestNVLinkDomain(t *testing.T) {
+	reg := func(uuid string, clique uint32, state string) *NVLinkFabric {
+		return &NVLinkFabric{ClusterUUID: uuid, CliqueID: clique, State: state}
+	}
+	const u = "5a1c7e11-0000-0000-0000-000000000001"
+	cases := []struct {
+		name string
+		f    []*NVLinkFabric
+		want string
+	}{
+		{"all agree", []*NVLinkFabric{reg(u, 7, "completed"), reg(u, 7, "completed")}, u + ".7"},
+		{"cliques differ", []*NVLinkFabric{reg(u, 7, "completed"), reg(u, 8, "completed")}, ""},
+		{"one not registered", []*NVLinkFabric{reg(u, 7, "completed"), nil}, ""},
+		{"in progress", []*NVLinkFabric{reg(u, 7, "in-progress"), reg(u, 7, "in-progress")}, ""},
+		{"zero uuid", []*NVLinkFabric{reg("00000000-0000-0000-0000-000000000000", 0, "completed")}, ""},
+		{"no GPUs", nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := &Node{}
+			for _, f := range c.f {
+				n.GPUs = append(n.GPUs, GPU{Fabric: f})
+			}
+			if got := n.NVLinkDomain(); got != c.want {
+				t.Fatalf("NVLinkDomain() = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

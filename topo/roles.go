@@ -63,7 +63,7 @@ func assignRoles(n *Node) {
 			layers := map[string]int{}
 			for i := range n.RDMA {
 				d := &n.RDMA[i]
-				if p := near(d); len(d.Ports) > 0 && p != PathUnknown && p <= limit {
+				if p := near(d); len(d.Ports) > 0 && p != PathUnknown && p <= limit && !strings.HasPrefix(d.Name, "smi") {
 					layers[d.Ports[0].LinkLayer]++
 				}
 			}
@@ -118,6 +118,10 @@ func assignRoles(n *Node) {
 		switch {
 		case len(d.Ports) == 0:
 			d.Role, d.RoleReason = RoleUnknown, "no ports"
+		case strings.HasPrefix(d.Name, "smi"):
+			// XDR (ConnectX-8) systems expose switch-management devices on the
+			// same PCI function as the HCA (fixtures/ib/xdr-smi-devices-*.txt).
+			d.Role, d.RoleReason = RoleManagement, "switch-management (SMI) device on the function of "+sameFunction(n, d)+", not a data path"
 		case !haveRail:
 			if layer == "Ethernet" && rate < 50 {
 				d.Role, d.RoleReason = RoleManagement, fmt.Sprintf("Ethernet %s, no GPUs on this node", gbps(rate))
@@ -172,13 +176,7 @@ func assignRoles(n *Node) {
 	if haveRail && railCount > 0 && len(n.NCCLNICs()) == 0 {
 		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
 	}
-	flat := len(n.GPUs) > 0
-	for _, g := range n.GPUs {
-		if g.NearestPath != PathUnknown && g.NearestPath <= PathPXB {
-			flat = false
-		}
-	}
-	if flat && len(n.RDMA) > 0 {
+	if n.FlatPCIe() {
 		n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
 	}
 
@@ -203,11 +201,13 @@ func assignRoles(n *Node) {
 		switch {
 		case d != nil:
 			ni.RDMA, ni.Role = d.Name, d.Role
-		case ni.Kind == NetPhysical:
+		case ni.Kind == NetPhysical || ni.Kind == NetBond:
 			ni.Role = RoleManagement
+		case (ni.Kind == NetBridge || ni.Kind == NetVirtual) && len(ni.IPv4) > 0 && !containerBridge(ni.Name):
+			ni.Role = RoleManagement // a VLAN or a bridge over the management port
 		}
 		ni.Socket = ni.OperState == "up" && len(ni.IPv4) > 0 && ni.Role != RoleCompute &&
-			(ni.Kind == NetPhysical || ni.Kind == NetBridge) && !containerBridge(ni.Name)
+			ni.Kind != NetLoopback && !containerBridge(ni.Name)
 	}
 	// Bootstrap traffic belongs on the management network when there is one.
 	mgmt := false
@@ -223,8 +223,17 @@ func assignRoles(n *Node) {
 	}
 }
 
+func sameFunction(n *Node, d *RDMADevice) string {
+	for _, o := range n.RDMA {
+		if o.BusID == d.BusID && o.Name != d.Name {
+			return o.Name
+		}
+	}
+	return d.BusID
+}
+
 func containerBridge(name string) bool {
-	for _, p := range []string{"docker", "virbr", "cni", "flannel", "cali", "veth", "br-"} {
+	for _, p := range []string{"docker", "virbr", "cni", "flannel", "cali", "veth", "br-", "tun", "tap", "kube", "cilium", "vxlan", "tailscale", "wg", "zt"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
@@ -249,4 +258,19 @@ func nearGPUs(n *Node, d *RDMADevice, p PathType) []string {
 		}
 	}
 	return out
+}
+
+// FlatPCIe reports whether the node has GPUs and NICs but no GPU shares a
+// PCIe switch with any NIC: the VM case, where the pairing NCCL needs is not
+// visible in sysfs.
+func (n *Node) FlatPCIe() bool {
+	if len(n.GPUs) == 0 || len(n.RDMA) == 0 {
+		return false
+	}
+	for _, g := range n.GPUs {
+		if g.NearestPath != PathUnknown && g.NearestPath <= PathPXB {
+			return false
+		}
+	}
+	return true
 }

@@ -230,13 +230,20 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 			fmt.Fprintf(env.stdout, "%s: FAILED: %v\n", tag, err)
 			if failed == nil {
 				failed = err
+				if m.Seq > 0 { // committed, now damaged
+					failed = fmt.Errorf("%w; resume from an older checkpoint (trainrun ckpt latest finds it)", err)
+				}
 			}
 			continue
 		}
-		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), humanBytes(m.Bytes), how)
+		h := how
+		if level == checkpoint.Checksums && !m.Sealed() {
+			h = "sizes match (checksums not recorded yet: the checkpoint is being sealed)"
+		}
+		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), humanBytes(m.Bytes), h)
 	}
 	if failed != nil {
-		return withCode(ExitCheckpoint, fmt.Errorf("%w; resume from an older checkpoint (trainrun ckpt latest finds it)", failed))
+		return withCode(ExitCheckpoint, failed)
 	}
 	return nil
 }
@@ -315,7 +322,7 @@ func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
 	}
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-			return withCode(ExitCheckpoint, fmt.Errorf("%w; a job started now would start from scratch", err))
+			return withCode(ExitCheckpoint, fmt.Errorf("%w: a job started now would start from scratch", err))
 		}
 		return err
 	}

@@ -120,7 +120,7 @@ func TestCkptCommands(t *testing.T) {
 	}{
 		{"verify ok", []string{"verify", "step-200"}, "", ExitOK, "step-200: ok, 2 files, 4.4 KiB, sizes and xxh64 match", ""},
 		{"verify all", []string{"verify", "--all"}, "", ExitOK, "step-100: ok", ""},
-		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", ExitCheckpoint, "FAILED", "step-200/rank1.pt: size 10 bytes, the manifest says 3000"},
+		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", ExitCheckpoint, "FAILED", "step-200/rank1.pt: size 10 bytes, the manifest says 3000: the file changed after commit; resume from an older checkpoint"},
 		{"verify needs a tag", []string{"verify"}, "", ExitUsage, "", "exactly one TAG or --all"},
 		{"verify uncommitted", []string{"verify", "step-300"}, "", ExitCheckpoint, "", "no manifest"},
 		{"latest", []string{"latest"}, "", ExitOK, "/step-200\n", ""},
@@ -156,7 +156,7 @@ func TestCkptCommands(t *testing.T) {
 func TestCkptLatestEmptyAndMissing(t *testing.T) {
 	t.Parallel()
 	code, _, errs := runCkptCmd(t, t.TempDir(), "latest")
-	if code != ExitCheckpoint || !strings.Contains(errs, "holds no committed checkpoint") {
+	if code != ExitCheckpoint || !strings.Contains(errs, "no committed checkpoint in ") {
 		t.Fatalf("empty store: exit %d, %s", code, errs)
 	}
 	code, _, errs = runCkptCmd(t, filepath.Join(t.TempDir(), "nope"), "list")

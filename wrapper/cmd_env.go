@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
-	"github.com/trainrun/trainrun/topo/snapshot"
 )
 
 func init() {
@@ -47,7 +47,7 @@ type envOptions struct {
 }
 
 func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.Rank, "rank", 0, "global rank whose environment to print")
+	fs.IntVar(&o.Rank, "rank", -1, "global rank whose environment to print (default: SLURM_PROCID, else 0)")
 	fs.StringVar(&o.Root, "root", "", "read a captured machine from DIR (DIR/sys, DIR/proc, DIR/etc) instead of this one")
 	fs.StringVar(&o.Machine, "machine", "", "read a built-in captured machine by name (see 'trainrun topo --machine list')")
 	fs.BoolVar(&o.Explain, "explain", false, "say why for every variable, and what was kept from the user, nccl.conf or a plugin")
@@ -60,7 +60,7 @@ func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TopologyConf, "topology-conf", "", "Slurm topology.conf for placement (default: scontrol inside an allocation, else one switch)")
 	fs.IntVar(&o.GPUsPerNode, "gpus-per-node", 0, "ranks per node (default: the GPUs of the machine read)")
 	fs.StringVar(&o.MasterAddr, "master-addr", "", "MASTER_ADDR (default: the node of rank 0)")
-	fs.IntVar(&o.MasterPort, "master-port", 0, "MASTER_PORT (default: 29500, offset by SLURM_JOB_ID mod 1000 inside a job so jobs sharing a node do not collide)")
+	fs.IntVar(&o.MasterPort, "master-port", 0, "MASTER_PORT (default: derived from SLURM_JOB_ID inside a job, as trainrun run does, so jobs sharing a node do not collide; else 29500)")
 	fs.StringSliceVar(&o.NodeAddrs, "node-addr", nil, "this node's address as Slurm reaches it (default: its hostname resolved, on the live machine)")
 	fs.StringVar(&o.NCCLConf, "nccl-conf", "", "the site's nccl.conf (default: ROOT/etc/nccl.conf when present)")
 	fs.StringVar(&o.TopoFile, "topo-file", "", "an NCCL topology XML to point NCCL_TOPO_FILE at where the node's own view is flat")
@@ -79,10 +79,7 @@ func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
 	if o.Format != "shell" && o.Format != "json" {
 		return usageErrorf("--format %q: accepted: shell, json", o.Format)
 	}
-	if o.Root != "" && o.Machine != "" {
-		return usageErrorf("--root and --machine both given: pick one")
-	}
-	e, err := computeEnv(ctx, env, &o)
+	e, header, err := computeEnv(ctx, env, &o)
 	if err != nil {
 		return err
 	}
@@ -94,30 +91,33 @@ func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
 	for _, n := range e.Notes {
 		fmt.Fprintf(env.stderr, "trainrun: env: note: %s\n", n)
 	}
+	if o.Explain {
+		for _, h := range header {
+			fmt.Fprintf(env.stdout, "# %s\n", h)
+		}
+	}
 	return writeEnvShell(env.stdout, e, o.Explain)
 }
 
 // computeEnv reads the machine and the job's facts and calls plan.RankEnv.
-func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, error) {
-	root := o.Root
-	if o.Machine != "" {
-		dir, cleanup, err := snapshot.UnpackTemp(o.Machine)
-		if err != nil {
-			return nil, usageErrorf("--machine %s: %v", o.Machine, err)
-		}
-		defer cleanup()
-		root = dir
-	}
-	node, err := topo.Discover(topo.Options{Root: root, NVMLUnavailable: "not read by trainrun env"})
+// header says, for --explain, which rank of which placement this is.
+func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, header []string, err error) {
+	node, err := discoverNode(o.Root, o.Machine)
 	if err != nil {
-		return nil, usageErrorf("reading the machine at %s: %v", orDefaultStr(root, "/"), err)
+		return nil, nil, err
+	}
+	// Files beside sysfs (etc/nccl.conf, var/run/nvidia-topologyd): the
+	// --root tree, this machine's /, none for a built-in machine.
+	root := o.Root
+	if root == "" && o.Machine == "" {
+		root = "/"
 	}
 	G := o.GPUsPerNode
 	if G == 0 {
 		G = len(node.GPUs)
 	}
 	if G < 1 {
-		return nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", orDefaultStr(root, "this machine"))
+		return nil, nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", orDefaultStr(node.Root, "this machine"))
 	}
 
 	// The job's nodes.
@@ -128,7 +128,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 	}
 	if expr != "" {
 		if hosts, err = topo.ExpandHostlist(expr); err != nil {
-			return nil, usageErrorf("node list %q: %v", expr, err)
+			return nil, nil, usageErrorf("node list %q: %v", expr, err)
 		}
 	} else {
 		hosts = []string{orDefaultStr(node.Hostname, "localhost")}
@@ -144,7 +144,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 	if o.PlanFile != "" {
 		ev, err := readPlanFile(o.PlanFile)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		layout, traffic = ev.Layout, ev.Traffic
 		if planPath, err = filepath.Abs(o.PlanFile); err != nil {
@@ -153,45 +153,50 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 	}
 	if o.Fix != "" {
 		if layout, err = parseDegrees(o.Fix, layout, world); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else if o.PlanFile == "" {
 		layout = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
 	}
 	ml, err := megatronLayout(layout, world)
 	if err != nil {
-		return nil, usageErrorf("%v; the job has %d nodes × %d GPUs = %d (use --nodelist/--gpus-per-node, or --fix with dp=%d)", err, len(hosts), G, world, world/max(1, layout.TP*max(layout.CP, 1)*max(layout.PP, 1)))
+		return nil, nil, usageErrorf("%v; the job has %d nodes × %d GPUs = %d (use --nodelist/--gpus-per-node, or --fix with dp=%d)", err, len(hosts), G, world, world/max(1, layout.TP*max(layout.CP, 1)*max(layout.PP, 1)))
 	}
 
 	// Placement: every node is taken to be built like the one read.
 	rails, _ := plan.RailsOf(node)
 	cl, err := clusterModel(env, o.TopologyConf)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	nodes := make([]plan.PlaceNode, len(hosts))
-	for i, h := range hosts {
-		nodes[i] = plan.PlaceNode{Name: h, Rails: rails}
-		if cl != nil {
-			nodes[i].Leaf, nodes[i].Block = cl.Leaf(h), cl.Block(h)
-		}
-		if len(rails) != 0 && len(rails) != G {
-			nodes[i].Rails = nil
-		}
+	if len(rails) != G {
+		rails = nil // fewer ranks than GPUs: local rank i drives GPU i
+	}
+	nodes, err := plan.PlaceNodes(hosts, cl, rails)
+	if err != nil {
+		return nil, nil, usageErrorf("%v", err)
 	}
 	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
 	if err != nil {
-		return nil, usageErrorf("%v", err)
+		return nil, nil, usageErrorf("%v", err)
+	}
+	if o.Rank == -1 {
+		o.Rank = 0
+		if v := env.getenv("SLURM_PROCID"); v != "" {
+			if o.Rank, err = strconv.Atoi(v); err != nil {
+				return nil, nil, withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q is not a number", v))
+			}
+		}
 	}
 	if o.Rank < 0 || o.Rank >= len(p.Ranks) {
-		return nil, usageErrorf("--rank %d: the job has ranks 0..%d", o.Rank, len(p.Ranks)-1)
+		return nil, nil, usageErrorf("--rank %d: the job has ranks 0..%d", o.Rank, len(p.Ranks)-1)
 	}
 
 	// nccl.conf: the flag, else the machine's /etc/nccl.conf.
 	var conf map[string]string
 	confPath := o.NCCLConf
-	if confPath == "" {
-		confPath = filepath.Join(orDefaultStr(root, "/"), "etc/nccl.conf")
+	if confPath == "" && root != "" {
+		confPath = filepath.Join(root, "etc/nccl.conf")
 		if _, err := os.Stat(confPath); err != nil {
 			confPath = ""
 		}
@@ -199,22 +204,24 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 	if confPath != "" {
 		data, err := os.ReadFile(confPath)
 		if err != nil {
-			return nil, usageErrorf("--nccl-conf: %v", err)
+			return nil, nil, usageErrorf("--nccl-conf: %v", err)
 		}
 		if conf, err = plan.ParseNCCLConf(data); err != nil {
-			return nil, usageErrorf("%s: %v", confPath, err)
+			return nil, nil, usageErrorf("%s: %v", confPath, err)
 		}
 	}
 	virtTopo := false
-	if _, err := os.Stat(filepath.Join(orDefaultStr(root, "/"), "var/run/nvidia-topologyd/virtualTopology.xml")); err == nil {
-		virtTopo = true
+	if root != "" {
+		if _, err := os.Stat(filepath.Join(root, "var/run/nvidia-topologyd/virtualTopology.xml")); err == nil {
+			virtTopo = true
+		}
 	}
 
 	pol := plan.NCCLPolicy{}
 	if o.Policy != "" {
 		pf, err := loadPolicyFile(o.Policy)
 		if err != nil {
-			return nil, reportPolicyErrors(env.stderr, o.Policy, err)
+			return nil, nil, reportPolicyErrors(env.stderr, o.Policy, err)
 		}
 		part := o.Partition
 		if part == "" {
@@ -225,7 +232,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 		}
 		pol = pf.Effective(part).NCCL()
 	} else if o.Partition != "" {
-		return nil, usageErrorf("--partition %s without --policy: name the trainrun.conf to read", o.Partition)
+		return nil, nil, usageErrorf("--partition %s without --policy: name the trainrun.conf to read", o.Partition)
 	}
 	user := map[string]string{}
 	for _, k := range plan.ManagedEnvKeys(pol) {
@@ -234,25 +241,41 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (*plan.Env, err
 		}
 	}
 	addrs := o.NodeAddrs
-	if len(addrs) == 0 && root == "" {
+	if len(addrs) == 0 && root == "/" {
 		addrs = resolve(ctx, p.Ranks[o.Rank].Node)
 	}
 	port := o.MasterPort
 	if port == 0 {
 		port = 29500
-		if id, err := strconv.Atoi(env.getenv("SLURM_JOB_ID")); err == nil {
-			port += id % 1000
+		if id := env.getenv("SLURM_JOB_ID"); id != "" {
+			port = jobMasterPort(id)
 		}
 	}
-	e, err := plan.RankEnv(plan.EnvInput{
+	e, err = plan.RankEnv(plan.EnvInput{
 		Node: node, Placement: p, Rank: o.Rank, Plan: ml, PlanPath: planPath,
 		MasterAddr: o.MasterAddr, MasterPort: port, NodeAddrs: addrs,
 		UserEnv: user, NCCLConf: conf, Policy: pol, TopoFile: o.TopoFile, VirtualTopology: virtTopo,
 	})
 	if err != nil {
-		return nil, usageErrorf("%v", err)
+		return nil, nil, usageErrorf("%v", err)
 	}
-	return e, nil
+	rp := p.Ranks[o.Rank]
+	header = []string{
+		fmt.Sprintf("rank %d of %d on %s (node rank %d), local rank %d, GPU %d; tp=%d cp=%d ep=%d dp=%d pp=%d",
+			rp.Rank, len(p.Ranks), rp.Node, rp.NodeRank, rp.LocalRank, rp.GPU, rp.TP, rp.CP, rp.EP, rp.DP, rp.PP),
+		"placement: " + p.Order,
+		"machine read: " + orDefaultStr(node.Root, "/") + " (every node of the job is taken to be built like it)",
+	}
+	return e, header, nil
+}
+
+// jobMasterPort derives the rendezvous port from the job id so jobs sharing
+// a node do not collide: 20000 + FNV-1a(job id) mod 10000, the same rule as
+// trainrun run's (keep the two in step).
+func jobMasterPort(jobID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(jobID))
+	return 20000 + int(h.Sum32()%10000)
 }
 
 func orDefaultStr(s, d string) string {

@@ -312,3 +312,18 @@ func TestEnvPolicy(t *testing.T) {
 		t.Errorf("--partition alone: exit %d, %q", code, errs)
 	}
 }
+
+// Inside a step, the rank defaults to SLURM_PROCID.
+func TestEnvRankFromSlurm(t *testing.T) {
+	out, errs, code := runWithEnv(t, map[string]string{"SLURM_PROCID": "6"}, "env", "--machine", "dgx-a100")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if got := shellVars(out); got["RANK"] != "6" || got["LOCAL_RANK"] != "6" {
+		t.Errorf("RANK=%s LOCAL_RANK=%s, want 6 and 6", got["RANK"], got["LOCAL_RANK"])
+	}
+	_, errs, code = runWithEnv(t, map[string]string{"SLURM_PROCID": "x"}, "env", "--machine", "dgx-a100")
+	if code != ExitSlurm || !strings.Contains(errs, `SLURM_PROCID="x"`) {
+		t.Errorf("bad SLURM_PROCID: exit %d, %q", code, errs)
+	}
+}

@@ -36,6 +36,7 @@ type planOptions struct {
 	Precision           string
 	Finetune            string
 	Tokens              string
+	Stack               string
 	// cluster
 	GPU                             string
 	GPUs, GPUsPerNode, NVLinkDomain int
@@ -76,6 +77,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.GlobalBatch, "global-batch", 0, "global batch (sequences per optimizer step)")
 	fs.StringVar(&o.Precision, "precision", "bf16", "bf16|fp16|fp8")
 	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK] (lora alone means rank 16)")
+	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives)")
 	fs.StringVar(&o.Tokens, "tokens", "", "total training tokens, for time to train and the sbatch time limit (1e12, 2T, 300B)")
 
 	fs.StringVar(&o.GPU, "gpu", "", "GPU type ("+strings.Join(plan.GPUNames(), " ")+"), or a list TYPE:N,TYPE:N to compare")
@@ -278,6 +280,7 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 		if m, err = plan.ParseHFConfig(f, path); err != nil {
 			return m, withCode(ExitUsage, err)
 		}
+		m.Name = modelNameOfPath(path)
 	default:
 		var err error
 		if m, err = plan.LookupModel(o.Model); err != nil {
@@ -344,6 +347,21 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 	return m, nil
 }
 
+// modelNameOfPath names a model read from a file: the directory of a
+// config.json (a checkout of the HF repository, e.g. Meta-Llama-3-70B), else
+// the file name without .json.
+func modelNameOfPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if filepath.Base(path) == "config.json" {
+		if d := filepath.Base(filepath.Dir(path)); d != "/" && d != "." {
+			return d
+		}
+	}
+	return strings.TrimSuffix(filepath.Base(path), ".json")
+}
+
 // looksLikePath: a preset name never contains a slash or ends in .json.
 func looksLikePath(s string) bool {
 	if strings.ContainsRune(s, os.PathSeparator) || strings.HasSuffix(strings.ToLower(s), ".json") {
@@ -365,6 +383,16 @@ func (o *planOptions) job() (plan.Job, error) {
 	case plan.BF16, plan.FP16, plan.FP8:
 	default:
 		return j, usageErrorf("--precision %q: accepted: bf16, fp16, fp8", o.Precision)
+	}
+	switch strings.ToLower(o.Stack) {
+	case "", "megatron-core":
+		j.Stack = plan.StackMegatronCore
+	case string(plan.StackNeMo):
+		j.Stack = plan.StackNeMo
+	case string(plan.StackMegatron2022):
+		j.Stack = plan.StackMegatron2022
+	default:
+		return j, usageErrorf("--stack %q: accepted: megatron-core, nemo, megatron-2022", o.Stack)
 	}
 	rank, err := parseFinetune(o.Finetune)
 	if err != nil {

@@ -69,15 +69,9 @@ func placementInput(env *runEnv, o *planPlaceOptions, gpusPerNode int, l plan.La
 	if err != nil {
 		return plan.PlaceInput{}, err
 	}
-	nodes := make([]plan.PlaceNode, len(hosts))
-	for i, h := range hosts {
-		nodes[i] = plan.PlaceNode{Name: h}
-		if cl != nil {
-			nodes[i].Leaf, nodes[i].Block = cl.Leaf(h), cl.Block(h)
-			if cl.HasTree() && nodes[i].Leaf == "" {
-				return plan.PlaceInput{}, usageErrorf("node %s is under no switch of %s; add it to a SwitchName=... Nodes= line (Slurm requires every node under a switch)", h, cl.Source)
-			}
-		}
+	nodes, err := plan.PlaceNodes(hosts, cl, nil)
+	if err != nil {
+		return plan.PlaceInput{}, usageErrorf("%v", err)
 	}
 	world := len(hosts) * gpusPerNode
 	ml, err := megatronLayout(l, world)

@@ -123,3 +123,17 @@ func TestPlanHostfileCommand(t *testing.T) {
 		}
 	}
 }
+
+// Inside an allocation the nodes come from SLURM_JOB_NODELIST.
+func TestRenderPlacementFromAllocation(t *testing.T) {
+	var out, errb bytes.Buffer
+	vars := map[string]string{"SLURM_JOB_NODELIST": "gpu[07-08]"}
+	env := &runEnv{stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}
+	e := &plan.Evaluation{Layout: plan.Layout{TP: 8, DP: 2}, Traffic: plan.Traffic{TP: 1, DP: 1}}
+	if err := renderPlacement(env, "hostfile", &planPlaceOptions{}, plan.Model{}, plan.Job{}, plan.Cluster{GPUsPerNode: 8}, e); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Repeat("gpu07\n", 8) + strings.Repeat("gpu08\n", 8); out.String() != want {
+		t.Fatalf("hostfile = %q, want %q", out.String(), want)
+	}
+}

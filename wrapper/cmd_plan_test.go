@@ -44,8 +44,8 @@ func planGolden(t *testing.T, name, got string) {
 	}
 }
 
-// runCmd runs `trainrun args...` in-process.
-func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+// runPlanCmd runs `trainrun args...` in-process.
+func runPlanCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var o, e bytes.Buffer
 	env := &runEnv{stdout: &o, stderr: &e, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
@@ -129,7 +129,7 @@ func checkContract(t *testing.T, out string) map[string]any {
 }
 
 func TestPlanAcceptanceJSON(t *testing.T) {
-	out, errOut, code := runCmd(t, with(acceptance, "--format", "json")...)
+	out, errOut, code := runPlanCmd(t, with(acceptance, "--format", "json")...)
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -182,7 +182,7 @@ func TestPlanAcceptanceGolden(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, errOut, code := runCmd(t, c.args...)
+			out, errOut, code := runPlanCmd(t, c.args...)
 			if code != ExitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -202,7 +202,7 @@ func TestPlanNoFitGolden(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, errOut, code := runCmd(t, c.args...)
+			out, errOut, code := runPlanCmd(t, c.args...)
 			if code != ExitNoFit {
 				t.Fatalf("exit %d, want %d: %s", code, ExitNoFit, errOut)
 			}
@@ -245,6 +245,8 @@ func TestPlanErrors(t *testing.T) {
 			[]string{`--fix: unknown key "ppp"; accepted: tp, pp, vpp`}, ""},
 		{"bad format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "yaml"}, job...), ExitUsage,
 			[]string{`--format "yaml": accepted: table, json`}, ""},
+		{"bad stack", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--stack", "deepspeed"}, job...), ExitUsage,
+			[]string{`--stack "deepspeed": accepted: megatron-core, nemo, megatron-2022`}, ""},
 		{"bad tokens", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tokens", "lots"}, job...), ExitUsage,
 			[]string{`--tokens "lots"`}, ""},
 		{"kv heads do not divide heads", with([]string{"plan", "--model", "llama3-8b", "--kv-heads", "6", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
@@ -262,7 +264,7 @@ func TestPlanErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, errOut, code := runCmd(t, c.args...)
+			out, errOut, code := runPlanCmd(t, c.args...)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d\nstderr: %s", code, c.code, errOut)
 			}
@@ -290,7 +292,7 @@ func TestPlanErrors(t *testing.T) {
 func TestPlanPinnedNoFit(t *testing.T) {
 	args := []string{"plan", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512",
 		"--fix", "tp=1,pp=1,cp=1,dp=64,mbs=1,vpp=1,recompute=none,zero=0,sp=false,offload=none", "--format", "json"}
-	out, errOut, code := runCmd(t, args...)
+	out, errOut, code := runPlanCmd(t, args...)
 	if code != ExitNoFit {
 		t.Fatalf("exit %d, want %d (no-fit)\n%s", code, ExitNoFit, errOut)
 	}
@@ -309,7 +311,7 @@ func TestPlanPinnedNoFit(t *testing.T) {
 
 // A pinned value is honoured by the search.
 func TestPlanFixHonoured(t *testing.T) {
-	out, errOut, code := runCmd(t, with(acceptance, "--fix", "tp=4,pp=4", "--format", "json")...)
+	out, errOut, code := runPlanCmd(t, with(acceptance, "--fix", "tp=4,pp=4", "--format", "json")...)
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -326,20 +328,20 @@ func TestPlanFixHonoured(t *testing.T) {
 func TestPlanExplicitModel(t *testing.T) {
 	args := []string{"plan", "--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads", "8", "--ffn", "14336", "--ffn-type", "swiglu",
 		"--vocab", "128256", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json"}
-	out, errOut, code := runCmd(t, args...)
+	out, errOut, code := runPlanCmd(t, args...)
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	// The same shape as the llama3-8b preset gives the same plan.
-	preset, _, _ := runCmd(t, "plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json")
+	preset, _, _ := runPlanCmd(t, "plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json")
 	if out != preset {
 		t.Errorf("explicit llama3-8b shape and the preset differ:\n%s\n---\n%s", out, preset)
 	}
-	out, _, _ = runCmd(t, "plan", "--model", "llama3-8b", "--layers", "16", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
+	out, _, _ = runPlanCmd(t, "plan", "--model", "llama3-8b", "--layers", "16", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
 	if !strings.Contains(out, "llama3-8b (modified): 16 layers") {
 		t.Errorf("override not shown:\n%s", out)
 	}
-	_, errOut, code = runCmd(t, "plan", "--hidden", "4096", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
+	_, errOut, code = runPlanCmd(t, "plan", "--hidden", "4096", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
 	if code != ExitUsage || !strings.Contains(errOut, "missing --layers --heads --vocab") {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
@@ -347,13 +349,26 @@ func TestPlanExplicitModel(t *testing.T) {
 
 func TestPlanHFConfig(t *testing.T) {
 	path := filepath.Join("..", "plan", "testdata", "hf", "llama3-70b.json")
-	hf, errOut, code := runCmd(t, "plan", "--model", path, "--gpu", "h100-sxm", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512", "--format", "json")
+	hf, errOut, code := runPlanCmd(t, "plan", "--model", path, "--gpu", "h100-sxm", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512", "--format", "json")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	preset, _, _ := runCmd(t, with(acceptance, "--format", "json")...)
+	preset, _, _ := runPlanCmd(t, with(acceptance, "--format", "json")...)
 	if hf != preset {
 		t.Error("the llama3-70b config.json and the preset plan differently")
+	}
+}
+
+func TestModelNameOfPath(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"/models/Meta-Llama-3-70B/config.json", "Meta-Llama-3-70B"},
+		{"/tmp/qwen2.5-72b.json", "qwen2.5-72b"},
+		{"cfg/mixtral.JSON", "mixtral.JSON"},
+	}
+	for _, c := range cases {
+		if got := modelNameOfPath(c.in); got != c.want {
+			t.Errorf("modelNameOfPath(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
 

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/nvml"
@@ -19,11 +23,13 @@ func init() {
 }
 
 func runTopo(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("topo", "topo [--root DIR | --machine NAME|list] [--format matrix|json|nccl-xml]", env.stderr)
+	fs := newFlags("topo", "topo [--root DIR | --machine NAME|list] [--format matrix|json|nccl-xml]\n       trainrun topo --cluster [--topology-conf FILE] [--format matrix|json]", env.stderr)
 	root := fs.String("root", "", "read a captured machine: DIR/sys (and DIR/proc, DIR/etc where present) instead of /sys, /proc, /etc")
 	machine := fs.String("machine", "", "read a built-in machine snapshot (e.g. hgx-h100); 'list' lists them")
 	format := fs.String("format", "matrix", "output: matrix (like nvidia-smi topo -m), json, or nccl-xml (an NCCL_TOPO_FILE)")
-	cluster := fs.Bool("cluster", false, "show the cluster model from the local Slurm instead of one node")
+	cluster := fs.Bool("cluster", false, "show the cluster model (switch tree, NVLink blocks) from the local Slurm's 'scontrol show topology' instead of one node")
+	topoConf := fs.String("topology-conf", "", "with --cluster: read this topology.conf instead of asking scontrol")
+	capture := fs.String("capture", "", "copy what topo reads of this machine (sysfs, cpuinfo, addresses, NVML's answers) into DIR, for --root DIR elsewhere")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,10 +42,22 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 		return usageErrorf("--format %q: accepted: matrix, json, nccl-xml", *format)
 	}
 	if *cluster {
-		return usageErrorf("--cluster is not wired yet in this build: the cluster model (hostlists, topology.conf) is read by another part of trainrun; use --root or --machine for one node")
+		if *root != "" || *machine != "" {
+			return usageErrorf("--cluster shows the cluster, --root/--machine one node; pick one")
+		}
+		if *format == "nccl-xml" {
+			return usageErrorf("--format nccl-xml describes one node; with --cluster use matrix or json")
+		}
+		return showCluster(ctx, env, *topoConf, *format)
+	}
+	if *topoConf != "" {
+		return usageErrorf("--topology-conf goes with --cluster")
 	}
 	if *machine == "list" {
 		return listMachines(env)
+	}
+	if *capture != "" {
+		return captureNode(env, *root, *capture)
 	}
 	n, err := discoverNode(*root, *machine)
 	if err != nil {
@@ -57,6 +75,9 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 		b, err := n.NCCLTopoXML()
 		if err != nil {
 			return withCode(ExitFailure, err)
+		}
+		if n.FlatPCIe() {
+			fmt.Fprintln(env.stderr, "trainrun: topo: warning: no GPU shares a PCIe switch with a NIC here (a VM's flat bus): this file says what sysfs shows, GPU-NIC paths through the host bridge, and NCCL then disables GPUDirect RDMA (PHB is beyond its default PXB). Prefer the platform's own NCCL_TOPO_FILE (Azure: /opt/microsoft/ndvN/topo.xml; AWS: the file aws-ofi-nccl sets).")
 		}
 		_, err = env.stdout.Write(b)
 		return err
@@ -112,6 +133,140 @@ func discoverNode(root, machine string) (*topo.Node, error) {
 		return nil, withCode(ExitFailure, fmt.Errorf("this machine: %w", err))
 	}
 	return n, nil
+}
+
+// captureNode writes a captured tree of this machine (or of --root) to dir.
+func captureNode(env *runEnv, root, dir string) error {
+	var src topo.NVMLSource
+	if root == "" {
+		if s, err := nvml.Open(); err == nil {
+			defer s.Close()
+			src = s
+		} else {
+			fmt.Fprintf(env.stderr, "trainrun: topo: capturing without NVML answers: %v\n", err)
+		}
+	}
+	if err := topo.Capture(root, dir, src); err != nil {
+		return usageErrorf("--capture %s: %v", dir, err)
+	}
+	fmt.Fprintf(env.stdout, "captured %s into %s; read it with: trainrun topo --root %s\n", orDefaultStr(root, "this machine"), dir, dir)
+	return nil
+}
+
+// showCluster prints the cluster model from a topology.conf or from the live
+// Slurm (scontrol show topology).
+func showCluster(ctx context.Context, env *runEnv, path, format string) error {
+	var c *topo.Cluster
+	if path != "" {
+		var err error
+		if c, err = topo.LoadTopologyConf(path); err != nil {
+			return usageErrorf("--topology-conf: %v", err)
+		}
+	} else {
+		scontrol, err := exec.LookPath("scontrol")
+		if err != nil {
+			return withCode(ExitSlurm, errors.New("scontrol not found: --cluster reads the local Slurm's topology; pass --topology-conf FILE to read a file instead"))
+		}
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		var out, errb bytes.Buffer
+		cmd := exec.CommandContext(ctx, scontrol, "show", "topology")
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return withCode(ExitSlurm, fmt.Errorf("scontrol show topology: %v: %s", err, bytes.TrimSpace(errb.Bytes())))
+		}
+		if c, err = topo.ParseScontrolTopology(&out, "scontrol show topology"); err != nil {
+			return withCode(ExitSlurm, err)
+		}
+	}
+	view := clusterView(c)
+	if format == "json" {
+		b, err := json.MarshalIndent(view, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(env.stdout, "%s\n", b)
+		return err
+	}
+	fmt.Fprintf(env.stdout, "Cluster (source: %s): %d nodes, %d switch level(s)\n", orDefaultStr(view.Source, "none"), len(view.Nodes), view.Levels)
+	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	if len(view.Switches) > 0 {
+		fmt.Fprintln(tw, "\nSwitches (leaves first):")
+		for _, s := range view.Switches {
+			below := "nodes " + s.Nodes
+			if s.Nodes == "" {
+				below = "switches " + s.Switches
+			}
+			fmt.Fprintf(tw, "  %s\tlevel %d\t%s\n", s.Name, s.Level, below)
+		}
+	}
+	if len(view.Blocks) > 0 {
+		fmt.Fprintf(tw, "\nNVLink blocks (BlockSizes %s):\n", joinInts(view.BlockSizes))
+		for _, b := range view.Blocks {
+			fmt.Fprintf(tw, "  %s\t%d nodes\t%s\n", b.Name, b.Count, b.Nodes)
+		}
+	}
+	if len(view.Rings) > 0 {
+		fmt.Fprintln(tw, "\nRings:")
+		for _, r := range view.Rings {
+			fmt.Fprintf(tw, "  %s\t%d nodes\t%s\n", r.Name, r.Count, r.Nodes)
+		}
+	}
+	if len(view.Switches) == 0 && len(view.Blocks) == 0 && len(view.Rings) == 0 {
+		fmt.Fprintln(tw, "\nNo switch tree, blocks or rings: every node is one switch away from every other.")
+	}
+	return tw.Flush()
+}
+
+type clusterJSON struct {
+	Source     string          `json:"source"`
+	Levels     int             `json:"levels"`
+	Nodes      []string        `json:"nodes"`
+	Switches   []switchJSON    `json:"switches"`
+	Blocks     []nodeGroupJSON `json:"blocks"`
+	BlockSizes []int           `json:"block_sizes,omitempty"`
+	Rings      []nodeGroupJSON `json:"rings"`
+}
+
+type switchJSON struct {
+	Name     string `json:"name"`
+	Level    int    `json:"level"`
+	Nodes    string `json:"nodes,omitempty"`    // hostlist
+	Switches string `json:"switches,omitempty"` // hostlist
+	Parents  string `json:"parents,omitempty"`
+}
+
+type nodeGroupJSON struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+	Nodes string `json:"nodes"` // hostlist
+}
+
+func clusterView(c *topo.Cluster) clusterJSON {
+	v := clusterJSON{Source: c.Source, Levels: c.Levels(), Nodes: c.Nodes(), BlockSizes: c.BlockSizes(),
+		Switches: []switchJSON{}, Blocks: []nodeGroupJSON{}, Rings: []nodeGroupJSON{}}
+	if v.Nodes == nil {
+		v.Nodes = []string{}
+	}
+	for _, s := range c.Switches() {
+		v.Switches = append(v.Switches, switchJSON{Name: s.Name, Level: s.Level, Nodes: topo.CompressHostlist(s.Nodes),
+			Switches: topo.CompressHostlist(s.Switches), Parents: topo.CompressHostlist(s.Parents)})
+	}
+	for _, b := range c.Blocks() {
+		v.Blocks = append(v.Blocks, nodeGroupJSON{Name: b.Name, Count: len(b.Nodes), Nodes: topo.CompressHostlist(b.Nodes)})
+	}
+	for _, r := range c.Rings() {
+		v.Rings = append(v.Rings, nodeGroupJSON{Name: r.Name, Count: len(r.Nodes), Nodes: topo.CompressHostlist(r.Nodes)})
+	}
+	return v
+}
+
+func joinInts(v []int) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, strconv.Itoa(x))
+	}
+	return strings.Join(s, ",")
 }
 
 func listMachines(env *runEnv) error {

@@ -55,6 +55,13 @@ func TestTopoFormats(t *testing.T) {
 	if code != ExitOK || !strings.HasPrefix(out, `<system version="1">`+"\n") || strings.Contains(out, "\t") {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
+	if strings.Contains(errs, "warning") {
+		t.Errorf("dgx-a100 has switches; no warning expected: %s", errs)
+	}
+	code, _, errs = runTopoCmd(t, "topo", "--machine", "azure-ndv5", "--format", "nccl-xml")
+	if code != ExitOK || !strings.Contains(errs, "disables GPUDirect RDMA") || !strings.Contains(errs, "/opt/microsoft/ndvN/topo.xml") {
+		t.Fatalf("azure-ndv5 xml: exit %d, stderr %q", code, errs)
+	}
 	code, out, _ = runTopoCmd(t, "topo", "--machine", "list")
 	if code != ExitOK || !strings.Contains(out, "hgx-h100 ") || !strings.Contains(out, "aws-p4d ") {
 		t.Fatalf("list: exit %d\n%s", code, out)
@@ -89,7 +96,10 @@ func TestTopoBadInput(t *testing.T) {
 		{"unknown machine", []string{"--machine", "dgx-z9"}, `--machine dgx-z9: no built-in machine "dgx-z9"; run 'trainrun topo --machine list'`},
 		{"both", []string{"--machine", "hgx-h100", "--root", empty}, "--root and --machine both given"},
 		{"format", []string{"--machine", "hgx-h100", "--format", "yaml"}, `--format "yaml": accepted: matrix, json, nccl-xml`},
-		{"cluster", []string{"--cluster"}, "--cluster is not wired yet"},
+		{"cluster and machine", []string{"--cluster", "--machine", "hgx-h100"}, "--cluster shows the cluster, --root/--machine one node; pick one"},
+		{"cluster xml", []string{"--cluster", "--format", "nccl-xml"}, "--format nccl-xml describes one node"},
+		{"topology-conf alone", []string{"--topology-conf", "x.conf"}, "--topology-conf goes with --cluster"},
+		{"malformed topology.conf", []string{"--cluster", "--topology-conf", "testdata/topo-cluster-bad.conf"}, `--topology-conf: testdata/topo-cluster-bad.conf:2: Switchs: unknown key "Switchs"`},
 		{"argument", []string{"extra"}, `unexpected argument "extra"`},
 	}
 	for _, c := range cases {
@@ -121,5 +131,77 @@ func TestTopoLive(t *testing.T) {
 	}
 	if len(n.GPUs) == 0 && n.Source != "sysfs" {
 		t.Errorf("no GPUs but source %q", n.Source)
+	}
+}
+
+func TestTopoClusterFromFile(t *testing.T) {
+	code, out, errs := runTopoCmd(t, "topo", "--cluster", "--topology-conf", "testdata/topology-interleaved-64.conf")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden := filepath.Join("testdata", "topo-cluster-interleaved-64.golden")
+	if updateGolden() {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Fatalf("differs from %s (go test ./wrapper -run TopoCluster -update):\n%s", golden, out)
+	}
+	code, out, errs = runTopoCmd(t, "topo", "--cluster", "--topology-conf", "testdata/topology-interleaved-64.conf", "--format", "json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var v clusterJSON
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Levels != 2 || len(v.Nodes) != 64 || len(v.Switches) != 5 || v.Switches[1].Nodes != "node[002,006,010,014,018,022,026,030,034,038,042,046,050,054,058,062]" {
+		t.Fatalf("cluster json: %+v", v)
+	}
+}
+
+// Outside a Slurm installation --cluster says what is missing and how to
+// read a file instead.
+func TestTopoClusterWithoutScontrol(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, _, errs := runTopoCmd(t, "topo", "--cluster")
+	if code != ExitSlurm || !strings.Contains(errs, "scontrol not found") || !strings.Contains(errs, "--topology-conf FILE") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+func TestTopoCapture(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cap")
+	code, out, errs := runTopoCmd(t, "topo", "--capture", dir)
+	if code != ExitOK || !strings.Contains(out, "trainrun topo --root "+dir) {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	code, live, _ := runTopoCmd(t, "topo")
+	code2, fromCapture, errs := runTopoCmd(t, "topo", "--root", dir)
+	if code != ExitOK || code2 != ExitOK {
+		t.Fatalf("exit %d/%d: %s", code, code2, errs)
+	}
+	// Same report but for where it was read from and the NVML line (the
+	// capture has no nvml.json on a machine without a driver).
+	strip := func(s string) string {
+		var keep []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.Contains(l, "No NVIDIA GPU") && !strings.Contains(l, "NVLink:") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	if strip(live) != strip(fromCapture) {
+		t.Fatalf("live:\n%s\ncapture:\n%s", live, fromCapture)
+	}
+	code, _, errs = runTopoCmd(t, "topo", "--capture", dir)
+	if code != ExitUsage || !strings.Contains(errs, "not empty") {
+		t.Fatalf("second capture into the same dir: exit %d %s", code, errs)
 	}
 }

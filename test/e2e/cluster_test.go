@@ -106,6 +106,44 @@ func TestClusterShape(t *testing.T) {
 	}
 }
 
+// TestTopologyTree: slurmctld loaded the topology.conf given to the harness.
+func TestTopologyTree(t *testing.T) {
+	out, err := cluster.Run(context.Background(), "scontrol", "show", "topology")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		kv := parseKV(line)
+		got[kv["SwitchName"]] = kv
+	}
+	for sw, want := range map[string]map[string]string{
+		"leaf1": {"Level": "0", "Nodes": "n[1-2]"},
+		"leaf2": {"Level": "0", "Nodes": "n[3-4]"},
+		"spine": {"Level": "1", "Switches": "leaf[1-2]", "Nodes": "n[1-4]"},
+	} {
+		for k, v := range want {
+			if got[sw][k] != v {
+				t.Errorf("switch %s: %s=%q, want %q; scontrol show topology:\n%s", sw, k, got[sw][k], v, out)
+			}
+		}
+	}
+}
+
+// TestRestartSlurmd: a node's slurmd stops cleanly on SIGTERM, comes back
+// idle, and runs steps again (what a plugstack.conf change needs).
+func TestRestartSlurmd(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now()
+	if err := cluster.RestartSlurmd(ctx, "n4"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("slurmd of n4 restarted and idle in %v", time.Since(t0).Round(time.Millisecond))
+	if _, err := cluster.Run(ctx, "srun", "--immediate=30", "-w", "n4", "true"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // task is what one task of a step reports about itself.
 type task struct {
 	node           string
@@ -284,6 +322,7 @@ func TestBatchJob(t *testing.T) {
 // TestPreemptionRequeuesLowJob: a job in "high" preempts a running job of
 // "low"; the low job is requeued (not killed) and the high one runs.
 func TestPreemptionRequeuesLowJob(t *testing.T) {
+	cluster.LogOnFailure(t)
 	ctx := context.Background()
 	var ids []int
 	t.Cleanup(func() { cancelJobs(t, ids...) })

@@ -19,6 +19,13 @@ import (
 // leave it as they found it: cancel their jobs, restore what they change.
 var cluster *harness.Cluster
 
+// clusterTopology is the cluster's topology.conf: two leaf switches of two
+// nodes under one spine, so placement sees a real `scontrol show topology`.
+const clusterTopology = `SwitchName=leaf1 Nodes=n[1-2]
+SwitchName=leaf2 Nodes=n[3-4]
+SwitchName=spine Switches=leaf[1-2]
+`
+
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
@@ -28,7 +35,10 @@ func runMain(m *testing.M) int {
 		return 0
 	}
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
-	c, err := harness.Start(harness.Options{Logf: log.Printf})
+	// TRAINRUN_E2E_KEEP=1 keeps the cluster directory (configs, logs, job
+	// output) after the run, for a look at what happened.
+	keep := os.Getenv("TRAINRUN_E2E_KEEP") == "1"
+	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, KeepDir: keep, Logf: log.Printf})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL e2e: the test cluster did not start:\n%v\n", err)
 		return 1

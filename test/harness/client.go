@@ -203,14 +203,18 @@ func (c *Cluster) WaitJob(ctx context.Context, jobID int, timeout time.Duration,
 	defer cancel()
 	var state string
 	var info map[string]string
+	failures := 0
 	err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
 		i, err := c.JobInfo(ctx, jobID)
 		if err != nil {
-			if ctx.Err() != nil {
+			// A busy slurmctld may time out once; three times in a row is
+			// an answer.
+			if failures++; failures < 3 || ctx.Err() != nil {
 				return false, nil
 			}
 			return false, err
 		}
+		failures = 0
 		info, state = i, i["JobState"]
 		if slices.Contains(want, state) {
 			return true, nil
@@ -221,9 +225,14 @@ func (c *Cluster) WaitJob(ctx context.Context, jobID int, timeout time.Duration,
 		return false, nil
 	}, fmt.Sprintf("job %d to be %s", jobID, strings.Join(want, "|")))
 	if err != nil {
+		logs := ""
+		var ce *CmdError
+		if !errors.As(err, &ce) { // a CmdError carries the log tails already
+			logs = c.LogTail(15)
+		}
 		return state, fmt.Errorf("harness: job %d is %s, waited for %s (%v)\n--- job: %s\n--- output (%s):\n%s%s",
 			jobID, state, strings.Join(want, "|"), err, fmtKV(info, "JobState", "Reason", "ExitCode", "Restarts", "NodeList", "Partition", "RunTime"),
-			c.OutputPath(jobID), clip(c.JobOutput(jobID), 4000), c.LogTail(15))
+			c.OutputPath(jobID), clip(c.JobOutput(jobID), 4000), logs)
 	}
 	return state, nil
 }
@@ -296,4 +305,23 @@ func isKey(k string) bool {
 		}
 	}
 	return k[0] >= 'A' && k[0] <= 'Z'
+}
+
+// TB is the part of testing.TB that LogOnFailure needs.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Failed() bool
+	Logf(format string, args ...any)
+}
+
+// LogOnFailure makes t log the last lines of every daemon log when the test
+// fails, at the end of the test: call it first thing in a test.
+func (c *Cluster) LogOnFailure(t TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon logs at the end of the failed test:%s", c.LogTail(40))
+		}
+	})
 }

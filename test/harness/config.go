@@ -76,8 +76,9 @@ func (l *layout) mungeLog() string { return filepath.Join(l.logDir(), "munged.lo
 type confEntry struct{ key, line string }
 
 // slurmConf renders slurm.conf. Lines of l.extra whose key matches a default
-// single-valued key replace it in place; NodeName and PartitionName lines and
-// unknown keys are appended.
+// single-valued key replace it in place; other keys are appended to the
+// settings, and NodeName and PartitionName lines to the node and partition
+// definitions.
 func (l *layout) slurmConf() string {
 	kv := func(k, v string) confEntry { return confEntry{k, k + "=" + v} }
 	var e []confEntry
@@ -128,10 +129,15 @@ func (l *layout) slurmConf() string {
 	if l.topology {
 		add("TopologyPlugin", "topology/tree")
 	}
+	var tail []string // extra NodeName/PartitionName lines, after the defaults
 	for _, x := range l.extra {
 		k := confKey(x)
+		if k == "nodename" || k == "partitionname" {
+			tail = append(tail, x)
+			continue
+		}
 		replaced := false
-		if k != "nodename" && k != "partitionname" && k != "" {
+		if k != "" {
 			for i := range e {
 				if strings.EqualFold(e[i].key, k) {
 					e[i].line, replaced = x, true
@@ -157,7 +163,7 @@ func (l *layout) slurmConf() string {
 	if parts == nil {
 		parts = l.defaultPartitions()
 	}
-	for _, p := range parts {
+	for _, p := range append(parts, tail...) {
 		b.WriteString(p)
 		b.WriteByte('\n')
 	}

@@ -11,6 +11,18 @@
 // every command run through the Cluster has a deadline, and every failure names
 // the command, its output and the tail of the daemon logs.
 //
+// Typical use (the e2e package's TestMain starts one cluster for all tests):
+//
+//	c, err := harness.Start(harness.Options{TopologyConf: "...", Logf: log.Printf})
+//	defer c.Stop()
+//	out, err := c.Run(ctx, "srun", "--immediate=30", "-N4", "--ntasks-per-node=8", "--gpus-per-node=8", "hostname")
+//	id, err := c.SubmitBatch(ctx, "#!/bin/bash\nsrun true\n", "-N2", "-p", harness.HighPartition)
+//	state, err := c.WaitJob(ctx, id, time.Minute, "COMPLETED")
+//	log := c.JobOutput(id)
+//
+// Beside the cluster, StartPushgateway and StartPrometheus run Debian's
+// prometheus-pushgateway and prometheus on free loopback ports.
+//
 // Choices that tests rely on, and why:
 //
 //   - Nodes are n1..nN with NodeAddr=127.0.0.1, one slurmd port each, started as
@@ -34,10 +46,19 @@
 //     systemd/dbus scope that is often missing. (cgroup v1 with proctrack/cgroup
 //     also worked on the project's machines.) linuxproc tracks a step's
 //     processes by parentage, so it still reaches every descendant of a task.
+//     CPU binding therefore cannot be observed here: srun --cpu-bind prints
+//     "cluster configuration lacks support for cpu binding" and runs unbound
+//     (SLURM_CPU_BIND_TYPE is still set), and task/affinity on the emulated
+//     32-CPU shape fails the launch ("Unable to layout tasks on given cpus").
 //   - PreemptType=preempt/partition_prio, PreemptMode=REQUEUE, JobRequeue=1,
-//     partitions "low" (default, GraceTime) and "high" (higher PriorityTier) on
-//     the same nodes, a short KillWait, and AuthInfo cred_expire=10, which is
-//     also the delay before a requeued job may start again (default 120 s).
+//     partitions "low" (default, GraceTime=5) and "high" (higher PriorityTier)
+//     on the same nodes, KillWait=5, and AuthInfo cred_expire=10, which is also
+//     the delay before a requeued job may start again (default 120 s). Note
+//     that slurmctld notices the end of a GraceTime only in its 30 s periodic
+//     limit check: a preempted low job was killed and requeued 14-16 s after
+//     the high job's submission here, and it may take up to GraceTime+30 s.
+//     Give the low partition GraceTime=0 (Options.Partitions) where a test
+//     needs preemption to be immediate.
 //   - SchedulerParameters=batch_sched_delay=0 with a 1 s scheduler interval, so
 //     a batch job starts in about a second.
 //   - CommunicationParameters=NoCtldInAddrAny,NoInAddrAny, so the daemons bind

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,7 +97,22 @@ const dirPrefix = "trainrun-slurm-"
 // Start brings up munged, slurmctld and Nodes slurmd, and returns when every
 // node is idle. On failure it stops whatever it started and returns an error
 // naming the step, the command and the daemons' log tails.
-func Start(opts Options) (c *Cluster, err error) {
+func Start(opts Options) (*Cluster, error) {
+	// A port found free can be taken before the daemon binds it; that shows
+	// as "Address already in use" in a log, and a second try with other
+	// ports is the cure.
+	for try := 1; ; try++ {
+		c, err := start(opts)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return c, err
+		}
+		if opts.Logf != nil {
+			opts.Logf("harness: a port was taken before its daemon bound it; starting again with other ports")
+		}
+	}
+}
+
+func start(opts Options) (c *Cluster, err error) {
 	t0 := time.Now()
 	if opts.Nodes == 0 {
 		opts.Nodes = 4
@@ -116,8 +133,8 @@ func Start(opts Options) (c *Cluster, err error) {
 		return nil, errors.New("harness: Start needs root (munged, slurmctld and slurmd run as root, and mknod makes the fake GPUs)")
 	}
 	for _, bin := range []string{"munged", "slurmctld", "slurmd", "srun", "sbatch", "scontrol", "squeue", "scancel"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("harness: %s not found in PATH (%w): install Debian's slurm-wlm and munge (make deps)", bin, err)
+		if _, err := lookBin(bin); err != nil {
+			return nil, fmt.Errorf("harness: %s not found in PATH or /usr/sbin (%w): install Debian's slurm-wlm and munge (make deps)", bin, err)
 		}
 	}
 	reapStale(opts.BaseDir, opts.Logf)
@@ -257,6 +274,12 @@ func (c *Cluster) buildEnv() []string {
 		env = append(env, kv)
 	}
 	env = append(env, "SLURM_CONF="+c.l.confPath(), markerVar+"="+c.l.dir)
+	// Daemons and tools live in /usr/sbin too; keep them findable for clients.
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok && !slices.Contains(filepath.SplitList(v), "/usr/sbin") {
+			env[i] = kv + ":/usr/sbin:/sbin"
+		}
+	}
 	return append(env, c.opts.Env...)
 }
 
@@ -397,17 +420,41 @@ func (c *Cluster) StopSlurmd(node string) error {
 }
 
 // RestartSlurmd stops node's slurmd (StopSlurmd), starts it again and waits
-// until the node is idle (or, with busy, allocated/mixed) again. Use it after
+// until slurmctld has its new registration (SlurmdStartTime changed) and the
+// node is up (idle, or mixed/allocated if jobs run there). Use it after
 // changing plugstack.conf: slurmd loads SPANK plugins when it starts.
 func (c *Cluster) RestartSlurmd(ctx context.Context, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	before, err := c.nodeInfo(ctx)
+	if err != nil {
+		return err
+	}
+	old := before[node].Fields["SlurmdStartTime"]
 	if err := c.StopSlurmd(node); err != nil {
 		return err
+	}
+	// SlurmdStartTime (slurmd's own clock, local time, whole seconds) must
+	// be able to differ from the old one: start the new slurmd in a later
+	// second.
+	if t, err := time.ParseInLocation("2006-01-02T15:04:05", old, time.Local); err == nil {
+		if d := time.Until(t.Add(time.Second)); d > 0 {
+			time.Sleep(d)
+		}
 	}
 	if err := c.startSlurmd(node); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
+	err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
+		info, err := c.nodeInfo(ctx)
+		if err != nil {
+			return false, nil
+		}
+		return info[node].Fields["SlurmdStartTime"] != old, nil
+	}, "slurmd of "+node+" to register again")
+	if err != nil {
+		return fmt.Errorf("%w%s", err, c.LogTail(20))
+	}
 	return c.waitNodesUp(ctx, []string{node}, false)
 }
 
@@ -539,6 +586,7 @@ func (c *Cluster) stop() error {
 		select {
 		case <-d.done:
 		case <-deadline:
+			c.opts.Logf("harness: %s (pid %d) still runs 3 s after SIGTERM; killing it", d.name, d.cmd.Process.Pid)
 		}
 	}
 	// Then SIGKILL everything that belongs to the cluster, until nothing does.
@@ -628,6 +676,21 @@ func tailLines(path string, n int) []string {
 	return lines
 }
 
+// lookBin finds a program in PATH or, for daemons when PATH lacks the sbin
+// directories (su without -, some CI shells), in /usr/sbin and /sbin.
+func lookBin(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		if fi, serr := os.Stat(filepath.Join(dir, name)); serr == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return filepath.Join(dir, name), nil
+		}
+	}
+	return "", err
+}
+
 func shortHostname() (string, error) {
 	h, err := os.Hostname()
 	if err != nil {
@@ -637,9 +700,11 @@ func shortHostname() (string, error) {
 	return h, nil
 }
 
-// freePorts returns n distinct TCP ports that are free on 127.0.0.1 now. They
-// are released before the daemons bind them; a collision in that window shows
-// as a daemon failing to start, with "Address already in use" in its log.
+// freePorts returns n distinct TCP ports that are free on 127.0.0.1 now,
+// drawn below the kernel's ephemeral range (32768 and up by default) so that
+// outgoing connections do not take them before the daemons bind them. They
+// are released before the daemons start; a collision in that window shows as
+// "Address already in use" in a log, and Start tries again.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -647,17 +712,25 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("harness: no free loopback port in %d-%d after 1000 tries", portLo, portHi-1)
+		}
+		p := portLo + mrand.IntN(portHi-portLo)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			return nil, fmt.Errorf("harness: find a free loopback port: %w", err)
+			continue
 		}
 		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
+
+// The port range freePorts draws from: above the well-known and common
+// service ports, below Linux's default ephemeral range.
+const portLo, portHi = 20000, 32768
 
 // selfOwner identifies this process for ownerFile: pid and start time (so a
 // reused pid is not taken for the owner).

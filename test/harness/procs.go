@@ -54,7 +54,11 @@ func (c *Cluster) startDaemon(name, bin string, args []string, logPath string) (
 		return nil, fmt.Errorf("harness: %w", err)
 	}
 	defer f.Close()
-	cmd := exec.Command(bin, args...)
+	path, err := lookBin(bin)
+	if err != nil {
+		return nil, fmt.Errorf("harness: %s: %w", bin, err)
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Env = c.env
 	cmd.Dir = c.l.runDir()
 	cmd.Stdout, cmd.Stderr = f, f

@@ -225,12 +225,23 @@ var fabricStates = map[uint8]string{
 }
 
 // Fabric asks for the fabric registration only where the driver has the call
-// (an absent symbol would fail at lazy binding, not return an error).
+// (an absent symbol would fail at lazy binding, not return an error). It tries
+// nvmlDeviceGetGpuFabricInfo, then the versioned call that NVML 13 keeps when
+// it drops the first, as go-nvlib's IsFabricAttached does.
 func (d *device) Fabric() (*topo.NVLinkFabric, error) {
-	if err := d.s.lib.Extensions().LookupSymbol("nvmlDeviceGetGpuFabricInfo"); err != nil {
+	ext := d.s.lib.Extensions()
+	var f gonvml.GpuFabricInfo
+	var ret gonvml.Return
+	switch {
+	case ext.LookupSymbol("nvmlDeviceGetGpuFabricInfo") == nil:
+		f, ret = d.d.GetGpuFabricInfo()
+	case ext.LookupSymbol("nvmlDeviceGetGpuFabricInfoV") == nil:
+		// Not exercised by the tests: go-nvml's mocks cannot build a handler.
+		v2, r := d.d.GetGpuFabricInfoV().V2()
+		f, ret = gonvml.GpuFabricInfo{ClusterUuid: v2.ClusterUuid, Status: v2.Status, CliqueId: v2.CliqueId, State: v2.State}, r
+	default:
 		return nil, nil
 	}
-	f, ret := d.d.GetGpuFabricInfo()
 	if ret == gonvml.ERROR_NOT_SUPPORTED {
 		return nil, nil
 	}
@@ -241,10 +252,14 @@ func (d *device) Fabric() (*topo.NVLinkFabric, error) {
 		return nil, nil
 	}
 	u := f.ClusterUuid
+	state := fabricStates[f.State]
+	if st := gonvml.Return(f.Status); f.State == gonvml.GPU_FABRIC_STATE_COMPLETED && st != gonvml.SUCCESS {
+		state = "failed: " + st.Error() // registration finished with an error: not usable for MNNVL
+	}
 	return &topo.NVLinkFabric{
 		ClusterUUID: fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]),
 		CliqueID:    f.CliqueId,
-		State:       fabricStates[f.State],
+		State:       state,
 	}, nil
 }
 

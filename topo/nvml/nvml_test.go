@@ -194,6 +194,9 @@ func TestAdapterOverMockServers(t *testing.T) {
 					}
 				}
 			}
+			if wantDomain := map[bool]string{true: "5a1c7e11-0000-0000-0000-000000000001.7"}[c.fabric]; n.NVLinkDomain() != wantDomain {
+				t.Errorf("NVLink domain %q, want %q", n.NVLinkDomain(), wantDomain)
+			}
 			if len(n.NCCLNICs()) != 8 {
 				t.Errorf("NCCL NICs %v", n.NCCLNICs())
 			}
@@ -252,5 +255,31 @@ func TestInitFailureReasons(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, topo.ErrNVMLUnavailable) {
 			t.Errorf("%v: err = %v, want %q", ret, err, want)
 		}
+	}
+}
+
+// A registration that completed with an error status is not a usable domain.
+func TestFabricFailedStatus(t *testing.T) {
+	srv := dgxh100.New()
+	fill(t, srv, hgxH100)
+	for _, d := range srv.Devices {
+		d.(*server.Device).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) {
+			return gonvml.GpuFabricInfo{ClusterUuid: hgxH100.fabric, CliqueId: 7, State: gonvml.GPU_FABRIC_STATE_COMPLETED,
+				Status: uint32(gonvml.ERROR_NOT_READY)}, gonvml.SUCCESS
+		}
+	}
+	src, err := New(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := topo.Discover(topo.Options{Root: sysfsOnlyTree(t, "hgx-h100"), NVML: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := n.GPUs[0].Fabric; f == nil || !strings.HasPrefix(f.State, "failed: ") {
+		t.Fatalf("fabric %+v", f)
+	}
+	if d := n.NVLinkDomain(); d != "" {
+		t.Fatalf("NVLinkDomain %q for a failed registration", d)
 	}
 }

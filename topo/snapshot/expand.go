@@ -60,6 +60,7 @@ type expander struct {
 	ips    []ifAddr
 	gpus   []gpuRec
 	driver map[string]bool
+	dirs   map[string]bool // created already: spares a MkdirAll per file
 }
 
 type ifAddr struct {
@@ -76,7 +77,7 @@ type gpuRec struct {
 // dir/etc and, when the spec records NVML answers, dir/nvml.json.
 func Expand(s *Spec, dir string) error {
 	e := &expander{s: s, root: dir, sys: filepath.Join(dir, "sys"), numa: map[int][]int{},
-		addrs: map[string]int{}, driver: map[string]bool{}}
+		addrs: map[string]int{}, driver: map[string]bool{}, dirs: map[string]bool{}}
 	if err := e.cpuSets(); err != nil {
 		return err
 	}
@@ -143,8 +144,19 @@ func (e *expander) cpuSets() error {
 	return nil
 }
 
+func (e *expander) mkdir(dir string) error {
+	if e.dirs[dir] {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	e.dirs[dir] = true
+	return nil
+}
+
 func (e *expander) write(path, content string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := e.mkdir(filepath.Dir(path)); err != nil {
 		return err
 	}
 	return os.WriteFile(path, []byte(content), 0o444)
@@ -152,7 +164,7 @@ func (e *expander) write(path, content string) error {
 
 // link makes path a relative symlink to target, as sysfs does.
 func (e *expander) link(path, target string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := e.mkdir(filepath.Dir(path)); err != nil {
 		return err
 	}
 	rel, err := filepath.Rel(filepath.Dir(path), target)
@@ -246,7 +258,6 @@ func (e *expander) function(n *PCISpec, parentDir string, numa int) error {
 		if err := e.attrs(ddir, down, da, numa); err != nil {
 			return err
 		}
-		_ = bus
 		for _, c := range group[bus] {
 			if err := e.function(c, ddir, numa); err != nil {
 				return err
@@ -543,13 +554,14 @@ func (e *expander) virtualNetIf(n NetIfSpec) error {
 	switch n.Attrs["kind"] {
 	case "loopback":
 		typ, state = "772", "unknown"
-	case "bridge":
-		if err := os.MkdirAll(filepath.Join(ndir, "bridge"), 0o755); err != nil {
+	case "bridge", "bond":
+		sub := map[string]string{"bridge": "bridge", "bond": "bonding"}[n.Attrs["kind"]]
+		if err := os.MkdirAll(filepath.Join(ndir, sub), 0o755); err != nil {
 			return err
 		}
 	case "virtual":
 	default:
-		return fmt.Errorf("spec %s: netif %s: kind=%q; accepted: loopback, bridge, virtual, platform", e.s.Name, n.Name, n.Attrs["kind"])
+		return fmt.Errorf("spec %s: netif %s: kind=%q; accepted: loopback, bridge, bond, virtual, platform", e.s.Name, n.Name, n.Attrs["kind"])
 	}
 	for f, v := range map[string]string{"operstate": state, "type": typ, "speed": "-1"} {
 		if err := e.write(filepath.Join(ndir, f), v+"\n"); err != nil {
@@ -613,8 +625,6 @@ func (e *expander) system() error {
 		if a.prefix.Addr().IsLoopback() {
 			continue
 		}
-		mask := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-		_ = mask
 		fmt.Fprintf(&route, "%s\t%s\t00000000\t0001\t0\t0\t0\t%s\t0\t0\t0\n", a.ifname, hexLE(net.Addr()), hexMask(net.Bits()))
 	}
 	if err := e.write(filepath.Join(e.root, "proc/net/fib_trie"), trie.String()); err != nil {

@@ -17,12 +17,19 @@ import (
 	"github.com/trainrun/trainrun/test/harness"
 )
 
+type lines []string
+
+func (l *lines) String() string     { return fmt.Sprint(*l) }
+func (l *lines) Set(s string) error { *l = append(*l, s); return nil }
+
 func main() {
 	nodes := flag.Int("nodes", 4, "number of nodes")
 	gpus := flag.Int("gpus", 8, "fake GPUs per node")
 	keep := flag.Bool("keep", false, "keep the cluster directory (logs, job output) after stopping")
+	var extra lines
+	flag.Var(&extra, "conf", "a slurm.conf line to add or replace (repeatable), e.g. -conf KillWait=30")
 	flag.Parse()
-	c, err := harness.Start(harness.Options{Nodes: *nodes, GPUsPerNode: *gpus, KeepDir: *keep, Logf: log.Printf})
+	c, err := harness.Start(harness.Options{Nodes: *nodes, GPUsPerNode: *gpus, KeepDir: *keep, ExtraSlurmConf: extra, Logf: log.Printf})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,0 +1,94 @@
+"""Tests of trainrun_client (stdlib unittest; no torch needed).
+
+    python3 -m unittest discover -s contrib/trainer -p 'test_*.py'
+"""
+
+import os
+import signal
+import tempfile
+import unittest
+
+import trainrun_client
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        os.makedirs(os.path.join(self.dir, "job", "launch"))
+        self.env = {"RANK": "1", "WORLD_SIZE": "2", "TRAINRUN_CKPT_DIR": os.path.join(self.dir, "ck"),
+                    "TRAINRUN_RESUME_DIR": "", "TRAINRUN_CKPT_SIGNAL": "USR2", "TRAINRUN_JOB_DIR": os.path.join(self.dir, "job")}
+        self.old = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM)}
+
+    def tearDown(self):
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+    def request_file(self, text):
+        with open(os.path.join(self.dir, "job", "launch", "ckpt-request"), "w") as f:
+            f.write(text)
+
+    def test_no_signal_no_save(self):
+        ck = trainrun_client.Checkpointer(self.env)
+        self.assertFalse(ck.should_save())
+        self.assertIsNone(ck.resume_dir)
+
+    def test_ckpt_signal_stop(self):
+        ck = trainrun_client.Checkpointer(self.env)
+        self.request_file("1 stop\n")
+        os.kill(os.getpid(), signal.SIGUSR2)
+        self.assertTrue(ck.should_save())
+        self.assertTrue(ck.stop)
+
+    def test_ckpt_signal_continue(self):
+        ck = trainrun_client.Checkpointer(self.env)
+        self.request_file("3 continue\n")
+        os.kill(os.getpid(), signal.SIGUSR2)
+        self.assertTrue(ck.should_save())
+        self.assertFalse(ck.stop)
+        ck.reset()
+        self.assertFalse(ck.should_save())
+
+    def test_sigterm_always_stops(self):
+        ck = trainrun_client.Checkpointer(self.env)
+        self.request_file("3 continue\n")
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.assertTrue(ck.should_save())
+        self.assertTrue(ck.stop)
+
+    def test_signal_held_during_section(self):
+        ck = trainrun_client.Checkpointer(self.env)
+        with ck.hold_signals():
+            os.kill(os.getpid(), signal.SIGUSR2)
+            self.assertFalse(ck.requested)
+        self.assertTrue(ck.requested)
+
+    def test_mark_done(self):
+        ck = trainrun_client.Checkpointer(self.env)
+        d = ck.save_dir("step-10")
+        p = os.path.join(d, "rank-1.pt")
+        with open(p, "wb") as f:
+            f.write(b"w")
+        marker = ck.mark_done("step-10", [p])
+        self.assertEqual(marker, os.path.join(d, ".trainrun", "done.1"))
+        self.assertTrue(os.path.exists(marker))
+        self.assertFalse(ck.complete("step-10"))  # rank 0's marker is missing
+        with self.assertRaises(ValueError):
+            ck.save_dir("../x")
+
+    def test_loader_error_after_stop_is_a_stop(self):
+        ck = trainrun_client.Checkpointer(self.env)
+
+        def broken():
+            raise RuntimeError("DataLoader worker (pid 42) is killed by signal: Terminated")
+            yield
+
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.assertIsNone(ck.next_batch(broken()))
+        ck2 = trainrun_client.Checkpointer(self.env)
+        ck2.reset()
+        with self.assertRaises(RuntimeError):
+            ck2.next_batch(broken())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,259 @@
+#!/usr/bin/python3
+"""Example trainer for `trainrun run` (PyTorch, CPU, gloo).
+
+    trainrun run --fix tp=2,pp=2 -- /usr/bin/python3 train_example.py --steps 20
+
+It shows what a framework does with trainrun's environment:
+
+* builds the tensor-, context-, data- and pipeline-parallel groups from RANK
+  and TRAINRUN_TP/CP/EP/DP/PP exactly as Megatron-LM does (RankGenerator,
+  order "tp-cp-ep-dp-pp": TP varies fastest);
+* checks that every group's members run where the plan (TRAINRUN_PLAN) says,
+  from what each rank reports of itself (node, GPU), and all-reduces in each
+  group;
+* trains a tiny model with DistributedDataParallel over the data-parallel
+  group for a fixed number of steps with a fixed seed;
+* checkpoints through trainrun_client (on TRAINRUN_CKPT_SIGNAL, SIGTERM, or
+  every --save-every steps) and resumes from TRAINRUN_RESUME_DIR bit-exactly:
+  an interrupted run ends with the same weights as an uninterrupted one.
+
+--report DIR writes DIR/rank-<RANK>.json with what the rank saw; --out FILE
+(rank 0) writes the final weights' SHA-256.
+"""
+
+import argparse
+import datetime
+import hashlib
+import io
+import json
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trainrun_client  # noqa: E402
+
+# Install the handlers before the slow imports: a checkpoint request or
+# Slurm's SIGTERM may arrive while torch loads.
+ck = trainrun_client.Checkpointer()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+
+# --- Megatron-LM's rank groups (megatron/core/parallel_state.py) -------------
+
+def _prefix_product(a, init=1):
+    r = [init]
+    for v in a:
+        init = init * v
+        r.append(init)
+    return r
+
+
+def _decompose(index, shape):
+    stride = _prefix_product(shape)
+    return [(index // d) % s for s, d in zip(shape, stride)]
+
+
+def masked_orthogonal_rank_groups(world_size, parallel_size, mask):
+    """Megatron's generate_masked_orthogonal_rank_groups."""
+    masked_shape = [s for s, m in zip(parallel_size, mask) if m]
+    unmasked_shape = [s for s, m in zip(parallel_size, mask) if not m]
+    global_stride = _prefix_product(parallel_size)
+    masked_stride = [d for d, m in zip(global_stride, mask) if m]
+    unmasked_stride = [d for d, m in zip(global_stride, mask) if not m]
+    group_size = _prefix_product(masked_shape)[-1]
+    groups = []
+    for group_index in range(world_size // group_size):
+        g = _decompose(group_index, unmasked_shape)
+        ranks = []
+        for rank_in_group in range(group_size):
+            r = _decompose(rank_in_group, masked_shape)
+            ranks.append(sum(x * y for x, y in zip(r, masked_stride)) + sum(x * y for x, y in zip(g, unmasked_stride)))
+        groups.append(ranks)
+    return groups
+
+
+class RankGenerator:
+    """Megatron's RankGenerator: sizes in the order of `order`, groups for a token like "tp" or "tp-pp"."""
+
+    def __init__(self, tp, ep, dp, pp, cp, order="tp-cp-ep-dp-pp"):
+        self.sizes = {"tp": tp, "ep": ep, "dp": dp, "pp": pp, "cp": cp}
+        self.order = order.split("-")
+        self.world_size = tp * dp * pp * cp * ep
+
+    def get_ranks(self, token):
+        parts = token.split("-")
+        mask = [name in parts for name in self.order]
+        return masked_orthogonal_rank_groups(self.world_size, [self.sizes[n] for n in self.order], mask)
+
+
+# --- the tiny model and its deterministic data ---------------------------------
+
+def make_model():
+    torch.manual_seed(1234)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+
+
+def batch_for(step, dp_rank, size=8):
+    g = torch.Generator().manual_seed(100003 * step + dp_rank)
+    x = torch.randn(size, 16, generator=g)
+    y = x.sum(dim=1, keepdim=True).sin()
+    return x, y
+
+
+class StepData:
+    """Batches indexed by step so a resumed run sees the same data."""
+
+    def __init__(self, start, steps, dp_rank):
+        self.step, self.steps, self.dp_rank = start, steps, dp_rank
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.step >= self.steps:
+            raise StopIteration
+        b = batch_for(self.step, self.dp_rank)
+        self.step += 1
+        return b
+
+
+def weights_sha256(model):
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--save-every", type=int, default=0, help="also checkpoint every N steps (0: only when asked)")
+    ap.add_argument("--sleep", type=float, default=0.0, help="seconds per step, to make a short job last")
+    ap.add_argument("--report", default="", help="directory for rank-<RANK>.json")
+    ap.add_argument("--out", default="", help="rank 0 writes the final weights' SHA-256 here")
+    ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
+    args = ap.parse_args()
+
+    env = os.environ
+    rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
+    tp, pp, cp, ep, dp = (int(env.get("TRAINRUN_" + k, "1")) for k in ("TP", "PP", "CP", "EP", "DP"))
+    if args.expect_tp and args.expect_tp != tp:
+        sys.exit("rank %d: --expect-tp %d but TRAINRUN_TP=%d" % (rank, args.expect_tp, tp))
+    with ck.hold_signals():  # a signal during the rendezvous would fail it with EINTR
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+
+    # Where am I, and where does the plan say I should be?
+    me = {"rank": rank, "node": env.get("SLURMD_NODENAME") or socket.gethostname(),
+          "gpu": int(env.get("TRAINRUN_GPU", "-1")), "local_rank": int(env.get("LOCAL_RANK", "-1"))}
+    everyone = [None] * world
+    dist.all_gather_object(everyone, me)
+    with open(env["TRAINRUN_PLAN"]) as f:
+        planned = {r["rank"]: r for r in json.load(f)["ranks"]}
+
+    # Megatron's dense groups: ep folds into dp (RankGenerator with ep=1).
+    gen = RankGenerator(tp=tp, ep=1, dp=dp, pp=pp, cp=cp)
+    checks, problems, groups = {}, [], {}
+    for token, axis in (("tp", "tp"), ("cp", "cp"), ("dp", "dp"), ("pp", "pp")):
+        mine = None
+        for ranks in gen.get_ranks(token):
+            g = dist.new_group(ranks)  # every rank creates every group, as Megatron does
+            if rank in ranks:
+                mine, groups[token] = ranks, g
+        others = [a for a in ("tp", "cp", "dp", "pp") if a != axis]
+        for pos, m in enumerate(mine):
+            p = planned[m]
+            if p[axis] != pos or any(p[o] != planned[rank][o] for o in others):
+                problems.append("%s group %s: rank %d has plan coordinates %s" % (token, mine, m, {a: p[a] for a in ("tp", "cp", "dp", "pp")}))
+            if everyone[m]["node"] != p["node"] or p["gpu"] >= 0 and everyone[m]["gpu"] != p["gpu"]:
+                problems.append("%s group %s: rank %d runs on %s GPU %d, plan says %s GPU %d" % (
+                    token, mine, m, everyone[m]["node"], everyone[m]["gpu"], p["node"], p["gpu"]))
+        t = torch.tensor([1.0, float(rank)])
+        dist.all_reduce(t, group=groups[token])
+        ok = int(t[0].item()) == len(mine) and int(t[1].item()) == sum(mine)
+        if not ok:
+            problems.append("%s group %s: all_reduce gave %s" % (token, mine, t.tolist()))
+        checks[token] = {"ranks": mine, "nodes": sorted({everyone[m]["node"] for m in mine}), "all_reduce_ok": ok}
+
+    # Train with DDP over the data-parallel group; resume if asked.
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    start = 0
+    if ck.resume_dir:
+        state = torch.load(os.path.join(ck.resume_dir, "rank-%d.pt" % rank))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"]
+    ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=groups["dp"])
+    dp_rank = checks["dp"]["ranks"].index(rank)
+
+    def save(step):
+        tag = "step-%d" % step
+        if step == start and ck.resume_dir:
+            # Stopped again before any progress: a new tag, never the committed one.
+            tag = "step-%d.r%d" % (step, ck.restart_count)
+        d = ck.save_dir(tag)
+        path = os.path.join(d, "rank-%d.pt" % rank)
+        buf = io.BytesIO()
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, buf)
+        with open(path + ".tmp", "wb") as f:
+            f.write(buf.getvalue())
+        os.replace(path + ".tmp", path)
+        ck.mark_done(tag, [path])
+        return tag
+
+    data = StepData(start, args.steps, dp_rank)
+    step, stopped, saved = start, False, None
+    while True:
+        try:
+            batch = ck.next_batch(data)
+        except StopIteration:
+            break
+        if ck.should_save():  # collective: all ranks agree on the step
+            if step != start or not ck.resume_dir or ck.stop:
+                saved = save(step)
+            if ck.stop:
+                stopped = True
+                break
+            ck.reset()  # checkpoint asked with --then continue: keep training
+        if batch is None:
+            continue
+        x, y = batch
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        step += 1
+        if args.save_every and step % args.save_every == 0 and step < args.steps:
+            saved = save(step)
+        if args.sleep:
+            time.sleep(args.sleep)
+
+    digest = weights_sha256(model)
+    report = dict(me, env={k: v for k, v in env.items() if k in (
+        "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+        "CUDA_VISIBLE_DEVICES") or k.startswith("TRAINRUN_")},
+        groups=checks, problems=problems, start_step=start, end_step=step, stopped=stopped, saved=saved,
+        resumed_from=ck.resume_dir, weights_sha256=digest)
+    if args.report:
+        os.makedirs(args.report, exist_ok=True)
+        with open(os.path.join(args.report, "rank-%d.json" % rank), "w") as f:
+            json.dump(report, f, indent=1, sort_keys=True)
+    if rank == 0:
+        print("train_example: steps %d..%d of %d, %s, weights %s" % (
+            start, step, args.steps, "stopped for a checkpoint (%s)" % saved if stopped else "finished", digest[:16]), flush=True)
+        if args.out and not stopped:
+            with open(args.out, "w") as f:
+                f.write(digest + "\n")
+    dist.barrier()
+    dist.destroy_process_group()
+    if problems:
+        sys.exit("rank %d: placement check failed:\n  %s" % (rank, "\n  ".join(problems)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""trainrun_client: the trainer's side of trainrun's checkpoint handshake.
+
+Dependency-free (Python standard library; uses torch.distributed when it is
+importable and initialised). Copy this file next to your training script.
+
+The handshake (PRODUCT.md, "The checkpoint handshake with the trainer"):
+
+1. trainrun asks for a checkpoint with TRAINRUN_CKPT_SIGNAL (default SIGUSR2).
+   Slurm's own SIGTERM (preemption, time limit) reaches every process of the
+   step directly; it means the same thing. The handler only sets a flag:
+   saving inside a signal handler can hang or corrupt (Lightning#21406).
+2. Every rank calls should_save() once per step. The ranks agree with an
+   all_reduce(MAX), so all of them checkpoint at the same step even when the
+   signal reached them at different moments. Afterwards `stop` says whether
+   the job must end (SIGTERM, or a request to stop) or training continues
+   (`trainrun ckpt request --then continue`: trainrun writes "ID continue"
+   into $TRAINRUN_JOB_DIR/launch/ckpt-request before signalling); call
+   reset() after a checkpoint that continues.
+3. Each rank saves into TRAINRUN_CKPT_DIR/<tag>/ (save_dir(tag)), then calls
+   mark_done(tag, paths): its files are fsynced, then the empty file
+   <tag>/.trainrun/done.<RANK> is created durably. The checkpoint is complete
+   when all WORLD_SIZE markers exist; trainrun verifies and commits it.
+4. After a checkpoint asked for because the job must stop, the trainer exits
+   0; trainrun decides whether the job is requeued.
+5. On restart, resume_dir is the latest committed checkpoint (None on a
+   first start).
+
+Data-loader workers: Slurm's SIGTERM reaches them too. Forked workers inherit
+the flag-setting handler and survive; workers started another way may die of
+it, and the next batch then raises. next_batch() turns such an error into a
+stop request when a stop was signalled, so the loop saves the last complete
+step instead of crashing. Call it before should_save() so the ranks agree
+after every rank has tried to fetch its batch.
+
+Other languages: install a handler for TRAINRUN_CKPT_SIGNAL and SIGTERM that
+sets a flag; agree across ranks at a step boundary; write the checkpoint under
+$TRAINRUN_CKPT_DIR/<tag>/; fsync; create <tag>/.trainrun/done.$RANK (fsync it
+and the directory); exit 0. Resume from $TRAINRUN_RESUME_DIR when it is set.
+"""
+
+import os
+import signal
+import sys
+import time
+
+__all__ = ["Checkpointer"]
+
+
+def _signum(name):
+    name = (name or "USR2").strip().upper()
+    if name.isdigit():
+        return int(name)
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    return int(getattr(signal, name))
+
+
+def _fsync_path(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Checkpointer:
+    """Signal flag, cross-rank agreement, durable done markers, resume path."""
+
+    def __init__(self, env=None, install=True):
+        env = os.environ if env is None else env
+        self.rank = int(env.get("RANK", "0"))
+        self.world_size = int(env.get("WORLD_SIZE", "1"))
+        self.ckpt_dir = env.get("TRAINRUN_CKPT_DIR") or None
+        self.resume_dir = env.get("TRAINRUN_RESUME_DIR") or None
+        self.restart_count = int(env.get("TRAINRUN_RESTART_COUNT", "0") or 0)
+        self.signum = _signum(env.get("TRAINRUN_CKPT_SIGNAL", "USR2"))
+        self.job_dir = env.get("TRAINRUN_JOB_DIR") or None
+        self.requested = False  # set by the handler; read at step boundaries only
+        self.requested_by = None
+        self.requested_at = None
+        self.stop = False  # after should_save(): the job must end after this checkpoint
+        self._term = False
+        self._owner = os.getpid()
+        self.signals = {self.signum, signal.SIGTERM}
+        if install:
+            for s in self.signals:
+                signal.signal(s, self._handler)
+                # SA_RESTART: without it a signal makes blocking calls inside
+                # C++ extensions fail with EINTR (torch's TCPStore raises
+                # "Interrupted system call").
+                signal.siginterrupt(s, False)
+
+    def hold_signals(self):
+        """Context manager that defers the signals during a section where an
+        interrupted system call would fail (torch.distributed.init_process_group:
+        poll() is never restarted). A signal that arrives meanwhile is
+        delivered, and sets the flag, when the section ends."""
+        return _Held(self.signals)
+
+    def _handler(self, signum, frame):
+        # A forked data-loader worker inherits this handler: it must neither
+        # die nor act, so only the process that installed it sets the flag.
+        if os.getpid() != self._owner:
+            return
+        if signum == signal.SIGTERM:
+            self._term = True
+        if not self.requested:
+            self.requested, self.requested_by, self.requested_at = True, signum, time.time()
+
+    def request(self, stop=True):
+        """Ask for a checkpoint from the program itself."""
+        self.requested = True
+        self._term = self._term or stop
+
+    def reset(self):
+        """After a checkpoint that continues training: wait for the next request."""
+        self.requested, self.requested_by, self.requested_at, self.stop = False, None, None, False
+
+    def _local_code(self):
+        """0: nothing asked; 1: checkpoint and continue; 2: checkpoint and stop."""
+        if not self.requested:
+            return 0
+        if self._term:
+            return 2
+        then = "stop"
+        if self.job_dir:
+            try:
+                with open(os.path.join(self.job_dir, "launch", "ckpt-request")) as f:
+                    then = (f.read().split() + ["", "stop"])[1] or "stop"
+            except OSError:
+                pass
+        return 1 if then == "continue" else 2
+
+    def next_batch(self, iterator):
+        """next(iterator), or None when the loader broke after a stop signal
+        (its workers died of Slurm's SIGTERM). Raises StopIteration at the end
+        of the data, and re-raises any error that is not explained by a stop."""
+        try:
+            return next(iterator)
+        except StopIteration:
+            raise
+        except Exception:
+            if self.requested:
+                return None
+            time.sleep(0.2)  # a SIGTERM that killed the workers may still be on its way to us
+            if self.requested:
+                return None
+            raise
+
+    def should_save(self):
+        """True on every rank when any rank was asked for a checkpoint (a
+        collective: every rank calls it at the same step). Sets self.stop:
+        True when the job must end after this checkpoint."""
+        code = self._local_code()
+        dist = _dist()
+        if dist is not None:
+            import torch
+            t = torch.tensor([code], dtype=torch.int32)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            code = int(t.item())
+        if code and not self.requested:
+            self.requested = True
+        self.stop = code == 2
+        return code > 0
+
+    def should_stop(self):
+        """should_save() for trainers that always stop after a requested checkpoint."""
+        return self.should_save()
+
+    def save_dir(self, tag):
+        """TRAINRUN_CKPT_DIR/<tag>/, created."""
+        if not self.ckpt_dir:
+            raise RuntimeError("TRAINRUN_CKPT_DIR is not set: run under 'trainrun run' or set it")
+        if "/" in tag or tag.startswith("."):
+            raise ValueError("checkpoint tag %r: one path component not starting with '.'" % tag)
+        d = os.path.join(self.ckpt_dir, tag)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def mark_done(self, tag, paths=()):
+        """Make this rank's files durable, then create <tag>/.trainrun/done.<RANK>."""
+        d = self.save_dir(tag)
+        dirs = {d}
+        for p in paths:
+            _fsync_path(p)
+            dirs.add(os.path.dirname(os.path.abspath(p)))
+        for x in dirs:
+            _fsync_path(x)
+        meta = os.path.join(d, ".trainrun")
+        os.makedirs(meta, exist_ok=True)
+        marker = os.path.join(meta, "done.%d" % self.rank)
+        tmp = marker + ".tmp"
+        with open(tmp, "wb") as f:
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, marker)
+        _fsync_path(meta)
+        _fsync_path(d)
+        return marker
+
+    def complete(self, tag):
+        """True when every rank's done marker of tag exists."""
+        meta = os.path.join(self.ckpt_dir or "", tag, ".trainrun")
+        return all(os.path.exists(os.path.join(meta, "done.%d" % r)) for r in range(self.world_size))
+
+
+class _Held:
+    def __init__(self, signals):
+        self.signals = signals
+
+    def __enter__(self):
+        self.old = signal.pthread_sigmask(signal.SIG_BLOCK, self.signals)
+        return self
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+        return False
+
+
+def _dist():
+    # Only a program that already uses torch.distributed pays for it: the
+    # client never imports torch itself.
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        return None
+    if dist.is_available() and dist.is_initialized():
+        return dist
+    return None

@@ -1,0 +1,60 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkRunOverhead measures, inside one allocation of 2 nodes × 8 GPUs,
+// the wall time of a bare `srun true` (one task per GPU) against `trainrun
+// run -- true` with the topology probe (a first start) and without it (a
+// restart reusing the probe's cache, or --probe none), alternating so that
+// both see the same machine load. It reports medians and their ratios.
+//
+//	go test -tags e2e -run '^$' -bench RunOverhead -benchtime 1x ./test/e2e/
+func BenchmarkRunOverhead(b *testing.B) {
+	bin := trainrun(b)
+	const rounds = 7
+	dir := b.TempDir()
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --time=10
+t() { local s=$(date +%%s%%N); "$@" >/dev/null 2>&1 || echo "FAILED $*"; echo "$(( ($(date +%%s%%N) - s) / 1000 ))"; }
+for i in $(seq %d); do
+  echo "srun $(t srun --ntasks=16 --ntasks-per-node=8 true)"
+  echo "probe $(t env TRAINRUN_JOB_DIR=%s/p$i %s run --probe all --fix tp=8 -- true)"
+  echo "noprobe $(t env TRAINRUN_JOB_DIR=%s/n$i %s run --probe none --fix tp=8 -- true)"
+done
+`, rounds, dir, bin, dir, bin)
+	for i := 0; i < b.N; i++ {
+		state, exit, out, id := runJob(b, script, 5*time.Minute)
+		if state != "COMPLETED" || exit != 0 || strings.Contains(out, "FAILED") {
+			b.Fatalf("job %d: %s exit %d\n%s", id, state, exit, out)
+		}
+		us := map[string][]float64{}
+		for _, m := range regexp.MustCompile(`(?m)^(srun|probe|noprobe) (\d+)$`).FindAllStringSubmatch(out, -1) {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			us[m[1]] = append(us[m[1]], v/1000)
+		}
+		med := func(k string) float64 {
+			v := us[k]
+			if len(v) != rounds {
+				b.Fatalf("%s: %d samples, want %d:\n%s", k, len(v), rounds, out)
+			}
+			sort.Float64s(v)
+			return v[len(v)/2]
+		}
+		s, p, n := med("srun"), med("probe"), med("noprobe")
+		b.ReportMetric(s, "srun-ms")
+		b.ReportMetric(p, "trainrun-probe-ms")
+		b.ReportMetric(n, "trainrun-noprobe-ms")
+		b.ReportMetric(p/s, "ratio-probe")
+		b.ReportMetric(n/s, "ratio-noprobe")
+	}
+}

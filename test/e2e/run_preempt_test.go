@@ -1,0 +1,83 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A low-priority training job preempted by a high-priority one: Slurm's
+// SIGTERM reaches the trainers directly (GraceTime), the shims tell the
+// controller, the trainers checkpoint and exit 0, trainrun commits and
+// requeues, and the job resumes and finishes with the weights of an
+// uninterrupted run.
+func TestRunPreemptedRequeueResume(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
+		t.Skip("python3-torch is not installed (make deps installs it)")
+	}
+	bin := trainrun(t)
+	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	dir := t.TempDir()
+	job := func(name string) string {
+		return fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=10 --requeue --open-mode=append -p low
+export GLOO_SOCKET_IFNAME=lo
+exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 80 --sleep 0.4 --out %s/%s.weights --report %s/%s
+`, bin, trainer, dir, name, dir, name)
+	}
+	ctx := context.Background()
+	ref, err := cluster.SubmitBatch(ctx, job("ref"), "--nodelist=n3,n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	low, err := cluster.SubmitBatch(ctx, job("low"), "--nodelist=n1,n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(low)) })
+
+	// Preempt once the trainers are past their start (the log says all ranks started, plus the import).
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(cluster.JobOutput(low), "all 2 ranks started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the low job did not start:\n%s", cluster.JobOutput(low))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(15 * time.Second)
+	high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int{ref, low} {
+		if _, err := cluster.WaitJob(ctx, id, 5*time.Minute, "COMPLETED"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := cluster.JobOutput(low)
+	info, _ := cluster.JobInfo(ctx, low)
+	if n, _ := strconv.Atoi(info["Restarts"]); n < 1 {
+		t.Errorf("the preempted job was not requeued (Restarts=%q):\n%s", info["Restarts"], log)
+	}
+	for _, want := range []string{"preempted (SIGTERM from Slurm to the step", "checkpointed; requeued", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", low), "checkpoints", "step-")} {
+		if !strings.Contains(log, want) {
+			t.Errorf("job log lacks %q:\n%s", want, log)
+		}
+	}
+	a, errA := os.ReadFile(filepath.Join(dir, "ref.weights"))
+	b, errB := os.ReadFile(filepath.Join(dir, "low.weights"))
+	if errA != nil || errB != nil || len(a) == 0 || string(a) != string(b) {
+		t.Errorf("final weights differ: uninterrupted %q (%v), preempted %q (%v)\n%s", a, errA, b, errB, log)
+	}
+}

@@ -1,0 +1,68 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A job whose time limit (1 minute) is shorter than its training: trainrun's
+// own clock asks the trainers for a checkpoint before the limit, commits it,
+// requeues the job, and the next run resumes from it and finishes with
+// weights bit-identical to an uninterrupted run of the same job.
+func TestRunTimeLimitRequeueResume(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
+		t.Skip("python3-torch is not installed (make deps installs it)")
+	}
+	bin := trainrun(t)
+	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	dir := t.TempDir()
+	job := func(name, limit string) string {
+		return fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=%s --requeue --open-mode=append
+export GLOO_SOCKET_IFNAME=lo
+exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.5 --out %s/%s.weights
+`, limit, bin, trainer, dir, name)
+	}
+	ctx := context.Background()
+	ref, err := cluster.SubmitBatch(ctx, job("ref", "10"), "--nodelist=n3,n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := cluster.SubmitBatch(ctx, job("lim", "1"), "--nodelist=n1,n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(lim)) })
+	for _, id := range []int{ref, lim} {
+		if _, err := cluster.WaitJob(ctx, id, 5*time.Minute, "COMPLETED"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := cluster.JobInfo(ctx, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := cluster.JobOutput(lim)
+	if n, _ := strconv.Atoi(info["Restarts"]); n < 1 {
+		t.Errorf("the time-limited job was not requeued (Restarts=%q):\n%s", info["Restarts"], log)
+	}
+	for _, want := range []string{"time-limit: asked 2 of 2 training processes for a checkpoint", "checkpointed; requeued", "committed as latest", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", lim), "checkpoints", "step-")} {
+		if !strings.Contains(log, want) {
+			t.Errorf("job log lacks %q:\n%s", want, log)
+		}
+	}
+	a, errA := os.ReadFile(filepath.Join(dir, "ref.weights"))
+	b, errB := os.ReadFile(filepath.Join(dir, "lim.weights"))
+	if errA != nil || errB != nil || len(a) == 0 || string(a) != string(b) {
+		t.Errorf("final weights differ: uninterrupted %q (%v), interrupted %q (%v)\n%s", a, errA, b, errB, log)
+	}
+}

@@ -1,0 +1,1207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/topo"
+)
+
+func init() {
+	register(&command{name: "run", short: "plan, place and launch the training step inside a Slurm allocation", run: runRun})
+}
+
+// runOptions are the flags of `trainrun run`: the plan flags of `trainrun
+// plan` (planOptions, shared) and the run's own.
+type runOptions struct {
+	plan        planOptions
+	planFile    string
+	ckptDir     string
+	ckptSignal  string
+	maxRequeue  int
+	maxFailures int
+	policy      string
+	jobDir      string
+	probe       string
+	dryRun      bool
+	rank        int
+}
+
+// defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
+// quarter of the job's time limit.
+const defaultCkptLead = 10 * time.Minute
+
+// planFlagsNotForRun are plan flags that the allocation or the run decides.
+var planFlagsNotForRun = []string{"format", "top", "time-margin", "nodelist", "topology-conf", "gpus", "gpus-per-node"}
+
+func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
+	o.plan.AddFlags(fs)
+	for _, name := range planFlagsNotForRun {
+		fs.MarkHidden(name)
+	}
+	fs.Lookup("gpu").Usage = "GPU type for the planner when the nodes' GPUs are not recognised (" + strings.Join(plan.GPUNames(), " ") + ")"
+	fs.Lookup("fix").Usage = "pin the layout: tp=,pp=,vpp=,cp=,ep=,dp=,mbs=,recompute=,zero=,sp=,offload=; without a model (--model or shape flags) the degrees are used as given (dp defaults to GPUs/(tp·pp·cp)) and not evaluated"
+	fs.Lookup("ckpt-lead").Usage = "ask for the checkpoint this long before the job's end time, by trainrun's own clock (default: 10m or a quarter of the time limit, whichever is less)"
+	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning")
+	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "durable checkpoint store of the run (env TRAINRUN_CKPT_DIR; default JOBDIR/checkpoints)")
+	fs.StringVar(&o.ckptSignal, "ckpt-signal", envOr(getenv, "TRAINRUN_CKPT_SIGNAL", "USR2"), "signal that asks the trainer to checkpoint (env TRAINRUN_CKPT_SIGNAL); not USR1, which NCCL uses")
+	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
+	fs.IntVar(&o.maxFailures, "max-failures", 3, "after a failed step, requeue (resuming from the latest checkpoint) until this many runs in a row failed without progress; 0 = never requeue a failure")
+	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
+	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
+	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
+	fs.IntVar(&o.rank, "rank", 0, "with --dry-run: the rank whose environment to print")
+}
+
+func envOr(getenv func(string) string, k, def string) string {
+	if v := getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+const runSynopsis = "run [flags] -- CMD [ARGS...]"
+
+var runHelpTail = joinLines(
+	"",
+	"Inside an allocation (sbatch or salloc), plans the layout (or takes --fix/--plan), places one rank",
+	"per GPU, writes plan.json, hostfile and summary.txt into the job directory and launches the step",
+	"with srun. Each task gets the torchrun variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,",
+	"NODE_RANK, MASTER_ADDR, MASTER_PORT) and TRAINRUN_* (see PRODUCT.md).",
+	"",
+	"Templates in CMD: {tp} {pp} {vpp} {cp} {ep} {dp} {micro_batch} {grad_accum} {resume} {ckpt_dir}",
+	"{megatron_args} ({megatron_args} as a whole argument expands to one argument per flag).",
+	"",
+	"Checkpoints: trainrun asks every training process to checkpoint with TRAINRUN_CKPT_SIGNAL (once),",
+	"--ckpt-lead before the job's end time, on SIGUSR1 to trainrun itself (#SBATCH --signal=B:USR1@90;",
+	"the script must 'exec trainrun run ...' for the batch shell's signal to reach it, see",
+	"contrib/jobs/), and Slurm's own SIGTERM at preemption reaches the trainer directly. The trainer",
+	"saves to TRAINRUN_CKPT_DIR/<tag>/, marks <tag>/.trainrun/done.<RANK>, and exits 0; trainrun",
+	"commits the checkpoint and requeues the job (scontrol requeue) up to --max-requeue times.",
+	"'trainrun ckpt request --then continue|stop|requeue' asks for one while the job runs.",
+	"",
+)
+
+func runRun(ctx context.Context, env *runEnv, args []string) error {
+	var o runOptions
+	fs := newFlags("run", runSynopsis, env.stderr)
+	o.addFlags(fs, env.getenv)
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n\nFlags:\n", runSynopsis)
+		fs.PrintDefaults()
+		fmt.Fprint(env.stderr, runHelpTail)
+		fmt.Fprint(env.stderr, exitCodeTable())
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return usageErrorf("no training command: put it after --, e.g. trainrun run --fix tp=8 -- python train.py --tp {tp}")
+	}
+	if signalByName(o.ckptSignal) == nil {
+		return usageErrorf("--ckpt-signal %q: want a signal name such as USR2 or TERM", o.ckptSignal)
+	}
+	if o.plan.Fix != "" && o.planFile != "" {
+		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
+	}
+	r := &runner{opts: o, fs: fs, env: env, argv: argv, t0: time.Now()}
+	return r.run(ctx)
+}
+
+// runner holds one `trainrun run` from allocation to exit.
+type runner struct {
+	opts       runOptions
+	fs         *pflag.FlagSet
+	lead       time.Duration // the checkpoint lead in use
+	facts      map[string]nodeFacts
+	megatron   []string
+	store      *checkpoint.Store // nil in a dry run
+	ncclPolicy plan.NCCLPolicy
+	leadFixed  bool // the lead came from the policy: no shortening for short jobs
+	tagMu      sync.Mutex
+	lastTag    string          // the latest committed checkpoint's tag known to the controller
+	tQuery     time.Duration   // from start to the end of the scontrol queries and the probe
+	tReady     time.Duration   // from start to launching srun
+	placement  *plan.Placement // nil when the block order fallback was used
+	env        *runEnv
+	argv       []string
+	t0         time.Time
+	alloc      *allocation
+	job        *jobInfo
+
+	jobDir   string
+	ckptDir  string
+	self     string
+	layout   plan.Layout
+	eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
+	slots    []rankSlot
+	resume   string
+	cmdArgv  []string
+	srunArgv []string
+	srunEnv  []string
+}
+
+func (r *runner) logf(format string, a ...any) {
+	fmt.Fprintf(r.env.stderr, "trainrun: "+format+"\n", a...)
+}
+
+func (r *runner) run(ctx context.Context) error {
+	if _, err := exec.LookPath("srun"); err != nil {
+		if !r.opts.dryRun {
+			return withCode(ExitSlurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
+		}
+		r.logf("warning: srun not found in PATH; a real launch would fail (exit %d)", ExitSlurm)
+	}
+	a, err := parseAllocation(r.env.getenv, topo.ExpandHostlist)
+	if err != nil {
+		return err
+	}
+	if a.InStep {
+		return withCode(ExitSlurm, fmt.Errorf("trainrun run is running inside a job step (SLURM_STEP_ID=%s): call it once from the batch script, not under srun; it starts the step itself", r.env.getenv("SLURM_STEP_ID")))
+	}
+	r.alloc = a
+	if r.self, err = os.Executable(); err != nil {
+		return err
+	}
+
+	if err := r.applyPolicy(); err != nil {
+		return err
+	}
+	r.jobDir = r.opts.jobDir
+	if r.jobDir == "" {
+		base := a.SubmitDir
+		if base == "" {
+			base, _ = os.Getwd()
+		}
+		r.jobDir = filepath.Join(base, "trainrun-"+a.JobID)
+	}
+	if r.jobDir, err = filepath.Abs(r.jobDir); err != nil {
+		return err
+	}
+	if err := mkdirUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
+		return withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
+	}
+	r.ckptDir = r.opts.ckptDir
+	if r.ckptDir == "" {
+		r.ckptDir = filepath.Join(r.jobDir, "checkpoints")
+	}
+	if r.ckptDir, err = filepath.Abs(r.ckptDir); err != nil {
+		return err
+	}
+	if err := mkdirUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
+		return withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
+	}
+	if !r.opts.dryRun {
+		if st, err := checkpoint.Open(r.ckptDir); err == nil {
+			if f, ok, _ := st.Finished(); ok {
+				r.logf("this run already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again",
+					f.JobID, f.Restart, f.Time.Format(time.RFC3339), orText(f.Tag, "none"))
+				return nil
+			}
+		}
+	}
+
+	// What the environment does not say: end time (scontrol show job), node
+	// addresses (scontrol show node), node facts (probe): in parallel.
+	var wg sync.WaitGroup
+	var jobErr, addrErr, probeErr error
+	var addrs map[string]string
+	var facts map[string]nodeFacts
+	var cluster *topo.Cluster
+	wg.Add(3)
+	go func() { defer wg.Done(); cluster = scontrolTopology(ctx, a.Nodes, r.logf) }()
+	go func() { defer wg.Done(); r.job, jobErr = scontrolJob(ctx, a.JobID) }()
+	go func() { defer wg.Done(); addrs, addrErr = scontrolNodeAddrs(ctx, a.NodeList) }()
+	topoDir := filepath.Join(r.jobDir, "topo")
+	switch r.opts.probe {
+	case "none":
+	case "auto", "all":
+		if c, ok := readProbeCache(a, topoDir); ok && r.opts.probe == "auto" {
+			facts = c
+			break
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); facts, probeErr = probeNodes(ctx, a, r.self, topoDir) }()
+	default:
+		return usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
+	}
+	wg.Wait()
+	r.tQuery = time.Since(r.t0)
+	if ctx.Err() != nil {
+		return withCode(ExitInterrupted, errors.New("interrupted before the step started"))
+	}
+	if jobErr != nil {
+		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)
+		r.job = &jobInfo{}
+	}
+	if addrErr != nil {
+		r.logf("warning: %v; using node names as addresses", addrErr)
+	}
+	if probeErr != nil {
+		return probeErr
+	}
+	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
+	r.facts = facts
+	r.lead = r.opts.plan.CkptLead
+	if !r.fs.Changed("ckpt-lead") && !r.leadFixed && a.TimeLimit > 0 {
+		r.lead = min(defaultCkptLead, a.TimeLimit/4)
+	}
+
+	if err := r.choosePlan(); err != nil {
+		return err
+	}
+	var traffic plan.Traffic
+	if r.eval != nil {
+		traffic = r.eval.Traffic
+	}
+	var notes []string
+	if r.slots, r.placement, notes, err = placeRanks(a, r.layout, traffic, facts, cluster); err != nil {
+		return withCode(ExitNoFit, err)
+	}
+	for _, n := range notes {
+		r.logf("placement: %s", n)
+	}
+
+	var store storeAdapter
+	if !r.opts.dryRun {
+		if store, err = openStore(r.ckptDir); err != nil {
+			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		}
+		// A checkpoint the previous incarnation completed but did not
+		// commit (killed, node failure) is committed now, before resuming.
+		if tag, changed, err := store.CommitComplete(a.World()); err != nil {
+			r.logf("warning: committing a complete checkpoint left by an earlier run: %v", err)
+		} else if changed {
+			r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
+		}
+		r.store = store.s
+		var notes []string
+		if r.resume, notes, err = store.Latest(); err != nil {
+			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		}
+		for _, n := range notes {
+			r.logf("warning: %s", n)
+		}
+		r.setLastTag(tagOf(r.resume))
+	}
+
+	// The command with its templates substituted.
+	var unknown []string
+	megatron := r.megatron
+	if megatron == nil {
+		megatron = megatronArgsFallback(r.layout)
+	}
+	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.layout, r.resume, r.ckptDir), megatron)
+	for _, u := range unknown {
+		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
+	}
+
+	// Files of the job directory (a dry run writes nothing).
+	planPath := filepath.Join(r.jobDir, "plan.json")
+	hostfilePath := filepath.Join(r.jobDir, "hostfile")
+	if !r.opts.dryRun {
+		if err := r.writePlan(planPath); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
+			return err
+		}
+	}
+	master := nodesInRankOrder(r.slots)[0]
+	masterAddr := master
+	if v := addrs[master]; v != "" {
+		masterAddr = v
+	}
+	renv := computeRankEnv(a, r.slots, envInputs{
+		Layout: r.layout, MasterAddr: masterAddr, MasterPort: masterPort(a.JobID), PlanPath: planPath,
+		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
+		JobDir: r.jobDir, RestartCount: a.RestartCount,
+	})
+	r.addNCCLEnv(&renv, masterAddr, addrs, planPath)
+	launchDir := filepath.Join(r.jobDir, "launch")
+	bindInShim := false
+	for _, s := range r.slots {
+		if s.CPUs != "" {
+			bindInShim = true
+		}
+	}
+	r.srunArgv, r.srunEnv = srunCommand(stepSpec{
+		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
+		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
+	})
+
+	if r.opts.dryRun {
+		return r.printDryRun(renv)
+	}
+
+	ctl, err := startControl()
+	if err != nil {
+		return err
+	}
+	defer ctl.close()
+	ctlHost := a.BatchNode
+	if v := addrs[a.BatchNode]; v != "" {
+		ctlHost = v
+	}
+	if ctlHost == "" {
+		ctlHost, _ = os.Hostname()
+	}
+	common := launchCommon{JobID: a.JobID, World: a.World(), Control: net.JoinHostPort(ctlHost, strconv.Itoa(ctl.port())),
+		Token: ctl.token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"]}
+	if err := writeLaunchDir(launchDir, common, r.slots, renv); err != nil {
+		return fmt.Errorf("launch files in %s: %w", launchDir, err)
+	}
+	summary := r.summary()
+	if err := writeFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprint(r.env.stdout, summary)
+	if r.store != nil && r.opts.maxFailures > 0 {
+		// Runs that ended without an end event (killed, node failure) count as failures.
+		if incs, err := r.store.History().Load(); err == nil {
+			if n := checkpoint.FailuresWithoutProgress(incs); n >= r.opts.maxFailures {
+				return withCode(ExitRequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
+					n, r.ckptDir, r.opts.maxFailures))
+			}
+		}
+	}
+	r.recordStart()
+	r.tReady = time.Since(r.t0)
+	return r.launch(ctx, ctl, store)
+}
+
+// choosePlan sets r.layout (and r.eval when the planner evaluated it): from
+// --plan FILE; from the planner when a model is given (searching, or
+// evaluating what --fix pins); or from --fix alone, unevaluated.
+func (r *runner) choosePlan() error {
+	world := r.alloc.World()
+	po := &r.opts.plan
+	hasModel := po.Model != ""
+	for _, f := range modelFlags {
+		hasModel = hasModel || r.fs.Changed(f)
+	}
+	switch {
+	case r.opts.planFile != "":
+		ev, err := readRunPlan(r.opts.planFile, world)
+		if err != nil {
+			return err
+		}
+		r.eval, r.layout = ev, ev.Layout
+	case hasModel:
+		m, err := po.model(r.fs)
+		if err != nil {
+			return err
+		}
+		j, err := po.job()
+		if err != nil {
+			return err
+		}
+		if po.GPU == "" {
+			name := r.probedGPUName()
+			if name == "" {
+				return usageErrorf("no GPU type for the planner: the probe found no GPU name on the nodes (probe %s; fake or unrecognised devices); pass --gpu TYPE (%s)",
+					r.opts.probe, strings.Join(plan.GPUNames(), " "))
+			}
+			if _, err := plan.LookupGPU(name); err != nil {
+				return usageErrorf("the nodes' GPU %q is not in the planner's catalog: pass --gpu TYPE (%s)", name, strings.Join(plan.GPUNames(), " "))
+			}
+			po.GPU = name
+		}
+		if strings.Contains(po.GPU, ",") || strings.Contains(po.GPU, ":") {
+			return usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
+		}
+		po.GPUs = world
+		// The allocation decides the GPUs per node (r.opts is a copy of the
+		// options the flags were bound to: set the value and mark the flag).
+		r.fs.Set("gpus-per-node", strconv.Itoa(r.alloc.TasksPerNode))
+		po.GPUsPerNode = r.alloc.TasksPerNode
+		clusters, err := po.clusters(r.fs)
+		if err != nil {
+			return err
+		}
+		c := clusters[0]
+		pins, err := parseFix(po.Fix)
+		if err != nil {
+			return err
+		}
+		so := po.searchOptions(pins)
+		res := plan.Search(m, j, c, so)
+		if err := noFitError(m, j, c, so, res); err != nil {
+			return err
+		}
+		if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
+			return withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
+		}
+		r.eval, r.layout = res.Plan, res.Plan.Layout
+		r.megatron = plan.MegatronArgs(m, j, *res.Plan)
+	case po.Fix != "":
+		l, err := fixedLayout(po.Fix, world, po.GlobalBatch)
+		if err != nil {
+			return err
+		}
+		r.layout = l
+	default:
+		return usageErrorf("no layout: give the model (--model NAME|PATH, or --layers --hidden --heads --vocab) with --seq-len and --global-batch to plan, "+
+			"or pin the degrees with --fix (e.g. --fix tp=%d; dp is derived from the %d GPUs), or pass --plan FILE from 'trainrun plan --format json'",
+			min(world, r.alloc.TasksPerNode), world)
+	}
+	if r.layout.VPP <= 0 {
+		r.layout.VPP = 1
+	}
+	if r.layout.TP > r.alloc.TasksPerNode {
+		r.logf("warning: tp=%d is larger than the %d GPUs of a node: tensor-parallel traffic will cross the network", r.layout.TP, r.alloc.TasksPerNode)
+	} else if r.alloc.TasksPerNode%r.layout.TP != 0 {
+		r.logf("warning: tp=%d does not divide the %d GPUs of a node: some TP groups will span two nodes", r.layout.TP, r.alloc.TasksPerNode)
+	}
+	return nil
+}
+
+// planDoc is plan.json: the contract's plan object plus where each rank runs.
+type planDoc struct {
+	Plan      any        `json:"plan"`
+	Evaluated bool       `json:"evaluated"` // false: the layout was pinned and not evaluated by the planner
+	JobID     string     `json:"job_id"`
+	Nodes     []string   `json:"nodes"`
+	Ranks     []rankSlot `json:"ranks"`
+	// Traffic and Baseline are the bytes per step over each link class for
+	// this placement and for Slurm's block order (absent without placement).
+	Traffic  *plan.LinkBytes `json:"traffic,omitempty"`
+	Baseline *plan.LinkBytes `json:"baseline,omitempty"`
+	Command  []string        `json:"command"`
+	Resume   string          `json:"resume"`
+	CkptDir  string          `json:"ckpt_dir"`
+}
+
+func (r *runner) writePlan(path string) error {
+	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.slots, Command: r.cmdArgv, Resume: r.resume, CkptDir: r.ckptDir}
+	if r.placement != nil {
+		d.Traffic, d.Baseline = &r.placement.Traffic, &r.placement.Baseline
+	}
+	if r.eval != nil {
+		d.Plan, d.Evaluated = r.eval, true
+	} else {
+		d.Plan = r.layout
+	}
+	return writeJSONAtomic(path, d, 0o644)
+}
+
+// summary is the one page printed to the job log and written to summary.txt.
+func (r *runner) summary() string {
+	var b strings.Builder
+	a, l := r.alloc, r.layout
+	fmt.Fprintf(&b, "trainrun run: job %s, %d node(s) × %d GPU(s) = %d ranks, partition %s, restart %d\n",
+		a.JobID, len(a.Nodes), a.TasksPerNode, a.World(), orDash(a.Partition), a.RestartCount)
+	if !a.EndTime.IsZero() {
+		fmt.Fprintf(&b, "  time limit  %s, ends %s; checkpoint asked %s before\n", fmtLimit(a.TimeLimit), a.EndTime.Format("2006-01-02 15:04:05"), r.lead)
+	}
+	fmt.Fprintf(&b, "  layout      tp=%d pp=%d vpp=%d cp=%d ep=%d dp=%d  micro_batch=%d grad_accum=%d recompute=%s zero=%d sp=%t",
+		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.GradAccum, l.Recompute, l.Zero, l.SP)
+	if r.eval != nil {
+		fmt.Fprintf(&b, "\n  predicted   step %.3f s (compute %.3f, TP comm %.3f, PP bubble %.3f, DP exposed %.3f), MFU %.1f%%, %.0f GiB/GPU of %.0f\n",
+			r.eval.Time.Step, r.eval.Time.Compute, r.eval.Time.TPComm, r.eval.Time.PPBubble, r.eval.Time.DPCommExposed, 100*r.eval.MFU,
+			r.eval.Memory.PerGPU/(1<<30), r.eval.Memory.Capacity/(1<<30))
+	} else {
+		fmt.Fprintf(&b, " (pinned with --fix; not evaluated: no prediction)\n")
+	}
+	fmt.Fprintf(&b, "  placement   rank order tp-cp-ep-dp-pp; %s\n", placementLine(r.slots, l))
+	if p := r.placement; p != nil && r.eval != nil {
+		fmt.Fprintf(&b, "  traffic     per step: NVLink %s, PCIe %s, leaf %s, spine %s (Slurm's block order: leaf %s, spine %s)\n",
+			gib(p.Traffic.NVLink), gib(p.Traffic.PCIe), gib(p.Traffic.Leaf), gib(p.Traffic.Spine), gib(p.Baseline.Leaf), gib(p.Baseline.Spine))
+	}
+	for _, line := range nodeTable(r.slots, 8) {
+		fmt.Fprintf(&b, "    %s\n", line)
+	}
+	fmt.Fprintf(&b, "  resume      %s\n", orText(r.resume, "(none: first start)"))
+	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.opts.ckptSignal))
+	fmt.Fprintf(&b, "  command     %s\n", shellJoin(r.cmdArgv))
+	fmt.Fprintf(&b, "  job dir     %s (plan.json, hostfile, summary.txt, launch/)\n", r.jobDir)
+	return b.String()
+}
+
+// placementLine says where the TP groups landed.
+func placementLine(slots []rankSlot, l plan.Layout) string {
+	groups, onOne := 0, 0
+	byGroup := map[[4]int]map[string]bool{}
+	for _, s := range slots {
+		k := [4]int{s.CP, s.DP, s.PP, 0}
+		if byGroup[k] == nil {
+			byGroup[k] = map[string]bool{}
+		}
+		byGroup[k][s.Node] = true
+	}
+	for _, nodes := range byGroup {
+		groups++
+		if len(nodes) == 1 {
+			onOne++
+		}
+	}
+	return fmt.Sprintf("%d of %d TP groups (size %d) inside one node", onOne, groups, l.TP)
+}
+
+// nodeTable lists each node's ranks compactly, at most max lines.
+func nodeTable(slots []rankSlot, maxLines int) []string {
+	var lines []string
+	nodes := nodesInRankOrder(slots)
+	byNode := map[string][]rankSlot{}
+	for _, s := range slots {
+		byNode[s.Node] = append(byNode[s.Node], s)
+	}
+	for i, n := range nodes {
+		if i == maxLines-1 && len(nodes) > maxLines {
+			lines = append(lines, fmt.Sprintf("... %d more nodes (see plan.json)", len(nodes)-i))
+			break
+		}
+		rs := byNode[n]
+		sort.Slice(rs, func(a, b int) bool { return rs[a].LocalRank < rs[b].LocalRank })
+		var parts []string
+		for _, s := range rs {
+			g := "gpu" + strconv.Itoa(s.GPU)
+			if s.GPU < 0 {
+				g = "gpu?"
+			}
+			parts = append(parts, fmt.Sprintf("%d:%s(pp%d,dp%d,tp%d)", s.Rank, g, s.PP, s.DP, s.TP))
+		}
+		lines = append(lines, fmt.Sprintf("%-10s %s", n, strings.Join(parts, " ")))
+	}
+	return lines
+}
+
+func orDash(s string) string { return orText(s, "-") }
+func orText(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func fmtLimit(d time.Duration) string {
+	if d == 0 {
+		return "UNLIMITED"
+	}
+	return d.String()
+}
+
+func (r *runner) printDryRun(renv rankEnv) error {
+	if r.opts.rank < 0 || r.opts.rank >= len(r.slots) {
+		return usageErrorf("--rank %d: the job has ranks 0..%d", r.opts.rank, len(r.slots)-1)
+	}
+	w := r.env.stdout
+	fmt.Fprint(w, r.summary())
+	fmt.Fprintln(w, "\n# srun command line:")
+	line := shellJoin(r.srunArgv)
+	if len(r.srunEnv) > 0 {
+		line = shellJoin(r.srunEnv) + " " + line
+	}
+	fmt.Fprintln(w, line)
+	s := r.slots[r.opts.rank]
+	fmt.Fprintf(w, "\n# environment of rank %d (node %s, local rank %d, GPU %d), besides what Slurm sets:\n", s.Rank, s.Node, s.LocalRank, s.GPU)
+	for _, kv := range mergedEnv(renv.Common, renv.Ranks[r.opts.rank]) {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(w, "%s=%s\n", k, shellQuote(v))
+	}
+	fmt.Fprintf(w, "# CUDA_VISIBLE_DEVICES: Slurm's list for the step, reordered by the shim so that device %d (LOCAL_RANK) is GPU %d\n", s.LocalRank, s.GPU)
+	return nil
+}
+
+// Why the step is being stopped.
+const (
+	stopNone      = ""
+	stopTimeLimit = "time-limit"   // trainrun's own clock reached EndTime - lead
+	stopSignal    = "signal"       // SIGUSR1/SIGUSR2 to trainrun (#SBATCH --signal=B:USR1, scancel --batch)
+	stopPreempted = "preempted"    // Slurm's SIGTERM reached the step while the job stays RUNNING
+	stopCancelled = "cancelled"    // scancel / Ctrl-C
+	stopTermLimit = "killed-limit" // Slurm's SIGTERM at the time limit (the own clock was too late)
+	stopRequested = "request-stop" // trainrun ckpt request --then stop
+)
+
+// ckptRequestFile (in JOBDIR/launch) holds "ID THEN" for the latest checkpoint
+// request: THEN is stop or continue. The trainer client reads it when the
+// checkpoint signal arrives; SIGTERM always means stop.
+const ckptRequestFile = "ckpt-request"
+
+// launch runs the step and decides what comes after it.
+func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore) error {
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCONT, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+
+	cmd := exec.Command(r.srunArgv[0], r.srunArgv[1:]...)
+	cmd.Env = append(os.Environ(), r.srunEnv...)
+	cmd.Stdout, cmd.Stderr = r.env.stdout, r.env.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		return withCode(ExitSlurm, fmt.Errorf("starting srun: %w", err))
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var clock <-chan time.Time
+	if !r.alloc.EndTime.IsZero() {
+		at := r.alloc.EndTime.Add(-r.lead)
+		d := time.Until(at)
+		if d < 0 {
+			d = 0
+			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.lead)
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		clock = t.C
+	}
+
+	reason := stopNone
+	ckptID := 0
+	world := r.alloc.World()
+	hello, exits := 0, map[int]int{}
+	var firstFail *controlEvent
+	termSeen := false
+	stateCh := make(chan string, 1)
+	var stopAt time.Time
+
+	// ask tells every training process, once, to checkpoint; then says
+	// whether they stop afterwards (written first to launch/ckpt-request,
+	// which the client reads when the signal arrives).
+	tagAtStop, stopMarked := "", false
+	markStop := func() {
+		if !stopMarked {
+			stopMarked, tagAtStop = true, r.getLastTag()
+		}
+	}
+	ask := func(why, then string) {
+		ckptID++
+		line := fmt.Sprintf("%d %s\n", ckptID, then)
+		if err := writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
+			r.logf("warning: writing the checkpoint request: %v", err)
+		}
+		n := ctl.broadcast("ckpt " + strconv.Itoa(ckptID))
+		r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, world, strings.ToUpper(r.opts.ckptSignal), then)
+	}
+	requestCkpt := func(why string) {
+		if reason != stopNone {
+			return
+		}
+		reason, stopAt = why, time.Now()
+		markStop()
+		ask(why, "stop")
+	}
+	// Checkpoints the trainers complete while running (their own schedule, or
+	// a request to continue) are committed in the background.
+	var commitMu sync.Mutex
+	commitTick := time.NewTicker(15 * time.Second)
+	defer commitTick.Stop()
+	requestTick := time.NewTicker(time.Second)
+	defer requestTick.Stop()
+	// A checkpoint signal that does not come from trainrun (Slurm's
+	// --signal=USR2@T to the step) means stop: once a "continue" request is
+	// served, the request file says stop again.
+	resetRequest := func() {
+		writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", ckptID)), 0o644)
+	}
+	resetRequest()
+	committed := make(chan bool, 4)
+	continuing := false
+	commitBG := func() {
+		if !commitMu.TryLock() {
+			return
+		}
+		go func() {
+			defer commitMu.Unlock()
+			if tag, changed, err := store.CommitComplete(world); err != nil {
+				r.logf("warning: %v", err)
+			} else if changed {
+				r.setLastTag(tag)
+				r.logf("checkpoint %s complete and committed as latest", tag)
+				select {
+				case committed <- true:
+				default:
+				}
+			}
+		}()
+	}
+	killing := 0
+	stepID := "" // from the shims' hello: SLURM_STEP_ID
+	stopStep := func(why string) {
+		if reason == stopNone || reason == stopTimeLimit || reason == stopSignal {
+			reason = why
+		}
+		killing++
+		if killing == 1 {
+			r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", why)
+			cmd.Process.Signal(syscall.SIGTERM)
+		} else {
+			r.logf("%s: killing the step", why)
+			if stepID != "" {
+				c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				exec.CommandContext(c, "scancel", "--signal=KILL", r.alloc.JobID+"."+stepID).Run()
+				cancel()
+			}
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+
+	for {
+		select {
+		case s := <-sigc:
+			switch s {
+			case syscall.SIGUSR1, syscall.SIGUSR2:
+				requestCkpt(stopSignal)
+			case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+				stopStep(stopCancelled)
+			}
+		case <-clock:
+			requestCkpt(stopTimeLimit)
+		case <-commitTick.C:
+			commitBG()
+		case <-committed:
+			if continuing && reason == stopNone {
+				continuing = false
+				resetRequest()
+			}
+		case <-requestTick.C:
+			req, err := store.TakeRequest()
+			if err != nil {
+				r.logf("warning: %v", err)
+			}
+			if req == nil || reason != stopNone {
+				continue
+			}
+			by := "request" + orText(" by "+req.By, "")
+			switch req.Then {
+			case "continue":
+				ask(by, "continue")
+				continuing = true
+			case "stop":
+				requestCkpt(stopRequested)
+			default:
+				requestCkpt(stopSignal)
+			}
+		case ev := <-ctl.events:
+			switch ev.Kind {
+			case "hello":
+				hello++
+				if len(ev.Args) >= 3 && stepID == "" {
+					stepID = ev.Args[2]
+				}
+				// A rank that connects after a stop request still gets it
+				// (the shim acts once per request id).
+				if ckptID > 0 && (reason == stopTimeLimit || reason == stopSignal || reason == stopRequested) {
+					ctl.sendTo(ev.Rank, "ckpt "+strconv.Itoa(ckptID))
+				}
+				if hello == world {
+					r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
+						world, time.Since(started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
+				}
+			case "signal":
+				if sig := firstArg(ev.Args); sig == r.ckptSignalName() && sig != "TERM" && reason == stopNone {
+					// Slurm signalled the step itself (--signal=USR2@T without
+					// B:, or scancel --signal): it reached every trainer.
+					reason, stopAt = stopSignal, time.Now()
+					markStop()
+					r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
+				}
+				if len(ev.Args) > 0 && ev.Args[0] == "TERM" && !termSeen {
+					termSeen = true
+					markStop()
+					// Slurm signalled the whole step. Ask slurmctld why: a
+					// cancelled job is CANCELLED; a preempted one stays RUNNING.
+					go func() {
+						st := ""
+						if ji, err := scontrolJob(context.Background(), r.alloc.JobID); err == nil {
+							st = ji.fields["JobState"]
+						}
+						stateCh <- st
+					}()
+				}
+			case "exit":
+				code, _ := strconv.Atoi(firstArg(ev.Args))
+				exits[ev.Rank] = code
+				if code != 0 && firstFail == nil {
+					e := ev
+					firstFail = &e
+				}
+			}
+		case st := <-stateCh:
+			switch {
+			case reason != stopNone:
+			case st == "CANCELLED" || st == "COMPLETING" && killing > 0:
+				reason = stopCancelled
+			case !r.alloc.EndTime.IsZero() && time.Now().After(r.alloc.EndTime.Add(-5*time.Second)):
+				reason, stopAt = stopTermLimit, time.Now()
+			default:
+				reason, stopAt = stopPreempted, time.Now()
+				r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
+			}
+		case err := <-done:
+			commitMu.Lock() // no background commit may run beside the final one
+			defer commitMu.Unlock()
+			return r.afterStep(err, reason, stopAt, tagAtStop, exits, firstFail, store)
+		}
+	}
+}
+
+func firstArg(a []string) string {
+	if len(a) == 0 {
+		return ""
+	}
+	return a[0]
+}
+
+// afterStep classifies how the step ended and what the job does next.
+// tagAtStop is the latest committed tag when the stop was first asked for or
+// signalled: only a checkpoint committed after it is progress made for the
+// stop (a background commit may have committed it before the step ended).
+func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *controlEvent, store ckptStore) error {
+	code := 0
+	if waitErr != nil {
+		var ee *exec.ExitError
+		if !errors.As(waitErr, &ee) {
+			return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
+		}
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	}
+	world := r.alloc.World()
+	latest, changed, cerr := store.CommitComplete(world)
+	if cerr != nil {
+		r.recordEnd(checkpoint.CauseCrash, "", cerr.Error())
+		return withCode(ExitCheckpoint, cerr)
+	}
+	if changed {
+		r.setLastTag(latest)
+		r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
+	}
+	if reason == stopRequested && code == 0 {
+		r.recordEnd(checkpoint.CauseCancelled, latest, "stopped by trainrun ckpt request")
+		return withCode(ExitStopped, fmt.Errorf("checkpointed (latest %s) and stopped as requested", orText(latest, "none")))
+	}
+	if reason == stopCancelled {
+		r.recordEnd(checkpoint.CauseCancelled, latest, "cancelled")
+		return withCode(ExitStopped, fmt.Errorf("cancelled; the step was stopped (srun exit %d)", code))
+	}
+	if code != 0 {
+		notFound := len(exits) > 0
+		for _, c := range exits {
+			if c != ExitNotFound {
+				notFound = false
+			}
+		}
+		if code == ExitNotFound && (notFound || len(exits) == 0) {
+			r.recordEnd(checkpoint.CauseCrash, latest, "command not found")
+			return withCode(ExitNotFound, fmt.Errorf("the training command %q was not found on the nodes (see the tasks' messages above); install it on every node or give its full path", r.cmdArgv[0]))
+		}
+		what := fmt.Sprintf("srun exited with %d", code)
+		if firstFail != nil {
+			s := r.slots[firstFail.Rank]
+			what = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %s; srun exited with %d", s.Rank, s.Node, s.GPU, firstArg(firstFail.Args), code)
+		}
+		if reason != stopNone {
+			what += fmt.Sprintf(" after the %s checkpoint request", reason)
+		}
+		return r.afterFailure(what, latest)
+	}
+	if reason == stopNone {
+		r.recordEnd(checkpoint.CauseFinished, latest, "")
+		if sa, ok := store.(storeAdapter); ok {
+			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: latest}); err != nil {
+				r.logf("warning: writing the finished marker: %v", err)
+			}
+		}
+		r.logf("training finished (all %d ranks exited 0) in %.1f s", world, time.Since(r.t0).Seconds())
+		return nil
+	}
+	// Stopped for a checkpoint: the trainers exited 0.
+	took := time.Since(stopAt)
+	r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(latest, "none"))
+	if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
+		r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
+	}
+	cause := checkpoint.CausePreempted
+	if reason == stopTimeLimit || reason == stopTermLimit ||
+		reason == stopSignal && !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead {
+		cause = checkpoint.CauseTimeLimit
+	}
+	r.recordEnd(cause, latest, reason)
+	if latest == "" || latest == tagAtStop {
+		return withCode(ExitCheckpoint, fmt.Errorf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create <tag>/.trainrun/done.<RANK>); not requeueing", reason, r.ckptDir))
+	}
+	return r.requeue(reason + ": checkpointed")
+}
+
+// afterFailure decides after a failed step: requeue (the next run resumes
+// from the latest committed checkpoint) unless --max-failures runs in a row
+// failed without progress, the job may not be requeued, or the requeue
+// limit is reached.
+func (r *runner) afterFailure(what, latest string) error {
+	r.recordEnd(checkpoint.CauseCrash, latest, what)
+	if r.opts.maxFailures <= 0 || r.store == nil {
+		return withCode(ExitStepFailed, errors.New(what))
+	}
+	incs, err := r.store.History().Load()
+	if err != nil {
+		r.logf("warning: %v", err)
+		return withCode(ExitStepFailed, errors.New(what))
+	}
+	if n := checkpoint.FailuresWithoutProgress(incs); n >= r.opts.maxFailures {
+		return withCode(ExitRequeueLimit, fmt.Errorf("%s; %d run(s) in a row failed without progress (latest checkpoint %s): not requeueing (--max-failures %d)",
+			what, n, orText(latest, "none"), r.opts.maxFailures))
+	} else {
+		what += fmt.Sprintf(" (failure %d of at most %d in a row without progress)", n, r.opts.maxFailures)
+	}
+	return r.requeue(what)
+}
+
+// requeue puts the job back in the queue from the batch step.
+func (r *runner) requeue(what string) error {
+	if !r.alloc.Requeue {
+		return withCode(ExitStopped, fmt.Errorf("%s; the job may not be requeued (Requeue=0: submit with --requeue), stopping", what))
+	}
+	if r.alloc.RestartCount >= r.opts.maxRequeue {
+		return withCode(ExitRequeueLimit, fmt.Errorf("%s; requeue limit reached (restart %d of --max-requeue %d), stopping", what, r.alloc.RestartCount, r.opts.maxRequeue))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", "requeue", r.alloc.JobID).CombinedOutput()
+	if err != nil {
+		return withCode(ExitStopped, fmt.Errorf("%s, but 'scontrol requeue %s' failed: %v: %s", what, r.alloc.JobID, err, strings.TrimSpace(string(out))))
+	}
+	r.logf("%s; requeued (restart %d of at most %d)", what, r.alloc.RestartCount+1, r.opts.maxRequeue)
+	return withCode(ExitRequeued, errSilent)
+}
+
+// recordStart and recordEnd keep the job's history in the checkpoint store:
+// the requeue decisions read it.
+func (r *runner) recordStart() {
+	if r.store == nil {
+		return
+	}
+	if err := r.store.History().Append(checkpoint.Event{Type: "start", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Node: r.alloc.BatchNode, WorldSize: r.alloc.World(), ResumeFrom: tagOf(r.resume)}); err != nil {
+		r.logf("warning: %v", err)
+	}
+}
+
+func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
+	if r.store == nil {
+		return
+	}
+	progress := int64(-1)
+	if latest != "" {
+		progress = checkpoint.StepOf(latest)
+	}
+	if err := r.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg}); err != nil {
+		r.logf("warning: %v", err)
+	}
+}
+
+func tagOf(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Base(dir)
+}
+
+func mkdirUnlessDry(dry bool, dir string) error {
+	if dry {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// probedGPUName is the GPU name the probe found on the nodes ("" if none or
+// if the nodes disagree).
+func (r *runner) probedGPUName() string {
+	name := ""
+	for _, f := range r.facts {
+		t := gpuTypeOf(f.GPUName)
+		if t == "" || name != "" && t != name {
+			return ""
+		}
+		name = t
+	}
+	return name
+}
+
+// scontrolTopology is the cluster model from `scontrol show topology` (flat
+// when Slurm has no topology plugin, or when it cannot be read).
+func scontrolTopology(ctx context.Context, nodes []string, logf func(string, ...any)) *topo.Cluster {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", "show", "topology").Output()
+	if err != nil {
+		logf("warning: scontrol show topology: %v%s; treating the nodes as one switch", err, stderrOf(err))
+		return topo.FlatCluster(nodes)
+	}
+	c, err := topo.ParseScontrolTopology(strings.NewReader(string(out)), "scontrol show topology")
+	if err != nil {
+		logf("warning: %v; treating the nodes as one switch", err)
+		return topo.FlatCluster(nodes)
+	}
+	return c
+}
+
+// ncclPrefixes are the variables taken from the placement's environment
+// (plan.RankEnv); the launcher variables and CUDA_VISIBLE_DEVICES stay the
+// controller's and the shim's.
+var ncclPrefixes = []string{"NCCL_", "TORCH_NCCL_"}
+
+// addNCCLEnv adds each rank's NCCL environment from its node's topology,
+// where the probe discovered it. Values the task inherits (the user's, the
+// site's nccl.conf) are kept: RankEnv does not inject over them.
+func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]string, planPath string) {
+	if r.placement == nil {
+		return
+	}
+	user := map[string]string{}
+	for _, k := range plan.ManagedEnvKeys(r.ncclPolicy) {
+		if v := os.Getenv(k); v != "" {
+			user[k] = v
+		}
+	}
+	reported := false
+	for i, s := range r.slots {
+		f, ok := r.facts[s.Node]
+		if !ok || f.Topo == nil {
+			continue
+		}
+		var conf map[string]string
+		if f.NCCLConf != "" {
+			conf, _ = plan.ParseNCCLConf([]byte(f.NCCLConf))
+		}
+		var nodeAddrs []string
+		if a := addrs[s.Node]; a != "" {
+			nodeAddrs = []string{a}
+		}
+		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placement, Rank: s.Rank, Plan: r.layout, PlanPath: planPath,
+			MasterAddr: masterAddr, MasterPort: masterPort(r.alloc.JobID), NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
+		if err != nil {
+			if !reported {
+				r.logf("warning: NCCL environment not computed: %v", err)
+				reported = true
+			}
+			continue
+		}
+		for _, v := range e.Vars {
+			if !v.Inject {
+				continue
+			}
+			for _, p := range ncclPrefixes {
+				if strings.HasPrefix(v.Key, p) {
+					renv.Ranks[i][v.Key] = v.Value
+				}
+			}
+		}
+		if i == 0 {
+			for _, n := range e.Notes {
+				r.logf("nccl: %s", n)
+			}
+		}
+	}
+}
+
+func gib(b float64) string { return fmt.Sprintf("%.2f GiB", b/(1<<30)) }
+
+// ckptSignalName is the checkpoint signal without "SIG", upper case.
+func (r *runner) ckptSignalName() string {
+	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(r.opts.ckptSignal)), "SIG")
+}
+
+// policyFlags maps run's flags to the policy keys that give their defaults.
+var policyFlags = []struct{ flag, key string }{
+	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
+	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"},
+}
+
+// applyPolicy reads the site's trainrun.conf (--policy) for the job's
+// partition: its values are the defaults of the checkpoint flags, a flag the
+// user sets must be one UserOverride allows, the checkpoint directory must
+// lie under CkptRoots, and the NCCL settings shape each rank's environment.
+func (r *runner) applyPolicy() error {
+	if r.opts.policy == "" {
+		return nil
+	}
+	pf, err := loadPolicyFile(r.opts.policy)
+	if err != nil {
+		return reportPolicyErrors(r.env.stderr, r.opts.policy, err)
+	}
+	st := pf.Effective(r.alloc.Partition)
+	ov := st.UserOverride.Value
+	for _, pfl := range policyFlags {
+		if !r.fs.Changed(pfl.flag) {
+			continue
+		}
+		allowed := ov.All
+		for _, k := range ov.Keys {
+			allowed = allowed || strings.EqualFold(k, pfl.key)
+		}
+		if !allowed {
+			return usageErrorf("--%s: the site's policy (%s, %s) does not let users override %s (UserOverride=%s); drop the flag or ask the admins",
+				pfl.flag, r.opts.policy, st.UserOverride.Source, pfl.key, ov)
+		}
+	}
+	if !r.fs.Changed("ckpt-signal") && r.env.getenv("TRAINRUN_CKPT_SIGNAL") == "" && st.CkptSignal.Value != "" {
+		r.opts.ckptSignal = st.CkptSignal.Value
+	}
+	if !r.fs.Changed("ckpt-lead") && st.CkptLead.Value > 0 {
+		r.opts.plan.CkptLead = st.CkptLead.Value
+		r.leadFixed = true // the policy's lead is used as given
+	}
+	if !r.fs.Changed("max-requeue") {
+		r.opts.maxRequeue = st.MaxRequeue.Value
+	}
+	if !r.fs.Changed("max-failures") {
+		r.opts.maxFailures = st.MaxFailuresNoProgress.Value
+	}
+	if !r.fs.Changed("ckpt-dir") && r.env.getenv("TRAINRUN_CKPT_DIR") == "" && st.CkptDir.Value != "" {
+		user := r.env.getenv("SLURM_JOB_USER")
+		if user == "" {
+			user = r.env.getenv("USER")
+		}
+		r.opts.ckptDir = policy.ExpandCkptDir(st.CkptDir.Value, user, r.alloc.JobID, r.env.getenv("SLURM_JOB_NAME"))
+	}
+	if roots := st.CkptRoots.Value; roots != nil && r.opts.ckptDir != "" {
+		dir, _ := filepath.Abs(r.opts.ckptDir)
+		ok := false
+		for _, root := range roots {
+			ok = ok || dir == root || strings.HasPrefix(dir, strings.TrimSuffix(root, "/")+"/")
+		}
+		if !ok {
+			return usageErrorf("--ckpt-dir %s is not under the checkpoint roots the site allows (%s: CkptRoots=%s); choose a directory below one of them",
+				dir, st.CkptRoots.Source, strings.Join(roots, ","))
+		}
+	}
+	r.ncclPolicy = st.NCCL()
+	return nil
+}
+
+func (r *runner) setLastTag(t string) {
+	r.tagMu.Lock()
+	r.lastTag = t
+	r.tagMu.Unlock()
+}
+
+func (r *runner) getLastTag() string {
+	r.tagMu.Lock()
+	defer r.tagMu.Unlock()
+	return r.lastTag
+}

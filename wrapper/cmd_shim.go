@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register(&command{name: "exec-task", short: "internal: run one task of a 'trainrun run' step (srun starts it)", run: runExecTask})
+}
+
+// forwardedSignals are the signals the shim catches.
+var forwardedSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT, syscall.SIGHUP, syscall.SIGQUIT}
+
+// runExecTask is the per-task shim. srun execs it on every node as an ordinary
+// process (no Go code runs in slurmstepd's fork). It sets the rank's
+// environment computed by the controller, runs the training command, relays
+// the controller's checkpoint request to that one process, tells the
+// controller what signals reached the step, and exits as the command did.
+//
+// Signals: Slurm signals a step through its process tracking, which reaches
+// every process of the step (the shim, the trainer and the trainer's
+// data-loader workers) at once. Forwarding such a signal would deliver it to
+// the trainer twice, so inside a Slurm step the shim only reports it; outside
+// one (or with TRAINRUN_SHIM_FORWARD=1) it forwards TERM, INT, USR1, USR2,
+// CONT, HUP and QUIT to the training process.
+func runExecTask(ctx context.Context, env *runEnv, args []string) error {
+	fs := newFlags("exec-task", "exec-task --launch DIR -- CMD [ARGS...]", env.stderr)
+	launchDir := fs.String("launch", "", "launch directory written by 'trainrun run' (JOBDIR/launch)")
+	probeDir := fs.String("probe", "", "probe mode: write this node's facts into DIR/<node>.json and exit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *probeDir != "" {
+		return runProbeNode(env, *probeDir)
+	}
+	argv := fs.Args()
+	if *launchDir == "" || len(argv) == 0 {
+		return usageErrorf("exec-task needs --launch DIR and a command after --")
+	}
+	procid := env.getenv("SLURM_PROCID")
+	rank, err := strconv.Atoi(procid)
+	if err != nil {
+		return withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q: exec-task runs as a task of srun, started by 'trainrun run'", procid))
+	}
+	node := env.getenv("SLURMD_NODENAME")
+	if node == "" {
+		node, _ = os.Hostname()
+	}
+	common, me, err := readLaunch(*launchDir, node, rank)
+	if err != nil {
+		return withCode(ExitSlurm, err)
+	}
+
+	// The rank's environment: inherited (Slurm's own), then common, then rank.
+	envm := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			envm[k] = v
+		}
+	}
+	for k, v := range common.Env {
+		envm[k] = v
+	}
+	for k, v := range me.Env {
+		envm[k] = v
+	}
+	if cvd := env.getenv("CUDA_VISIBLE_DEVICES"); cvd != "" {
+		stepGPUs := env.getenv("SLURM_STEP_GPUS")
+		if stepGPUs == "" {
+			stepGPUs = env.getenv("SLURM_JOB_GPUS")
+		}
+		v, err := visibleDevicesFor(cvd, stepGPUs, me.GPU, me.GPUSlot, me.LocalRank)
+		if err != nil {
+			return withCode(ExitSlurm, fmt.Errorf("rank %d on %s: %w", rank, node, err))
+		}
+		envm["CUDA_VISIBLE_DEVICES"] = v
+		if me.GPU < 0 { // not probed: this rank drives the step's GPUSlot-th GPU
+			if ids := splitList(stepGPUs); me.GPUSlot < len(ids) {
+				envm["TRAINRUN_GPU"] = ids[me.GPUSlot]
+			} else if l := splitList(cvd); me.GPUSlot < len(l) {
+				envm["TRAINRUN_GPU"] = l[me.GPUSlot]
+			}
+		}
+	}
+	envl := make([]string, 0, len(envm))
+	for k, v := range envm {
+		envl = append(envl, k+"="+v)
+	}
+
+	// Resolve the command with the rank's PATH: a missing command is exit 127
+	// with a message naming it, the node and the PATH searched.
+	path := argv[0]
+	if !strings.Contains(path, "/") {
+		p, err := lookPathIn(path, envm["PATH"])
+		if err != nil {
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: command %q not found in PATH=%s; install it on every node or give its full path\n",
+				rank, node, path, envm["PATH"])
+			return withCode(ExitNotFound, errSilent)
+		}
+		path = p
+	} else if _, err := os.Stat(path); err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: command %q not found (%v); the path must exist on every node\n", rank, node, path, err)
+		return withCode(ExitNotFound, errSilent)
+	}
+
+	ckptSig := signalByName(common.Signal)
+	inStep := env.getenv("SLURM_STEP_ID") != ""
+	forward := !inStep || env.getenv("TRAINRUN_SHIM_FORWARD") == "1"
+
+	sigc := make(chan os.Signal, 16)
+	signal.Notify(sigc, forwardedSignals...)
+	defer signal.Stop(sigc)
+
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Env = envl
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := startPinned(cmd, me.CPUs); err != nil {
+		code := ExitFailure
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) || errors.Is(err, exec.ErrNotFound) {
+			code = ExitNotFound
+		}
+		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: cannot start %q: %v\n", rank, node, path, err)
+		return withCode(code, errSilent)
+	}
+	pid := cmd.Process.Pid
+
+	ctl := dialControl(common, rank, pid, node, env)
+	var once sync.Map // checkpoint request IDs already acted on
+	if ctl != nil {
+		go func() {
+			sc := bufio.NewScanner(ctl)
+			for sc.Scan() {
+				f := strings.Fields(sc.Text())
+				if len(f) == 2 && f[0] == "ckpt" && ckptSig != nil {
+					if _, dup := once.LoadOrStore(f[1], true); !dup {
+						go deliverCkptSignal(cmd.Process, ckptSig.(syscall.Signal), rank, node, env)
+					}
+				}
+			}
+		}()
+	}
+	send := func(line string) {
+		if ctl != nil {
+			ctl.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			io.WriteString(ctl, line+"\n")
+		}
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case s := <-sigc:
+			send(fmt.Sprintf("signal %d %s", rank, signalName(s)))
+			if forward {
+				cmd.Process.Signal(s)
+			}
+		case err := <-done:
+			code, sig := exitStatus(cmd.ProcessState, err)
+			send(fmt.Sprintf("exit %d %d", rank, code))
+			if ctl != nil {
+				ctl.Close()
+			}
+			if code != 0 {
+				what := fmt.Sprintf("exited with %d", code)
+				if sig != nil {
+					what = "was killed by " + signalName(sig)
+				}
+				fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s (GPU %d): %s %s\n", rank, node, me.GPU, argv[0], what)
+			}
+			if sig != nil {
+				// Die of the same signal so srun and the controller see it.
+				signal.Reset(sig)
+				syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+				time.Sleep(100 * time.Millisecond)
+			}
+			if code == 0 {
+				return nil
+			}
+			return withCode(code, errSilent)
+		}
+	}
+}
+
+// startPinned starts cmd, bound to cpus when given. sched_setaffinity acts on
+// one thread, and a child inherits the mask of the thread that forks it, so
+// the goroutine is locked to its thread while it sets the mask and forks.
+func startPinned(cmd *exec.Cmd, cpus string) error {
+	if cpus == "" {
+		return cmd.Start()
+	}
+	set, err := parseCPUList(cpus)
+	if err != nil {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old unix.CPUSet
+	if unix.SchedGetaffinity(0, &old) == nil {
+		// Bind only within what Slurm allows this task.
+		var both unix.CPUSet
+		for i := 0; i < len(old)*64; i++ {
+			if old.IsSet(i) && set.IsSet(i) {
+				both.Set(i)
+			}
+		}
+		if both.Count() > 0 && unix.SchedSetaffinity(0, &both) == nil {
+			defer unix.SchedSetaffinity(0, &old)
+		}
+	}
+	return cmd.Start()
+}
+
+// parseCPUList reads a Linux CPU list such as "0-15,32-47".
+func parseCPUList(s string) (*unix.CPUSet, error) {
+	var set unix.CPUSet
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("CPU list %q: %q", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("CPU list %q: %q", s, part)
+			}
+		}
+		for i := a; i <= b; i++ {
+			set.Set(i)
+		}
+	}
+	return &set, nil
+}
+
+// dialControl connects to the controller; without it the task still runs
+// (Slurm's own signals still reach the trainer) and says so once.
+func dialControl(c *launchCommon, rank, pid int, node string, env *runEnv) net.Conn {
+	if c.Control == "" {
+		return nil
+	}
+	var conn net.Conn
+	var err error
+	for i := 0; i < 5; i++ {
+		conn, err = net.DialTimeout("tcp", c.Control, 3*time.Second)
+		if err == nil {
+			break
+		}
+		time.Sleep(time.Duration(100*(i+1)) * time.Millisecond)
+	}
+	if err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: cannot reach the controller at %s (%v); running without checkpoint requests from trainrun\n",
+			rank, node, c.Control, err)
+		return nil
+	}
+	fmt.Fprintf(conn, "hello %s %d %d %s %s\n", c.Token, rank, pid, node, env.getenv("SLURM_STEP_ID"))
+	return conn
+}
+
+// lookPathIn is exec.LookPath with an explicit PATH (the rank's, not the shim's).
+func lookPathIn(file, path string) (string, error) {
+	for _, dir := range strings.Split(path, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + file
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// exitStatus maps a finished process to a shell-style code: n, or 128+s for signal s.
+func exitStatus(ps *os.ProcessState, err error) (int, os.Signal) {
+	if ps == nil {
+		return ExitFailure, nil
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), ws.Signal()
+	}
+	return ps.ExitCode(), nil
+}
+
+var signalNames = map[string]syscall.Signal{
+	"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
+	"CONT": syscall.SIGCONT, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+}
+
+// signalByName accepts USR2, SIGUSR2 or a number.
+func signalByName(s string) os.Signal {
+	s = strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
+	if sig, ok := signalNames[s]; ok {
+		return sig
+	}
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n)
+	}
+	return nil
+}
+
+func signalName(s os.Signal) string {
+	for n, v := range signalNames {
+		if v == s {
+			return n
+		}
+	}
+	if ss, ok := s.(syscall.Signal); ok {
+		return strconv.Itoa(int(ss))
+	}
+	return s.String()
+}
+
+// deliverCkptSignal sends the checkpoint signal to the training process once
+// it catches it. A process that does not (still importing torch, or a trainer
+// that does not speak the handshake) would be killed by SIGUSR2's default
+// action, so the shim waits until /proc/PID/status lists the signal as caught,
+// and sends nothing if the process never installs a handler.
+func deliverCkptSignal(p *os.Process, sig syscall.Signal, rank int, node string, env *runEnv) {
+	warned := false
+	for {
+		caught, err := catchesSignal(p.Pid, sig)
+		if err != nil {
+			return // the process is gone
+		}
+		if caught {
+			p.Signal(sig)
+			return
+		}
+		if !warned {
+			warned = true
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: the training process does not catch SIG%s yet; holding the checkpoint request until it does\n",
+				rank, node, signalName(sig))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// catchesSignal reads the SigCgt mask of /proc/PID/status.
+func catchesSignal(pid int, sig syscall.Signal) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return false, fmt.Errorf("/proc/%d/status SigCgt %q", pid, v)
+			}
+			return mask&(1<<(uint(sig)-1)) != 0, nil
+		}
+		if v, ok := strings.CutPrefix(line, "State:"); ok && strings.Contains(v, "zombie") {
+			return false, fmt.Errorf("process %d exited", pid)
+		}
+	}
+	return false, fmt.Errorf("/proc/%d/status has no SigCgt", pid)
+}

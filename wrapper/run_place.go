@@ -1,0 +1,260 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/topo"
+)
+
+// rankSlot is where one global rank runs and what it is in the layout.
+type rankSlot struct {
+	Rank      int    `json:"rank"`
+	Node      string `json:"node"`
+	NodeRank  int    `json:"node_rank"` // index of Node among the job's nodes in rank order
+	LocalRank int    `json:"local_rank"`
+	GPU       int    `json:"gpu"`            // the node's GPU index (as Slurm and nvidia-smi number it); -1 = not probed: the step's GPUSlot-th GPU
+	GPUSlot   int    `json:"gpu_slot"`       // position of the GPU among the job's GPUs on the node (placement's GPU index)
+	CPUs      string `json:"cpus,omitempty"` // CPU list of the GPU's NUMA node, when known
+	TP        int    `json:"tp"`
+	CP        int    `json:"cp"`
+	EP        int    `json:"ep"`
+	DP        int    `json:"dp"`
+	PP        int    `json:"pp"`
+}
+
+// megatronCoords decomposes a global rank in Megatron's order tp-cp-ep-dp-pp
+// (TP fastest). For dense layers Megatron's groups are tp-cp-dp-pp; EP splits
+// the data-parallel ranks (ep is the position inside the dp·cp block modulo ep).
+func megatronCoords(rank int, l plan.Layout) (tp, cp, ep, dp, pp int) {
+	tp = rank % l.TP
+	r := rank / l.TP
+	cp = r % l.CP
+	r /= l.CP
+	dp = r % l.DP
+	pp = r / l.DP
+	ep = 0
+	if l.EP > 1 {
+		ep = (dp*l.CP + cp) % l.EP
+	}
+	return
+}
+
+// blockPlacement is Slurm's default block order: ranks fill node 0's GPUs,
+// then node 1's, in the allocation's node order, local rank i on the node's
+// i-th GPU. With Megatron's rank order this keeps each TP group on one node
+// whenever tp divides the GPUs per node. It is the placement used until the
+// topology-aware placement (plan placement) is available in this build.
+func blockPlacement(a *allocation, l plan.Layout, gpuIDs map[string][]int) ([]rankSlot, error) {
+	world := a.World()
+	if l.TP*l.PP*l.CP*l.DP != world {
+		return nil, fmt.Errorf("layout tp=%d pp=%d cp=%d dp=%d needs %d GPUs, allocation has %d", l.TP, l.PP, l.CP, l.DP, l.TP*l.PP*l.CP*l.DP, world)
+	}
+	slots := make([]rankSlot, world)
+	for r := range world {
+		ni, lr := r/a.TasksPerNode, r%a.TasksPerNode
+		node := a.Nodes[ni]
+		gpu := -1 // unknown: the shim takes the step's LOCAL_RANK-th GPU on the node
+		if ids := gpuIDs[node]; len(ids) == a.TasksPerNode {
+			gpu = ids[lr]
+		} else if node == a.BatchNode && len(a.GPUIDs) == a.TasksPerNode {
+			gpu = a.GPUIDs[lr]
+		}
+		tp, cp, ep, dp, pp := megatronCoords(r, l)
+		slots[r] = rankSlot{Rank: r, Node: node, NodeRank: ni, LocalRank: lr, GPU: gpu, GPUSlot: lr, TP: tp, CP: cp, EP: ep, DP: dp, PP: pp}
+	}
+	return slots, nil
+}
+
+// nodesInRankOrder lists the distinct nodes in the order their first rank appears.
+func nodesInRankOrder(slots []rankSlot) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range slots {
+		if !seen[s.Node] {
+			seen[s.Node] = true
+			out = append(out, s.Node)
+		}
+	}
+	return out
+}
+
+// sameOrderAsSlurm reports whether Slurm's block distribution over the
+// allocation's node order puts every rank where slots does (then srun needs
+// no hostfile).
+func sameOrderAsSlurm(a *allocation, slots []rankSlot) bool {
+	for _, s := range slots {
+		if a.Nodes[s.Rank/a.TasksPerNode] != s.Node {
+			return false
+		}
+	}
+	return true
+}
+
+// hostfile renders SLURM_HOSTFILE: line i holds global rank i's host.
+func hostfile(slots []rankSlot) string {
+	var b strings.Builder
+	for _, s := range slots {
+		b.WriteString(s.Node)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// masterPort is the rendezvous port derived from the job id (jobMasterPort,
+// shared with trainrun env: 20000-29999, below the ephemeral range), so jobs
+// that share a node do not collide; a requeued job (same id) reuses its port,
+// which the rendezvous store opens with SO_REUSEADDR.
+func masterPort(jobID string) int { return jobMasterPort(jobID) }
+
+// rankEnv is the environment of every process: common to all plus per rank.
+type rankEnv struct {
+	Common map[string]string
+	Ranks  []map[string]string
+}
+
+// envInputs is what computeEnv needs beyond the allocation and the slots.
+type envInputs struct {
+	Layout       plan.Layout
+	MasterAddr   string
+	MasterPort   int
+	PlanPath     string
+	CkptDir      string
+	ResumeDir    string
+	CkptSignal   string
+	JobDir       string
+	RestartCount int
+}
+
+// computeRankEnv gives each rank the torchrun-compatible and TRAINRUN_* variables
+// of PRODUCT.md ("Environment of every training process").
+func computeRankEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
+	l := in.Layout
+	c := map[string]string{
+		"MASTER_ADDR":            in.MasterAddr,
+		"MASTER_PORT":            strconv.Itoa(in.MasterPort),
+		"WORLD_SIZE":             strconv.Itoa(len(slots)),
+		"LOCAL_WORLD_SIZE":       strconv.Itoa(a.TasksPerNode),
+		"TRAINRUN_TP":            strconv.Itoa(l.TP),
+		"TRAINRUN_PP":            strconv.Itoa(l.PP),
+		"TRAINRUN_VPP":           strconv.Itoa(max(l.VPP, 1)),
+		"TRAINRUN_CP":            strconv.Itoa(l.CP),
+		"TRAINRUN_EP":            strconv.Itoa(l.EP),
+		"TRAINRUN_DP":            strconv.Itoa(l.DP),
+		"TRAINRUN_MICRO_BATCH":   strconv.Itoa(l.MicroBatch),
+		"TRAINRUN_GRAD_ACCUM":    strconv.Itoa(l.GradAccum),
+		"TRAINRUN_RECOMPUTE":     l.Recompute,
+		"TRAINRUN_PLAN":          in.PlanPath,
+		"TRAINRUN_CKPT_DIR":      in.CkptDir,
+		"TRAINRUN_RESUME_DIR":    in.ResumeDir,
+		"TRAINRUN_RESTART_COUNT": strconv.Itoa(in.RestartCount),
+		"TRAINRUN_CKPT_SIGNAL":   in.CkptSignal,
+		"TRAINRUN_JOB_DIR":       in.JobDir,
+		"CUDA_DEVICE_ORDER":      "PCI_BUS_ID",
+	}
+	ranks := make([]map[string]string, len(slots))
+	for i, s := range slots {
+		ranks[i] = map[string]string{
+			"RANK":          strconv.Itoa(s.Rank),
+			"LOCAL_RANK":    strconv.Itoa(s.LocalRank),
+			"NODE_RANK":     strconv.Itoa(s.NodeRank),
+			"GROUP_RANK":    strconv.Itoa(s.NodeRank),
+			"TRAINRUN_NODE": s.Node,
+		}
+		if s.GPU >= 0 {
+			ranks[i]["TRAINRUN_GPU"] = strconv.Itoa(s.GPU)
+		}
+	}
+	return rankEnv{Common: c, Ranks: ranks}
+}
+
+// placeRanks places the ranks with the topology-aware placement (plan.Place:
+// TP inside NVLink domains, rails aligned, fewest bytes over the slowest
+// switch level), from the probed node topologies and the cluster model. It
+// falls back to Slurm's block order, saying why, when the placement cannot
+// take the layout.
+func placeRanks(a *allocation, l plan.Layout, traffic plan.Traffic, facts map[string]nodeFacts, cl *topo.Cluster) ([]rankSlot, *plan.Placement, []string, error) {
+	G := a.TasksPerNode
+	var notes []string
+	nodes := make([]plan.PlaceNode, len(a.Nodes))
+	for i, n := range a.Nodes {
+		pn := plan.PlaceNode{Name: n, Leaf: cl.Leaf(n), Block: cl.Block(n)}
+		if f, ok := facts[n]; ok && f.Topo != nil && len(f.Topo.GPUs) == G && wholeNode(f.GPUs, G) {
+			rails, why := plan.RailsOf(f.Topo)
+			pn.Rails = rails
+			if rails == nil && why != "" && i == 0 {
+				notes = append(notes, "rails: "+why)
+			}
+		}
+		nodes[i] = pn
+	}
+	p, err := plan.Place(plan.PlaceInput{Layout: l, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
+	if err != nil {
+		slots, berr := blockPlacement(a, l, gpuIDsOf(facts))
+		if berr != nil {
+			return nil, nil, nil, berr
+		}
+		return slots, nil, append(notes, fmt.Sprintf("%v; ranks placed in Slurm's block order", err)), nil
+	}
+	slots := make([]rankSlot, len(p.Ranks))
+	for i, r := range p.Ranks {
+		gpu := -1
+		f := facts[r.Node]
+		if len(f.GPUs) == G {
+			gpu = f.GPUs[r.GPU]
+		} else if r.Node == a.BatchNode && len(a.GPUIDs) == G {
+			gpu = a.GPUIDs[r.GPU]
+		}
+		s := rankSlot{Rank: r.Rank, Node: r.Node, NodeRank: r.NodeRank, LocalRank: r.LocalRank, GPU: gpu, GPUSlot: r.GPU,
+			TP: r.TP, CP: r.CP, EP: r.EP, DP: r.DP, PP: r.PP}
+		if f.Topo != nil && len(f.Topo.GPUs) == G && r.GPU < len(f.Topo.GPUs) {
+			s.CPUs = cpuListString(f.Topo.GPUs[r.GPU].LocalCPUs)
+		}
+		slots[i] = s
+	}
+	return slots, p, notes, nil
+}
+
+// wholeNode: the job holds GPUs 0..G-1 of the node (or it is not known).
+func wholeNode(ids []int, g int) bool {
+	if ids == nil {
+		return true
+	}
+	if len(ids) != g {
+		return false
+	}
+	for i, id := range ids {
+		if id != i {
+			return false
+		}
+	}
+	return true
+}
+
+func gpuIDsOf(facts map[string]nodeFacts) map[string][]int {
+	m := map[string][]int{}
+	for n, f := range facts {
+		m[n] = f.GPUs
+	}
+	return m
+}
+
+// cpuListString renders CPUs as a Linux CPU list ("0-15,32-47").
+func cpuListString(c topo.CPUList) string {
+	var parts []string
+	for i := 0; i < len(c); {
+		j := i
+		for j+1 < len(c) && c[j+1] == c[j]+1 {
+			j++
+		}
+		if i == j {
+			parts = append(parts, fmt.Sprint(c[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", c[i], c[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

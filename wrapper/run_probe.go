@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trainrun/trainrun/topo"
+)
+
+// nodeFacts is what the probe learns on one node of the allocation.
+type nodeFacts struct {
+	Node     string `json:"node"`                // SLURMD_NODENAME
+	Hostname string `json:"hostname"`            // os.Hostname
+	GPUs     []int  `json:"gpus"`                // SLURM_STEP_GPUS (else SLURM_JOB_GPUS): the node's GPU indices the job holds
+	CVD      string `json:"cuda_visible"`        // CUDA_VISIBLE_DEVICES as Slurm set it for the probe step
+	GPUName  string `json:"gpu_name,omitempty"`  // the first GPU's name in the node topology
+	NCCLConf string `json:"nccl_conf,omitempty"` // /etc/nccl.conf, when present
+	// Topo is the node's topology (topo.Discover on the node); nil when
+	// discovery failed (TopoError says why).
+	Topo      *topo.Node `json:"topo,omitempty"`
+	TopoError string     `json:"topo_error,omitempty"`
+}
+
+// runProbeNode runs on each node (one task per node) and writes DIR/<node>.json.
+func runProbeNode(env *runEnv, dir string) error {
+	f := nodeFacts{Node: env.getenv("SLURMD_NODENAME")}
+	f.Hostname, _ = os.Hostname()
+	if f.Node == "" {
+		f.Node = f.Hostname
+	}
+	ids := env.getenv("SLURM_STEP_GPUS")
+	if ids == "" {
+		ids = env.getenv("SLURM_JOB_GPUS")
+	}
+	for _, s := range splitList(ids) {
+		if n, err := strconv.Atoi(s); err == nil {
+			f.GPUs = append(f.GPUs, n)
+		}
+	}
+	f.CVD = env.getenv("CUDA_VISIBLE_DEVICES")
+	if n, err := topo.Discover(topo.Options{NVMLUnavailable: "trainrun's probe reads sysfs only"}); err != nil {
+		f.TopoError = err.Error()
+	} else {
+		f.Topo = n
+		if len(n.GPUs) > 0 {
+			f.GPUName = n.GPUs[0].Name
+		}
+	}
+	if b, err := os.ReadFile("/etc/nccl.conf"); err == nil {
+		f.NCCLConf = string(b)
+	}
+	if strings.ContainsAny(f.Node, "/\x00") {
+		return withCode(ExitSlurm, fmt.Errorf("node name %q", f.Node))
+	}
+	return writeJSONAtomic(filepath.Join(dir, f.Node+".json"), f, 0o644)
+}
+
+// probeNodes runs the probe on every node in one step (one task per node,
+// --overlap so it never waits for resources) and reads the results.
+func probeNodes(ctx context.Context, a *allocation, self, dir string) (map[string]nodeFacts, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	n := strconv.Itoa(len(a.Nodes))
+	args := []string{"--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--overlap", "--kill-on-bad-exit=1",
+		"--input=none", "--job-name=trainrun-probe", self, "exec-task", "--probe", dir}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "srun", args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, withCode(ExitSlurm, fmt.Errorf("topology probe 'srun %s' failed: %v: %s (skip it with --probe=none)",
+			strings.Join(args, " "), err, strings.TrimSpace(string(out))))
+	}
+	facts := map[string]nodeFacts{}
+	for _, node := range a.Nodes {
+		var f nodeFacts
+		if err := readJSON(filepath.Join(dir, node+".json"), &f); err != nil {
+			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %s wrote no facts (%v); its slurmd may call itself another name", node, err))
+		}
+		facts[node] = f
+	}
+	return facts, nil
+}
+
+// readProbeCache reads a previous probe of the same nodes (a requeued job
+// reruns on possibly different nodes: every node must be present).
+func readProbeCache(a *allocation, dir string) (map[string]nodeFacts, bool) {
+	facts := map[string]nodeFacts{}
+	for _, node := range a.Nodes {
+		var f nodeFacts
+		if readJSON(filepath.Join(dir, node+".json"), &f) != nil {
+			return nil, false
+		}
+		facts[node] = f
+	}
+	return facts, true
+}
+
+// gpuTypeOf maps a GPU name as NVML or the PCI id table gives it ("NVIDIA
+// H100 80GB HBM3") to the planner's catalog name ("h100-sxm"); "" when it is
+// not recognised.
+func gpuTypeOf(name string) string {
+	n := strings.ToLower(name)
+	has := func(s ...string) bool {
+		for _, x := range s {
+			if !strings.Contains(n, x) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case has("gb200"):
+		return "gb200"
+	case has("b200"):
+		return "b200"
+	case has("h200"):
+		return "h200"
+	case has("h800"):
+		return "h800"
+	case has("h100", "pcie"):
+		return "h100-pcie"
+	case has("h100"):
+		return "h100-sxm"
+	case has("a100", "40gb"):
+		return "a100-40gb"
+	case has("a100"):
+		return "a100-80gb"
+	case has("v100"):
+		return "v100-32gb"
+	case has("l40s"):
+		return "l40s"
+	case has("mi300x"):
+		return "mi300x"
+	}
+	return ""
+}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/trainrun/trainrun/plan"
+)
+
+// -update is shared by the package's golden tests; whichever file runs first defines it.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files under testdata/")
+	}
+}
+
+// golden compares got with testdata/name, rewriting it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestFixedLayout(t *testing.T) {
+	tests := []struct {
+		name        string
+		fix         string
+		world, gb   int
+		want        plan.Layout
+		code        int
+		msgContains string
+	}{
+		{name: "dp derived", fix: "tp=2,pp=2", world: 8, want: plan.Layout{TP: 2, PP: 2, VPP: 1, CP: 1, EP: 1, DP: 2, MicroBatch: 1, GradAccum: 1, Recompute: "none", Offload: "none"}},
+		{name: "grad accum from global batch", fix: "tp=4,mbs=2", world: 32, gb: 64, want: plan.Layout{TP: 4, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 8, MicroBatch: 2, GradAccum: 4, Recompute: "none", Offload: "none"}},
+		{name: "everything", fix: "tp=2,pp=2,vpp=2,cp=2,ep=2,dp=2,mbs=1,recompute=selective,zero=1,sp=true,offload=optimizer", world: 16,
+			want: plan.Layout{TP: 2, PP: 2, VPP: 2, CP: 2, EP: 2, DP: 2, SP: true, MicroBatch: 1, GradAccum: 1, Recompute: "selective", Zero: 1, Offload: "optimizer"}},
+		{name: "does not divide", fix: "tp=3", world: 8, code: ExitNoFit, msgContains: "does not divide the 8 GPUs"},
+		{name: "dp mismatch", fix: "tp=2,dp=2", world: 8, code: ExitNoFit, msgContains: "tp×pp×cp×dp = 4 but the allocation has 8"},
+		{name: "ep must divide dp·cp", fix: "tp=2,ep=3", world: 8, code: ExitNoFit, msgContains: "ep=3 must divide"},
+		{name: "global batch", fix: "tp=2", world: 8, gb: 6, code: ExitNoFit, msgContains: "not a multiple of micro_batch×dp"},
+		{name: "unknown key", fix: "tp=2,tensor=4", world: 8, code: ExitUsage, msgContains: `unknown key "tensor"`},
+		{name: "bad value", fix: "tp=0", world: 8, code: ExitUsage, msgContains: `tp="0"`},
+		{name: "bad recompute", fix: "recompute=some", world: 8, code: ExitUsage, msgContains: "none, selective or full"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := fixedLayout(tc.fix, tc.world, tc.gb)
+			if tc.code != 0 {
+				if err == nil || exitCodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.msgContains) {
+					t.Fatalf("got %v (code %d), want code %d with %q", err, exitCodeOf(err), tc.code, tc.msgContains)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %+v, %v\nwant %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSubstituteTemplates(t *testing.T) {
+	l := plan.Layout{TP: 2, PP: 4, VPP: 1, CP: 1, EP: 1, DP: 8, MicroBatch: 1, GradAccum: 16}
+	vals := templateValues(l, "/ck/step-10", "/ck")
+	meg := []string{"--tensor-model-parallel-size", "2"}
+	tests := []struct {
+		name    string
+		in      []string
+		want    []string
+		unknown []string
+	}{
+		{name: "plain", in: []string{"python", "t.py", "--tp", "{tp}", "--pp={pp}", "--load", "{resume}"}, want: []string{"python", "t.py", "--tp", "2", "--pp=4", "--load", "/ck/step-10"}},
+		{name: "all names", in: []string{"{tp}{pp}{vpp}{cp}{ep}{dp}{micro_batch}{grad_accum}", "{ckpt_dir}"}, want: []string{"241118116", "/ck"}},
+		{name: "megatron as arguments", in: []string{"pretrain.py", "{megatron_args}", "--x"}, want: []string{"pretrain.py", "--tensor-model-parallel-size", "2", "--x"}},
+		{name: "megatron inside a string", in: []string{"bash", "-c", "python p.py {megatron_args} --tp {tp}"}, want: []string{"bash", "-c", "python p.py --tensor-model-parallel-size 2 --tp 2"}},
+		{name: "unknown kept", in: []string{`{"a": 1}`, "{tpp}", "{tpp}", "{Tp}"}, want: []string{`{"a": 1}`, "{tpp}", "{tpp}", "{Tp}"}, unknown: []string{"{tpp}"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, unk := substituteTemplates(tc.in, vals, meg)
+			if !slices.Equal(got, tc.want) || !slices.Equal(unk, tc.unknown) {
+				t.Errorf("got %q unknown %q, want %q unknown %q", got, unk, tc.want, tc.unknown)
+			}
+		})
+	}
+}
+
+// Megatron's RankGenerator with order tp-cp-ep-dp-pp: TP varies fastest, PP slowest.
+func TestMegatronCoords(t *testing.T) {
+	l := plan.Layout{TP: 2, CP: 2, DP: 2, PP: 2, EP: 1}
+	type c struct{ tp, cp, ep, dp, pp int }
+	want := map[int]c{0: {0, 0, 0, 0, 0}, 1: {1, 0, 0, 0, 0}, 2: {0, 1, 0, 0, 0}, 4: {0, 0, 0, 1, 0}, 7: {1, 1, 0, 1, 0}, 8: {0, 0, 0, 0, 1}, 15: {1, 1, 0, 1, 1}}
+	for r, w := range want {
+		tp, cp, ep, dp, pp := megatronCoords(r, l)
+		if (c{tp, cp, ep, dp, pp}) != w {
+			t.Errorf("rank %d: got tp%d cp%d ep%d dp%d pp%d, want %+v", r, tp, cp, ep, dp, pp, w)
+		}
+	}
+}
+
+func TestBlockPlacement(t *testing.T) {
+	a := &allocation{Nodes: []string{"n1", "n2"}, TasksPerNode: 4, GPUsPerNode: 4}
+	l := plan.Layout{TP: 2, PP: 2, CP: 1, DP: 2, EP: 1}
+	slots, err := blockPlacement(a, l, map[string][]int{"n2": {4, 5, 6, 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameOrderAsSlurm(a, slots) {
+		t.Error("block placement must be Slurm's order")
+	}
+	if s := slots[5]; s.Node != "n2" || s.LocalRank != 1 || s.GPU != 5 || s.NodeRank != 1 || s.TP != 1 || s.DP != 0 || s.PP != 1 {
+		t.Errorf("rank 5: %+v", s)
+	}
+	if got := hostfile(slots); got != "n1\nn1\nn1\nn1\nn2\nn2\nn2\nn2\n" {
+		t.Errorf("hostfile %q", got)
+	}
+	if got := placementLine(slots, l); got != "4 of 4 TP groups (size 2) inside one node" {
+		t.Errorf("placementLine %q", got)
+	}
+	slots[0].Node, slots[4].Node = "n2", "n1"
+	if sameOrderAsSlurm(a, slots) {
+		t.Error("a swapped placement is not Slurm's order")
+	}
+}
+
+func TestVisibleDevicesFor(t *testing.T) {
+	tests := []struct {
+		name, cvd, step  string
+		gpu, slot, local int
+		want             string
+		bad              bool
+	}{
+		{name: "identity", cvd: "0,1,2,3", step: "0,1,2,3", gpu: 2, slot: 2, local: 2, want: "0,1,2,3"},
+		{name: "rail swap", cvd: "0,1,2,3", step: "0,1,2,3", gpu: 3, local: 0, want: "3,1,2,0"},
+		{name: "cgroup renumbered", cvd: "0,1,2,3", step: "4,5,6,7", gpu: 6, local: 0, want: "2,1,0,3"},
+		{name: "no step list", cvd: "4,5", step: "", gpu: 5, local: 0, want: "5,4"},
+		{name: "not probed", cvd: "4,5", step: "4,5", gpu: -1, slot: 1, local: 1, want: "4,5"},
+		{name: "not probed, rail order", cvd: "4,5", step: "4,5", gpu: -1, slot: 1, local: 0, want: "5,4"},
+		{name: "gpu not held", cvd: "0,1", step: "0,1", gpu: 7, local: 0, bad: true},
+		{name: "empty", cvd: "", step: "", gpu: 0, local: 0, bad: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := visibleDevicesFor(tc.cvd, tc.step, tc.gpu, tc.slot, tc.local)
+			if tc.bad != (err != nil) || got != tc.want {
+				t.Errorf("got %q, %v; want %q (bad=%v)", got, err, tc.want, tc.bad)
+			}
+		})
+	}
+}
+
+func TestSrunCommand(t *testing.T) {
+	argv, env := srunCommand(stepSpec{Self: "/bin/trainrun", LaunchDir: "/j/launch", Hostfile: "/j/hostfile", Nodes: 2, Tasks: 16, PerNode: 8, Argv: []string{"python", "t.py"}})
+	if got := strings.Join(argv, " "); got != "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --distribution=block --kill-on-bad-exit=1 --input=none /bin/trainrun exec-task --launch /j/launch -- python t.py" || env != nil {
+		t.Errorf("block: %s %v", got, env)
+	}
+	argv, env = srunCommand(stepSpec{Self: "/bin/trainrun", LaunchDir: "/j/launch", Hostfile: "/j/hostfile", Arbitrary: true, BindInShim: true, Nodes: 2, Tasks: 16, PerNode: 8, Argv: []string{"x"}})
+	if got := strings.Join(argv, " "); got != "srun --nodes=2 --ntasks=16 --distribution=arbitrary --cpu-bind=none --kill-on-bad-exit=1 --input=none /bin/trainrun exec-task --launch /j/launch -- x" ||
+		!slices.Equal(env, []string{"SLURM_HOSTFILE=/j/hostfile"}) {
+		t.Errorf("arbitrary: %s %v", got, env)
+	}
+}
+
+// The controller's view of the checkpoint store: an incomplete checkpoint is
+// never latest; the complete one is committed and resumed from.
+func TestStoreAdapter(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := s.Latest(); l != "" || err != nil {
+		t.Fatalf("empty store: %q %v", l, err)
+	}
+	mark := func(tag string, ranks ...int) {
+		os.MkdirAll(filepath.Join(dir, tag, ".trainrun"), 0o755)
+		for _, r := range ranks {
+			os.WriteFile(filepath.Join(dir, tag, "rank-"+strconv.Itoa(r)+".pt"), []byte("weights"), 0o644)
+			os.WriteFile(filepath.Join(dir, tag, ".trainrun", "done."+strconv.Itoa(r)), nil, 0o644)
+		}
+	}
+	mark("step-10", 0, 1)
+	mark("step-20", 0) // incomplete: rank 1 missing
+	tag, changed, err := s.CommitComplete(2)
+	if err != nil || tag != "step-10" || !changed {
+		t.Fatalf("commit: %q %v %v", tag, changed, err)
+	}
+	if l, _, _ := s.Latest(); l != filepath.Join(dir, "step-10") {
+		t.Errorf("latest %q", l)
+	}
+	if tag, changed, _ = s.CommitComplete(2); tag != "step-10" || changed {
+		t.Errorf("second commit changed: %q %v", tag, changed)
+	}
+}
+
+// The dry run on an allocation given by environment, without Slurm: the
+// srun line and rank 5's environment, as a golden file.
+func TestRunDryRun(t *testing.T) {
+	m := slurmEnv4x8()
+	m["SLURM_JOB_NODELIST"], m["SLURM_JOB_NUM_NODES"], m["SLURM_TASKS_PER_NODE"] = "n[1-2]", "2", "8(x2)"
+	m["TRAINRUN_JOB_DIR"] = "/shared/job42"
+	m["SLURM_RESTART_COUNT"] = "1"
+	var out, errb bytes.Buffer
+	env := &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)}
+	err := runRun(context.Background(), env, []string{"--dry-run", "--probe", "none", "--rank", "5", "--fix", "tp=4,pp=2", "--global-batch", "16",
+		"--ckpt-dir", "/shared/ck", "--", "python", "train.py", "--tp", "{tp}", "--pp", "{pp}", "--dp", "{dp}", "--load", "{resume}", "{megatron_args}"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	self, _ := os.Executable()
+	got := strings.ReplaceAll(out.String(), self, "TRAINRUN")
+	golden(t, "run_dryrun.golden", got)
+}
+
+func TestRunUserErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		msg  string
+	}{
+		{name: "no command", args: []string{"--fix", "tp=2"}, code: ExitUsage, msg: "no training command"},
+		{name: "no layout", args: []string{"--dry-run", "--probe", "none", "--", "true"}, code: ExitUsage, msg: "--fix"},
+		{name: "does not fit", args: []string{"--dry-run", "--probe", "none", "--fix", "tp=3", "--", "true"}, code: ExitNoFit, msg: "does not divide"},
+		{name: "bad signal", args: []string{"--ckpt-signal", "FOO", "--fix", "tp=2", "--", "true"}, code: ExitUsage, msg: "--ckpt-signal"},
+		{name: "not in allocation", env: map[string]string{"SLURM_JOB_ID": ""}, args: []string{"--dry-run", "--fix", "tp=2", "--", "true"}, code: ExitSlurm, msg: "not inside a Slurm allocation"},
+		{name: "policy: override not allowed", args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--max-requeue", "3", "--fix", "tp=2", "--", "true"},
+			code: ExitUsage, msg: "does not let users override MaxRequeue"},
+		{name: "policy: checkpoint root", args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--ckpt-dir", "/home/me/ck", "--fix", "tp=2", "--", "true"},
+			code: ExitUsage, msg: "not under the checkpoint roots the site allows"},
+		{name: "policy: debug partition allows nothing", env: map[string]string{"SLURM_JOB_PARTITION": "debug"}, args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--ckpt-lead", "1m", "--fix", "tp=2", "--", "true"},
+			code: ExitUsage, msg: "UserOverride=none"},
+		{name: "bad rank", args: []string{"--dry-run", "--probe", "none", "--rank", "99", "--fix", "tp=2", "--", "true"}, code: ExitUsage, msg: "--rank 99"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := slurmEnv4x8()
+			m["TRAINRUN_JOB_DIR"] = t.TempDir()
+			for k, v := range tc.env {
+				if v == "" {
+					delete(m, k)
+				} else {
+					m[k] = v
+				}
+			}
+			var out, errb bytes.Buffer
+			err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)}, tc.args)
+			if err == nil || exitCodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("got %v (code %d), want code %d with %q", err, exitCodeOf(err), tc.code, tc.msg)
+			}
+		})
+	}
+}
+
+func TestRunHelpShowsExitCodes(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(nil)}, []string{"run", "--help"})
+	if code != ExitOK || !strings.Contains(errb.String(), "Exit codes:") || !strings.Contains(errb.String(), "127  not-found") || !strings.Contains(errb.String(), "{megatron_args}") {
+		t.Errorf("code %d, help:\n%s", code, errb.String())
+	}
+}
+
+// The site policy gives the defaults: the partition's lead and requeue limit,
+// the expanded checkpoint directory, NCCLForce in each rank's environment.
+func TestRunPolicyDefaults(t *testing.T) {
+	m := slurmEnv4x8()
+	m["SLURM_JOB_PARTITION"], m["SLURM_JOB_USER"], m["SLURM_JOB_NAME"] = "preempt", "alice", "llm"
+	m["TRAINRUN_JOB_DIR"] = t.TempDir()
+	var out, errb bytes.Buffer
+	err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)},
+		[]string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--fix", "tp=8", "--", "true"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"checkpoints /lustre/ckpt/alice/llm (signal USR2)", "TRAINRUN_CKPT_DIR=/lustre/ckpt/alice/llm"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out.String())
+		}
+	}
+}
