@@ -35,6 +35,17 @@
 #include "shim.h"
 #include "_cgo_export.h"
 
+/* Slurm's functions are resolved when srun, sbatch, slurmstepd or slurmd
+ * loads the plugin. Weak references let `go build ./...` link this package
+ * as a plain executable too (it is only ever used as the c-shared plugin). */
+#pragma weak spank_context
+#pragma weak spank_option_register
+#pragma weak spank_get_item
+#pragma weak spank_getenv
+#pragma weak spank_setenv
+#pragma weak slurm_error
+#pragma weak slurm_info
+
 SPANK_PLUGIN(trainrun, 1);
 
 #define TR_MAX_OPTS 16

@@ -3,14 +3,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,46 +25,36 @@ import (
 // sbatch, slurmstepd, the epilog process and slurmd.
 
 var (
-	buildOnce            sync.Once
-	pluginPath, trainrun string
-	buildErr             error
+	pluginOnce sync.Once
+	pluginPath string
+	pluginErr  error
 )
 
-// repoRoot is the module root (test/e2e/../..).
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// buildPlugin builds spank_trainrun.so and trainrun into a directory that
-// lives as long as the test binary.
-func buildPlugin(t testing.TB) (so, bin string) {
+// buildPlugin builds spank_trainrun.so as `make spank` does, once, into a
+// directory that lives as long as the test binary.
+func buildPlugin(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	pluginOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "trainrun-spank-e2e-")
 		if err != nil {
-			buildErr = err
+			pluginErr = err
 			return
 		}
 		root := repoRoot()
-		so, bin := filepath.Join(dir, "spank_trainrun.so"), filepath.Join(dir, "trainrun")
-		for _, args := range [][]string{
-			{"build", "-buildmode=c-shared", "-ldflags", "-extldflags=-Wl,--version-script=" + filepath.Join(root, "spank/plugin/spank_trainrun.map"), "-o", so, "./spank/plugin"},
-			{"build", "-o", bin, "./wrapper"},
-		} {
-			cmd := exec.Command("go", args...)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-				return
-			}
+		so := filepath.Join(dir, "spank_trainrun.so")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags",
+			"-extldflags=-Wl,--version-script="+filepath.Join(root, "spank/plugin/spank_trainrun.map"), "-o", so, "./spank/plugin")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			pluginErr = fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+			return
 		}
-		pluginPath, trainrun = so, bin
+		pluginPath = so
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if pluginErr != nil {
+		t.Fatal(pluginErr)
 	}
-	return pluginPath, trainrun
+	return pluginPath
 }
 
 // spankPolicy is the site policy the tests load: a forced and a default
@@ -131,7 +119,7 @@ func writePlugstack(t *testing.T, lines ...string) {
 // restarts them again, which checks that slurmd shuts down cleanly (exit 0
 // within 15 s of SIGTERM) with the plugin loaded.
 func TestSpank(t *testing.T) {
-	so, bin := buildPlugin(t)
+	so, bin := buildPlugin(t), trainrun(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "trainrun.conf")
@@ -516,24 +504,6 @@ echo "steps failed: $fail"
 	})
 }
 
-func readEnvFile(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			m[k] = v
-		}
-	}
-	return m
-}
-
 // waitGone waits for the job epilog to remove a per-job directory.
 func waitGone(t *testing.T, path string) {
 	t.Helper()
@@ -591,7 +561,7 @@ func waitNoJobProcesses(t *testing.T, id int) {
 // srun and slurmstepd read plugstack.conf at every launch, so switching
 // the file between runs is enough.
 func BenchmarkSpankSrunTrue(b *testing.B) {
-	so, _ := buildPlugin(b)
+	so := buildPlugin(b)
 	dir := b.TempDir()
 	with := fmt.Sprintf("required %s cache=%s\n", so, filepath.Join(dir, "cache"))
 	defer os.WriteFile(cluster.PlugstackPath(), nil, 0o644)
