@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/topo/nvml"
 )
 
 // NodeTopology returns this node's topology, read from sysfs once per boot:
@@ -33,7 +34,18 @@ func NodeTopology(cacheDir, root string) (n *topo.Node, fromCache bool, err erro
 			}
 		}
 	}
-	n, err = topo.Discover(topo.Options{Root: root, NVMLUnavailable: "not read by trainrun env"})
+	opts := topo.Options{Root: root}
+	if root == "" || root == "/" {
+		// As trainrun env on this machine: NVML where the driver loads
+		// (NVLink facts), sysfs always. Once per boot, in the parent.
+		if src, err := nvml.Open(); err != nil {
+			opts.NVMLUnavailable = strings.TrimPrefix(err.Error(), topo.ErrNVMLUnavailable.Error()+": ")
+		} else {
+			defer src.Close()
+			opts.NVML = src
+		}
+	}
+	n, err = topo.Discover(opts)
 	if err != nil {
 		return nil, false, err
 	}

@@ -3,6 +3,7 @@ package spank
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,9 +51,14 @@ func launcherKey(k string) bool {
 	return strings.HasPrefix(k, "TRAINRUN_")
 }
 
-// MasterPort is the rendezvous port for a job, as `trainrun env` picks it:
-// 29500 offset by the job id mod 1000, so jobs sharing a node differ.
-func MasterPort(jobID uint32) int { return 29500 + int(jobID%1000) }
+// MasterPort is the rendezvous port for a job, by the rule `trainrun env`
+// and `trainrun run` use (wrapper/cmd_env.go jobMasterPort; keep them in
+// step): 20000 + FNV-1a(job id) mod 10000, so jobs sharing a node differ.
+func MasterPort(jobID uint32) int {
+	h := fnv.New32a()
+	h.Write([]byte(strconv.FormatUint(uint64(jobID), 10)))
+	return 20000 + int(h.Sum32()%10000)
+}
 
 // ComputeStep computes the environment of every local task of a step with
 // plan.Place and plan.RankEnv, the functions `trainrun env` calls: same
@@ -87,15 +93,12 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", LayoutString(r.Layout), err, len(hosts), G, world)
 	}
 	rails, _ := plan.RailsOf(node)
-	nodes := make([]plan.PlaceNode, len(hosts))
-	for i, h := range hosts {
-		nodes[i] = plan.PlaceNode{Name: h, Rails: rails}
-		if c.Cluster != nil {
-			nodes[i].Leaf, nodes[i].Block = c.Cluster.Leaf(h), c.Cluster.Block(h)
-		}
-		if len(rails) != 0 && len(rails) != G {
-			nodes[i].Rails = nil
-		}
+	if len(rails) != G {
+		rails = nil // fewer ranks than GPUs: local rank i drives GPU i
+	}
+	nodes, err := plan.PlaceNodes(hosts, c.Cluster, rails)
+	if err != nil {
+		return nil, nil, fmt.Errorf("placement: %v", err)
 	}
 	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes})
 	if err != nil {
@@ -186,7 +189,7 @@ func (r *Request) extraVars(st Step) []string {
 		out = append(out, "TRAINRUN_CKPT_DIR="+policy.ExpandCkptDir(r.CkptDir, st.User, strconv.FormatUint(uint64(st.JobID), 10), st.JobName))
 	}
 	if r.Signal != "" {
-		out = append(out, "TRAINRUN_CKPT_SIGNAL=SIG"+r.Signal)
+		out = append(out, "TRAINRUN_CKPT_SIGNAL="+r.Signal) // "USR2", as trainrun run sets it
 	}
 	if r.Lead > 0 {
 		out = append(out, "TRAINRUN_CKPT_LEAD="+strconv.Itoa(int(r.Lead/time.Second)))

@@ -127,9 +127,9 @@ func TestComputeStep(t *testing.T) {
 		}
 		for lr, task := range tasks {
 			for k, want := range map[string]string{
-				"RANK": itoa(8 + lr), "LOCAL_RANK": itoa(lr), "WORLD_SIZE": "16", "NODE_RANK": "1", "MASTER_ADDR": "gpu1", "MASTER_PORT": "29507",
+				"RANK": itoa(8 + lr), "LOCAL_RANK": itoa(lr), "WORLD_SIZE": "16", "NODE_RANK": "1", "MASTER_ADDR": "gpu1", "MASTER_PORT": "29206",
 				"NCCL_IB_TIMEOUT": "22", "TRAINRUN_CKPT_DIR": "/ckpt/ann/pretrain/7", "TRAINRUN_MODEL": "llama3-8b",
-				"TRAINRUN_RESTART_COUNT": "2", "TRAINRUN_CKPT_SIGNAL": "SIGUSR2", "TRAINRUN_CKPT_LEAD": "300",
+				"TRAINRUN_RESTART_COUNT": "2", "TRAINRUN_CKPT_SIGNAL": "USR2", "TRAINRUN_CKPT_LEAD": "300",
 			} {
 				if got, _ := get(task.Vars, k); got != want {
 					t.Errorf("local task %d: %s=%q, want %q", lr, k, got, want)
