@@ -72,12 +72,12 @@ PartitionName=high UserOverride=none
 func run(ctx context.Context, env []string, name string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	cmd := cluster.Command(ctx, name, args...)
+	cmd := spankCluster.Command(ctx, name, args...)
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), stderr.String(), &harness.CmdError{Args: cmd.Args, Err: err, Stdout: stdout.String(), Stderr: stderr.String(), Logs: cluster.LogTail(20)}
+		return stdout.String(), stderr.String(), &harness.CmdError{Args: cmd.Args, Err: err, Stdout: stdout.String(), Stderr: stderr.String(), Logs: spankCluster.LogTail(20)}
 	}
 	return stdout.String(), stderr.String(), nil
 }
@@ -109,7 +109,7 @@ func wantRejected(t *testing.T, env []string, want []string, name string, args .
 
 func writePlugstack(t *testing.T, lines ...string) {
 	t.Helper()
-	if err := os.WriteFile(cluster.PlugstackPath(), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(spankCluster.PlugstackPath(), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -118,7 +118,15 @@ func writePlugstack(t *testing.T, lines ...string) {
 // slurmd with it; at the end it restores an empty plugstack.conf and
 // restarts them again, which checks that slurmd shuts down cleanly (exit 0
 // within 15 s of SIGTERM) with the plugin loaded.
+// spankCluster is the cluster TestSpank runs on: one of its own, so the
+// plugin's minutes of steps and its preemption run beside the other long
+// tests instead of after them.
+var spankCluster *harness.Cluster
+
 func TestSpank(t *testing.T) {
+	t.Parallel()
+	cluster := ownCluster(t)
+	spankCluster = cluster
 	so, bin := buildPlugin(t), trainrun(t)
 	ctx := context.Background()
 	dir := t.TempDir()
