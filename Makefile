@@ -7,15 +7,27 @@ DATADIR ?= $(PREFIX)/share
 DESTDIR ?=
 export GOFLAGS ?= -mod=mod
 export CGO_ENABLED ?= 1
+# go-nvml's header marks calls NVML 13 deprecated; we call none of them, and the
+# warnings buried real output in every fresh build.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 BIN := bin/trainrun
 
-.PHONY: all help build deps test test-unit test-e2e bench lint install clean demo
+# The SPANK plugin: Go c-shared library + its C layer (spank/plugin). Built
+# when Slurm's spank.h is installed (Debian: libslurm-dev); rebuild it for
+# every Slurm release deployed (Slurm checks plugin_version).
+SPANK       := bin/spank_trainrun.so
+SPANK_H     ?= /usr/include/slurm/spank.h
+SPANKDIR    ?= $(LIBDIR)/slurm
+SYSCONFDIR  ?= /etc
+SPANK_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/plugin/spank_trainrun.map
+
+.PHONY: all help build spank deps test test-unit test-e2e bench lint install clean demo
 
 all: build
 
 help:
-	@echo "build      build bin/trainrun (and the SPANK plugin)"
+	@echo "build      build bin/trainrun and bin/spank_trainrun.so (the SPANK plugin)"
 	@echo "deps       install what the tests need (Debian packages; root)"
 	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./..."
@@ -26,7 +38,15 @@ help:
 	@echo "demo       set up and run the main job on a built-in default"
 	@echo "clean      remove build outputs"
 
-build: $(BIN)
+build: $(BIN) spank
+
+spank:
+ifneq ($(wildcard $(SPANK_H)),)
+	$(GO) build -buildmode=c-shared -ldflags '$(SPANK_LDFLAGS)' -o $(SPANK) ./spank/plugin
+	@rm -f bin/spank_trainrun.h
+else
+	@echo "spank: $(SPANK_H) not found (install libslurm-dev): $(SPANK) not built"
+endif
 
 $(BIN): FORCE
 	$(GO) build -o $(BIN) ./wrapper
@@ -59,6 +79,13 @@ lint:
 install: build
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/trainrun
+	@if [ -f $(SPANK) ]; then \
+		install -d $(DESTDIR)$(SPANKDIR) $(DESTDIR)$(DATADIR)/trainrun && \
+		install -m 0755 $(SPANK) $(DESTDIR)$(SPANKDIR)/spank_trainrun.so && \
+		sed -e 's|@SPANKDIR@|$(SPANKDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' contrib/plugstack.conf.example \
+			> $(DESTDIR)$(DATADIR)/trainrun/plugstack.conf.trainrun && \
+		echo "install: plugstack.conf line in $(DESTDIR)$(DATADIR)/trainrun/plugstack.conf.trainrun (include it from plugstack.conf on login and compute nodes; restart slurmd)"; \
+	fi
 
 demo: deps build
 	@bash contrib/demo.sh

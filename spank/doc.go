@@ -1,4 +1,14 @@
-// Package spank is the SPANK plugin (spank_trainrun.so): a thin C layer holding
-// Slurm's callbacks and the behaviour in testable Go, called only in the parent
-// callbacks, never after slurmstepd forks a task.
+// Package spank is the behaviour of the SPANK plugin spank_trainrun.so, in
+// plain testable Go: the plugstack.conf arguments (ParseArgs), the --train-*
+// options and their TRAINRUN_* twins (Options, Validate, Resolve), the
+// per-node topology cache (NodeTopology), and the environment of every local
+// task of a step (ComputeStep), computed with the same plan.Place and
+// plan.RankEnv that `trainrun env` uses.
+//
+// The plugin itself is spank/plugin (package main, built with
+// -buildmode=c-shared): a C file owns every slurm_spank_* symbol and calls
+// into this package only from the parent's callbacks (init, init_post_opt,
+// option callbacks, job_epilog), never from slurmd context and never after
+// slurmstepd forks a task: the task callbacks are C that only spank_setenv
+// what ComputeStep prepared. See spank/plugin/doc.go for why.
 package spank

@@ -2,7 +2,8 @@
 # Installs what the test suite and the demo need from Debian 12's packages,
 # when missing: Slurm 22.05 (slurmctld, slurmd, clients, libslurm-dev for
 # slurm/spank.h), munge, PyTorch (CPU, gloo) and Prometheus with its
-# Pushgateway and node exporter. Runs as root (as CI does here); elsewhere it
+# Pushgateway and node exporter, rsvg-convert (to look at trainrun report --svg
+# pictures). Runs as root (as CI does here); elsewhere it
 # prints a SKIP line naming what is missing and exits 0, and the e2e suite
 # then skips too.
 #
@@ -11,7 +12,7 @@
 # the test harness runs its own daemons on its own sockets and ports.
 set -euo pipefail
 pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev python3-torch
-	prometheus prometheus-pushgateway prometheus-node-exporter iproute2 procps)
+	prometheus prometheus-pushgateway prometheus-node-exporter iproute2 procps librsvg2-bin)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -21,6 +21,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
 func init() {
@@ -44,6 +45,7 @@ type runOptions struct {
 	probe       string
 	dryRun      bool
 	rank        int
+	obs         obsOptions
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -74,6 +76,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
 	fs.IntVar(&o.rank, "rank", 0, "with --dry-run: the rank whose environment to print")
+	o.obs.addFlags(fs, getenv)
 }
 
 func envOr(getenv func(string) string, k, def string) string {
@@ -172,6 +175,12 @@ type runner struct {
 	cmdArgv  []string
 	srunArgv []string
 	srunEnv  []string
+
+	obs          runObserver // nil in a dry run
+	endCause     checkpoint.Cause
+	interrupted  map[string]bool
+	commitFailed bool
+	progress     *obs.ProgressReader
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -287,6 +296,13 @@ func (r *runner) run(ctx context.Context) error {
 		r.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
 
+	if !r.opts.dryRun {
+		if err := r.startObserver(); err != nil {
+			return err
+		}
+		defer r.closeObserver()
+	}
+
 	if err := r.choosePlan(); err != nil {
 		return err
 	}
@@ -302,18 +318,20 @@ func (r *runner) run(ctx context.Context) error {
 		r.logf("placement: %s", n)
 	}
 
-	var store storeAdapter
+	var store *observedStore
 	if !r.opts.dryRun {
-		if store, err = openStore(r.ckptDir); err != nil {
+		sa, err := openStore(r.ckptDir)
+		if err != nil {
 			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
 		}
+		store = &observedStore{ckptStore: sa, st: sa.s, r: r}
 		// A checkpoint the previous incarnation completed but did not
 		// commit (killed, node failure) is committed now, before resuming.
 		// With node-local saves, an unfinished drain cannot be finished
 		// (its source was on the nodes): Recover discards it, so that the
 		// drains of this run start from a clean staging area.
 		if r.opts.ckptLocal != "" {
-			if rep, err := store.s.Recover(a.World(), true); err != nil {
+			if rep, err := sa.s.Recover(a.World(), true); err != nil {
 				r.logf("warning: recovering the checkpoint store: %v", err)
 			} else if len(rep.Committed)+len(rep.Discarded) > 0 {
 				r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
@@ -325,7 +343,7 @@ func (r *runner) run(ctx context.Context) error {
 		} else if changed {
 			r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
 		}
-		r.store = store.s
+		r.store = store.st
 		var notes []string
 		if r.resume, notes, err = store.Latest(); err != nil {
 			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
@@ -419,7 +437,10 @@ func (r *runner) run(ctx context.Context) error {
 	r.recordStart()
 	r.checkGrace("start")
 	r.tReady = time.Since(r.t0)
-	return r.launch(ctx, ctl, store)
+	r.observeStart()
+	err = r.launch(ctx, ctl, store)
+	r.observeEnd(err)
+	return err
 }
 
 // choosePlan sets r.layout (and r.eval when the planner evaluated it): from
@@ -740,6 +761,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		if then == "continue" {
 			askedAt = time.Now()
 		}
+		r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
 		n := ctl.broadcast("ckpt " + strconv.Itoa(ckptID))
 		r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, world, strings.ToUpper(r.opts.ckptSignal), then)
 	}
@@ -748,6 +770,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			return
 		}
 		reason, stopAt = why, time.Now()
+		r.observeInterrupt(why)
 		markStop()
 		ask(why, "stop")
 	}
@@ -792,6 +815,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		if reason == stopNone || reason == stopTimeLimit || reason == stopSignal {
 			reason = why
 		}
+		r.observeInterrupt(why)
 		killing++
 		if killing == 1 {
 			r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", why)
@@ -834,6 +858,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			if continuing {
 				commitBG() // commit (and measure) a requested checkpoint within a second
 			}
+			r.pollProgress()
 			req, err := store.TakeRequest()
 			if err != nil {
 				r.logf("warning: %v", err)
@@ -907,6 +932,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 				reason, stopAt = stopPreempted, termAt
 				r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
 			}
+			r.observeInterrupt(reason)
 		case err := <-done:
 			commitMu.Lock() // no background commit may run beside the final one
 			defer commitMu.Unlock()
@@ -984,7 +1010,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	}
 	if reason == stopNone {
 		r.recordEnd(checkpoint.CauseFinished, latest, "")
-		if sa, ok := store.(storeAdapter); ok {
+		if sa, ok := unwrapStore(store); ok {
 			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: latest}); err != nil {
 				r.logf("warning: writing the finished marker: %v", err)
 			}
@@ -1064,6 +1090,7 @@ func (r *runner) recordStart() {
 }
 
 func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
+	r.endCause = cause // for the observer's end event
 	if r.store == nil {
 		return
 	}
@@ -1262,6 +1289,7 @@ func (r *runner) applyPolicy() error {
 		}
 	}
 	r.ncclPolicy = st.NCCL()
+	r.obsPolicy(st)
 	return nil
 }
 

@@ -103,5 +103,23 @@ class ClientTest(unittest.TestCase):
             ck2.next_batch(broken())
 
 
+    def test_report_progress_rank0_only_atomic(self):
+        env = dict(self.env, RANK="0")
+        ck = trainrun_client.Checkpointer(env, install=False)
+        self.assertTrue(ck.report_progress(12, tokens=49152))
+        path = os.path.join(self.dir, "job", "launch", "progress")
+        with open(path) as f:
+            step, tokens, at = f.read().split()
+        self.assertEqual((step, tokens), ("12", "49152"))
+        self.assertGreater(float(at), 1.7e9)
+        self.assertFalse(ck.report_progress(13))  # within min_interval
+        self.assertTrue(ck.report_progress(14, min_interval=0))
+        with open(path) as f:
+            self.assertEqual(f.read().split()[0], "14")
+        self.assertEqual(os.listdir(os.path.dirname(path)), ["progress"])  # no temporary left
+        other = trainrun_client.Checkpointer(self.env, install=False)  # rank 1
+        self.assertFalse(other.report_progress(15))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -229,6 +229,7 @@ def main():
         loss.backward()
         opt.step()
         step += 1
+        ck.report_progress(step)  # rank 0: observed step time for trainrun's metrics
         if args.save_every and step % args.save_every == 0 and step < args.steps:
             saved = save(step)
         if args.sleep:

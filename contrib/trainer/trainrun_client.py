@@ -24,6 +24,8 @@ The handshake (PRODUCT.md, "The checkpoint handshake with the trainer"):
    0; trainrun decides whether the job is requeued.
 5. On restart, resume_dir is the latest committed checkpoint (None on a
    first start).
+6. Optionally, report_progress(step, tokens) after each optimizer step gives
+   trainrun the observed step time and MFU (its metrics and `trainrun report`).
 
 Tiered checkpoints: when TRAINRUN_CKPT_LOCAL_DIR is set (trainrun run
 --ckpt-local-dir), save_dir(tag) is TRAINRUN_CKPT_LOCAL_DIR/<tag>/ on node-local
@@ -89,6 +91,7 @@ class Checkpointer:
         self.stop = False  # after should_save(): the job must end after this checkpoint
         self._term = False
         self._owner = os.getpid()
+        self._progress_at = 0.0
         self.signals = {self.signum, signal.SIGTERM}
         if install:
             for s in self.signals:
@@ -208,6 +211,31 @@ class Checkpointer:
         _fsync_path(meta)
         _fsync_path(d)
         return marker
+
+    def report_progress(self, step, tokens=0, min_interval=1.0):
+        """Tell trainrun the optimizer step just finished, for its observed
+        step time, MFU and stuck-job metrics. Only rank 0 writes (the others
+        return False at once); at most once per min_interval seconds.
+
+        Protocol: $TRAINRUN_JOB_DIR/launch/progress holds one line
+        "STEP TOKENS UNIX_TIME", replaced atomically (temporary file, rename).
+        TOKENS counts tokens trained since the run's first start (0 if
+        unknown). Not fsynced: it is a live signal, not state."""
+        if self.rank != 0 or not self.job_dir:
+            return False
+        now = time.time()
+        if now - self._progress_at < min_interval:
+            return False
+        self._progress_at = now
+        path = os.path.join(self.job_dir, "launch", "progress")
+        tmp = "%s.tmp%d" % (path, os.getpid())
+        try:
+            with open(tmp, "w") as f:
+                f.write("%d %d %.3f\n" % (int(step), int(tokens), now))
+            os.replace(tmp, path)
+        except OSError:
+            return False
+        return True
 
     def complete(self, tag):
         """True when every rank's done marker of tag exists in the store

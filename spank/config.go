@@ -1,0 +1,120 @@
+package spank
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/topo"
+)
+
+// Config is what plugstack.conf says after the plugin's path: strict
+// key=value arguments, an unknown key or a repeated one is an error.
+//
+//	required /usr/local/lib/slurm/spank_trainrun.so policy=/etc/slurm/trainrun.conf
+type Config struct {
+	// PolicyPath is the site's trainrun.conf ("" = every key at its default).
+	PolicyPath string
+	// CacheDir holds the node topology cache (keyed by boot id) and per-job
+	// files, which the job epilog removes (default /run/trainrun).
+	CacheDir string
+	// TopologyConf is a Slurm topology.conf placement reads ("" = one switch).
+	TopologyConf string
+
+	// Policy is the parsed policy (Load); policy.Default() without a file.
+	Policy *policy.Policy
+	// Cluster is the parsed topology.conf (Load); nil without one.
+	Cluster *topo.Cluster
+}
+
+// DefaultCacheDir is where the plugin keeps per-node and per-job data.
+const DefaultCacheDir = "/run/trainrun"
+
+var argKeys = map[string]string{
+	"policy":   "path of the site's trainrun.conf",
+	"cache":    "directory for the node topology cache and per-job files (default " + DefaultCacheDir + ")",
+	"topology": "path of a Slurm topology.conf for rank placement (default: all nodes under one switch)",
+}
+
+func acceptedArgs() string {
+	ks := make([]string, 0, len(argKeys))
+	for k := range argKeys {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ", ")
+}
+
+// ParseArgs reads the plugstack.conf arguments. It does not read files.
+func ParseArgs(args []string) (*Config, error) {
+	c := &Config{CacheDir: DefaultCacheDir}
+	seen := map[string]bool{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, fmt.Errorf("plugstack.conf argument %q is not key=value; accepted keys: %s", a, acceptedArgs())
+		}
+		if _, known := argKeys[k]; !known {
+			return nil, fmt.Errorf("plugstack.conf: unknown key %q in %q; accepted keys: %s", k, a, acceptedArgs())
+		}
+		if seen[k] {
+			return nil, fmt.Errorf("plugstack.conf: key %q given twice; give it once", k)
+		}
+		seen[k] = true
+		if v == "" || !filepath.IsAbs(v) {
+			return nil, fmt.Errorf("plugstack.conf: %s=%q: want an absolute path (%s)", k, v, argKeys[k])
+		}
+		switch k {
+		case "policy":
+			c.PolicyPath = filepath.Clean(v)
+		case "cache":
+			c.CacheDir = filepath.Clean(v)
+		case "topology":
+			c.TopologyConf = filepath.Clean(v)
+		}
+	}
+	return c, nil
+}
+
+// Load reads the policy and topology.conf the arguments name. A policy with
+// errors is reported with every problem's file, line and key.
+func (c *Config) Load() error {
+	c.Policy = policy.Default()
+	if c.PolicyPath != "" {
+		f, err := os.Open(c.PolicyPath)
+		if err != nil {
+			return fmt.Errorf("policy: %v", err)
+		}
+		defer f.Close()
+		p, err := policy.Parse(f, c.PolicyPath)
+		if err != nil {
+			var pe policy.Errors
+			if errors.As(err, &pe) {
+				return fmt.Errorf("policy: %s has %d error(s): %v", c.PolicyPath, len(pe), strings.ReplaceAll(pe.Error(), "\n", "; "))
+			}
+			return fmt.Errorf("policy: %v", err)
+		}
+		c.Policy = p
+	}
+	if c.TopologyConf != "" {
+		cl, err := topo.LoadTopologyConf(c.TopologyConf)
+		if err != nil {
+			return fmt.Errorf("topology: %v", err)
+		}
+		c.Cluster = cl
+	}
+	return nil
+}
+
+// LoadConfig is ParseArgs then Load.
+func LoadConfig(args []string) (*Config, error) {
+	c, err := ParseArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.Load()
+}

@@ -1,0 +1,78 @@
+package spank
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    Config
+		wantErr string
+	}{
+		{name: "none", args: nil, want: Config{CacheDir: DefaultCacheDir}},
+		{name: "all keys", args: []string{"policy=/etc/slurm/trainrun.conf", "cache=/var/lib/trainrun/", "topology=/etc/slurm/topology.conf"},
+			want: Config{PolicyPath: "/etc/slurm/trainrun.conf", CacheDir: "/var/lib/trainrun", TopologyConf: "/etc/slurm/topology.conf"}},
+		{name: "unknown key", args: []string{"polcy=/x"}, wantErr: `unknown key "polcy" in "polcy=/x"; accepted keys: cache, policy, topology`},
+		{name: "not key=value", args: []string{"/etc/trainrun.conf"}, wantErr: `argument "/etc/trainrun.conf" is not key=value`},
+		{name: "repeated", args: []string{"policy=/a", "policy=/b"}, wantErr: `key "policy" given twice`},
+		{name: "relative path", args: []string{"policy=trainrun.conf"}, wantErr: `policy="trainrun.conf": want an absolute path`},
+		{name: "empty value", args: []string{"cache="}, wantErr: `cache="": want an absolute path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseArgs(tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *c != tc.want {
+				t.Errorf("got %+v, want %+v", *c, tc.want)
+			}
+		})
+	}
+}
+
+// TestLoadBrokenPolicy: every problem of the file is named with its line
+// and key, in one message (it becomes the one log line).
+func TestLoadBrokenPolicy(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "trainrun.conf")
+	if err := os.WriteFile(p, []byte("CkptSignal=USR2\nCkptLeed=5m\nPartitionName=gpu MaxRequeue=-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadConfig([]string{"policy=" + p})
+	if err == nil {
+		t.Fatal("a broken policy loaded")
+	}
+	msg := err.Error()
+	for _, want := range []string{p + ":2: CkptLeed: unknown key", p + ":3: MaxRequeue", "2 error(s)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("message spans lines (it must be one log line):\n%s", msg)
+	}
+	if _, err := LoadConfig([]string{"policy=" + filepath.Join(dir, "missing.conf")}); err == nil || !strings.Contains(err.Error(), "missing.conf") {
+		t.Errorf("missing policy: err = %v", err)
+	}
+	if err := os.WriteFile(p, []byte("CkptSignal=TERM\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig([]string{"policy=" + p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Policy.Effective("").CkptSignal.Value; got != "TERM" {
+		t.Errorf("CkptSignal = %q, want TERM", got)
+	}
+}

@@ -1,0 +1,313 @@
+package spank
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/topo"
+)
+
+// Option is one --train-* option as srun, sbatch and salloc show it.
+type Option struct {
+	Name    string // without the leading "--"
+	Arg     string // arginfo; "" for a flag
+	Usage   string
+	Env     string // the environment twin (slurmrestd and cli_filter cannot see SPANK options)
+	Twin    string // what the twin holds, for --help
+	HasArg  bool
+	Example string // a valid value, for tests and messages
+}
+
+// Options is the table the C layer registers with spank_option_register in
+// local, remote and allocator context, in this order (the index is the
+// option's val).
+var Options = []Option{
+	{Name: "train-model", Arg: "NAME", HasArg: true, Env: "TRAINRUN_MODEL", Example: "llama3-8b",
+		Usage: "model to train: a trainrun preset (trainrun plan --list-models) or an absolute path of a Hugging Face config.json; exported as TRAINRUN_MODEL"},
+	{Name: "train-layout", Arg: "tp=N,pp=N,...", HasArg: true, Env: "TRAINRUN_LAYOUT", Example: "tp=2,pp=1",
+		Usage: "parallel layout: tp pp vpp cp ep dp mbs grad_accum recompute (dp defaults to the tasks left over); sets RANK order and TRAINRUN_TP..."},
+	{Name: "train-ckpt", Arg: "DIR", HasArg: true, Env: "TRAINRUN_CKPT_DIR", Example: "/tmp/ckpt/%u/%j",
+		Usage: "checkpoint directory (absolute; %u user, %j job id, %x job name), within the site's CkptRoots; exported as TRAINRUN_CKPT_DIR"},
+	{Name: "train-ckpt-signal", Arg: "SIG[@LEAD]", HasArg: true, Env: "TRAINRUN_CKPT_SIGNAL", Example: "USR2@5m",
+		Usage: "signal that asks the trainer for a checkpoint, and how long before the time limit (e.g. USR2@10m); exported as TRAINRUN_CKPT_SIGNAL, TRAINRUN_CKPT_LEAD"},
+	{Name: "train-nccl", Arg: "on|off", HasArg: true, Env: "TRAINRUN_NCCL", Example: "off",
+		Usage: "off: inject only the torchrun and TRAINRUN_* variables, not the NCCL/CUDA ones; on: inject them even where the policy has InjectEnv=no (if it lets users override it)"},
+	{Name: "train-explain", HasArg: false, Env: "TRAINRUN_EXPLAIN", Example: "",
+		Usage: "dry run: every task prints the environment trainrun would set and why, and nothing is injected"},
+}
+
+// OptionIndex returns the index of the option called name, or -1.
+func OptionIndex(name string) int {
+	name = strings.TrimPrefix(name, "--")
+	for i, o := range Options {
+		if o.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Request is what the user asked for, from options and twins, checked
+// against the policy of the partition.
+type Request struct {
+	Partition string
+	Model     string      // preset name or config.json path; "" = none
+	Layout    plan.Layout // degrees; zero = one data-parallel replica per task
+	LayoutSet bool
+	CkptDir   string        // unexpanded (%u %j %x); "" = none
+	Signal    string        // "USR2"
+	Lead      time.Duration // before the time limit
+	Inject    bool          // any injection (the policy's InjectEnv, or --train-nccl=on)
+	NCCL      bool          // the NCCL/CUDA variables too
+	Explain   bool
+}
+
+// Resolve combines the options given (name → value; flags "1"), their
+// environment twins for those not given, and the policy of partition. Every
+// error begins with the option or variable and its value.
+func Resolve(c *Config, partition string, given map[string]string, getenv func(string) string) (*Request, error) {
+	pol := c.Policy
+	if pol == nil {
+		pol = policy.Default()
+	}
+	s := pol.Effective(partition)
+	r := &Request{Partition: partition, Signal: s.CkptSignal.Value, Lead: s.CkptLead.Value, CkptDir: s.CkptDir.Value,
+		Inject: s.InjectEnv.Value, NCCL: true}
+	var errs []error
+	for i, o := range Options {
+		v, ok := given[o.Name]
+		what := "--" + o.Name
+		if !ok {
+			if v = getenv(o.Env); v == "" {
+				continue
+			}
+			what = o.Env
+		}
+		if err := apply(c, pol, &s, r, i, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%s: %w", what, v, err))
+		}
+	}
+	return r, errors.Join(errs...)
+}
+
+// Validate checks one option's value as the option callback gets it, so a
+// bad value is rejected at submission. The error names neither option nor
+// value: the caller adds them.
+func Validate(c *Config, partition string, idx int, value string) error {
+	pol := c.Policy
+	if pol == nil {
+		pol = policy.Default()
+	}
+	s := pol.Effective(partition)
+	r := &Request{Inject: s.InjectEnv.Value, NCCL: true}
+	return apply(c, pol, &s, r, idx, value)
+}
+
+func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx int, v string) error {
+	part := s.Partition
+	partName := "site-wide"
+	if part != "" {
+		partName = "partition " + part + "'s"
+	}
+	mayNot := func(key string) error {
+		return fmt.Errorf("%s policy (%s) does not let users override %s (UserOverride=%s); ask the site, or leave it out", partName, pol.File(), key, s.UserOverride.Value)
+	}
+	switch Options[idx].Name {
+	case "train-model":
+		if strings.HasPrefix(v, "/") {
+			f, err := os.Open(v)
+			if err != nil {
+				return fmt.Errorf("cannot read the model config: %v", err)
+			}
+			defer f.Close()
+			if _, err := plan.ParseHFConfig(f, v); err != nil {
+				return err
+			}
+			r.Model = v
+			return nil
+		}
+		m, err := plan.LookupModel(v)
+		if err != nil {
+			return err
+		}
+		r.Model = orStr(m.Name, v)
+	case "train-layout":
+		l, err := ParseLayout(v)
+		if err != nil {
+			return err
+		}
+		r.Layout, r.LayoutSet = l, true
+	case "train-ckpt":
+		if !path.IsAbs(v) || strings.ContainsAny(v, "$\n") || strings.Contains("/"+v+"/", "/../") {
+			return fmt.Errorf("want an absolute path without $ or .. (%%u user, %%j job id, %%x job name are expanded)")
+		}
+		dir := path.Clean(v)
+		if dir != s.CkptDir.Value && !pol.MayOverride("CkptDir", part) {
+			return mayNot("CkptDir")
+		}
+		if roots := s.CkptRoots.Value; len(roots) > 0 && !underRoot(dir, roots) {
+			return fmt.Errorf("not under the site's CkptRoots=%s (%s); pick a directory under one of them", strings.Join(roots, ","), s.CkptRoots.Source)
+		}
+		r.CkptDir = dir
+	case "train-ckpt-signal":
+		sig, lead, hasLead := strings.Cut(v, "@")
+		ps, err := policyValue("CkptSignal", sig)
+		if err != nil {
+			return err
+		}
+		if ps.CkptSignal.Value != s.CkptSignal.Value && !pol.MayOverride("CkptSignal", part) {
+			return mayNot("CkptSignal")
+		}
+		r.Signal = ps.CkptSignal.Value
+		if hasLead {
+			pl, err := policyValue("CkptLead", lead)
+			if err != nil {
+				return err
+			}
+			if pl.CkptLead.Value != s.CkptLead.Value && !pol.MayOverride("CkptLead", part) {
+				return mayNot("CkptLead")
+			}
+			r.Lead = pl.CkptLead.Value
+		}
+	case "train-nccl":
+		switch strings.ToLower(v) {
+		case "on":
+			if !s.InjectEnv.Value && !pol.MayOverride("InjectEnv", part) {
+				return mayNot("InjectEnv (it is no: the plugin only reports)")
+			}
+			r.Inject, r.NCCL = true, true
+		case "off":
+			r.NCCL = false
+		default:
+			return fmt.Errorf("accepted: on, off")
+		}
+	case "train-explain":
+		switch strings.ToLower(v) {
+		case "", "1", "yes", "true", "on":
+			r.Explain = true
+		case "0", "no", "false", "off":
+			r.Explain = false
+		default:
+			return fmt.Errorf("accepted: 1, yes, true, on (or 0, no, false, off)")
+		}
+	}
+	return nil
+}
+
+func orStr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func underRoot(dir string, roots []string) bool {
+	for _, r := range roots {
+		if dir == r || strings.HasPrefix(dir, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// policyValue parses one user value with the policy file's own parser, so
+// a signal or duration means the same in an option as in trainrun.conf.
+func policyValue(key, v string) (policy.Settings, error) {
+	if v == "" || strings.ContainsAny(v, " \t\r\n#\\=") {
+		k := findKey(key)
+		return policy.Settings{}, fmt.Errorf("want %s", k.Format)
+	}
+	p, err := policy.Parse(strings.NewReader(key+"="+v+"\n"), "option")
+	if err != nil {
+		var ce *topo.ConfError
+		if errors.As(err, &ce) {
+			return policy.Settings{}, errors.New(ce.Msg)
+		}
+		return policy.Settings{}, err
+	}
+	return p.Effective(""), nil
+}
+
+func findKey(name string) policy.Key {
+	for _, k := range policy.Keys() {
+		if k.Name == name {
+			return k
+		}
+	}
+	return policy.Key{Name: name}
+}
+
+// ParseLayout reads degrees as `trainrun env --fix` does: tp pp vpp cp ep dp
+// mbs grad_accum recompute. dp = 0 means "what the other degrees leave".
+func ParseLayout(s string) (plan.Layout, error) {
+	var l plan.Layout
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return l, fmt.Errorf("%q is not key=value (keys: tp pp vpp cp ep dp mbs grad_accum recompute)", kv)
+		}
+		if k == "recompute" {
+			switch v {
+			case "none", "selective", "full":
+				l.Recompute = v
+				continue
+			}
+			return l, fmt.Errorf("recompute=%q: accepted: none, selective, full", v)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return l, fmt.Errorf("%s=%q: want a positive integer", k, v)
+		}
+		switch k {
+		case "tp":
+			l.TP = n
+		case "pp":
+			l.PP = n
+		case "vpp":
+			l.VPP = n
+		case "cp":
+			l.CP = n
+		case "ep":
+			l.EP = n
+		case "dp":
+			l.DP = n
+		case "mbs":
+			l.MicroBatch = n
+		case "grad_accum", "grad-accum":
+			l.GradAccum = n
+		default:
+			return l, fmt.Errorf("unknown key %q; accepted: tp pp vpp cp ep dp mbs grad_accum recompute", k)
+		}
+	}
+	return l, nil
+}
+
+// LayoutString writes a layout back as ParseLayout reads it (for
+// `trainrun env --fix`).
+func LayoutString(l plan.Layout) string {
+	var parts []string
+	add := func(k string, v int) {
+		if v > 0 {
+			parts = append(parts, k+"="+strconv.Itoa(v))
+		}
+	}
+	add("tp", l.TP)
+	add("pp", l.PP)
+	add("vpp", l.VPP)
+	add("cp", l.CP)
+	add("ep", l.EP)
+	add("dp", l.DP)
+	add("mbs", l.MicroBatch)
+	add("grad_accum", l.GradAccum)
+	if l.Recompute != "" {
+		parts = append(parts, "recompute="+l.Recompute)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,258 @@
+package spank
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/topo"
+)
+
+// Step is what slurmstepd knows about a step before it forks the tasks.
+type Step struct {
+	JobID, StepID uint32
+	NodeID        int    // this node's index in Nodelist
+	NNodes        int    // nodes in the step
+	LocalTasks    int    // tasks on this node
+	TotalTasks    int    // tasks in the step
+	Nodelist      string // the step's nodes as a Slurm hostlist
+	Restart       int    // S_SLURM_RESTART_COUNT
+	User, JobName string
+	// Getenv reads the job's environment (spank_getenv): what the user set.
+	Getenv func(string) (string, bool)
+	// NodeAddrs are this node's addresses ("" = resolve the node's name).
+	NodeAddrs []string
+	// Root is the machine root to read /etc/nccl.conf from ("" = /).
+	Root string
+}
+
+// TaskEnv is what the C task_init does for one local task.
+type TaskEnv struct {
+	Rank    int      // the global rank the placement gave the task
+	Vars    []string // KEY=VALUE, each spank_setenv'd (overwrite: the decision is made)
+	Explain string   // with --train-explain: printed on the task's stderr
+}
+
+// launcherKey says whether a variable describes the job (torchrun's and
+// the plan's), as opposed to the NCCL/CUDA tuning --train-nccl=off drops.
+func launcherKey(k string) bool {
+	switch k {
+	case "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK":
+		return true
+	}
+	return strings.HasPrefix(k, "TRAINRUN_")
+}
+
+// MasterPort is the rendezvous port for a job, by the rule `trainrun env`
+// and `trainrun run` use (wrapper/cmd_env.go jobMasterPort; keep them in
+// step): 20000 + FNV-1a(job id) mod 10000, so jobs sharing a node differ.
+func MasterPort(jobID uint32) int {
+	h := fnv.New32a()
+	h.Write([]byte(strconv.FormatUint(uint64(jobID), 10)))
+	return 20000 + int(h.Sum32()%10000)
+}
+
+// ComputeStep computes the environment of every local task of a step with
+// plan.Place and plan.RankEnv, the functions `trainrun env` calls: same
+// inputs (the node's topology, the step's nodes and tasks per node as GPUs
+// per node, the layout, the policy of the partition, the user's values of
+// the variables, /etc/nccl.conf) give the same values. notes are
+// warnings for the log.
+func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskEnv, notes []string, err error) {
+	hosts, err := topo.ExpandHostlist(st.Nodelist)
+	if err != nil {
+		return nil, nil, fmt.Errorf("step node list %q: %v", st.Nodelist, err)
+	}
+	if len(hosts) != st.NNodes || st.NodeID < 0 || st.NodeID >= len(hosts) {
+		return nil, nil, fmt.Errorf("step node list %q has %d nodes; Slurm says %d and this is node %d", st.Nodelist, len(hosts), st.NNodes, st.NodeID)
+	}
+	G, world := st.LocalTasks, st.TotalTasks
+	if G < 1 || world != G*len(hosts) {
+		return nil, nil, fmt.Errorf("%d tasks over %d nodes with %d here: trainrun places the same number of tasks on every node (use --ntasks-per-node)", world, len(hosts), G)
+	}
+	l := r.Layout
+	if !r.LayoutSet {
+		l = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
+	} else if l.DP == 0 {
+		mp := max(l.TP, 1) * max(l.CP, 1) * max(l.PP, 1)
+		if world%mp != 0 {
+			return nil, nil, fmt.Errorf("layout %s: tp·cp·pp = %d does not divide the step's %d tasks", LayoutString(r.Layout), mp, world)
+		}
+		l.DP = world / mp
+	}
+	ml, err := MegatronLayout(l, world)
+	if err != nil {
+		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", LayoutString(r.Layout), err, len(hosts), G, world)
+	}
+	rails, _ := plan.RailsOf(node)
+	if len(rails) != G {
+		rails = nil // fewer ranks than GPUs: local rank i drives GPU i
+	}
+	nodes, err := plan.PlaceNodes(hosts, c.Cluster, rails)
+	if err != nil {
+		return nil, nil, fmt.Errorf("placement: %v", err)
+	}
+	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes})
+	if err != nil {
+		return nil, nil, fmt.Errorf("placement: %v", err)
+	}
+
+	root := orStr(st.Root, "/")
+	var conf map[string]string
+	if data, err := os.ReadFile(filepath.Join(root, "etc/nccl.conf")); err == nil {
+		if conf, err = plan.ParseNCCLConf(data); err != nil {
+			return nil, nil, fmt.Errorf("%s: %v", filepath.Join(root, "etc/nccl.conf"), err)
+		}
+	}
+	_, verr := os.Stat(filepath.Join(root, "var/run/nvidia-topologyd/virtualTopology.xml"))
+
+	pol := policy.Default()
+	if c.Policy != nil {
+		pol = c.Policy
+	}
+	npol := pol.Effective(r.Partition).NCCL()
+	user := map[string]string{}
+	if st.Getenv != nil {
+		for _, k := range plan.ManagedEnvKeys(npol) {
+			if v, ok := st.Getenv(k); ok && v != "" {
+				user[k] = v
+			}
+		}
+	}
+	here := hosts[st.NodeID]
+	addrs := st.NodeAddrs
+	if len(addrs) == 0 {
+		addrs = Resolve4(here, time.Second)
+	}
+	extra := r.extraVars(st)
+	byLocal := map[int]int{}
+	for i, rp := range p.Ranks {
+		if rp.Node == here {
+			byLocal[rp.LocalRank] = i
+		}
+	}
+	tasks = make([]TaskEnv, G)
+	for lr := 0; lr < G; lr++ {
+		rank, ok := byLocal[lr]
+		if !ok {
+			return nil, nil, fmt.Errorf("placement has no rank for slot %d of %s", lr, here)
+		}
+		e, err := plan.RankEnv(plan.EnvInput{
+			Node: node, Placement: p, Rank: rank, Plan: ml,
+			MasterPort: MasterPort(st.JobID), NodeAddrs: addrs,
+			UserEnv: user, NCCLConf: conf, Policy: npol, VirtualTopology: verr == nil,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if lr == 0 {
+			notes = append(notes, e.Notes...)
+		}
+		t := TaskEnv{Rank: rank}
+		for _, v := range e.Injected() {
+			if !r.NCCL && !launcherKey(v.Key) {
+				continue
+			}
+			t.Vars = append(t.Vars, v.Key+"="+v.Value)
+		}
+		t.Vars = append(t.Vars, extra...)
+		if r.Explain {
+			t.Explain = explain(e, extra, r)
+		}
+		if !r.Inject || r.Explain {
+			t.Vars = nil
+		}
+		tasks[lr] = t
+	}
+	if !r.Inject {
+		notes = append(notes, "the policy's InjectEnv=no: nothing injected (--train-explain shows what would be)")
+	}
+	return tasks, notes, nil
+}
+
+// extraVars are the TRAINRUN_* variables of the checkpoint handshake and the
+// model, the same for every task.
+func (r *Request) extraVars(st Step) []string {
+	var out []string
+	if r.Model != "" {
+		out = append(out, "TRAINRUN_MODEL="+r.Model)
+	}
+	if r.CkptDir != "" {
+		out = append(out, "TRAINRUN_CKPT_DIR="+policy.ExpandCkptDir(r.CkptDir, st.User, strconv.FormatUint(uint64(st.JobID), 10), st.JobName))
+	}
+	if r.Signal != "" {
+		out = append(out, "TRAINRUN_CKPT_SIGNAL="+r.Signal) // "USR2", as trainrun run sets it
+	}
+	if r.Lead > 0 {
+		out = append(out, "TRAINRUN_CKPT_LEAD="+strconv.Itoa(int(r.Lead/time.Second)))
+	}
+	out = append(out, "TRAINRUN_RESTART_COUNT="+strconv.Itoa(st.Restart))
+	return out
+}
+
+func explain(e *plan.Env, extra []string, r *Request) string {
+	var b strings.Builder
+	head := "trainrun: explain: dry run, nothing injected"
+	if !r.Explain {
+		head = "trainrun: explain"
+	}
+	b.WriteString(head + "\n")
+	for _, v := range e.Vars {
+		why := strings.ReplaceAll(v.Why, "\n", " ")
+		switch {
+		case v.Inject && !r.NCCL && !launcherKey(v.Key):
+			fmt.Fprintf(&b, "# %s=%s not injected (--train-nccl=off): %s\n", v.Key, v.Value, why)
+		case v.Inject:
+			fmt.Fprintf(&b, "# %s (%s): %s\n%s=%s\n", v.Key, v.Source, why, v.Key, v.Value)
+		case v.Value != "":
+			fmt.Fprintf(&b, "# %s=%s stays (%s, not injected): %s\n", v.Key, v.Value, v.Source, why)
+		default:
+			fmt.Fprintf(&b, "# %s not set: %s\n", v.Key, why)
+		}
+	}
+	for _, kv := range extra {
+		fmt.Fprintf(&b, "%s\n", kv)
+	}
+	for _, n := range e.Notes {
+		fmt.Fprintf(&b, "# note: %s\n", strings.ReplaceAll(n, "\n", " "))
+	}
+	return b.String()
+}
+
+// MegatronLayout checks that the degrees use exactly world tasks (as
+// `trainrun env` does); with ep > 1, dp may be given per expert group.
+func MegatronLayout(l plan.Layout, world int) (plan.Layout, error) {
+	one := func(v int) int { return max(v, 1) }
+	tp, cp, ep, dp, pp := one(l.TP), one(l.CP), one(l.EP), one(l.DP), one(l.PP)
+	switch {
+	case tp*cp*dp*pp == world:
+	case ep > 1 && tp*cp*ep*dp*pp == world:
+		l.DP = dp * ep
+	default:
+		return l, fmt.Errorf("tp=%d cp=%d dp=%d pp=%d (ep=%d) uses %d tasks", tp, cp, dp, pp, ep, tp*cp*dp*pp)
+	}
+	return l, nil
+}
+
+// Resolve4 looks a node's name up (IPv4), within timeout; nil on failure.
+func Resolve4(host string, timeout time.Duration) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIP(ctx, "ip4", host)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, ip.String())
+	}
+	return out
+}

@@ -1,0 +1,605 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trainrun/trainrun/test/harness"
+)
+
+// The SPANK plugin against the real Slurm: built fresh from this tree (the
+// same command as `make spank`), loaded through plugstack.conf by srun,
+// sbatch, slurmstepd, the epilog process and slurmd.
+
+var (
+	pluginOnce sync.Once
+	pluginPath string
+	pluginErr  error
+)
+
+// buildPlugin builds spank_trainrun.so as `make spank` does, once, into a
+// directory that lives as long as the test binary.
+func buildPlugin(t testing.TB) string {
+	t.Helper()
+	pluginOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "trainrun-spank-e2e-")
+		if err != nil {
+			pluginErr = err
+			return
+		}
+		root := repoRoot()
+		so := filepath.Join(dir, "spank_trainrun.so")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags",
+			"-extldflags=-Wl,--version-script="+filepath.Join(root, "spank/plugin/spank_trainrun.map"), "-o", so, "./spank/plugin")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			pluginErr = fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+			return
+		}
+		pluginPath = so
+	})
+	if pluginErr != nil {
+		t.Fatal(pluginErr)
+	}
+	return pluginPath
+}
+
+// spankPolicy is the site policy the tests load: a forced and a default
+// NCCL variable, checkpoint roots, and a partition where users may
+// override nothing.
+const spankPolicy = `# trainrun.conf for the e2e tests
+NCCLForce=NCCL_IB_TIMEOUT=22
+NCCLDefault=NCCL_DEBUG=WARN
+CkptRoots=/tmp,/scratch
+PartitionName=high UserOverride=none
+`
+
+// run runs a client command with extra environment entries and returns
+// stdout, stderr and the error (which holds both and the daemons' logs).
+func run(ctx context.Context, env []string, name string, args ...string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := spankCluster.Command(ctx, name, args...)
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), stderr.String(), &harness.CmdError{Args: cmd.Args, Err: err, Stdout: stdout.String(), Stderr: stderr.String(), Logs: spankCluster.LogTail(20)}
+	}
+	return stdout.String(), stderr.String(), nil
+}
+
+// mustRun is run that fails the test on error.
+func mustRun(t *testing.T, env []string, name string, args ...string) string {
+	t.Helper()
+	out, _, err := run(context.Background(), env, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// wantRejected runs a command that must fail and checks its stderr.
+func wantRejected(t *testing.T, env []string, want []string, name string, args ...string) string {
+	t.Helper()
+	_, stderr, err := run(context.Background(), env, name, args...)
+	if err == nil {
+		t.Fatalf("%s %s succeeded; want it rejected", name, strings.Join(args, " "))
+	}
+	for _, w := range want {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("%s %s: stderr lacks %q:\n%s", name, strings.Join(args, " "), w, stderr)
+		}
+	}
+	return stderr
+}
+
+func writePlugstack(t *testing.T, lines ...string) {
+	t.Helper()
+	if err := os.WriteFile(spankCluster.PlugstackPath(), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSpank loads the plugin (required, with a policy) and restarts every
+// slurmd with it; at the end it restores an empty plugstack.conf and
+// restarts them again, which checks that slurmd shuts down cleanly (exit 0
+// within 15 s of SIGTERM) with the plugin loaded.
+// spankCluster is the cluster TestSpank runs on: one of its own, so the
+// plugin's minutes of steps and its preemption run beside the other long
+// tests instead of after them.
+var spankCluster *harness.Cluster
+
+func TestSpank(t *testing.T) {
+	t.Parallel()
+	cluster := ownCluster(t)
+	spankCluster = cluster
+	so, bin := buildPlugin(t), trainrun(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "trainrun.conf")
+	if err := os.WriteFile(pol, []byte(spankPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "cache")
+	good := fmt.Sprintf("required %s policy=%s cache=%s", so, pol, cache)
+	if err := cluster.SetPlugstack(ctx, []string{good}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.SetPlugstack(context.Background(), nil); err != nil {
+			t.Errorf("slurmd with the plugin loaded did not stop cleanly: %v", err)
+		}
+	})
+	restore := func() { writePlugstack(t, good) }
+
+	t.Run("exports only plugin_ and slurm_spank_ symbols", func(t *testing.T) {
+		out, err := exec.Command("nm", "-D", "--defined-only", so).Output()
+		if err != nil {
+			t.Skipf("nm: %v", err)
+		}
+		var syms []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(l)
+			name := f[len(f)-1]
+			syms = append(syms, name)
+			if !strings.HasPrefix(name, "plugin_") && !strings.HasPrefix(name, "slurm_spank_") {
+				t.Errorf("%s exports %s", so, name)
+			}
+		}
+		for _, want := range []string{"plugin_name", "plugin_type", "plugin_version", "slurm_spank_init", "slurm_spank_init_post_opt", "slurm_spank_task_init", "slurm_spank_job_epilog"} {
+			if !slices.Contains(syms, want) {
+				t.Errorf("%s does not export %s: %q", so, want, syms)
+			}
+		}
+	})
+
+	t.Run("help lists the options", func(t *testing.T) {
+		for _, c := range []string{"srun", "sbatch", "salloc"} {
+			out := mustRun(t, nil, c, "--help")
+			for _, o := range []string{"train-model", "train-layout", "train-ckpt", "train-ckpt-signal", "train-nccl", "train-explain"} {
+				if !strings.Contains(out, "--"+o) {
+					t.Errorf("%s --help lacks --%s", c, o)
+				}
+			}
+			for _, e := range []string{"TRAINRUN_MODEL", "TRAINRUN_LAYOUT", "TRAINRUN_CKPT_DIR", "TRAINRUN_CKPT_SIGNAL", "TRAINRUN_NCCL", "TRAINRUN_EXPLAIN"} {
+				if !strings.Contains(out, e) {
+					t.Errorf("%s --help does not name the twin %s", c, e)
+				}
+			}
+		}
+	})
+
+	t.Run("bad values are rejected at submission", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			env  []string
+			cmd  []string
+			want []string
+		}{
+			{"srun option", nil, []string{"srun", "-N1", "--train-nccl=maybe", "true"}, []string{"trainrun: submit: --train-nccl=maybe: accepted: on, off"}},
+			{"sbatch option", nil, []string{"sbatch", "--train-model=llama9", "--wrap", "true"}, []string{"trainrun: submit: --train-model=llama9: unknown model \"llama9\""}},
+			{"salloc option", nil, []string{"salloc", "--train-ckpt=/home/x", "true"}, []string{"trainrun: submit: --train-ckpt=/home/x: not under the site's CkptRoots=/tmp,/scratch"}},
+			{"env twin", []string{"TRAINRUN_CKPT_SIGNAL=KILL"}, []string{"srun", "-N1", "true"}, []string{"trainrun: submit: TRAINRUN_CKPT_SIGNAL=KILL", "SIGKILL cannot be caught"}},
+			{"sbatch env twin", []string{"TRAINRUN_LAYOUT=tp=two"}, []string{"sbatch", "--wrap", "true"}, []string{`trainrun: submit: TRAINRUN_LAYOUT=tp=two: tp="two": want a positive integer`}},
+			{"#SBATCH directive", nil, []string{"sbatch", filepath.Join(dir, "bad-directive.sh")}, []string{"trainrun: submit: --train-ckpt-signal=STOP"}},
+			// The partition is known only on the node: the check there
+			// fails the step's tasks (required) with the policy named.
+			{"policy of the partition", nil, []string{"srun", "-p", harness.HighPartition, "-N1", "--train-ckpt-signal=TERM", "true"},
+				[]string{"trainrun: step: --train-ckpt-signal=TERM: partition high's policy (" + pol + ") does not let users override CkptSignal"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if err := os.WriteFile(filepath.Join(dir, "bad-directive.sh"), []byte("#!/bin/bash\n#SBATCH --train-ckpt-signal=STOP\ntrue\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				wantRejected(t, tc.env, tc.want, tc.cmd[0], tc.cmd[1:]...)
+			})
+		}
+	})
+
+	t.Run("option, twin and #SBATCH take effect", func(t *testing.T) {
+		out := mustRun(t, nil, "srun", "-N1", "-n1", "--train-ckpt=/tmp/ck/%u/%j", "--train-ckpt-signal=TERM@2m", "--train-layout=tp=1",
+			"bash", "-c", `echo "$SLURM_JOB_ID $TRAINRUN_CKPT_DIR $TRAINRUN_CKPT_SIGNAL $TRAINRUN_CKPT_LEAD"`)
+		f := strings.Fields(out)
+		if len(f) != 4 || f[1] != "/tmp/ck/root/"+f[0] || f[2] != "TERM" || f[3] != "120" {
+			t.Errorf("srun options: task saw %q, want JOBID /tmp/ck/root/JOBID TERM 120", out)
+		}
+		// Twins whose effect differs from their own value.
+		out = mustRun(t, []string{"TRAINRUN_LAYOUT=tp=2", "TRAINRUN_NCCL=off"}, "srun", "-N1", "-n2", "bash", "-c", `echo "$TRAINRUN_TP:$TRAINRUN_DP:${NCCL_IB_TIMEOUT-unset}"`)
+		if strings.Fields(out)[0] != "2:1:unset" || strings.Fields(out)[1] != "2:1:unset" {
+			t.Errorf("twins TRAINRUN_LAYOUT=tp=2 TRAINRUN_NCCL=off: tasks saw %q, want 2:1:unset twice", out)
+		}
+		out = mustRun(t, nil, "srun", "-N1", "-n2", "bash", "-c", `echo "$TRAINRUN_TP:${NCCL_IB_TIMEOUT-unset}"`)
+		if strings.Fields(out)[0] != "1:22" {
+			t.Errorf("defaults: task saw %q, want 1:22 (NCCLForce=NCCL_IB_TIMEOUT=22)", out)
+		}
+		// #SBATCH directives reach the batch script and every srun step in it.
+		id, err := cluster.SubmitBatch(ctx, "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=2 --train-layout=tp=2,pp=2 --train-nccl=off --train-model=llama3-8b\n"+
+			"echo script TRAINRUN_LAYOUT=$TRAINRUN_LAYOUT\n"+
+			"srun bash -c 'echo task $RANK $TRAINRUN_TP $TRAINRUN_PP $TRAINRUN_DP ${NCCL_IB_TIMEOUT-unset} $TRAINRUN_MODEL'\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cluster.WaitJob(ctx, id, 60*time.Second, "COMPLETED"); err != nil {
+			t.Fatal(err)
+		}
+		out = cluster.JobOutput(id)
+		var tasks []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "task ") {
+				tasks = append(tasks, l)
+			}
+		}
+		sort.Strings(tasks)
+		want := []string{"task 0 2 2 1 unset llama3-8b", "task 1 2 2 1 unset llama3-8b", "task 2 2 2 1 unset llama3-8b", "task 3 2 2 1 unset llama3-8b"}
+		if !slices.Equal(tasks, want) || !strings.Contains(out, "script TRAINRUN_LAYOUT=tp=2,pp=2") {
+			t.Errorf("#SBATCH directives: output\n%s\nwant tasks %q", out, want)
+		}
+	})
+
+	t.Run("every task's environment equals trainrun env", func(t *testing.T) {
+		out := filepath.Join(dir, "envs")
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		jobOut := mustRun(t, nil, "srun", "-N4", "--ntasks-per-node=8", "--gpus-per-node=8", "--train-layout=tp=4,pp=2",
+			"bash", "-c", `env > `+out+`/$SLURM_PROCID.env; [ "$SLURM_PROCID" = 0 ] && echo $SLURM_JOB_ID; true`)
+		jobID, err := strconv.Atoi(strings.TrimSpace(jobOut))
+		if err != nil {
+			t.Fatalf("job id: %q", jobOut)
+		}
+		ranks := map[int]bool{}
+		for procid := 0; procid < 32; procid++ {
+			task := readEnvFile(t, filepath.Join(out, strconv.Itoa(procid)+".env"))
+			rank, err := strconv.Atoi(task["RANK"])
+			if err != nil {
+				t.Fatalf("task %d: RANK=%q", procid, task["RANK"])
+			}
+			ranks[rank] = true
+			nodeRank, _ := strconv.Atoi(task["NODE_RANK"])
+			if task["SLURMD_NODENAME"] != fmt.Sprintf("n%d", nodeRank+1) || task["LOCAL_RANK"] != task["SLURM_LOCALID"] {
+				t.Errorf("task %d on %s local %s got NODE_RANK=%s LOCAL_RANK=%s", procid, task["SLURMD_NODENAME"], task["SLURM_LOCALID"], task["NODE_RANK"], task["LOCAL_RANK"])
+			}
+			cmd := exec.Command(bin, "env", "--rank", strconv.Itoa(rank), "--nodelist", "n[1-4]", "--gpus-per-node", "8",
+				"--fix", "tp=4,pp=2", "--policy", pol, "--partition", harness.LowPartition,
+				"--format", "json")
+			// trainrun env derives MASTER_PORT from SLURM_JOB_ID as trainrun
+			// run does; the cluster's environment (SLURM_CONF) lets it ask
+			// scontrol for the topology, as inside the job.
+			cmd.Env = append(cluster.Env(), "SLURM_JOB_ID="+strconv.Itoa(jobID))
+			js, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("trainrun env: %v", err)
+			}
+			var e struct {
+				Vars []struct {
+					Key, Value string
+					Inject     bool
+				}
+			}
+			if err := json.Unmarshal(js, &e); err != nil {
+				t.Fatal(err)
+			}
+			injected := 0
+			for _, v := range e.Vars {
+				if !v.Inject {
+					if got, ok := task[v.Key]; ok && v.Key != "CUDA_VISIBLE_DEVICES" {
+						t.Errorf("rank %d: %s=%s in the task; trainrun env leaves it unset", rank, v.Key, got)
+					}
+					continue
+				}
+				injected++
+				if got := task[v.Key]; got != v.Value {
+					t.Errorf("rank %d: %s=%q in the task, trainrun env says %q", rank, v.Key, got, v.Value)
+				}
+			}
+			if injected < 20 {
+				t.Errorf("rank %d: trainrun env injects only %d variables", rank, injected)
+			}
+		}
+		if len(ranks) != 32 {
+			t.Errorf("ranks are not 0..31 once each: %v", ranks)
+		}
+		// The job's per-node files exist until the job epilog removes them.
+		waitGone(t, filepath.Join(cache, fmt.Sprintf("job-%d", jobID)))
+	})
+
+	t.Run("consecutive multi-node steps", func(t *testing.T) {
+		steps := 60 // 1.2-2.3 s a step on the project's loaded 2-core machine; TRAINRUN_E2E_SPANK_STEPS=500 for the full run
+		if s, err := strconv.Atoi(os.Getenv("TRAINRUN_E2E_SPANK_STEPS")); err == nil && s > 0 {
+			steps = s
+		}
+		ranks := filepath.Join(dir, "steps.out")
+		t0 := time.Now()
+		id, err := cluster.SubmitBatch(ctx, fmt.Sprintf(`#!/bin/bash
+#SBATCH -N4 --ntasks-per-node=2 --train-layout=tp=2
+fail=0
+for i in $(seq %d); do
+	srun --overlap printenv RANK >> %s || fail=$((fail+1))
+done
+echo "steps failed: $fail"
+`, steps, ranks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		limit := time.Duration(steps)*3*time.Second + time.Minute
+		if _, err := cluster.WaitJob(ctx, id, limit, "COMPLETED"); err != nil {
+			t.Fatalf("after %v: %v", time.Since(t0).Round(time.Second), err)
+		}
+		took := time.Since(t0)
+		out := cluster.JobOutput(id)
+		if !strings.Contains(out, "steps failed: 0") {
+			t.Errorf("job output:\n%s", out)
+		}
+		data, err := os.ReadFile(ranks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := map[string]int{}
+		for _, r := range strings.Fields(string(data)) {
+			count[r]++
+		}
+		for r := 0; r < 8; r++ {
+			if count[strconv.Itoa(r)] != steps {
+				t.Errorf("RANK=%d seen %d times in %d steps", r, count[strconv.Itoa(r)], steps)
+			}
+		}
+		if len(count) != 8 {
+			t.Errorf("ranks seen: %v", count)
+		}
+		t.Logf("%d consecutive 4-node, 8-task steps with the plugin: %v (%v a step)", steps, took.Round(time.Second), (took / time.Duration(steps)).Round(time.Millisecond))
+		waitNoJobProcesses(t, id)
+		waitGone(t, filepath.Join(cache, fmt.Sprintf("job-%d", id)))
+		// One topology per boot, discovered once and read by every later step.
+		if m, _ := filepath.Glob(filepath.Join(cache, "node-*.json")); len(m) != 1 {
+			t.Errorf("node topology cache: %q, want one node-BOOTID.json", m)
+		}
+	})
+
+	// Preemption and requeue with the plugin loaded behave as without it:
+	// the same job (a step under srun; the batch shell ignores SIGTERM so
+	// that the job stays until GraceTime ends and is requeued) is preempted
+	// by a high-partition job, requeued once and restarted, in both runs;
+	// with the plugin the restarted step's tasks get TRAINRUN_RESTART_COUNT=1.
+	t.Run("preempted and requeued as without the plugin", func(t *testing.T) {
+		defer restore()
+		scenario := func(t *testing.T) (restarts, out string) {
+			var ids []int
+			defer func() { cancelJobs(t, ids...) }()
+			low, err := cluster.SubmitBatch(ctx, "#!/bin/bash\ntrap '' TERM\n"+
+				"srun --ntasks-per-node=1 bash -c 'echo start restart=${TRAINRUN_RESTART_COUNT-none} rank=${RANK-none}; exec sleep 300'\nsleep 300\n",
+				"-p", harness.LowPartition, "-N4", "--gpus-per-node=8", "--requeue", "--open-mode=append", "-J", "spank-low")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, low)
+			waitStarts := func(n int) {
+				deadline := time.Now().Add(60 * time.Second)
+				for strings.Count(cluster.JobOutput(low), "start restart=") < n {
+					if time.Now().After(deadline) {
+						t.Fatalf("job %d: fewer than %d task starts after 60 s:\n%s", low, n, cluster.JobOutput(low))
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			waitStarts(4) // every task runs before the preemption
+			high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 300\n", "-p", harness.HighPartition, "-N1", "--gpus-per-node=8", "-J", "spank-high")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, high)
+			if _, err := cluster.WaitJob(ctx, high, 60*time.Second, "RUNNING"); err != nil {
+				t.Fatal(err)
+			}
+			info, err := cluster.JobInfo(ctx, low)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancelJobs(t, high)
+			if _, err := cluster.WaitJob(ctx, low, 90*time.Second, "RUNNING"); err != nil {
+				t.Fatal(err)
+			}
+			waitStarts(8)
+			out = cluster.JobOutput(low)
+			cancelJobs(t, low)
+			waitNoJobProcesses(t, low)
+			return info["Restarts"], out
+		}
+		starts := func(out string) []string {
+			var l []string
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, "start ") {
+					l = append(l, line)
+				}
+			}
+			sort.Strings(l)
+			return l
+		}
+		writePlugstack(t, "")
+		r0, out0 := scenario(t)
+		restore()
+		r1, out1 := scenario(t)
+		if r0 != "1" || r1 != r0 {
+			t.Errorf("Restarts after preemption: %s without the plugin, %s with it; want 1 both", r0, r1)
+		}
+		if strings.Contains(out0, "DUE TO PREEMPTION") != strings.Contains(out1, "DUE TO PREEMPTION") {
+			t.Errorf("preemption reported differently:\nwithout:\n%s\nwith:\n%s", out0, out1)
+		}
+		want0 := []string{"start restart=none rank=none", "start restart=none rank=none", "start restart=none rank=none", "start restart=none rank=none",
+			"start restart=none rank=none", "start restart=none rank=none", "start restart=none rank=none", "start restart=none rank=none"}
+		want1 := []string{"start restart=0 rank=0", "start restart=0 rank=1", "start restart=0 rank=2", "start restart=0 rank=3",
+			"start restart=1 rank=0", "start restart=1 rank=1", "start restart=1 rank=2", "start restart=1 rank=3"}
+		if got := starts(out0); !slices.Equal(got, want0) {
+			t.Errorf("without the plugin: starts %q, want %q; output:\n%s", got, want0, out0)
+		}
+		if got := starts(out1); !slices.Equal(got, want1) {
+			t.Errorf("with the plugin: starts %q, want %q; output:\n%s", got, want1, out1)
+		}
+	})
+
+	t.Run("slurmd restarts with the plugin loaded", func(t *testing.T) {
+		n := cluster.Nodes()[0]
+		if err := cluster.RestartSlurmd(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		out := mustRun(t, nil, "srun", "-w", n, "-n1", "printenv", "RANK")
+		if strings.TrimSpace(out) != "0" {
+			t.Errorf("after restart: RANK=%q", out)
+		}
+	})
+
+	t.Run("broken policy", func(t *testing.T) {
+		bad := filepath.Join(dir, "broken.conf")
+		if err := os.WriteFile(bad, []byte("CkptSignal=USR2\nCkptLeed=5m\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer restore()
+		named := bad + ":2: CkptLeed: unknown key"
+
+		writePlugstack(t, fmt.Sprintf("optional %s policy=%s cache=%s", so, bad, cache))
+		stdout, stderr, err := run(ctx, nil, "srun", "-N2", "--ntasks-per-node=2", "bash", "-c", `echo "rank=${RANK-none}"`)
+		if err != nil {
+			t.Fatalf("optional: the job failed: %v", err)
+		}
+		if c := strings.Count(stdout, "rank=none"); c != 4 {
+			t.Errorf("optional: want 4 tasks without injection, got:\n%s", stdout)
+		}
+		var lines []string
+		for _, l := range strings.Split(stderr, "\n") {
+			if strings.Contains(l, "trainrun:") {
+				lines = append(lines, l)
+			}
+		}
+		// One line from srun (submission) and one from the step (node 0's
+		// first task), not one per task or node.
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "srun: error: trainrun: config: policy: ") || !strings.Contains(lines[0], named) ||
+			!strings.Contains(lines[1], "slurmstepd") || !strings.Contains(lines[1], named) {
+			t.Errorf("optional: want 2 lines (srun, step) naming %q; stderr:\n%s", named, stderr)
+		}
+		id, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsrun -n1 bash -c 'echo rank=${RANK-none}'\n")
+		if err != nil {
+			t.Fatalf("optional: sbatch: %v", err)
+		}
+		if _, err := cluster.WaitJob(ctx, id, 60*time.Second, "COMPLETED"); err != nil {
+			t.Fatal(err)
+		}
+
+		writePlugstack(t, fmt.Sprintf("required %s policy=%s cache=%s", so, bad, cache))
+		wantRejected(t, nil, []string{"srun: error: trainrun: config: policy: ", named}, "srun", "-N1", "true")
+		wantRejected(t, nil, []string{"sbatch: error: trainrun: config: policy: ", named}, "sbatch", "--wrap", "true")
+		wantRejected(t, nil, []string{"unknown key \"polcy\""}, "sh", "-c", "echo 'required "+so+" polcy=/x' > "+cluster.PlugstackPath()+" && srun -N1 true")
+	})
+
+	t.Run("explain", func(t *testing.T) {
+		stdout, stderr, err := run(ctx, nil, "srun", "-N1", "-n1", "--train-explain", "bash", "-c", `echo "rank=${RANK-none}"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(stdout) != "rank=none" || !strings.Contains(stderr, "trainrun: explain: dry run, nothing injected") ||
+			!strings.Contains(stderr, "\nRANK=0\n") || !strings.Contains(stderr, "# NCCL_IB_TIMEOUT (policy-force)") {
+			t.Errorf("explain: stdout %q, stderr:\n%s", stdout, stderr)
+		}
+	})
+}
+
+// waitGone waits for the job epilog to remove a per-job directory.
+func waitGone(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s still there 20 s after the job ended: the job epilog did not clean it", path)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitNoJobProcesses waits until no process has SLURM_JOB_ID=id in its
+// environment and no slurmstepd serves the job.
+func waitNoJobProcesses(t *testing.T, id int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	marker := []byte("SLURM_JOB_ID=" + strconv.Itoa(id) + "\x00")
+	stepd := fmt.Sprintf("[%d.", id)
+	for {
+		var left []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if len(stat) > 0 && isZombie(string(stat)) {
+				continue
+			}
+			if slices.Contains(strings.Split(string(env), "\x00"), strings.TrimSuffix(string(marker), "\x00")) || strings.Contains(string(cmdline), stepd) {
+				left = append(left, fmt.Sprintf("%d %q", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("job %d: processes left 20 s after it ended:\n%s", id, strings.Join(left, "\n"))
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// BenchmarkSpankSrunTrue times `srun -N1 true` without and with the plugin
+// in plugstack.conf, alternating, and reports both and their ratio.
+// srun and slurmstepd read plugstack.conf at every launch, so switching
+// the file between runs is enough.
+func BenchmarkSpankSrunTrue(b *testing.B) {
+	so := buildPlugin(b)
+	dir := b.TempDir()
+	with := fmt.Sprintf("required %s cache=%s\n", so, filepath.Join(dir, "cache"))
+	defer os.WriteFile(cluster.PlugstackPath(), nil, 0o644)
+	ctx := context.Background()
+	var none, plug time.Duration
+	srun := func(conf string) time.Duration {
+		if err := os.WriteFile(cluster.PlugstackPath(), []byte(conf), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := cluster.Run(ctx, "srun", "-N1", "-n1", "true"); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	srun(with) // warm the page cache and the node topology cache
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			none += srun("")
+			plug += srun(with)
+		} else {
+			plug += srun(with)
+			none += srun("")
+		}
+	}
+	b.ReportMetric(float64(none.Milliseconds())/float64(b.N), "ms/srun-without")
+	b.ReportMetric(float64(plug.Milliseconds())/float64(b.N), "ms/srun-with")
+	b.ReportMetric(float64(plug)/float64(none), "ratio")
+}

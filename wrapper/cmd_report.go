@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/trainrun/trainrun/wrapper/obs"
+)
+
+func init() {
+	register(&command{name: "report", short: "summarise a run across its incarnations (and draw its timeline)", run: runReport})
+}
+
+func runReport(ctx context.Context, env *runEnv, args []string) error {
+	fs := newFlags("report", "report [--svg FILE] [--format text|json] JOBDIR", env.stderr)
+	svg := fs.String("svg", "", "also draw the run's timeline (incarnations, checkpoints, interruptions, requeue waits, steps) into this SVG file")
+	format := fs.String("format", "text", "text, or json (the report's data)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("report needs one job directory (the run's TRAINRUN_JOB_DIR, e.g. trainrun-1234), got %d arguments", fs.NArg())
+	}
+	if *format != "text" && *format != "json" {
+		return usageErrorf("--format %q: use text or json", *format)
+	}
+	if strings.HasSuffix(strings.ToLower(*svg), ".png") {
+		return usageErrorf("--svg %s: trainrun writes SVG; write %s and convert it (Debian librsvg2-bin: rsvg-convert -o %s %s)",
+			*svg, strings.TrimSuffix(*svg, filepath.Ext(*svg))+".svg", *svg, strings.TrimSuffix(*svg, filepath.Ext(*svg))+".svg")
+	}
+	dir := fs.Arg(0)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return usageErrorf("job directory %s: not a directory", dir)
+	}
+	evs, err := obs.ReadEvents(dir)
+	if err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return withCode(ExitUsage, fmt.Errorf("job directory %s: no %s: not a trainrun job directory, or its runs predate the event log", dir, obs.EventsFile))
+	}
+	rep := obs.BuildReport(evs)
+	if *format == "json" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		env.stdout.Write(append(b, '\n'))
+	} else {
+		rep.WriteText(env.stdout)
+	}
+	if *svg != "" {
+		var b bytes.Buffer
+		if err := rep.WriteSVG(&b); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(*svg, b.Bytes(), 0o644); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return usageErrorf("--svg %s: directory %s does not exist", *svg, filepath.Dir(*svg))
+			}
+			return fmt.Errorf("--svg %s: %w", *svg, err)
+		}
+		if *format == "text" {
+			fmt.Fprintf(env.stdout, "\ntimeline: %s\n", *svg)
+		}
+	}
+	return nil
+}

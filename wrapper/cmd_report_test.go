@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runReportCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
+	code := dispatch(context.Background(), env, append([]string{"report"}, args...))
+	return code, out.String(), errb.String()
+}
+
+// testdata/report/job/events.jsonl is a four-incarnation run (time limit,
+// preemption, a crash 7 minutes after a checkpoint, finish), written by the
+// generator in its README; the text report and the SVG are golden files.
+func TestReportGolden(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "timeline.svg")
+	code, out, errs := runReportCmd(t, "--svg", svg, filepath.Join("testdata", "report", "job"))
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden(t, "report/report.golden", strings.ReplaceAll(out, svg, "TIMELINE.svg"))
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report/timeline.svg", string(b))
+	for _, want := range []string{"requeued after time-limit", "requeued after preempted", "failed: step-failed", "lost  ",
+		"requeue waits: 27s, 3m10s, 2m30s", "effective over the run: 2.89 s/step", "69% of predicted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The SVG must be well-formed for a renderer, where one is installed.
+	if rsvg, err := exec.LookPath("rsvg-convert"); err == nil {
+		png := filepath.Join(t.TempDir(), "t.png")
+		if b, err := exec.Command(rsvg, "-o", png, svg).CombinedOutput(); err != nil {
+			t.Errorf("rsvg-convert: %v\n%s", err, b)
+		}
+	}
+}
+
+func TestReportErrors(t *testing.T) {
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no job dir", nil, ExitUsage, "needs one job directory"},
+		{"missing dir", []string{filepath.Join(empty, "nope")}, ExitUsage, "not a directory"},
+		{"no event log", []string{empty}, ExitUsage, "no events.jsonl"},
+		{"bad format", []string{"--format", "yaml", empty}, ExitUsage, "--format \"yaml\""},
+		{"png asked", []string{"--svg", "t.png", empty}, ExitUsage, "rsvg-convert -o t.png t.svg"},
+		{"svg into a missing directory", []string{"--svg", filepath.Join(empty, "no", "t.svg"), filepath.Join("testdata", "report", "job")}, ExitUsage, "does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runReportCmd(t, tc.args...)
+			if code != tc.code || !strings.Contains(errs, tc.msg) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, errs, tc.code, tc.msg)
+			}
+		})
+	}
+}

@@ -1,0 +1,204 @@
+package obs
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Kind is what happened.
+type Kind string
+
+const (
+	// KindStart: an incarnation of the job began (the controller has a plan
+	// and launches the step). Start is set.
+	KindStart Kind = "start"
+	// KindCkptRequest: trainrun asked the trainers for a checkpoint. Why is
+	// set (time-limit, signal, request, ...).
+	KindCkptRequest Kind = "ckpt-request"
+	// KindCkptCommit: a checkpoint was committed. Ckpt is set.
+	KindCkptCommit Kind = "ckpt-commit"
+	// KindCkptFail: a checkpoint could not be completed or committed. Cause
+	// is set (commit, incomplete, ...).
+	KindCkptFail Kind = "ckpt-fail"
+	// KindDrain: a drain of node-local checkpoint files to the durable store
+	// finished. Drain is set.
+	KindDrain Kind = "drain"
+	// KindInterrupt: the run is being stopped from outside or by its clock.
+	// Cause is one of the Interrupt* values.
+	KindInterrupt Kind = "interrupt"
+	// KindProgress: the trainer reported a step (see the progress protocol).
+	KindProgress Kind = "progress"
+	// KindEnd: the incarnation ends. Cause is one of the End* values; Exit,
+	// Message and Requeued say more.
+	KindEnd Kind = "end"
+)
+
+// Interruption causes (Event.Cause of KindInterrupt).
+const (
+	InterruptPreempted = "preempted"  // Slurm's SIGTERM while the job stays RUNNING
+	InterruptTimeLimit = "time-limit" // trainrun's clock, or Slurm's SIGTERM at the limit
+	InterruptSignal    = "signal"     // a signal to trainrun (#SBATCH --signal=B:USR1, scancel --signal)
+	InterruptCancelled = "cancelled"  // scancel, Ctrl-C
+	InterruptRequested = "requested"  // trainrun ckpt request --then stop
+)
+
+// End causes (Event.Cause of KindEnd).
+const (
+	EndFinished = "finished" // training finished; the run is over
+	EndRequeued = "requeued" // checkpointed and requeued
+	EndStopped  = "stopped"  // checkpointed (or cancelled) and stopped, no requeue
+	EndLimit    = "requeue-limit"
+	EndCrash    = "crash" // the step failed; Crash says how
+)
+
+// Crash causes (Event.Crash of a KindEnd with Cause EndCrash).
+const (
+	CrashStepFailed = "step-failed" // a task exited non-zero or was killed
+	CrashNotFound   = "not-found"   // the training command is missing
+	CrashCheckpoint = "checkpoint"  // no verifiable checkpoint where one was needed
+	CrashSlurm      = "slurm"       // srun failed
+	CrashKilled     = "killed"      // the controller was killed before it wrote an end (report only)
+)
+
+// Event is one line of JOBDIR/events.jsonl and the controller's message to
+// the observer.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    Kind      `json:"kind"`
+	JobID   string    `json:"job_id,omitempty"`
+	Restart int       `json:"restart"` // SLURM_RESTART_COUNT of the incarnation
+
+	Start *Start `json:"start,omitempty"`
+	Ckpt  *Ckpt  `json:"ckpt,omitempty"`
+	Drain *Drain `json:"drain,omitempty"`
+
+	Why      string `json:"why,omitempty"`   // ckpt-request
+	Cause    string `json:"cause,omitempty"` // ckpt-fail, interrupt, end
+	Crash    string `json:"crash,omitempty"` // end with cause crash
+	Exit     int    `json:"exit,omitempty"`  // end: trainrun's exit code
+	Message  string `json:"message,omitempty"`
+	Step     int64  `json:"step,omitempty"`   // progress
+	Tokens   int64  `json:"tokens,omitempty"` // progress
+	Requeued bool   `json:"requeued,omitempty"`
+}
+
+// Start describes an incarnation as it begins.
+type Start struct {
+	Partition string `json:"partition,omitempty"`
+	JobName   string `json:"job_name,omitempty"`
+	Nodes     int    `json:"nodes"`
+	GPUs      int    `json:"gpus"`
+	GPUType   string `json:"gpu_type,omitempty"`
+	// Layout degrees, e.g. {"tp":4,"pp":2,"dp":4,...}.
+	Layout map[string]int `json:"layout,omitempty"`
+	// Predictions of the planner; zero when the layout was pinned and not
+	// evaluated.
+	StepSeconds     float64 `json:"pred_step_s,omitempty"`
+	MFU             float64 `json:"pred_mfu,omitempty"`
+	TokensPerSecond float64 `json:"pred_tokens_per_s,omitempty"` // whole job
+	TokensPerStep   float64 `json:"tokens_per_step,omitempty"`
+	// EndTime is the job's end by its time limit (zero if unlimited).
+	EndTime time.Time `json:"end_time,omitempty"`
+	// CkptLead is how long before EndTime trainrun asks for a checkpoint.
+	CkptLead time.Duration `json:"ckpt_lead,omitempty"`
+	// GraceBudget is the time a checkpoint may take after a preemption's
+	// SIGTERM (the partition's GraceTime or the policy's budget; 0 unknown).
+	GraceBudget time.Duration `json:"grace_budget,omitempty"`
+	// MaxCkptAge is the policy's bound on the newest checkpoint's age (0 off).
+	MaxCkptAge time.Duration `json:"max_ckpt_age,omitempty"`
+	ResumeFrom string        `json:"resume_from,omitempty"`
+	CkptDir    string        `json:"ckpt_dir,omitempty"`
+}
+
+// Ckpt is a committed checkpoint.
+type Ckpt struct {
+	Tag   string `json:"tag"`
+	Step  int64  `json:"step,omitempty"`
+	Bytes int64  `json:"bytes"`
+	// CompleteAt is when the last rank marked its part done (the newest
+	// done marker's modification time; zero if unknown).
+	CompleteAt time.Time `json:"complete_at,omitempty"`
+	// Save is from trainrun's request (or the preemption's SIGTERM) to
+	// CompleteAt; the observer fills it in. 0 for a checkpoint the trainer
+	// took on its own schedule. Commit is trainrun's verify and commit.
+	Save   time.Duration `json:"save,omitempty"`
+	Commit time.Duration `json:"commit"`
+}
+
+// Drain is one finished drain of node-local checkpoint files.
+type Drain struct {
+	Tag      string        `json:"tag"`
+	Bytes    int64         `json:"bytes"`
+	Duration time.Duration `json:"duration"`
+}
+
+// EventsFile is the event log's name in the job directory.
+const EventsFile = "events.jsonl"
+
+// appendEvent adds one line with O_APPEND and fsyncs it: the log outlives
+// the process, and a later incarnation or `trainrun report` reads it. A torn
+// last line (killed writer) is skipped by ReadEvents.
+func appendEvent(path string, e Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		if last, err := lastByte(path, fi.Size()); err == nil && last != '\n' {
+			b = append([]byte{'\n'}, b...)
+		}
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func lastByte(path string, size int64) (byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, size-1)
+	return b[0], err
+}
+
+// ReadEvents reads JOBDIR/events.jsonl; a missing file is no events, lines
+// that do not parse are skipped (a torn write).
+func ReadEvents(jobDir string) ([]Event, error) {
+	p := filepath.Join(jobDir, EventsFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event log %s: %w", p, err)
+	}
+	var out []Event
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var e Event
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind != "" {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
+}

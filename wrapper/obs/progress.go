@@ -1,0 +1,67 @@
+package obs
+
+import (
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ProgressFile is the progress file's name in JOBDIR/launch (see the
+// package doc for the protocol).
+const ProgressFile = "progress"
+
+// ParseProgress reads one progress line "STEP TOKENS UNIX_TIME". ok is
+// false for anything else: a trainer's half-written or foreign file is
+// ignored, never guessed at.
+func ParseProgress(line string) (step, tokens int64, at time.Time, ok bool) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return 0, 0, time.Time{}, false
+	}
+	step, err1 := strconv.ParseInt(f[0], 10, 64)
+	tokens, err2 := strconv.ParseInt(f[1], 10, 64)
+	sec, err3 := strconv.ParseFloat(f[2], 64)
+	if err1 != nil || err2 != nil || err3 != nil || step < 0 || tokens < 0 || sec <= 0 || math.IsInf(sec, 0) || math.IsNaN(sec) {
+		return 0, 0, time.Time{}, false
+	}
+	whole, frac := math.Modf(sec)
+	return step, tokens, time.Unix(int64(whole), int64(frac*1e9)), true
+}
+
+// ProgressReader polls the progress file and turns a new line into an
+// event.
+type ProgressReader struct {
+	Path string
+	last string
+}
+
+// NewProgressReader reads path's present line as already seen: the file
+// outlives an incarnation (the launch directory is the job's), and the
+// previous incarnation's last step is not progress of this one.
+func NewProgressReader(path string) *ProgressReader {
+	p := &ProgressReader{Path: path}
+	if b, err := os.ReadFile(path); err == nil {
+		p.last = strings.TrimSpace(string(b))
+	}
+	return p
+}
+
+// Poll returns a progress event when the file holds a new valid line.
+func (p *ProgressReader) Poll() (Event, bool) {
+	b, err := os.ReadFile(p.Path)
+	if err != nil {
+		return Event{}, false
+	}
+	line := strings.TrimSpace(string(b))
+	if line == p.last {
+		return Event{}, false
+	}
+	p.last = line
+	step, tokens, at, ok := ParseProgress(line)
+	if !ok {
+		return Event{}, false
+	}
+	return Event{Kind: KindProgress, Time: at, Step: step, Tokens: tokens}, true
+}

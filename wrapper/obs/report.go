@@ -1,0 +1,370 @@
+package obs
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is a run's life across its incarnations, folded from the event
+// log.
+type Report struct {
+	JobID, JobName, Partition string
+	Start                     *Start // of the newest incarnation
+	Incarnations              []Incarnation
+	Checkpoints               []CkptRecord
+	Interrupts                []Interrupt
+	Progress                  []Event // progress samples, in time order
+	First, Last               time.Time
+}
+
+// Incarnation is one run of the job.
+type Incarnation struct {
+	Restart    int
+	Start, End time.Time // End zero: no end recorded (killed)
+	Cause      string    // EndFinished, ...; "" when killed
+	Crash      string
+	Exit       int
+	Message    string
+	Requeued   bool // a failed incarnation that trainrun requeued
+	ResumeFrom string
+	Interrupt  string    // first interruption's cause, "" if none
+	StoppedAt  time.Time // when training stopped (the interruption, else End)
+	// Lost is the work lost: from the newest checkpoint's state (or the
+	// start) to StoppedAt; 0 for a finished incarnation.
+	Lost       time.Duration
+	FirstStep  int64 // -1 if no progress was reported
+	LastStep   int64
+	LastTokens int64
+}
+
+// CkptRecord is one committed checkpoint.
+type CkptRecord struct {
+	Ckpt
+	Restart  int
+	Time     time.Time // committed
+	AskedAt  time.Time // the request or SIGTERM it answered (zero if unasked)
+	Captured time.Time // about when its training state was taken
+}
+
+// Interrupt is one interruption.
+type Interrupt struct {
+	Restart int
+	Time    time.Time
+	Cause   string
+}
+
+// Wait is the gap between an incarnation's end and the next one's start
+// (the requeue wait: Slurm's requeue delay and the queue).
+type Wait struct{ From, To time.Time }
+
+// BuildReport folds events (ReadEvents) into a report.
+func BuildReport(evs []Event) *Report {
+	r := &Report{}
+	var cur *Incarnation
+	var captured, asked time.Time
+	closeInc := func(end time.Time) {
+		if cur == nil {
+			return
+		}
+		if cur.End.IsZero() {
+			cur.StoppedAt = end // last sign of life
+		}
+		if cur.Cause != EndFinished && !cur.StoppedAt.IsZero() {
+			from := cur.Start
+			if captured.After(from) {
+				from = captured
+			}
+			cur.Lost = max(0, cur.StoppedAt.Sub(from))
+		}
+		r.Incarnations = append(r.Incarnations, *cur)
+		cur = nil
+	}
+	var lastSeen time.Time
+	for _, e := range evs {
+		if r.First.IsZero() || e.Time.Before(r.First) {
+			r.First = e.Time
+		}
+		if e.Time.After(r.Last) {
+			r.Last = e.Time
+		}
+		if r.JobID == "" {
+			r.JobID = e.JobID
+		}
+		if e.Kind == KindStart || cur == nil {
+			closeInc(lastSeen)
+			cur = &Incarnation{Restart: e.Restart, Start: e.Time, FirstStep: -1, LastStep: -1}
+			asked = time.Time{}
+		}
+		lastSeen = e.Time
+		switch e.Kind {
+		case KindStart:
+			if s := e.Start; s != nil {
+				r.Start = s
+				cur.ResumeFrom = s.ResumeFrom
+				r.JobName, r.Partition = orText(s.JobName, r.JobName), orText(s.Partition, r.Partition)
+			}
+		case KindCkptRequest:
+			asked = e.Time
+		case KindInterrupt:
+			r.Interrupts = append(r.Interrupts, Interrupt{Restart: cur.Restart, Time: e.Time, Cause: e.Cause})
+			if cur.Interrupt == "" {
+				cur.Interrupt, cur.StoppedAt = e.Cause, e.Time
+				if asked.IsZero() || e.Cause == InterruptPreempted {
+					asked = e.Time
+				}
+			}
+		case KindCkptCommit:
+			if e.Ckpt == nil {
+				continue
+			}
+			c := CkptRecord{Ckpt: *e.Ckpt, Restart: cur.Restart, Time: e.Time}
+			if c.Save > 0 && !c.CompleteAt.IsZero() {
+				c.AskedAt = c.CompleteAt.Add(-c.Save)
+			}
+			if !c.CompleteAt.IsZero() {
+				c.Captured = c.CompleteAt.Add(-c.Save)
+			} else {
+				c.Captured = e.Time.Add(-c.Commit - c.Save)
+			}
+			captured = c.Captured
+			r.Checkpoints = append(r.Checkpoints, c)
+		case KindProgress:
+			r.Progress = append(r.Progress, e)
+			if cur.FirstStep < 0 {
+				cur.FirstStep = e.Step
+			}
+			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
+		case KindEnd:
+			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
+			if cur.StoppedAt.IsZero() {
+				cur.StoppedAt = e.Time
+			}
+			closeInc(e.Time)
+		}
+	}
+	closeInc(lastSeen)
+	return r
+}
+
+// Waits are the gaps between incarnations.
+func (r *Report) Waits() []Wait {
+	var w []Wait
+	for i := 1; i < len(r.Incarnations); i++ {
+		prev := r.Incarnations[i-1]
+		end := prev.End
+		if end.IsZero() {
+			end = prev.StoppedAt
+		}
+		if !end.IsZero() && r.Incarnations[i].Start.After(end) {
+			w = append(w, Wait{end, r.Incarnations[i].Start})
+		}
+	}
+	return w
+}
+
+// Totals are the run's sums.
+type Totals struct {
+	Wall, Running, Waiting, Lost, Saving, Committing time.Duration
+	Steps                                            int64 // steps the run advanced (final step - first step reported + 1 step of the first)
+	FinalStep                                        int64
+	Tokens                                           int64
+	Finished                                         bool
+}
+
+// Totals sums the report.
+func (r *Report) Totals() Totals {
+	var t Totals
+	t.Wall = r.Last.Sub(r.First)
+	for _, in := range r.Incarnations {
+		end := in.End
+		if end.IsZero() {
+			end = in.StoppedAt
+		}
+		t.Running += end.Sub(in.Start)
+		t.Lost += in.Lost
+		t.Finished = t.Finished || in.Cause == EndFinished
+	}
+	for _, w := range r.Waits() {
+		t.Waiting += w.To.Sub(w.From)
+	}
+	for _, c := range r.Checkpoints {
+		t.Saving += c.Save
+		t.Committing += c.Commit
+	}
+	if n := len(r.Progress); n > 0 {
+		first, last := r.Progress[0], r.Progress[n-1]
+		base := int64(0)
+		if len(r.Incarnations) > 0 && r.Incarnations[0].ResumeFrom != "" {
+			base = first.Step
+		}
+		t.FinalStep, t.Steps, t.Tokens = last.Step, last.Step-base, last.Tokens
+	}
+	return t
+}
+
+func fmtDur(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtDur(-d)
+	}
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()+0.5))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds()+0.5)%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+func fmtBytes(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// EndText says how an incarnation ended, e.g. "requeued after preempted".
+func (in Incarnation) EndText() string {
+	c := in.Cause
+	switch {
+	case c == "":
+		return "killed (no end recorded)"
+	case c == EndCrash:
+		c = "failed: " + orText(in.Crash, CrashStepFailed)
+	}
+	if in.Interrupt != "" && c != EndFinished {
+		c += " after " + in.Interrupt
+	}
+	if in.Requeued && in.Cause != EndRequeued {
+		c += ", requeued"
+	}
+	return c
+}
+
+// WriteText prints the report for a person.
+func (r *Report) WriteText(w io.Writer) {
+	t := r.Totals()
+	name := ""
+	if r.JobName != "" {
+		name = " (" + r.JobName + ")"
+	}
+	part := ""
+	if r.Partition != "" {
+		part = " on " + r.Partition
+	}
+	status := "not finished"
+	if t.Finished {
+		status = "finished"
+	}
+	fmt.Fprintf(w, "job %s%s%s: %d incarnation(s), %s from first start to last event, %s\n", r.JobID, name, part, len(r.Incarnations), fmtDur(t.Wall), status)
+	if s := r.Start; s != nil && len(s.Layout) > 0 {
+		var parts []string
+		for _, k := range layoutKeys(s.Layout) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, s.Layout[k]))
+		}
+		gpu := ""
+		if s.GPUType != "" {
+			gpu = " (" + s.GPUType + ")"
+		}
+		fmt.Fprintf(w, "layout %s on %d GPUs, %d nodes%s\n", strings.Join(parts, " "), s.GPUs, s.Nodes, gpu)
+	}
+	fmt.Fprintln(w, "\nincarnations:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  restart\tstarted\tran\tended\tsteps\tlost\tresumed from")
+	for _, in := range r.Incarnations {
+		end := in.End
+		if end.IsZero() {
+			end = in.StoppedAt
+		}
+		steps := "-"
+		if in.FirstStep >= 0 {
+			steps = fmt.Sprintf("%d..%d", in.FirstStep, in.LastStep)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Restart, in.Start.UTC().Format("2006-01-02 15:04:05Z"), fmtDur(end.Sub(in.Start)),
+			in.EndText(), steps, fmtDur(in.Lost), orText(in.ResumeFrom, "-"))
+	}
+	tw.Flush()
+	for _, in := range r.Incarnations {
+		if in.Message != "" && in.Cause != EndRequeued {
+			fmt.Fprintf(w, "  restart %d: %s\n", in.Restart, in.Message)
+		}
+	}
+	if ws := r.Waits(); len(ws) > 0 {
+		var ds []string
+		for _, x := range ws {
+			ds = append(ds, fmtDur(x.To.Sub(x.From)))
+		}
+		fmt.Fprintf(w, "requeue waits: %s (total %s)\n", strings.Join(ds, ", "), fmtDur(t.Waiting))
+	}
+	fmt.Fprintf(w, "\ncheckpoints: %d committed\n", len(r.Checkpoints))
+	if len(r.Checkpoints) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  tag\tstep\tsize\tsave\tcommit\tcommitted\trestart")
+		for _, c := range r.Checkpoints {
+			save := "-"
+			if c.Save > 0 {
+				save = fmtDur(c.Save)
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%d\n", c.Tag, c.Step, fmtBytes(c.Bytes), save, fmtDur(c.Commit), c.Time.UTC().Format("15:04:05Z"), c.Restart)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\ntime: %s running, %s waiting in requeue, %s of work lost, %s saving and %s committing checkpoints\n",
+		fmtDur(t.Running), fmtDur(t.Waiting), fmtDur(t.Lost), fmtDur(t.Saving), fmtDur(t.Committing))
+	fmt.Fprintln(w, "\nthroughput:")
+	pred := 0.0
+	if r.Start != nil {
+		pred = r.Start.StepSeconds
+	}
+	if pred > 0 {
+		fmt.Fprintf(w, "  predicted: %.3g s/step, MFU %.1f%%\n", pred, 100*r.Start.MFU)
+	} else {
+		fmt.Fprintln(w, "  predicted: none (the layout was pinned without a model)")
+	}
+	if obs := r.observedStep(); obs > 0 {
+		fmt.Fprintf(w, "  observed while training (newest incarnation): %.3g s/step", obs)
+		if pred > 0 {
+			fmt.Fprintf(w, " (%.0f%% of predicted speed, MFU %.1f%%)", 100*pred/obs, 100*r.Start.MFU*pred/obs)
+		}
+		fmt.Fprintln(w)
+	}
+	if t.Steps > 0 && t.Wall > 0 {
+		eff := t.Wall.Seconds() / float64(t.Steps)
+		fmt.Fprintf(w, "  effective over the run: %.3g s/step (%d steps in %s, with waits, losses and checkpoints)", eff, t.Steps, fmtDur(t.Wall))
+		if pred > 0 {
+			fmt.Fprintf(w, ": %.0f%% of predicted", 100*pred/eff)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintln(w, "  observed: none (the trainer reported no progress: see Checkpointer.report_progress)")
+	}
+}
+
+// observedStep is the step time of the newest incarnation that reported
+// at least two steps.
+func (r *Report) observedStep() float64 {
+	for i := len(r.Incarnations) - 1; i >= 0; i-- {
+		in := r.Incarnations[i]
+		var ps []Event
+		for _, p := range r.Progress {
+			if p.Restart == in.Restart && !p.Time.Before(in.Start) {
+				ps = append(ps, p)
+			}
+		}
+		sort.Slice(ps, func(a, b int) bool { return ps[a].Time.Before(ps[b].Time) })
+		if len(ps) >= 2 && ps[len(ps)-1].Step > ps[0].Step {
+			return ps[len(ps)-1].Time.Sub(ps[0].Time).Seconds() / float64(ps[len(ps)-1].Step-ps[0].Step)
+		}
+	}
+	return 0
+}

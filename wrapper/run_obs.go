@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/obs"
+)
+
+// runObserver is what the controller tells of the run's life: one call per
+// event (obs.Event), and Close as it exits (bounded: see obs.Config.ExitBound).
+type runObserver interface {
+	Observe(obs.Event)
+	Close() time.Duration
+}
+
+// obsOptions are the flags of `trainrun run` for metrics and notifications.
+type obsOptions struct {
+	metricsAddr   string
+	textfile      string
+	pushgateway   string
+	webhook       string
+	webhookFormat string
+	notifyBound   time.Duration
+	graceBudget   time.Duration
+	maxCkptAge    time.Duration
+}
+
+func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.metricsAddr, "metrics-addr", getenv("TRAINRUN_METRICS_ADDR"), "serve Prometheus metrics on HOST:PORT (env TRAINRUN_METRICS_ADDR; off by default)")
+	fs.StringVar(&o.textfile, "metrics-textfile", getenv("TRAINRUN_METRICS_TEXTFILE"), "keep this node_exporter textfile collector file (*.prom) current, written atomically (env TRAINRUN_METRICS_TEXTFILE)")
+	fs.StringVar(&o.pushgateway, "pushgateway", getenv("TRAINRUN_PUSHGATEWAY"), "push the run's metrics to this Pushgateway URL at each state change and at exit (env TRAINRUN_PUSHGATEWAY)")
+	fs.StringVar(&o.webhook, "webhook", getenv("TRAINRUN_WEBHOOK"), "POST a JSON event to this URL when the job is preempted, requeued, fails, stops or finishes (env TRAINRUN_WEBHOOK)")
+	fs.StringVar(&o.webhookFormat, "webhook-format", envOr(getenv, "TRAINRUN_WEBHOOK_FORMAT", "json"), "webhook payload: json (trainrun's) or slack ({\"text\": ...}, for Slack-compatible incoming webhooks)")
+	fs.DurationVar(&o.notifyBound, "notify-timeout", obs.DefaultExitBound, "at exit, spend at most this on the final push and pending webhooks (the job's exit is never delayed longer)")
+	fs.DurationVar(&o.graceBudget, "grace-budget", 0, "time a checkpoint may take after a preemption's SIGTERM, for the grace-margin metric (default: the partition's GraceTime)")
+	fs.DurationVar(&o.maxCkptAge, "max-ckpt-age", 0, "export this as the bound on the newest checkpoint's age (trainrun_checkpoint_max_age_seconds, for the alert rule); 0: none")
+}
+
+// startObserver opens the run's observer: the event log in the job
+// directory, and the exporters the flags ask for.
+func (r *runner) startObserver() error {
+	o := r.opts.obs
+	if o.notifyBound <= 0 {
+		return usageErrorf("--notify-timeout %s: want a positive duration such as 5s", o.notifyBound)
+	}
+	ob, err := obs.New(obs.Config{
+		JobDir: r.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount,
+		MetricsAddr: o.metricsAddr, Textfile: o.textfile, Pushgateway: o.pushgateway,
+		Webhook: o.webhook, WebhookFormat: o.webhookFormat, ExitBound: o.notifyBound,
+		Logf: r.logf,
+	})
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	if a := ob.Addr(); a != "" {
+		r.logf("metrics on http://%s/metrics", a)
+	}
+	r.obs = ob
+	return nil
+}
+
+// observe passes one event to the observer (none in a dry run).
+func (r *runner) observe(e obs.Event) {
+	if r.obs != nil {
+		r.obs.Observe(e)
+	}
+}
+
+// closeObserver ends the observer, within --notify-timeout.
+func (r *runner) closeObserver() {
+	if r.obs == nil {
+		return
+	}
+	if d := r.obs.Close(); d > time.Second {
+		r.logf("metrics and notifications took %.1f s at exit", d.Seconds())
+	}
+}
+
+// observeStart describes the incarnation about to launch.
+func (r *runner) observeStart() {
+	l := r.layout
+	s := &obs.Start{
+		Partition: r.partition(), JobName: orText(r.env.getenv("SLURM_JOB_NAME"), r.job.fields["JobName"]),
+		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: orText(r.opts.plan.GPU, r.probedGPUName()),
+		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
+		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,
+		GraceBudget: r.opts.obs.graceBudget, ResumeFrom: r.resume, CkptDir: r.ckptDir,
+	}
+	if s.GraceBudget == 0 && s.Partition != "" {
+		s.GraceBudget = partitionGraceTime(s.Partition)
+	}
+	if ev := r.eval; ev != nil {
+		s.StepSeconds, s.MFU = ev.Time.Step, ev.MFU
+		s.TokensPerSecond = ev.TokensPerSPerGPU * float64(r.alloc.World())
+		s.TokensPerStep = s.TokensPerSecond * s.StepSeconds
+	}
+	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
+	r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
+}
+
+// partitionGraceTime is the partition's GraceTime (0 if unknown or none).
+func partitionGraceTime(part string) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", "show", "partition", "-o", part).Output()
+	if err != nil {
+		return 0
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "GraceTime="); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				return time.Duration(n) * time.Second
+			}
+		}
+	}
+	return 0
+}
+
+// interruptCause maps the controller's stop reasons onto the metrics'.
+var interruptCause = map[string]string{
+	stopTimeLimit: obs.InterruptTimeLimit, stopTermLimit: obs.InterruptTimeLimit, stopSignal: obs.InterruptSignal,
+	stopPreempted: obs.InterruptPreempted, stopCancelled: obs.InterruptCancelled, stopRequested: obs.InterruptRequested,
+}
+
+// observeInterrupt records an interruption once per cause.
+func (r *runner) observeInterrupt(reason string) {
+	c := interruptCause[reason]
+	if c == "" || r.interrupted[c] {
+		return
+	}
+	if r.interrupted == nil {
+		r.interrupted = map[string]bool{}
+	}
+	r.interrupted[c] = true
+	r.observe(obs.Event{Kind: obs.KindInterrupt, Cause: c})
+}
+
+// observeEnd classifies how the incarnation ends from what run returns
+// and the cause it recorded in the job history.
+func (r *runner) observeEnd(err error) {
+	if r.obs != nil {
+		r.pollProgress() // the trainer's last steps, since the last poll
+	}
+	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
+	if err != nil && !errors.Is(err, errSilent) {
+		e.Message = err.Error()
+	}
+	e.Requeued = e.Exit == ExitRequeued
+	switch {
+	case r.endCause == checkpoint.CauseCrash:
+		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
+	case err == nil:
+	case e.Exit == ExitRequeued:
+		e.Cause = obs.EndRequeued
+	case e.Exit == ExitStopped:
+		e.Cause = obs.EndStopped
+	case e.Exit == ExitRequeueLimit:
+		e.Cause = obs.EndLimit
+	default:
+		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
+	}
+	if e.Exit == ExitCheckpoint && !r.commitFailed {
+		r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "incomplete", Message: e.Message})
+	}
+	r.observe(e)
+}
+
+func crashCause(code int) string {
+	switch code {
+	case ExitNotFound:
+		return obs.CrashNotFound
+	case ExitCheckpoint:
+		return obs.CrashCheckpoint
+	case ExitSlurm:
+		return obs.CrashSlurm
+	}
+	return obs.CrashStepFailed
+}
+
+// pollProgress reads the trainer's progress file (JOBDIR/launch/progress).
+func (r *runner) pollProgress() {
+	if r.progress == nil {
+		r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
+	}
+	if e, ok := r.progress.Poll(); ok {
+		r.observe(e)
+	}
+}
+
+// observedStore tells the observer of each commit: its size, step, when
+// the trainers completed it (the newest done marker) and how long the
+// commit took.
+type observedStore struct {
+	ckptStore
+	st *checkpoint.Store
+	r  *runner
+	mu sync.Mutex
+}
+
+func (s *observedStore) CommitComplete(world int) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t0 := time.Now()
+	tag, changed, err := s.ckptStore.CommitComplete(world)
+	d := time.Since(t0)
+	if err != nil {
+		s.r.commitFailed = true
+		s.r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "commit", Message: err.Error()})
+		return tag, changed, err
+	}
+	if changed && tag != "" {
+		c := &obs.Ckpt{Tag: tag, Commit: d}
+		if list, err := s.st.List(); err == nil {
+			for _, in := range list {
+				if in.Tag == tag {
+					c.Step, c.Bytes = in.Step, in.Bytes
+					c.CompleteAt = newestDoneMarker(in.Dir)
+				}
+			}
+		}
+		s.r.observe(obs.Event{Kind: obs.KindCkptCommit, Ckpt: c})
+	}
+	return tag, changed, err
+}
+
+// newestDoneMarker is the modification time of the newest
+// <dir>/.trainrun/done.<RANK> (zero if none).
+func newestDoneMarker(dir string) time.Time {
+	ms, _ := filepath.Glob(filepath.Join(dir, ".trainrun", "done.*"))
+	var t time.Time
+	for _, m := range ms {
+		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(t) {
+			t = fi.ModTime()
+		}
+	}
+	return t
+}
+
+// unwrapStore finds the checkpoint.Store adapter under the observing one.
+func unwrapStore(s ckptStore) (storeAdapter, bool) {
+	if o, ok := s.(*observedStore); ok {
+		s = o.ckptStore
+	}
+	sa, ok := s.(storeAdapter)
+	return sa, ok
+}
+
+// obsPolicy takes the defaults of the metrics flags from the site's policy
+// (MetricsAddr, Pushgateway, Webhook, MaxCkptAge, CkptGraceBudget): a flag
+// or variable the user sets wins.
+func (r *runner) obsPolicy(st policy.Settings) {
+	o := &r.opts.obs
+	set := func(flag, env string) bool { return r.fs.Changed(flag) || r.env.getenv(env) != "" }
+	if !set("metrics-addr", "TRAINRUN_METRICS_ADDR") && st.MetricsAddr.Value != "" {
+		o.metricsAddr = st.MetricsAddr.Value
+	}
+	if !set("pushgateway", "TRAINRUN_PUSHGATEWAY") && st.Pushgateway.Value != "" {
+		o.pushgateway = st.Pushgateway.Value
+	}
+	if !set("webhook", "TRAINRUN_WEBHOOK") && st.Webhook.Value != "" {
+		o.webhook = st.Webhook.Value
+	}
+	if !r.fs.Changed("max-ckpt-age") && st.MaxCkptAge.Value > 0 {
+		o.maxCkptAge = st.MaxCkptAge.Value
+	}
+	if !r.fs.Changed("grace-budget") && st.CkptGraceBudget.Value > 0 {
+		o.graceBudget = st.CkptGraceBudget.Value
+	}
+}
+
+// partition is the job's partition: SLURM_JOB_PARTITION, else scontrol's.
+func (r *runner) partition() string {
+	return orText(r.alloc.Partition, r.job.fields["Partition"])
+}
