@@ -40,12 +40,14 @@ exit 0
 // to last rank's done marker): what trainrun adds to a checkpoint (signal
 // relay, the trainers' exit, the step's end, verification and the durable
 // commit; with --ckpt-local-dir also the drain). Direct and tiered saves
-// alternate in one allocation; medians are reported.
+// alternate in one allocation, b.N rounds each; medians are reported.
 //
-//	go test -tags e2e -run '^$' -bench CkptSignalToCommit -benchtime 1x ./test/e2e/
+//	go test -tags e2e -run '^$' -bench CkptSignalToCommit -benchtime 5x ./test/e2e/
 func BenchmarkCkptSignalToCommit(b *testing.B) {
 	bin := trainrun(b)
-	const rounds = 5
+	// One allocation whatever b.N: b.N rounds of each (at least 3), so
+	// that make bench's -benchtime 10x is one job of 10 rounds.
+	rounds := max(b.N, 3)
 	dir := b.TempDir()
 	src := filepath.Join(dir, "src")
 	buf := make([]byte, 64<<20)
@@ -63,8 +65,8 @@ func BenchmarkCkptSignalToCommit(b *testing.B) {
 	if err := os.WriteFile(trainer, []byte(ckptBenchTrainer), 0o755); err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < b.N; i++ {
-		base := filepath.Join(dir, strconv.Itoa(i))
+	{
+		base := filepath.Join(dir, "rounds")
 		var sb strings.Builder
 		fmt.Fprintf(&sb, "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=10 --no-requeue\nexport SRC=%s\n", src)
 		for k := 0; k < rounds; k++ {
