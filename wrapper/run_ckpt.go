@@ -14,8 +14,8 @@ type ckptStore interface {
 	// Latest returns the directory of the latest committed checkpoint that
 	// verifies, "" if none, and notes to print (checkpoints skipped).
 	Latest() (dir string, notes []string, err error)
-	// CommitComplete commits the newest checkpoint whose handshake is complete
-	// and returns the tag now latest ("" if none) and whether it changed.
+	// CommitComplete commits every checkpoint whose handshake is complete and
+	// returns the tag now latest ("" if none) and whether it changed.
 	CommitComplete(world int) (latest string, changed bool, err error)
 	// TakeRequest returns a pending `trainrun ckpt request`, nil if none.
 	TakeRequest() (*checkpoint.Request, error)
@@ -53,22 +53,11 @@ func (a storeAdapter) Latest() (string, []string, error) {
 	return r.Dir, notes, nil
 }
 
+// CommitComplete commits every complete checkpoint, oldest first (a slow
+// node's older checkpoint is not left in staging behind a newer one), and
+// reads the latest pointer rather than re-verifying checksums on every poll.
 func (a storeAdapter) CommitComplete(world int) (string, bool, error) {
-	tag, ok, err := a.s.NewestComplete(world)
-	if err != nil {
-		return "", false, err
-	}
-	if !ok {
-		r, err := a.s.Latest()
-		if err != nil {
-			return "", false, nil
-		}
-		return r.Tag, false, nil
-	}
-	if _, err := a.s.Commit(tag, world); err != nil {
-		return "", false, fmt.Errorf("committing checkpoint %s: %w", tag, err)
-	}
-	return tag, true, nil
+	return a.s.CommitComplete(world)
 }
 
 func (a storeAdapter) TakeRequest() (*checkpoint.Request, error) { return a.s.TakeRequest() }

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -97,8 +93,8 @@ func (r *runner) observeStart() {
 		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,
 		GraceBudget: r.opts.obs.graceBudget, ResumeFrom: r.resume, CkptDir: r.ckptDir,
 	}
-	if s.GraceBudget == 0 && s.Partition != "" {
-		s.GraceBudget = partitionGraceTime(s.Partition)
+	if s.GraceBudget == 0 && r.grace.GraceTime > 0 { // read once at start (scontrolGraceLimits)
+		s.GraceBudget = r.grace.GraceTime
 	}
 	if ev := r.eval; ev != nil {
 		s.StepSeconds, s.MFU = ev.Time.Step, ev.MFU
@@ -107,24 +103,6 @@ func (r *runner) observeStart() {
 	}
 	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
 	r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
-}
-
-// partitionGraceTime is the partition's GraceTime (0 if unknown or none).
-func partitionGraceTime(part string) time.Duration {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "show", "partition", "-o", part).Output()
-	if err != nil {
-		return 0
-	}
-	for _, f := range strings.Fields(string(out)) {
-		if v, ok := strings.CutPrefix(f, "GraceTime="); ok {
-			if n, err := strconv.Atoi(v); err == nil {
-				return time.Duration(n) * time.Second
-			}
-		}
-	}
-	return 0
 }
 
 // interruptCause maps the controller's stop reasons onto the metrics'.
