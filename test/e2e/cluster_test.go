@@ -444,6 +444,12 @@ func isZombie(stat string) bool {
 
 func cancelJobs(t *testing.T, ids ...int) {
 	t.Helper()
+	cancelJobsOn(t, cluster, ids...)
+}
+
+// cancelJobsOn kills the jobs on cluster c and waits until each has ended.
+func cancelJobsOn(t *testing.T, c *harness.Cluster, ids ...int) {
+	t.Helper()
 	if len(ids) == 0 {
 		return
 	}
@@ -452,10 +458,10 @@ func cancelJobs(t *testing.T, ids ...int) {
 		args = append(args, strconv.Itoa(id))
 	}
 	ctx := context.Background()
-	_, _ = cluster.Run(ctx, "scancel", args...)
-	_, _ = cluster.Run(ctx, "scancel", args[2:]...)
+	_, _ = c.Run(ctx, "scancel", args...)
+	_, _ = c.Run(ctx, "scancel", args[2:]...)
 	for _, id := range ids {
-		if _, err := cluster.WaitJob(ctx, id, 30*time.Second, harness.FinalStates...); err != nil {
+		if _, err := c.WaitJob(ctx, id, 30*time.Second, harness.FinalStates...); err != nil {
 			t.Errorf("cancel job %d: %v", id, err)
 		}
 	}

@@ -127,6 +127,7 @@ func TestSpank(t *testing.T) {
 	t.Parallel()
 	cluster := ownCluster(t)
 	spankCluster = cluster
+	cancelJobs := func(t *testing.T, ids ...int) { t.Helper(); cancelJobsOn(t, cluster, ids...) }
 	so, bin := buildPlugin(t), trainrun(t)
 	ctx := context.Background()
 	dir := t.TempDir()
