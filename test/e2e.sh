@@ -39,10 +39,10 @@ pass=$(grep -c '^--- PASS' "$log")
 fail=$(grep -c '^--- FAIL' "$log")
 skipped=$(grep -c '^--- SKIP' "$log")
 if [ "$rc" = 0 ]; then
-	echo "e2e summary: $pass passed, $fail failed, $skipped skipped"
+	echo "e2e: $pass passed, $fail failed, $skipped skipped"
 	rm -f "$log"
 else
-	echo "e2e summary: $pass passed, $fail failed, $skipped skipped; go test exit status $rc; full log $log"
+	echo "e2e: $pass passed, $fail failed, $skipped skipped; go test exit status $rc; full log $log"
 	grep '^--- FAIL' "$log" | sed 's/^/  /'
 fi
 exit "$rc"
