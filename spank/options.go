@@ -244,49 +244,12 @@ func findKey(name string) policy.Key {
 	return policy.Key{Name: name}
 }
 
-// ParseLayout reads degrees as `trainrun env --fix` does: tp pp vpp cp ep dp
-// mbs grad_accum recompute. dp = 0 means "what the other degrees leave".
+// ParseLayout reads degrees as `trainrun env --fix` does (plan.ParseDegrees):
+// tp pp vpp cp ep dp mbs grad_accum recompute. dp = 0 means "what the other
+// degrees leave".
 func ParseLayout(s string) (plan.Layout, error) {
-	var l plan.Layout
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			return l, fmt.Errorf("%q is not key=value (keys: tp pp vpp cp ep dp mbs grad_accum recompute)", kv)
-		}
-		if k == "recompute" {
-			switch v {
-			case "none", "selective", "full":
-				l.Recompute = v
-				continue
-			}
-			return l, fmt.Errorf("recompute=%q: accepted: none, selective, full", v)
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return l, fmt.Errorf("%s=%q: want a positive integer", k, v)
-		}
-		switch k {
-		case "tp":
-			l.TP = n
-		case "pp":
-			l.PP = n
-		case "vpp":
-			l.VPP = n
-		case "cp":
-			l.CP = n
-		case "ep":
-			l.EP = n
-		case "dp":
-			l.DP = n
-		case "mbs":
-			l.MicroBatch = n
-		case "grad_accum", "grad-accum":
-			l.GradAccum = n
-		default:
-			return l, fmt.Errorf("unknown key %q; accepted: tp pp vpp cp ep dp mbs grad_accum recompute", k)
-		}
-	}
-	return l, nil
+	l, _, err := plan.ParseDegrees(s, plan.Layout{})
+	return l, err
 }
 
 // LayoutString writes a layout back as ParseLayout reads it (for

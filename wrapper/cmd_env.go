@@ -321,45 +321,9 @@ func readPlanFile(path string) (*plan.Evaluation, error) {
 // parseDegrees reads --fix style degrees over base; dp defaults to what the
 // other degrees leave of world.
 func parseDegrees(s string, base plan.Layout, world int) (plan.Layout, error) {
-	l := base
-	dpSet := false
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			return l, usageErrorf("--fix %q: %q is not key=value (keys: tp pp vpp cp ep dp mbs grad_accum recompute)", s, kv)
-		}
-		if k == "recompute" {
-			switch v {
-			case "none", "selective", "full":
-				l.Recompute = v
-				continue
-			}
-			return l, usageErrorf("--fix recompute=%q: accepted: none, selective, full", v)
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return l, usageErrorf("--fix %s=%q: want a positive integer", k, v)
-		}
-		switch k {
-		case "tp":
-			l.TP = n
-		case "pp":
-			l.PP = n
-		case "vpp":
-			l.VPP = n
-		case "cp":
-			l.CP = n
-		case "ep":
-			l.EP = n
-		case "dp":
-			l.DP, dpSet = n, true
-		case "mbs":
-			l.MicroBatch = n
-		case "grad_accum", "grad-accum":
-			l.GradAccum = n
-		default:
-			return l, usageErrorf("--fix: unknown key %q; accepted: tp pp vpp cp ep dp mbs grad_accum recompute", k)
-		}
+	l, dpSet, err := plan.ParseDegrees(s, base)
+	if err != nil {
+		return l, usageErrorf("--fix %q: %v", s, err)
 	}
 	if !dpSet && base.DP == 0 {
 		mp := max(l.TP, 1) * max(l.CP, 1) * max(l.PP, 1)
