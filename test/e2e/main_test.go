@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -109,4 +112,32 @@ func ownCluster(t *testing.T) *harness.Cluster {
 	})
 	c.LogOnFailure(t)
 	return c
+}
+
+var (
+	torchOnce sync.Once
+	torchErr  error
+)
+
+// requireTorch skips a test that needs Debian's python3-torch where it is
+// missing, or fails it under TRAINRUN_E2E_REQUIRED=1 (CI), where a skipped
+// training test would hide that nothing was checked. The import, seconds of
+// CPU on this machine, is tried once per run.
+func requireTorch(t *testing.T) {
+	t.Helper()
+	torchOnce.Do(func() { torchErr = exec.Command("/usr/bin/python3", "-c", "import torch").Run() })
+	if torchErr == nil {
+		return
+	}
+	msg := fmt.Sprintf("/usr/bin/python3 cannot import torch (%v); 'make deps' installs python3-torch", torchErr)
+	if os.Getenv("TRAINRUN_E2E_REQUIRED") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// exampleTrainer is the PyTorch trainer the training tests run
+// (contrib/trainer/train_example.py).
+func exampleTrainer() string {
+	return filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
 }

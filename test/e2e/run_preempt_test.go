@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,15 +19,13 @@ import (
 // requeues, and the job resumes and finishes with the weights of an
 // uninterrupted run.
 func TestRunPreemptedRequeueResume(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
-		t.Skip("python3-torch is not installed (make deps installs it)")
-	}
+	requireTorch(t)
 	// Minutes of waiting on Slurm's clocks: run beside the other long tests,
 	// on a cluster of its own so their nodes and preemptions do not mix.
 	t.Parallel()
 	cluster := ownCluster(t)
 	bin := trainrun(t)
-	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	trainer := exampleTrainer()
 	dir := t.TempDir()
 	job := func(name string) string {
 		return fmt.Sprintf(`#!/bin/bash

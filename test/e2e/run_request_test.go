@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,11 +16,9 @@ import (
 // keep training (the controller commits it in the background); --then stop
 // makes them checkpoint and exit, and the job ends with exit 7 (stopped).
 func TestRunCheckpointRequest(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
-		t.Skip("python3-torch is not installed (make deps installs it)")
-	}
+	requireTorch(t)
 	bin := trainrun(t)
-	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	trainer := exampleTrainer()
 	ckpt := filepath.Join(t.TempDir(), "ck")
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=10

@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,15 +17,13 @@ import (
 // (--signal=USR2@T without B:, here scancel --signal=USR2). Each time the
 // trainers checkpoint and the job is requeued and resumes; it then finishes.
 func TestRunSlurmSignals(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
-		t.Skip("python3-torch is not installed (make deps installs it)")
-	}
+	requireTorch(t)
 	// Minutes of waiting on Slurm's clocks: run beside the other long tests,
 	// on a cluster of its own so their nodes and preemptions do not mix.
 	t.Parallel()
 	cluster := ownCluster(t)
 	bin := trainrun(t)
-	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	trainer := exampleTrainer()
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=10 --requeue --open-mode=append
 export GLOO_SOCKET_IFNAME=lo

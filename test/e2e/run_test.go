@@ -191,12 +191,10 @@ func TestRunPyTorchJob(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
 	}
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
-		t.Skip("python3-torch is not installed (make deps installs it)")
-	}
+	requireTorch(t)
 	bin := trainrun(t)
 	out := t.TempDir()
-	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	trainer := exampleTrainer()
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=2 --gpus-per-node=2 --time=5
 export GLOO_SOCKET_IFNAME=lo

@@ -30,13 +30,11 @@ func TestRunTieredPreemptedResume(t *testing.T) {
 // tieredPreempted runs the test with perNode ranks on each of the two nodes;
 // localFlag "" means --ckpt-local-dir DIR/local/%n, "-" none (a control run).
 func tieredPreempted(t *testing.T, perNode int, localFlag string) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
-		t.Skip("python3-torch is not installed (make deps installs it)")
-	}
+	requireTorch(t)
 	t.Parallel()
 	cluster := ownCluster(t)
 	bin := trainrun(t)
-	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	trainer := exampleTrainer()
 	dir := t.TempDir()
 	local := filepath.Join(dir, "local")
 	job := func(name, flags string) string {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,15 +18,13 @@ import (
 // requeues the job, and the next run resumes from it and finishes with
 // weights bit-identical to an uninterrupted run of the same job.
 func TestRunTimeLimitRequeueResume(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
-		t.Skip("python3-torch is not installed (make deps installs it)")
-	}
+	requireTorch(t)
 	// Minutes of waiting on Slurm's clocks: run beside the other long tests,
 	// on a cluster of its own so their nodes and preemptions do not mix.
 	t.Parallel()
 	cluster := ownCluster(t)
 	bin := trainrun(t)
-	trainer := filepath.Join(repoRoot(), "contrib", "trainer", "train_example.py")
+	trainer := exampleTrainer()
 	dir := t.TempDir()
 	job := func(name, limit string) string {
 		return fmt.Sprintf(`#!/bin/bash
