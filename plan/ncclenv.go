@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -834,4 +835,13 @@ func (b *envBuilder) mnnvl(n *topo.Node, p *Placement) {
 		return
 	}
 	b.nccl(k, "1", fmt.Sprintf("the GPUs are in NVLink clique %s (NVL72-class rack): 1 makes NCCL use multi-node NVLink and fail loudly if the IMEX channels are missing, instead of falling back to the network silently", clique))
+}
+
+// MasterPort is the rendezvous port (MASTER_PORT) of a job: 20000 +
+// FNV-1a(job id) mod 10000, so jobs sharing a node rarely collide. trainrun
+// run, trainrun env and the plugin all use it, so their environments agree.
+func MasterPort(jobID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(jobID))
+	return 20000 + int(h.Sum32()%10000)
 }

@@ -3,7 +3,6 @@ package spank
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"os"
 	"path/filepath"
@@ -49,15 +48,6 @@ func launcherKey(k string) bool {
 		return true
 	}
 	return strings.HasPrefix(k, "TRAINRUN_")
-}
-
-// MasterPort is the rendezvous port for a job, by the rule `trainrun env`
-// and `trainrun run` use (wrapper/cmd_env.go jobMasterPort; keep them in
-// step): 20000 + FNV-1a(job id) mod 10000, so jobs sharing a node differ.
-func MasterPort(jobID uint32) int {
-	h := fnv.New32a()
-	h.Write([]byte(strconv.FormatUint(uint64(jobID), 10)))
-	return 20000 + int(h.Sum32()%10000)
 }
 
 // ComputeStep computes the environment of every local task of a step with
@@ -147,7 +137,7 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 		}
 		e, err := plan.RankEnv(plan.EnvInput{
 			Node: node, Placement: p, Rank: rank, Plan: ml,
-			MasterPort: MasterPort(st.JobID), NodeAddrs: addrs,
+			MasterPort: plan.MasterPort(strconv.FormatUint(uint64(st.JobID), 10)), NodeAddrs: addrs,
 			UserEnv: user, NCCLConf: conf, Policy: npol, VirtualTopology: verr == nil,
 		})
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -248,7 +247,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 	if port == 0 {
 		port = 29500
 		if id := env.getenv("SLURM_JOB_ID"); id != "" {
-			port = jobMasterPort(id)
+			port = plan.MasterPort(id)
 		}
 	}
 	e, err = plan.RankEnv(plan.EnvInput{
@@ -267,15 +266,6 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 		"machine read: " + orDefaultStr(node.Root, "/") + " (every node of the job is taken to be built like it)",
 	}
 	return e, header, nil
-}
-
-// jobMasterPort derives the rendezvous port from the job id so jobs sharing
-// a node do not collide: 20000 + FNV-1a(job id) mod 10000, the same rule as
-// trainrun run's (keep the two in step).
-func jobMasterPort(jobID string) int {
-	h := fnv.New32a()
-	h.Write([]byte(jobID))
-	return 20000 + int(h.Sum32()%10000)
 }
 
 func orDefaultStr(s, d string) string {

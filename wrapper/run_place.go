@@ -107,7 +107,7 @@ func hostfile(slots []rankSlot) string {
 // shared with trainrun env: 20000-29999, below the ephemeral range), so jobs
 // that share a node do not collide; a requeued job (same id) reuses its port,
 // which the rendezvous store opens with SO_REUSEADDR.
-func masterPort(jobID string) int { return jobMasterPort(jobID) }
+func masterPort(jobID string) int { return plan.MasterPort(jobID) }
 
 // rankEnv is the environment of every process: common to all plus per rank.
 type rankEnv struct {
