@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/nvml"
@@ -18,14 +19,8 @@ import (
 // /). fromCache says which happened. A cache that cannot be written is not
 // an error: the next step discovers again.
 func NodeTopology(cacheDir, root string) (n *topo.Node, fromCache bool, err error) {
-	r := orStr(root, "/")
-	boot, err := os.ReadFile(filepath.Join(r, "proc/sys/kernel/random/boot_id"))
-	id := strings.TrimSpace(string(boot))
-	if err != nil || id == "" || strings.ContainsAny(id, "/.") {
-		id = ""
-	}
 	var path string
-	if id != "" && cacheDir != "" {
+	if id := bootID(root); id != "" && cacheDir != "" {
 		path = filepath.Join(cacheDir, "node-"+id+".json")
 		if data, err := os.ReadFile(path); err == nil {
 			var cached topo.Node
@@ -53,6 +48,50 @@ func NodeTopology(cacheDir, root string) (n *topo.Node, fromCache bool, err erro
 		_ = writeAtomic(path, n)
 	}
 	return n, false, nil
+}
+
+// bootID is the kernel's boot id ("" when unreadable or odd), the key of
+// the per-boot caches.
+func bootID(root string) string {
+	boot, err := os.ReadFile(filepath.Join(orStr(root, "/"), "proc/sys/kernel/random/boot_id"))
+	id := strings.TrimSpace(string(boot))
+	if err != nil || id == "" || strings.ContainsAny(id, "/.") {
+		return ""
+	}
+	return id
+}
+
+// addrCache is one node name's addresses as resolved at Resolved.
+type addrCache struct {
+	Host     string    `json:"host"`
+	Addrs    []string  `json:"addrs"`
+	Resolved time.Time `json:"resolved"`
+}
+
+// negativeAddrTTL is how long a name that did not resolve stays unresolved
+// before a step asks DNS again.
+const negativeAddrTTL = 10 * time.Minute
+
+// NodeAddrs returns host's IPv4 addresses (this node's name as Slurm knows
+// it; NCCL's bootstrap interface is the one holding them), resolved once per
+// boot and kept in DIR/addr-HOST-BOOTID.json: a lookup costs a DNS round
+// trip, up to resolve's timeout when DNS is down, and every step would pay
+// it. A name that did not resolve is asked again after negativeAddrTTL.
+func NodeAddrs(cacheDir, root, host string, resolve func(string) []string, now time.Time) []string {
+	id := bootID(root)
+	if id == "" || cacheDir == "" || host == "" || strings.ContainsAny(host, "/\x00") || strings.HasPrefix(host, ".") {
+		return resolve(host)
+	}
+	path := filepath.Join(cacheDir, "addr-"+host+"-"+id+".json")
+	if data, err := os.ReadFile(path); err == nil {
+		var c addrCache
+		if json.Unmarshal(data, &c) == nil && c.Host == host && (len(c.Addrs) > 0 || now.Sub(c.Resolved) < negativeAddrTTL) {
+			return c.Addrs
+		}
+	}
+	addrs := resolve(host)
+	_ = writeAtomic(path, addrCache{Host: host, Addrs: addrs, Resolved: now})
+	return addrs
 }
 
 func writeAtomic(path string, v any) error {

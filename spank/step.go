@@ -2,6 +2,7 @@ package spank
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -27,8 +28,10 @@ type Step struct {
 	User, JobName string
 	// Getenv reads the job's environment (spank_getenv): what the user set.
 	Getenv func(string) (string, bool)
-	// NodeAddrs are this node's addresses ("" = resolve the node's name).
+	// NodeAddrs are this node's addresses (nil = Resolve the node's name).
 	NodeAddrs []string
+	// Resolve looks a node's name up (nil = Resolve4 within a second).
+	Resolve func(host string) []string
 	// Root is the machine root to read /etc/nccl.conf from ("" = /).
 	Root string
 }
@@ -66,7 +69,14 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	}
 	G, world := st.LocalTasks, st.TotalTasks
 	if G < 1 || world != G*len(hosts) {
-		return nil, nil, fmt.Errorf("%d tasks over %d nodes with %d here: trainrun places the same number of tasks on every node (use --ntasks-per-node)", world, len(hosts), G)
+		uneven := fmt.Sprintf("%d tasks over %d nodes with %d here: trainrun places the same number of tasks on every node (use --ntasks-per-node)", world, len(hosts), G)
+		if !r.LayoutSet && r.Model == "" {
+			// Not a training step (srun -n3 hostname): nothing asked of
+			// trainrun, so nothing injected and nothing failed, required
+			// plugin or not.
+			return nil, []string{uneven + "; nothing injected into this step"}, nil
+		}
+		return nil, nil, errors.New(uneven)
 	}
 	l := r.Layout
 	if !r.LayoutSet {
@@ -120,7 +130,11 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	here := hosts[st.NodeID]
 	addrs := st.NodeAddrs
 	if len(addrs) == 0 {
-		addrs = Resolve4(here, time.Second)
+		if st.Resolve != nil {
+			addrs = st.Resolve(here)
+		} else {
+			addrs = Resolve4(here, time.Second)
+		}
 	}
 	extra := r.extraVars(st)
 	byLocal := map[int]int{}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
@@ -180,7 +181,7 @@ func TestComputeStep(t *testing.T) {
 			layout  string
 			wantErr string
 		}{
-			{"uneven tasks", func(s *Step) { s.TotalTasks = 15 }, "", "places the same number of tasks on every node"},
+			{"uneven tasks with a layout", func(s *Step) { s.TotalTasks = 15 }, "tp=1", "places the same number of tasks on every node"},
 			{"layout does not divide", nil, "tp=3", "tp·cp·pp = 3 does not divide the step's 16 tasks"},
 			{"layout too big", nil, "tp=8,dp=4", "uses 32 tasks"},
 			{"node list mismatch", func(s *Step) { s.Nodelist = "gpu[1-3]" }, "", "has 3 nodes; Slurm says 2"},
@@ -257,5 +258,79 @@ func TestNodeTopologyCache(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cache, "node-1234-abcd.json")); err != nil {
 		t.Errorf("CleanJob removed the node cache: %v", err)
+	}
+}
+
+// TestUnevenStep: a step trainrun cannot place (tasks differ between
+// nodes) gets nothing and fails nothing when nothing was asked of trainrun
+// (srun -n3 hostname under a required plugin), and fails with the reason
+// when a layout or model was.
+func TestUnevenStep(t *testing.T) {
+	root, node := machine(t, "hgx-h100")
+	c := &Config{Policy: policy.Default()}
+	st := Step{JobID: 7, NodeID: 0, NNodes: 2, LocalTasks: 15, TotalTasks: 16, Nodelist: "n[1-2]", NodeAddrs: []string{"10.0.0.1"}, Root: root}
+	r, _ := Resolve(c, "", nil, func(string) string { return "" })
+	tasks, notes, err := ComputeStep(c, r, st, node)
+	if err != nil || tasks != nil || len(notes) != 1 || !strings.Contains(notes[0], "16 tasks over 2 nodes with 15 here") || !strings.Contains(notes[0], "nothing injected") {
+		t.Errorf("plain uneven step: tasks %v, notes %q, err %v; want none, one note, no error", tasks, notes, err)
+	}
+	for _, given := range []map[string]string{{"train-layout": "tp=2"}, {"train-model": "llama3-8b"}} {
+		r, err := Resolve(c, "", given, func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ComputeStep(c, r, st, node); err == nil || !strings.Contains(err.Error(), "use --ntasks-per-node") {
+			t.Errorf("%v on an uneven step: err %v, want the reason", given, err)
+		}
+	}
+}
+
+// TestNodeAddrsCache: a node's name is resolved once per boot; a name that
+// did not resolve is asked again only after the negative TTL; another boot
+// asks again.
+func TestNodeAddrsCache(t *testing.T) {
+	root := t.TempDir()
+	bootDir := filepath.Join(root, "proc/sys/kernel/random")
+	if err := os.MkdirAll(bootDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	setBoot := func(id string) {
+		if err := os.WriteFile(filepath.Join(bootDir, "boot_id"), []byte(id+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setBoot("boot-1")
+	cache := t.TempDir()
+	calls := map[string]int{}
+	answer := map[string][]string{"gpu01": {"10.0.0.11"}}
+	resolve := func(h string) []string { calls[h]++; return answer[h] }
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	for i := 0; i < 3; i++ {
+		if got := NodeAddrs(cache, root, "gpu01", resolve, t0.Add(time.Duration(i)*time.Hour)); !slices.Equal(got, []string{"10.0.0.11"}) {
+			t.Fatalf("gpu01: %q", got)
+		}
+	}
+	if calls["gpu01"] != 1 {
+		t.Errorf("gpu01 resolved %d times in one boot, want 1", calls["gpu01"])
+	}
+	NodeAddrs(cache, root, "gpu02", resolve, t0)
+	NodeAddrs(cache, root, "gpu02", resolve, t0.Add(negativeAddrTTL-time.Second))
+	if calls["gpu02"] != 1 {
+		t.Errorf("unresolved gpu02 asked %d times within the negative TTL, want 1", calls["gpu02"])
+	}
+	answer["gpu02"] = []string{"10.0.0.12"}
+	if got := NodeAddrs(cache, root, "gpu02", resolve, t0.Add(negativeAddrTTL+time.Second)); !slices.Equal(got, []string{"10.0.0.12"}) || calls["gpu02"] != 2 {
+		t.Errorf("gpu02 after the TTL: %q after %d lookups, want 10.0.0.12 after 2", got, calls["gpu02"])
+	}
+	setBoot("boot-2")
+	answer["gpu01"] = []string{"10.0.1.11"}
+	if got := NodeAddrs(cache, root, "gpu01", resolve, t0); !slices.Equal(got, []string{"10.0.1.11"}) || calls["gpu01"] != 2 {
+		t.Errorf("gpu01 after a reboot: %q after %d lookups, want the new address after 2", got, calls["gpu01"])
+	}
+	// A name that could escape the cache directory is resolved, not cached.
+	NodeAddrs(cache, root, "../x", resolve, t0)
+	NodeAddrs(cache, root, "../x", resolve, t0)
+	if calls["../x"] != 2 {
+		t.Errorf("odd name cached: %d lookups", calls["../x"])
 	}
 }
