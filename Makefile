@@ -13,21 +13,26 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 BIN := bin/trainrun
 
-# The SPANK plugin: Go c-shared library + its C layer (spank/plugin). Built
+# The SPANK plugin, in two halves (spank/golib/abi.h says why): the C
+# plugin Slurm loads (spank/plugin) and the Go library it dlopen()s from its
+# own directory where Go is needed (spank/golib, -buildmode=c-shared). Built
 # when Slurm's spank.h is installed (Debian: libslurm-dev); rebuild it for
 # every Slurm release deployed (Slurm checks plugin_version).
-SPANK       := bin/spank_trainrun.so
+CC          ?= cc
+SPANK       ?= bin/spank_trainrun.so
+SPANK_GO    ?= $(dir $(SPANK))libtrainrun-spank.so
 SPANK_H     ?= /usr/include/slurm/spank.h
 SPANKDIR    ?= $(LIBDIR)/slurm
 SYSCONFDIR  ?= /etc
-SPANK_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/plugin/spank_trainrun.map
+SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
+SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
 .PHONY: all help build spank deps test test-unit test-e2e bench lint install clean demo
 
 all: build
 
 help:
-	@echo "build      build bin/trainrun and bin/spank_trainrun.so (the SPANK plugin)"
+	@echo "build      build bin/trainrun, bin/spank_trainrun.so and bin/libtrainrun-spank.so (the SPANK plugin)"
 	@echo "deps       install what the tests need (Debian packages; root)"
 	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./..."
@@ -42,8 +47,11 @@ build: $(BIN) spank
 
 spank:
 ifneq ($(wildcard $(SPANK_H)),)
-	$(GO) build -buildmode=c-shared -ldflags '$(SPANK_LDFLAGS)' -o $(SPANK) ./spank/plugin
-	@rm -f bin/spank_trainrun.h
+	@mkdir -p $(dir $(SPANK)) $(dir $(SPANK_GO))
+	$(GO) build -buildmode=c-shared -ldflags '$(SPANK_GO_LDFLAGS)' -o $(SPANK_GO) ./spank/golib
+	@rm -f $(basename $(SPANK_GO)).h
+	$(CC) $(SPANK_CFLAGS) -shared -o $(SPANK) spank/plugin/spank_trainrun.c -ldl \
+		-Wl,--version-script=spank/plugin/spank_trainrun.map -Wl,-z,nodelete
 else
 	@echo "spank: $(SPANK_H) not found (install libslurm-dev): $(SPANK) not built"
 endif
@@ -82,6 +90,7 @@ install: build
 	@if [ -f $(SPANK) ]; then \
 		install -d $(DESTDIR)$(SPANKDIR) $(DESTDIR)$(DATADIR)/trainrun && \
 		install -m 0755 $(SPANK) $(DESTDIR)$(SPANKDIR)/spank_trainrun.so && \
+		install -m 0755 $(SPANK_GO) $(DESTDIR)$(SPANKDIR)/libtrainrun-spank.so && \
 		sed -e 's|@SPANKDIR@|$(SPANKDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' contrib/plugstack.conf.example \
 			> $(DESTDIR)$(DATADIR)/trainrun/plugstack.conf.trainrun && \
 		echo "install: plugstack.conf line in $(DESTDIR)$(DATADIR)/trainrun/plugstack.conf.trainrun (include it from plugstack.conf on login and compute nodes; restart slurmd)"; \

@@ -5,10 +5,11 @@
 // task of a step (ComputeStep), computed with the same plan.Place and
 // plan.RankEnv that `trainrun env` uses.
 //
-// The plugin itself is spank/plugin (package main, built with
-// -buildmode=c-shared): a C file owns every slurm_spank_* symbol and calls
-// into this package only from the parent's callbacks (init, init_post_opt,
-// option callbacks, job_epilog), never from slurmd context and never after
-// slurmstepd forks a task: the task callbacks are C that only spank_setenv
-// what ComputeStep prepared. See spank/plugin/doc.go for why.
+// The plugin itself has two halves: spank/plugin, the C spank_trainrun.so
+// that Slurm loads (every slurm_spank_* symbol, the option table), and
+// spank/golib, the Go libtrainrun-spank.so it dlopen()s where Go is needed:
+// option callbacks and init_post_opt in srun/sbatch/salloc, init_post_opt
+// of a step in slurmstepd before it forks the tasks, the job epilog. Never
+// slurmd, never a task child: the task callbacks are C that only
+// spank_setenv what ComputeStep prepared. See spank/golib/doc.go for why.
 package spank

@@ -30,8 +30,10 @@ var (
 	pluginErr  error
 )
 
-// buildPlugin builds spank_trainrun.so as `make spank` does, once, into a
-// directory that lives as long as the test binary.
+// buildPlugin builds the plugin's two halves with `make spank` (the C
+// spank_trainrun.so and, next to it, the Go libtrainrun-spank.so), once,
+// into a directory that lives as long as the test binary, and returns the
+// path of spank_trainrun.so.
 func buildPlugin(t testing.TB) string {
 	t.Helper()
 	pluginOnce.Do(func() {
@@ -40,11 +42,9 @@ func buildPlugin(t testing.TB) string {
 			pluginErr = err
 			return
 		}
-		root := repoRoot()
 		so := filepath.Join(dir, "spank_trainrun.so")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags",
-			"-extldflags=-Wl,--version-script="+filepath.Join(root, "spank/plugin/spank_trainrun.map"), "-o", so, "./spank/plugin")
-		cmd.Dir = root
+		cmd := exec.Command("make", "-s", "spank", "SPANK="+so)
+		cmd.Dir = repoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			pluginErr = fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 			return
@@ -56,6 +56,9 @@ func buildPlugin(t testing.TB) string {
 	}
 	return pluginPath
 }
+
+// goHalf is the Go library buildPlugin put next to the plugin.
+func goHalf(so string) string { return filepath.Join(filepath.Dir(so), "libtrainrun-spank.so") }
 
 // spankPolicy is the site policy the tests load: a forced and a default
 // NCCL variable, checkpoint roots, and a partition where users may
@@ -148,15 +151,20 @@ func TestSpank(t *testing.T) {
 	restore := func() { writePlugstack(t, good) }
 
 	t.Run("exports only plugin_ and slurm_spank_ symbols", func(t *testing.T) {
-		out, err := exec.Command("nm", "-D", "--defined-only", so).Output()
-		if err != nil {
-			t.Skipf("nm: %v", err)
+		exports := func(lib string) []string {
+			out, err := exec.Command("nm", "-D", "--defined-only", lib).Output()
+			if err != nil {
+				t.Skipf("nm: %v", err)
+			}
+			var syms []string
+			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				f := strings.Fields(l)
+				syms = append(syms, f[len(f)-1])
+			}
+			return syms
 		}
-		var syms []string
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			f := strings.Fields(l)
-			name := f[len(f)-1]
-			syms = append(syms, name)
+		syms := exports(so)
+		for _, name := range syms {
 			if !strings.HasPrefix(name, "plugin_") && !strings.HasPrefix(name, "slurm_spank_") {
 				t.Errorf("%s exports %s", so, name)
 			}
@@ -166,6 +174,76 @@ func TestSpank(t *testing.T) {
 				t.Errorf("%s does not export %s: %q", so, want, syms)
 			}
 		}
+		// The Go half exports its trgo_* calls and nothing of the runtime.
+		gosyms := exports(goHalf(so))
+		for _, name := range gosyms {
+			if !strings.HasPrefix(name, "trgo_") {
+				t.Errorf("%s exports %s", goHalf(so), name)
+			}
+		}
+		if !slices.Contains(gosyms, "trgo_remote_post_opt") || !slices.Contains(gosyms, "trgo_bind") {
+			t.Errorf("%s lacks trgo_remote_post_opt or trgo_bind: %q", goHalf(so), gosyms)
+		}
+		// The C half links no Go: it is small and has no Go runtime symbol.
+		if fi, err := os.Stat(so); err != nil || fi.Size() > 1<<20 {
+			t.Errorf("%s: %v, size %d; want a small C library", so, err, fi.Size())
+		}
+	})
+
+	// Go is loaded only where it is needed: never in slurmd (it loaded the
+	// plugin before daemonizing), not in an srun that uses no --train-*
+	// option once the config stamp is there, and in an srun that does.
+	t.Run("Go half loaded only where needed", func(t *testing.T) {
+		// A step on every node, so that slurmstepd wrote the config stamp.
+		mustRun(t, nil, "srun", "-N4", "true")
+		if _, err := os.Stat(filepath.Join(cache, "config.ok")); err != nil {
+			t.Fatalf("no config stamp after a step: %v", err)
+		}
+		pids, err := exec.Command("pgrep", "-f", "slurmd -D .*"+cluster.Dir()).Output()
+		if err != nil {
+			t.Fatalf("pgrep slurmd: %v", err)
+		}
+		n := 0
+		for _, pid := range strings.Fields(string(pids)) {
+			maps, err := os.ReadFile("/proc/" + pid + "/maps")
+			if err != nil {
+				continue
+			}
+			n++
+			if !strings.Contains(string(maps), "spank_trainrun.so") {
+				t.Errorf("slurmd %s has not loaded spank_trainrun.so: the test looks at the wrong process", pid)
+			}
+			if strings.Contains(string(maps), "libtrainrun-spank.so") {
+				t.Errorf("slurmd %s has the Go half (libtrainrun-spank.so) mapped", pid)
+			}
+		}
+		if n != len(cluster.Nodes()) {
+			t.Errorf("found %d slurmd processes, want %d", n, len(cluster.Nodes()))
+		}
+		loaded := func(args ...string) bool {
+			_, stderr, err := run(ctx, []string{"LD_DEBUG=files"}, "srun", args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Contains(stderr, "file="+goHalf(so)) && strings.Contains(stderr, "dynamically loaded by "+so)
+		}
+		if loaded("-N1", "true") {
+			t.Errorf("srun -N1 true loaded the Go half")
+		}
+		if !loaded("-N1", "--train-nccl=off", "true") {
+			t.Errorf("srun --train-nccl=off did not load the Go half (LD_DEBUG=files shows no dlopen of %s)", goHalf(so))
+		}
+	})
+
+	// A step trainrun cannot place (3 tasks on 2 nodes) is not a training
+	// step: with nothing asked of trainrun it runs untouched, required
+	// plugin or not; asked for a layout, it fails with the reason.
+	t.Run("uneven step runs untouched", func(t *testing.T) {
+		out := mustRun(t, nil, "srun", "-N2", "-n3", "bash", "-c", `echo "rank=${RANK-none}"`)
+		if strings.Count(out, "rank=none") != 3 {
+			t.Errorf("srun -N2 -n3: want 3 tasks without injection, got:\n%s", out)
+		}
+		wantRejected(t, nil, []string{"trainrun places the same number of tasks on every node"}, "srun", "-N2", "-n3", "--train-layout=tp=1", "true")
 	})
 
 	t.Run("help lists the options", func(t *testing.T) {

@@ -2,7 +2,7 @@ package main
 
 /*
 #include <stdlib.h>
-#include "shim.h"
+#include "abi.h"
 */
 import "C"
 
@@ -12,12 +12,23 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/trainrun/trainrun/spank"
 )
 
 func main() {}
+
+//export trgo_abi_version
+func trgo_abi_version() C.int { return C.TR_ABI_VERSION }
+
+// trgo_bind takes the C half's table of calls (logging, the job's
+// environment, option values, the per-task arrays). Called once, right
+// after dlopen, before any other export.
+//
+//export trgo_bind
+func trgo_bind(ops *C.struct_tr_ops) { C.tr_set_ops(ops) }
 
 // local is the configuration loaded in srun/sbatch/salloc's init.
 var local *spank.Config
@@ -52,26 +63,12 @@ func args(ac C.int, av **C.char) []string {
 	return out
 }
 
+// trgo_option_count lets the C half check that its generated option table
+// (spank/plugin/options.h, from spank.Options) is the one this half
+// indexes: a mismatched pair refuses to load.
+//
 //export trgo_option_count
 func trgo_option_count() C.int { return C.int(len(spank.Options)) }
-
-//export trgo_option
-func trgo_option(i C.int, name, arginfo, usage, twin **C.char, hasArg *C.int) {
-	defer func() { _ = recover() }()
-	if i < 0 || int(i) >= len(spank.Options) {
-		return
-	}
-	o := spank.Options[i]
-	// Allocated once per process and kept: Slurm holds the pointers.
-	*name = C.CString(o.Name)
-	*arginfo = C.CString(o.Arg)
-	*usage = C.CString(o.Usage + " [env " + o.Env + "]")
-	*twin = C.CString(o.Env)
-	*hasArg = 0
-	if o.HasArg {
-		*hasArg = 1
-	}
-}
 
 // trgo_local_init loads plugstack.conf's arguments and the policy in srun,
 // sbatch and salloc, so a broken policy fails submission (required) or is
@@ -152,12 +149,12 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 	if err != nil {
 		return C.CString("trainrun: config: " + err.Error() + "; no trainrun environment injected")
 	}
-	spt := C.spank_t(sp)
+	st.config_ok = 1
 	buf := make([]byte, 64<<10)
 	getenv := func(k string) (string, bool) {
 		ck := C.CString(k)
 		defer C.free(unsafe.Pointer(ck))
-		if C.tr_getenv(spt, ck, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf))) == 0 {
+		if C.tr_getenv(sp, ck, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf))) == 0 {
 			return "", false
 		}
 		return C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), true
@@ -182,6 +179,9 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 	}
 	if step.Nodelist == "" {
 		step.Nodelist = get("SLURM_JOB_NODELIST")
+	}
+	step.Resolve = func(host string) []string {
+		return spank.NodeAddrs(c.CacheDir, "", host, func(h string) []string { return spank.Resolve4(h, time.Second) }, time.Now())
 	}
 	node, _, err := spank.NodeTopology(c.CacheDir, "")
 	if err != nil {
