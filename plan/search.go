@@ -23,9 +23,9 @@ type SearchOptions struct {
 	AllowCP              bool // consider context parallelism (always allowed when pinned)
 }
 
-// fullyPinned reports whether every parallel degree is fixed, so that the
+// FullyPinned reports whether every parallel degree is fixed, so that the
 // pinned layout is reported even if it does not fit.
-func (o SearchOptions) fullyPinned(m Model) bool {
+func (o SearchOptions) FullyPinned(m Model) bool {
 	p := o.Pins
 	return p.TP != nil && p.PP != nil && p.MicroBatch != nil &&
 		(p.CP != nil || !o.AllowCP) && (p.EP != nil || !m.isMoE())
@@ -218,7 +218,7 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 		if len(s.close) == 0 {
 			r.Rejected = append(r.Rejected, s.invalid...)
 		}
-		if o.fullyPinned(m) && len(s.close) > 0 {
+		if o.FullyPinned(m) && len(s.close) > 0 {
 			e := Evaluate(m, j, c, s.close[0].Layout)
 			r.Plan = &e
 		}

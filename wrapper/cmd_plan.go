@@ -91,7 +91,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
 	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|env|sbatch|hostfile|placement")
-	fs.IntVar(&o.Top, "top", 3, "alternatives to report")
+	fs.IntVar(&o.Top, "top", plan.DefaultTop, "alternatives to report")
 	fs.DurationVar(&o.CkptLead, "ckpt-lead", 10*time.Minute, "sbatch: checkpoint lead before the time limit (added to it, and the --signal time)")
 	fs.Float64Var(&o.TimeMargin, "time-margin", 0.10, "sbatch: fraction added to the predicted training time")
 	fs.StringVar(&o.Place.Nodelist, "nodelist", "", "hostfile/placement: Slurm node list expression, e.g. 'gpu[001-008]'")
@@ -477,18 +477,14 @@ func (o *planOptions) clusters(fs *pflag.FlagSet) ([]plan.Cluster, error) {
 		if err != nil {
 			return nil, withCode(ExitUsage, fmt.Errorf("--gpu: %w", err))
 		}
-		c := plan.ClusterOf(g, n)
+		perNode := 0 // the type's usual node
 		if fs.Changed("gpus-per-node") {
 			if o.GPUsPerNode <= 0 {
 				return nil, usageErrorf("--gpus-per-node %d: must be positive", o.GPUsPerNode)
 			}
-			c.GPUsPerNode = o.GPUsPerNode
-			// A node-local NVLink domain shrinks with the node; a
-			// multi-node one (NVL72) does not.
-			if g.NVLinkDomain <= g.GPUsPerNode {
-				c.NVLinkDomain = min(g.NVLinkDomain, c.GPUsPerNode)
-			}
+			perNode = o.GPUsPerNode
 		}
+		c := plan.ClusterFor(g, n, perNode)
 		if fs.Changed("nvlink-domain") {
 			if o.NVLinkDomain <= 0 {
 				return nil, usageErrorf("--nvlink-domain %d: must be positive (1 = no NVLink)", o.NVLinkDomain)

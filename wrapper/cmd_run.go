@@ -1123,7 +1123,7 @@ func mkdirUnlessDry(dry bool, dir string) error {
 func (r *runner) probedGPUName() string {
 	name := ""
 	for _, f := range r.facts {
-		t := gpuTypeOf(f.GPUName)
+		t := plan.GPUTypeOf(f.GPUName)
 		if t == "" || name != "" && t != name {
 			return ""
 		}
