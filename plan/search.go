@@ -381,6 +381,31 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 	}
 }
 
+// NoFit is "" when r (Search's answer for m, j, c, o) has a plan that fits;
+// otherwise it says why not: the pinned layout's reason or the nearest miss,
+// and what would fit (Suggest). trainrun plan, trainrun run and the plugin
+// report it.
+func NoFit(m Model, j Job, c Cluster, o SearchOptions, r Result) string {
+	if r.Plan != nil && r.Plan.Memory.Fits {
+		return ""
+	}
+	var msg string
+	if r.Plan != nil {
+		msg = fmt.Sprintf("the pinned layout %s does not fit on %s: %s", r.Plan.Layout.Config(), c.GPU.Name, r.Plan.Reason)
+	} else {
+		msg = fmt.Sprintf("no layout of %s fits %d x %s", m.Name, c.GPUs, c.GPU.Name)
+		if len(r.Rejected) > 0 {
+			msg += fmt.Sprintf(" (nearest: %s: %s)", r.Rejected[0].Config, r.Rejected[0].Reason)
+		}
+	}
+	if s := Suggest(m, j, c, o); s != "" {
+		msg += "; " + s
+	} else {
+		msg += "; no nearby change (more GPUs, recompute, LoRA, offload) makes it fit"
+	}
+	return msg
+}
+
 // Suggest says what nearest change makes a job fit when Search finds nothing:
 // another GPU count (whole nodes up or down, then doublings), full recompute,
 // context parallelism, LoRA, or offload. Empty if nothing does.

@@ -175,6 +175,9 @@ func (r *Request) extraVars(st Step) []string {
 	if r.Model != "" {
 		out = append(out, "TRAINRUN_MODEL="+r.Model)
 	}
+	if r.Batch != "" {
+		out = append(out, "TRAINRUN_BATCH="+r.Batch)
+	}
 	if r.CkptDir != "" {
 		out = append(out, "TRAINRUN_CKPT_DIR="+policy.ExpandCkptDir(r.CkptDir, st.User, strconv.FormatUint(uint64(st.JobID), 10), st.JobName))
 	}

@@ -163,26 +163,12 @@ func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
 }
 
 // noFitError is nil when r has a plan that fits; otherwise an ExitNoFit
-// error naming the nearest miss and what would fit (the planner's Suggest).
+// error naming the nearest miss and what would fit (plan.NoFit).
 func noFitError(m plan.Model, j plan.Job, c plan.Cluster, so plan.SearchOptions, r plan.Result) error {
-	if r.Plan != nil && r.Plan.Memory.Fits {
-		return nil
+	if msg := plan.NoFit(m, j, c, so, r); msg != "" {
+		return withCode(ExitNoFit, errors.New(msg))
 	}
-	var msg string
-	if r.Plan != nil {
-		msg = fmt.Sprintf("the pinned layout %s does not fit on %s: %s", r.Plan.Layout.Config(), c.GPU.Name, r.Plan.Reason)
-	} else {
-		msg = fmt.Sprintf("no layout of %s fits %d x %s", m.Name, c.GPUs, c.GPU.Name)
-		if len(r.Rejected) > 0 {
-			msg += fmt.Sprintf(" (nearest: %s: %s)", r.Rejected[0].Config, r.Rejected[0].Reason)
-		}
-	}
-	if s := plan.Suggest(m, j, c, so); s != "" {
-		msg += "; " + s
-	} else {
-		msg += "; no nearby change (more GPUs, recompute, LoRA, offload) makes it fit"
-	}
-	return withCode(ExitNoFit, errors.New(msg))
+	return nil
 }
 
 // render writes r in the chosen format. Formats that describe one layout
