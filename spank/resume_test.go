@@ -18,7 +18,7 @@ import (
 
 // trainerSave does what a trainer does for one checkpoint: each rank writes
 // its files into dir/tag/ and then its done marker.
-func trainerSave(t *testing.T, dir, tag string, ranks ...int) {
+func trainerSave(t testing.TB, dir, tag string, ranks ...int) {
 	t.Helper()
 	for _, r := range ranks {
 		p := filepath.Join(dir, tag, "model_rank"+strconv.Itoa(r)+".pt")
@@ -39,7 +39,16 @@ func trainerSave(t *testing.T, dir, tag string, ranks ...int) {
 
 // committedStore is a store with step-100 and step-200 committed (world 2)
 // and step-300 half written (rank 1 has not marked done).
-func committedStore(t *testing.T) string {
+func committedStore(t testing.TB) string {
+	t.Helper()
+	dir := makeStore(t, 2, "step-100", "step-200")
+	trainerSave(t, dir, "step-300", 0)
+	return dir
+}
+
+// makeStore makes a store whose checkpoints tags were saved by world ranks
+// and committed, as the trainer and trainrun run do.
+func makeStore(t testing.TB, world int, tags ...string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -49,13 +58,16 @@ func committedStore(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tag := range []string{"step-100", "step-200"} {
-		trainerSave(t, dir, tag, 0, 1)
-		if _, err := s.Commit(tag, 2); err != nil {
+	ranks := make([]int, world)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	for _, tag := range tags {
+		trainerSave(t, dir, tag, ranks...)
+		if _, err := s.Commit(tag, world); err != nil {
 			t.Fatal(err)
 		}
 	}
-	trainerSave(t, dir, "step-300", 0)
 	return dir
 }
 
