@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -179,4 +181,119 @@ func TestPluginPlanIsTrainrunPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dryRunEnv runs `trainrun run --dry-run` on a 4x8 allocation given by env
+// and returns the rank's printed environment.
+func dryRunEnv(t *testing.T, env map[string]string, args ...string) (map[string]string, string, error) {
+	t.Helper()
+	m := slurmEnv4x8()
+	m["TRAINRUN_JOB_DIR"] = t.TempDir()
+	for k, v := range env {
+		m[k] = v
+	}
+	var out, errb bytes.Buffer
+	err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)}, append([]string{"--dry-run", "--probe", "none"}, args...))
+	vars := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && strings.HasPrefix(k, "TRAINRUN_") {
+			vars[k] = v
+		}
+	}
+	return vars, errb.String(), err
+}
+
+// trainrun run takes --model from TRAINRUN_MODEL and --seq-len and
+// --global-batch from TRAINRUN_BATCH (the plugin's #SBATCH --train-model and
+// --train-batch) where the flags are not given.
+func TestRunPlanInputsFromPluginTwins(t *testing.T) {
+	planOf := func(args ...string) map[string]any {
+		t.Helper()
+		out, errOut, code := runPlanCmd(t, append(append([]string{"plan"}, args...), "--gpus", "32", "--gpus-per-node", "8", "--format", "json")...)
+		if code != ExitOK {
+			t.Fatalf("trainrun plan %v: exit %d: %s", args, code, errOut)
+		}
+		var doc struct{ Plan map[string]any }
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Plan == nil {
+			t.Fatalf("trainrun plan: %v %s", err, out)
+		}
+		return doc.Plan
+	}
+	same := func(t *testing.T, vars map[string]string, p map[string]any) {
+		t.Helper()
+		for k, field := range map[string]string{"TRAINRUN_TP": "tp", "TRAINRUN_PP": "pp", "TRAINRUN_DP": "dp", "TRAINRUN_MICRO_BATCH": "micro_batch", "TRAINRUN_GRAD_ACCUM": "grad_accum", "TRAINRUN_RECOMPUTE": "recompute"} {
+			if vars[k] != fmt.Sprint(p[field]) {
+				t.Errorf("%s=%q, trainrun plan's %s is %v", k, vars[k], field, p[field])
+			}
+		}
+	}
+	t.Run("model and batch from the twins", func(t *testing.T) {
+		vars, errOut, err := dryRunEnv(t, map[string]string{"TRAINRUN_MODEL": "llama3-70b", "TRAINRUN_BATCH": "1024x8192"}, "--gpu", "h100-sxm", "--", "true")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		same(t, vars, planOf("--model", "llama3-70b", "--gpu", "h100-sxm", "--seq-len", "8192", "--global-batch", "1024"))
+	})
+	t.Run("flags win over the twins, flag by flag", func(t *testing.T) {
+		vars, errOut, err := dryRunEnv(t, map[string]string{"TRAINRUN_MODEL": "llama3-70b", "TRAINRUN_BATCH": "1024x8192"},
+			"--gpu", "h100-sxm", "--model", "llama3-8b", "--seq-len", "2048", "--", "true")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		same(t, vars, planOf("--model", "llama3-8b", "--gpu", "h100-sxm", "--seq-len", "2048", "--global-batch", "1024"))
+	})
+	t.Run("the PRODUCT.md script: model from the directive, batch from the flags", func(t *testing.T) {
+		vars, errOut, err := dryRunEnv(t, map[string]string{"TRAINRUN_MODEL": "llama3-8b"}, "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "256", "--", "true")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		same(t, vars, planOf("--model", "llama3-8b", "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "256"))
+	})
+	t.Run("the policy's GPUType where the probe names no GPU", func(t *testing.T) {
+		pol := filepath.Join(t.TempDir(), "trainrun.conf")
+		if err := os.WriteFile(pol, []byte("PartitionName=low GPUType=a100-80gb\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		vars, errOut, err := dryRunEnv(t, map[string]string{"TRAINRUN_MODEL": "llama3-8b", "TRAINRUN_BATCH": "256x4096"}, "--policy", pol, "--", "true")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		if !strings.Contains(errOut, "planning for a100-80gb, the policy's GPUType (partition low ("+pol+":1))") {
+			t.Errorf("stderr does not say where the GPU type came from:\n%s", errOut)
+		}
+		same(t, vars, planOf("--model", "llama3-8b", "--gpu", "a100-80gb", "--seq-len", "4096", "--global-batch", "256"))
+	})
+	t.Run("model from the directive with a pinned layout and no batch", func(t *testing.T) {
+		vars, errOut, err := dryRunEnv(t, map[string]string{"TRAINRUN_MODEL": "llama3-8b"}, "--fix", "tp=4", "--", "true")
+		if err != nil || vars["TRAINRUN_TP"] != "4" || vars["TRAINRUN_DP"] != "8" || !strings.Contains(errOut, "--fix tp=4 is used as given, not evaluated") {
+			t.Errorf("err %v, TP %s DP %s, stderr:\n%s", err, vars["TRAINRUN_TP"], vars["TRAINRUN_DP"], errOut)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		msg  string
+	}{
+		{"bad TRAINRUN_BATCH", map[string]string{"TRAINRUN_BATCH": "1024"}, []string{"--gpu", "h100-sxm", "--model", "llama3-8b", "--", "true"},
+			"TRAINRUN_BATCH=1024: want GLOBALxSEQLEN"},
+		{"model from the directive, no batch", map[string]string{"TRAINRUN_MODEL": "llama3-8b"}, []string{"--gpu", "h100-sxm", "--", "true"},
+			"the model llama3-8b comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := dryRunEnv(t, tc.env, tc.args...)
+			if err == nil || exitCodeOf(err) != ExitUsage || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("err = %v (code %d); want a usage error with %q", err, exitCodeOf(err), tc.msg)
+			}
+		})
+	}
+	t.Run("help", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		dispatch(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(nil)}, []string{"run", "--help"})
+		for _, w := range []string{"default: TRAINRUN_MODEL, which the plugin's #SBATCH --train-model sets", "default: from TRAINRUN_BATCH=GLOBALxSEQLEN", "#SBATCH --train-model=NAME --train-batch=GLOBALxSEQLEN"} {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("trainrun run --help lacks %q", w)
+			}
+		}
+	})
 }
