@@ -200,3 +200,28 @@ func TestPlanStepPinsAndNoFit(t *testing.T) {
 		t.Errorf("grad_accum=3 against the batch: err = %v", err)
 	}
 }
+
+// Every node of a step plans alone, so the plan must not depend on anything
+// but its inputs: repeated plans (map order varies from call to call in Go)
+// and every node index give the same bytes.
+func TestPlanStepDeterministic(t *testing.T) {
+	c := policyConfig(t, "GPUType=h100-sxm\n")
+	for _, job := range []struct{ model, batch string }{
+		{"llama3-8b", "256x4096"}, {"llama3-70b", "1024x8192"}, {"mixtral-8x7b", "512x4096"}, {"llama3.1-405b", "1024x8192"},
+	} {
+		r := resolveWith(t, c, map[string]string{"train-model": job.model, "train-batch": job.batch})
+		var first []byte
+		for i := 0; i < 16; i++ {
+			st := Step{JobID: 1, NodeID: i % 8, NNodes: 8, LocalTasks: 8, TotalTasks: 64, Nodelist: "n[1-8]"}
+			sp, _, err := PlanStep(c, r, st, &topo.Node{})
+			if err != nil {
+				t.Fatalf("%s: %v", job.model, err)
+			}
+			if first == nil {
+				first = sp.JSON
+			} else if !bytes.Equal(first, sp.JSON) {
+				t.Fatalf("%s %s: plan %d (node %d) differs from the first", job.model, job.batch, i, i%8)
+			}
+		}
+	}
+}
