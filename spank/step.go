@@ -55,8 +55,10 @@ func launcherKey(k string) bool {
 // plan.Place and plan.RankEnv, the functions `trainrun env` calls: same
 // inputs (the node's topology, the step's nodes and tasks per node as GPUs
 // per node, the layout, the policy of the partition, the user's values of
-// the variables, /etc/nccl.conf) give the same values. notes are
-// warnings for the log.
+// the variables, /etc/nccl.conf) give the same values. With a model and a
+// batch the layout is PlanStep's, written to JobDir/plan-STEP.json for
+// TRAINRUN_PLAN; with a checkpoint directory TRAINRUN_RESUME_DIR is
+// ResumeDir's. notes are warnings for the log.
 func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskEnv, notes []string, err error) {
 	hosts, err := topo.ExpandHostlist(st.Nodelist)
 	if err != nil {
