@@ -23,9 +23,9 @@ type SearchOptions struct {
 	AllowCP              bool // consider context parallelism (always allowed when pinned)
 }
 
-// fullyPinned reports whether every parallel degree is fixed, so that the
+// FullyPinned reports whether every parallel degree is fixed, so that the
 // pinned layout is reported even if it does not fit.
-func (o SearchOptions) fullyPinned(m Model) bool {
+func (o SearchOptions) FullyPinned(m Model) bool {
 	p := o.Pins
 	return p.TP != nil && p.PP != nil && p.MicroBatch != nil &&
 		(p.CP != nil || !o.AllowCP) && (p.EP != nil || !m.isMoE())
@@ -218,7 +218,7 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 		if len(s.close) == 0 {
 			r.Rejected = append(r.Rejected, s.invalid...)
 		}
-		if o.fullyPinned(m) && len(s.close) > 0 {
+		if o.FullyPinned(m) && len(s.close) > 0 {
 			e := Evaluate(m, j, c, s.close[0].Layout)
 			r.Plan = &e
 		}
@@ -379,6 +379,31 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 			return // a larger micro-batch needs more memory still
 		}
 	}
+}
+
+// NoFit is "" when r (Search's answer for m, j, c, o) has a plan that fits;
+// otherwise it says why not: the pinned layout's reason or the nearest miss,
+// and what would fit (Suggest). trainrun plan, trainrun run and the plugin
+// report it.
+func NoFit(m Model, j Job, c Cluster, o SearchOptions, r Result) string {
+	if r.Plan != nil && r.Plan.Memory.Fits {
+		return ""
+	}
+	var msg string
+	if r.Plan != nil {
+		msg = fmt.Sprintf("the pinned layout %s does not fit on %s: %s", r.Plan.Layout.Config(), c.GPU.Name, r.Plan.Reason)
+	} else {
+		msg = fmt.Sprintf("no layout of %s fits %d x %s", m.Name, c.GPUs, c.GPU.Name)
+		if len(r.Rejected) > 0 {
+			msg += fmt.Sprintf(" (nearest: %s: %s)", r.Rejected[0].Config, r.Rejected[0].Reason)
+		}
+	}
+	if s := Suggest(m, j, c, o); s != "" {
+		msg += "; " + s
+	} else {
+		msg += "; no nearby change (more GPUs, recompute, LoRA, offload) makes it fit"
+	}
+	return msg
 }
 
 // Suggest says what nearest change makes a job fit when Search finds nothing:

@@ -99,6 +99,13 @@ func writeAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(path, data, 0o644)
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// directory renamed over it, so a reader sees the old file or the whole new
+// one.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -112,11 +119,15 @@ func writeAtomic(path string, v any) error {
 		os.Remove(f.Name())
 		return fmt.Errorf("writing %s: %v %v", path, werr, cerr)
 	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
+	if err := os.Chmod(f.Name(), mode); err != nil {
 		os.Remove(f.Name())
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
 }
 
 // JobDir is where per-job files live; the job epilog removes it.

@@ -41,6 +41,10 @@ var Options = []Option{
 		Usage: "off: inject only the torchrun and TRAINRUN_* variables, not the NCCL/CUDA ones; on: inject them even where the policy has InjectEnv=no (if it lets users override it)"},
 	{Name: "train-explain", HasArg: false, Env: "TRAINRUN_EXPLAIN", Example: "",
 		Usage: "dry run: every task prints the environment trainrun would set and why, and nothing is injected"},
+	// Appended: the C layer and its copy of this table number options by
+	// their index here, so new options go at the end.
+	{Name: "train-batch", Arg: "GLOBALxSEQLEN", HasArg: true, Env: "TRAINRUN_BATCH", Example: "1024x8192",
+		Usage: "global batch and sequence length, e.g. 1024x8192 (1024 sequences of 8192 tokens per step); with --train-model the plugin plans the layout (TRAINRUN_TP..., TRAINRUN_PLAN); exported as TRAINRUN_BATCH"},
 }
 
 // OptionIndex returns the index of the option called name, or -1.
@@ -59,6 +63,9 @@ func OptionIndex(name string) int {
 type Request struct {
 	Partition string
 	Model     string      // preset name or config.json path; "" = none
+	Batch     string      // --train-batch as given ("1024x8192"); "" = none
+	Global    int         // sequences per optimizer step (from Batch)
+	SeqLen    int         // tokens per sequence (from Batch)
 	Layout    plan.Layout // degrees; zero = one data-parallel replica per task
 	LayoutSet bool
 	CkptDir   string        // unexpanded (%u %j %x); "" = none
@@ -138,6 +145,12 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 			return err
 		}
 		r.Model = orStr(m.Name, v)
+	case "train-batch":
+		g, l, err := plan.ParseBatch(v)
+		if err != nil {
+			return err
+		}
+		r.Batch, r.Global, r.SeqLen = strconv.Itoa(g)+"x"+strconv.Itoa(l), g, l
 	case "train-layout":
 		l, err := ParseLayout(v)
 		if err != nil {

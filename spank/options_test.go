@@ -85,6 +85,11 @@ func TestValidate(t *testing.T) {
 		{"nccl bad", "train-nccl", "maybe", "", "accepted: on, off"},
 		{"nccl on where InjectEnv=no and locked", "train-nccl", "on", "locked", "does not let users override InjectEnv"},
 		{"nccl on where InjectEnv=no and open", "train-nccl", "on", "open", ""},
+		{"batch", "train-batch", "1024x8192", "", ""},
+		{"batch without x", "train-batch", "1024", "", "want GLOBALxSEQLEN: the global batch in sequences, 'x', the sequence length in tokens (e.g. 1024x8192)"},
+		{"batch zero", "train-batch", "0x4096", "", `global batch "0" is not a positive whole number; want GLOBALxSEQLEN, e.g. 1024x8192`},
+		{"batch unit", "train-batch", "256x4k", "", `sequence length "4k" is not a positive whole number`},
+		{"batch swapped separator", "train-batch", "256*4096", "", "want GLOBALxSEQLEN"},
 		{"explain", "train-explain", "1", "", ""},
 		{"explain twin bad", "train-explain", "perhaps", "", "accepted: 1, yes"},
 	} {
@@ -132,6 +137,26 @@ func TestResolve(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "TRAINRUN_NCCL=sometimes: accepted: on, off") {
 		t.Errorf("err = %v", err)
 	}
+	// --train-batch and its twin TRAINRUN_BATCH.
+	env["TRAINRUN_NCCL"] = "off"
+	env["TRAINRUN_BATCH"] = " 256x4096"
+	r, err = Resolve(c, "", nil, getenv)
+	if err != nil || r.Batch != "256x4096" || r.Global != 256 || r.SeqLen != 4096 {
+		t.Errorf("TRAINRUN_BATCH=' 256x4096': %+v, %v", r, err)
+	}
+	r, err = Resolve(c, "", map[string]string{"train-batch": "1024x8192"}, getenv)
+	if err != nil || r.Global != 1024 || r.SeqLen != 8192 {
+		t.Errorf("--train-batch=1024x8192 over TRAINRUN_BATCH: %+v, %v", r, err)
+	}
+	env["TRAINRUN_BATCH"] = "256"
+	if _, err = Resolve(c, "", nil, getenv); err == nil || !strings.Contains(err.Error(), "TRAINRUN_BATCH=256: want GLOBALxSEQLEN") {
+		t.Errorf("TRAINRUN_BATCH=256: err = %v", err)
+	}
+	if _, err = Resolve(c, "", map[string]string{"train-batch": "x8192"}, func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), `--train-batch=x8192: global batch "" is not a positive whole number`) {
+		t.Errorf("--train-batch=x8192: err = %v", err)
+	}
+	delete(env, "TRAINRUN_BATCH")
 	// Idempotent: resolving twice gives the same.
 	a, _ := Resolve(c, "", map[string]string{"train-layout": "tp=2"}, func(string) string { return "" })
 	b, _ := Resolve(c, "", map[string]string{"train-layout": "tp=2"}, func(string) string { return "" })

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,8 +58,10 @@ func launcherKey(k string) bool {
 // plan.Place and plan.RankEnv, the functions `trainrun env` calls: same
 // inputs (the node's topology, the step's nodes and tasks per node as GPUs
 // per node, the layout, the policy of the partition, the user's values of
-// the variables, /etc/nccl.conf) give the same values. notes are
-// warnings for the log.
+// the variables, /etc/nccl.conf) give the same values. With a model and a
+// batch the layout is PlanStep's, written to JobDir/plan-STEP.json for
+// TRAINRUN_PLAN; with a checkpoint directory TRAINRUN_RESUME_DIR is
+// ResumeDir's. notes are warnings for the log.
 func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskEnv, notes []string, err error) {
 	hosts, err := topo.ExpandHostlist(st.Nodelist)
 	if err != nil {
@@ -78,10 +81,17 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 		}
 		return nil, nil, errors.New(uneven)
 	}
+	sp, notes, err := PlanStep(c, r, st, node)
+	if err != nil {
+		return nil, nil, err
+	}
 	l := r.Layout
-	if !r.LayoutSet {
+	switch {
+	case sp != nil:
+		l = sp.Result.Plan.Layout
+	case !r.LayoutSet:
 		l = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
-	} else if l.DP == 0 {
+	case l.DP == 0:
 		mp := max(l.TP, 1) * max(l.CP, 1) * max(l.PP, 1)
 		if world%mp != 0 {
 			return nil, nil, fmt.Errorf("layout %s: tp·cp·pp = %d does not divide the step's %d tasks", LayoutString(r.Layout), mp, world)
@@ -90,7 +100,7 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	}
 	ml, err := MegatronLayout(l, world)
 	if err != nil {
-		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", LayoutString(r.Layout), err, len(hosts), G, world)
+		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", LayoutString(l), err, len(hosts), G, world)
 	}
 	rails, _ := plan.RailsOf(node)
 	if len(rails) != G {
@@ -136,7 +146,21 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 			addrs = Resolve4(here, time.Second)
 		}
 	}
-	extra := r.extraVars(st)
+	var planPath string
+	if sp != nil {
+		if planPath, err = WritePlan(c.CacheDir, st, sp.JSON); err != nil {
+			planPath = ""
+			notes = append(notes, fmt.Sprintf("TRAINRUN_PLAN not set: cannot write the plan file: %v", err))
+		}
+	}
+	ckptDir, resume, resumeSet := r.ckptDir(st), "", false
+	if ckptDir != "" {
+		var rn []string
+		resume, resumeSet, rn = ResumeDir(ckptDir)
+		notes = append(notes, rn...)
+	}
+	extra := r.extraVars(st, ckptDir, resume, resumeSet)
+	stepNotes := slices.Clone(notes) // the plan's and the store's, for --train-explain
 	byLocal := map[int]int{}
 	for i, rp := range p.Ranks {
 		if rp.Node == here {
@@ -152,7 +176,7 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 		e, err := plan.RankEnv(plan.EnvInput{
 			Node: node, Placement: p, Rank: rank, Plan: ml,
 			MasterPort: plan.MasterPort(strconv.FormatUint(uint64(st.JobID), 10)), NodeAddrs: addrs,
-			UserEnv: user, NCCLConf: conf, Policy: npol, VirtualTopology: verr == nil,
+			UserEnv: user, NCCLConf: conf, Policy: npol, VirtualTopology: verr == nil, PlanPath: planPath,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -169,7 +193,7 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 		}
 		t.Vars = append(t.Vars, extra...)
 		if r.Explain {
-			t.Explain = explain(e, extra, r)
+			t.Explain = explain(e, extra, stepNotes, r)
 		}
 		if !r.Inject || r.Explain {
 			t.Vars = nil
@@ -182,15 +206,30 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	return tasks, notes, nil
 }
 
+// ckptDir is TRAINRUN_CKPT_DIR: the request's, expanded for the step ("" = none).
+func (r *Request) ckptDir(st Step) string {
+	if r.CkptDir == "" {
+		return ""
+	}
+	return policy.ExpandCkptDir(r.CkptDir, st.User, strconv.FormatUint(uint64(st.JobID), 10), st.JobName)
+}
+
 // extraVars are the TRAINRUN_* variables of the checkpoint handshake and the
-// model, the same for every task.
-func (r *Request) extraVars(st Step) []string {
+// model, the same for every task. TRAINRUN_RESUME_DIR is set (maybe empty)
+// only when resumeSet.
+func (r *Request) extraVars(st Step, ckptDir, resume string, resumeSet bool) []string {
 	var out []string
 	if r.Model != "" {
 		out = append(out, "TRAINRUN_MODEL="+r.Model)
 	}
-	if r.CkptDir != "" {
-		out = append(out, "TRAINRUN_CKPT_DIR="+policy.ExpandCkptDir(r.CkptDir, st.User, strconv.FormatUint(uint64(st.JobID), 10), st.JobName))
+	if r.Batch != "" {
+		out = append(out, "TRAINRUN_BATCH="+r.Batch)
+	}
+	if ckptDir != "" {
+		out = append(out, "TRAINRUN_CKPT_DIR="+ckptDir)
+		if resumeSet {
+			out = append(out, "TRAINRUN_RESUME_DIR="+resume)
+		}
 	}
 	if r.Signal != "" {
 		out = append(out, "TRAINRUN_CKPT_SIGNAL="+r.Signal) // "USR2", as trainrun run sets it
@@ -202,7 +241,7 @@ func (r *Request) extraVars(st Step) []string {
 	return out
 }
 
-func explain(e *plan.Env, extra []string, r *Request) string {
+func explain(e *plan.Env, extra, stepNotes []string, r *Request) string {
 	var b strings.Builder
 	head := "trainrun: explain: dry run, nothing injected"
 	if !r.Explain {
@@ -225,7 +264,7 @@ func explain(e *plan.Env, extra []string, r *Request) string {
 	for _, kv := range extra {
 		fmt.Fprintf(&b, "%s\n", kv)
 	}
-	for _, n := range e.Notes {
+	for _, n := range append(slices.Clone(stepNotes), e.Notes...) {
 		fmt.Fprintf(&b, "# note: %s\n", strings.ReplaceAll(n, "\n", " "))
 	}
 	return b.String()

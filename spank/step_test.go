@@ -17,7 +17,7 @@ import (
 )
 
 // machine unpacks a captured machine and reads it as the plugin does.
-func machine(t *testing.T, name string) (string, *topo.Node) {
+func machine(t testing.TB, name string) (string, *topo.Node) {
 	t.Helper()
 	dir, cleanup, err := snapshot.UnpackTemp(name)
 	if err != nil {

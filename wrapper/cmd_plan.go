@@ -91,7 +91,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
 	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|env|sbatch|hostfile|placement")
-	fs.IntVar(&o.Top, "top", 3, "alternatives to report")
+	fs.IntVar(&o.Top, "top", plan.DefaultTop, "alternatives to report")
 	fs.DurationVar(&o.CkptLead, "ckpt-lead", 10*time.Minute, "sbatch: checkpoint lead before the time limit (added to it, and the --signal time)")
 	fs.Float64Var(&o.TimeMargin, "time-margin", 0.10, "sbatch: fraction added to the predicted training time")
 	fs.StringVar(&o.Place.Nodelist, "nodelist", "", "hostfile/placement: Slurm node list expression, e.g. 'gpu[001-008]'")
@@ -163,26 +163,12 @@ func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
 }
 
 // noFitError is nil when r has a plan that fits; otherwise an ExitNoFit
-// error naming the nearest miss and what would fit (the planner's Suggest).
+// error naming the nearest miss and what would fit (plan.NoFit).
 func noFitError(m plan.Model, j plan.Job, c plan.Cluster, so plan.SearchOptions, r plan.Result) error {
-	if r.Plan != nil && r.Plan.Memory.Fits {
-		return nil
+	if msg := plan.NoFit(m, j, c, so, r); msg != "" {
+		return withCode(ExitNoFit, errors.New(msg))
 	}
-	var msg string
-	if r.Plan != nil {
-		msg = fmt.Sprintf("the pinned layout %s does not fit on %s: %s", r.Plan.Layout.Config(), c.GPU.Name, r.Plan.Reason)
-	} else {
-		msg = fmt.Sprintf("no layout of %s fits %d x %s", m.Name, c.GPUs, c.GPU.Name)
-		if len(r.Rejected) > 0 {
-			msg += fmt.Sprintf(" (nearest: %s: %s)", r.Rejected[0].Config, r.Rejected[0].Reason)
-		}
-	}
-	if s := plan.Suggest(m, j, c, so); s != "" {
-		msg += "; " + s
-	} else {
-		msg += "; no nearby change (more GPUs, recompute, LoRA, offload) makes it fit"
-	}
-	return withCode(ExitNoFit, errors.New(msg))
+	return nil
 }
 
 // render writes r in the chosen format. Formats that describe one layout
@@ -477,18 +463,14 @@ func (o *planOptions) clusters(fs *pflag.FlagSet) ([]plan.Cluster, error) {
 		if err != nil {
 			return nil, withCode(ExitUsage, fmt.Errorf("--gpu: %w", err))
 		}
-		c := plan.ClusterOf(g, n)
+		perNode := 0 // the type's usual node
 		if fs.Changed("gpus-per-node") {
 			if o.GPUsPerNode <= 0 {
 				return nil, usageErrorf("--gpus-per-node %d: must be positive", o.GPUsPerNode)
 			}
-			c.GPUsPerNode = o.GPUsPerNode
-			// A node-local NVLink domain shrinks with the node; a
-			// multi-node one (NVL72) does not.
-			if g.NVLinkDomain <= g.GPUsPerNode {
-				c.NVLinkDomain = min(g.NVLinkDomain, c.GPUsPerNode)
-			}
+			perNode = o.GPUsPerNode
 		}
+		c := plan.ClusterFor(g, n, perNode)
 		if fs.Changed("nvlink-domain") {
 			if o.NVLinkDomain <= 0 {
 				return nil, usageErrorf("--nvlink-domain %d: must be positive (1 = no NVLink)", o.NVLinkDomain)

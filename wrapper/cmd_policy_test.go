@@ -33,7 +33,7 @@ func runPolicyCLI(args ...string) (code int, stdout, stderr string) {
 
 func TestPolicyCheckExample(t *testing.T) {
 	code, out, errOut := runPolicyCLI("policy", "check", examplePolicy)
-	want := examplePolicy + ": OK: 22 site-wide settings, 3 partitions (preempt, roce, debug)\n"
+	want := examplePolicy + ": OK: 23 site-wide settings, 3 partitions (preempt, roce, debug)\n"
 	if code != ExitOK || out != want || errOut != "" {
 		t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %q", code, out, want, errOut)
 	}
@@ -50,6 +50,7 @@ func TestPolicyCheckRejects(t *testing.T) {
 		{"duplicate partition", "PartitionName=gpu CkptKeep=2\nPartitionName=gpu CkptKeep=3\n", []string{`FILE:2: PartitionName: partition "gpu" is defined again (first on line 1)`, "FILE: 1 error"}},
 		{"duplicate key on a line", "PartitionName=gpu CkptKeep=2 CkptKeep=3\n", []string{"FILE:1: CkptKeep: given twice on one line (first on line 1)", "FILE: 1 error"}},
 		{"site-only key on a partition", "PartitionName=gpu Pushgateway=http://pg:9091\n", []string{"FILE:1: Pushgateway: only valid site-wide (on a line without PartitionName=), not for partition gpu", "FILE: 1 error"}},
+		{"GPU type not in the catalog", "Fabric=ib\nPartitionName=vm GPUType=t4\n", []string{`FILE:2: GPUType: bad value "t4": unknown GPU type "t4"`, "FILE: 1 error"}},
 		{"several errors, all listed", "Bogus=1\nPartitionName=gpu Fabric=fast\n", []string{`FILE:1: Bogus: unknown key "Bogus"`, `FILE:2: Fabric: bad value "fast"`, "FILE: 2 errors"}},
 	}
 	dir := t.TempDir()

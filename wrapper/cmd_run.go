@@ -60,7 +60,10 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	for _, name := range planFlagsNotForRun {
 		fs.MarkHidden(name)
 	}
-	fs.Lookup("gpu").Usage = "GPU type for the planner when the nodes' GPUs are not recognised (" + strings.Join(plan.GPUNames(), " ") + ")"
+	fs.Lookup("gpu").Usage = "GPU type for the planner when the nodes' GPUs are not recognised (" + strings.Join(plan.GPUNames(), " ") + "; default: the policy's GPUType)"
+	fs.Lookup("model").Usage += " (default: TRAINRUN_MODEL, which the plugin's #SBATCH --train-model sets)"
+	fs.Lookup("seq-len").Usage += " (default: from TRAINRUN_BATCH=GLOBALxSEQLEN, which #SBATCH --train-batch sets)"
+	fs.Lookup("global-batch").Usage += " (default: from TRAINRUN_BATCH=GLOBALxSEQLEN, which #SBATCH --train-batch sets)"
 	fs.Lookup("fix").Usage = "pin the layout: tp=,pp=,vpp=,cp=,ep=,dp=,mbs=,recompute=,zero=,sp=,offload=; without a model (--model or shape flags) the degrees are used as given (dp defaults to GPUs/(tp·pp·cp)) and not evaluated"
 	fs.Lookup("ckpt-lead").Usage = "ask for the checkpoint this long before the job's end time, by trainrun's own clock (default: 10m or a quarter of the time limit, whichever is less)"
 	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning")
@@ -94,6 +97,11 @@ var runHelpTail = joinLines(
 	"per GPU, writes plan.json, hostfile and summary.txt into the job directory and launches the step",
 	"with srun. Each task gets the torchrun variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,",
 	"NODE_RANK, MASTER_ADDR, MASTER_PORT) and TRAINRUN_* (see PRODUCT.md).",
+	"",
+	"With the SPANK plugin, '#SBATCH --train-model=NAME --train-batch=GLOBALxSEQLEN' reach trainrun run",
+	"as TRAINRUN_MODEL and TRAINRUN_BATCH: they stand for --model and --seq-len/--global-batch where",
+	"those flags are not given (so '#SBATCH --train-model=llama3-70b' then 'trainrun run --seq-len 8192",
+	"--global-batch 1024 -- ...' plans llama3-70b).",
 	"",
 	"Templates in CMD: {tp} {pp} {vpp} {cp} {ep} {dp} {micro_batch} {grad_accum} {resume} {ckpt_dir}",
 	"{megatron_args} ({megatron_args} as a whole argument expands to one argument per flag).",
@@ -150,8 +158,9 @@ type runner struct {
 	megatron   []string
 	store      *checkpoint.Store // nil in a dry run
 	ncclPolicy plan.NCCLPolicy
-	leadFixed  bool // the lead came from the policy: no shortening for short jobs
-	leadAdapt  bool // the policy's CkptLeadAdapt: raise the lead to fit measured checkpoints
+	leadFixed  bool                   // the lead came from the policy: no shortening for short jobs
+	leadAdapt  bool                   // the policy's CkptLeadAdapt: raise the lead to fit measured checkpoints
+	policyGPU  policy.Setting[string] // the policy's GPUType ("" = auto): the planner's GPU type when the probe finds none
 	grace      graceLimits
 	graceBudg  time.Duration // the policy's CkptGraceBudget (0: auto, the partition's GraceTime)
 	tagMu      sync.Mutex
@@ -449,11 +458,24 @@ func (r *runner) run(ctx context.Context) error {
 func (r *runner) choosePlan() error {
 	world := r.alloc.World()
 	po := &r.opts.plan
+	modelFromEnv, err := r.planInputsFromEnv()
+	if err != nil {
+		return err
+	}
 	hasModel := po.Model != ""
 	for _, f := range modelFlags {
 		hasModel = hasModel || r.fs.Changed(f)
 	}
 	switch {
+	case r.opts.planFile == "" && modelFromEnv && po.Fix != "" && (po.SeqLen == 0 || po.GlobalBatch == 0):
+		// #SBATCH --train-model alone with a script that pins its layout:
+		// the layout is used as before, not evaluated.
+		r.logf("TRAINRUN_MODEL=%s is set but no batch (--seq-len, --global-batch or TRAINRUN_BATCH): --fix %s is used as given, not evaluated", po.Model, po.Fix)
+		l, err := fixedLayout(po.Fix, world, po.GlobalBatch)
+		if err != nil {
+			return err
+		}
+		r.layout = l
 	case r.opts.planFile != "":
 		ev, err := readRunPlan(r.opts.planFile, world)
 		if err != nil {
@@ -467,10 +489,17 @@ func (r *runner) choosePlan() error {
 		}
 		j, err := po.job()
 		if err != nil {
+			if modelFromEnv {
+				return usageErrorf("%v (the model %s comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN)", err, po.Model)
+			}
 			return err
 		}
 		if po.GPU == "" {
 			name := r.probedGPUName()
+			if name == "" && r.policyGPU.Value != "" {
+				r.logf("the probe found no GPU name the planner knows; planning for %s, the policy's GPUType (%s)", r.policyGPU.Value, r.policyGPU.Source)
+				name = r.policyGPU.Value
+			}
 			if name == "" {
 				return usageErrorf("no GPU type for the planner: the probe found no GPU name on the nodes (probe %s; fake or unrecognised devices); pass --gpu TYPE (%s)",
 					r.opts.probe, strings.Join(plan.GPUNames(), " "))
@@ -527,6 +556,35 @@ func (r *runner) choosePlan() error {
 		r.logf("warning: tp=%d does not divide the %d GPUs of a node: some TP groups will span two nodes", r.layout.TP, r.alloc.TasksPerNode)
 	}
 	return nil
+}
+
+// planInputsFromEnv takes --model from TRAINRUN_MODEL and --seq-len and
+// --global-batch from TRAINRUN_BATCH (GLOBALxSEQLEN) where those flags are
+// not given: the plugin's --train-model and --train-batch, given as #SBATCH
+// directives, reach the batch script as these twins. fromEnv says whether
+// the model came from there.
+func (r *runner) planInputsFromEnv() (fromEnv bool, err error) {
+	po := &r.opts.plan
+	shape := false
+	for _, f := range modelFlags {
+		shape = shape || r.fs.Changed(f)
+	}
+	if v := strings.TrimSpace(r.env.getenv("TRAINRUN_MODEL")); v != "" && !r.fs.Changed("model") && !shape {
+		po.Model, fromEnv = v, true
+	}
+	if v := r.env.getenv("TRAINRUN_BATCH"); v != "" && (!r.fs.Changed("seq-len") || !r.fs.Changed("global-batch")) {
+		gb, sl, err := plan.ParseBatch(v)
+		if err != nil {
+			return fromEnv, usageErrorf("TRAINRUN_BATCH=%s: %v (it is #SBATCH --train-batch's twin; or give --seq-len and --global-batch)", v, err)
+		}
+		if !r.fs.Changed("global-batch") {
+			po.GlobalBatch = gb
+		}
+		if !r.fs.Changed("seq-len") {
+			po.SeqLen = sl
+		}
+	}
+	return fromEnv, nil
 }
 
 // planDoc is plan.json: the contract's plan object plus where each rank runs.
@@ -1123,7 +1181,7 @@ func mkdirUnlessDry(dry bool, dir string) error {
 func (r *runner) probedGPUName() string {
 	name := ""
 	for _, f := range r.facts {
-		t := gpuTypeOf(f.GPUName)
+		t := plan.GPUTypeOf(f.GPUName)
 		if t == "" || name != "" && t != name {
 			return ""
 		}
@@ -1235,6 +1293,7 @@ func (r *runner) applyPolicy() error {
 		return reportPolicyErrors(r.env.stderr, r.opts.policy, err)
 	}
 	st := pf.Effective(r.alloc.Partition)
+	r.policyGPU = st.GPUType
 	ov := st.UserOverride.Value
 	for _, pfl := range policyFlags {
 		if !r.fs.Changed(pfl.flag) {

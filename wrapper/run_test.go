@@ -298,18 +298,6 @@ func TestRunPolicyDefaults(t *testing.T) {
 	}
 }
 
-func TestGPUTypeOf(t *testing.T) {
-	for name, want := range map[string]string{
-		"NVIDIA H100 80GB HBM3": "h100-sxm", "NVIDIA H100 PCIe": "h100-pcie", "NVIDIA A100-SXM4-40GB": "a100-40gb",
-		"NVIDIA A100-SXM4-80GB": "a100-80gb", "NVIDIA H200": "h200", "NVIDIA GB200": "gb200", "NVIDIA B200": "b200",
-		"Tesla V100-SXM2-32GB": "v100-32gb", "NVIDIA L40S": "l40s", "GH100 [H100 SXM5 80GB]": "h100-sxm", "Tesla T4": "",
-	} {
-		if got := gpuTypeOf(name); got != want {
-			t.Errorf("gpuTypeOf(%q) = %q, want %q", name, got, want)
-		}
-	}
-}
-
 func TestCPULists(t *testing.T) {
 	if got := cpuListString([]int{0, 1, 2, 3, 8, 10, 11}); got != "0-3,8,10-11" {
 		t.Errorf("cpuListString: %q", got)

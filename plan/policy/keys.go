@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trainrun/trainrun/plan"
 )
 
 // Key is one setting of trainrun.conf.
@@ -89,6 +91,10 @@ func init() {
 			Format: "auto, ib, roce, efa or tcp",
 			Why:    "auto: from the link layer of the active compute ports in sysfs; name it where sysfs cannot tell (VMs, SR-IOV)",
 			parse:  oneOf("auto", "ib", "roce", "efa", "tcp"), set: func(s *Settings, v any, src Source) { s.Fabric = Setting[string]{v.(string), src} }},
+		{Name: "GPUType", Default: "auto",
+			Format: "auto, or a GPU type of the planner: " + strings.Join(plan.GPUNames(), ", "),
+			Why:    "auto: from the nodes' GPU names (NVML, else the PCI id table); name it where they cannot be identified (VMs, fake or unlisted devices), so the plugin can plan for the partition's nodes",
+			parse:  parseGPUType, set: func(s *Settings, v any, src Source) { s.GPUType = Setting[string]{v.(string), src} }},
 		{Name: "InjectEnv", Default: "yes", User: true,
 			Format: "yes or no",
 			Why:    "yes: the plugin puts the NCCL and launcher environment into every task; no: it only reports what it would set",
@@ -433,4 +439,19 @@ func parseURL(v string) (any, error) {
 		return nil, bad("not an http:// or https:// URL with a host")
 	}
 	return v, nil
+}
+
+// parseGPUType reads auto ("") or a GPU type of the planner's catalog, as
+// its canonical name (LookupGPU's spellings accepted).
+func parseGPUType(v string) (any, error) {
+	if strings.EqualFold(v, "auto") {
+		return "", nil
+	}
+	g, err := plan.LookupGPU(v)
+	if err != nil {
+		// The accepted list follows in the message: drop LookupGPU's own.
+		msg, _, _ := strings.Cut(err.Error(), " known:")
+		return nil, bad("%s", msg)
+	}
+	return g.Name, nil
 }

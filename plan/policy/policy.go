@@ -86,7 +86,7 @@ func (o Override) String() string {
 
 // Settings are the effective settings of one partition. Zero values mean
 // what keys.go says: CkptGraceBudget 0 = auto, CkptRoots nil = any, CkptDir
-// "" = none, MetricsAddr/Pushgateway/Webhook "" = off, MaxCkptAge 0 = off.
+// "" = none, GPUType "" = auto, MetricsAddr/Pushgateway/Webhook "" = off, MaxCkptAge 0 = off.
 type Settings struct {
 	Partition string // "" for the site-wide settings
 
@@ -104,6 +104,7 @@ type Settings struct {
 	NCCLDefault           Setting[[]EnvVar]
 	NCCLPrecedence        Setting[string] // "user" or "site"
 	Fabric                Setting[string] // "auto", "ib", "roce", "efa", "tcp"
+	GPUType               Setting[string] // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
 	InjectEnv             Setting[bool]   // the plugin injects the environment (else it only reports)
 	AutoPlan              Setting[bool]
 	UserOverride          Setting[Override]
@@ -447,6 +448,7 @@ func (s Settings) Rows() []Row {
 	rows = append(rows,
 		Row{"NCCLPrecedence", s.NCCLPrecedence.Value, s.NCCLPrecedence.Source},
 		Row{"Fabric", s.Fabric.Value, s.Fabric.Source},
+		Row{"GPUType", str(s.GPUType.Value, "auto"), s.GPUType.Source},
 		Row{"InjectEnv", yesno[s.InjectEnv.Value], s.InjectEnv.Source},
 		Row{"AutoPlan", yesno[s.AutoPlan.Value], s.AutoPlan.Source},
 		Row{"UserOverride", s.UserOverride.Value.String(), s.UserOverride.Source},

@@ -27,7 +27,7 @@ func TestDefaults(t *testing.T) {
 		if s.CkptSignal.Value != "USR2" || s.CkptLead.Value != 5*time.Minute || s.CkptGraceBudget.Value != 0 ||
 			s.MaxRequeue.Value != 100 || s.MaxFailuresNoProgress.Value != 3 || s.CkptRoots.Value != nil || s.CkptKeep.Value != 3 ||
 			s.CkptKeepEvery.Value != 0 || s.NCCLForce.Value != nil || !s.UserOverride.Value.All || !s.AutoPlan.Value ||
-			s.Fabric.Value != "auto" || s.NCCLPrecedence.Value != "user" || s.MetricsAddr.Value != "" || s.MaxCkptAge.Value != 0 {
+			s.Fabric.Value != "auto" || s.GPUType.Value != "" || s.NCCLPrecedence.Value != "user" || s.MetricsAddr.Value != "" || s.MaxCkptAge.Value != 0 {
 			t.Errorf("%s: defaults wrong: %+v", name, s)
 		}
 		for _, r := range s.Rows() {
@@ -158,9 +158,9 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, InjectEnv, AutoPlan, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, InjectEnv, AutoPlan, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
-			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, InjectEnv, AutoPlan, UserOverride, Webhook, MaxCkptAge`}},
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, InjectEnv, AutoPlan, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
 		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: CkptLead: "min" after CkptLead=5 is not Key=Value (a value with spaces needs quotes)`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
@@ -168,6 +168,8 @@ func TestParseErrors(t *testing.T) {
 		{"negative count", "MaxRequeue=-1\n", []string{`trainrun.conf:1: MaxRequeue: bad value "-1": less than 0; accepted: a whole number; 0 = never requeue`}},
 		{"bad yes/no", "AutoPlan=true\n", []string{`trainrun.conf:1: AutoPlan: bad value "true": not yes or no; accepted: yes or no`}},
 		{"bad fabric", "Fabric=infiniband\n", []string{`trainrun.conf:1: Fabric: bad value "infiniband": not one of the accepted values; accepted: auto, ib, roce, efa or tcp`}},
+		{"unknown GPU type", "PartitionName=vm GPUType=h100-nvl\n", []string{`trainrun.conf:1: GPUType: bad value "h100-nvl": unknown GPU type "h100-nvl"; did you mean "h100-sxm"?; accepted: auto, or a GPU type of the planner: a100-40gb, a100-80gb, b200, gb200, h100-pcie, h100-sxm, h200, h800, l40s, mi300x, v100-32gb`}},
+		{"GPU type by count", "GPUType=8\n", []string{`trainrun.conf:1: GPUType: bad value "8": unknown GPU type "8"`}},
 		{"relative root", "CkptRoots=/lustre,scratch\n", []string{`trainrun.conf:1: CkptRoots: bad value "/lustre,scratch": "scratch" is not an absolute path; accepted: any, or a comma-separated list of absolute paths`}},
 		{"bad env", "NCCLForce=NCCL_IB_TIMEOUT\n", []string{`trainrun.conf:1: NCCLForce: bad value "NCCL_IB_TIMEOUT": no '=': write NAME=VALUE, e.g. NCCL_IB_TIMEOUT=22; accepted: NAME=VALUE, one variable per NCCLForce= (repeat the key); none clears the site's list on a partition line`}},
 		{"override of a site key", "UserOverride=CkptLead,CkptRoots\n", []string{`trainrun.conf:1: UserOverride: bad value "CkptLead,CkptRoots": CkptRoots is the site's to set; users cannot be allowed to override it; accepted: all, none, or a comma-separated list of: CkptSignal, CkptLead, CkptLeadAdapt, CkptDir, CkptKeep, CkptKeepEvery, MaxRequeue, MaxFailuresNoProgress, InjectEnv, AutoPlan, Webhook`}},
@@ -291,4 +293,28 @@ func FuzzParse(f *testing.F) {
 			_ = p.Effective(name).Rows()
 		}
 	})
+}
+
+// GPUType: auto by default; a catalog name per partition, in any case, over
+// the site's; shown by Rows as the file would say it.
+func TestGPUType(t *testing.T) {
+	p := mustParse(t, "GPUType=A100-80GB\nPartitionName=vm GPUType=h100-sxm\nPartitionName=other GPUType=auto\nPartitionName=bare MaxRequeue=1\n")
+	for _, tc := range []struct{ part, want, row, src string }{
+		{"vm", "h100-sxm", "h100-sxm", "partition vm (trainrun.conf:2)"},
+		{"other", "", "auto", "partition other (trainrun.conf:3)"},
+		{"bare", "a100-80gb", "a100-80gb", "site (trainrun.conf:1)"},
+		{"unnamed", "a100-80gb", "a100-80gb", "site (trainrun.conf:1)"},
+	} {
+		s := p.Effective(tc.part)
+		if s.GPUType.Value != tc.want || s.GPUType.Source.String() != tc.src {
+			t.Errorf("partition %s: GPUType %q from %s; want %q from %s", tc.part, s.GPUType.Value, s.GPUType.Source, tc.want, tc.src)
+		}
+		i := slices.IndexFunc(s.Rows(), func(r Row) bool { return r.Key == "GPUType" })
+		if i < 0 || s.Rows()[i].Value != tc.row {
+			t.Errorf("partition %s: Rows show GPUType as %+v, want %q", tc.part, s.Rows(), tc.row)
+		}
+	}
+	if p.MayOverride("GPUType", "vm") {
+		t.Error("users may override GPUType: it describes the site's hardware")
+	}
 }

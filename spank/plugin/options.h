@@ -21,4 +21,7 @@ static const struct tr_opt tr_opts[] = {
 	{ "train-explain", NULL,
 	  "dry run: every task prints the environment trainrun would set and why, and nothing is injected [env TRAINRUN_EXPLAIN]",
 	  "TRAINRUN_EXPLAIN", 0 },
+	{ "train-batch", "GLOBALxSEQLEN",
+	  "global batch and sequence length, e.g. 1024x8192 (1024 sequences of 8192 tokens per step); with --train-model the plugin plans the layout (TRAINRUN_TP..., TRAINRUN_PLAN); exported as TRAINRUN_BATCH [env TRAINRUN_BATCH]",
+	  "TRAINRUN_BATCH", 1 },
 };

@@ -1,0 +1,200 @@
+package spank
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/topo"
+)
+
+// StepPlan is the layout the plugin planned for a step, with the inputs it
+// was planned from: the same inputs to `trainrun plan --model M --gpu TYPE
+// --gpus TASKS --gpus-per-node TASKS_PER_NODE --seq-len S --global-batch B
+// [--fix LAYOUT] --format json` print JSON.
+type StepPlan struct {
+	Model   plan.Model
+	Job     plan.Job
+	Cluster plan.Cluster
+	Options plan.SearchOptions
+	Result  plan.Result // Result.Plan is non-nil and fits
+	JSON    []byte      // plan.RenderJSON of Result
+	GPUFrom string      // where the GPU type came from, for notes and explain
+}
+
+// PlanStep plans a step's layout with plan.Search when the request names a
+// model and a batch, the policy of the partition has AutoPlan=yes and the
+// layout does not pin every degree: GPUs = the step's tasks, GPUs per node
+// = its tasks per node, the GPU type from this node's GPU names or else the
+// policy's GPUType, the layout's degrees as pins. It returns nil and a note
+// when no plan is to be made, and an error (the planner's reason) when the
+// model does not fit. It does no I/O but reading a config.json model.
+func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []string, error) {
+	switch {
+	case r.Model == "" && r.Batch == "":
+		return nil, nil, nil
+	case r.Model == "":
+		return nil, []string{fmt.Sprintf("--train-batch=%s without --train-model: nothing to plan (TRAINRUN_BATCH exported); add --train-model=NAME for a plan", r.Batch)}, nil
+	case r.Batch == "":
+		return nil, []string{fmt.Sprintf("--train-model=%s without --train-batch: no plan made (TRAINRUN_MODEL exported); add --train-batch=GLOBALxSEQLEN (e.g. 1024x8192) for the plugin to plan the layout, or plan in the job script with trainrun run --seq-len S --global-batch B", r.Model)}, nil
+	}
+	pol := c.Policy
+	if pol == nil {
+		pol = policy.Default()
+	}
+	s := pol.Effective(r.Partition)
+	if !s.AutoPlan.Value {
+		return nil, []string{fmt.Sprintf("the policy's AutoPlan=no (%s): no plan made for --train-model=%s --train-batch=%s; trainrun plan ... --format json gives one, and --train-layout applies its degrees", s.AutoPlan.Source, r.Model, r.Batch)}, nil
+	}
+	m, err := loadModel(r.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	so := plan.SearchOptions{TopK: plan.DefaultTop}
+	if r.LayoutSet {
+		so.Pins = pinsOf(r.Layout)
+		if so.FullyPinned(m) {
+			return nil, []string{fmt.Sprintf("--train-layout=%s pins every degree: used as given, not planned", LayoutString(r.Layout))}, nil
+		}
+	}
+	g, from, notes, err := stepGPU(s, node)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot plan %s: %v", m.Name, err)
+	}
+	world, perNode := st.TotalTasks, st.LocalTasks
+	cl := plan.ClusterFor(g, world, perNode)
+	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: plan.BF16}
+	res := plan.Search(m, j, cl, so)
+	if msg := plan.NoFit(m, j, cl, so, res); msg != "" {
+		return nil, nil, fmt.Errorf("plan for --train-model=%s --train-batch=%s on the step's %d tasks (%s, %s): %s", r.Model, r.Batch, world, g.Name, from, msg)
+	}
+	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
+		return nil, nil, fmt.Errorf("the plan %s uses %d GPUs but the step has %d tasks", res.Plan.Layout.Config(), n, world)
+	}
+	if ga := r.Layout.GradAccum; r.LayoutSet && ga > 0 && ga != res.Plan.GradAccum {
+		return nil, nil, fmt.Errorf("--train-layout grad_accum=%d, but --train-batch=%s with dp=%d and mbs=%d gives grad_accum=%d: leave grad_accum out (the batch decides it) or change the batch",
+			ga, r.Batch, res.Plan.DP, res.Plan.MicroBatch, res.Plan.GradAccum)
+	}
+	var js bytes.Buffer
+	if err := plan.RenderJSON(&js, res); err != nil {
+		return nil, nil, err
+	}
+	notes = append(notes, fmt.Sprintf("planned %s, %s, on %d x %s (%s): %s", m.Name, r.Batch, world, g.Name, from, res.Plan.Layout.Config()))
+	return &StepPlan{Model: m, Job: j, Cluster: cl, Options: so, Result: res, JSON: js.Bytes(), GPUFrom: from}, notes, nil
+}
+
+// loadModel reads --train-model as Validate accepted it: a preset, or the
+// absolute path of a Hugging Face config.json.
+func loadModel(name string) (plan.Model, error) {
+	var m plan.Model
+	var err error
+	if strings.HasPrefix(name, "/") {
+		f, oerr := os.Open(name)
+		if oerr != nil {
+			return m, fmt.Errorf("--train-model=%s: cannot read the model config: %v", name, oerr)
+		}
+		defer f.Close()
+		m, err = plan.ParseHFConfig(f, name)
+	} else {
+		m, err = plan.LookupModel(name)
+	}
+	if err != nil {
+		return m, fmt.Errorf("--train-model=%s: %w", name, err)
+	}
+	if err := plan.ValidateModel(m); err != nil {
+		return m, fmt.Errorf("--train-model=%s: %v", name, err)
+	}
+	return m, nil
+}
+
+// pinsOf turns --train-layout's degrees into the planner's pins (a degree
+// left out is searched; dp is the data-parallel degree of the whole step).
+func pinsOf(l plan.Layout) plan.Pins {
+	var p plan.Pins
+	pin := func(v int) *int {
+		if v <= 0 {
+			return nil
+		}
+		return &v
+	}
+	p.TP, p.PP, p.VPP, p.CP, p.EP, p.DP, p.MicroBatch = pin(l.TP), pin(l.PP), pin(l.VPP), pin(l.CP), pin(l.EP), pin(l.DP), pin(l.MicroBatch)
+	if l.Recompute != "" {
+		rc := l.Recompute
+		p.Recompute = &rc
+	}
+	return p
+}
+
+// stepGPU is the GPU type to plan for: this node's, when every GPU's name
+// maps to one catalog type (plan.GPUTypeOf, as trainrun run reads the
+// probe's names); else the policy's GPUType; else an error saying so.
+func stepGPU(s policy.Settings, node *topo.Node) (plan.GPU, string, []string, error) {
+	var notes []string
+	typ, names := "", map[string]bool{}
+	mixed := false
+	if node != nil {
+		for _, g := range node.GPUs {
+			names[g.Name] = true
+			t := plan.GPUTypeOf(g.Name)
+			if t == "" || typ != "" && t != typ {
+				mixed = true
+			}
+			if typ == "" {
+				typ = t
+			}
+		}
+	}
+	if mixed {
+		typ = ""
+	}
+	var seen []string
+	for n := range names {
+		seen = append(seen, strconv.Quote(n))
+	}
+	sort.Strings(seen)
+	policyType, src := s.GPUType.Value, s.GPUType.Source
+	switch {
+	case typ != "":
+		g, err := plan.LookupGPU(typ)
+		if err != nil {
+			return g, "", nil, err
+		}
+		from := fmt.Sprintf("from the node's GPUs %s", strings.Join(seen, ", "))
+		if policyType != "" && policyType != typ {
+			notes = append(notes, fmt.Sprintf("the policy's GPUType=%s (%s) applies only where the GPUs cannot be identified; this node's are %s", policyType, src, typ))
+		}
+		return g, from, notes, nil
+	case policyType != "":
+		g, err := plan.LookupGPU(policyType)
+		if err != nil {
+			return g, "", nil, err
+		}
+		return g, fmt.Sprintf("the policy's GPUType=%s, %s", policyType, src), notes, nil
+	}
+	what := fmt.Sprintf("this node's GPUs %s are not one GPU type of the planner's catalog", strings.Join(seen, ", "))
+	switch {
+	case node == nil || len(node.GPUs) == 0:
+		what = "this node shows no GPUs"
+	case len(seen) == 1 && seen[0] == `""`:
+		what = "this node's GPUs have no names (fake or hidden devices)"
+	}
+	return plan.GPU{}, "", nil, fmt.Errorf("%s and the policy has GPUType=auto (%s): ask the site to set GPUType for the partition (one of %s), or give the degrees with --train-layout",
+		what, src, strings.Join(plan.GPUNames(), " "))
+}
+
+// WritePlan writes a step's plan JSON to JobDir(cacheDir, job)/plan-STEP.json
+// (0644, atomically: a task never reads half a file) and returns its path,
+// the value of TRAINRUN_PLAN.
+func WritePlan(cacheDir string, st Step, data []byte) (string, error) {
+	if cacheDir == "" {
+		return "", fmt.Errorf("no cache directory for the plan file (plugstack.conf cache=)")
+	}
+	path := filepath.Join(JobDir(cacheDir, st.JobID), fmt.Sprintf("plan-%d.json", st.StepID))
+	return path, writeFileAtomic(path, data, 0o644)
+}
