@@ -7,9 +7,11 @@
 #include <stdint.h>
 #include <slurm/spank.h>
 
-/* The step as slurmstepd knows it before forking the tasks. */
+/* The step as slurmstepd knows it before forking the tasks. uid/gid: the
+ * job's user (S_JOB_UID/S_JOB_GID; (uint32_t)-1 when Slurm gave none). */
 struct tr_step {
 	uint32_t job_id, step_id, nnodes, node_id, local_tasks, total_tasks, restart;
+	uint32_t uid, gid;
 };
 
 /* Logging: cgo cannot call Slurm's variadic functions. */

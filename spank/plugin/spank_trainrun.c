@@ -151,6 +151,18 @@ int tr_task_explain(int task, const char *text)
 	return tr_task[task].explain ? 0 : -1;
 }
 
+/* The job's user and group, (uint32_t)-1 where Slurm does not say. */
+static void tr_job_ids(spank_t sp, uint32_t *uid, uint32_t *gid)
+{
+	uid_t u;
+	gid_t g;
+	*uid = *gid = (uint32_t)-1;
+	if (spank_get_item(sp, S_JOB_UID, &u) == ESPANK_SUCCESS)
+		*uid = (uint32_t)u;
+	if (spank_get_item(sp, S_JOB_GID, &g) == ESPANK_SUCCESS)
+		*gid = (uint32_t)g;
+}
+
 /* Errors come back from Go as malloc'd strings (C.CString). */
 static int tr_report(char *msg)
 {
@@ -263,6 +275,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &st.local_tasks);
 		spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &st.total_tasks);
 		spank_get_item(sp, S_SLURM_RESTART_COUNT, &st.restart);
+		tr_job_ids(sp, &st.uid, &st.gid);
 		tr_node_id = st.node_id;
 		tr_keep_error(trgo_remote_post_opt(sp, &st, ac, av));
 		return 0; /* never fail here: see the top of this file */
@@ -309,15 +322,23 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* job_script context: a fresh process; Go is safe (nothing forks after). */
+/* job_script context: a fresh process; Go is safe (Go's os/exec starts the
+ * drains; nothing forks Go state after).
+ *
+ * Slurm 22.05 gives S_JOB_ID, S_JOB_UID and S_JOB_GID in job_script context
+ * (slurmd passes them to `slurmstepd spank epilog` as SLURM_JOB_ID,
+ * SLURM_JOB_UID and SLURM_JOB_GID; spank_get_item answers from them). Should
+ * a release not, the ids stay (uint32_t)-1 and Go takes the owner of the
+ * job's handoff directory, which the step callbacks gave to the job's user. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
-	uint32_t job = 0;
+	uint32_t job = 0, uid, gid;
 	if (spank_context() != S_CTX_JOB_SCRIPT)
 		return 0;
 	if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS)
 		return 0;
-	char *msg = trgo_job_epilog(job, ac, av);
+	tr_job_ids(sp, &uid, &gid);
+	char *msg = trgo_job_epilog(job, uid, gid, ac, av);
 	if (msg) {
 		slurm_error("%s", msg); /* logged; an epilog failure would drain */
 		free(msg);
