@@ -166,8 +166,7 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 			}
 			path := filepath.Join(hdir, name)
 			if node != "" && name != checkpoint.HandoffFile(node) {
-				others = true // another node's: its own epilog drains it
-				continue
+				continue // another node's: its own epilog drains it
 			}
 			h, err := checkpoint.ReadHandoff(path)
 			if err == nil && h.JobID != jobID {
@@ -186,6 +185,12 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 			// Done with it, whatever the outcome (logged): unlink acts on the
 			// name, in a directory the user cannot replace (job-N is root's).
 			os.Remove(path)
+		}
+		// Records of other nodes left (a cache two slurmd of one host share):
+		// the epilog that removes the last record removes the job dir. Each
+		// epilog looks after removing its own, so one of them sees none.
+		if m, _ := filepath.Glob(filepath.Join(hdir, "drain-*.json")); len(m) > 0 {
+			others = true
 		}
 	}
 	if !others {
