@@ -147,6 +147,7 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 		st := fi.Sys().(*syscall.Stat_t)
 		if uid == UnknownID || gid == UnknownID {
 			uid, gid = st.Uid, st.Gid
+			logf(fmt.Sprintf("%snote: Slurm gave the epilog no job uid/gid; drains run as %d:%d, the owner of %s", pre, uid, gid, hdir))
 		}
 		if st.Uid != uid {
 			failed = append(failed, hdir)

@@ -214,6 +214,9 @@ func TestJobEpilog(t *testing.T) {
 	if len(got) != 3 || !slicesHasPrefix(got, "uid=65534 gid=65534 ") {
 		t.Errorf("without ids from Slurm: %q", got)
 	}
+	if !strings.Contains(strings.Join(lines, "\n"), "note: Slurm gave the epilog no job uid/gid; drains run as 65534:65534, the owner of "+hdir) {
+		t.Errorf("no note on the ids taken from the handoff dir:\n%s", strings.Join(lines, "\n"))
+	}
 }
 
 func slicesHasPrefix(s []string, p string) bool {
@@ -365,6 +368,28 @@ func TestJobEpilogBadRecords(t *testing.T) {
 				t.Errorf("the file a symlinked record pointed at was touched: %v", err)
 			}
 		})
+	}
+}
+
+// An epilog uid that is not the handoff dir's owner (PrepareJobDir gave it
+// to the step's S_JOB_UID) runs nothing: a wrong id from Slurm cannot make
+// root (or anyone else) drain paths the user wrote.
+func TestJobEpilogOwnerMismatch(t *testing.T) {
+	needRoot(t)
+	t.Setenv("SLURMD_NODENAME", "n1")
+	dir := sharedDir(t)
+	bin, calls := fakeTrainrun(t, dir, `echo '{"drained":[]}'`)
+	cache := filepath.Join(dir, "cache")
+	c := &Config{CacheDir: cache, Trainrun: bin, DrainTimeout: 5 * time.Second}
+	hdir, _ := PrepareJobDir(cache, 6, nobody, nobody)
+	putRecord(t, hdir, "drain-n1.json", checkpoint.DrainHandoff{Version: 1, JobID: 6, Node: "n1", LocalDir: "/l", CkptDir: "/s"})
+	var lines []string
+	err := JobEpilog(c, 6, 0, 0, func(s string) { lines = append(lines, s) })
+	if err == nil || len(lines) != 1 || !strings.Contains(lines[0], hdir+" is owned by uid 65534, not the job's user 0; nothing drained") {
+		t.Errorf("err %v, lines:\n%s", err, strings.Join(lines, "\n"))
+	}
+	if n := len(readCalls(t, calls)); n != 0 {
+		t.Errorf("trainrun ran %d times", n)
 	}
 }
 

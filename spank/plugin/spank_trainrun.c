@@ -326,10 +326,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
  * drains; nothing forks Go state after).
  *
  * Slurm 22.05 gives S_JOB_ID, S_JOB_UID and S_JOB_GID in job_script context
- * (slurmd passes them to `slurmstepd spank epilog` as SLURM_JOB_ID,
- * SLURM_JOB_UID and SLURM_JOB_GID; spank_get_item answers from them). Should
- * a release not, the ids stay (uint32_t)-1 and Go takes the owner of the
- * job's handoff directory, which the step callbacks gave to the job's user. */
+ * (checked on the harness's 22.05.8 with a job of a non-root user: the
+ * epilog got its uid). Should a release not, the ids stay (uint32_t)-1 and Go
+ * takes the owner of the job's handoff directory, which the step callbacks
+ * gave to the job's user (S_JOB_UID in remote context), and says so in the
+ * log; an id that is not that owner drains nothing. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
 	uint32_t job = 0, uid, gid;

@@ -180,6 +180,11 @@ exec %s run --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 -- %s %s
 		} else {
 			t.Logf("%s: %s", n, grepLines(string(b), want))
 		}
+		// Slurm 22.05 gives S_JOB_UID/S_JOB_GID in the epilog (job_script
+		// context); without them the plugin says so (see spank_trainrun.c).
+		if l := grepLines(string(b), "gave the epilog no job uid/gid"); l != "" {
+			t.Errorf("%s: the epilog had no job uid/gid from Slurm: %s", logf, l)
+		}
 	}
 
 	// The next incarnation on the same store resumes from step-10.
