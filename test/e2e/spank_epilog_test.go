@@ -6,8 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,7 +142,15 @@ exec %s run --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 -- %s %s
 		t.Errorf("without the plugin, step-10 was drained into staging anyway (%q): the rest of this test proves nothing", m)
 	}
 
-	cache := filepath.Join(dir, "cache")
+	// The cache as a site has it (/run/trainrun): every user can reach the
+	// job's handoff directory in it (t.TempDir's parent is root's, 0700).
+	cacheRoot, err := os.MkdirTemp("", "trainrun-epilog-cache-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(cacheRoot) })
+	os.Chmod(cacheRoot, 0o755)
+	cache := filepath.Join(cacheRoot, "cache")
 	if err := cluster.SetPlugstack(ctx, []string{fmt.Sprintf("required %s cache=%s trainrun=%s", so, cache, bin)}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +197,71 @@ exec %s run --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 -- %s %s
 			t.Errorf("%s: the epilog had no job uid/gid from Slurm: %s", logf, l)
 		}
 	}
+
+	// A job of another user: the epilog drains as that user (the staged
+	// file is the user's), which also shows that Slurm 22.05 gives the
+	// epilog the job's uid (without it the plugin logs a note; with a wrong
+	// one it drains nothing).
+	t.Run("as the job's user", func(t *testing.T) {
+		shared, err := os.MkdirTemp("", "trainrun-epilog-user-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(shared)
+		os.Chmod(shared, 0o777)
+		script := filepath.Join(shared, "job.sh")
+		os.WriteFile(script, []byte(`#!/bin/bash
+srun bash -c 'set -e
+d=`+shared+`/local/step-3
+mkdir -p $d/.trainrun `+shared+`/store
+echo "weights of nobody" > $d/w.bin
+touch $d/.trainrun/done.0
+printf "{\"version\":1,\"job_id\":%s,\"node\":\"%s\",\"local_dir\":\"%s\",\"ckpt_dir\":\"%s\",\"ranks\":[0]}" \
+	$SLURM_JOB_ID $SLURMD_NODENAME `+shared+`/local `+shared+`/store > $TRAINRUN_HANDOFF_DIR/drain-$SLURMD_NODENAME.json
+echo "record written as $(id -u)"'
+`), 0o755)
+		if _, err := exec.LookPath("su"); err != nil {
+			t.Skipf("no su to submit a job as nobody: %v", err)
+		}
+		cmd := cluster.Command(ctx, "su", "-s", "/bin/sh", "nobody", "-c",
+			"SLURM_CONF="+cluster.ConfPath()+" sbatch --parsable -N1 -w n1 --output="+shared+"/out.txt "+script)
+		cmd.Dir = shared
+		out, err := cluster.Exec(cmd)
+		if err != nil {
+			t.Fatalf("submitting a job as nobody: %v", err)
+		}
+		id, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("sbatch as nobody: %q", out)
+		}
+		t.Cleanup(func() { cancelJobsOn(t, cluster, id) })
+		_, err = cluster.WaitJob(ctx, id, time.Minute, "COMPLETED")
+		b, _ := os.ReadFile(filepath.Join(shared, "out.txt"))
+		if err != nil || !strings.Contains(string(b), "record written as 65534") {
+			t.Fatalf("the job of nobody: %v\n%s", err, b)
+		}
+		jobDir := filepath.Join(cache, fmt.Sprintf("job-%d", id))
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if _, err := os.Lstat(jobDir); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%s still there 30 s after the job ended", jobDir)
+			}
+		}
+		staged := filepath.Join(shared, "store", ".trainrun", "staging", "step-3", "w.bin")
+		fi, err := os.Stat(staged)
+		if err != nil {
+			b, _ := os.ReadFile(filepath.Join(cluster.Dir(), "log", "slurmd-n1.log"))
+			t.Fatalf("the epilog did not drain the user's checkpoint: %v\n%s", err, grepLines(string(b), "trainrun"))
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != 65534 {
+			t.Errorf("%s is owned by uid %d: the drain did not run as the job's user nobody (65534)", staged, uid)
+		}
+		if _, err := os.Stat(filepath.Join(shared, "local", "step-3")); !os.IsNotExist(err) {
+			t.Errorf("the user's local copy is still there: %v", err)
+		}
+	})
 
 	// The next incarnation on the same store resumes from step-10.
 	out := filepath.Join(dir, "resume-out")
