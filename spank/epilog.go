@@ -102,7 +102,8 @@ func fileKind(fi fs.FileInfo) string {
 }
 
 // thisNode is the node the epilog runs on: SLURMD_NODENAME (slurmd sets it
-// in the environment of the prolog/epilog processes), "" when unknown.
+// in the environment of the prolog/epilog processes; seen on 22.05). ""
+// when unknown: then every record in the (node-local) cache is this node's.
 func thisNode() string { return os.Getenv("SLURMD_NODENAME") }
 
 // JobEpilog finishes, on this node, the checkpoint drains that the job's
