@@ -91,7 +91,7 @@ install: build
 		install -d $(DESTDIR)$(SPANKDIR) $(DESTDIR)$(DATADIR)/trainrun && \
 		install -m 0755 $(SPANK) $(DESTDIR)$(SPANKDIR)/spank_trainrun.so && \
 		install -m 0755 $(SPANK_GO) $(DESTDIR)$(SPANKDIR)/libtrainrun-spank.so && \
-		sed -e 's|@SPANKDIR@|$(SPANKDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' contrib/plugstack.conf.example \
+		sed -e 's|@SPANKDIR@|$(SPANKDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@BINDIR@|$(BINDIR)|g' contrib/plugstack.conf.example \
 			> $(DESTDIR)$(DATADIR)/trainrun/plugstack.conf.trainrun && \
 		echo "install: plugstack.conf line in $(DESTDIR)$(DATADIR)/trainrun/plugstack.conf.trainrun (include it from plugstack.conf on login and compute nodes; restart slurmd)"; \
 	fi

@@ -350,6 +350,9 @@ type DrainAllOptions struct {
 	// RemoveLocal deletes a tag's node-local copy once its drain is durable
 	// (node-local space, /dev/shm in particular, is memory).
 	RemoveLocal bool
+	// Drained, when set, is called with each tag this call drained and what
+	// its Drain did (files, bytes, time), for the caller's report.
+	Drained func(tag string, r DrainResult)
 }
 
 // DrainAll drains every checkpoint under localRoot (TRAINRUN_CKPT_LOCAL_DIR)
@@ -387,10 +390,14 @@ func DrainAll(ctx context.Context, localRoot string, dst *Store, o DrainAllOptio
 			continue // this node's save is still running
 		}
 		if !drainedAlready(dst, tag, o.Node, ranks) {
-			if _, err := Drain(ctx, src, dst, tag, o.DrainOptions); err != nil {
+			res, err := Drain(ctx, src, dst, tag, o.DrainOptions)
+			if err != nil {
 				return drained, err
 			}
 			drained = append(drained, tag)
+			if o.Drained != nil {
+				o.Drained(tag, res)
+			}
 		}
 		if o.RemoveLocal {
 			if err := os.RemoveAll(src); err != nil {

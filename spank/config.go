@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
@@ -15,7 +16,7 @@ import (
 // Config is what plugstack.conf says after the plugin's path: strict
 // key=value arguments, an unknown key or a repeated one is an error.
 //
-//	required /usr/local/lib/slurm/spank_trainrun.so policy=/etc/slurm/trainrun.conf
+//	required /usr/local/lib/slurm/spank_trainrun.so policy=/etc/slurm/trainrun.conf trainrun=/usr/local/bin/trainrun
 type Config struct {
 	// PolicyPath is the site's trainrun.conf ("" = every key at its default).
 	PolicyPath string
@@ -24,6 +25,14 @@ type Config struct {
 	CacheDir string
 	// TopologyConf is a Slurm topology.conf placement reads ("" = one switch).
 	TopologyConf string
+	// Trainrun is the trainrun binary the job epilog runs, as the job's
+	// user, to finish the drains of node-local checkpoints (default
+	// DefaultTrainrun).
+	Trainrun string
+	// DrainTimeout bounds each drain the job epilog runs: at the deadline the
+	// drain's process group is killed, so the epilog ends (Slurm drains a
+	// node whose epilog hangs). Default DefaultDrainTimeout.
+	DrainTimeout time.Duration
 
 	// Policy is the parsed policy (Load); policy.Default() without a file.
 	Policy *policy.Policy
@@ -34,10 +43,17 @@ type Config struct {
 // DefaultCacheDir is where the plugin keeps per-node and per-job data.
 const DefaultCacheDir = "/run/trainrun"
 
+// DefaultTrainrun is where `make install` puts trainrun (PREFIX=/usr/local).
+const DefaultTrainrun = "/usr/local/bin/trainrun"
+
+// DefaultDrainTimeout bounds one drain in the job epilog.
+const DefaultDrainTimeout = 5 * time.Minute
+
 var argKeys = map[string]string{
 	"policy":   "path of the site's trainrun.conf",
 	"cache":    "directory for the node topology cache and per-job files (default " + DefaultCacheDir + ")",
 	"topology": "path of a Slurm topology.conf for rank placement (default: all nodes under one switch)",
+	"trainrun": "path of the trainrun binary the job epilog runs to finish checkpoint drains (default " + DefaultTrainrun + ")",
 }
 
 func acceptedArgs() string {
@@ -51,7 +67,7 @@ func acceptedArgs() string {
 
 // ParseArgs reads the plugstack.conf arguments. It does not read files.
 func ParseArgs(args []string) (*Config, error) {
-	c := &Config{CacheDir: DefaultCacheDir}
+	c := &Config{CacheDir: DefaultCacheDir, Trainrun: DefaultTrainrun, DrainTimeout: DefaultDrainTimeout}
 	seen := map[string]bool{}
 	for _, a := range args {
 		k, v, ok := strings.Cut(a, "=")
@@ -75,6 +91,8 @@ func ParseArgs(args []string) (*Config, error) {
 			c.CacheDir = filepath.Clean(v)
 		case "topology":
 			c.TopologyConf = filepath.Clean(v)
+		case "trainrun":
+			c.Trainrun = filepath.Clean(v)
 		}
 	}
 	return c, nil

@@ -14,10 +14,11 @@ func TestParseArgs(t *testing.T) {
 		want    Config
 		wantErr string
 	}{
-		{name: "none", args: nil, want: Config{CacheDir: DefaultCacheDir}},
-		{name: "all keys", args: []string{"policy=/etc/slurm/trainrun.conf", "cache=/var/lib/trainrun/", "topology=/etc/slurm/topology.conf"},
-			want: Config{PolicyPath: "/etc/slurm/trainrun.conf", CacheDir: "/var/lib/trainrun", TopologyConf: "/etc/slurm/topology.conf"}},
-		{name: "unknown key", args: []string{"polcy=/x"}, wantErr: `unknown key "polcy" in "polcy=/x"; accepted keys: cache, policy, topology`},
+		{name: "none", args: nil, want: Config{CacheDir: DefaultCacheDir, Trainrun: DefaultTrainrun, DrainTimeout: DefaultDrainTimeout}},
+		{name: "all keys", args: []string{"policy=/etc/slurm/trainrun.conf", "cache=/var/lib/trainrun/", "topology=/etc/slurm/topology.conf", "trainrun=/opt/trainrun/bin/trainrun"},
+			want: Config{PolicyPath: "/etc/slurm/trainrun.conf", CacheDir: "/var/lib/trainrun", TopologyConf: "/etc/slurm/topology.conf", Trainrun: "/opt/trainrun/bin/trainrun", DrainTimeout: DefaultDrainTimeout}},
+		{name: "unknown key", args: []string{"polcy=/x"}, wantErr: `unknown key "polcy" in "polcy=/x"; accepted keys: cache, policy, topology, trainrun`},
+		{name: "relative trainrun", args: []string{"trainrun=bin/trainrun"}, wantErr: `trainrun="bin/trainrun": want an absolute path (path of the trainrun binary`},
 		{name: "not key=value", args: []string{"/etc/trainrun.conf"}, wantErr: `argument "/etc/trainrun.conf" is not key=value`},
 		{name: "repeated", args: []string{"policy=/a", "policy=/b"}, wantErr: `key "policy" given twice`},
 		{name: "relative path", args: []string{"policy=trainrun.conf"}, wantErr: `policy="trainrun.conf": want an absolute path`},

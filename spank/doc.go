@@ -3,7 +3,10 @@
 // options and their TRAINRUN_* twins (Options, Validate, Resolve), the
 // per-node topology cache (NodeTopology), and the environment of every local
 // task of a step (ComputeStep), computed with the same plan.Place and
-// plan.RankEnv that `trainrun env` uses.
+// plan.RankEnv that `trainrun env` uses, and the job epilog (JobEpilog):
+// the drains of node-local checkpoints that a killed shim left are finished
+// from the records it wrote into the job's handoff directory (PrepareJobDir,
+// TRAINRUN_HANDOFF_DIR), by `trainrun ckpt drain` run as the job's user.
 //
 // The plugin itself has two halves: spank/plugin, the C spank_trainrun.so
 // that Slurm loads (every slurm_spank_* symbol, the option table), and

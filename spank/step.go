@@ -35,6 +35,10 @@ type Step struct {
 	Resolve func(host string) []string
 	// Root is the machine root to read /etc/nccl.conf from ("" = /).
 	Root string
+	// HandoffDir is the job's drain handoff directory on this node
+	// (PrepareJobDir; "" = none): every task gets TRAINRUN_HANDOFF_DIR, where
+	// a node's drainer leaves the record the job epilog finishes from.
+	HandoffDir string
 }
 
 // TaskEnv is what the C task_init does for one local task.
@@ -238,6 +242,9 @@ func (r *Request) extraVars(st Step, ckptDir, resume string, resumeSet bool) []s
 		out = append(out, "TRAINRUN_CKPT_LEAD="+strconv.Itoa(int(r.Lead/time.Second)))
 	}
 	out = append(out, "TRAINRUN_RESTART_COUNT="+strconv.Itoa(st.Restart))
+	if st.HandoffDir != "" {
+		out = append(out, "TRAINRUN_HANDOFF_DIR="+st.HandoffDir)
+	}
 	return out
 }
 

@@ -144,6 +144,22 @@ func TestComputeStep(t *testing.T) {
 			}
 		}
 	})
+	t.Run("handoff dir", func(t *testing.T) {
+		r, _ := Resolve(c, "", nil, func(string) string { return "" })
+		for _, dir := range []string{"", "/run/trainrun/job-7/handoff"} {
+			st := step
+			st.HandoffDir = dir
+			tasks, _, err := ComputeStep(c, r, st, node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for lr, task := range tasks {
+				if got, ok := get(task.Vars, "TRAINRUN_HANDOFF_DIR"); got != dir || ok != (dir != "") {
+					t.Errorf("HandoffDir %q: local task %d has TRAINRUN_HANDOFF_DIR=%q (set: %v)", dir, lr, got, ok)
+				}
+			}
+		}
+	})
 	t.Run("nccl off", func(t *testing.T) {
 		r, _ := Resolve(c, "", map[string]string{"train-nccl": "off"}, func(string) string { return "" })
 		tasks, _, err := ComputeStep(c, r, step, node)

@@ -38,7 +38,7 @@ func ckptHelp(w io.Writer) {
 		"  request [--then continue|stop|requeue] [--reason TEXT]",
 		"                       ask the running job's controller for a checkpoint now: writes",
 		"                       CKPT_DIR/.trainrun/request, which the controller polls for and removes",
-		"  drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local]",
+		"  drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--json]",
 		"                       copy this node's finished node-local checkpoints into the store's staging",
 		"                       (the job epilog's last pass); a tag is committed once every node drained it",
 		"",
@@ -399,17 +399,40 @@ func age(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// drainReport is what `ckpt drain --json` prints: one object, also when the
+// drain failed (the job epilog reads it to log one line per node).
+type drainReport struct {
+	Node    string          `json:"node"`
+	Local   string          `json:"local_dir"`
+	Store   string          `json:"ckpt_dir"`
+	Drained []drainedReport `json:"drained"`
+	// Left are the checkpoint directories still in the local directory
+	// after the pass: not drained (an error, or no rank marked them done).
+	Left    []string `json:"left"`
+	Seconds float64  `json:"seconds"`
+	Error   string   `json:"error,omitempty"`
+}
+
+type drainedReport struct {
+	Tag     string  `json:"tag"`
+	Files   int     `json:"files"`
+	Bytes   int64   `json:"bytes"`
+	Copied  int64   `json:"copied"`
+	Seconds float64 `json:"seconds"`
+}
+
 func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var local, node string
 	var ranks []int
-	var keepLocal bool
-	fs := newFlags("ckpt drain", "ckpt drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--ckpt-dir DIR]", env.stderr)
+	var keepLocal, asJSON bool
+	fs := newFlags("ckpt drain", "ckpt drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--json] [--ckpt-dir DIR]", env.stderr)
 	o.AddFlags(fs, env)
 	fs.StringVar(&local, "local", env.getenv("TRAINRUN_CKPT_LOCAL_DIR"), "node-local checkpoint directory (env TRAINRUN_CKPT_LOCAL_DIR)")
 	fs.StringVar(&node, "node", env.getenv("SLURMD_NODENAME"), "this node's name for its drain record (env SLURMD_NODENAME; default the host name)")
-	fs.IntSliceVar(&ranks, "ranks", nil, "this node's ranks: drain a tag only once all of them are done (default: any done rank)")
+	fs.IntSliceVar(&ranks, "ranks", nil, "this node's ranks: drain a tag only once all of them are done (default: any done rank, the last pass)")
 	fs.BoolVar(&keepLocal, "keep-local", false, "keep the node-local copy after it is drained")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object: what was drained (tag, files, bytes, seconds) and what is left (the job epilog reads it)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -426,23 +449,54 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 		}
 		node = h
 	}
-	s, err := o.open()
-	if err != nil {
-		return err
-	}
+	rep := drainReport{Node: node, Local: local, Store: o.dir, Drained: []drainedReport{}, Left: []string{}}
 	start := time.Now()
-	done, err := checkpoint.DrainAll(ctx, local, s, checkpoint.DrainAllOptions{
-		DrainOptions: checkpoint.DrainOptions{Node: node}, Ranks: ranks, RemoveLocal: !keepLocal})
-	for _, tag := range done {
-		fmt.Fprintf(env.stdout, "drained %s from %s into %s\n", tag, local, s.Dir())
+	var err error
+	var s *checkpoint.Store
+	if s, err = o.open(); err == nil {
+		rep.Store = s.Dir()
+		_, err = checkpoint.DrainAll(ctx, local, s, checkpoint.DrainAllOptions{
+			DrainOptions: checkpoint.DrainOptions{Node: node}, Ranks: ranks, RemoveLocal: !keepLocal,
+			Drained: func(tag string, r checkpoint.DrainResult) {
+				rep.Drained = append(rep.Drained, drainedReport{tag, r.Files, r.Bytes, r.Copied, r.Elapsed.Seconds()})
+				if !asJSON {
+					fmt.Fprintf(env.stdout, "drained %s from %s into %s (%d files, %s, %.2f s)\n", tag, local, s.Dir(), r.Files, humanBytes(r.Bytes), r.Elapsed.Seconds())
+				}
+			}})
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	if ents, rerr := os.ReadDir(local); rerr == nil {
+		for _, e := range ents {
+			if e.IsDir() && checkpoint.CheckTag(e.Name()) == nil {
+				rep.Left = append(rep.Left, e.Name())
+			}
+		}
+	}
+	if asJSON {
+		if err != nil {
+			rep.Error = err.Error()
+		}
+		if jerr := json.NewEncoder(env.stdout).Encode(rep); jerr != nil && err == nil {
+			err = jerr
+		}
 	}
 	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
 		return withCode(ExitCheckpoint, err)
 	}
-	if len(done) == 0 {
+	if asJSON {
+		return nil
+	}
+	if len(rep.Drained) == 0 {
 		fmt.Fprintf(env.stdout, "nothing to drain in %s\n", local)
 	} else {
-		fmt.Fprintf(env.stdout, "%d checkpoint(s) drained in %s\n", len(done), time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(env.stdout, "%d checkpoint(s) drained in %s\n", len(rep.Drained), time.Since(start).Round(time.Millisecond))
+	}
+	if len(rep.Left) > 0 && !keepLocal {
+		fmt.Fprintf(env.stdout, "left in %s: %s (not drained: not marked done by the ranks this pass waits for)\n", local, strings.Join(rep.Left, ", "))
 	}
 	return nil
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -212,5 +214,43 @@ func TestCkptDrain(t *testing.T) {
 	}
 	if code, _, errs := runCkptCmd(t, dir, "drain", "--node", "a"); code != ExitUsage || !strings.Contains(errs, "TRAINRUN_CKPT_LOCAL_DIR") {
 		t.Fatalf("drain without --local: exit %d %s", code, errs)
+	}
+}
+
+// The job epilog's pass: --json reports each drained tag with its files,
+// bytes and time, and what is left in the local directory (a save no rank
+// marked done); a drain that fails still prints the object, with the error.
+func TestCkptDrainJSON(t *testing.T) {
+	t.Parallel()
+	dir, local := t.TempDir(), t.TempDir()
+	done := filepath.Join(local, "step-7")
+	if err := os.MkdirAll(filepath.Join(done, ".trainrun"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(done, "w.bin"), []byte("0123456789"), 0o644)
+	os.WriteFile(filepath.Join(done, ".trainrun", "done.3"), nil, 0o644)
+	os.MkdirAll(filepath.Join(local, "step-8"), 0o755) // being written when the job died
+	code, out, errs := runCkptCmd(t, dir, "drain", "--json", "--local="+local, "--node=n2")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	var rep drainReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if len(rep.Drained) != 1 || rep.Drained[0].Tag != "step-7" || rep.Drained[0].Bytes != 10 || rep.Drained[0].Files != 1 ||
+		!reflect.DeepEqual(rep.Left, []string{"step-8"}) || rep.Node != "n2" || rep.Local != local || rep.Error != "" {
+		t.Errorf("report %+v", rep)
+	}
+	if _, err := os.Stat(done); !os.IsNotExist(err) {
+		t.Errorf("the drained local copy %s is still there", done)
+	}
+	// A store that is not there: a non-zero exit, and the object says why.
+	os.MkdirAll(filepath.Join(local, "step-9", ".trainrun"), 0o755)
+	os.WriteFile(filepath.Join(local, "step-9", ".trainrun", "done.3"), nil, 0o644)
+	code, out, _ = runCkptCmd(t, filepath.Join(dir, "no", "such"), "drain", "--json", "--local="+local, "--node=n2")
+	rep = drainReport{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == ExitOK || rep.Error == "" || !reflect.DeepEqual(rep.Left, []string{"step-8", "step-9"}) {
+		t.Errorf("failed drain: exit %d, report %+v (%v) from %q", code, rep, err, out)
 	}
 }

@@ -133,6 +133,42 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	signal.Notify(sigc, forwardedSignals...)
 	defer signal.Stop(sigc)
 
+	// Local rank 0 drains the node's node-local checkpoints into the store,
+	// started before the trainer so that the epilog's handoff record exists
+	// before the first local save.
+	var drainer *nodeDrainer
+	var handoff string
+	if localDir != "" && me.LocalRank == 0 {
+		ranks, err := nodeRanks(*launchDir, node)
+		if err == nil {
+			drainer, err = startNodeDrainer(localDir, common.CkptDir, node, ranks, shimStart, env.stderr)
+		}
+		if err != nil {
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: no drain of node-local checkpoints: %v\n", node, err)
+		} else {
+			handoff = writeDrainHandoff(env, common, node, localDir, ranks)
+		}
+	}
+	// finishDrain drains what the node saved before the shim exits; the
+	// handoff record goes once nothing is left for the epilog.
+	finishDrain := func() {
+		if drainer == nil {
+			return
+		}
+		left := drainer.finish(drainFinishWait)
+		if len(left) > 0 {
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: checkpoint(s) %s in %s not drained: not every rank of the node marked them done within %s\n",
+				node, strings.Join(left, ", "), localDir, drainFinishWait)
+			if handoff != "" {
+				fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: the job epilog drains what is marked done (record %s)\n", node, handoff)
+			}
+			return
+		}
+		if handoff != "" {
+			os.Remove(handoff)
+		}
+	}
+
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Env = envl
@@ -143,21 +179,10 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 			code = ExitNotFound
 		}
 		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: cannot start %q: %v\n", rank, node, path, err)
+		finishDrain()
 		return withCode(code, errSilent)
 	}
 	pid := cmd.Process.Pid
-
-	// Local rank 0 drains the node's node-local checkpoints into the store.
-	var drainer *nodeDrainer
-	if localDir != "" && me.LocalRank == 0 {
-		ranks, err := nodeRanks(*launchDir, node)
-		if err == nil {
-			drainer, err = startNodeDrainer(localDir, common.CkptDir, node, ranks, shimStart, env.stderr)
-		}
-		if err != nil {
-			fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: no drain of node-local checkpoints: %v\n", node, err)
-		}
-	}
 
 	ctl := dialControl(common, rank, pid, node, env)
 	var once sync.Map // checkpoint request IDs already acted on
@@ -192,14 +217,9 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 			}
 		case err := <-done:
 			code, sig := exitStatus(cmd.ProcessState, err)
-			if drainer != nil {
-				// Also after Slurm's SIGTERM: the checkpoint the trainer just
-				// saved locally exists nowhere else.
-				if left := drainer.finish(drainFinishWait); len(left) > 0 {
-					fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: checkpoint(s) %s in %s not drained: not every rank of the node marked them done within %s\n",
-						node, strings.Join(left, ", "), localDir, drainFinishWait)
-				}
-			}
+			// Also after Slurm's SIGTERM: the checkpoint the trainer just
+			// saved locally exists nowhere else.
+			finishDrain()
 			send(fmt.Sprintf("exit %d %d", rank, code))
 			if ctl != nil {
 				ctl.Close()

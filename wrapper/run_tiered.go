@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +56,7 @@ const drainPoll = 100 * time.Millisecond
 // drainFinishWait bounds how long the drainer waits, after the local
 // trainer exited, for the node's other ranks to finish a save some rank has
 // already marked done.
-const drainFinishWait = 60 * time.Second
+var drainFinishWait = 60 * time.Second
 
 // nodeDrainer drains one node's node-local checkpoints into the store.
 type nodeDrainer struct {
@@ -160,4 +161,33 @@ func (d *nodeDrainer) finish(wait time.Duration) []string {
 		}
 		time.Sleep(drainPoll)
 	}
+}
+
+// writeDrainHandoff leaves the node's drain record for the job epilog in
+// TRAINRUN_HANDOFF_DIR (set by the SPANK plugin; without it, nothing): if
+// this shim dies before its drain finishes (SIGKILL after KillWait, a crash,
+// OOM), the epilog runs `trainrun ckpt drain` as the job's user with these
+// paths. It returns the record's path ("" = none written).
+func writeDrainHandoff(env *runEnv, c *launchCommon, node, localDir string, ranks []int) string {
+	dir := env.getenv("TRAINRUN_HANDOFF_DIR")
+	if dir == "" {
+		return ""
+	}
+	job, _ := strconv.ParseUint(c.JobID, 10, 32)
+	restart, _ := strconv.Atoi(env.getenv("SLURM_RESTART_COUNT"))
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	path, err := checkpoint.WriteHandoff(dir, checkpoint.DrainHandoff{
+		Version: checkpoint.HandoffVersion, JobID: uint32(job), Restart: restart, Node: node,
+		LocalDir: abs(localDir), CkptDir: abs(c.CkptDir), Ranks: ranks,
+	})
+	if err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: no handoff to the job epilog (%v): a drain this shim cannot finish is lost\n", node, err)
+		return ""
+	}
+	return path
 }

@@ -29,7 +29,7 @@
 /* The step as slurmstepd knows it before forking the tasks. */
 struct tr_step {
 	uint32_t job_id, step_id, nnodes, node_id, local_tasks, total_tasks, restart;
-	uint32_t uid, gid;
+	uint32_t uid, gid; /* the job's user; (uint32_t)-1 when Slurm gave none */
 	/* Set by the Go half: 1 once plugstack.conf's arguments and the files
 	 * they name (policy, topology) loaded without error. */
 	int32_t config_ok;
@@ -60,7 +60,7 @@ typedef char *(*trgo_local_init_fn)(int ac, char **av);
 typedef char *(*trgo_validate_fn)(int idx, char *val);
 typedef char *(*trgo_local_post_opt_fn)(void);
 typedef char *(*trgo_remote_post_opt_fn)(void *sp, struct tr_step *st, int ac, char **av);
-typedef char *(*trgo_job_epilog_fn)(uint32_t job, int ac, char **av);
+typedef char *(*trgo_job_epilog_fn)(uint32_t job, uint32_t uid, uint32_t gid, int ac, char **av);
 
 /* In the Go half: calls through the bound ops (spank/golib/ops.c). */
 void tr_log_error(const char *msg);

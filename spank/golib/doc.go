@@ -25,7 +25,9 @@
 //	remote     task_init (forked child)  no   spank_setenv the task's prepared array, or
 //	                                          return the kept error (required: task fails;
 //	                                          optional: Slurm only warns)
-//	job_script job_epilog                yes  per-job files
+//	job_script job_epilog                yes  finish checkpoint drains the job's shims left
+//	                                          (trainrun ckpt drain as the job's user,
+//	                                          bounded); remove per-job files
 //	slurmd     any                       no   never loaded there
 //
 // Nothing in remote context fails before the fork: a failing remote init or

@@ -183,6 +183,13 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 	step.Resolve = func(host string) []string {
 		return spank.NodeAddrs(c.CacheDir, "", host, func(h string) []string { return spank.Resolve4(h, time.Second) }, time.Now())
 	}
+	// The job epilog finishes drains a shim could not; the shims find where
+	// to leave their records in TRAINRUN_HANDOFF_DIR.
+	if h, err := spank.PrepareJobDir(c.CacheDir, step.JobID, uint32(st.uid), uint32(st.gid)); err != nil {
+		logInfo(fmt.Sprintf("trainrun: step %d.%d: note: no drain handoff to the job epilog: %v", step.JobID, step.StepID, err))
+	} else {
+		step.HandoffDir = h
+	}
 	node, _, err := spank.NodeTopology(c.CacheDir, "")
 	if err != nil {
 		return C.CString("trainrun: step: reading this node's topology: " + err.Error() + "; no trainrun environment injected")
@@ -221,16 +228,17 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 	return nil
 }
 
-// trgo_job_epilog removes the job's per-job files.
+// trgo_job_epilog finishes the drains the job's shims left (as the job's
+// user, bounded) and removes the job's per-job files.
 //
 //export trgo_job_epilog
-func trgo_job_epilog(job C.uint32_t, ac C.int, av **C.char) (msg *C.char) {
+func trgo_job_epilog(job, uid, gid C.uint32_t, ac C.int, av **C.char) (msg *C.char) {
 	defer guard("epilog", &msg)
 	c, err := spank.ParseArgs(args(ac, av))
 	if err != nil {
 		return C.CString("trainrun: epilog: " + err.Error())
 	}
-	if err := spank.CleanJob(c.CacheDir, uint32(job)); err != nil {
+	if err := spank.JobEpilog(c, uint32(job), uint32(uid), uint32(gid), logInfo); err != nil {
 		return C.CString("trainrun: epilog: " + err.Error())
 	}
 	return nil

@@ -13,7 +13,8 @@
  *       node (the config stamp below);
  *   remote (slurmstepd), in the parent before any fork: init_post_opt of a
  *       job step -- discovery and the per-task environment;
- *   job_script (epilog process): job_epilog.
+ *   job_script (epilog process): job_epilog -- finish the checkpoint drains
+ *       the job's shims left, as the job's user, bounded; per-job files.
  *
  * Never in slurmd (it loaded us before daemonizing: a Go runtime there
  * would have lost its threads, and a blocking Go call hung slurmd), never in
@@ -254,6 +255,18 @@ static int tr_go_load(void)
 	tr_go.bind(&tr_ops_table);
 	tr_go_state = 1;
 	return 0;
+}
+
+/* The job's user and group, (uint32_t)-1 where Slurm does not say. */
+static void tr_job_ids(spank_t sp, uint32_t *uid, uint32_t *gid)
+{
+	uid_t u;
+	gid_t g;
+	*uid = *gid = (uint32_t)-1;
+	if (spank_get_item(sp, S_JOB_UID, &u) == ESPANK_SUCCESS)
+		*uid = (uint32_t)u;
+	if (spank_get_item(sp, S_JOB_GID, &g) == ESPANK_SUCCESS)
+		*gid = (uint32_t)g;
 }
 
 /* Errors come back from Go as malloc'd strings. */
@@ -508,8 +521,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &st.local_tasks);
 		spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &st.total_tasks);
 		spank_get_item(sp, S_SLURM_RESTART_COUNT, &st.restart);
-		spank_get_item(sp, S_JOB_UID, &st.uid);
-		spank_get_item(sp, S_JOB_GID, &st.gid);
+		tr_job_ids(sp, &st.uid, &st.gid);
 		tr_node_id = st.node_id;
 		char before[TR_SIG_MAX], after[TR_SIG_MAX];
 		int sig = tr_config_sig(ac, av, before, sizeof(before)) == 0;
@@ -560,10 +572,18 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* job_script context: a fresh process; Go is safe (nothing forks after). */
+/* job_script context: a fresh process; Go is safe (Go's os/exec starts the
+ * drains; nothing forks Go state after).
+ *
+ * Slurm 22.05 gives S_JOB_ID, S_JOB_UID and S_JOB_GID in job_script context
+ * (checked on the harness's 22.05.8 with a job of a non-root user: the
+ * epilog got its uid). Should a release not, the ids stay (uint32_t)-1 and Go
+ * takes the owner of the job's handoff directory, which the step callbacks
+ * gave to the job's user (S_JOB_UID in remote context), and says so in the
+ * log; an id that is not that owner drains nothing. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
-	uint32_t job = 0;
+	uint32_t job = 0, uid, gid;
 	if (spank_context() != S_CTX_JOB_SCRIPT)
 		return 0;
 	if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS)
@@ -572,7 +592,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		slurm_error("%s; the job epilog did nothing", tr_go_err);
 		return 0; /* an epilog failure would drain the node */
 	}
-	char *msg = tr_go.job_epilog(job, ac, av);
+	tr_job_ids(sp, &uid, &gid);
+	char *msg = tr_go.job_epilog(job, uid, gid, ac, av);
 	if (msg) {
 		slurm_error("%s", msg); /* logged; an epilog failure would drain */
 		free(msg);

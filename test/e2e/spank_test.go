@@ -38,6 +38,9 @@ func buildPlugin(t testing.TB) string {
 	t.Helper()
 	pluginOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "trainrun-spank-e2e-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755) // sbatch of a job of another user loads it too
+		}
 		if err != nil {
 			pluginErr = err
 			return
