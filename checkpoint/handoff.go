@@ -130,3 +130,26 @@ func ReadHandoff(path string) (DrainHandoff, error) {
 	}
 	return h, nil
 }
+
+// DrainReport is what `trainrun ckpt drain --json` prints: one object, also
+// when the drain fails. The job epilog reads it to log what a last pass did.
+type DrainReport struct {
+	Node    string         `json:"node"`
+	Local   string         `json:"local_dir"`
+	Store   string         `json:"ckpt_dir"`
+	Drained []DrainedEntry `json:"drained"`
+	// Left are the checkpoint directories still in the local directory
+	// after the pass: not drained (an error, or no rank marked them done).
+	Left    []string `json:"left"`
+	Seconds float64  `json:"seconds"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// DrainedEntry is one checkpoint a drain copied into staging.
+type DrainedEntry struct {
+	Tag     string  `json:"tag"`
+	Files   int     `json:"files"`
+	Bytes   int64   `json:"bytes"`
+	Copied  int64   `json:"copied"`
+	Seconds float64 `json:"seconds"`
+}

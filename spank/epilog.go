@@ -206,22 +206,6 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 	return nil
 }
 
-// drainReport is what `trainrun ckpt drain --json` prints.
-type drainReport struct {
-	Node    string `json:"node"`
-	Local   string `json:"local_dir"`
-	Store   string `json:"ckpt_dir"`
-	Drained []struct {
-		Tag     string  `json:"tag"`
-		Files   int     `json:"files"`
-		Bytes   int64   `json:"bytes"`
-		Seconds float64 `json:"seconds"`
-	} `json:"drained"`
-	Left    []string `json:"left"`
-	Seconds float64  `json:"seconds"`
-	Error   string   `json:"error"`
-}
-
 // cappedBuffer keeps the first max bytes written to it.
 type cappedBuffer struct {
 	bytes.Buffer
@@ -277,7 +261,7 @@ func drainAsUser(c *Config, h checkpoint.DrainHandoff, uid, gid uint32) (line st
 		return fmt.Sprintf("%s: drain killed after %s (the plugin's drain bound)%s; what it did not finish is left in %s: %s",
 			where, timeout, said, h.LocalDir, byHand), false
 	}
-	var rep drainReport
+	var rep checkpoint.DrainReport
 	jerr := json.Unmarshal(lastLine(stdout.Bytes()), &rep)
 	if err != nil && jerr != nil {
 		return fmt.Sprintf("%s: running %s as uid %d failed: %v%s%s; nothing drained: %s", where, bin, uid, err, note, said, byHand), false

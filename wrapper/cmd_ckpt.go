@@ -399,28 +399,6 @@ func age(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// drainReport is what `ckpt drain --json` prints: one object, also when the
-// drain failed (the job epilog reads it to log one line per node).
-type drainReport struct {
-	Node    string          `json:"node"`
-	Local   string          `json:"local_dir"`
-	Store   string          `json:"ckpt_dir"`
-	Drained []drainedReport `json:"drained"`
-	// Left are the checkpoint directories still in the local directory
-	// after the pass: not drained (an error, or no rank marked them done).
-	Left    []string `json:"left"`
-	Seconds float64  `json:"seconds"`
-	Error   string   `json:"error,omitempty"`
-}
-
-type drainedReport struct {
-	Tag     string  `json:"tag"`
-	Files   int     `json:"files"`
-	Bytes   int64   `json:"bytes"`
-	Copied  int64   `json:"copied"`
-	Seconds float64 `json:"seconds"`
-}
-
 func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var local, node string
@@ -449,7 +427,7 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 		}
 		node = h
 	}
-	rep := drainReport{Node: node, Local: local, Store: o.dir, Drained: []drainedReport{}, Left: []string{}}
+	rep := checkpoint.DrainReport{Node: node, Local: local, Store: o.dir, Drained: []checkpoint.DrainedEntry{}, Left: []string{}}
 	start := time.Now()
 	var err error
 	var s *checkpoint.Store
@@ -458,7 +436,7 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 		_, err = checkpoint.DrainAll(ctx, local, s, checkpoint.DrainAllOptions{
 			DrainOptions: checkpoint.DrainOptions{Node: node}, Ranks: ranks, RemoveLocal: !keepLocal,
 			Drained: func(tag string, r checkpoint.DrainResult) {
-				rep.Drained = append(rep.Drained, drainedReport{tag, r.Files, r.Bytes, r.Copied, r.Elapsed.Seconds()})
+				rep.Drained = append(rep.Drained, checkpoint.DrainedEntry{Tag: tag, Files: r.Files, Bytes: r.Bytes, Copied: r.Copied, Seconds: r.Elapsed.Seconds()})
 				if !asJSON {
 					fmt.Fprintf(env.stdout, "drained %s from %s into %s (%d files, %s, %.2f s)\n", tag, local, s.Dir(), r.Files, humanBytes(r.Bytes), r.Elapsed.Seconds())
 				}

@@ -234,7 +234,7 @@ func TestCkptDrainJSON(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
-	var rep drainReport
+	var rep checkpoint.DrainReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %q", err, out)
 	}
@@ -249,7 +249,7 @@ func TestCkptDrainJSON(t *testing.T) {
 	os.MkdirAll(filepath.Join(local, "step-9", ".trainrun"), 0o755)
 	os.WriteFile(filepath.Join(local, "step-9", ".trainrun", "done.3"), nil, 0o644)
 	code, out, _ = runCkptCmd(t, filepath.Join(dir, "no", "such"), "drain", "--json", "--local="+local, "--node=n2")
-	rep = drainReport{}
+	rep = checkpoint.DrainReport{}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == ExitOK || rep.Error == "" || !reflect.DeepEqual(rep.Left, []string{"step-8", "step-9"}) {
 		t.Errorf("failed drain: exit %d, report %+v (%v) from %q", code, rep, err, out)
 	}
