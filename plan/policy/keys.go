@@ -101,7 +101,7 @@ func init() {
 			parse:  parseYesNo, set: func(s *Settings, v any, src Source) { s.InjectEnv = Setting[bool]{v.(bool), src} }},
 		{Name: "AutoPlan", Default: "yes", User: true,
 			Format: "yes or no",
-			Why:    "yes: the plugin plans the layout and placement when a job names a model; no: only when the user asks",
+			Why:    "yes: the plugin plans the layout when a job names a model and a batch (--train-model, --train-batch); no: it never plans, and jobs give their degrees with --train-layout",
 			parse:  parseYesNo, set: func(s *Settings, v any, src Source) { s.AutoPlan = Setting[bool]{v.(bool), src} }},
 		{Name: "UserOverride", Default: "all",
 			Format: "all, none, or a comma-separated list of: " + strings.Join(userKeyNames(), ", "),
