@@ -22,8 +22,12 @@ import (
 func BenchmarkRunOverhead(b *testing.B) {
 	bin := trainrun(b)
 	const rounds = 7
-	dir := b.TempDir()
-	script := fmt.Sprintf(`#!/bin/bash
+	// A job directory per iteration: a second `trainrun run` in one that
+	// saw the run finish exits at once ("finished: not restarting"), which
+	// made every iteration after the first measure nothing (make bench's
+	// -benchtime 10x reported 5 ms for trainrun run).
+	jobScript := func(dir string) string {
+		return fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --time=10
 t() { local s=$(date +%%s%%N); "$@" >/dev/null 2>&1 || echo "FAILED $*"; echo "$(( ($(date +%%s%%N) - s) / 1000 ))"; }
 for i in $(seq %d); do
@@ -32,8 +36,9 @@ for i in $(seq %d); do
   echo "noprobe $(t env TRAINRUN_JOB_DIR=%s/n$i %s run --probe none --fix tp=8 -- true)"
 done
 `, rounds, dir, bin, dir, bin)
+	}
 	for i := 0; i < b.N; i++ {
-		state, exit, out, id := runJob(b, script, 5*time.Minute)
+		state, exit, out, id := runJob(b, jobScript(b.TempDir()), 5*time.Minute)
 		if state != "COMPLETED" || exit != 0 || strings.Contains(out, "FAILED") {
 			b.Fatalf("job %d: %s exit %d\n%s", id, state, exit, out)
 		}
