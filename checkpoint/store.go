@@ -798,6 +798,53 @@ func (s *Store) LatestLevel(ctx context.Context, level Level) (Resolved, error) 
 	return r, fmt.Errorf("%w in %s", ErrNoCheckpoint, s.dir)
 }
 
+// LatestCommitted is Latest for a caller that runs on every node at every
+// job step (the SPANK plugin's TRAINRUN_RESUME_DIR): when the pointer names a
+// checkpoint whose manifest is there and no other checkpoint of the same or
+// a later step has a manifest, that checkpoint is the answer, found with one
+// small read, one directory listing and a stat per newer tag. It reads no
+// manifest and checks no file: on a parallel file system, reading every
+// manifest and stat'ing every file of the newest checkpoint from every node
+// at every step is a metadata storm. Otherwise (no pointer, a dangling one,
+// or a commit cut short between its manifest and the pointer) it is
+// LatestLevel(ctx, Sizes). A manifest present means committed: the commit
+// writes it only after every file is durable, so a half-written checkpoint
+// is never returned; damage after the commit is for the full verification
+// of trainrun run's controller and `trainrun ckpt verify` to find. The
+// fast answer's Manifest is empty.
+func (s *Store) LatestCommitted(ctx context.Context) (Resolved, error) {
+	tag, err := s.pointer()
+	if err == nil && tag != "" && CheckTag(tag) == nil && isRegularFile(manifestPath(s.tagDir(tag))) && !s.committedSince(tag) {
+		return Resolved{Tag: tag, Dir: s.tagDir(tag), Pointer: tag}, nil
+	}
+	return s.LatestLevel(ctx, Sizes)
+}
+
+// committedSince says whether a checkpoint other than tag, of the same or a
+// later step, has a manifest (or whether the store cannot be listed).
+func (s *Store) committedSince(tag string) bool {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return true
+	}
+	step := StepOf(tag)
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || name == tag || CheckTag(name) != nil || StepOf(name) < step {
+			continue
+		}
+		if _, err := os.Lstat(manifestPath(s.tagDir(name))); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func isRegularFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
 // Quarantine moves a committed checkpoint that failed verification out of the
 // way, to .trainrun/corrupt/, so that it is never resumed from and the trainer
 // can save under its tag again; then it repairs the pointer.

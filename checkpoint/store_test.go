@@ -412,3 +412,71 @@ func TestDeferredHashThenSeal(t *testing.T) {
 		t.Fatalf("Verify after a flip = %v", err)
 	}
 }
+
+// TestLatestCommitted: the per-step answer follows the pointer without
+// reading a manifest, and falls back to the full scan whenever the pointer
+// is missing, dangling or behind a newer commit; a half-written checkpoint
+// is never the answer.
+func TestLatestCommitted(t *testing.T) {
+	ctx := context.Background()
+	build := func(t *testing.T) *Store {
+		s := newStore(t)
+		for _, tag := range []string{"step-100", "step-200"} {
+			saveCkpt(t, s, tag, 2, 2)
+			if _, err := s.Commit(tag, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		saveRanks(t, s.Dir(), "step-300", []int{0}, 2) // half-written: rank 1 never marked done
+		return s
+	}
+	check := func(t *testing.T, s *Store, want string, fast bool) {
+		t.Helper()
+		r, err := s.LatestCommitted(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Tag != want || r.Dir != s.TagDir(want) {
+			t.Errorf("LatestCommitted = %s (%s), want %s", r.Tag, r.Dir, want)
+		}
+		// The fast answer reads no manifest; the full scan returns it.
+		if got := r.Manifest.Tag == ""; got != fast {
+			t.Errorf("fast path %v (manifest %q), want %v", got, r.Manifest.Tag, fast)
+		}
+	}
+	t.Run("pointer", func(t *testing.T) { check(t, build(t), "step-200", true) })
+	t.Run("no manifest read on the fast path", func(t *testing.T) {
+		// A manifest that no longer parses is not looked at per step (the
+		// controller's full verification finds it); Latest skips it.
+		s := build(t)
+		must(t, os.WriteFile(filepath.Join(s.TagDir("step-200"), ".trainrun", "manifest.json"), []byte("{garbage"), 0o644))
+		check(t, s, "step-200", true)
+		if r, err := s.Latest(); err != nil || r.Tag != "step-100" {
+			t.Errorf("Latest = %s, %v; want step-100", r.Tag, err)
+		}
+	})
+	t.Run("no pointer: full scan", func(t *testing.T) {
+		s := build(t)
+		must(t, os.Remove(filepath.Join(s.Dir(), ".trainrun", "latest")))
+		check(t, s, "step-200", false)
+	})
+	t.Run("pointer behind a commit cut short: full scan", func(t *testing.T) {
+		s := build(t)
+		must(t, os.WriteFile(filepath.Join(s.Dir(), ".trainrun", "latest"), []byte("step-100\n"), 0o644))
+		check(t, s, "step-200", false)
+	})
+	t.Run("dangling pointer: full scan", func(t *testing.T) {
+		s := build(t)
+		mp := filepath.Join(s.TagDir("step-200"), ".trainrun", "manifest.json")
+		must(t, os.Remove(mp))
+		must(t, os.Mkdir(mp, 0o755)) // not a regular file
+		check(t, s, "step-100", false)
+	})
+	t.Run("nothing committed", func(t *testing.T) {
+		s := newStore(t)
+		saveRanks(t, s.Dir(), "step-1", []int{0}, 1)
+		if _, err := s.LatestCommitted(ctx); !errors.Is(err, ErrNoCheckpoint) {
+			t.Errorf("err = %v, want ErrNoCheckpoint", err)
+		}
+	})
+}

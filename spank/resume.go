@@ -13,8 +13,10 @@ import (
 // ResumeDir is TRAINRUN_RESUME_DIR for a step whose checkpoint store is dir
 // (expanded): the latest committed checkpoint's directory, or "" when the
 // store has none or does not exist yet (a first start). It opens the store
-// read-only and verifies at the cheapest level (markers, file presence and
-// sizes: no checkpoint bytes are read in slurmstepd). ok is false when the
+// read-only and asks it with LatestCommitted: the pointer and a directory
+// listing in the usual case, no manifest read and no checkpoint file
+// touched, since this runs on every node at every step (a full scan at the
+// Sizes level only when the pointer is missing or behind). ok is false when the
 // store cannot be read: the variable must then stay unset, since unknown
 // must never look like a first start; the notes say why, and name any newer
 // checkpoint skipped because it does not verify.
@@ -31,7 +33,7 @@ func ResumeDir(dir string) (value string, ok bool, notes []string) {
 	if err != nil {
 		return unknown(err)
 	}
-	r, err := s.LatestLevel(context.Background(), checkpoint.Sizes)
+	r, err := s.LatestCommitted(context.Background())
 	for _, sk := range r.Skipped {
 		notes = append(notes, fmt.Sprintf("skipped a newer checkpoint that does not verify: %v", sk))
 	}
