@@ -30,16 +30,9 @@ func trgo_abi_version() C.int { return C.TR_ABI_VERSION }
 //export trgo_bind
 func trgo_bind(ops *C.struct_tr_ops) { C.tr_set_ops(ops) }
 
-// local is the configuration loaded in srun/sbatch/salloc's init.
+// local is the configuration srun/sbatch/salloc loaded (trgo_local_init,
+// called by the C half the first time it needs Go there).
 var local *spank.Config
-
-// cerr turns an error into a malloc'd message the C side frees ("" → NULL).
-func cerr(err error) *C.char {
-	if err == nil {
-		return nil
-	}
-	return C.CString(err.Error())
-}
 
 // guard recovers a panic into *out as a trainrun: message.
 func guard(phase string, out **C.char) {
