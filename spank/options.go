@@ -63,9 +63,8 @@ func OptionIndex(name string) int {
 type Request struct {
 	Partition string
 	Model     string      // preset name or config.json path; "" = none
-	Batch     string      // --train-batch as given ("1024x8192"); "" = none
-	Global    int         // sequences per optimizer step (from Batch)
-	SeqLen    int         // tokens per sequence (from Batch)
+	Global    int         // --train-batch: sequences per optimizer step; 0 = none
+	SeqLen    int         // --train-batch: tokens per sequence
 	Layout    plan.Layout // degrees; zero = one data-parallel replica per task
 	LayoutSet bool
 	CkptDir   string        // unexpanded (%u %j %x); "" = none
@@ -150,7 +149,7 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		if err != nil {
 			return err
 		}
-		r.Batch, r.Global, r.SeqLen = strconv.Itoa(g)+"x"+strconv.Itoa(l), g, l
+		r.Global, r.SeqLen = g, l
 	case "train-layout":
 		l, err := ParseLayout(v)
 		if err != nil {
@@ -212,6 +211,15 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		}
 	}
 	return nil
+}
+
+// Batch is --train-batch written back in its canonical form ("1024x8192";
+// "" = none), for TRAINRUN_BATCH and messages.
+func (r *Request) Batch() string {
+	if r.Global == 0 {
+		return ""
+	}
+	return strconv.Itoa(r.Global) + "x" + strconv.Itoa(r.SeqLen)
 }
 
 func orStr(s, d string) string {

@@ -141,7 +141,7 @@ func TestResolve(t *testing.T) {
 	env["TRAINRUN_NCCL"] = "off"
 	env["TRAINRUN_BATCH"] = " 256x4096"
 	r, err = Resolve(c, "", nil, getenv)
-	if err != nil || r.Batch != "256x4096" || r.Global != 256 || r.SeqLen != 4096 {
+	if err != nil || r.Batch() != "256x4096" || r.Global != 256 || r.SeqLen != 4096 {
 		t.Errorf("TRAINRUN_BATCH=' 256x4096': %+v, %v", r, err)
 	}
 	r, err = Resolve(c, "", map[string]string{"train-batch": "1024x8192"}, getenv)

@@ -226,8 +226,8 @@ func (r *Request) extraVars(st Step, ckptDir, resume string, resumeSet bool) []s
 	if r.Model != "" {
 		out = append(out, "TRAINRUN_MODEL="+r.Model)
 	}
-	if r.Batch != "" {
-		out = append(out, "TRAINRUN_BATCH="+r.Batch)
+	if r.Batch() != "" {
+		out = append(out, "TRAINRUN_BATCH="+r.Batch())
 	}
 	if ckptDir != "" {
 		out = append(out, "TRAINRUN_CKPT_DIR="+ckptDir)

@@ -37,11 +37,11 @@ type StepPlan struct {
 // model does not fit. It does no I/O but reading a config.json model.
 func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []string, error) {
 	switch {
-	case r.Model == "" && r.Batch == "":
+	case r.Model == "" && r.Batch() == "":
 		return nil, nil, nil
 	case r.Model == "":
-		return nil, []string{fmt.Sprintf("--train-batch=%s without --train-model: nothing to plan (TRAINRUN_BATCH exported); add --train-model=NAME for a plan", r.Batch)}, nil
-	case r.Batch == "":
+		return nil, []string{fmt.Sprintf("--train-batch=%s without --train-model: nothing to plan (TRAINRUN_BATCH exported); add --train-model=NAME for a plan", r.Batch())}, nil
+	case r.Batch() == "":
 		return nil, []string{fmt.Sprintf("--train-model=%s without --train-batch: no plan made (TRAINRUN_MODEL exported); add --train-batch=GLOBALxSEQLEN (e.g. 1024x8192) for the plugin to plan the layout, or plan in the job script with trainrun run --seq-len S --global-batch B", r.Model)}, nil
 	}
 	pol := c.Policy
@@ -50,7 +50,7 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	}
 	s := pol.Effective(r.Partition)
 	if !s.AutoPlan.Value {
-		return nil, []string{fmt.Sprintf("the policy's AutoPlan=no (%s): no plan made for --train-model=%s --train-batch=%s; trainrun plan ... --format json gives one, and --train-layout applies its degrees", s.AutoPlan.Source, r.Model, r.Batch)}, nil
+		return nil, []string{fmt.Sprintf("the policy's AutoPlan=no (%s): no plan made for --train-model=%s --train-batch=%s; trainrun plan ... --format json gives one, and --train-layout applies its degrees", s.AutoPlan.Source, r.Model, r.Batch())}, nil
 	}
 	m, err := loadModel(r.Model)
 	if err != nil {
@@ -72,20 +72,20 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: plan.BF16}
 	res := plan.Search(m, j, cl, so)
 	if msg := plan.NoFit(m, j, cl, so, res); msg != "" {
-		return nil, nil, fmt.Errorf("plan for --train-model=%s --train-batch=%s on the step's %d tasks (%s, %s): %s", r.Model, r.Batch, world, g.Name, from, msg)
+		return nil, nil, fmt.Errorf("plan for --train-model=%s --train-batch=%s on the step's %d tasks (%s, %s): %s", r.Model, r.Batch(), world, g.Name, from, msg)
 	}
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
 		return nil, nil, fmt.Errorf("the plan %s uses %d GPUs but the step has %d tasks", res.Plan.Layout.Config(), n, world)
 	}
 	if ga := r.Layout.GradAccum; r.LayoutSet && ga > 0 && ga != res.Plan.GradAccum {
 		return nil, nil, fmt.Errorf("--train-layout grad_accum=%d, but --train-batch=%s with dp=%d and mbs=%d gives grad_accum=%d: leave grad_accum out (the batch decides it) or change the batch",
-			ga, r.Batch, res.Plan.DP, res.Plan.MicroBatch, res.Plan.GradAccum)
+			ga, r.Batch(), res.Plan.DP, res.Plan.MicroBatch, res.Plan.GradAccum)
 	}
 	var js bytes.Buffer
 	if err := plan.RenderJSON(&js, res); err != nil {
 		return nil, nil, err
 	}
-	notes = append(notes, fmt.Sprintf("planned %s, %s, on %d x %s (%s): %s", m.Name, r.Batch, world, g.Name, from, res.Plan.Layout.Config()))
+	notes = append(notes, fmt.Sprintf("planned %s, %s, on %d x %s (%s): %s", m.Name, r.Batch(), world, g.Name, from, res.Plan.Layout.Config()))
 	return &StepPlan{Model: m, Job: j, Cluster: cl, Options: so, Result: res, JSON: js.Bytes(), GPUFrom: from}, notes, nil
 }
 

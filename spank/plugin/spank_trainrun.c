@@ -354,12 +354,13 @@ static int tr_config_sig(int ac, char **av, char *buf, size_t len)
 	return 0;
 }
 
-static int tr_stamp_path(int ac, char **av, char *buf, size_t len, const char *name)
+/* CACHE/config.ok, CACHE as the Go half reads cache= (default /run/trainrun). */
+static int tr_stamp_path(int ac, char **av, char *buf, size_t len)
 {
 	const char *cache = tr_arg_value(ac, av, "cache");
 	if (!cache || cache[0] != '/')
 		cache = "/run/trainrun";
-	int n = snprintf(buf, len, "%s/%s", cache, name);
+	int n = snprintf(buf, len, "%s/config.ok", cache);
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
@@ -368,7 +369,7 @@ static int tr_stamp_path(int ac, char **av, char *buf, size_t len, const char *n
 static int tr_stamp_matches(int ac, char **av, const char *sig)
 {
 	char path[PATH_MAX], have[TR_SIG_MAX];
-	if (tr_stamp_path(ac, av, path, sizeof(path), "config.ok") != 0)
+	if (tr_stamp_path(ac, av, path, sizeof(path)) != 0)
 		return 0;
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -389,7 +390,7 @@ static void tr_stamp_write(int ac, char **av, const char *sig)
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	if (geteuid() != 0 || tr_stamp_matches(ac, av, sig))
 		return;
-	if (tr_stamp_path(ac, av, path, sizeof(path), "config.ok") != 0)
+	if (tr_stamp_path(ac, av, path, sizeof(path)) != 0)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

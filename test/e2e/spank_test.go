@@ -188,8 +188,10 @@ func TestSpank(t *testing.T) {
 			t.Errorf("%s lacks trgo_remote_post_opt or trgo_bind: %q", goHalf(so), gosyms)
 		}
 		// The C half links no Go: it is small and has no Go runtime symbol.
-		if fi, err := os.Stat(so); err != nil || fi.Size() > 1<<20 {
-			t.Errorf("%s: %v, size %d; want a small C library", so, err, fi.Size())
+		if fi, err := os.Stat(so); err != nil {
+			t.Error(err)
+		} else if fi.Size() > 1<<20 {
+			t.Errorf("%s is %d bytes; want the small C library, with no Go runtime in it", so, fi.Size())
 		}
 	})
 
@@ -397,6 +399,69 @@ func TestSpank(t *testing.T) {
 		}
 		// The job's per-node files exist until the job epilog removes them.
 		waitGone(t, filepath.Join(cache, fmt.Sprintf("job-%d", jobID)))
+	})
+
+	// The same settings through `trainrun run` without the plugin give every
+	// rank the same environment as the plugin does: the launcher and plan
+	// variables, the NCCL ones, and which node and local slot each rank is on.
+	t.Run("same environment as trainrun run without the plugin", func(t *testing.T) {
+		defer restore()
+		out := filepath.Join(dir, "same-as-run")
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dump := `env > ` + out + `/$0.$RANK.env`
+		mustRun(t, nil, "srun", "-N4", "--ntasks-per-node=8", "--gpus-per-node=8", "--train-layout=tp=4,pp=2", "bash", "-c", dump, "plugin")
+		writePlugstack(t, "")
+		id, err := cluster.SubmitBatch(ctx, fmt.Sprintf("#!/bin/bash\nexec %s run --policy %s --fix tp=4,pp=2 -- bash -c '%s' run\n", bin, pol, dump),
+			"-N4", "--ntasks-per-node=8", "--gpus-per-node=8", "-p", harness.LowPartition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cluster.WaitJob(ctx, id, 90*time.Second, "COMPLETED"); err != nil {
+			t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
+		}
+		// Per job, not per placement: the job's own id and directory. Two
+		// differ by design and are checked apart: MASTER_ADDR is rank 0's
+		// node name with the plugin (slurmstepd has no NodeAddr of other
+		// nodes without asking slurmctld) and its NodeAddr through trainrun
+		// run (scontrol show node); TRAINRUN_CKPT_LEAD is the policy's
+		// CkptLead, which the plugin exports and trainrun run does not (its
+		// own clock asks the trainer).
+		jobOwn := map[string]bool{"MASTER_PORT": true, "TRAINRUN_PLAN": true, "TRAINRUN_JOB_DIR": true, "TRAINRUN_HANDOFF_DIR": true,
+			"MASTER_ADDR": true, "TRAINRUN_CKPT_LEAD": true}
+		rank0 := readEnvFile(t, filepath.Join(out, "plugin.0.env"))["SLURMD_NODENAME"]
+		compared := 0
+		for rank := 0; rank < 32; rank++ {
+			withPlugin := readEnvFile(t, filepath.Join(out, fmt.Sprintf("plugin.%d.env", rank)))
+			withRun := readEnvFile(t, filepath.Join(out, fmt.Sprintf("run.%d.env", rank)))
+			keys := []string{"SLURMD_NODENAME"}
+			for k := range withPlugin {
+				if !jobOwn[k] && (strings.HasPrefix(k, "NCCL_") || strings.HasPrefix(k, "TORCH_NCCL_") || strings.HasPrefix(k, "TRAINRUN_") ||
+					slices.Contains([]string{"MASTER_ADDR", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK"}, k)) {
+					keys = append(keys, k)
+				}
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				compared++
+				if withPlugin[k] != withRun[k] {
+					t.Errorf("rank %d: %s=%q with the plugin, %q through trainrun run", rank, k, withPlugin[k], withRun[k])
+				}
+			}
+			if withPlugin["MASTER_ADDR"] != rank0 || withRun["MASTER_ADDR"] != "127.0.0.1" {
+				t.Errorf("rank %d: MASTER_ADDR=%q with the plugin (want rank 0's node %s), %q through trainrun run (want its NodeAddr 127.0.0.1)",
+					rank, withPlugin["MASTER_ADDR"], rank0, withRun["MASTER_ADDR"])
+			}
+			for k, v := range withRun {
+				if strings.HasPrefix(k, "NCCL_") && withPlugin[k] == "" {
+					t.Errorf("rank %d: trainrun run sets %s=%s, the plugin does not", rank, k, v)
+				}
+			}
+		}
+		if compared < 32*15 {
+			t.Errorf("only %d values compared over 32 ranks", compared)
+		}
 	})
 
 	t.Run("consecutive multi-node steps", func(t *testing.T) {
