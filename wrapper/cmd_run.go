@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -17,7 +16,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
@@ -172,7 +173,7 @@ type runner struct {
 	argv       []string
 	t0         time.Time
 	alloc      *allocation
-	job        *jobInfo
+	job        slurm.Job
 
 	jobDir   string
 	ckptDir  string
@@ -197,7 +198,7 @@ func (r *runner) logf(format string, a ...any) {
 }
 
 func (r *runner) run(ctx context.Context) error {
-	if _, err := exec.LookPath("srun"); err != nil {
+	if !slurm.HaveSrun() {
 		if !r.opts.dryRun {
 			return withCode(ExitSlurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
 		}
@@ -260,10 +261,15 @@ func (r *runner) run(ctx context.Context) error {
 	var facts map[string]nodeFacts
 	var cluster *topo.Cluster
 	wg.Add(4)
-	go func() { defer wg.Done(); r.grace, graceErr = scontrolGraceLimits(ctx, a.Partition) }()
-	go func() { defer wg.Done(); cluster = scontrolTopology(ctx, a.Nodes, r.logf) }()
-	go func() { defer wg.Done(); r.job, jobErr = scontrolJob(ctx, a.JobID) }()
-	go func() { defer wg.Done(); addrs, addrErr = scontrolNodeAddrs(ctx, a.NodeList) }()
+	sc := r.env.slurm
+	go func() {
+		defer wg.Done()
+		lim, err := sc.Limits(ctx, a.Partition)
+		r.grace, graceErr = graceLimitsOf(lim), err
+	}()
+	go func() { defer wg.Done(); cluster = liveTopology(ctx, sc, a.Nodes, r.logf) }()
+	go func() { defer wg.Done(); r.job, jobErr = sc.Job(ctx, a.JobID) }()
+	go func() { defer wg.Done(); addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
 	topoDir := filepath.Join(r.jobDir, "topo")
 	switch r.opts.probe {
 	case "none":
@@ -273,7 +279,7 @@ func (r *runner) run(ctx context.Context) error {
 			break
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); facts, probeErr = probeNodes(ctx, a, r.self, topoDir) }()
+		go func() { defer wg.Done(); facts, probeErr = probeNodes(ctx, sc, a, r.self, topoDir) }()
 	default:
 		return usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
 	}
@@ -284,7 +290,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	if jobErr != nil {
 		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)
-		r.job = &jobInfo{}
+		r.job = slurm.Job{}
 	}
 	if addrErr != nil {
 		r.logf("warning: %v; using node names as addresses", addrErr)
@@ -759,7 +765,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 	signal.Notify(sigc, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCONT, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
-	cmd := exec.Command(r.srunArgv[0], r.srunArgv[1:]...)
+	cmd := slurm.StepCommand(r.srunArgv[1:])
 	cmd.Env = append(os.Environ(), r.srunEnv...)
 	cmd.Stdout, cmd.Stderr = r.env.stdout, r.env.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -881,8 +887,8 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 		} else {
 			r.logf("%s: killing the step", why)
 			if stepID != "" {
-				c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				exec.CommandContext(c, "scancel", "--signal=KILL", r.alloc.JobID+"."+stepID).Run()
+				c, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the SIGKILL below must not wait long
+				_ = r.env.slurm.KillStep(c, r.alloc.JobID, stepID)
 				cancel()
 			}
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -965,8 +971,8 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 					// cancelled job is CANCELLED; a preempted one stays RUNNING.
 					go func() {
 						st := ""
-						if ji, err := scontrolJob(context.Background(), r.alloc.JobID); err == nil {
-							st = ji.fields["JobState"]
+						if ji, err := r.env.slurm.Job(context.Background(), r.alloc.JobID); err == nil {
+							st = ji.State
 						}
 						stateCh <- st
 					}()
@@ -1011,16 +1017,9 @@ func firstArg(a []string) string {
 // signalled: only a checkpoint committed after it is progress made for the
 // stop (a background commit may have committed it before the step ended).
 func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *controlEvent, store ckptStore) error {
-	code := 0
-	if waitErr != nil {
-		var ee *exec.ExitError
-		if !errors.As(waitErr, &ee) {
-			return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
-		}
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
+	code, ok := slurm.ExitCode(waitErr)
+	if !ok {
+		return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
 	}
 	world := r.alloc.World()
 	latest, changed, cerr := store.CommitComplete(world)
@@ -1125,11 +1124,8 @@ func (r *runner) requeue(what string) error {
 	if r.alloc.RestartCount >= r.opts.maxRequeue {
 		return withCode(ExitRequeueLimit, fmt.Errorf("%s; requeue limit reached (restart %d of --max-requeue %d), stopping", what, r.alloc.RestartCount, r.opts.maxRequeue))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "requeue", r.alloc.JobID).CombinedOutput()
-	if err != nil {
-		return withCode(ExitStopped, fmt.Errorf("%s, but 'scontrol requeue %s' failed: %v: %s", what, r.alloc.JobID, err, strings.TrimSpace(string(out))))
+	if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
+		return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", what, err))
 	}
 	r.logf("%s; requeued (restart %d of at most %d)", what, r.alloc.RestartCount+1, r.opts.maxRequeue)
 	return withCode(ExitRequeued, errSilent)
@@ -1190,17 +1186,10 @@ func (r *runner) probedGPUName() string {
 	return name
 }
 
-// scontrolTopology is the cluster model from `scontrol show topology` (flat
-// when Slurm has no topology plugin, or when it cannot be read).
-func scontrolTopology(ctx context.Context, nodes []string, logf func(string, ...any)) *topo.Cluster {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "show", "topology").Output()
-	if err != nil {
-		logf("warning: scontrol show topology: %v%s; treating the nodes as one switch", err, stderrOf(err))
-		return topo.FlatCluster(nodes)
-	}
-	c, err := topo.ParseScontrolTopology(strings.NewReader(string(out)), "scontrol show topology")
+// liveTopology is the cluster model from Slurm's topology (flat when Slurm
+// has no topology plugin, or when it cannot be read).
+func liveTopology(ctx context.Context, sc slurm.Client, nodes []string, logf func(string, ...any)) *topo.Cluster {
+	c, err := sc.Topology(ctx)
 	if err != nil {
 		logf("warning: %v; treating the nodes as one switch", err)
 		return topo.FlatCluster(nodes)

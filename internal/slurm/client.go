@@ -12,8 +12,9 @@ import (
 	"github.com/trainrun/trainrun/topo"
 )
 
-// Client asks Slurm. The zero value is not usable: set Run (Exec for the
-// real Slurm).
+// Client asks Slurm. The zero Client runs nothing: every call fails with an
+// *Error, as on a machine without Slurm (what unit tests of its callers get
+// unless they pass a Runner). New is the real Slurm.
 type Client struct {
 	Run      Runner
 	Timeout  time.Duration  // per query; DefaultTimeout when zero

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -108,4 +109,21 @@ func (c *Canned) Run(ctx context.Context, name string, args ...string) ([]byte, 
 		stderr = "no canned output for this command (slurm.Canned)"
 	}
 	return nil, &Error{Args: append([]string{name}, args...), Err: errors.New("exit status 1"), Stderr: stderr}
+}
+
+// ExitCode is how a command started with StepCommand ended, from its Wait
+// error: 0 for nil, its exit status, or 128+N when signal N killed it. ok is
+// false when err is no exit at all (the command could not be waited for).
+func ExitCode(err error) (code int, ok bool) {
+	if err == nil {
+		return 0, true
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, false
+	}
+	if ws, isWS := ee.Sys().(syscall.WaitStatus); isWS && ws.Signaled() {
+		return 128 + int(ws.Signal()), true
+	}
+	return ee.ExitCode(), true
 }

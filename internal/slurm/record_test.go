@@ -32,6 +32,10 @@ func TestParseRecord(t *testing.T) {
 		{name: "lower-case word is a value", line: "Command=/bin/run a=b X=1", want: map[string]string{"Command": "/bin/run a=b", "X": "1"}, absent: []string{"a"}},
 		{name: "first key wins", line: "A=1 A=2", want: map[string]string{"A": "1"}},
 		{name: "text before the first key", line: "slurm_load_jobs error: x=1 Y=2", want: map[string]string{"Y": "2"}, absent: []string{"x"}},
+		{name: "reason with commas and brackets", line: "NodeName=n1 State=IDLE+DRAIN Reason=Low socket*core*thread count, Low CPUs [root@2026-11-29T13:02:10] Comment=(null)",
+			want: map[string]string{"State": "IDLE+DRAIN", "Reason": "Low socket*core*thread count, Low CPUs [root@2026-11-29T13:02:10]", "Comment": "(null)"}},
+		{name: "option in a command", line: "Command=/bin/x --a=b AllocTRES=cpu=1,gres/gpu=8",
+			want: map[string]string{"Command": "/bin/x --a=b", "AllocTRES": "cpu=1,gres/gpu=8"}},
 		{name: "tabs", line: "A=1\tB=two words", want: map[string]string{"A": "1", "B": "two words"}},
 	}
 	for _, tc := range tests {
