@@ -93,4 +93,3 @@ func TestParseAllocation(t *testing.T) {
 		})
 	}
 }
-
