@@ -22,6 +22,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -140,7 +141,7 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if len(argv) == 0 {
 		return usageErrorf("no training command: put it after --, e.g. trainrun run --fix tp=8 -- python train.py --tp {tp}")
 	}
-	if signalByName(o.ckptSignal) == nil {
+	if launch.SignalByName(o.ckptSignal) == nil {
 		return usageErrorf("--ckpt-signal %q: want a signal name such as USR2 or TERM", o.ckptSignal)
 	}
 	if o.plan.Fix != "" && o.planFile != "" {
@@ -418,11 +419,6 @@ func (r *runner) run(ctx context.Context) error {
 		return r.printDryRun(renv)
 	}
 
-	ctl, err := startControl()
-	if err != nil {
-		return err
-	}
-	defer ctl.close()
 	ctlHost := a.BatchNode
 	if v := addrs[a.BatchNode]; v != "" {
 		ctlHost = v
@@ -430,8 +426,17 @@ func (r *runner) run(ctx context.Context) error {
 	if ctlHost == "" {
 		ctlHost, _ = os.Hostname()
 	}
-	common := launchCommon{JobID: a.JobID, World: a.World(), Control: net.JoinHostPort(ctlHost, strconv.Itoa(ctl.port())),
-		Token: ctl.token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
+	bind, ctlHost := launch.ControlHost(ctlHost, len(a.Nodes) > 1)
+	if bind == "" {
+		r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
+	}
+	ctl, err := launch.Listen(bind, a.World())
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	common := launchCommon{JobID: a.JobID, World: a.World(), Control: net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port())),
+		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
 	if err := writeLaunchDir(launchDir, common, r.slots, renv); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
@@ -760,7 +765,7 @@ const (
 const ckptRequestFile = "ckpt-request"
 
 // launch runs the step and decides what comes after it.
-func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore) error {
+func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore) error {
 	sigc := make(chan os.Signal, 8)
 	signal.Notify(sigc, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCONT, syscall.SIGHUP)
 	defer signal.Stop(sigc)
@@ -802,7 +807,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 	ckptID := 0
 	world := r.alloc.World()
 	hello, exits := 0, map[int]int{}
-	var firstFail *controlEvent
+	var firstFail *launch.Event
 	termSeen := false
 	stateCh := make(chan string, 1)
 	var stopAt, termAt time.Time
@@ -826,7 +831,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			askedAt = time.Now()
 		}
 		r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
-		n := ctl.broadcast("ckpt " + strconv.Itoa(ckptID))
+		n := ctl.Broadcast(launch.Msg{Kind: launch.Ckpt, CkptID: ckptID})
 		r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, world, strings.ToUpper(r.opts.ckptSignal), then)
 	}
 	requestCkpt := func(why string) {
@@ -940,31 +945,31 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 			default:
 				requestCkpt(stopSignal)
 			}
-		case ev := <-ctl.events:
+		case ev := <-ctl.Events:
 			switch ev.Kind {
-			case "hello":
+			case launch.Hello:
 				hello++
-				if len(ev.Args) >= 3 && stepID == "" {
-					stepID = ev.Args[2]
+				if stepID == "" {
+					stepID = ev.StepID
 				}
 				// A rank that connects after a stop request still gets it
 				// (the shim acts once per request id).
 				if ckptID > 0 && (reason == stopTimeLimit || reason == stopSignal || reason == stopRequested) {
-					ctl.sendTo(ev.Rank, "ckpt "+strconv.Itoa(ckptID))
+					ctl.SendTo(ev.Rank, launch.Msg{Kind: launch.Ckpt, CkptID: ckptID})
 				}
 				if hello == world {
 					r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
 						world, time.Since(started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
 				}
-			case "signal":
-				if sig := firstArg(ev.Args); sig == r.ckptSignalName() && sig != "TERM" && reason == stopNone {
+			case launch.Signal:
+				if sig := ev.Signal; sig == r.ckptSignalName() && sig != "TERM" && reason == stopNone {
 					// Slurm signalled the step itself (--signal=USR2@T without
 					// B:, or scancel --signal): it reached every trainer.
 					reason, stopAt = stopSignal, time.Now()
 					markStop()
 					r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
 				}
-				if len(ev.Args) > 0 && ev.Args[0] == "TERM" && !termSeen {
+				if ev.Signal == "TERM" && !termSeen {
 					termSeen, termAt = true, time.Now()
 					markStop()
 					// Slurm signalled the whole step. Ask slurmctld why: a
@@ -977,8 +982,8 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 						stateCh <- st
 					}()
 				}
-			case "exit":
-				code, _ := strconv.Atoi(firstArg(ev.Args))
+			case launch.Exit:
+				code := ev.Code
 				exits[ev.Rank] = code
 				if code != 0 && firstFail == nil {
 					e := ev
@@ -1016,7 +1021,7 @@ func firstArg(a []string) string {
 // tagAtStop is the latest committed tag when the stop was first asked for or
 // signalled: only a checkpoint committed after it is progress made for the
 // stop (a background commit may have committed it before the step ended).
-func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *controlEvent, store ckptStore) error {
+func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *launch.Event, store ckptStore) error {
 	code, ok := slurm.ExitCode(waitErr)
 	if !ok {
 		return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
@@ -1058,7 +1063,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 		what := fmt.Sprintf("srun exited with %d", code)
 		if firstFail != nil {
 			s := r.slots[firstFail.Rank]
-			what = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %s; srun exited with %d", s.Rank, s.Node, s.GPU, firstArg(firstFail.Args), code)
+			what = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d; srun exited with %d", s.Rank, s.Node, s.GPU, firstFail.Code, code)
 		}
 		if reason != stopNone {
 			what += fmt.Sprintf(" after the %s checkpoint request", reason)

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 func init() {
@@ -125,7 +124,7 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 		return withCode(ExitNotFound, errSilent)
 	}
 
-	ckptSig := signalByName(common.Signal)
+	ckptSig := launch.SignalByName(common.Signal)
 	inStep := env.getenv("SLURM_STEP_ID") != ""
 	forward := !inStep || env.getenv("TRAINRUN_SHIM_FORWARD") == "1"
 
@@ -187,22 +186,18 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	ctl := dialControl(common, rank, pid, node, env)
 	var once sync.Map // checkpoint request IDs already acted on
 	if ctl != nil {
-		go func() {
-			sc := bufio.NewScanner(ctl)
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if len(f) == 2 && f[0] == "ckpt" && ckptSig != nil {
-					if _, dup := once.LoadOrStore(f[1], true); !dup {
-						go deliverCkptSignal(cmd.Process, ckptSig.(syscall.Signal), rank, node, env)
-					}
-				}
+		go ctl.Receive(func(m launch.Msg) {
+			if ckptSig == nil {
+				return
 			}
-		}()
+			if _, dup := once.LoadOrStore(m.CkptID, true); !dup {
+				go deliverCkptSignal(cmd.Process, ckptSig.(syscall.Signal), rank, node, env)
+			}
+		})
 	}
-	send := func(line string) {
+	send := func(m launch.Msg) {
 		if ctl != nil {
-			ctl.SetWriteDeadline(time.Now().Add(2 * time.Second))
-			io.WriteString(ctl, line+"\n")
+			ctl.Send(m)
 		}
 	}
 
@@ -211,7 +206,7 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	for {
 		select {
 		case s := <-sigc:
-			send(fmt.Sprintf("signal %d %s", rank, signalName(s)))
+			send(launch.Msg{Kind: launch.Signal, Rank: rank, Signal: launch.SignalName(s)})
 			if forward {
 				cmd.Process.Signal(s)
 			}
@@ -220,14 +215,14 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 			// Also after Slurm's SIGTERM: the checkpoint the trainer just
 			// saved locally exists nowhere else.
 			finishDrain()
-			send(fmt.Sprintf("exit %d %d", rank, code))
+			send(launch.Msg{Kind: launch.Exit, Rank: rank, Code: code})
 			if ctl != nil {
 				ctl.Close()
 			}
 			if code != 0 {
 				what := fmt.Sprintf("exited with %d", code)
 				if sig != nil {
-					what = "was killed by " + signalName(sig)
+					what = "was killed by " + launch.SignalName(sig)
 				}
 				fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s (GPU %d): %s %s\n", rank, node, me.GPU, argv[0], what)
 			}
@@ -301,25 +296,16 @@ func parseCPUList(s string) (*unix.CPUSet, error) {
 
 // dialControl connects to the controller; without it the task still runs
 // (Slurm's own signals still reach the trainer) and says so once.
-func dialControl(c *launchCommon, rank, pid int, node string, env *runEnv) net.Conn {
+func dialControl(c *launchCommon, rank, pid int, node string, env *runEnv) *launch.Client {
 	if c.Control == "" {
 		return nil
 	}
-	var conn net.Conn
-	var err error
-	for i := 0; i < 5; i++ {
-		conn, err = net.DialTimeout("tcp", c.Control, 3*time.Second)
-		if err == nil {
-			break
-		}
-		time.Sleep(time.Duration(100*(i+1)) * time.Millisecond)
-	}
+	conn, err := launch.Dial(c.Control, launch.Msg{Token: c.Token, Rank: rank, PID: pid, Node: node, StepID: env.getenv("SLURM_STEP_ID")})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: cannot reach the controller at %s (%v); running without checkpoint requests from trainrun\n",
 			rank, node, c.Control, err)
 		return nil
 	}
-	fmt.Fprintf(conn, "hello %s %d %d %s %s\n", c.Token, rank, pid, node, env.getenv("SLURM_STEP_ID"))
 	return conn
 }
 
@@ -348,35 +334,6 @@ func exitStatus(ps *os.ProcessState, err error) (int, os.Signal) {
 	return ps.ExitCode(), nil
 }
 
-var signalNames = map[string]syscall.Signal{
-	"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
-	"CONT": syscall.SIGCONT, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
-}
-
-// signalByName accepts USR2, SIGUSR2 or a number.
-func signalByName(s string) os.Signal {
-	s = strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
-	if sig, ok := signalNames[s]; ok {
-		return sig
-	}
-	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
-		return syscall.Signal(n)
-	}
-	return nil
-}
-
-func signalName(s os.Signal) string {
-	for n, v := range signalNames {
-		if v == s {
-			return n
-		}
-	}
-	if ss, ok := s.(syscall.Signal); ok {
-		return strconv.Itoa(int(ss))
-	}
-	return s.String()
-}
-
 // deliverCkptSignal sends the checkpoint signal to the training process once
 // it catches it. A process that does not (still importing torch, or a trainer
 // that does not speak the handshake) would be killed by SIGUSR2's default
@@ -396,7 +353,7 @@ func deliverCkptSignal(p *os.Process, sig syscall.Signal, rank int, node string,
 		if !warned {
 			warned = true
 			fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: the training process does not catch SIG%s yet; holding the checkpoint request until it does\n",
-				rank, node, signalName(sig))
+				rank, node, launch.SignalName(sig))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
