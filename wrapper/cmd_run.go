@@ -23,6 +23,7 @@ import (
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -748,15 +749,15 @@ func (r *runner) printDryRun(renv rankEnv) error {
 	return nil
 }
 
-// Why the step is being stopped.
+// Why the step is being stopped: the stop reasons (run.None, ...), by their old names.
 const (
-	stopNone      = ""
-	stopTimeLimit = "time-limit"   // trainrun's own clock reached EndTime - lead
-	stopSignal    = "signal"       // SIGUSR1/SIGUSR2 to trainrun (#SBATCH --signal=B:USR1, scancel --batch)
-	stopPreempted = "preempted"    // Slurm's SIGTERM reached the step while the job stays RUNNING
-	stopCancelled = "cancelled"    // scancel / Ctrl-C
-	stopTermLimit = "killed-limit" // Slurm's SIGTERM at the time limit (the own clock was too late)
-	stopRequested = "request-stop" // trainrun ckpt request --then stop
+	stopNone      = run.None
+	stopTimeLimit = run.TimeLimit
+	stopSignal    = run.Signal
+	stopPreempted = run.Preempted
+	stopCancelled = run.Cancelled
+	stopTermLimit = run.TermLimit
+	stopRequested = run.Requested
 )
 
 // ckptRequestFile (in JOBDIR/launch) holds "ID THEN" for the latest checkpoint
@@ -1017,123 +1018,87 @@ func firstArg(a []string) string {
 	return a[0]
 }
 
-// afterStep classifies how the step ended and what the job does next.
-// tagAtStop is the latest committed tag when the stop was first asked for or
-// signalled: only a checkpoint committed after it is progress made for the
-// stop (a background commit may have committed it before the step ended).
+// afterStep commits what the step completed, decides (run.Decide) what the
+// job does next, and does it. tagAtStop is the latest committed tag when the
+// stop was first asked for or signalled: only a checkpoint committed after
+// it is progress made for the stop (a background commit may have committed
+// it before the step ended).
 func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *launch.Event, store ckptStore) error {
 	code, ok := slurm.ExitCode(waitErr)
 	if !ok {
 		return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
 	}
+	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
+	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
+	if o.CheckpointStop() {
+		took := time.Since(stopAt)
+		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(o.Latest, "none"))
+		if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
+			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
+		}
+	}
+	if o.Failed() && o.MaxFailures > 0 && r.store != nil {
+		o.HaveHistory = true
+		if o.History, o.HistoryErr = r.store.History().Load(); o.HistoryErr != nil {
+			r.logf("warning: %v", o.HistoryErr)
+		}
+	}
+	return r.act(run.Decide(o), store)
+}
+
+// outcome gathers what run.Decide reads, except the commit's result.
+func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
+	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.cmdArgv[0], CkptDir: r.ckptDir,
+		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.opts.maxRequeue, MaxFailures: r.opts.maxFailures,
+		EndNear: !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead}
+	if firstFail != nil {
+		s := r.slots[firstFail.Rank]
+		o.FirstFail = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d", s.Rank, s.Node, s.GPU, firstFail.Code)
+	}
+	return o
+}
+
+// commitAfterStep commits the newest complete checkpoint, and measures it
+// when it was made for the stop.
+func (r *runner) commitAfterStep(store ckptStore, reason string, stopAt time.Time, tagAtStop string) (string, error) {
 	world := r.alloc.World()
-	latest, changed, cerr := store.CommitComplete(world)
-	if cerr != nil {
-		r.recordEnd(checkpoint.CauseCrash, "", cerr.Error())
-		return withCode(ExitCheckpoint, cerr)
+	latest, changed, err := store.CommitComplete(world)
+	if err != nil || !changed {
+		return latest, err
 	}
-	if changed {
-		r.setLastTag(latest)
-		r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
-		r.prune()
-		if reason != stopNone && reason != stopCancelled && !stopAt.IsZero() && latest != tagAtStop {
-			r.recordCkpt(latest, reason, time.Since(stopAt))
-			r.checkGrace("commit")
-		}
+	r.setLastTag(latest)
+	r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
+	r.prune()
+	if reason != stopNone && reason != stopCancelled && !stopAt.IsZero() && latest != tagAtStop {
+		r.recordCkpt(latest, reason, time.Since(stopAt))
+		r.checkGrace("commit")
 	}
-	if reason == stopRequested && code == 0 {
-		r.recordEnd(checkpoint.CauseCancelled, latest, "stopped by trainrun ckpt request")
-		return withCode(ExitStopped, fmt.Errorf("checkpointed (latest %s) and stopped as requested", orText(latest, "none")))
-	}
-	if reason == stopCancelled {
-		r.recordEnd(checkpoint.CauseCancelled, latest, "cancelled")
-		return withCode(ExitStopped, fmt.Errorf("cancelled; the step was stopped (srun exit %d)", code))
-	}
-	if code != 0 {
-		notFound := len(exits) > 0
-		for _, c := range exits {
-			if c != ExitNotFound {
-				notFound = false
-			}
-		}
-		if code == ExitNotFound && (notFound || len(exits) == 0) {
-			r.recordEnd(checkpoint.CauseCrash, latest, "command not found")
-			return withCode(ExitNotFound, fmt.Errorf("the training command %q was not found on the nodes (see the tasks' messages above); install it on every node or give its full path", r.cmdArgv[0]))
-		}
-		what := fmt.Sprintf("srun exited with %d", code)
-		if firstFail != nil {
-			s := r.slots[firstFail.Rank]
-			what = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d; srun exited with %d", s.Rank, s.Node, s.GPU, firstFail.Code, code)
-		}
-		if reason != stopNone {
-			what += fmt.Sprintf(" after the %s checkpoint request", reason)
-		}
-		return r.afterFailure(what, latest)
-	}
-	if reason == stopNone {
-		r.recordEnd(checkpoint.CauseFinished, latest, "")
+	return latest, nil
+}
+
+// act does what the decision says: the history's end event, the finished
+// marker, the requeue, the exit code.
+func (r *runner) act(d run.Decision, store ckptStore) error {
+	r.recordEnd(d.Cause, d.Tag, d.Record)
+	if d.Finished {
 		if sa, ok := unwrapStore(store); ok {
-			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: latest}); err != nil {
+			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: d.Tag}); err != nil {
 				r.logf("warning: writing the finished marker: %v", err)
 			}
 		}
-		r.logf("training finished (all %d ranks exited 0) in %.1f s", world, time.Since(r.t0).Seconds())
+		r.logf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
+	}
+	if d.Requeue {
+		if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
+			return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
+		}
+		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.opts.maxRequeue)
+		return withCode(ExitRequeued, errSilent)
+	}
+	if d.Exit == ExitOK {
 		return nil
 	}
-	// Stopped for a checkpoint: the trainers exited 0.
-	took := time.Since(stopAt)
-	r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(latest, "none"))
-	if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
-		r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
-	}
-	cause := checkpoint.CausePreempted
-	if reason == stopTimeLimit || reason == stopTermLimit ||
-		reason == stopSignal && !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead {
-		cause = checkpoint.CauseTimeLimit
-	}
-	r.recordEnd(cause, latest, reason)
-	if latest == "" || latest == tagAtStop {
-		return withCode(ExitCheckpoint, fmt.Errorf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create <tag>/.trainrun/done.<RANK>); not requeueing", reason, r.ckptDir))
-	}
-	return r.requeue(reason + ": checkpointed")
-}
-
-// afterFailure decides after a failed step: requeue (the next run resumes
-// from the latest committed checkpoint) unless --max-failures runs in a row
-// failed without progress, the job may not be requeued, or the requeue
-// limit is reached.
-func (r *runner) afterFailure(what, latest string) error {
-	r.recordEnd(checkpoint.CauseCrash, latest, what)
-	if r.opts.maxFailures <= 0 || r.store == nil {
-		return withCode(ExitStepFailed, errors.New(what))
-	}
-	incs, err := r.store.History().Load()
-	if err != nil {
-		r.logf("warning: %v", err)
-		return withCode(ExitStepFailed, errors.New(what))
-	}
-	if n := checkpoint.FailuresWithoutProgress(incs); n >= r.opts.maxFailures {
-		return withCode(ExitRequeueLimit, fmt.Errorf("%s; %d run(s) in a row failed without progress (latest checkpoint %s): not requeueing (--max-failures %d)",
-			what, n, orText(latest, "none"), r.opts.maxFailures))
-	} else {
-		what += fmt.Sprintf(" (failure %d of at most %d in a row without progress)", n, r.opts.maxFailures)
-	}
-	return r.requeue(what)
-}
-
-// requeue puts the job back in the queue from the batch step.
-func (r *runner) requeue(what string) error {
-	if !r.alloc.Requeue {
-		return withCode(ExitStopped, fmt.Errorf("%s; the job may not be requeued (Requeue=0: submit with --requeue), stopping", what))
-	}
-	if r.alloc.RestartCount >= r.opts.maxRequeue {
-		return withCode(ExitRequeueLimit, fmt.Errorf("%s; requeue limit reached (restart %d of --max-requeue %d), stopping", what, r.alloc.RestartCount, r.opts.maxRequeue))
-	}
-	if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
-		return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", what, err))
-	}
-	r.logf("%s; requeued (restart %d of at most %d)", what, r.alloc.RestartCount+1, r.opts.maxRequeue)
-	return withCode(ExitRequeued, errSilent)
+	return withCode(d.Exit, errors.New(d.Err))
 }
 
 // recordStart and recordEnd keep the job's history in the checkpoint store:
