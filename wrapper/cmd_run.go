@@ -197,7 +197,47 @@ func (r *runner) logf(format string, a ...any) {
 	fmt.Fprintf(r.env.stderr, "trainrun: "+format+"\n", a...)
 }
 
+// run is the controller's spine: setup → gather → choose → place →
+// prepare → launch/monitor → decide → act (see doc.go).
 func (r *runner) run(ctx context.Context) error {
+	if err := r.setup(); err != nil {
+		return err
+	}
+	if finished, err := r.makeDirs(); err != nil || finished {
+		return err
+	}
+	f, err := r.gather(ctx)
+	if err != nil {
+		return err
+	}
+	if !r.opts.dryRun {
+		if err := r.startObserver(); err != nil {
+			return err
+		}
+		defer r.closeObserver()
+	}
+	if err := r.choosePlan(); err != nil {
+		return err
+	}
+	if err := r.place(f); err != nil {
+		return err
+	}
+	store, err := r.openRunStore()
+	if err != nil {
+		return err
+	}
+	renv, err := r.prepare(f)
+	if err != nil {
+		return err
+	}
+	if r.opts.dryRun {
+		return r.printDryRun(renv)
+	}
+	return r.startStep(ctx, f, renv, store)
+}
+
+// setup checks srun and reads the allocation.
+func (r *runner) setup() error {
 	if !slurm.HaveSrun() {
 		if !r.opts.dryRun {
 			return withCode(ExitSlurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
@@ -215,10 +255,13 @@ func (r *runner) run(ctx context.Context) error {
 	if r.self, err = os.Executable(); err != nil {
 		return err
 	}
+	return r.applyPolicy()
+}
 
-	if err := r.applyPolicy(); err != nil {
-		return err
-	}
+// makeDirs makes the job and checkpoint directories; finished says that the
+// run already finished (its store says so) and must not start again.
+func (r *runner) makeDirs() (finished bool, err error) {
+	a := r.alloc
 	r.jobDir = r.opts.jobDir
 	if r.jobDir == "" {
 		base := a.SubmitDir
@@ -228,38 +271,48 @@ func (r *runner) run(ctx context.Context) error {
 		r.jobDir = filepath.Join(base, "trainrun-"+a.JobID)
 	}
 	if r.jobDir, err = filepath.Abs(r.jobDir); err != nil {
-		return err
+		return false, err
 	}
 	if err := mkdirUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
-		return withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
+		return false, withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
 	}
 	r.ckptDir = r.opts.ckptDir
 	if r.ckptDir == "" {
 		r.ckptDir = filepath.Join(r.jobDir, "checkpoints")
 	}
 	if r.ckptDir, err = filepath.Abs(r.ckptDir); err != nil {
-		return err
+		return false, err
 	}
 	if err := mkdirUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
-		return withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
+		return false, withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
 	}
 	if !r.opts.dryRun {
 		if st, err := checkpoint.Open(r.ckptDir); err == nil {
 			if f, ok, _ := st.Finished(); ok {
 				r.logf("this run already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again",
 					f.JobID, f.Restart, f.Time.Format(time.RFC3339), orText(f.Tag, "none"))
-				return nil
+				return true, nil
 			}
 		}
 	}
+	return false, nil
+}
 
-	// What the environment does not say: end time (scontrol show job), node
-	// addresses (scontrol show node), node facts (probe): in parallel.
+// runFacts is what the gather phase learns beyond the environment.
+type runFacts struct {
+	addrs   map[string]string    // NodeAddr by node name (scontrol show node)
+	nodes   map[string]nodeFacts // the probe's node facts (nil: no probe)
+	cluster *topo.Cluster        // the switch topology (flat when unknown)
+}
+
+// gather asks what the environment does not say: end time (scontrol show
+// job), node addresses (scontrol show node), limits, topology, node facts
+// (probe): in parallel. Only an interrupt or a failed probe is fatal.
+func (r *runner) gather(ctx context.Context) (runFacts, error) {
+	a := r.alloc
+	var f runFacts
 	var wg sync.WaitGroup
 	var jobErr, addrErr, probeErr, graceErr error
-	var addrs map[string]string
-	var facts map[string]nodeFacts
-	var cluster *topo.Cluster
 	wg.Add(4)
 	sc := r.env.slurm
 	go func() {
@@ -267,26 +320,26 @@ func (r *runner) run(ctx context.Context) error {
 		lim, err := sc.Limits(ctx, a.Partition)
 		r.grace, graceErr = graceLimitsOf(lim), err
 	}()
-	go func() { defer wg.Done(); cluster = liveTopology(ctx, sc, a.Nodes, r.logf) }()
+	go func() { defer wg.Done(); f.cluster = liveTopology(ctx, sc, a.Nodes, r.logf) }()
 	go func() { defer wg.Done(); r.job, jobErr = sc.Job(ctx, a.JobID) }()
-	go func() { defer wg.Done(); addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
+	go func() { defer wg.Done(); f.addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
 	topoDir := filepath.Join(r.jobDir, "topo")
 	switch r.opts.probe {
 	case "none":
 	case "auto", "all":
 		if c, ok := readProbeCache(a, topoDir); ok && r.opts.probe == "auto" {
-			facts = c
+			f.nodes = c
 			break
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); facts, probeErr = probeNodes(ctx, sc, a, r.self, topoDir) }()
+		go func() { defer wg.Done(); f.nodes, probeErr = probeNodes(ctx, sc, a, r.self, topoDir) }()
 	default:
-		return usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
+		return f, usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
 	}
 	wg.Wait()
 	r.tQuery = time.Since(r.t0)
 	if ctx.Err() != nil {
-		return withCode(ExitInterrupted, errors.New("interrupted before the step started"))
+		return f, withCode(ExitInterrupted, errors.New("interrupted before the step started"))
 	}
 	if jobErr != nil {
 		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)
@@ -302,74 +355,81 @@ func (r *runner) run(ctx context.Context) error {
 		r.grace.GraceTime, r.grace.GraceSource = r.graceBudg, "the policy's CkptGraceBudget"
 	}
 	if probeErr != nil {
-		return probeErr
+		return f, probeErr
 	}
 	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
-	r.facts = facts
+	r.facts = f.nodes
 	r.lead = r.opts.plan.CkptLead
 	if !r.fs.Changed("ckpt-lead") && !r.leadFixed && a.TimeLimit > 0 {
 		r.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
+	return f, nil
+}
 
-	if !r.opts.dryRun {
-		if err := r.startObserver(); err != nil {
-			return err
-		}
-		defer r.closeObserver()
-	}
-
-	if err := r.choosePlan(); err != nil {
-		return err
-	}
+// place puts the ranks on the GPUs (r.slots, r.placement).
+func (r *runner) place(f runFacts) error {
 	var traffic plan.Traffic
 	if r.eval != nil {
 		traffic = r.eval.Traffic
 	}
 	var notes []string
-	if r.slots, r.placement, notes, err = placeRanks(a, r.layout, traffic, facts, cluster); err != nil {
+	var err error
+	if r.slots, r.placement, notes, err = placeRanks(r.alloc, r.layout, traffic, f.nodes, f.cluster); err != nil {
 		return withCode(ExitNoFit, err)
 	}
 	for _, n := range notes {
 		r.logf("placement: %s", n)
 	}
+	return nil
+}
 
-	var store *observedStore
-	if !r.opts.dryRun {
-		sa, err := openStore(r.ckptDir)
-		if err != nil {
-			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
-		}
-		store = &observedStore{ckptStore: sa, st: sa.s, r: r}
-		// A checkpoint the previous incarnation completed but did not
-		// commit (killed, node failure) is committed now, before resuming.
-		// With node-local saves, an unfinished drain cannot be finished
-		// (its source was on the nodes): Recover discards it, so that the
-		// drains of this run start from a clean staging area.
-		if r.opts.ckptLocal != "" {
-			if rep, err := sa.s.Recover(a.World(), true); err != nil {
-				r.logf("warning: recovering the checkpoint store: %v", err)
-			} else if len(rep.Committed)+len(rep.Discarded) > 0 {
-				r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
-					orText(strings.Join(rep.Committed, ", "), "none"), orText(strings.Join(rep.Discarded, ", "), "none"))
-			}
-		}
-		if tag, changed, err := store.CommitComplete(a.World()); err != nil {
-			r.logf("warning: committing a complete checkpoint left by an earlier run: %v", err)
-		} else if changed {
-			r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
-		}
-		r.store = store.st
-		var notes []string
-		if r.resume, notes, err = store.Latest(); err != nil {
-			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
-		}
-		for _, n := range notes {
-			r.logf("warning: %s", n)
-		}
-		r.setLastTag(tagOf(r.resume))
+// openRunStore opens the checkpoint store, commits what an earlier run
+// completed, and finds the checkpoint to resume from (r.resume). A dry run
+// opens nothing (nil).
+func (r *runner) openRunStore() (*observedStore, error) {
+	if r.opts.dryRun {
+		return nil, nil
 	}
+	a := r.alloc
+	sa, err := openStore(r.ckptDir)
+	if err != nil {
+		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	}
+	store := &observedStore{ckptStore: sa, st: sa.s, r: r}
+	// A checkpoint the previous incarnation completed but did not
+	// commit (killed, node failure) is committed now, before resuming.
+	// With node-local saves, an unfinished drain cannot be finished
+	// (its source was on the nodes): Recover discards it, so that the
+	// drains of this run start from a clean staging area.
+	if r.opts.ckptLocal != "" {
+		if rep, err := sa.s.Recover(a.World(), true); err != nil {
+			r.logf("warning: recovering the checkpoint store: %v", err)
+		} else if len(rep.Committed)+len(rep.Discarded) > 0 {
+			r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
+				orText(strings.Join(rep.Committed, ", "), "none"), orText(strings.Join(rep.Discarded, ", "), "none"))
+		}
+	}
+	if tag, changed, err := store.CommitComplete(a.World()); err != nil {
+		r.logf("warning: committing a complete checkpoint left by an earlier run: %v", err)
+	} else if changed {
+		r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
+	}
+	r.store = store.st
+	var notes []string
+	if r.resume, notes, err = store.Latest(); err != nil {
+		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	}
+	for _, n := range notes {
+		r.logf("warning: %s", n)
+	}
+	r.setLastTag(tagOf(r.resume))
+	return store, nil
+}
 
-	// The command with its templates substituted.
+// prepare substitutes the command's templates, writes plan.json and the
+// hostfile, and builds the rank environment and the srun command line.
+func (r *runner) prepare(f runFacts) (rankEnv, error) {
+	a := r.alloc
 	var unknown []string
 	megatron := r.megatron
 	if megatron == nil {
@@ -385,15 +445,15 @@ func (r *runner) run(ctx context.Context) error {
 	hostfilePath := filepath.Join(r.jobDir, "hostfile")
 	if !r.opts.dryRun {
 		if err := r.writePlan(planPath); err != nil {
-			return err
+			return rankEnv{}, err
 		}
 		if err := writeFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
-			return err
+			return rankEnv{}, err
 		}
 	}
 	master := nodesInRankOrder(r.slots)[0]
 	masterAddr := master
-	if v := addrs[master]; v != "" {
+	if v := f.addrs[master]; v != "" {
 		masterAddr = v
 	}
 	renv := computeRankEnv(a, r.slots, envInputs{
@@ -401,7 +461,7 @@ func (r *runner) run(ctx context.Context) error {
 		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
 		JobDir: r.jobDir, RestartCount: a.RestartCount,
 	})
-	r.addNCCLEnv(&renv, masterAddr, addrs, planPath)
+	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
 	launchDir := filepath.Join(r.jobDir, "launch")
 	bindInShim := false
 	for _, s := range r.slots {
@@ -413,13 +473,16 @@ func (r *runner) run(ctx context.Context) error {
 		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
 	})
+	return renv, nil
+}
 
-	if r.opts.dryRun {
-		return r.printDryRun(renv)
-	}
-
+// startStep opens the control channel, writes the launch files and the
+// summary, and launches the step, unless too many runs failed in a row.
+func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store *observedStore) error {
+	a := r.alloc
+	launchDir := filepath.Join(r.jobDir, "launch")
 	ctlHost := a.BatchNode
-	if v := addrs[a.BatchNode]; v != "" {
+	if v := f.addrs[a.BatchNode]; v != "" {
 		ctlHost = v
 	}
 	if ctlHost == "" {
