@@ -556,59 +556,9 @@ func (r *runner) choosePlan() error {
 		}
 		r.eval, r.layout = ev, ev.Layout
 	case hasModel:
-		m, err := po.model(r.fs)
-		if err != nil {
+		if err := r.planFromModel(modelFromEnv); err != nil {
 			return err
 		}
-		j, err := po.job()
-		if err != nil {
-			if modelFromEnv {
-				return usageErrorf("%v (the model %s comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN)", err, po.Model)
-			}
-			return err
-		}
-		if po.GPU == "" {
-			name := r.probedGPUName()
-			if name == "" && r.policyGPU.Value != "" {
-				r.logf("the probe found no GPU name the planner knows; planning for %s, the policy's GPUType (%s)", r.policyGPU.Value, r.policyGPU.Source)
-				name = r.policyGPU.Value
-			}
-			if name == "" {
-				return usageErrorf("no GPU type for the planner: the probe found no GPU name on the nodes (probe %s; fake or unrecognised devices); pass --gpu TYPE (%s)",
-					r.opts.probe, strings.Join(plan.GPUNames(), " "))
-			}
-			if _, err := plan.LookupGPU(name); err != nil {
-				return usageErrorf("the nodes' GPU %q is not in the planner's catalog: pass --gpu TYPE (%s)", name, strings.Join(plan.GPUNames(), " "))
-			}
-			po.GPU = name
-		}
-		if strings.Contains(po.GPU, ",") || strings.Contains(po.GPU, ":") {
-			return usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
-		}
-		po.GPUs = world
-		// The allocation decides the GPUs per node (r.opts is a copy of the
-		// options the flags were bound to: set the value and mark the flag).
-		r.fs.Set("gpus-per-node", strconv.Itoa(r.alloc.TasksPerNode))
-		po.GPUsPerNode = r.alloc.TasksPerNode
-		clusters, err := po.clusters(r.fs)
-		if err != nil {
-			return err
-		}
-		c := clusters[0]
-		pins, err := parseFix(po.Fix)
-		if err != nil {
-			return err
-		}
-		so := po.searchOptions(pins)
-		res := plan.Search(m, j, c, so)
-		if err := noFitError(m, j, c, so, res); err != nil {
-			return err
-		}
-		if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
-			return withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
-		}
-		r.eval, r.layout = res.Plan, res.Plan.Layout
-		r.megatron = plan.MegatronArgs(m, j, *res.Plan)
 	case po.Fix != "":
 		l, err := fixedLayout(po.Fix, world, po.GlobalBatch)
 		if err != nil {
@@ -629,6 +579,74 @@ func (r *runner) choosePlan() error {
 		r.logf("warning: tp=%d does not divide the %d GPUs of a node: some TP groups will span two nodes", r.layout.TP, r.alloc.TasksPerNode)
 	}
 	return nil
+}
+
+// planFromModel plans the layout for the model on the allocation's GPUs
+// (r.eval, r.layout, r.megatron).
+func (r *runner) planFromModel(modelFromEnv bool) error {
+	world := r.alloc.World()
+	po := &r.opts.plan
+	m, err := po.model(r.fs)
+	if err != nil {
+		return err
+	}
+	j, err := po.job()
+	if err != nil {
+		if modelFromEnv {
+			return usageErrorf("%v (the model %s comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN)", err, po.Model)
+		}
+		return err
+	}
+	if po.GPU == "" {
+		if po.GPU, err = r.plannerGPU(); err != nil {
+			return err
+		}
+	}
+	if strings.Contains(po.GPU, ",") || strings.Contains(po.GPU, ":") {
+		return usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
+	}
+	po.GPUs = world
+	// The allocation decides the GPUs per node, as if --gpus-per-node
+	// gave it.
+	po.GPUsPerNode = r.alloc.TasksPerNode
+	clusters, err := po.clusters(func(name string) bool { return name == "gpus-per-node" || r.fs.Changed(name) })
+	if err != nil {
+		return err
+	}
+	c := clusters[0]
+	pins, err := parseFix(po.Fix)
+	if err != nil {
+		return err
+	}
+	so := po.searchOptions(pins)
+	res := plan.Search(m, j, c, so)
+	if err := noFitError(m, j, c, so, res); err != nil {
+		return err
+	}
+	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
+		return withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
+	}
+	r.eval, r.layout = res.Plan, res.Plan.Layout
+	r.megatron = plan.MegatronArgs(m, j, *res.Plan)
+	return nil
+}
+
+// plannerGPU is the GPU type to plan for: what the probe found on the
+// nodes, else the policy's GPUType.
+func (r *runner) plannerGPU() (string, error) {
+	name := r.probedGPUName()
+	if name == "" && r.policyGPU.Value != "" {
+		r.logf("the probe found no GPU name the planner knows; planning for %s, the policy's GPUType (%s)", r.policyGPU.Value, r.policyGPU.Source)
+		name = r.policyGPU.Value
+	}
+	if name == "" {
+		return "", usageErrorf("no GPU type for the planner: the probe found no GPU name on the nodes (probe %s; fake or unrecognised devices); pass --gpu TYPE (%s)",
+			r.opts.probe, strings.Join(plan.GPUNames(), " "))
+	}
+	if _, err := plan.LookupGPU(name); err != nil {
+		return "", usageErrorf("the nodes' GPU %q is not in the planner's catalog: pass --gpu TYPE (%s)", name, strings.Join(plan.GPUNames(), " "))
+	}
+	return name, nil
 }
 
 // planInputsFromEnv takes --model from TRAINRUN_MODEL and --seq-len and
