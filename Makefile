@@ -27,7 +27,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-e2e bench lint install clean demo
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e bench lint install clean demo
 
 all: build
 
@@ -36,6 +36,7 @@ help:
 	@echo "deps       install what the tests need (Debian packages; root)"
 	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./..."
+	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
 	@echo "lint       gofmt + go vet"
@@ -68,6 +69,9 @@ test: deps test-unit test-e2e
 
 test-unit:
 	$(GO) test -count=1 ./...
+
+test-hermetic:
+	@bash test/hermetic.sh
 
 # Flags for go test in the e2e suite, e.g. make test-e2e E2E_FLAGS='-run Hostlist'.
 E2E_FLAGS ?=

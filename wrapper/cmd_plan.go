@@ -134,7 +134,7 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	clusters, err := o.clusters(fs)
+	clusters, err := o.clusters(fs.Changed)
 	if err != nil {
 		return err
 	}
@@ -439,8 +439,10 @@ func parseTokens(s string) (float64, error) {
 }
 
 // clusters builds one Cluster per --gpu entry ("h100-sxm" with --gpus, or
-// "h100-sxm:64,a100-80gb:128").
-func (o *planOptions) clusters(fs *pflag.FlagSet) ([]plan.Cluster, error) {
+// "h100-sxm:64,a100-80gb:128"). changed says which flags were given (the
+// flag set's Changed; trainrun run adds gpus-per-node, which the allocation
+// gives).
+func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, error) {
 	if o.GPU == "" {
 		return nil, usageErrorf("no GPU type: give --gpu TYPE --gpus N (types: %s)", strings.Join(plan.GPUNames(), " "))
 	}
@@ -464,26 +466,26 @@ func (o *planOptions) clusters(fs *pflag.FlagSet) ([]plan.Cluster, error) {
 			return nil, withCode(ExitUsage, fmt.Errorf("--gpu: %w", err))
 		}
 		perNode := 0 // the type's usual node
-		if fs.Changed("gpus-per-node") {
+		if changed("gpus-per-node") {
 			if o.GPUsPerNode <= 0 {
 				return nil, usageErrorf("--gpus-per-node %d: must be positive", o.GPUsPerNode)
 			}
 			perNode = o.GPUsPerNode
 		}
 		c := plan.ClusterFor(g, n, perNode)
-		if fs.Changed("nvlink-domain") {
+		if changed("nvlink-domain") {
 			if o.NVLinkDomain <= 0 {
 				return nil, usageErrorf("--nvlink-domain %d: must be positive (1 = no NVLink)", o.NVLinkDomain)
 			}
 			c.NVLinkDomain = o.NVLinkDomain
 		}
-		if fs.Changed("inter-node-bw") {
+		if changed("inter-node-bw") {
 			if o.InterNodeBW <= 0 {
 				return nil, usageErrorf("--inter-node-bw %g: must be positive (GB/s per GPU per direction)", o.InterNodeBW)
 			}
 			c.InterNode = o.InterNodeBW * 1e9
 		}
-		if fs.Changed("host-memory") {
+		if changed("host-memory") {
 			if o.HostMemoryGB <= 0 {
 				return nil, usageErrorf("--host-memory %g: must be positive (GB per node)", o.HostMemoryGB)
 			}

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/nvml"
 	"github.com/trainrun/trainrun/topo/snapshot"
@@ -163,19 +161,11 @@ func showCluster(ctx context.Context, env *runEnv, path, format string) error {
 			return usageErrorf("--topology-conf: %v", err)
 		}
 	} else {
-		scontrol, err := exec.LookPath("scontrol")
-		if err != nil {
-			return withCode(ExitSlurm, errors.New("scontrol not found: --cluster reads the local Slurm's topology; pass --topology-conf FILE to read a file instead"))
-		}
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		var out, errb bytes.Buffer
-		cmd := exec.CommandContext(ctx, scontrol, "show", "topology")
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			return withCode(ExitSlurm, fmt.Errorf("scontrol show topology: %v: %s", err, bytes.TrimSpace(errb.Bytes())))
-		}
-		if c, err = topo.ParseScontrolTopology(&out, "scontrol show topology"); err != nil {
+		var err error
+		if c, err = env.slurm.Topology(ctx); err != nil {
+			if errors.Is(err, slurm.ErrNotFound) {
+				return withCode(ExitSlurm, errors.New("scontrol not found: --cluster reads the local Slurm's topology; pass --topology-conf FILE to read a file instead"))
+			}
 			return withCode(ExitSlurm, err)
 		}
 	}

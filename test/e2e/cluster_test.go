@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/test/harness"
 )
 
@@ -59,7 +60,7 @@ func TestClusterShape(t *testing.T) {
 	}
 	parts := map[string]map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		kv := parseKV(line)
+		kv := slurm.ParseRecord(line)
 		parts[kv["PartitionName"]] = kv
 	}
 	low, high := parts[harness.LowPartition], parts[harness.HighPartition]
@@ -114,7 +115,7 @@ func TestTopologyTree(t *testing.T) {
 	}
 	got := map[string]map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		kv := parseKV(line)
+		kv := slurm.ParseRecord(line)
 		got[kv["SwitchName"]] = kv
 	}
 	for sw, want := range map[string]map[string]string{
@@ -481,18 +482,4 @@ func waitOutput(t *testing.T, id int, s string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// parseKV splits a `scontrol -o` line into fields (values may hold spaces).
-func parseKV(line string) map[string]string {
-	m := map[string]string{}
-	last := ""
-	for _, w := range strings.Fields(line) {
-		if k, v, ok := strings.Cut(w, "="); ok && k != "" && k[0] >= 'A' && k[0] <= 'Z' {
-			m[k], last = v, k
-		} else if last != "" {
-			m[last] += " " + w
-		}
-	}
-	return m
 }
