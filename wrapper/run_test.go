@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/plan"
 )
 
@@ -190,13 +190,7 @@ func TestStoreAdapter(t *testing.T) {
 	if l, _, err := s.Latest(); l != "" || err != nil {
 		t.Fatalf("empty store: %q %v", l, err)
 	}
-	mark := func(tag string, ranks ...int) {
-		os.MkdirAll(filepath.Join(dir, tag, ".trainrun"), 0o755)
-		for _, r := range ranks {
-			os.WriteFile(filepath.Join(dir, tag, "rank-"+strconv.Itoa(r)+".pt"), []byte("weights"), 0o644)
-			os.WriteFile(filepath.Join(dir, tag, ".trainrun", "done."+strconv.Itoa(r)), nil, 0o644)
-		}
-	}
+	mark := func(tag string, ranks ...int) { checkpointtest.SaveRanks(t, filepath.Join(dir, tag), tag, ranks...) }
 	mark("step-10", 0, 1)
 	mark("step-20", 0) // incomplete: rank 1 missing
 	tag, changed, err := s.CommitComplete(2)
