@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/nvml"
 )
@@ -104,30 +105,14 @@ func writeAtomic(path string, v any) error {
 
 // writeFileAtomic writes data to path through a temporary file in the same
 // directory renamed over it, so a reader sees the old file or the whole new
-// one.
+// one, and durably (atomicfile.Durable: the file and the directory are
+// fsynced), so a node that crashes right after a step started does not keep
+// an empty cache file that the next step would trust.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr != nil || cerr != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("writing %s: %v %v", path, werr, cerr)
-	}
-	if err := os.Chmod(f.Name(), mode); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, mode, atomicfile.Durable())
 }
 
 // JobDir is where per-job files live; the job epilog removes it.

@@ -123,21 +123,8 @@ func (d *nodeDrainer) loop() {
 // pending lists local tags that some rank marked done but that are not all
 // drained yet.
 func (d *nodeDrainer) pending() []string {
-	ents, err := os.ReadDir(d.root)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range ents {
-		if !e.IsDir() || checkpoint.CheckTag(e.Name()) != nil {
-			continue
-		}
-		marks, _ := filepath.Glob(filepath.Join(d.root, e.Name(), ".trainrun", "done.*"))
-		if len(marks) > 0 {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	tags, _ := checkpoint.MarkedTags(d.root)
+	return tags
 }
 
 // finish stops the background loop and drains what the node saved: it waits
