@@ -177,7 +177,11 @@ func assignRoles(n *Node) {
 		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
 	}
 	if n.FlatPCIe() {
-		n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
+		if n.PlatformTopoFile != "" {
+			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus): the nearest NICs come from the platform's topology file "+n.PlatformTopoFile+" (NCCL_TOPO_FILE in /etc/nccl.conf), which NCCL reads too")
+		} else {
+			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
+		}
 	}
 
 	// Network interfaces inherit the role of their RDMA port.
