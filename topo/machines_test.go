@@ -162,10 +162,12 @@ var machineWants = map[string]machineWant{
 	"azure-ndv5": {
 		gpus: 8, numa: map[int]string{0: "0-47", 1: "48-95"},
 		gpuNUMA: []int{0, 0, 0, 0, 1, 1, 1, 1},
-		nearest: [][]string{
-			ids("mlx5_ib", 0, 1, 2, 3), ids("mlx5_ib", 0, 1, 2, 3), ids("mlx5_ib", 0, 1, 2, 3), ids("mlx5_ib", 0, 1, 2, 3),
-			ids("mlx5_ib", 4, 5, 6, 7), ids("mlx5_ib", 4, 5, 6, 7), ids("mlx5_ib", 4, 5, 6, 7), ids("mlx5_ib", 4, 5, 6, 7)},
-		nearPath: repeatPath(PathNODE, 8),
+		// The VM's bus is flat (sysfs: NODE to the 4 NICs of the NUMA node);
+		// the pairing comes from /opt/microsoft/ndv5/topo.xml, which
+		// /etc/nccl.conf names, as NCCL reads it: GPU 0008:00:00.0 with NIC
+		// 0104:00:00.0 (mlx5_ib3) and so on, one each.
+		nearest:  one(ids("mlx5_ib", 0, 1, 2, 3, 4, 5, 6, 7)...),
+		nearPath: repeatPath(PathPIX, 8),
 		ncclNICs: ids("mlx5_ib", 0, 1, 2, 3, 4, 5, 6, 7),
 		roles:    merge(roles(RoleCompute, ids("mlx5_ib", 0, 1, 2, 3, 4, 5, 6, 7)...), roles(RoleManagement, "mlx5_an0")),
 		gidIndex: -1, socket: []string{"eth0"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",

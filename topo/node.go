@@ -479,7 +479,8 @@ func (n *Node) GPUByBusID(busID string) *GPU {
 }
 
 // NormalizeBusID turns NVML's "00000000:07:00.0" (or upper case, or a bus id
-// without domain) into sysfs's "0000:07:00.0".
+// without domain) into sysfs's "0000:07:00.0" ("10000:01:00.0" for a domain
+// above 0xffff).
 func NormalizeBusID(s string) (string, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	parts := strings.Split(s, ":")
@@ -500,8 +501,7 @@ func NormalizeBusID(s string) (string, error) {
 	if !ok || err1 != nil || err2 != nil || err3 != nil || err4 != nil || v > 0x1f || f > 7 {
 		return "", fmt.Errorf("PCI bus id %q: want DDDD:BB:DD.F in hex", s)
 	}
-	if d > 0xffff {
-		return "", fmt.Errorf("PCI bus id %q: domain above ffff", s)
-	}
+	// Domains above 0xffff exist (Intel VMD's 10000, some VMs); sysfs and
+	// NCCL print them with as many digits as they need.
 	return fmt.Sprintf("%04x:%02x:%02x.%x", d, b, v, f), nil
 }

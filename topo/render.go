@@ -34,8 +34,12 @@ func WriteMatrix(w io.Writer, n *Node) error {
 			if g.MemoryBytes > 0 {
 				mem = fmt.Sprintf("%d MiB", g.MemoryBytes>>20)
 			}
+			near := g.NearestPath.String()
+			if f, ok := strings.CutPrefix(g.NearestFrom, "NCCL_TOPO_FILE "); ok {
+				near += " per " + f
+			}
 			fmt.Fprintf(tw, "  GPU%d:\t%s\t%s\t%s\tnearest NIC %s (%s)\tNCCL NIC %s\n", g.Index, orNA(g.Name), g.BusID, orNA(mem),
-				orNA(strings.Join(g.NearestNICs, ",")), g.NearestPath, orNA(strings.Join(g.NCCLNICs, ",")))
+				orNA(strings.Join(g.NearestNICs, ",")), near, orNA(strings.Join(g.NCCLNICs, ",")))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -156,10 +156,21 @@ func assignRoles(n *Node) {
 			}
 		}
 	}
-	// Per GPU: the nearest NCCL devices.
+	// Per GPU: the nearest NCCL devices (the platform file's pairing first).
 	for i := range n.GPUs {
 		best := PathUnknown
 		names := []string{}
+		if g := &n.GPUs[i]; g.NearestFrom != "" && g.NearestFrom != "sysfs" {
+			for _, name := range g.NearestNICs {
+				if d := n.RDMAByName(name); d != nil && d.NCCL {
+					names = append(names, name)
+				}
+			}
+			if len(names) > 0 {
+				g.NCCLNICs = names
+				continue
+			}
+		}
 		for _, d := range n.RDMA {
 			if !d.NCCL {
 				continue
@@ -265,15 +276,17 @@ func nearGPUs(n *Node, d *RDMADevice, p PathType) []string {
 }
 
 // FlatPCIe reports whether the node has GPUs and NICs but no GPU shares a
-// PCIe switch with any NIC: the VM case, where the pairing NCCL needs is not
-// visible in sysfs.
+// PCIe switch with any NIC in sysfs: the VM case, where the pairing NCCL
+// needs is not visible (a platform topology file may still supply it).
 func (n *Node) FlatPCIe() bool {
 	if len(n.GPUs) == 0 || len(n.RDMA) == 0 {
 		return false
 	}
-	for _, g := range n.GPUs {
-		if g.NearestPath != PathUnknown && g.NearestPath <= PathPXB {
-			return false
+	for _, d := range n.RDMA {
+		for _, p := range d.GPUPaths {
+			if p != PathUnknown && p <= PathPXB {
+				return false
+			}
 		}
 	}
 	return true
