@@ -179,7 +179,7 @@ func readFnAttrs(n *Node, f *pciFn, real string) {
 	if w, why := readAttr(real, "max_link_width"); why == "" {
 		f.width, _ = strconv.Atoi(w)
 	}
-	if !bridge && (f.vendor == "0x10de" || !f.classKnown) { // only kind() asks, for NVIDIA or unknown functions
+	if !bridge && (f.vendor == "0x10de" || f.vendor == "" || !f.classKnown) { // only kind() asks, for NVIDIA or unknown functions
 		if l, err := os.Readlink(filepath.Join(real, "driver")); err == nil {
 			f.driver = filepath.Base(l)
 		}
