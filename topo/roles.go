@@ -188,7 +188,9 @@ func assignRoles(n *Node) {
 		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
 	}
 	if n.FlatPCIe() {
-		if n.PlatformTopoFile != "" {
+		if n.CPU.Arch == "arm64" && minGPUSM(n) >= 90 {
+			n.Notes = append(n.Notes, "the GPUs attach to the Grace CPUs over NVLink-C2C, not to a PCIe switch shared with a NIC: the nearest NICs are those of the GPU's NUMA node (NODE)")
+		} else if n.PlatformTopoFile != "" {
 			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus): the nearest NICs come from the platform's topology file "+n.PlatformTopoFile+" (NCCL_TOPO_FILE in /etc/nccl.conf), which NCCL reads too")
 		} else {
 			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
@@ -290,4 +292,14 @@ func (n *Node) FlatPCIe() bool {
 		}
 	}
 	return true
+}
+
+func minGPUSM(n *Node) int {
+	m := 0
+	for _, g := range n.GPUs {
+		if g.SM > 0 && (m == 0 || g.SM < m) {
+			m = g.SM
+		}
+	}
+	return m
 }
