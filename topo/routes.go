@@ -100,3 +100,31 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// AddressesUnknown reports whether the interfaces' IPv4 addresses could
+// not be read (a captured tree without proc/net/fib_trie).
+func (n *Node) AddressesUnknown() bool {
+	for _, d := range n.Degraded {
+		if d.Device == "net" && strings.Contains(d.What, "fib_trie") {
+			return true
+		}
+	}
+	return false
+}
+
+// RDMAUndecided says why NCCL's device list cannot be decided from this
+// node's facts: an RDMA device whose ports, link layer or state could not be
+// read might be a compute NIC. "" when every device was read.
+func (n *Node) RDMAUndecided() string {
+	for _, d := range n.RDMA {
+		if len(d.Ports) == 0 && len(n.DegradedFor(d.Name)) > 0 {
+			return fmt.Sprintf("%s: %s; whether it is a compute NIC is unknown, so the device list is left to NCCL's own detection", d.Name, n.DegradedFor(d.Name)[0])
+		}
+		for _, p := range d.Ports {
+			if p.LinkLayer == "" || p.State == "" {
+				return fmt.Sprintf("%s port %d: %s; whether it is a usable compute port is unknown, so the device list is left to NCCL's own detection", d.Name, p.Number, strings.Join(n.DegradedFor(d.Name), "; "))
+			}
+		}
+	}
+	return ""
+}
