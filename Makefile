@@ -27,7 +27,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-hermetic test-e2e bench lint install clean demo
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e bench lint install clean demo fuzz
 
 all: build
 
@@ -39,6 +39,7 @@ help:
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
+	@echo "fuzz       every Fuzz target for 60 s (FUZZTIME=60s); topo's mutation fuzzer damages the built-in captures"
 	@echo "lint       gofmt + go vet"
 	@echo "install    install into \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
 	@echo "demo       set up and run the main job on a built-in default"
@@ -72,6 +73,16 @@ test-unit:
 
 test-hermetic:
 	@bash test/hermetic.sh
+
+# Each Fuzz target runs FUZZTIME (go test -fuzz takes one target at a time).
+# One line per target, so targets added elsewhere merge as lines.
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDiscoverMutations$$' -fuzztime $(FUZZTIME) ./topo/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTopologyConf$$' -fuzztime $(FUZZTIME) ./topo/
+	$(GO) test -run '^$$' -fuzz '^FuzzExpandHostlist$$' -fuzztime $(FUZZTIME) ./topo/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompressHostlist$$' -fuzztime $(FUZZTIME) ./topo/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./plan/policy/
 
 # Flags for go test in the e2e suite, e.g. make test-e2e E2E_FLAGS='-run Hostlist'.
 E2E_FLAGS ?=

@@ -34,8 +34,12 @@ func WriteMatrix(w io.Writer, n *Node) error {
 			if g.MemoryBytes > 0 {
 				mem = fmt.Sprintf("%d MiB", g.MemoryBytes>>20)
 			}
+			near := g.NearestPath.String()
+			if f, ok := strings.CutPrefix(g.NearestFrom, "NCCL_TOPO_FILE "); ok {
+				near += " per " + f
+			}
 			fmt.Fprintf(tw, "  GPU%d:\t%s\t%s\t%s\tnearest NIC %s (%s)\tNCCL NIC %s\n", g.Index, orNA(g.Name), g.BusID, orNA(mem),
-				orNA(strings.Join(g.NearestNICs, ",")), g.NearestPath, orNA(strings.Join(g.NCCLNICs, ",")))
+				orNA(strings.Join(g.NearestNICs, ",")), near, orNA(strings.Join(g.NCCLNICs, ",")))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -120,7 +124,12 @@ func writeTail(ew *errWriter, n *Node) error {
 	if len(n.NUMANodes) > 0 {
 		ew.printf("\nNUMA nodes:\n\n")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		var memOnly []int
 		for _, nn := range n.NUMANodes {
+			if len(nn.CPUs) == 0 && !numaUsed(n, nn.ID) {
+				memOnly = append(memOnly, nn.ID)
+				continue
+			}
 			var gpus, nics []string
 			for _, g := range n.GPUs {
 				if g.NUMANode != nil && *g.NUMANode == nn.ID {
@@ -133,6 +142,9 @@ func writeTail(ew *errWriter, n *Node) error {
 				}
 			}
 			fmt.Fprintf(tw, "  node%d:\tCPUs %s\tGPUs %s\tNICs %s\n", nn.ID, nn.CPUs, orNA(strings.Join(gpus, ",")), orNA(strings.Join(nics, ",")))
+		}
+		if len(memOnly) > 0 { // Grace Blackwell: each GPU's memory as CPU-less nodes
+			fmt.Fprintf(tw, "  %d memory-only node(s), no CPUs, no devices: %s\n", len(memOnly), CPUList(memOnly))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -156,6 +168,20 @@ func writeTail(ew *errWriter, n *Node) error {
 		ew.printf("\nNote: %s\n", note)
 	}
 	return ew.err
+}
+
+func numaUsed(n *Node, id int) bool {
+	for _, g := range n.GPUs {
+		if g.NUMANode != nil && *g.NUMANode == id {
+			return true
+		}
+	}
+	for _, d := range n.RDMA {
+		if d.NUMANode != nil && *d.NUMANode == id {
+			return true
+		}
+	}
+	return false
 }
 
 func orNA(s string) string {

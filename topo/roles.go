@@ -156,10 +156,21 @@ func assignRoles(n *Node) {
 			}
 		}
 	}
-	// Per GPU: the nearest NCCL devices.
+	// Per GPU: the nearest NCCL devices (the platform file's pairing first).
 	for i := range n.GPUs {
 		best := PathUnknown
 		names := []string{}
+		if g := &n.GPUs[i]; g.NearestFrom != "" && g.NearestFrom != "sysfs" {
+			for _, name := range g.NearestNICs {
+				if d := n.RDMAByName(name); d != nil && d.NCCL {
+					names = append(names, name)
+				}
+			}
+			if len(names) > 0 {
+				g.NCCLNICs = names
+				continue
+			}
+		}
 		for _, d := range n.RDMA {
 			if !d.NCCL {
 				continue
@@ -177,7 +188,13 @@ func assignRoles(n *Node) {
 		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
 	}
 	if n.FlatPCIe() {
-		n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
+		if n.CPU.Arch == "arm64" && minGPUSM(n) >= 90 {
+			n.Notes = append(n.Notes, "the GPUs attach to the Grace CPUs over NVLink-C2C, not to a PCIe switch shared with a NIC: the nearest NICs are those of the GPU's NUMA node (NODE)")
+		} else if n.PlatformTopoFile != "" {
+			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus): the nearest NICs come from the platform's topology file "+n.PlatformTopoFile+" (NCCL_TOPO_FILE in /etc/nccl.conf), which NCCL reads too")
+		} else {
+			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
+		}
 	}
 
 	// Network interfaces inherit the role of their RDMA port.
@@ -261,16 +278,28 @@ func nearGPUs(n *Node, d *RDMADevice, p PathType) []string {
 }
 
 // FlatPCIe reports whether the node has GPUs and NICs but no GPU shares a
-// PCIe switch with any NIC: the VM case, where the pairing NCCL needs is not
-// visible in sysfs.
+// PCIe switch with any NIC in sysfs: the VM case, where the pairing NCCL
+// needs is not visible (a platform topology file may still supply it).
 func (n *Node) FlatPCIe() bool {
 	if len(n.GPUs) == 0 || len(n.RDMA) == 0 {
 		return false
 	}
-	for _, g := range n.GPUs {
-		if g.NearestPath != PathUnknown && g.NearestPath <= PathPXB {
-			return false
+	for _, d := range n.RDMA {
+		for _, p := range d.GPUPaths {
+			if p != PathUnknown && p <= PathPXB {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+func minGPUSM(n *Node) int {
+	m := 0
+	for _, g := range n.GPUs {
+		if g.SM > 0 && (m == 0 || g.SM < m) {
+			m = g.SM
+		}
+	}
+	return m
 }
