@@ -342,16 +342,7 @@ func (s *Store) nextSeq() (int64, error) {
 }
 
 // pointer reads .trainrun/latest ("" when absent).
-func (s *Store) pointer() (string, error) {
-	b, err := os.ReadFile(s.pointerPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
+func (s *Store) pointer() (string, error) { return s.readPointer() }
 
 // updatePointer points .trainrun/latest at the newest committed checkpoint.
 // It is always the last step of a change, so the pointer never names an

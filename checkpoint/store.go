@@ -88,11 +88,14 @@ func (s *Store) step(name string) {
 }
 
 func (s *Store) mkMeta() error {
-	p := filepath.Join(s.dir, metaDir)
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w; the checkpoint directory must be writable by the job", p, err)
+	if err := s.checkMeta(); err != nil {
+		return err
 	}
-	return nil
+	d, err := s.openMeta("", true)
+	if err != nil {
+		return err
+	}
+	return d.Close()
 }
 
 // worldSize resolves the expected number of ranks: the argument, the option,

@@ -112,3 +112,29 @@ func removeAt(dfd int, dname, name string, depth int) error {
 		}
 	}
 }
+
+// ReadFileAt is ReadFile of the entry name in the directory d: openat with
+// O_NOFOLLOW|O_NONBLOCK, a regular file only, at most max bytes.
+func ReadFileAt(d *os.File, name string, max int64) ([]byte, error) {
+	p := d.Name() + "/" + name
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("read %s: not one entry name", p)
+	}
+	fd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link; trainrun reads only plain files there", p)
+		}
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s); trainrun reads only plain files there", p, fi.Mode().Type())
+	}
+	return ReadLimit(f, p, max)
+}
