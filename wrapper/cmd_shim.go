@@ -103,6 +103,9 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	if common.LocalDir != "" {
 		localDir = expandLocalDir(common.LocalDir, node, common.JobID, env.getenv("SLURM_RESTART_COUNT"))
 		envm["TRAINRUN_CKPT_LOCAL_DIR"] = localDir
+		if err := ensureLocalDir(localDir, node); err != nil {
+			return withCode(ExitUsage, err)
+		}
 	}
 	envl := make([]string, 0, len(envm))
 	for k, v := range envm {

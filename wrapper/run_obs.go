@@ -215,10 +215,10 @@ func (s *observedStore) CommitComplete(world int) (string, bool, error) {
 // newestDoneMarker is the modification time of the newest
 // <dir>/.trainrun/done.<RANK> (zero if none).
 func newestDoneMarker(dir string) time.Time {
-	ms, _ := filepath.Glob(filepath.Join(dir, ".trainrun", "done.*"))
+	ranks, _ := checkpoint.DoneRanks(dir) // canonical done.<RANK> names only (issue 12)
 	var t time.Time
-	for _, m := range ms {
-		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(t) {
+	for _, r := range ranks {
+		if fi, err := os.Lstat(checkpoint.DoneMarkerPath(dir, r)); err == nil && fi.ModTime().After(t) {
 			t = fi.ModTime()
 		}
 	}
