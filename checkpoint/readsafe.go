@@ -20,9 +20,11 @@ import (
 // (issue 12, finding 1).
 
 const (
-	// maxManifestBytes bounds one manifest: about 250,000 files at typical
-	// path lengths (a 16k-rank DCP save is ~100k files).
-	maxManifestBytes = 32 << 20
+	// maxManifestBytes bounds one manifest: about 140,000 files at typical
+	// path lengths (a 16k-rank DCP save is one file per rank), and at most
+	// ~600,000 of the shortest entries, which parse within 256 MiB
+	// (TestSecWorstManifestBounded).
+	maxManifestBytes = 16 << 20
 	// maxPointerBytes bounds .trainrun/latest: one tag and a newline.
 	maxPointerBytes = 4096
 	// minChunkBytes and maxChunkBytes bound a manifest's chunk_bytes: a
