@@ -301,7 +301,10 @@ func (s *Store) committed() (ms []Manifest, bad []string, err error) {
 		if !e.IsDir() || CheckTag(e.Name()) != nil {
 			continue
 		}
-		m, err := readManifest(s.tagDir(e.Name()))
+		m, err := s.readManifestBudget(s.tagDir(e.Name()))
+		if errors.Is(err, errBudget) {
+			return nil, nil, err
+		}
 		switch {
 		case err == nil:
 			m.Tag = e.Name()

@@ -176,3 +176,39 @@ func BenchmarkWorstManifest(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "entries")
 }
+
+// LatestCommitted's fallback (no usable pointer) parses at most
+// resolveBudget bytes of manifests in all, however many large ones a user
+// leaves in the store: slurmstepd runs it on every node at every step.
+func TestSecResolveBudget(t *testing.T) {
+	s := newStore(t)
+	var big strings.Builder
+	big.WriteString(`{"version":1,"kind":"trainrun","world_size":0,"hash":"xxh64-chunked","chunk_bytes":4096,"files":[`)
+	for i := 0; big.Len() < maxManifestBytes-100; i++ {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		fmt.Fprintf(&big, `{"path":"f%d","size":0}`, i)
+	}
+	big.WriteString("]}")
+	n := resolveBudget/maxManifestBytes + 2
+	for i := 0; i < n; i++ {
+		dir := s.tagDir(fmt.Sprintf("step-%d", i))
+		must(t, os.MkdirAll(ckptMeta(dir), 0o755))
+		must(t, os.WriteFile(manifestPath(dir), []byte(big.String()), 0o644))
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := s.LatestCommitted(context.Background())
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, errBudget) {
+		t.Fatalf("%d manifests of %d bytes: LatestCommitted = %v, want the budget's error", n, maxManifestBytes, err)
+	}
+	// The bound: the budget's bytes parsed, ~13 bytes allocated per byte.
+	got := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d manifests of %d bytes: refused after parsing the budget (%d bytes), %d MiB allocated in all", n, maxManifestBytes, resolveBudget, got>>20)
+	if got > 20*resolveBudget {
+		t.Fatalf("allocated %d MiB", got>>20)
+	}
+}

@@ -70,10 +70,13 @@ func (s *Store) latestLevel(ctx context.Context, level Level, pointer string) (R
 		return r, err
 	}
 	for _, b := range bad {
-		_, err := readManifest(s.tagDir(b))
+		_, err := readManifest(s.tagDir(b)) // unreadable ones fail fast: at the first bad byte or the cap
 		r.Skipped = append(r.Skipped, &VerifyError{Tag: b, Path: manifestPath(s.tagDir(b)), What: err.Error()})
 	}
 	for i := len(ms) - 1; i >= 0; i-- {
+		if err := s.chargeVerify(s.tagDir(ms[i].Tag)); err != nil {
+			return r, err
+		}
 		m, err := verifyDir(ctx, s.tagDir(ms[i].Tag), level, s.opts.Workers)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -114,7 +117,8 @@ func (s *Store) LatestCommitted(ctx context.Context) (Resolved, error) {
 	if err == nil && tag != "" && s.hasManifest(tag) && !s.committedSince(tag) {
 		return Resolved{Tag: tag, Dir: s.tagDir(tag), Pointer: tag}, nil
 	}
-	return s.latestLevel(ctx, Sizes, tag)
+	b := &Store{dir: s.dir, opts: s.opts, hook: s.hook, budget: newReadBudget()}
+	return b.latestLevel(ctx, Sizes, tag)
 }
 
 // committedSince says whether a checkpoint other than tag, of the same or a

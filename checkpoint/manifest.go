@@ -173,12 +173,24 @@ func hashFiles(ctx context.Context, dir string, files []File, chunk int64, worke
 }
 
 func readManifest(ckptDir string) (Manifest, error) {
-	var m Manifest
+	m, _, err := readManifestMax(ckptDir, maxManifestBytes)
+	return m, err
+}
+
+// readManifestMax is readManifest reading at most max bytes; n is how many
+// it read.
+func readManifestMax(ckptDir string, max int64) (m Manifest, n int, err error) {
 	p := manifestPath(ckptDir)
-	b, err := readInTag(ckptDir, filepath.Join(metaDir, manifestName), maxManifestBytes)
+	b, err := readInTag(ckptDir, filepath.Join(metaDir, manifestName), max)
 	if err != nil {
-		return m, err
+		return m, 0, err
 	}
+	m, err = parseManifest(p, b)
+	return m, len(b), err
+}
+
+func parseManifest(p string, b []byte) (Manifest, error) {
+	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("manifest %s is not valid JSON (%v); the checkpoint cannot be trusted: quarantine it (trainrun ckpt verify names it) or delete it", p, err)
 	}

@@ -167,3 +167,60 @@ func (s *Store) hasManifest(tag string) bool {
 	fi, err := r.Lstat(filepath.Join(metaDir, manifestName))
 	return err == nil && fi.Mode().IsRegular()
 }
+
+// resolveBudget is the manifest bytes LatestCommitted's fallback may parse
+// in all, listing and verifying together (a few seconds of CPU at the worst
+// entry density, see BenchmarkWorstManifest); an honest store resolves by
+// its pointer and parses none.
+const resolveBudget = 48 << 20
+
+var errBudget = errors.New("manifest read budget exhausted")
+
+// readBudget is what is left of resolveBudget, and each manifest's size as
+// committed() read it (verifying it again is charged the same).
+type readBudget struct {
+	left  int64
+	sizes map[string]int64
+}
+
+func newReadBudget() *readBudget {
+	return &readBudget{left: resolveBudget, sizes: map[string]int64{}}
+}
+
+func (s *Store) budgetErr() error {
+	return fmt.Errorf("checkpoint store %s: resolving it would parse more than %d bytes of manifests: %w; as the user, trainrun ckpt list and verify show what is wrong (the controller repairs the pointer at its next commit)",
+		s.dir, resolveBudget, errBudget)
+}
+
+// readManifestBudget is readManifest within the store's budget, if any.
+func (s *Store) readManifestBudget(dir string) (Manifest, error) {
+	b := s.budget
+	if b == nil {
+		return readManifest(dir)
+	}
+	if b.left <= 0 {
+		return Manifest{}, s.budgetErr()
+	}
+	m, n, err := readManifestMax(dir, min(b.left, maxManifestBytes))
+	if errors.Is(err, safefs.ErrTooLarge) && b.left < maxManifestBytes {
+		b.left = 0
+		return m, s.budgetErr()
+	}
+	b.left -= int64(n)
+	b.sizes[dir] = int64(n)
+	return m, err
+}
+
+// chargeVerify charges verifying dir's manifest again to the budget.
+func (s *Store) chargeVerify(dir string) error {
+	b := s.budget
+	if b == nil {
+		return nil
+	}
+	n := b.sizes[dir]
+	if n > b.left {
+		return s.budgetErr()
+	}
+	b.left -= n
+	return nil
+}

@@ -42,6 +42,10 @@ type Store struct {
 	// crash test can kill the process exactly there. The drain's workers
 	// call it concurrently.
 	hook func(step string)
+	// budget, when set, is how many manifest bytes committed() may still
+	// read: LatestCommitted's fallback runs in slurmstepd on every node, and
+	// a store of a thousand 16 MiB manifests must not cost it minutes.
+	budget *readBudget
 }
 
 // Open opens the store in dir, which must exist. It writes nothing.
