@@ -25,6 +25,11 @@ const (
 	// ~600,000 of the shortest entries, which parse within 256 MiB
 	// (TestSecWorstManifestBounded).
 	maxManifestBytes = 16 << 20
+	// maxHistoryBytes bounds .trainrun/history.jsonl (two events of a few
+	// hundred bytes per incarnation); maxSmallFile the finished marker, a
+	// checkpoint request and Megatron's tracker.
+	maxHistoryBytes = 16 << 20
+	maxSmallFile    = 64 << 10
 	// maxPointerBytes bounds .trainrun/latest: one tag and a newline.
 	maxPointerBytes = 4096
 	// minChunkBytes and maxChunkBytes bound a manifest's chunk_bytes: a
