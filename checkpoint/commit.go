@@ -301,7 +301,10 @@ func (s *Store) committed() (ms []Manifest, bad []string, err error) {
 		if !e.IsDir() || CheckTag(e.Name()) != nil {
 			continue
 		}
-		m, err := readManifest(s.tagDir(e.Name()))
+		m, err := s.readManifestBudget(s.tagDir(e.Name()))
+		if errors.Is(err, errBudget) {
+			return nil, nil, err
+		}
 		switch {
 		case err == nil:
 			m.Tag = e.Name()
@@ -342,16 +345,7 @@ func (s *Store) nextSeq() (int64, error) {
 }
 
 // pointer reads .trainrun/latest ("" when absent).
-func (s *Store) pointer() (string, error) {
-	b, err := os.ReadFile(s.pointerPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
+func (s *Store) pointer() (string, error) { return s.readPointer() }
 
 // updatePointer points .trainrun/latest at the newest committed checkpoint.
 // It is always the last step of a change, so the pointer never names an

@@ -57,17 +57,26 @@ func (s *Store) Latest() (Resolved, error) {
 // LatestLevel is Latest with a chosen verification depth (Sizes avoids
 // rereading terabytes at every restart, at the cost of not detecting bit rot).
 func (s *Store) LatestLevel(ctx context.Context, level Level) (Resolved, error) {
-	var r Resolved
-	r.Pointer, _ = s.pointer()
+	p, _ := s.pointer()
+	return s.latestLevel(ctx, level, p)
+}
+
+// latestLevel is LatestLevel with the pointer already read (it is read once:
+// a FIFO or a file swapped between two reads cannot give two answers).
+func (s *Store) latestLevel(ctx context.Context, level Level, pointer string) (Resolved, error) {
+	r := Resolved{Pointer: pointer}
 	ms, bad, err := s.committed()
 	if err != nil {
 		return r, err
 	}
 	for _, b := range bad {
-		_, err := readManifest(s.tagDir(b))
+		_, err := readManifest(s.tagDir(b)) // unreadable ones fail fast: at the first bad byte or the cap
 		r.Skipped = append(r.Skipped, &VerifyError{Tag: b, Path: manifestPath(s.tagDir(b)), What: err.Error()})
 	}
 	for i := len(ms) - 1; i >= 0; i-- {
+		if err := s.chargeVerify(s.tagDir(ms[i].Tag)); err != nil {
+			return r, err
+		}
 		m, err := verifyDir(ctx, s.tagDir(ms[i].Tag), level, s.opts.Workers)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -105,10 +114,11 @@ func (s *Store) LatestLevel(ctx context.Context, level Level) (Resolved, error) 
 // fast answer's Manifest is empty.
 func (s *Store) LatestCommitted(ctx context.Context) (Resolved, error) {
 	tag, err := s.pointer()
-	if err == nil && tag != "" && CheckTag(tag) == nil && isRegularFile(manifestPath(s.tagDir(tag))) && !s.committedSince(tag) {
+	if err == nil && tag != "" && s.hasManifest(tag) && !s.committedSince(tag) {
 		return Resolved{Tag: tag, Dir: s.tagDir(tag), Pointer: tag}, nil
 	}
-	return s.LatestLevel(ctx, Sizes)
+	b := &Store{dir: s.dir, opts: s.opts, hook: s.hook, budget: newReadBudget()}
+	return b.latestLevel(ctx, Sizes, tag)
 }
 
 // committedSince says whether a checkpoint other than tag, of the same or a
@@ -131,11 +141,6 @@ func (s *Store) committedSince(tag string) bool {
 	return false
 }
 
-func isRegularFile(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
-}
-
 // Quarantine moves a committed checkpoint that failed verification out of the
 // way, to .trainrun/corrupt/, so that it is never resumed from and the trainer
 // can save under its tag again; then it repairs the pointer.
@@ -143,18 +148,10 @@ func (s *Store) Quarantine(tag string) (string, error) {
 	if err := CheckTag(tag); err != nil {
 		return "", err
 	}
-	dst := filepath.Join(s.corruptRoot(), fmt.Sprintf("%s.%d", tag, s.opts.Now().UnixNano()))
-	if err := os.MkdirAll(s.corruptRoot(), 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Rename(s.tagDir(tag), dst); err != nil {
+	name := fmt.Sprintf("%s.%d", tag, s.opts.Now().UnixNano())
+	dst := filepath.Join(s.corruptRoot(), name)
+	if err := s.renameInto(s.tagDir(tag), "corrupt", name); err != nil {
 		return "", fmt.Errorf("quarantine %s: %w", tag, err)
-	}
-	if err := syncDir(s.dir); err != nil {
-		return "", err
-	}
-	if err := syncDir(s.corruptRoot()); err != nil {
-		return "", err
 	}
 	return dst, s.updatePointer()
 }

@@ -51,6 +51,9 @@ type Info struct {
 // that). Directories with neither trainrun markers nor a native layout are not
 // checkpoints and are left out.
 func (s *Store) List() ([]Info, error) {
+	if err := s.checkMeta(); err != nil {
+		return nil, err
+	}
 	world := s.worldSize(0)
 	pointer, _ := s.pointer()
 	var out []Info

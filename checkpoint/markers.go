@@ -17,7 +17,7 @@ func CompletedAt(ckptDir string) time.Time {
 	ranks, _ := doneRanks(ckptDir)
 	var t time.Time
 	for _, r := range ranks {
-		if fi, err := os.Stat(DoneMarkerPath(ckptDir, r)); err == nil && fi.ModTime().After(t) {
+		if fi, err := os.Lstat(DoneMarkerPath(ckptDir, r)); err == nil && fi.ModTime().After(t) {
 			t = fi.ModTime()
 		}
 	}

@@ -27,6 +27,9 @@ func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, erro
 	if world <= 0 {
 		return rep, fmt.Errorf("recover %s: world size unknown: pass the number of ranks, so that incomplete checkpoints can be told from complete ones", s.dir)
 	}
+	if err := s.checkMeta(); err != nil {
+		return rep, fmt.Errorf("recover: %w", err)
+	}
 	if err := s.emptyTrash(); err != nil {
 		return rep, err
 	}

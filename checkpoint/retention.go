@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // Retention: pruning through the trash.
@@ -35,6 +35,9 @@ func (s *Store) PrunePlan(r Retention) ([]string, error) {
 	}
 	if r.KeepEvery < 0 {
 		return nil, fmt.Errorf("keep-every %d is negative; use 0 (off) or a step interval", r.KeepEvery)
+	}
+	if err := s.checkMeta(); err != nil {
+		return nil, err
 	}
 	ms, _, err := s.committed()
 	if err != nil {
@@ -100,30 +103,28 @@ func (s *Store) Prune(r Retention) ([]string, error) {
 }
 
 func (s *Store) trash(path, tag string) error {
-	if err := os.MkdirAll(s.trashRoot(), 0o755); err != nil {
-		return err
-	}
-	dst := filepath.Join(s.trashRoot(), fmt.Sprintf("%s.%d", tag, s.opts.Now().UnixNano()))
-	if err := os.Rename(path, dst); err != nil {
-		return err
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return err
-	}
-	return syncDir(s.trashRoot())
+	return s.renameInto(path, "trash", fmt.Sprintf("%s.%d", tag, s.opts.Now().UnixNano()))
 }
 
+// emptyTrash removes everything in .trainrun/trash relative to its verified
+// descriptor: a link planted as the trash (or as .trainrun) is refused, and
+// a link inside it is removed itself, never followed.
 func (s *Store) emptyTrash() error {
-	ents, err := os.ReadDir(s.trashRoot())
+	d, err := s.openMeta("trash", false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("empty the trash: %w", err)
+	}
+	defer d.Close()
+	ents, err := d.ReadDir(-1)
+	if err != nil {
+		return fmt.Errorf("empty %s: %w", d.Name(), err)
 	}
 	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(s.trashRoot(), e.Name())); err != nil {
-			return fmt.Errorf("empty %s: %w", s.trashRoot(), err)
+		if err := safefs.RemoveAllAt(d, e.Name()); err != nil {
+			return fmt.Errorf("empty %s: %w", d.Name(), err)
 		}
 		s.step("prune:removed")
 	}

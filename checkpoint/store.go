@@ -42,6 +42,10 @@ type Store struct {
 	// crash test can kill the process exactly there. The drain's workers
 	// call it concurrently.
 	hook func(step string)
+	// budget, when set, is how many manifest bytes committed() may still
+	// read: LatestCommitted's fallback runs in slurmstepd on every node, and
+	// a store of a thousand 16 MiB manifests must not cost it minutes.
+	budget *readBudget
 }
 
 // Open opens the store in dir, which must exist. It writes nothing.
@@ -88,11 +92,14 @@ func (s *Store) step(name string) {
 }
 
 func (s *Store) mkMeta() error {
-	p := filepath.Join(s.dir, metaDir)
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w; the checkpoint directory must be writable by the job", p, err)
+	if err := s.checkMeta(); err != nil {
+		return err
 	}
-	return nil
+	d, err := s.openMeta("", true)
+	if err != nil {
+		return err
+	}
+	return d.Close()
 }
 
 // worldSize resolves the expected number of ranks: the argument, the option,

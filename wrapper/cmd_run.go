@@ -273,12 +273,15 @@ func (r *runner) makeDirs() (finished bool, err error) {
 	if r.jobDir, err = filepath.Abs(r.jobDir); err != nil {
 		return false, err
 	}
-	if err := mkdirUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
+	if err := mkdirOwnUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
 		return false, withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
 	}
 	r.ckptDir = r.opts.ckptDir
 	if r.ckptDir == "" {
 		r.ckptDir = filepath.Join(r.jobDir, "checkpoints")
+		if err := mkdirOwnUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
+			return false, withCode(ExitUsage, fmt.Errorf("default --ckpt-dir: %w", err))
+		}
 	}
 	if r.ckptDir, err = filepath.Abs(r.ckptDir); err != nil {
 		return false, err
