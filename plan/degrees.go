@@ -53,5 +53,5 @@ func ParseDegrees(s string, base Layout) (l Layout, dpSet bool, err error) {
 			return l, dpSet, fmt.Errorf("unknown key %q; accepted: %s", k, DegreeKeys)
 		}
 	}
-	return l, dpSet, nil
+	return l, dpSet, CheckLayoutLimits(l)
 }
