@@ -99,13 +99,14 @@ func writeAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data, 0o644)
+	return writeFileAtomic(path, data, 0o600, nil) // root's caches: nobody else reads them
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same
 // directory renamed over it, so a reader sees the old file or the whole new
-// one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// one. With owner, the file is given to the job's user (mode 0600 then:
+// per-job files are the job's to read, no one else's).
+func writeFileAtomic(path string, data []byte, mode os.FileMode, owner *Cred) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -118,6 +119,13 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if werr != nil || cerr != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("writing %s: %v %v", path, werr, cerr)
+	}
+	if owner != nil && os.Geteuid() == 0 {
+		mode = 0o600
+		if err := os.Lchown(f.Name(), int(owner.UID), int(owner.GID)); err != nil {
+			os.Remove(f.Name())
+			return err
+		}
 	}
 	if err := os.Chmod(f.Name(), mode); err != nil {
 		os.Remove(f.Name())
@@ -136,8 +144,9 @@ func JobDir(cacheDir string, jobID uint32) string {
 }
 
 // WriteStepEnv records what a step's tasks got on this node (for `cat` when
-// a user asks what the plugin set), under JobDir.
-func WriteStepEnv(cacheDir string, st Step, tasks []TaskEnv) error {
+// a user asks what the plugin set), under JobDir, given to owner (the job's
+// user; nil = root's, 0600).
+func WriteStepEnv(cacheDir string, st Step, tasks []TaskEnv, owner *Cred) error {
 	var b strings.Builder
 	for i, t := range tasks {
 		fmt.Fprintf(&b, "# local task %d, rank %d\n", i, t.Rank)
@@ -149,7 +158,7 @@ func WriteStepEnv(cacheDir string, st Step, tasks []TaskEnv) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("step-%d.node-%d.env", st.StepID, st.NodeID)), []byte(b.String()), 0o644)
+	return writeFileAtomic(filepath.Join(dir, fmt.Sprintf("step-%d.node-%d.env", st.StepID, st.NodeID)), []byte(b.String()), 0o600, owner)
 }
 
 // CleanJob removes the job's per-job files (job epilog).

@@ -43,6 +43,9 @@ func PrepareJobDir(cacheDir string, jobID, uid, gid uint32) (string, error) {
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("cache directory %s: %w; check the plugstack.conf cache= argument", cacheDir, err)
 	}
+	if err := CheckCacheDir(cacheDir); err != nil {
+		return "", err
+	}
 	job := JobDir(cacheDir, jobID)
 	if err := mkdirOwned(job, 0o755, uint32(os.Geteuid()), uint32(os.Getegid()), false); err != nil {
 		return "", err

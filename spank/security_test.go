@@ -255,3 +255,57 @@ func TestCkptDirJobNameEscape(t *testing.T) {
 		}
 	}
 }
+
+// The cache= directory is root's and not writable by others, or refused;
+// what root writes there is not world-readable; a per-job file is the job
+// user's.
+func TestCacheDirAndFileModes(t *testing.T) {
+	dir, _ := worldDir(t)
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	theirs := filepath.Join(dir, "theirs")
+	os.Mkdir(theirs, 0o755)
+	os.Chown(theirs, 65534, 65534)
+	for _, d := range []string{open, theirs} {
+		if err := CheckCacheDir(d); err == nil {
+			t.Errorf("cache directory %s accepted", d)
+		}
+		if _, err := PrepareJobDir(d, 7, 65534, 65534); err == nil {
+			t.Errorf("PrepareJobDir in %s accepted", d)
+		}
+	}
+	cache := filepath.Join(dir, "cache")
+	if err := CheckCacheDir(cache); err != nil {
+		t.Errorf("a missing cache directory: %v", err)
+	}
+	if _, err := PrepareJobDir(cache, 7, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	p, err := WritePlan(cache, Step{JobID: 7, StepID: 0}, []byte("{}"), nobodyCred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteStepEnv(cache, Step{JobID: 7}, []TaskEnv{{Vars: []string{"A=1"}}}, nobodyCred); err != nil {
+		t.Fatal(err)
+	}
+	NodeAddrs(cache, "", "gpu01", func(string) []string { return []string{"10.0.0.1"} }, time.Now())
+	files, _ := filepath.Glob(filepath.Join(cache, "*", "*"))
+	top, _ := filepath.Glob(filepath.Join(cache, "addr-*"))
+	for _, f := range append(append(files, top...), p) {
+		fi, err := os.Lstat(f)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %04o: readable by others", f, fi.Mode().Perm())
+		}
+		if st := fi.Sys().(*syscall.Stat_t); strings.Contains(f, "job-7") && st.Uid != 65534 {
+			t.Errorf("%s owned by %d, want the job's user", f, st.Uid)
+		}
+	}
+	h, _ := os.Hostname()
+	if !IsThisNode(h) || IsThisNode("some-other-host-"+h) || IsThisNode("") {
+		t.Errorf("IsThisNode wrong for %q", h)
+	}
+}

@@ -152,7 +152,7 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	}
 	var planPath string
 	if sp != nil {
-		if planPath, err = WritePlan(c.CacheDir, st, sp.JSON); err != nil {
+		if planPath, err = WritePlan(c.CacheDir, st, sp.JSON, c.As); err != nil {
 			planPath = ""
 			notes = append(notes, fmt.Sprintf("TRAINRUN_PLAN not set: cannot write the plan file: %v", err))
 		}

@@ -194,12 +194,13 @@ func stepGPU(s policy.Settings, node *topo.Node) (plan.GPU, string, []string, er
 }
 
 // WritePlan writes a step's plan JSON to JobDir(cacheDir, job)/plan-STEP.json
-// (0644, atomically: a task never reads half a file) and returns its path,
-// the value of TRAINRUN_PLAN.
-func WritePlan(cacheDir string, st Step, data []byte) (string, error) {
+// (atomically: a task never reads half a file; given to owner, the job's
+// user, mode 0600, or with no owner 0644) and returns its path, the value of
+// TRAINRUN_PLAN.
+func WritePlan(cacheDir string, st Step, data []byte, owner *Cred) (string, error) {
 	if cacheDir == "" {
 		return "", fmt.Errorf("no cache directory for the plan file (plugstack.conf cache=)")
 	}
 	path := filepath.Join(JobDir(cacheDir, st.JobID), fmt.Sprintf("plan-%d.json", st.StepID))
-	return path, writeFileAtomic(path, data, 0o644)
+	return path, writeFileAtomic(path, data, 0o644, owner)
 }

@@ -269,3 +269,37 @@ func UserName(uid uint32) string {
 	}
 	return u.Username
 }
+
+// IsThisNode says whether host is this machine's name (short or full), the
+// only name whose addresses the plugin caches in a root-written file.
+func IsThisNode(host string) bool {
+	h, err := os.Hostname()
+	if err != nil || host == "" {
+		return false
+	}
+	short, _, _ := strings.Cut(h, ".")
+	return host == h || host == short
+}
+
+// CheckCacheDir refuses a cache= directory root does not own, or one others
+// may write: root writes and trusts files in it (the topology cache, per-job
+// directories). A missing one is fine (PrepareJobDir makes it 0755).
+func CheckCacheDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cache directory %s: %w", dir, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("cache directory %s is a %s; remove it or fix plugstack.conf's cache= argument", dir, fileKind(fi))
+	case st != nil && st.Uid != uint32(os.Geteuid()):
+		return fmt.Errorf("cache directory %s is owned by uid %d, not %d; chown it (or remove it: the plugin makes it)", dir, st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("cache directory %s has mode %04o: others can write it; chmod go-w %s", dir, fi.Mode().Perm(), dir)
+	}
+	return nil
+}

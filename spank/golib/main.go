@@ -142,6 +142,9 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 	if err != nil {
 		return C.CString("trainrun: config: " + err.Error() + "; no trainrun environment injected")
 	}
+	if err := spank.CheckCacheDir(c.CacheDir); err != nil {
+		return C.CString("trainrun: config: " + err.Error() + "; no trainrun environment injected")
+	}
 	st.config_ok = 1
 	// In slurmstepd (root), what the user names is read as the user
 	// (spank/doc.go): the model's config.json, the checkpoint store.
@@ -177,6 +180,9 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 		step.Nodelist = get("SLURM_JOB_NODELIST")
 	}
 	step.Resolve = func(host string) []string {
+		if !spank.IsThisNode(host) { // the node list is the job's to write: no root file per name
+			return spank.Resolve4(host, time.Second)
+		}
 		return spank.NodeAddrs(c.CacheDir, "", host, func(h string) []string { return spank.Resolve4(h, time.Second) }, time.Now())
 	}
 	// The job epilog finishes drains a shim could not; the shims find where
@@ -218,7 +224,7 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 			C.free(unsafe.Pointer(ce))
 		}
 	}
-	if err := spank.WriteStepEnv(c.CacheDir, step, tasks); err != nil {
+	if err := spank.WriteStepEnv(c.CacheDir, step, tasks, c.As); err != nil {
 		logInfo("trainrun: step: note: cannot record the step's environment: " + err.Error())
 	}
 	return nil
