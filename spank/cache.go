@@ -1,6 +1,8 @@
 package spank
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -72,18 +74,31 @@ type addrCache struct {
 // before a step asks DNS again.
 const negativeAddrTTL = 10 * time.Minute
 
+// maxAddrFiles bounds the address cache files in the cache directory.
+const maxAddrFiles = 64
+
 // NodeAddrs returns host's IPv4 addresses (this node's name as Slurm knows
 // it; NCCL's bootstrap interface is the one holding them), resolved once per
-// boot and kept in DIR/addr-HOST-BOOTID.json: a lookup costs a DNS round
+// boot and kept in DIR/addr-HASH-BOOTID.json: a lookup costs a DNS round
 // trip, up to resolve's timeout when DNS is down, and every step would pay
 // it. A name that did not resolve is asked again after negativeAddrTTL.
+// The node list reaches slurmstepd from the job's environment, so the file
+// is named by a hash of the name, never the name, and at most
+// maxAddrFiles of them are kept (past that, names are resolved uncached).
 func NodeAddrs(cacheDir, root, host string, resolve func(string) []string, now time.Time) []string {
 	id := bootID(root)
 	if id == "" || cacheDir == "" || host == "" || strings.ContainsAny(host, "/\x00") || strings.HasPrefix(host, ".") {
 		return resolve(host)
 	}
-	path := filepath.Join(cacheDir, "addr-"+host+"-"+id+".json")
-	if data, err := os.ReadFile(path); err == nil {
+	sum := sha256.Sum256([]byte(host))
+	path := filepath.Join(cacheDir, "addr-"+hex.EncodeToString(sum[:8])+"-"+id+".json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if n, _ := filepath.Glob(filepath.Join(cacheDir, "addr-*")); len(n) >= maxAddrFiles {
+			return resolve(host)
+		}
+	}
+	if err == nil {
 		var c addrCache
 		if json.Unmarshal(data, &c) == nil && c.Host == host && (len(c.Addrs) > 0 || now.Sub(c.Resolved) < negativeAddrTTL) {
 			return c.Addrs

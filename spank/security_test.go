@@ -2,6 +2,7 @@ package spank
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -304,8 +305,14 @@ func TestCacheDirAndFileModes(t *testing.T) {
 			t.Errorf("%s owned by %d, want the job's user", f, st.Uid)
 		}
 	}
-	h, _ := os.Hostname()
-	if !IsThisNode(h) || IsThisNode("some-other-host-"+h) || IsThisNode("") {
-		t.Errorf("IsThisNode wrong for %q", h)
+	// address cache files: a hash of the name, not the name, and bounded
+	for i := 0; i < 2*maxAddrFiles; i++ {
+		NodeAddrs(cache, "", fmt.Sprintf("evil-%d", i), func(string) []string { return nil }, time.Now())
+	}
+	if n, _ := filepath.Glob(filepath.Join(cache, "addr-*")); len(n) > maxAddrFiles {
+		t.Errorf("%d address cache files, want at most %d", len(n), maxAddrFiles)
+	}
+	if n, _ := filepath.Glob(filepath.Join(cache, "*evil*")); len(n) > 0 {
+		t.Errorf("a user-chosen host name in a root-written file name: %v", n)
 	}
 }

@@ -270,17 +270,6 @@ func UserName(uid uint32) string {
 	return u.Username
 }
 
-// IsThisNode says whether host is this machine's name (short or full), the
-// only name whose addresses the plugin caches in a root-written file.
-func IsThisNode(host string) bool {
-	h, err := os.Hostname()
-	if err != nil || host == "" {
-		return false
-	}
-	short, _, _ := strings.Cut(h, ".")
-	return host == h || host == short
-}
-
 // CheckCacheDir refuses a cache= directory root does not own, or one others
 // may write: root writes and trusts files in it (the topology cache, per-job
 // directories). A missing one is fine (PrepareJobDir makes it 0755).

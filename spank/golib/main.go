@@ -180,9 +180,6 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 		step.Nodelist = get("SLURM_JOB_NODELIST")
 	}
 	step.Resolve = func(host string) []string {
-		if !spank.IsThisNode(host) { // the node list is the job's to write: no root file per name
-			return spank.Resolve4(host, time.Second)
-		}
 		return spank.NodeAddrs(c.CacheDir, "", host, func(h string) []string { return spank.Resolve4(h, time.Second) }, time.Now())
 	}
 	// The job epilog finishes drains a shim could not; the shims find where
