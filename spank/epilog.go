@@ -100,6 +100,14 @@ func fileKind(fi fs.FileInfo) string {
 		return "symbolic link"
 	case fi.Mode().IsRegular():
 		return "regular file"
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		return "FIFO (named pipe)"
+	case fi.Mode()&fs.ModeSocket != 0:
+		return "socket"
+	case fi.Mode()&fs.ModeDevice != 0:
+		return "device"
+	case fi.IsDir():
+		return "directory"
 	}
 	return fi.Mode().Type().String()
 }
