@@ -316,3 +316,68 @@ func TestCacheDirAndFileModes(t *testing.T) {
 		t.Errorf("a user-chosen host name in a root-written file name: %v", n)
 	}
 }
+
+// The epilog removes what is not a record of this job's nodes (a bogus
+// record once kept a user-owned directory in /run forever), refuses a
+// handoff directory of more than maxHandoffEntries entries and removes it,
+// and with no node name bounds all records together by drain_timeout.
+func TestJobEpilogBounds(t *testing.T) {
+	needRoot(t)
+	dir := sharedDir(t)
+	bin, _ := fakeTrainrun(t, dir, "sleep 300")
+	cache := filepath.Join(dir, "cache")
+	c := &Config{CacheDir: cache, Trainrun: bin, DrainTimeout: time.Second}
+
+	t.Run("bogus records", func(t *testing.T) {
+		t.Setenv("SLURMD_NODENAME", "n1")
+		t.Setenv("SLURM_JOB_NODELIST", "n[1-2]")
+		hdir, err := PrepareJobDir(cache, 21, nobody, nobody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putRecord(t, hdir, "drain-bogus.json", checkpoint.DrainHandoff{Version: 1, JobID: 21, Node: "bogus", LocalDir: "/l", CkptDir: "/s"})
+		putRecord(t, hdir, "junk", "x")
+		JobEpilog(c, 21, nobody, nobody, nil)
+		if _, err := os.Stat(JobDir(cache, 21)); !os.IsNotExist(err) {
+			t.Errorf("the job directory is still there: %v", err)
+		}
+	})
+	t.Run("too many entries", func(t *testing.T) {
+		t.Setenv("SLURMD_NODENAME", "n1")
+		hdir, err := PrepareJobDir(cache, 22, nobody, nobody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i <= maxHandoffEntries; i++ {
+			os.WriteFile(filepath.Join(hdir, fmt.Sprintf("f%d", i)), nil, 0o600)
+		}
+		var lines []string
+		err = JobEpilog(c, 22, nobody, nobody, func(s string) { lines = append(lines, s) })
+		if err == nil || !strings.Contains(strings.Join(lines, "\n"), "more than 1024 entries") {
+			t.Errorf("err %v, lines %q", err, lines)
+		}
+		if _, err := os.Stat(JobDir(cache, 22)); !os.IsNotExist(err) {
+			t.Errorf("the job directory is still there: %v", err)
+		}
+	})
+	t.Run("no node name: one bound for all", func(t *testing.T) {
+		t.Setenv("SLURMD_NODENAME", "")
+		hdir, err := PrepareJobDir(cache, 23, nobody, nobody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"n1", "n2", "n3", "n4"} {
+			putRecord(t, hdir, "drain-"+n+".json", checkpoint.DrainHandoff{Version: 1, JobID: 23, Node: n, LocalDir: "/l/" + n, CkptDir: "/s"})
+		}
+		var lines []string
+		t0 := time.Now()
+		JobEpilog(c, 23, nobody, nobody, func(s string) { lines = append(lines, s) })
+		// four hung drains with a 1 s bound: about 1 s, not 4 (nor 4 × 5 min)
+		if took := time.Since(t0); took > 3500*time.Millisecond {
+			t.Errorf("4 records took %s with drain_timeout=1s", took)
+		}
+		if !strings.Contains(strings.Join(lines, "\n"), "bound of 1s for all records is spent") {
+			t.Errorf("lines %q", lines)
+		}
+	})
+}
