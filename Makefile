@@ -91,6 +91,8 @@ test-e2e: build
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./plan/... ./topo/... ./checkpoint/...
+	@# peak RSS and CPU of a root process given the worst user inputs (bound: 256 MiB, 10 s)
+	$(GO) test -run '^$$' -bench RootWorstInputs -benchtime 3x -count=1 ./spank/
 	@bash test/e2e.sh -run '^$$' -bench . -benchtime 10x
 
 lint:

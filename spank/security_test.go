@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ResumeHelperArg {
 		os.Exit(ResumeHelperMain(os.Args[2:], os.Stdout))
 	}
+	if len(os.Args) > 2 && os.Args[1] == worstArg {
+		os.Exit(worstChild(os.Args[2]))
+	}
 	os.Exit(m.Run())
 }
 
