@@ -39,7 +39,7 @@ help:
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
-	@echo "fuzz       every Fuzz target for 60 s (FUZZTIME=60s); topo's mutation fuzzer damages the built-in captures"
+	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
 	@echo "lint       gofmt + go vet"
 	@echo "install    install into \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
 	@echo "demo       set up and run the main job on a built-in default"
@@ -74,15 +74,18 @@ test-unit:
 test-hermetic:
 	@bash test/hermetic.sh
 
-# Each Fuzz target runs FUZZTIME (go test -fuzz takes one target at a time).
-# One line per target, so targets added elsewhere merge as lines.
+# Every Fuzz target in the module, found with go test -list (so targets added
+# anywhere join), FUZZTIME each. Their seed corpora already run in test-unit
+# as plain tests.
 FUZZTIME ?= 60s
+FUZZPKGS ?= ./...
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDiscoverMutations$$' -fuzztime $(FUZZTIME) ./topo/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseTopologyConf$$' -fuzztime $(FUZZTIME) ./topo/
-	$(GO) test -run '^$$' -fuzz '^FuzzExpandHostlist$$' -fuzztime $(FUZZTIME) ./topo/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompressHostlist$$' -fuzztime $(FUZZTIME) ./topo/
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./plan/policy/
+	@set -e; for pkg in $$($(GO) list $(FUZZPKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== fuzz $$pkg $$f for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 # Flags for go test in the e2e suite, e.g. make test-e2e E2E_FLAGS='-run Hostlist'.
 E2E_FLAGS ?=
@@ -92,6 +95,8 @@ test-e2e: build
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./plan/... ./topo/... ./checkpoint/...
+	@# peak RSS and CPU of a root process given the worst user inputs (bound: 256 MiB, 10 s)
+	$(GO) test -run '^$$' -bench RootWorstInputs -benchtime 3x -count=1 ./spank/
 	@bash test/e2e.sh -run '^$$' -bench . -benchtime 10x
 
 lint:

@@ -43,16 +43,6 @@ func (l Layout) Config() string {
 		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.SP, rc, l.Zero, l.Offload)
 }
 
-func divisors(n int) []int {
-	var out []int
-	for i := 1; i <= n; i++ {
-		if n%i == 0 {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
 func pinOr(p *int, all []int) []int {
 	if p != nil {
 		return []int{*p}
@@ -259,7 +249,7 @@ func (s *searcher) run(offloads []string) {
 	// PP: divisors of the layer count, and uneven splits (heaviest stage
 	// ceil(L/p), Megatron's first/last-stage layer counts) up to L/2 stages.
 	var pps []int
-	for pp := 1; pp <= m.Layers; pp++ {
+	for pp := 1; pp <= min(m.Layers, max(c.GPUs, 1)); pp++ { // more stages than GPUs never fit
 		if m.Layers%pp == 0 || pp <= m.Layers/2 {
 			pps = append(pps, pp)
 		}

@@ -133,7 +133,8 @@ func readCalls(t *testing.T, calls string) []string {
 	return out
 }
 
-// putRecord writes a record (as root, into the user's handoff dir).
+// putRecord writes a record into the user's handoff dir, as the job's
+// shim does: the file is the user's (nobody's).
 func putRecord(t *testing.T, hdir, name string, v any) string {
 	t.Helper()
 	var b []byte
@@ -147,6 +148,7 @@ func putRecord(t *testing.T, hdir, name string, v any) string {
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	os.Lchown(p, nobody, nobody)
 	return p
 }
 
@@ -331,7 +333,7 @@ func TestJobEpilogBadRecords(t *testing.T) {
 		}, "is a symbolic link"},
 		{"fifo", func(h string, j uint32) string {
 			p := filepath.Join(h, "drain-n1.json")
-			if err := syscall.Mkfifo(p, 0o600); err != nil {
+			if err := syscall.Mkfifo(p, 0o600); err != nil || os.Lchown(p, nobody, nobody) != nil {
 				t.Fatal(err)
 			}
 			return p

@@ -3,7 +3,6 @@ package spank
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -128,12 +127,7 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 	switch Options[idx].Name {
 	case "train-model":
 		if strings.HasPrefix(v, "/") {
-			f, err := os.Open(v)
-			if err != nil {
-				return fmt.Errorf("cannot read the model config: %v", err)
-			}
-			defer f.Close()
-			if _, err := plan.ParseHFConfig(f, v); err != nil {
+			if _, err := readModelConfig(c, v); err != nil {
 				return err
 			}
 			r.Model = v

@@ -263,7 +263,7 @@ func TestNodeTopologyCache(t *testing.T) {
 	if err1 != nil || err2 != nil || !reflect.DeepEqual(ta, tb) {
 		t.Errorf("env from discovery and from cache differ (%v, %v)", err1, err2)
 	}
-	if err := WriteStepEnv(cache, st, ta); err != nil {
+	if err := WriteStepEnv(cache, st, ta, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := CleanJob(cache, 1); err != nil {

@@ -3,7 +3,6 @@ package spank
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -52,7 +51,7 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	if !s.AutoPlan.Value {
 		return nil, []string{fmt.Sprintf("the policy's AutoPlan=no (%s): no plan made for --train-model=%s --train-batch=%s; trainrun plan ... --format json gives one, and --train-layout applies its degrees", s.AutoPlan.Source, r.Model, r.Batch())}, nil
 	}
-	m, err := loadModel(r.Model)
+	m, err := loadModel(c, r.Model)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -87,16 +86,11 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 
 // loadModel reads --train-model as Validate accepted it: a preset, or the
 // absolute path of a Hugging Face config.json.
-func loadModel(name string) (plan.Model, error) {
+func loadModel(c *Config, name string) (plan.Model, error) {
 	var m plan.Model
 	var err error
 	if strings.HasPrefix(name, "/") {
-		f, oerr := os.Open(name)
-		if oerr != nil {
-			return m, fmt.Errorf("--train-model=%s: cannot read the model config: %v", name, oerr)
-		}
-		defer f.Close()
-		m, err = plan.ParseHFConfig(f, name)
+		m, err = readModelConfig(c, name)
 	} else {
 		m, err = plan.LookupModel(name)
 	}
@@ -107,6 +101,17 @@ func loadModel(name string) (plan.Model, error) {
 		return m, fmt.Errorf("--train-model=%s: %v", name, err)
 	}
 	return m, nil
+}
+
+// readModelConfig reads a config.json path the user gave with the job's
+// credentials (c.As; ReadUserFile: no link followed by root, no FIFO, at
+// most plan.MaxConfigBytes) and parses it.
+func readModelConfig(c *Config, path string) (plan.Model, error) {
+	data, err := ReadUserFile(c.As, path, plan.MaxConfigBytes)
+	if err != nil {
+		return plan.Model{}, fmt.Errorf("cannot read the model config as the job's user: %v", err)
+	}
+	return plan.ParseHFConfig(bytes.NewReader(data), path)
 }
 
 // stepGPU is the GPU type to plan for: this node's, when every GPU's name
@@ -167,12 +172,13 @@ func stepGPU(s policy.Settings, node *topo.Node) (plan.GPU, string, []string, er
 }
 
 // WritePlan writes a step's plan JSON to JobDir(cacheDir, job)/plan-STEP.json
-// (0644, atomically: a task never reads half a file) and returns its path,
-// the value of TRAINRUN_PLAN.
-func WritePlan(cacheDir string, st Step, data []byte) (string, error) {
+// (atomically: a task never reads half a file; given to owner, the job's
+// user, mode 0600, or with no owner 0644) and returns its path, the value of
+// TRAINRUN_PLAN.
+func WritePlan(cacheDir string, st Step, data []byte, owner *Cred) (string, error) {
 	if cacheDir == "" {
 		return "", fmt.Errorf("no cache directory for the plan file (plugstack.conf cache=)")
 	}
 	path := filepath.Join(JobDir(cacheDir, st.JobID), fmt.Sprintf("plan-%d.json", st.StepID))
-	return path, writeFileAtomic(path, data, 0o644)
+	return path, writeFileAtomic(path, data, 0o644, owner)
 }

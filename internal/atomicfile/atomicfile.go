@@ -30,6 +30,9 @@ type config struct {
 	durable bool
 	hook    func(step string)
 	infix   string
+	chown   bool
+	uid     int
+	gid     int
 }
 
 type optionFunc func(*config)
@@ -49,6 +52,13 @@ func Hook(f func(step string)) Option { return optionFunc(func(c *config) { c.ho
 
 // TempInfix names the temporary file "." + base + infix + random.
 func TempInfix(infix string) Option { return optionFunc(func(c *config) { c.infix = infix }) }
+
+// Owner gives the file to uid:gid (through the open descriptor, before it is
+// renamed into place, so the target never exists with another owner). Root
+// uses it for files that belong to a job's user.
+func Owner(uid, gid int) Option {
+	return optionFunc(func(c *config) { c.chown, c.uid, c.gid = true, uid, gid })
+}
 
 // WriteFile replaces path with data, mode perm (exactly: the umask does not
 // apply), through a temporary file in path's directory, which must exist.
@@ -76,6 +86,11 @@ func WriteFile(path string, data []byte, perm os.FileMode, opts ...Option) error
 	}
 	if _, err := f.Write(data); err != nil {
 		return fail(err)
+	}
+	if c.chown {
+		if err := f.Chown(c.uid, c.gid); err != nil {
+			return fail(err)
+		}
 	}
 	if err := f.Chmod(perm); err != nil {
 		return fail(err)
