@@ -392,6 +392,7 @@ func (s *Store) Seal(ctx context.Context, tag string) (Manifest, error) {
 		return Manifest{}, err
 	}
 	dir := s.tagDir(tag)
+	defer lockTag(dir)() // Compress rewrites the manifest too
 	m, err := verifyDir(ctx, dir, Sizes, s.opts.Workers)
 	if err != nil {
 		return m, fmt.Errorf("seal %s: %w", tag, err)
