@@ -274,8 +274,35 @@ func joinPlanes(dst []byte, planes [][]byte) {
 	}
 }
 
+// nearRandom says whether a sample of plane has an order-0 entropy so
+// close to 8 bits a byte that huff0 could save under 2 % (mantissa bytes):
+// such a plane is stored as it is without trying.
+func nearRandom(plane []byte) bool {
+	if len(plane) < 4096 {
+		return false
+	}
+	var h [256]int
+	n := 0
+	for i := 0; i < len(plane); i += 7 {
+		h[plane[i]]++
+		n++
+		if n == 1<<15 {
+			break
+		}
+	}
+	// The estimate from n samples is biased low by about 255/(2n ln 2) bits.
+	return entropyBits(&h, n)/float64(n)+255/(2*float64(n)*math.Ln2) > 7.84
+}
+
 // encodePlane appends plane's blocks to out.
 func (c *coder) encodePlane(out, plane []byte) []byte {
+	if nearRandom(plane) {
+		for off := 0; off < len(plane); off += planeBlock {
+			blk := plane[off:min(off+planeBlock, len(plane))]
+			out = appendBlock(out, blkRaw, len(blk), blk)
+		}
+		return out
+	}
 	s := &c.huff
 	s.Reuse = huff0.ReusePolicyAllow
 	fresh := true // no table to reuse at the start of a plane

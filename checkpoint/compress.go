@@ -498,3 +498,67 @@ func verifyCompressed(ctx context.Context, dir string, m Manifest, workers int) 
 	}
 	return nil
 }
+
+// Background runs CompressRetained passes in the background, one at a time:
+// the controller calls Kick after each commit (a Kick during a pass makes
+// one more pass follow it, so the newest retained checkpoint is not missed)
+// and Wait when the run ends. Passes are crash-safe: a run killed mid-pass
+// leaves debris the next pass removes.
+type Background struct {
+	s    *Store
+	o    CompressOptions
+	logf func(format string, a ...any)
+	mu   sync.Mutex
+	busy bool
+	more bool
+	wg   sync.WaitGroup
+}
+
+// NewBackground prepares background passes over s; logf (may be nil) gets
+// one line per compressed checkpoint and per error.
+func (s *Store) NewBackground(o CompressOptions, logf func(format string, a ...any)) *Background {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return &Background{s: s, o: o, logf: logf}
+}
+
+// Kick starts a pass, or asks the running one for another.
+func (b *Background) Kick(ctx context.Context) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.busy {
+		b.more = true
+		return
+	}
+	b.busy = true
+	b.wg.Add(1)
+	go b.loop(ctx)
+}
+
+func (b *Background) loop(ctx context.Context) {
+	defer b.wg.Done()
+	for {
+		res, err := b.s.CompressRetained(ctx, b.o)
+		for _, r := range res {
+			if r.Files > 0 {
+				b.logf("compressed checkpoint %s: %d files, %d -> %d bytes (%.1f%%) in %.1fs", r.Tag, r.Files,
+					r.RawBytes, r.StoredBytes, 100*float64(r.StoredBytes)/float64(max(r.RawBytes, 1)), r.Elapsed.Seconds())
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			b.logf("warning: compressing retained checkpoints: %v", err)
+		}
+		b.mu.Lock()
+		if !b.more || ctx.Err() != nil {
+			b.busy = false
+			b.mu.Unlock()
+			return
+		}
+		b.more = false
+		b.mu.Unlock()
+	}
+}
+
+// Wait waits for the running pass (and the one it was asked for).
+func (b *Background) Wait() { b.wg.Wait() }

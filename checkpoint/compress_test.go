@@ -194,3 +194,62 @@ func TestCompressRefusesAChangedFile(t *testing.T) {
 		t.Fatalf("the raw file must stay: %v", err)
 	}
 }
+
+// TestDrainCompresses: with the store's mode always, the drain writes the
+// big files compressed into staging, the commit records them, and the
+// checkpoint verifies and restores to the trainer's bytes; auto measures
+// both speeds and decides.
+func TestDrainCompresses(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	local := newStore(t) // a node-local tree laid out by the same helper
+	want := saveTensorCkpt(t, local, "step-10", 2, 4)
+	must(t, s.SetCompressMode(CompressAlways))
+	res, err := Drain(ctx, local.tagDir("step-10"), s, "step-10", DrainOptions{Node: "n1"})
+	must(t, err)
+	if !res.Compression.Compress || res.Copied >= res.Bytes*9/10 {
+		t.Fatalf("drain: %+v, want compressed, copying well under %d bytes", res, res.Bytes)
+	}
+	if _, err := os.Stat(filepath.Join(s.stagingDir("step-10"), "model", "rank0.safetensors"+TRZSuffix)); err != nil {
+		t.Fatalf("staged file is not compressed: %v", err)
+	}
+	m, err := s.Commit("step-10", 2)
+	must(t, err)
+	z := 0
+	for _, f := range m.Files {
+		if f.Compressed() {
+			z++
+		}
+	}
+	if z != 4 || m.Bytes != res.Bytes {
+		t.Fatalf("manifest: %d compressed files, %d bytes; want 4 and %d", z, m.Bytes, res.Bytes)
+	}
+	if _, err := s.Verify("step-10"); err != nil {
+		t.Fatal(err)
+	}
+	to := t.TempDir()
+	_, err = s.Restore(ctx, "step-10", to, 2)
+	must(t, err)
+	checkFiles(t, to, want)
+
+	must(t, s.SetCompressMode(CompressAuto))
+	if s.CompressMode() != CompressAuto {
+		t.Fatalf("mode %q", s.CompressMode())
+	}
+	saveTensorCkpt(t, local, "step-20", 1, 5)
+	res, err = Drain(ctx, local.tagDir("step-20"), s, "step-20", DrainOptions{Node: "n1"})
+	must(t, err)
+	dc := res.Compression
+	if dc.CompressorMBps <= 0 || dc.TargetMBps <= 0 || dc.Compress != (dc.CompressorMBps > dc.TargetMBps) {
+		t.Fatalf("auto: %+v", dc)
+	}
+	t.Logf("auto: compressor %.0f MB/s, target %.0f MB/s: compress %v", dc.CompressorMBps, dc.TargetMBps, dc.Compress)
+	_, err = s.Commit("step-20", 1)
+	must(t, err)
+	if _, err := s.Verify("step-20"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetCompressMode("sometimes"); err == nil || !strings.Contains(err.Error(), `"sometimes"`) {
+		t.Fatalf("bad mode: %v", err)
+	}
+}

@@ -276,7 +276,11 @@ func TestHelperProcess(t *testing.T) {
 						trainerSaved()
 					}
 				}
-				if _, err := Drain(context.Background(), src, s, tag, DrainOptions{Node: node}); err != nil {
+				// Every other drained checkpoint is compressed on the way.
+				if err := s.SetCompressMode([]string{CompressNo, CompressAlways}[(step/20)%2]); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := Drain(context.Background(), src, s, tag, DrainOptions{Node: node, CompressMin: 1}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -25,6 +25,9 @@ type DrainOptions struct {
 	// Workers is the number of parallel copy streams (default: the
 	// store's Workers).
 	Workers int
+	// CompressMin: when the store's mode makes the drain compress, files
+	// smaller than this are copied raw (default 64 KiB).
+	CompressMin int64
 }
 
 // DrainResult says what one drain did.
@@ -35,6 +38,9 @@ type DrainResult struct {
 	Copied    int64 // bytes copied this time (a resumed drain reuses what is already in staging)
 	Elapsed   time.Duration
 	Committed bool // the tag was already committed: nothing was done
+	// Compression is what the drain decided about compressing (Copied
+	// counts the compressed bytes of the files it compressed).
+	Compression DrainCompression
 }
 
 // drainRecord is <tag>/.trainrun/drained.<NODE>.json.
@@ -117,6 +123,8 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	if err := syncDir(dst.stagingRoot()); err != nil {
 		return res, err
 	}
+	var zfiles []File // compressed on the way (the store's CkptCompress)
+	files, zfiles, res.Compression = dst.drainSplit(src, stage, files, o.CompressMin)
 
 	chunk := dst.opts.ChunkBytes
 	type fileState struct {
@@ -203,6 +211,9 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	}
 	for i := range files {
 		files[i].XXH64 = hex64(combineChunks(st[i].sums))
+	}
+	if files, err = dst.drainCompressed(ctx, src, stage, files, zfiles, &res); err != nil {
+		return res, fmt.Errorf("drain %s: %w", tag, err)
 	}
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 	for _, d := range dirs {

@@ -40,6 +40,7 @@ type runOptions struct {
 	maxFailures int
 	ckptKeep    int
 	ckptEvery   int
+	compress    string
 	policy      string
 	jobDir      string
 	probe       string
@@ -73,6 +74,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
 	fs.IntVar(&o.ckptKeep, "ckpt-keep", 0, "after each commit keep the newest N committed checkpoints and prune older ones (0 = keep all; the policy's CkptKeep when it has one)")
 	fs.IntVar(&o.ckptEvery, "ckpt-keep-every", 0, "with --ckpt-keep: also keep one checkpoint per K steps, for loss curves and scaling-law analysis")
+	fs.StringVar(&o.compress, "ckpt-compress", "no", "lossless compression of checkpoints: no; archive (retained older checkpoints, in the background; the newest stays raw); auto (archive, and the tiered drain compresses when the target is slower than the compressor); always (archive, and every drain compresses); the policy's CkptCompress when it has one")
 	fs.IntVar(&o.maxFailures, "max-failures", 3, "after a failed step, requeue (resuming from the latest checkpoint) until this many runs in a row failed without progress; 0 = never requeue a failure")
 	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
@@ -141,6 +143,9 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	}
 	if signalByName(o.ckptSignal) == nil {
 		return usageErrorf("--ckpt-signal %q: want a signal name such as USR2 or TERM", o.ckptSignal)
+	}
+	if err := checkCompressMode(o.compress); err != nil {
+		return err
 	}
 	if o.plan.Fix != "" && o.planFile != "" {
 		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
@@ -860,6 +865,7 @@ func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore
 				r.setLastTag(tag)
 				r.logf("checkpoint %s complete and committed as latest", tag)
 				r.prune()
+				r.compressKick(false)
 				select {
 				case committed <- tag:
 				default:
@@ -1036,6 +1042,9 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 			r.recordCkpt(latest, reason, time.Since(stopAt))
 			r.checkGrace("commit")
 		}
+	}
+	if code == 0 && reason == stopNone {
+		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
 	if reason == stopRequested && code == 0 {
 		r.recordEnd(checkpoint.CauseCancelled, latest, "stopped by trainrun ckpt request")
@@ -1278,6 +1287,7 @@ func (r *runner) ckptSignalName() string {
 var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
+	{"ckpt-compress", "CkptCompress"},
 }
 
 // applyPolicy reads the site's trainrun.conf (--policy) for the job's
@@ -1325,6 +1335,9 @@ func (r *runner) applyPolicy() error {
 	}
 	if !r.fs.Changed("ckpt-keep-every") {
 		r.opts.ckptEvery = st.CkptKeepEvery.Value
+	}
+	if !r.fs.Changed("ckpt-compress") && st.CkptCompress.Value != "" {
+		r.opts.compress = st.CkptCompress.Value
 	}
 	if !r.fs.Changed("max-failures") {
 		r.opts.maxFailures = st.MaxFailuresNoProgress.Value
