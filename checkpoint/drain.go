@@ -215,37 +215,47 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	if files, err = dst.drainCompressed(ctx, src, stage, files, zfiles, &res); err != nil {
 		return res, fmt.Errorf("drain %s: %w", tag, err)
 	}
+	if err := finishDrain(dst, stage, o.Node, dirs, ranks, files); err != nil {
+		return res, err
+	}
+	res.Files = len(files)
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// finishDrain makes a drain's copies visible to the commit, durably and in
+// order: the staged directories, the node's drain record, then each rank's
+// done marker in staging.
+func finishDrain(dst *Store, stage, node string, dirs []string, ranks []int, files []File) error {
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 	for _, d := range dirs {
 		if err := syncDir(d); err != nil {
-			return res, err
+			return err
 		}
 	}
 	dst.step("drain:dirs-synced")
-	rec := drainRecord{Node: o.Node, Ranks: ranks, At: dst.opts.Now().UTC(), Files: files}
+	rec := drainRecord{Node: node, Ranks: ranks, At: dst.opts.Now().UTC(), Files: files}
 	if rec.Files == nil {
 		rec.Files = []File{}
 	}
 	b, err := json.MarshalIndent(rec, "", " ")
 	if err != nil {
-		return res, err
+		return err
 	}
-	if err := dst.writeFileAtomic(drainedPath(stage, o.Node), append(b, '\n'), "drain:record"); err != nil {
-		return res, err
+	if err := dst.writeFileAtomic(drainedPath(stage, node), append(b, '\n'), "drain:record"); err != nil {
+		return err
 	}
 	for _, r := range ranks {
 		if err := createMarker(DoneMarkerPath(stage, r)); err != nil {
-			return res, err
+			return err
 		}
 		dst.step("drain:marker")
 	}
 	if err := syncDir(ckptMeta(stage)); err != nil {
-		return res, err
+		return err
 	}
 	dst.step("drain:done")
-	res.Files = len(files)
-	res.Elapsed = time.Since(start)
-	return res, nil
+	return nil
 }
 
 // copyRange copies bytes [off, off+n) from srcPath into the same range of

@@ -358,6 +358,7 @@ func (r *runner) run(ctx context.Context) error {
 			r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
 		}
 		r.store = store.st
+		r.setCompressMode()
 		var notes []string
 		if r.resume, notes, err = store.Latest(); err != nil {
 			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))

@@ -31,6 +31,14 @@ func (r *runner) compressKick(wait bool) {
 	}
 }
 
+// setCompressMode records the run's mode in the store, where every drain of
+// its checkpoints (the shims, the epilog's) reads it.
+func (r *runner) setCompressMode() {
+	if err := r.store.SetCompressMode(r.opts.compress); err != nil {
+		r.logf("warning: checkpoints will be drained raw: %v", err)
+	}
+}
+
 // checkCompressMode validates --ckpt-compress.
 func checkCompressMode(v string) error {
 	if !slices.Contains(policy.CompressModes, v) {
