@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -171,8 +172,9 @@ var (
 
 func zstdCoders() (*zstd.Encoder, *zstd.Decoder) {
 	zstdEncOnce.Do(func() {
-		// Concurrency 1 each: the parallelism is over chunks.
-		zstdEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
+		// One EncodeAll runs on one goroutine; the encoder keeps as many
+		// states as there are cores, so chunks are coded in parallel.
+		zstdEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithEncoderCRC(false))
 		zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<31))
 	})
 	return zstdEnc, zstdDec

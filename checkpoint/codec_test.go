@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -320,6 +321,38 @@ func TestCodecFlippedBit(t *testing.T) {
 			}
 		case !errors.As(err, &ce) || ce.Chunk != want:
 			t.Errorf("bit flipped at %d (chunk %d): got %v", pos, want, err)
+		}
+	}
+}
+
+// TestCodecRoundTripRealFiles: the trained weights, the Adam state and a
+// real torch.save zip (testdata, see codec_bench_test.go for their source)
+// round-trip bit-exact, and the planes split where the dtypes say.
+func TestCodecRoundTripRealFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, rel := range append(benchFiles, "trained/model.pt") {
+		b, err := os.ReadFile(filepath.Join("testdata", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.Base(rel))
+		must(t, os.WriteFile(p, b, 0o644))
+		raw, stored := roundTrip(t, p, 2)
+		h := readIndexOf(t, p+TRZSuffix)
+		elems := map[int]int{}
+		for _, c := range h.Chunks {
+			elems[c.Elem] += c.RawLen
+		}
+		t.Logf("%s: %d -> %d bytes (ratio %.3f), bytes by element size %v", rel, raw, stored, float64(raw)/float64(stored), elems)
+		want := 2
+		if strings.Contains(rel, "fp32") {
+			want = 4
+		}
+		if !strings.HasSuffix(rel, ".pt") && elems[want] < int(raw)*9/10 {
+			t.Errorf("%s: %v bytes by element size, want most in %d", rel, elems, want)
+		}
+		if stored >= raw {
+			t.Errorf("%s: stored %d >= raw %d", rel, stored, raw)
 		}
 	}
 }
