@@ -204,18 +204,19 @@ func (s *Store) commitStaged(ctx context.Context, tag string, world int) (Manife
 	var unhashed []File
 	var idx []int
 	for i, f := range files {
-		seen[f.Path] = true
-		k, ok := known[f.Path]
+		k, ok := stagedAs(f, known) // a compressed file's <path>.trz is the drained <path>
 		if !ok {
+			seen[f.Path] = true
 			unhashed = append(unhashed, f)
 			idx = append(idx, i)
 			continue
 		}
-		if k.Size != f.Size {
+		seen[k.Path] = true
+		if k.storedSize() != f.Size {
 			return Manifest{}, fmt.Errorf("commit %s: %s is %d bytes in staging but node %s drained %d; run that node's drain again",
-				tag, filepath.Join(dir, f.Path), f.Size, from[f.Path], k.Size)
+				tag, filepath.Join(dir, f.Path), f.Size, from[k.Path], k.storedSize())
 		}
-		files[i].XXH64 = k.XXH64
+		files[i] = k
 	}
 	for p := range known {
 		if !seen[p] {
@@ -231,6 +232,7 @@ func (s *Store) commitStaged(ctx context.Context, tag string, world int) (Manife
 			files[i] = unhashed[j]
 		}
 	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	s.step("commit:hashed")
 	m, err := s.newManifest(tag, KindTrainrun, world, files)
 	if err != nil {
@@ -386,6 +388,7 @@ func (s *Store) Seal(ctx context.Context, tag string) (Manifest, error) {
 		return Manifest{}, err
 	}
 	dir := s.tagDir(tag)
+	defer lockTag(dir)() // Compress rewrites the manifest too
 	m, err := verifyDir(ctx, dir, Sizes, s.opts.Workers)
 	if err != nil {
 		return m, fmt.Errorf("seal %s: %w", tag, err)

@@ -82,6 +82,26 @@
 // through a planted link. A drain given the node's ranks carries only their
 // markers.
 //
+// # Compression
+//
+// Committed checkpoints can be stored compressed, losslessly, with the trz
+// codec (codec.go: byte planes by position within the element, huff0 per
+// plane, zstd for byte data, independent checksummed chunks coded on all
+// cores). Store.CompressRetained compresses every committed checkpoint but
+// the newest (the controller runs it in the background after each commit
+// when CkptCompress is archive, auto or always); the tiered drain writes
+// files compressed into staging when the store's mode (.trainrun/compress)
+// is always, or auto and a measured sample of the compressor beats a probe
+// write into staging. A compressed file is <name>.trz; its manifest entry
+// keeps <name>'s size and xxh64 and adds the codec and the stored file's
+// size and xxh64, so Verify checks both and a damaged chunk is named.
+// Replacing a raw file by its compressed copy (and back, Restore) is a
+// temporary file, fsync, rename, then the manifest, then the other copy's
+// removal: killed anywhere, the checkpoint verifies. Trainers never see a
+// compressed file: the controller restores its resume checkpoint in place
+// first (EnsureRaw), and `trainrun ckpt restore TAG --to DIR` writes the
+// original bytes elsewhere.
+//
 // # Concurrency
 //
 // One controller commits, prunes and recovers a store; drains on many nodes

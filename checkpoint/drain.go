@@ -34,6 +34,9 @@ type DrainOptions struct {
 	// complete a checkpoint). Empty carries every marker found (a manual
 	// drain of a directory the caller vouches for).
 	Ranks []int
+	// CompressMin: when the store's mode makes the drain compress, files
+	// smaller than this are copied raw (default 64 KiB).
+	CompressMin int64
 }
 
 // DrainResult says what one drain did.
@@ -44,6 +47,9 @@ type DrainResult struct {
 	Copied    int64 // bytes copied this time (a resumed drain reuses what is already in staging)
 	Elapsed   time.Duration
 	Committed bool // the tag was already committed: nothing was done
+	// Compression is what the drain decided about compressing (Copied
+	// counts the compressed bytes of the files it compressed).
+	Compression DrainCompression
 }
 
 // drainRecord is <tag>/.trainrun/drained.<NODE>.json.
@@ -116,6 +122,8 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	if err != nil {
 		return res, fmt.Errorf("drain %s: %w", tag, err)
 	}
+	var zfiles []File // compressed on the way (the store's CkptCompress)
+	files, zfiles, res.Compression = dst.drainSplit(src, stage, files, o.CompressMin)
 
 	chunk := dst.opts.ChunkBytes
 	type fileState struct {
@@ -203,19 +211,29 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	for i := range files {
 		files[i].XXH64 = hex64(combineChunks(st[i].sums))
 	}
-	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-	for _, d := range dirs {
-		if err := syncDir(d); err != nil {
-			return res, err
-		}
+	if files, err = dst.drainCompressed(ctx, src, stage, files, zfiles, &res); err != nil {
+		return res, fmt.Errorf("drain %s: %w", tag, err)
 	}
-	dst.step("drain:dirs-synced")
-	if err := writeDrainRecord(dst, stage, drainRecord{Node: o.Node, Ranks: ranks, At: dst.opts.Now().UTC(), Files: files}); err != nil {
+	if err := finishDrain(dst, stage, o.Node, dirs, ranks, files); err != nil {
 		return res, err
 	}
 	res.Files = len(files)
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// finishDrain makes a drain's copies visible to the commit, durably and in
+// order: the staged directories, the node's drain record, then each rank's
+// done marker in staging.
+func finishDrain(dst *Store, stage, node string, dirs []string, ranks []int, files []File) error {
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	dst.step("drain:dirs-synced")
+	return writeDrainRecord(dst, stage, drainRecord{Node: node, Ranks: ranks, At: dst.opts.Now().UTC(), Files: files})
 }
 
 // mkStagingDirs creates the staging tree mirroring src's directories (and

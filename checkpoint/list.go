@@ -41,6 +41,7 @@ type Info struct {
 	WorldSize int   // markers expected (manifest, or Options/history), 0 if unknown
 	Files     int
 	Bytes     int64
+	Stored    int64 // bytes on disk: less than Bytes once compressed
 	ModTime   time.Time
 	Latest    bool   // named by the .trainrun/latest pointer
 	Note      string // why the state is what it is, for native kinds the weaker guarantee
@@ -73,7 +74,7 @@ func (s *Store) List() ([]Info, error) {
 					continue
 				}
 				out = append(out, Info{Tag: name, Dir: filepath.Join(s.dir, name), Kind: KindLightning, State: Native,
-					Step: StepOf(strings.TrimSuffix(name, ".ckpt")), Files: 1, Bytes: fi.Size(), ModTime: fi.ModTime(), Note: NativeNote[KindLightning]})
+					Step: StepOf(strings.TrimSuffix(name, ".ckpt")), Files: 1, Bytes: fi.Size(), Stored: fi.Size(), ModTime: fi.ModTime(), Note: NativeNote[KindLightning]})
 			}
 			continue
 		}
@@ -119,7 +120,7 @@ func (s *Store) describe(tag, dir string, staged bool, world int) (Info, bool) {
 		switch {
 		case err == nil:
 			in.Kind, in.State, in.Seq, in.WorldSize = m.Kind, Committed, m.Seq, m.WorldSize
-			in.Files, in.Bytes = len(m.Files), m.Bytes
+			in.Files, in.Bytes, in.Stored = len(m.Files), m.Bytes, m.StoredBytes()
 			if !m.CommittedAt.IsZero() {
 				in.ModTime = m.CommittedAt
 			}
@@ -140,6 +141,7 @@ func (s *Store) describe(tag, dir string, staged bool, world int) (Info, bool) {
 	for _, f := range files {
 		in.Bytes += f.Size
 	}
+	in.Stored = in.Bytes
 	if len(ranks) == 0 && !staged {
 		kind, complete := detectNative(s.dir, tag, dir)
 		if kind == "" {

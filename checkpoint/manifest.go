@@ -37,6 +37,12 @@ type File struct {
 	Path  string `json:"path"` // slash-separated, relative to the checkpoint directory
 	Size  int64  `json:"size"`
 	XXH64 string `json:"xxh64,omitempty"` // 16 hex digits; "" until Seal when committed with DeferHash
+	// Codec is "" for a file stored as the trainer wrote it, CodecTRZ for one
+	// stored compressed as Path+TRZSuffix (Size and XXH64 stay the
+	// original's), CodecNone for one tried and kept raw (it does not compress).
+	Codec       string `json:"codec,omitempty"`
+	StoredSize  int64  `json:"stored_size,omitempty"`  // of Path+TRZSuffix, when compressed
+	StoredXXH64 string `json:"stored_xxh64,omitempty"` // of Path+TRZSuffix, when compressed
 }
 
 const manifestVersion = 1
@@ -242,18 +248,19 @@ func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manif
 	for i, f := range m.Files {
 		// Entry paths were checked (clean, relative) when the manifest was
 		// read; the root keeps links from leading out of the checkpoint.
-		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		fi, err := root.Lstat(filepath.FromSlash(f.Path))
+		rel := filepath.FromSlash(f.storedRel())
+		p := filepath.Join(dir, rel)
+		fi, err := root.Lstat(rel)
 		if err != nil {
 			return m, &VerifyError{Tag: m.Tag, Path: p, What: "missing: " + errString(err)}
 		}
 		if !fi.Mode().IsRegular() {
 			return m, &VerifyError{Tag: m.Tag, Path: p, What: "not a regular file"}
 		}
-		if fi.Size() != f.Size {
-			return m, &VerifyError{Tag: m.Tag, Path: p, What: fmt.Sprintf("size %d bytes, the manifest says %d: the file changed after commit", fi.Size(), f.Size)}
+		if fi.Size() != f.storedSize() {
+			return m, &VerifyError{Tag: m.Tag, Path: p, What: fmt.Sprintf("size %d bytes, the manifest says %d: the file changed after commit", fi.Size(), f.storedSize())}
 		}
-		got[i] = File{Path: f.Path, Size: f.Size}
+		got[i] = File{Path: f.storedRel(), Size: f.storedSize()}
 	}
 	if level < Checksums {
 		return m, nil
@@ -261,6 +268,9 @@ func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manif
 	var hashed []File // files with a recorded checksum (all, once sealed)
 	var want []File
 	for i, f := range m.Files {
+		if f.Compressed() {
+			f.Path, f.XXH64 = f.storedRel(), f.StoredXXH64
+		}
 		if f.XXH64 != "" {
 			hashed = append(hashed, got[i])
 			want = append(want, f)
@@ -275,7 +285,7 @@ func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manif
 				What: fmt.Sprintf("xxh64 %s, the manifest says %s: the content changed after commit (bit rot, an overwrite or a partial copy)", hashed[i].XXH64, f.XXH64)}
 		}
 	}
-	return m, nil
+	return m, verifyCompressed(ctx, dir, m, workers)
 }
 
 func errString(err error) string {
