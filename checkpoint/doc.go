@@ -70,7 +70,7 @@
 // slurmstepd resolves TRAINRUN_RESUME_DIR; the epilog drains as the job's
 // user), so nothing in it is trusted (issue 12). Manifests, drain records
 // and the pointer are opened O_NOFOLLOW|O_NONBLOCK, must be regular files
-// and are read through limits (16 MiB, 16 MiB, 4 KiB); a checkpoint's files
+// and are read through limits (8 MiB, 16 MiB, 4 KiB); a checkpoint's files
 // are reached through an os.Root of its directory, so no link or ".."
 // leads out of it, and a manifest entry that is not a clean relative path
 // inside the checkpoint makes the manifest unreadable before anything is
