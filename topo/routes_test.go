@@ -80,4 +80,13 @@ func TestRDMAUndecided(t *testing.T) {
 	if d := n.RDMAByName("mlx5_3"); d == nil || d.NCCL {
 		t.Fatalf("mlx5_3 kept but not used: %+v", d)
 	}
+	var b strings.Builder
+	if err := WriteExplain(&b, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1 device(s) degraded", "  mlx5_3:\n    - " + dir + "/sys/", "ports/1/state: missing (port state unknown)", "NCCL_IB_HCA is left to NCCL: mlx5_3 port 1", "GPU0 0000:18:00.0: mlx5_0 (PIX) from sysfs"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, b.String())
+		}
+	}
 }

@@ -155,16 +155,8 @@ func Parse(name string, data []byte) (*Spec, error) {
 				return nil, errf("%v", err)
 			}
 		case "nvlinks":
-			if len(rest) < 2 {
-				return nil, errf("want: nvlinks all|GPU-BDF TARGET*COUNT...")
-			}
-			for _, t := range rest[1:] {
-				tgt, cnt, ok := strings.Cut(t, "*")
-				n, err := strconv.Atoi(cnt)
-				if !ok || err != nil || n <= 0 {
-					return nil, errf("bad link %q, want BUSID*COUNT", t)
-				}
-				s.NVLinks[rest[0]] = append(s.NVLinks[rest[0]], NVLinkSpec{Target: tgt, Count: n})
+			if err := parseNVLinks(s, rest); err != nil {
+				return nil, errf("%v", err)
 			}
 		case "file":
 			if err := parseFile(s, rest, ln); err != nil {
@@ -236,6 +228,21 @@ func Parse(name string, data []byte) (*Spec, error) {
 		return nil, fmt.Errorf("%s: no 'name' line", name)
 	}
 	return s, nil
+}
+
+func parseNVLinks(s *Spec, rest []string) error {
+	if len(rest) < 2 {
+		return fmt.Errorf("want: nvlinks all|GPU-BDF TARGET*COUNT...")
+	}
+	for _, t := range rest[1:] {
+		tgt, cnt, ok := strings.Cut(t, "*")
+		n, err := strconv.Atoi(cnt)
+		if !ok || err != nil || n <= 0 {
+			return fmt.Errorf("bad link %q, want BUSID*COUNT", t)
+		}
+		s.NVLinks[rest[0]] = append(s.NVLinks[rest[0]], NVLinkSpec{Target: tgt, Count: n})
+	}
+	return nil
 }
 
 func parseFile(s *Spec, rest []string, ln int) error {
