@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"go/format"
 	"math"
 	"os"
 	"path/filepath"
@@ -363,7 +364,11 @@ func stackFitSource(eff map[Stack]float64, pooled float64, rows []calRow) string
 		fmt.Fprintf(&b, "\t{%q, %q, %.4g, %.4f}, // %s\n", string(stackBase(r.stack)), gpuArchOf(r.gpu), r.params, r.lofo, r.id)
 	}
 	b.WriteString("}\n")
-	return b.String()
+	src, err := format.Source([]byte(b.String()))
+	if err != nil {
+		return b.String()
+	}
+	return string(src)
 }
 
 func gpuArchOf(calGPU string) string {

@@ -7,10 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -79,15 +79,15 @@ type publishedRun struct {
 	Derived map[string]any `json:"derived"`
 
 	// published-runs-2.json adds these.
-	Family       string `json:"family"`
-	Framework    string `json:"framework"`
-	Notes        string `json:"notes"`
-	Experts      int    `json:"moe_experts"`
-	TopK         int    `json:"moe_topk"`
-	MoEFFN       int    `json:"moe_ffn_hidden"`
-	SharedFFN    int    `json:"moe_shared_ffn_hidden"`
-	DenseLayers  int    `json:"dense_layers"`
-	file         string // which calibration file
+	Family      string `json:"family"`
+	Framework   string `json:"framework"`
+	Notes       string `json:"notes"`
+	Experts     int    `json:"moe_experts"`
+	TopK        int    `json:"moe_topk"`
+	MoEFFN      int    `json:"moe_ffn_hidden"`
+	SharedFFN   int    `json:"moe_shared_ffn_hidden"`
+	DenseLayers int    `json:"dense_layers"`
+	file        string // which calibration file
 }
 
 // calibrationFiles are the copies of shared/calibration/*.json (sources in

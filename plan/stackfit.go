@@ -6,11 +6,11 @@ package plan
 // calibration rows of that stack only; stacks without rows use
 // stackEffPooled, fitted on all rows. testdata/calibration.md shows the fit.
 var stackEff = map[Stack]float64{
-	"fsdp": 0.860,
-	"fsdp:compile": 0.883,
-	"jax": 0.897,
+	"fsdp":          0.860,
+	"fsdp:compile":  0.883,
+	"jax":           0.897,
 	"megatron-2022": 0.992,
-	"nemo": 1.034,
+	"nemo":          1.034,
 }
 
 var stackEffPooled = 0.998
@@ -18,29 +18,29 @@ var stackEffPooled = 0.998
 // calErrors is every calibration row's leave-one-family-out error of
 // tokens/s/GPU ((predicted − published) / published), for step_s_range.
 var calErrors = []calError{
-	{"megatron-2022", "ampere", 1.765e+09, 0.0792}, // narayanan21-t1-1.7B
-	{"megatron-2022", "ampere", 3.712e+09, 0.0751}, // narayanan21-t1-3.6B
-	{"megatron-2022", "ampere", 7.668e+09, 0.0451}, // narayanan21-t1-7.5B
-	{"megatron-2022", "ampere", 1.875e+10, 0.0507}, // narayanan21-t1-18.4B
-	{"megatron-2022", "ampere", 3.95e+10, 0.0521}, // narayanan21-t1-39.1B
-	{"megatron-2022", "ampere", 7.655e+10, 0.1246}, // narayanan21-t1-76.1B
-	{"megatron-2022", "ampere", 1.462e+11, 0.0903}, // narayanan21-t1-145.6B
-	{"megatron-2022", "ampere", 3.109e+11, 0.0837}, // narayanan21-t1-310.1B
-	{"megatron-2022", "ampere", 5.306e+11, 0.0667}, // narayanan21-t1-529.6B
-	{"megatron-2022", "ampere", 1.009e+12, 0.0292}, // narayanan21-t1-1008B
-	{"megatron-2022", "ampere", 1.752e+11, 0.0686}, // narayanan21-t2-ptd-174b-384
-	{"megatron-2022", "ampere", 1.752e+11, 0.0613}, // narayanan21-t2-ptd-174b-768
-	{"megatron-2022", "ampere", 1.752e+11, 0.0542}, // narayanan21-t2-ptd-174b-1536
-	{"megatron-2022", "ampere", 5.306e+11, 0.0486}, // narayanan21-t2-ptd-529b-560
-	{"megatron-2022", "ampere", 5.306e+11, 0.0404}, // narayanan21-t2-ptd-529b-1120
-	{"megatron-2022", "ampere", 5.306e+11, 0.0303}, // narayanan21-t2-ptd-529b-2240
-	{"megatron-2022", "ampere", 1.752e+11, 0.1244}, // narayanan21-t2-zero3-174b-384
+	{"megatron-2022", "ampere", 1.765e+09, 0.0792},  // narayanan21-t1-1.7B
+	{"megatron-2022", "ampere", 3.712e+09, 0.0751},  // narayanan21-t1-3.6B
+	{"megatron-2022", "ampere", 7.668e+09, 0.0451},  // narayanan21-t1-7.5B
+	{"megatron-2022", "ampere", 1.875e+10, 0.0507},  // narayanan21-t1-18.4B
+	{"megatron-2022", "ampere", 3.95e+10, 0.0521},   // narayanan21-t1-39.1B
+	{"megatron-2022", "ampere", 7.655e+10, 0.1246},  // narayanan21-t1-76.1B
+	{"megatron-2022", "ampere", 1.462e+11, 0.0903},  // narayanan21-t1-145.6B
+	{"megatron-2022", "ampere", 3.109e+11, 0.0837},  // narayanan21-t1-310.1B
+	{"megatron-2022", "ampere", 5.306e+11, 0.0667},  // narayanan21-t1-529.6B
+	{"megatron-2022", "ampere", 1.009e+12, 0.0292},  // narayanan21-t1-1008B
+	{"megatron-2022", "ampere", 1.752e+11, 0.0686},  // narayanan21-t2-ptd-174b-384
+	{"megatron-2022", "ampere", 1.752e+11, 0.0613},  // narayanan21-t2-ptd-174b-768
+	{"megatron-2022", "ampere", 1.752e+11, 0.0542},  // narayanan21-t2-ptd-174b-1536
+	{"megatron-2022", "ampere", 5.306e+11, 0.0486},  // narayanan21-t2-ptd-529b-560
+	{"megatron-2022", "ampere", 5.306e+11, 0.0404},  // narayanan21-t2-ptd-529b-1120
+	{"megatron-2022", "ampere", 5.306e+11, 0.0303},  // narayanan21-t2-ptd-529b-2240
+	{"megatron-2022", "ampere", 1.752e+11, 0.1244},  // narayanan21-t2-zero3-174b-384
 	{"megatron-2022", "ampere", 1.752e+11, -0.0380}, // narayanan21-t2-zero3-174b-768
 	{"megatron-2022", "ampere", 1.752e+11, -0.0152}, // narayanan21-t2-zero3-174b-1536
-	{"megatron-2022", "ampere", 5.306e+11, 0.1667}, // narayanan21-t2-zero3-529b-640
+	{"megatron-2022", "ampere", 5.306e+11, 0.1667},  // narayanan21-t2-zero3-529b-640
 	{"megatron-2022", "ampere", 5.306e+11, -0.1421}, // narayanan21-t2-zero3-529b-1120
 	{"megatron-2022", "ampere", 5.306e+11, -0.1043}, // narayanan21-t2-zero3-529b-2240
-	{"megatron-2022", "ampere", 2.237e+10, 0.0514}, // korthikanti22-22B-seq-sel
+	{"megatron-2022", "ampere", 2.237e+10, 0.0514},  // korthikanti22-22B-seq-sel
 	{"megatron-2022", "ampere", 2.237e+10, -0.0113}, // korthikanti22-22B-full-recompute
 	{"megatron-2022", "ampere", 1.752e+11, -0.0131}, // korthikanti22-175B-seq-sel
 	{"megatron-2022", "ampere", 1.752e+11, -0.0403}, // korthikanti22-175B-full-recompute
@@ -49,73 +49,73 @@ var calErrors = []calError{
 	{"megatron-2022", "ampere", 1.009e+12, -0.1013}, // korthikanti22-1T-seq-sel
 	{"megatron-2022", "ampere", 1.009e+12, -0.0996}, // korthikanti22-1T-full-recompute
 	{"megatron-2022", "ampere", 5.306e+11, -0.0887}, // korthikanti22-530B-2240gpu
-	{"nemo", "hopper", 5.252e+09, -0.0176}, // nemo2407-h100-fp8-gpt3-5b-64
-	{"nemo", "hopper", 2.056e+10, -0.0075}, // nemo2407-h100-fp8-gpt3-20b-64
-	{"nemo", "hopper", 1.752e+11, -0.0536}, // nemo2407-h100-fp8-gpt3-175b-128
-	{"nemo", "hopper", 1.752e+11, -0.1930}, // nemo2407-h100-fp8-gpt3-175b-512
-	{"nemo", "hopper", 6.738e+09, -0.0948}, // nemo2407-h100-fp8-llama2-7b-8
-	{"nemo", "hopper", 1.302e+10, -0.0709}, // nemo2407-h100-fp8-llama2-13b-16
-	{"nemo", "hopper", 6.898e+10, -0.0009}, // nemo2407-h100-fp8-llama2-70b-64
-	{"nemo", "hopper", 8.54e+09, 0.0712}, // nemo2407-h100-fp8-nemotron-8b-64
-	{"nemo", "hopper", 2.127e+10, 0.0100}, // nemo2407-h100-fp8-nemotron-22b-64
-	{"nemo", "hopper", 3.41e+11, -0.1869}, // nemo2407-h100-fp8-nemotron-340b-128
-	{"nemo", "hopper", 8.03e+09, -0.0588}, // nemo2407-h100-fp8-llama3-8b-8
-	{"nemo", "hopper", 7.055e+10, -0.0232}, // nemo2407-h100-fp8-llama3-70b-64
-	{"nemo", "hopper", 6.738e+09, -0.0588}, // nemo-longseq-llama2-7b-4k
-	{"nemo", "hopper", 6.738e+09, -0.0453}, // nemo-longseq-llama2-7b-8k
-	{"nemo", "hopper", 6.738e+09, 0.0211}, // nemo-longseq-llama2-7b-16k
-	{"nemo", "hopper", 6.738e+09, 0.0294}, // nemo-longseq-llama2-7b-32k
-	{"nemo", "hopper", 6.738e+09, 0.0212}, // nemo-longseq-llama2-7b-64k
-	{"nemo", "hopper", 6.738e+09, 0.0148}, // nemo-longseq-llama2-7b-128k
-	{"nemo", "hopper", 6.738e+09, 0.0004}, // nemo-longseq-llama2-7b-256k
-	{"nemo", "hopper", 6.738e+09, -0.0224}, // nemo-longseq-llama2-7b-512k
-	{"nemo", "hopper", 6.738e+09, -0.0034}, // nemo-longseq-llama2-7b-1024k
-	{"fsdp", "ampere", 6.738e+09, 0.1123}, // fmsfsdp-blog-a100-7b
-	{"fsdp", "ampere", 1.302e+10, 0.2522}, // fmsfsdp-blog-a100-13b
-	{"fsdp", "ampere", 3.374e+10, 0.0102}, // fmsfsdp-blog-a100-34b
-	{"fsdp", "ampere", 6.898e+10, -0.0468}, // fmsfsdp-blog-a100-70b
-	{"fsdp", "hopper", 6.738e+09, 0.3174}, // fmsfsdp-blog-h100-7b
-	{"fsdp", "hopper", 1.302e+10, 0.4662}, // fmsfsdp-blog-h100-13b
-	{"fsdp", "hopper", 3.374e+10, 0.1772}, // fmsfsdp-blog-h100-34b
-	{"fsdp", "hopper", 6.898e+10, 0.1513}, // fmsfsdp-blog-h100-70b
-	{"fsdp:compile", "ampere", 6.738e+09, -0.1303}, // fmsfsdp-compile-a100-7b
-	{"fsdp:compile", "ampere", 1.302e+10, -0.0085}, // fmsfsdp-compile-a100-13b
-	{"fsdp:compile", "ampere", 3.374e+10, -0.0411}, // fmsfsdp-compile-a100-34b
-	{"fsdp:compile", "ampere", 6.898e+10, -0.1447}, // fmsfsdp-compile-a100-70b
-	{"fsdp:compile", "hopper", 6.738e+09, 0.0408}, // fmsfsdp-compile-h100-7b
-	{"fsdp:compile", "hopper", 1.302e+10, 0.1355}, // fmsfsdp-compile-h100-13b
-	{"fsdp:compile", "hopper", 3.374e+10, 0.1383}, // fmsfsdp-compile-h100-34b
-	{"fsdp:compile", "hopper", 6.898e+10, 0.0552}, // fmsfsdp-compile-h100-70b
-	{"nemo", "hopper", 8.03e+09, -0.0422}, // dgxc2411-llama31-8b-8gpu
-	{"nemo", "hopper", 8.03e+09, -0.0375}, // dgxc2411-llama31-8b-128gpu
-	{"nemo", "hopper", 7.055e+10, 0.0535}, // dgxc2411-llama31-70b-64gpu
-	{"nemo", "hopper", 7.055e+10, 0.0565}, // dgxc2411-llama31-70b-2048gpu
-	{"nemo", "hopper", 4.101e+11, 0.0465}, // dgxc2411-llama31-405b-576gpu
-	{"nemo", "hopper", 4.101e+11, 0.0656}, // dgxc2411-llama31-405b-2304gpu
-	{"nemo", "hopper", 1.752e+11, 0.1111}, // dgxc2411-gpt3-175b-128gpu
-	{"nemo", "hopper", 1.752e+11, 0.1100}, // dgxc2411-gpt3-175b-2048gpu
-	{"nemo", "hopper", 1.563e+10, 0.1028}, // dgxc2411-nemotron4-15b-16gpu
-	{"nemo", "hopper", 1.563e+10, 0.1411}, // dgxc2411-nemotron4-15b-2048gpu
-	{"nemo", "hopper", 3.165e+11, -0.2474}, // dgxc2411-grok1-314b-512gpu
-	{"nemo", "hopper", 3.165e+11, -0.2399}, // dgxc2411-grok1-314b-2048gpu
-	{"jax", "hopper", 6.898e+10, -0.2618}, // dgxc2411-maxtext-llama2-70b-64gpu
-	{"jax", "hopper", 6.898e+10, -0.2442}, // dgxc2411-maxtext-llama2-70b-2048gpu
-	{"jax", "hopper", 5.244e+09, 0.3226}, // dgxc2411-paxml-gpt5b-16gpu
-	{"jax", "hopper", 5.244e+09, 0.3553}, // dgxc2411-paxml-gpt5b-128gpu
-	{"nemo", "hopper", 8.03e+09, -0.0896}, // dgxc2504-llama31-8b-8gpu
-	{"nemo", "hopper", 7.055e+10, 0.0492}, // dgxc2504-llama31-70b-64gpu
-	{"nemo", "hopper", 4.059e+11, 0.0988}, // dgxc2504-llama31-405b-512gpu
-	{"nemo", "hopper", 3.165e+11, -0.0930}, // dgxc2505-grok1-314b-512gpu
-	{"nemo", "hopper", 4.007e+11, -0.2293}, // dgxc2505-llama4-maverick-512gpu
-	{"nemo", "hopper", 6.71e+11, -0.0354}, // dgxc2505-dsv3-671b-512gpu
-	{"nemo", "hopper", 6.71e+11, 0.0992}, // dgxc2505-dsv3-671b-1024gpu
-	{"fsdp:compile", "ampere", 1.1e+09, -0.1048}, // tinyllama-1.1b-a100-40gb
-	{"fsdp:compile", "ampere", 8.34e+08, -0.1747}, // flashattn-gpt3-760m-8xa100
-	{"fsdp:compile", "ampere", 1.414e+09, -0.2162}, // flashattn-gpt3-1.3b-8xa100
-	{"fsdp:compile", "ampere", 2.774e+09, -0.1619}, // flashattn-gpt3-2.7b-8xa100
-	{"fsdp:compile", "ampere", 7.321e+09, 0.0766}, // internevo-7b-8gpu-tp1-zero8
-	{"fsdp:compile", "ampere", 7.321e+09, 0.1698}, // internevo-7b-1024gpu-tp1-zero8
-	{"fsdp:compile", "ampere", 7.321e+09, 0.8673}, // internevo-7b-1024gpu-tp1-zeroall
-	{"fsdp:compile", "ampere", 7.321e+09, 0.1563}, // internevo-7b-1024gpu-tp2-zero4
-	{"fsdp:compile", "ampere", 7.321e+09, 0.0960}, // internevo-7b-1024gpu-ac-packed
+	{"nemo", "hopper", 5.252e+09, -0.0176},          // nemo2407-h100-fp8-gpt3-5b-64
+	{"nemo", "hopper", 2.056e+10, -0.0075},          // nemo2407-h100-fp8-gpt3-20b-64
+	{"nemo", "hopper", 1.752e+11, -0.0536},          // nemo2407-h100-fp8-gpt3-175b-128
+	{"nemo", "hopper", 1.752e+11, -0.1930},          // nemo2407-h100-fp8-gpt3-175b-512
+	{"nemo", "hopper", 6.738e+09, -0.0948},          // nemo2407-h100-fp8-llama2-7b-8
+	{"nemo", "hopper", 1.302e+10, -0.0709},          // nemo2407-h100-fp8-llama2-13b-16
+	{"nemo", "hopper", 6.898e+10, -0.0009},          // nemo2407-h100-fp8-llama2-70b-64
+	{"nemo", "hopper", 8.54e+09, 0.0712},            // nemo2407-h100-fp8-nemotron-8b-64
+	{"nemo", "hopper", 2.127e+10, 0.0100},           // nemo2407-h100-fp8-nemotron-22b-64
+	{"nemo", "hopper", 3.41e+11, -0.1869},           // nemo2407-h100-fp8-nemotron-340b-128
+	{"nemo", "hopper", 8.03e+09, -0.0588},           // nemo2407-h100-fp8-llama3-8b-8
+	{"nemo", "hopper", 7.055e+10, -0.0232},          // nemo2407-h100-fp8-llama3-70b-64
+	{"nemo", "hopper", 6.738e+09, -0.0588},          // nemo-longseq-llama2-7b-4k
+	{"nemo", "hopper", 6.738e+09, -0.0453},          // nemo-longseq-llama2-7b-8k
+	{"nemo", "hopper", 6.738e+09, 0.0211},           // nemo-longseq-llama2-7b-16k
+	{"nemo", "hopper", 6.738e+09, 0.0294},           // nemo-longseq-llama2-7b-32k
+	{"nemo", "hopper", 6.738e+09, 0.0212},           // nemo-longseq-llama2-7b-64k
+	{"nemo", "hopper", 6.738e+09, 0.0148},           // nemo-longseq-llama2-7b-128k
+	{"nemo", "hopper", 6.738e+09, 0.0004},           // nemo-longseq-llama2-7b-256k
+	{"nemo", "hopper", 6.738e+09, -0.0224},          // nemo-longseq-llama2-7b-512k
+	{"nemo", "hopper", 6.738e+09, -0.0034},          // nemo-longseq-llama2-7b-1024k
+	{"fsdp", "ampere", 6.738e+09, 0.1123},           // fmsfsdp-blog-a100-7b
+	{"fsdp", "ampere", 1.302e+10, 0.2522},           // fmsfsdp-blog-a100-13b
+	{"fsdp", "ampere", 3.374e+10, 0.0102},           // fmsfsdp-blog-a100-34b
+	{"fsdp", "ampere", 6.898e+10, -0.0468},          // fmsfsdp-blog-a100-70b
+	{"fsdp", "hopper", 6.738e+09, 0.3174},           // fmsfsdp-blog-h100-7b
+	{"fsdp", "hopper", 1.302e+10, 0.4662},           // fmsfsdp-blog-h100-13b
+	{"fsdp", "hopper", 3.374e+10, 0.1772},           // fmsfsdp-blog-h100-34b
+	{"fsdp", "hopper", 6.898e+10, 0.1513},           // fmsfsdp-blog-h100-70b
+	{"fsdp:compile", "ampere", 6.738e+09, -0.1303},  // fmsfsdp-compile-a100-7b
+	{"fsdp:compile", "ampere", 1.302e+10, -0.0085},  // fmsfsdp-compile-a100-13b
+	{"fsdp:compile", "ampere", 3.374e+10, -0.0411},  // fmsfsdp-compile-a100-34b
+	{"fsdp:compile", "ampere", 6.898e+10, -0.1447},  // fmsfsdp-compile-a100-70b
+	{"fsdp:compile", "hopper", 6.738e+09, 0.0408},   // fmsfsdp-compile-h100-7b
+	{"fsdp:compile", "hopper", 1.302e+10, 0.1355},   // fmsfsdp-compile-h100-13b
+	{"fsdp:compile", "hopper", 3.374e+10, 0.1383},   // fmsfsdp-compile-h100-34b
+	{"fsdp:compile", "hopper", 6.898e+10, 0.0552},   // fmsfsdp-compile-h100-70b
+	{"nemo", "hopper", 8.03e+09, -0.0422},           // dgxc2411-llama31-8b-8gpu
+	{"nemo", "hopper", 8.03e+09, -0.0375},           // dgxc2411-llama31-8b-128gpu
+	{"nemo", "hopper", 7.055e+10, 0.0535},           // dgxc2411-llama31-70b-64gpu
+	{"nemo", "hopper", 7.055e+10, 0.0565},           // dgxc2411-llama31-70b-2048gpu
+	{"nemo", "hopper", 4.101e+11, 0.0465},           // dgxc2411-llama31-405b-576gpu
+	{"nemo", "hopper", 4.101e+11, 0.0656},           // dgxc2411-llama31-405b-2304gpu
+	{"nemo", "hopper", 1.752e+11, 0.1111},           // dgxc2411-gpt3-175b-128gpu
+	{"nemo", "hopper", 1.752e+11, 0.1100},           // dgxc2411-gpt3-175b-2048gpu
+	{"nemo", "hopper", 1.563e+10, 0.1028},           // dgxc2411-nemotron4-15b-16gpu
+	{"nemo", "hopper", 1.563e+10, 0.1411},           // dgxc2411-nemotron4-15b-2048gpu
+	{"nemo", "hopper", 3.165e+11, -0.2474},          // dgxc2411-grok1-314b-512gpu
+	{"nemo", "hopper", 3.165e+11, -0.2399},          // dgxc2411-grok1-314b-2048gpu
+	{"jax", "hopper", 6.898e+10, -0.2618},           // dgxc2411-maxtext-llama2-70b-64gpu
+	{"jax", "hopper", 6.898e+10, -0.2442},           // dgxc2411-maxtext-llama2-70b-2048gpu
+	{"jax", "hopper", 5.244e+09, 0.3226},            // dgxc2411-paxml-gpt5b-16gpu
+	{"jax", "hopper", 5.244e+09, 0.3553},            // dgxc2411-paxml-gpt5b-128gpu
+	{"nemo", "hopper", 8.03e+09, -0.0896},           // dgxc2504-llama31-8b-8gpu
+	{"nemo", "hopper", 7.055e+10, 0.0492},           // dgxc2504-llama31-70b-64gpu
+	{"nemo", "hopper", 4.059e+11, 0.0988},           // dgxc2504-llama31-405b-512gpu
+	{"nemo", "hopper", 3.165e+11, -0.0930},          // dgxc2505-grok1-314b-512gpu
+	{"nemo", "hopper", 4.007e+11, -0.2293},          // dgxc2505-llama4-maverick-512gpu
+	{"nemo", "hopper", 6.71e+11, -0.0354},           // dgxc2505-dsv3-671b-512gpu
+	{"nemo", "hopper", 6.71e+11, 0.0992},            // dgxc2505-dsv3-671b-1024gpu
+	{"fsdp:compile", "ampere", 1.1e+09, -0.1048},    // tinyllama-1.1b-a100-40gb
+	{"fsdp:compile", "ampere", 8.34e+08, -0.1747},   // flashattn-gpt3-760m-8xa100
+	{"fsdp:compile", "ampere", 1.414e+09, -0.2162},  // flashattn-gpt3-1.3b-8xa100
+	{"fsdp:compile", "ampere", 2.774e+09, -0.1619},  // flashattn-gpt3-2.7b-8xa100
+	{"fsdp:compile", "ampere", 7.321e+09, 0.0766},   // internevo-7b-8gpu-tp1-zero8
+	{"fsdp:compile", "ampere", 7.321e+09, 0.1698},   // internevo-7b-1024gpu-tp1-zero8
+	{"fsdp:compile", "ampere", 7.321e+09, 0.8673},   // internevo-7b-1024gpu-tp1-zeroall
+	{"fsdp:compile", "ampere", 7.321e+09, 0.1563},   // internevo-7b-1024gpu-tp2-zero4
+	{"fsdp:compile", "ampere", 7.321e+09, 0.0960},   // internevo-7b-1024gpu-ac-packed
 }
