@@ -191,21 +191,18 @@ type stageT struct {
 
 func (s stageT) total() float64 { return s.compute + s.recompute + s.tp + s.cp + s.ep }
 
-// layerTime times one transformer layer for one micro-batch.
-func (x *shape) layerTime(moe bool) stageT {
+// linearsTime times one layer's linear layers for one micro-batch: attention's
+// (QKV and output, or MLA's projections), then the dense MLP or the MoE
+// block (shared expert, grouped expert GEMMs, router).
+func (x *shape) linearsTime(moe bool) (fwd, bwd float64) {
 	m := &x.m
 	k := &x.k
 	T := x.tokens
 	t := x.t
-	h, d := float64(m.Hidden), float64(m.headDim())
-	n, g := float64(m.Heads), float64(m.kvHeads())
-	s := float64(x.j.SeqLen)
+	h := float64(m.Hidden)
 	frozen := x.j.LoRARank > 0
 	fp8 := x.fp8
-	var fwd, bwd float64
 	add := func(f, b float64) { fwd += f; bwd += b }
-
-	// Linear layers: attention's (QKV and output, or MLA's projections).
 	als, nal := m.attnLinears()
 	for _, al := range als[:nal] {
 		in, out := al.in, al.out
@@ -241,6 +238,21 @@ func (x *shape) layerTime(moe bool) stageT {
 		add(k.linear(T, f/t, h, fp8, frozen))
 		k.bigN, k.bigK = (mats-1)*f/t, h
 	}
+	return fwd, bwd
+}
+
+// layerTime times one transformer layer for one micro-batch.
+func (x *shape) layerTime(moe bool) stageT {
+	m := &x.m
+	k := &x.k
+	T := x.tokens
+	t := x.t
+	h, d := float64(m.Hidden), float64(m.headDim())
+	n, g := float64(m.Heads), float64(m.kvHeads())
+	s := float64(x.j.SeqLen)
+	fp8 := x.fp8
+	fwd, bwd := x.linearsTime(moe)
+	add := func(f, b float64) { fwd += f; bwd += b }
 	gemmF, gemmB := fwd, bwd
 
 	// Attention core.
@@ -537,7 +549,19 @@ func (x *shape) timeOf(e *Evaluation) {
 	x.k.dpTotal = dpTime
 	tm.DPCommExposed = dpExposed
 
-	// Optimizer step: HBM-bound Adam over the local (sharded) parameters.
+	x.optimizerTime(tm, sp, dense, expert, n, ne, perMB)
+	// Stragglers: every step waits for the slowest GPU (stacks.go: jitterSigma).
+	if n := float64(x.c.GPUs); n > 1 {
+		tm.Straggler = jitterSigma * math.Sqrt(2*math.Log(n)) * (tm.Compute + tm.Recompute)
+	}
+	tm.Step = tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload + tm.Straggler
+}
+
+// optimizerTime fills the optimizer step and the offload transfers:
+// HBM-bound Adam over the local (sharded) parameters, or CPU Adam with PCIe
+// transfers when the optimizer (and the parameters) live on the host.
+func (x *shape) optimizerTime(tm *Time, sp stageParams, dense, expert, n, ne, perMB float64) {
+	mb := x.mb
 	local := dense + expert
 	if x.l.Zero >= 1 {
 		local = dense/n + expert/math.Max(ne, 1)
@@ -556,9 +580,4 @@ func (x *shape) timeOf(e *Evaluation) {
 			tm.Offload += mb * math.Max(xfer-perMB, 0)
 		}
 	}
-	// Stragglers: every step waits for the slowest GPU (stacks.go: jitterSigma).
-	if n := float64(x.c.GPUs); n > 1 {
-		tm.Straggler = jitterSigma * math.Sqrt(2*math.Log(n)) * (tm.Compute + tm.Recompute)
-	}
-	tm.Step = tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload + tm.Straggler
 }

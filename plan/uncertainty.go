@@ -33,6 +33,9 @@ func stepRange(step float64, s Stack, arch string, params float64) [2]float64 {
 	var buf [128]cand
 	cs := buf[:0]
 	base := string(stackBase(s))
+	if s == StackMegatronCore {
+		base = string(StackNeMo) // the same Megatron-Core + TE kernels; the calibration has NeMo rows only
+	}
 	for _, r := range calErrors {
 		d := math.Abs(math.Log(math.Max(params, 1) / math.Max(r.params, 1)))
 		if r.stack != base {
