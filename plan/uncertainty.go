@@ -29,9 +29,10 @@ func stepRange(step float64, s Stack, arch string, params float64) [2]float64 {
 	if step <= 0 || len(calErrors) == 0 {
 		return [2]float64{step, step}
 	}
-	type cand struct{ d, e float64 }
-	var buf [128]cand
-	cs := buf[:0]
+	// The nearestRows closest rows, kept sorted by distance by insertion
+	// (no allocation: Evaluate's budget is microseconds).
+	var ds, near [nearestRows]float64
+	n := 0
 	base := string(stackBase(s))
 	if s == StackMegatronCore {
 		base = string(StackNeMo) // the same Megatron-Core + TE kernels; the calibration has NeMo rows only
@@ -44,14 +45,18 @@ func stepRange(step float64, s Stack, arch string, params float64) [2]float64 {
 		if r.arch != arch {
 			d += 3
 		}
-		cs = append(cs, cand{d, r.err})
+		if n == nearestRows && d >= ds[n-1] {
+			continue
+		}
+		i := min(n, nearestRows-1)
+		for i > 0 && ds[i-1] > d {
+			ds[i], near[i] = ds[i-1], near[i-1]
+			i--
+		}
+		ds[i], near[i] = d, r.err
+		n = min(n+1, nearestRows)
 	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
-	n := min(nearestRows, len(cs))
-	es := make([]float64, n)
-	for i := range n {
-		es[i] = cs[i].e
-	}
+	es := near[:n]
 	sort.Float64s(es)
 	lo := 1 + es[int(math.Floor(0.1*float64(n-1)))]
 	hi := 1 + es[int(math.Ceil(0.9*float64(n-1)))]
