@@ -352,15 +352,26 @@ func (x *shape) layerTime(moe bool) stageT {
 
 	// EP all-to-all: dispatch and combine, forward and backward (+ recompute),
 	// over EP ranks etp apart (cp as well when ETP = TP, Megatron's order).
+	// Each rank sends the k copies of its own sequence-parallel shard (T/t
+	// tokens); with ETP > 1 the received tokens are then all-gathered (and
+	// their outputs reduce-scattered) inside the ETP group, over NVLink
+	// (Megatron-Core MoEAlltoAllTokenDispatcher: all-to-all over EP, then
+	// gather_from_sequence_parallel_region over the expert TP group).
 	if moe && x.l.EP > 1 {
-		vol := T * x.etp / t * float64(m.TopK) * h * 2 * (x.ep - 1) / x.ep
+		kh2 := float64(m.TopK) * h * 2
+		vol := T / t * kh2 * (x.ep - 1) / x.ep
 		l, _ := x.groupLink(x.ep, x.epStride())
 		bw := l.bw
 		if l.lat != nvlLatency {
 			bw = x.c.InterNode * a2aNetEff
 		}
+		one := vol/bw + l.lat
+		if x.etp > 1 {
+			nv := x.nvlink()
+			one += T*x.etp/t*kh2*(x.etp-1)/x.etp/nv.bw + nv.lat
+		}
 		calls := 4 + 2*x.recomputeFraction()
-		st.ep = calls * (vol/bw + l.lat)
+		st.ep = calls * one
 	}
 	return st
 }
@@ -463,7 +474,7 @@ func (x *shape) timeOf(e *Evaluation) {
 	}
 	if x.l.EP > 1 {
 		moeOnStage := math.Min(float64(m.moeLayers()), x.layersPerStage)
-		tr.EP = mb * moeOnStage * 4 * x.tokens * float64(m.TopK) * h * 2 * (x.ep - 1) / x.ep
+		tr.EP = mb * moeOnStage * 4 * x.tokens / x.t * float64(m.TopK) * h * 2 * (x.ep - 1) / x.ep
 	}
 
 	// Pipeline p2p: activations forward, gradients backward, per virtual stage,
