@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -75,19 +77,56 @@ type publishedRun struct {
 		ActSPSel   float64 `json:"figure1_activations_GiB_sp_plus_selective"`
 	} `json:"memory_reported"`
 	Derived map[string]any `json:"derived"`
+
+	// published-runs-2.json adds these.
+	Family      string `json:"family"`
+	Framework   string `json:"framework"`
+	Notes       string `json:"notes"`
+	Experts     int    `json:"moe_experts"`
+	TopK        int    `json:"moe_topk"`
+	MoEFFN      int    `json:"moe_ffn_hidden"`
+	SharedFFN   int    `json:"moe_shared_ffn_hidden"`
+	DenseLayers int    `json:"dense_layers"`
+	file        string // which calibration file
 }
+
+// calibrationFiles are the copies of shared/calibration/*.json (sources in
+// testdata/published-runs.md).
+var calibrationFiles = []string{"published-runs.json", "published-runs-2.json"}
 
 func loadRuns(t testing.TB) []publishedRun {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "published-runs.json"))
-	if err != nil {
-		t.Fatal(err)
+	var all []publishedRun
+	for _, f := range calibrationFiles {
+		b, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []publishedRun
+		if err := json.Unmarshal(b, &runs); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i := range runs {
+			runs[i].file = f
+		}
+		all = append(all, runs...)
 	}
-	var runs []publishedRun
-	if err := json.Unmarshal(b, &runs); err != nil {
-		t.Fatal(err)
+	return all
+}
+
+// family is the row's source family, the unit left out in cross-validation:
+// the second file names it; the first file's families are its papers and
+// NVIDIA's two tables.
+func (r publishedRun) family() string {
+	if r.Family != "" {
+		return r.Family
 	}
-	return runs
+	for _, p := range []string{"narayanan21", "korthikanti22", "nemo2407", "nemo-longseq"} {
+		if strings.HasPrefix(r.ID, p) {
+			return p
+		}
+	}
+	return r.ID
 }
 
 func (r publishedRun) model() Model {
@@ -95,18 +134,37 @@ func (r publishedRun) model() Model {
 	if r.FFNType == "squared_relu" {
 		ft = FFNSquaredReLU
 	}
-	return Model{Name: r.ID, Layers: r.Layers, Hidden: r.Hidden, Heads: r.Heads, KVHeads: r.KVHeads,
+	m := Model{Name: r.ID, Layers: r.Layers, Hidden: r.Hidden, Heads: r.Heads, KVHeads: r.KVHeads,
 		HeadDim: r.HeadDim, FFN: r.FFN, FFNType: ft, Vocab: r.Vocab,
 		// Megatron GPT and NeMo Llama/Nemotron untie the output layer; the
 		// calibration set's FLOP figures count it either way.
-		TiedEmbeddings: false}
+		TiedEmbeddings: false,
+		Experts:        r.Experts, TopK: r.TopK, MoEFFN: r.MoEFFN, SharedFFN: r.SharedFFN, DenseLayers: r.DenseLayers}
+	if strings.Contains(r.Model, "DeepSeek-V3") {
+		// MLA as the row's notes give it (NeMo DeepSeekV3Config): q_lora 1536,
+		// kv_lora 512, 128 no-RoPE + 64 RoPE dims per query/key head, 128 per value head.
+		m.HeadDim, m.QKRopeDim, m.VHeadDim, m.QLoRA, m.KVLoRA = 128, 64, 128, 1536, 512
+	}
+	return m
 }
 
 // stack: the 2021-22 papers ran Megatron-LM (and DeepSpeed on its model code)
-// with unfused softmax attention; NeMo 24.x runs Megatron-Core + TE.
+// with unfused softmax attention; NeMo 24.x runs Megatron-Core + TE. The
+// second file's PyTorch rows: IBM's fms-fsdp eager and torch.compile;
+// Lit-GPT (TinyLlama), flash-attention's training scripts and InternEvo use
+// hand-fused kernels (flash-attn's fused norm, rotary, cross-entropy), the
+// fusion class of torch.compile; MaxText and PaxML run JAX/XLA.
 func (r publishedRun) stack() Stack {
-	if strings.HasPrefix(r.ID, "narayanan21") || strings.HasPrefix(r.ID, "korthikanti22") {
+	fam := r.family()
+	switch {
+	case fam == "narayanan21" || fam == "korthikanti22":
 		return StackMegatron2022
+	case strings.Contains(r.Framework, "MaxText"), strings.Contains(r.Framework, "PaxML"):
+		return StackJAX
+	case strings.HasPrefix(r.ID, "fmsfsdp-blog"):
+		return StackFSDP
+	case strings.HasPrefix(r.ID, "fmsfsdp-compile"), fam == "tinyllama (lit-gpt)", fam == "flash-attention training scripts", fam == "internevo":
+		return StackFSDPCompile
 	}
 	return StackNeMo
 }
@@ -132,21 +190,39 @@ func (r publishedRun) globalBatch() (int, bool) {
 }
 
 func (r publishedRun) cluster(t testing.TB) Cluster {
-	name := map[string]string{"A100-80GB": "a100-80gb", "H100-SXM-80GB": "h100-sxm"}[r.GPUType]
+	name := map[string]string{"A100-80GB": "a100-80gb", "A100-40GB": "a100-40gb", "H100-SXM-80GB": "h100-sxm"}[r.GPUType]
 	g, err := LookupGPU(name)
 	if err != nil {
 		t.Fatalf("%s: %v", r.ID, err)
 	}
 	c := ClusterOf(g, r.NumGPUs)
-	c.GPUsPerNode, c.NVLinkDomain = r.GPUsPerNode, r.NVLinkDomain
+	c.GPUsPerNode = r.GPUsPerNode
+	if r.NVLinkDomain > 0 {
+		c.NVLinkDomain = r.NVLinkDomain
+	}
 	// Selene: 8 HDR 200 Gb/s NICs per 8-GPU node = 25 GB/s per GPU;
 	// DGX H100: 8 × 400 Gb/s = 50 GB/s per GPU: the catalog's usual fabrics.
+	// Rows that state a slower fabric get it, per GPU of an 8-GPU node.
+	switch {
+	case strings.Contains(r.InterNode, "4 x 100 Gb"): // InternEvo: 4×100 Gb/s RoCE per node
+		c.InterNode = 4 * 12.5e9 / 8
+	case strings.Contains(r.InterNode, "400 Gbps inter-node"): // IBM A100: 400 Gb/s per node
+		c.InterNode = 50e9 / 8
+	case strings.Contains(r.InterNode, "800 Gbps inter-node"): // IBM H100: 800 Gb/s per node
+		c.InterNode = 100e9 / 8
+	}
 	return c
 }
 
 // layout returns the row's layout; recompute "" means not published.
 func (r publishedRun) layout() (Layout, string) {
-	l := Layout{TP: r.TP, PP: r.PP, VPP: 1, CP: max(r.CP, 1), EP: max(r.EP, 1), DP: r.DP, MicroBatch: 1}
+	l := Layout{TP: max(r.TP, 1), PP: max(r.PP, 1), VPP: 1, CP: max(r.CP, 1), EP: max(r.EP, 1), DP: r.DP, MicroBatch: 1}
+	if l.DP == 0 { // PaxML: the mesh is not stated; data/FSDP parallel over all GPUs
+		l.DP = r.NumGPUs / (l.TP * l.PP * l.CP)
+	}
+	if m := regexp.MustCompile(`ETP(\d+)`).FindStringSubmatch(r.Notes); m != nil {
+		l.ETP, _ = strconv.Atoi(m[1])
+	}
 	if r.VPP != nil {
 		l.VPP = *r.VPP
 	}
@@ -161,9 +237,12 @@ func (r publishedRun) layout() (Layout, string) {
 	switch {
 	case r.OptSharding == nil:
 		l.Zero = 1 // NeMo default: Megatron distributed optimizer
-	case strings.HasPrefix(*r.OptSharding, "zero3"):
+	case strings.HasPrefix(*r.OptSharding, "zero3"), strings.Contains(*r.OptSharding, "FSDP"), strings.HasPrefix(*r.OptSharding, "HSDP"):
+		// DeepSpeed ZeRO-3, PyTorch FSDP, XLA FSDP; HSDP (shard inside the
+		// node, replicate across) is modelled as ZeRO-3 over all ranks.
 		l.Zero = 3
-	case strings.HasPrefix(*r.OptSharding, "megatron distributed"):
+	case strings.HasPrefix(strings.ToLower(*r.OptSharding), "megatron"), strings.Contains(*r.OptSharding, "distributed"),
+		strings.Contains(*r.OptSharding, "ZeRO-1"):
 		l.Zero = 1
 	default:
 		l.Zero = 0
@@ -174,6 +253,11 @@ func (r publishedRun) layout() (Layout, string) {
 	rc := ""
 	if r.Recompute != nil {
 		rc = strings.Fields(*r.Recompute)[0]
+		if strings.Contains(*r.Recompute, "every n-th block") || strings.Contains(*r.Recompute, "save_dot_except_mlpwi") {
+			// fms-fsdp block checkpointing (n not published) and MaxText's
+			// custom remat policy: the least recompute that fits.
+			rc = ""
+		}
 	}
 	return l, rc
 }
@@ -204,6 +288,12 @@ func (r publishedRun) published(m Model) (float64, string) {
 
 type calRow struct {
 	id, gpu, layout, how string
+	family, file         string
+	stack                Stack
+	params               float64 // model parameters, for the nearest-row uncertainty band
+	evaluable            bool
+	lofo                 float64 // leave-one-family-out error
+	lofoHow              string  // which constants predicted it
 	pub, pred, err       float64
 	fits                 bool
 	mem, capacity        float64
@@ -240,6 +330,7 @@ func predictRun(t testing.TB, r publishedRun) calRow {
 	}
 	pub, how := r.published(m)
 	row := calRow{id: r.ID, gpu: r.GPUType, how: how, pub: pub, pred: e.TokensPerSPerGPU,
+		family: r.family(), file: r.file, stack: r.stack(), params: m.Params(), evaluable: e.Reason == "" && e.TokensPerSPerGPU > 0,
 		fits: e.Memory.Fits, mem: e.Memory.PerGPU, capacity: e.Memory.Capacity, rcChosen: e.Recompute, note: note}
 	rcs := e.Recompute
 	if e.RecomputeLayers > 0 {
@@ -292,116 +383,4 @@ func korthikantiMemory(t testing.TB, r publishedRun) (wo, actNoSP, actSPSel floa
 	layerParams := m.attnParams() + m.denseMLPParams()
 	wo = 18 * layerParams * float64(r.Layers) / float64(r.TP*r.PP) / gib
 	return
-}
-
-func TestCalibration(t *testing.T) {
-	runs := loadRuns(t)
-	var rows []calRow
-	var abs []float64
-	byGPU := map[string][]float64{}
-	for _, r := range runs {
-		row := predictRun(t, r)
-		if row.pub == 0 {
-			t.Errorf("%s: no throughput figure could be derived", r.ID)
-			continue
-		}
-		// Cross-check the conversion with the data set's own derivation.
-		if d, ok := r.Derived["tokens_per_sec_per_gpu"].(float64); ok && r.TokensReported == nil {
-			if math.Abs(d-row.pub)/d > 0.01 {
-				t.Errorf("%s: published tokens/s/GPU %.2f from %s, the data set derives %.2f", r.ID, row.pub, row.how, d)
-			}
-		}
-		if !row.fits {
-			t.Errorf("%s: published layout %s evaluates as not fitting: %.1f GiB of %.1f GiB", r.ID, row.layout, row.mem/gib, row.capacity/gib)
-		}
-		rows = append(rows, row)
-		abs = append(abs, math.Abs(row.err))
-		byGPU[r.GPUType] = append(byGPU[r.GPUType], math.Abs(row.err))
-	}
-	med, p90 := quantile(abs, 0.5), quantile(abs, 0.9)
-
-	var b strings.Builder
-	b.WriteString("# Planner calibration: predicted vs published tokens/s per GPU\n\n")
-	b.WriteString("Generated by `go test ./plan -run TestCalibration -update`; do not edit.\n")
-	b.WriteString("Data: testdata/published-runs.json (copy of shared/calibration/published-runs.json; each row's source is in it).\n")
-	b.WriteString("One set of constants for all rows (gpus.go, time.go, memory.go); no per-row tuning.\n")
-	b.WriteString("Published figures converted to tokens/s/GPU on each row's own FLOP convention (column *from*).\n\n")
-	b.WriteString("| id | GPU | layout (as evaluated) | published | predicted | error | memory GiB | from |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---|\n")
-	for _, r := range rows {
-		note := r.how
-		if r.note != "" {
-			note += "; " + r.note
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.1f | %+.1f%% | %.1f / %.1f | %s |\n",
-			r.id, r.gpu, r.layout, r.pub, r.pred, 100*r.err, r.mem/gib, r.capacity/gib, note)
-	}
-	fmt.Fprintf(&b, "\n**%d rows: median |error| %.1f %%, p90 |error| %.1f %%** (bars: 10 %%, 25 %%).\n\n", len(rows), 100*med, 100*p90)
-	gpus := make([]string, 0, len(byGPU))
-	for g := range byGPU {
-		gpus = append(gpus, g)
-	}
-	sort.Strings(gpus)
-	for _, g := range gpus {
-		fmt.Fprintf(&b, "- %s: %d rows, median |error| %.1f %%, p90 %.1f %%\n", g, len(byGPU[g]), 100*quantile(byGPU[g], 0.5), 100*quantile(byGPU[g], 0.9))
-	}
-
-	b.WriteString("\n## Korthikanti et al. 2022, Figure 1: per-GPU memory, predicted vs published (GiB)\n\n")
-	b.WriteString("| id | weights+optimizer pub | pred | err | activations no SP/recompute pub | pred | err | SP+selective pub | pred | err |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	seen := map[string]bool{}
-	for _, r := range runs {
-		if r.MemoryReported == nil || seen[r.Model] {
-			continue
-		}
-		seen[r.Model] = true
-		wo, a1, a2 := korthikantiMemory(t, r)
-		mr := r.MemoryReported
-		e1, e2, e3 := (wo-mr.WeightsOpt)/mr.WeightsOpt, (a1-mr.ActNoSP)/mr.ActNoSP, (a2-mr.ActSPSel)/mr.ActSPSel
-		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %+.2f%% | %.2f | %.2f | %+.2f%% | %.2f | %.2f | %+.2f%% |\n",
-			r.ID, mr.WeightsOpt, wo, 100*e1, mr.ActNoSP, a1, 100*e2, mr.ActSPSel, a2, 100*e3)
-		for _, e := range []float64{e1, e2, e3} {
-			if math.Abs(e) > 0.03 {
-				t.Errorf("%s: Korthikanti memory figure off by %.1f%% (> 3%%)", r.ID, 100*e)
-			}
-		}
-	}
-
-	b.WriteString("\n## The constants (one set for every row)\n\n")
-	b.WriteString("Calibrated on this set (2 values): sustainedClock (from the A100 rows) and H100 FP8MatmulEff (from the H100 short-sequence rows).\n")
-	b.WriteString("All others come from measurements or papers cited in gpus.go, time.go and memory.go.\n")
-	b.WriteString("Mechanisms added or chosen while looking at this set's errors (each is a documented fact of the software, not a knob, but a reader should know):\n")
-	b.WriteString("FA2-class attention (0.35) for the NeMo 24.x rows on Hopper; BF16 gradient buffers for NeMo; block recompute of the fewest layers when a row does not publish its recompute;\n")
-	b.WriteString("DeepSpeed-2021 ZeRO-3 gathers limited to one NIC per GPU; cross-entropy traffic counted per FP32 pass.\n\n")
-	fmt.Fprintf(&b, "- sustainedClock %.2f, hbmEff %.2f, nvlinkEff %.2f, netEff %.2f, pcieEff %.2f, a2aNetEff %.2f, tpInterfere %.2f, dpHide %.2f, flashSeqKnee %.0f\n",
-		sustainedClock, hbmEff, nvlinkEff, netEff, pcieEff, a2aNetEff, tpInterfere, dpHide, flashSeqKnee)
-	for _, n := range []string{"a100-80gb", "h100-sxm"} {
-		g := mustGPU(t, n)
-		fmt.Fprintf(&b, "- %s: MatmulEff %.3f (asymptotic %.3f), FP8MatmulEff %.3f, AttentionEff %.2f (current kernels)\n", n, g.MatmulEff,
-			asymptoticEff(g.MatmulEff, g.PeakBF16, g.HBMBandwidth, 2), g.FP8MatmulEff, g.AttentionEff)
-	}
-	fmt.Fprintf(&b, "- NeMo 24.x rows on Hopper: FlashAttention-2-class attention, %.2f (fa2HopperEff)\n", fa2HopperEff)
-
-	got := b.String()
-	path := filepath.Join("testdata", "calibration.md")
-	if updating() {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./plan -run TestCalibration -update)", err)
-		}
-		if string(want) != got {
-			t.Errorf("testdata/calibration.md is stale: the model changed; rerun with -update and review the diff")
-		}
-	}
-	t.Logf("calibration: %d rows, median |err| %.1f%%, p90 %.1f%%", len(rows), 100*med, 100*p90)
-	if med > 0.10 {
-		t.Errorf("median |error| %.1f%% exceeds 10%%", 100*med)
-	}
-	if p90 > 0.25 {
-		t.Errorf("p90 |error| %.1f%% exceeds 25%%", 100*p90)
-	}
 }

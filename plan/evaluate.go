@@ -14,11 +14,14 @@ type shape struct {
 	l Layout
 
 	t, p, v, cp, ep, dp float64
+	etp, edp            float64 // expert tensor parallelism and expert data parallelism TP·CP·DP/(ETP·EP)
 	mb                  float64 // micro-batches per pipeline per step
 	b                   float64 // micro-batch size (sequences)
 	tokens              float64 // tokens per micro-batch per GPU: b·s/cp
 	layersPerStage      float64 // layers on the heaviest (first) stage
 	layersLast          float64 // layers on the last stage
+	layersMid           float64 // layers on a middle stage when it holds more than the first; 0 = none
+	st                  stackConsts
 	sp, flash, fp8      bool
 	legacy              bool
 	layerAct            float64 // activations of the transformer layers (first stage), for reports
@@ -34,6 +37,7 @@ func Evaluate(m Model, j Job, c Cluster, l Layout) Evaluation {
 	var x shape
 	evaluate(&x, m, j, c, l, &e)
 	if e.Reason == "" || e.Memory.PerGPU > 0 {
+		e.Time.StepRange = stepRange(e.Time.Step, j.Stack, c.GPU.Arch, m.Params())
 		e.Why = x.why(&e)
 	}
 	return e
@@ -80,8 +84,8 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return fmt.Sprintf("%d attention heads are not divisible by tp=%d", m.Heads, l.TP)
 	case m.kvHeads()%l.TP != 0:
 		return fmt.Sprintf("%d KV heads are not divisible by tp=%d", m.kvHeads(), l.TP)
-	case l.VPP > 1 && m.Layers%(l.PP*l.VPP) != 0:
-		return fmt.Sprintf("%d layers are not divisible by pp·vpp = %d (interleaving needs equal chunks)", m.Layers, l.PP*l.VPP)
+	case l.VPP > 1 && m.Layers%(l.PP*l.VPP) != 0 && (m.Layers+2)%(l.PP*l.VPP) != 0:
+		return fmt.Sprintf("%d layers are not divisible by pp·vpp = %d, nor are %d with the embedding and the loss counted as layers (interleaving needs equal chunks)", m.Layers, l.PP*l.VPP, m.Layers+2)
 	case l.PP > m.Layers/2 && l.PP > 1 && m.Layers%l.PP != 0:
 		return fmt.Sprintf("%d layers cannot be split unevenly over pp=%d stages", m.Layers, l.PP)
 	case l.PP > m.Layers:
@@ -100,8 +104,12 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return "ep > 1 needs a MoE model"
 	case l.EP > 1 && m.Experts%l.EP != 0:
 		return fmt.Sprintf("%d experts are not divisible by ep=%d", m.Experts, l.EP)
-	case l.EP > 1 && (l.DP*l.CP)%l.EP != 0:
-		return fmt.Sprintf("ep=%d must divide dp·cp = %d (Megatron builds expert groups inside DP×CP)", l.EP, l.DP*l.CP)
+	case l.ETP < 0 || (l.ETP > 0 && l.TP%l.ETP != 0):
+		return fmt.Sprintf("etp=%d must divide tp=%d", l.ETP, l.TP)
+	case l.EP > 1 && l.ETP == 0 && (l.DP*l.CP)%l.EP != 0:
+		return fmt.Sprintf("ep=%d must divide dp·cp = %d (Megatron builds expert groups inside DP×CP; with etp < tp the TP ranks join them)", l.EP, l.DP*l.CP)
+	case l.EP > 1 && l.ETP > 0 && (l.TP*l.DP*l.CP)%(l.EP*l.ETP) != 0:
+		return fmt.Sprintf("ep·etp = %d must divide tp·dp·cp = %d (Megatron-Core MoE parallel folding)", l.EP*l.ETP, l.TP*l.DP*l.CP)
 	case l.Recompute != "none" && l.Recompute != "selective" && l.Recompute != "full":
 		return fmt.Sprintf("recompute %q: accepted none, selective, full", l.Recompute)
 	case l.Zero < 0 || l.Zero > 3:
@@ -118,6 +126,34 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return fmt.Sprintf("topk %d exceeds %d experts", m.TopK, m.Experts)
 	}
 	return ""
+}
+
+// splitLayers sets the layers of the first, last and middle stages.
+//   - Even split: L/p each.
+//   - L not divisible by p·v but L+2 is: Megatron's
+//     --account-for-embedding-in-pipeline-split and
+//     --account-for-loss-in-pipeline-split count the input embedding and the
+//     loss as one layer each, so the first and last stages hold (L+2)/p − 1
+//     transformer layers and the middle ones (L+2)/p (Llama-3.1-405B's 126
+//     layers on PP 8 with VPP 8, or PP 16).
+//   - Otherwise with VPP 1: --decoder-first/last-pipeline-num-layers; the
+//     heaviest (first) stage holds ceil(L/p), the last floor(L/p).
+func (x *shape) splitLayers() {
+	L := float64(x.m.Layers)
+	x.layersMid = 0
+	switch {
+	case math.Mod(L, x.p*x.v) == 0 || x.p == 1:
+		x.layersPerStage, x.layersLast = L/x.p, L/x.p
+	case math.Mod(L+2, x.p*x.v) == 0:
+		per := (L + 2) / x.p
+		x.layersPerStage, x.layersLast = per-1, per-1
+		if x.p > 2 {
+			x.layersMid = per
+		}
+	default:
+		x.layersPerStage = math.Ceil(L / x.p)
+		x.layersLast = math.Floor(L / x.p)
+	}
 }
 
 // evaluate is Evaluate without the Why lines: the search's hot path.
@@ -153,15 +189,17 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	x.b = float64(l.MicroBatch)
 	x.mb = float64(l.GradAccum)
 	x.tokens = x.b * float64(j.SeqLen) / x.cp
-	// Uneven pipelines (layers not divisible by PP, VPP 1): Megatron's
-	// --decoder-first/last-pipeline-num-layers; the heaviest stage holds
-	// ceil(L/p) layers, the last (with the output layer) floor(L/p).
-	x.layersPerStage = math.Ceil(float64(m.Layers) / x.p)
-	x.layersLast = math.Floor(float64(m.Layers) / x.p)
+	x.etp = x.t
+	if l.ETP > 0 {
+		x.etp = float64(l.ETP)
+	}
+	x.edp = x.t * x.cp * x.dp / (x.etp * x.ep)
+	x.splitLayers()
 	x.sp = l.SP && l.TP > 1
 	x.legacy = j.Stack == StackMegatron2022
 	x.flash = !x.legacy && c.GPU.AttentionEff > 0
 	x.fp8 = j.Precision == FP8
+	x.st = stackOf(j.Stack)
 	x.k = newKern(c.GPU, j.Stack)
 
 	host := x.memoryOf(e)
@@ -217,7 +255,10 @@ func (x *shape) why(e *Evaluation) []string {
 	ms := e.Memory
 	w = append(w, fmt.Sprintf("memory %.1f of %.1f GiB per GPU: weights %.1f, grads %.1f, optimizer %.1f (zero=%d), activations %.1f, other %.1f",
 		ms.PerGPU/gib, ms.Capacity/gib, ms.Weights/gib, ms.Grads/gib, ms.Optimizer/gib, l.Zero, ms.Activations/gib, ms.Other/gib))
-	if l.PP > 1 && x.m.Layers%l.PP != 0 {
+	switch {
+	case x.layersMid > 0:
+		w = append(w, fmt.Sprintf("%d layers over PP=%d×VPP=%d with the embedding and the loss counted as layers: %.0f on the first and last stages, %.0f on the others (Megatron --account-for-embedding/loss-in-pipeline-split)", x.m.Layers, l.PP, l.VPP, x.layersPerStage, x.layersMid))
+	case l.PP > 1 && x.m.Layers%l.PP != 0:
 		w = append(w, fmt.Sprintf("%d layers over PP=%d unevenly: %.0f on the heaviest stage, %.0f on the last (Megatron --decoder-first/last-pipeline-num-layers)", x.m.Layers, l.PP, x.layersPerStage, x.layersLast))
 	}
 	if l.PP > 1 {

@@ -75,7 +75,7 @@ func TestStepParts(t *testing.T) {
 		if got, want := tm.PPBubble, float64(l.PP-1)/float64(max(l.VPP, 1))*perMB; relErr(got+1e-30, want+1e-30) > 1e-9 {
 			t.Errorf("%s: bubble %.6g, want (p−1)/(v·m) of compute = %.6g", l.Config(), got, want)
 		}
-		sum := tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload
+		sum := tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload + tm.Straggler
 		if relErr(sum, tm.Step) > 1e-12 {
 			t.Errorf("%s: parts sum to %.6g, step %.6g", l.Config(), sum, tm.Step)
 		}

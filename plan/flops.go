@@ -29,7 +29,7 @@ func (m Model) kvHeads() int {
 	return m.Heads
 }
 
-func (t FFNType) gated() bool { return t == FFNSwiGLU }
+func (t FFNType) gated() bool { return t == FFNSwiGLU || t == FFNGeGLU }
 
 // mlpMatrices is 3 for gated MLPs (gate, up, down), else 2.
 func (t FFNType) mlpMatrices() float64 {
@@ -57,12 +57,82 @@ func (m Model) moeFFN() int {
 	return m.FFN
 }
 
+// isMLA reports multi-head latent attention.
+func (m Model) isMLA() bool { return m.KVLoRA > 0 }
+
+// qkDim is the per-head width of queries and keys (MLA adds the RoPE part).
+func (m Model) qkDim() int { return m.headDim() + m.QKRopeDim }
+
+// vDim is the per-head width of values.
+func (m Model) vDim() int {
+	if m.VHeadDim > 0 {
+		return m.VHeadDim
+	}
+	return m.headDim()
+}
+
+// attnLinear is one linear layer of attention: in×out weights, out sharded
+// by TP (column parallel) when colTP, in sharded by TP (row parallel) when
+// rowTP, neither when replicated (MLA's down projections).
+type attnLinear struct {
+	in, out      float64
+	colTP, rowTP bool
+}
+
+// attnLinears lists attention's linear layers without allocating: for MHA/GQA
+// QKV (h → (n+2g)·d) and the output projection; for MLA (DeepSeek-V2 §2.1;
+// Megatron-Core multi_latent_attention.py) the Q down/up projections (or one
+// full-rank Q), the KV down projection (latent + shared RoPE key), the KV up
+// projection (no-RoPE keys and values of every head) and the output.
+func (m Model) attnLinears() (ls [5]attnLinear, n int) {
+	h := float64(m.Hidden)
+	nh, g := float64(m.Heads), float64(m.kvHeads())
+	if !m.isMLA() {
+		d := float64(m.headDim())
+		ls[0] = attnLinear{in: h, out: (nh + 2*g) * d, colTP: true}
+		ls[1] = attnLinear{in: nh * d, out: h, rowTP: true}
+		return ls, 2
+	}
+	qk, v := float64(m.qkDim()), float64(m.vDim())
+	if m.QLoRA > 0 {
+		ls[n] = attnLinear{in: h, out: float64(m.QLoRA)}
+		n++
+		ls[n] = attnLinear{in: float64(m.QLoRA), out: nh * qk, colTP: true}
+	} else {
+		ls[n] = attnLinear{in: h, out: nh * qk, colTP: true}
+	}
+	n++
+	kvl := float64(m.KVLoRA)
+	ls[n] = attnLinear{in: h, out: kvl + float64(m.QKRopeDim)}
+	ls[n+1] = attnLinear{in: kvl, out: nh * (float64(m.headDim()) + v), colTP: true}
+	ls[n+2] = attnLinear{in: nh * v, out: h, rowTP: true}
+	return ls, n + 3
+}
+
 // attnParams: Q and O are h×(n·d), K and V h×(g·d) (Megatron
-// theoretical_memory_usage.py: 2h²·(1+g/n)·(q/h)). Biases are left out
-// (< 0.01 % of a GPT-3's parameters).
+// theoretical_memory_usage.py: 2h²·(1+g/n)·(q/h)); MLA per attnLinears.
+// Biases and MLA's latent norms are left out (< 0.01 % of the parameters).
 func (m Model) attnParams() float64 {
-	h, d := float64(m.Hidden), float64(m.headDim())
-	return h * d * float64(2*m.Heads+2*m.kvHeads())
+	ls, n := m.attnLinears()
+	var p float64
+	for _, l := range ls[:n] {
+		p += l.in * l.out
+	}
+	return p
+}
+
+// attnParamsTP is attention's parameters per GPU under TP t.
+func (m Model) attnParamsTP(t float64) float64 {
+	ls, n := m.attnLinears()
+	var p float64
+	for _, l := range ls[:n] {
+		if l.colTP || l.rowTP {
+			p += l.in * l.out / t
+		} else {
+			p += l.in * l.out
+		}
+	}
+	return p
 }
 
 func (m Model) denseMLPParams() float64 {
@@ -126,7 +196,7 @@ func (m Model) forwardFlopsPerToken(seqLen int, causal bool) (linear, attention 
 		linear += 2 * moe * (float64(m.TopK)*m.expertParams() + m.sharedParams() + h*float64(m.Experts))
 	}
 	linear += 2 * h * float64(m.Vocab) // output layer (tied or not, it is computed)
-	attention = 4 * float64(seqLen) * float64(m.Heads) * float64(m.headDim()) * l
+	attention = 2 * float64(seqLen) * float64(m.Heads) * float64(m.qkDim()+m.vDim()) * l
 	if causal {
 		attention /= 2
 	}

@@ -45,29 +45,41 @@ type stageParams struct {
 	layerMax float64 // the largest layer's parameters on this GPU (ZeRO-3 gather buffers)
 }
 
-// stage returns the parameters held per GPU by the first (first=true) or the
-// last pipeline stage.
-func (x *shape) stage(first bool) stageParams {
+// stageKind names the pipeline stages the model evaluates: the first (input
+// embedding, most micro-batches in flight), the last (output layer and loss)
+// and, when an uneven split gives the middle stages more layers, a middle one.
+type stageKind int
+
+const (
+	stFirst stageKind = iota
+	stLast
+	stMid
+)
+
+// hasOutput reports whether the stage holds the output layer and the loss.
+func (x *shape) hasOutput(k stageKind) bool { return k == stLast || x.p == 1 }
+
+// stage returns the parameters held per GPU by one pipeline stage.
+func (x *shape) stage(kind stageKind) stageParams {
 	m := &x.m
-	nDense, nMoE := x.stageLayers(first)
+	nDense, nMoE := x.stageLayers(kind)
 	ls := nDense + nMoE
 	t := x.t
 	var sp stageParams
-	attn := m.attnParams() / t
-	perDense := attn + m.denseMLPParams()/t
-	perMoE := attn + m.sharedParams()/t + float64(m.Hidden)*float64(m.Experts)
-	sp.linear = nDense*perDense + nMoE*(attn+m.sharedParams()/t)
+	attn := m.attnParamsTP(t)
+	sp.linear = nDense*(attn+m.denseMLPParams()/t) + nMoE*(attn+m.sharedParams()/t)
 	sp.dense = sp.linear + ls*m.normParams() + nMoE*float64(m.Hidden)*float64(m.Experts)
 	expPerLayer := 0.0
 	if nMoE > 0 {
-		expPerLayer = float64(m.Experts) * m.expertParams() / (x.ep * t)
+		expPerLayer = float64(m.Experts) * m.expertParams() / (x.ep * x.etp)
 		sp.expert = nMoE * expPerLayer
 	}
 	emb := m.embeddingParams() / t
-	if !first || x.p == 1 {
+	if x.hasOutput(kind) {
 		sp.dense += float64(m.Hidden) // final norm, with the output layer
 	}
 	switch {
+	case kind == stMid:
 	case x.p == 1 && m.TiedEmbeddings:
 		sp.dense += emb
 	case x.p == 1:
@@ -79,9 +91,13 @@ func (x *shape) stage(first bool) stageParams {
 	}
 	// ZeRO-3 gathers one linear module at a time (DeepSpeed max_live_parameters,
 	// FSDP units): the largest module's weights, full size.
-	sp.layerMax = max(m.attnParams()/t, m.denseMLPParams()/m.FFNType.mlpMatrices()*(m.FFNType.mlpMatrices()-1)/t,
-		float64(m.Experts)*m.expertParams()/(x.ep*t)/m.FFNType.mlpMatrices())
-	_ = perMoE
+	sp.layerMax = max(m.attnParamsTP(t), m.denseMLPParams()/m.FFNType.mlpMatrices()*(m.FFNType.mlpMatrices()-1)/t,
+		float64(m.Experts)*m.expertParams()/(x.ep*x.etp)/m.FFNType.mlpMatrices())
+	if x.st.fsdpUnits {
+		// FSDP wraps each transformer block as one unit: the whole layer is
+		// gathered at once (torch FSDP auto_wrap_policy on the block class).
+		sp.layerMax = (attn + m.denseMLPParams()/t + m.sharedParams()/t) + float64(m.Experts)*m.expertParams()/(x.ep*x.etp)
+	}
 	if x.j.LoRARank > 0 {
 		r := float64(x.j.LoRARank)
 		h, d := float64(m.Hidden), float64(m.headDim())
@@ -123,6 +139,13 @@ func (x *shape) layerActivationBytes(moe bool, recompute string) float64 {
 	}
 	rep := 10 * h
 	tp := 2*n*d + 4*g*d + 2*n*d
+	if m.isMLA() {
+		// Q and K of qkDim per head, V and the attention output of vDim; the
+		// Q and KV latents are not sharded by TP.
+		qk, v := float64(m.qkDim()), float64(m.vDim())
+		tp = 4*n*qk + 4*n*v
+		rep += 2 * float64(m.QLoRA+m.KVLoRA)
+	}
 	mlpAct := func(f float64) float64 {
 		if m.FFNType.gated() {
 			return 6 * f
@@ -131,7 +154,8 @@ func (x *shape) layerActivationBytes(moe bool, recompute string) float64 {
 	}
 	if moe {
 		tp += mlpAct(float64(m.SharedFFN))
-		tp += float64(m.TopK) * (2*h + mlpAct(float64(m.moeFFN())))
+		// Each GPU's experts see k·T·etp/t routed tokens at width F/etp.
+		tp += float64(m.TopK) * (2*h*x.etp + mlpAct(float64(m.moeFFN())))
 	} else {
 		tp += mlpAct(float64(m.FFN))
 	}
@@ -144,12 +168,17 @@ func (x *shape) layerActivationBytes(moe bool, recompute string) float64 {
 	return T * (rep/repDiv + tp/x.t + score)
 }
 
-// stageLayers returns the dense and MoE layers of the first or last stage
-// (MoE models put their DenseLayers first).
-func (x *shape) stageLayers(first bool) (nDense, nMoE float64) {
+// stageLayers returns the dense and MoE layers of a stage (MoE models put
+// their DenseLayers first; a middle stage is counted as MoE-only when the
+// model has MoE layers after the first stage).
+func (x *shape) stageLayers(kind stageKind) (nDense, nMoE float64) {
 	m := &x.m
 	denseL := float64(m.Layers - m.moeLayers())
-	if first {
+	if kind == stMid {
+		nDense = min(max(denseL-x.layersPerStage, 0), x.layersMid)
+		return nDense, x.layersMid - nDense
+	}
+	if kind == stFirst {
 		nDense = min(denseL, x.layersPerStage)
 		return nDense, x.layersPerStage - nDense
 	}
@@ -159,9 +188,10 @@ func (x *shape) stageLayers(first bool) (nDense, nMoE float64) {
 }
 
 // gradBytes is the gradient buffer's bytes per parameter: FP32 main gradients
-// (Megatron-LM forces them for bf16; Korthikanti's 18 bytes), BF16 in NeMo.
+// (Megatron-LM forces them for bf16; Korthikanti's 18 bytes), BF16 in NeMo,
+// FSDP and JAX (stacks.go).
 func (x *shape) gradBytes() float64 {
-	if x.j.Stack == StackNeMo {
+	if x.st.bf16Grads {
 		return 2
 	}
 	return 4
@@ -192,11 +222,11 @@ func (x *shape) unfusedScoreBytes() float64 {
 // memory per node the offload needs.
 func (x *shape) memoryOf(e *Evaluation) (hostNeed float64) {
 	var best Memory
-	for _, first := range [2]bool{true, false} {
-		if !first && x.p == 1 {
-			break
+	for _, kind := range [3]stageKind{stFirst, stLast, stMid} {
+		if (kind == stLast && x.p == 1) || (kind == stMid && x.layersMid == 0) {
+			continue
 		}
-		mem, host := x.stageMemory(first)
+		mem, host := x.stageMemory(kind)
 		if mem.PerGPU > best.PerGPU {
 			best = mem
 			hostNeed = host
@@ -207,11 +237,12 @@ func (x *shape) memoryOf(e *Evaluation) (hostNeed float64) {
 	return hostNeed
 }
 
-func (x *shape) stageMemory(first bool) (Memory, float64) {
-	sp := x.stage(first)
+func (x *shape) stageMemory(kind stageKind) (Memory, float64) {
+	first := kind == stFirst
+	sp := x.stage(kind)
 	var mem Memory
 	shard := x.dp * x.cp
-	expShard := max(x.dp*x.cp/x.ep, 1)
+	expShard := max(x.edp, 1)
 	const wB, oB = 2.0, 12.0
 	gB := x.gradBytes()
 	var hostPerGPU float64
@@ -266,15 +297,18 @@ func (x *shape) stageMemory(first bool) (Memory, float64) {
 
 	// Activations.
 	inflight := min(x.mb, x.p)
-	if !first {
+	switch kind {
+	case stLast:
 		inflight = 1
+	case stMid:
+		inflight = min(x.mb, x.p-1)
 	}
 	penalty := 1.0
 	if x.v > 1 && first {
 		penalty = 1 + (x.p-1)/(x.p*x.v)
 	}
 	m := &x.m
-	nDense, nMoE := x.stageLayers(first)
+	nDense, nMoE := x.stageLayers(kind)
 	rc := x.l.Recompute
 	perLayer := func(moe bool) float64 {
 		if rc == "full" && x.l.RecomputeLayers > 0 {
@@ -295,7 +329,7 @@ func (x *shape) stageMemory(first bool) (Memory, float64) {
 	case "selective":
 		act += x.unfusedScoreBytes()
 	}
-	if !first || x.p == 1 {
+	if x.hasOutput(kind) {
 		act += logitBytes * x.tokens * float64(m.Vocab) / x.t
 	}
 	mem.Activations = act

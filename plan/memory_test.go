@@ -154,7 +154,7 @@ func TestExpertsShardByEP(t *testing.T) {
 	j := Job{SeqLen: 4096, GlobalBatch: 64, Precision: BF16}
 	x1, _ := shapeFor(t, m, j, c, Layout{TP: 1, PP: 1, DP: 8, EP: 1, MicroBatch: 1, Zero: 1, Recompute: "full"})
 	x8, _ := shapeFor(t, m, j, c, Layout{TP: 1, PP: 1, DP: 8, EP: 8, MicroBatch: 1, Zero: 1, Recompute: "full"})
-	if got, want := x8.stage(true).expert, x1.stage(true).expert/8; relErr(got, want) > 1e-12 {
+	if got, want := x8.stage(stFirst).expert, x1.stage(stFirst).expert/8; relErr(got, want) > 1e-12 {
 		t.Errorf("EP=8 expert params per GPU %.4g, want %.4g", got, want)
 	}
 }

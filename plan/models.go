@@ -211,9 +211,9 @@ func ValidateModel(m Model) error {
 		return fmt.Errorf("kv_heads = %d: must divide heads = %d (grouped-query attention shares each KV head among heads/kv_heads query heads)", m.KVHeads, m.Heads)
 	}
 	switch m.FFNType {
-	case FFNGelu, FFNSwiGLU, FFNReLU, FFNSquaredReLU:
+	case FFNGelu, FFNSwiGLU, FFNReLU, FFNSquaredReLU, FFNGeGLU:
 	default:
-		return fmt.Errorf("ffn_type = %q: accepted: gelu, swiglu, relu, squared-relu", m.FFNType)
+		return fmt.Errorf("ffn_type = %q: accepted: gelu, swiglu, geglu, relu, squared-relu", m.FFNType)
 	}
 	for _, p := range []struct {
 		name string

@@ -60,16 +60,20 @@ type jsonTime struct {
 	CPComm        float64 `json:"cp_comm_s"`
 	EPComm        float64 `json:"ep_comm_s"`
 	Offload       float64 `json:"offload_s"`
+	// Added by issue 13 (new keys only): the uncertainty band of step_s.
+	StepRange [2]float64 `json:"step_s_range"`
 }
 
 // toJSONTime maps the planner's ten step parts onto the contract's seven so
 // that they still add up to step_s: compute_s holds the GPU's own work
-// (compute, recomputation and the optimizer step), pp_bubble_s the pipeline's
+// (compute, recomputation, the optimizer step and the wait for stragglers),
+// pp_bubble_s the pipeline's
 // idle time (the bubble and exposed stage-to-stage transfers). The table
 // shows all ten.
 func toJSONTime(t Time) jsonTime {
-	return jsonTime{Step: t.Step, Compute: t.Compute + t.Recompute + t.Optimizer, TPComm: t.TPComm,
-		PPBubble: t.PPBubble + t.PPComm, DPCommExposed: t.DPCommExposed, CPComm: t.CPComm, EPComm: t.EPComm, Offload: t.Offload}
+	return jsonTime{Step: t.Step, Compute: t.Compute + t.Recompute + t.Optimizer + t.Straggler, TPComm: t.TPComm,
+		PPBubble: t.PPBubble + t.PPComm, DPCommExposed: t.DPCommExposed, CPComm: t.CPComm, EPComm: t.EPComm, Offload: t.Offload,
+		StepRange: t.StepRange}
 }
 
 type jsonRejection struct {

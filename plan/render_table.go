@@ -96,12 +96,15 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 	}{
 		{"compute (matmuls, attention)", t.Compute}, {"recompute", t.Recompute}, {"TP communication", t.TPComm},
 		{"pipeline bubble", t.PPBubble}, {"pipeline p2p, exposed", t.PPComm}, {"DP communication, exposed", t.DPCommExposed},
-		{"CP communication", t.CPComm}, {"EP all-to-all", t.EPComm}, {"optimizer step", t.Optimizer}, {"offload transfers", t.Offload},
+		{"CP communication", t.CPComm}, {"EP all-to-all", t.EPComm}, {"optimizer step", t.Optimizer}, {"offload transfers", t.Offload}, {"stragglers", t.Straggler},
 	}
 	for _, r := range trows {
 		fmt.Fprintf(b, "  %-38s %10s %6.1f\n", r.name, fmtMillis(r.v), percentOf(r.v, t.Step))
 	}
 	fmt.Fprintf(b, "  %-38s %10s %6.1f\n", "step", fmtMillis(t.Step), 100.0)
+	if r := t.StepRange; r[1] > 0 {
+		fmt.Fprintf(b, "  %-38s %s to %s ms (cross-validated error of the nearest calibration runs)\n", "likely range", fmtMillis(r[0]), fmtMillis(r[1]))
+	}
 
 	fmt.Fprintf(b, "\nthroughput  %s tokens/s per GPU, %s tokens/s in all; %.1f model TFLOP/s per GPU; MFU %.1f %%\n",
 		fmtCount(e.TokensPerSPerGPU), fmtCount(e.TokensPerSPerGPU*float64(LayoutGPUs(e.Layout))), e.ModelTFLOPSPerGPU, 100*e.MFU)

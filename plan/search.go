@@ -303,6 +303,9 @@ func (s *searcher) run(offloads []string) {
 				if dp*cp == 1 {
 					zeros = []int{0}
 				}
+				if z := StackZero(s.j.Stack); z >= 0 && dp*cp > 1 {
+					zeros = []int{z} // deepspeed:zeroN pins the stage
+				}
 				zeros = pinOr(p.Zero, zeros)
 				vpps := []int{1}
 				if pp > 1 && m.Layers%pp == 0 {

@@ -103,7 +103,7 @@ func newKern(g GPU, stack Stack) kern {
 	k.p16 = sustainedClock * g.PeakBF16 * asymptoticEff(g.MatmulEff, g.PeakBF16, g.HBMBandwidth, 2)
 	k.p8 = sustainedClock * g.PeakFP8 * asymptoticEff(g.FP8MatmulEff, g.PeakFP8, g.HBMBandwidth, 1)
 	attn := g.AttentionEff
-	if stack == StackNeMo && g.Arch == "hopper" {
+	if stackOf(stack).fa2 && g.Arch == "hopper" {
 		attn = math.Min(attn, fa2HopperEff)
 	}
 	k.attn = sustainedClock * g.PeakBF16 * attn
@@ -191,6 +191,56 @@ type stageT struct {
 
 func (s stageT) total() float64 { return s.compute + s.recompute + s.tp + s.cp + s.ep }
 
+// linearsTime times one layer's linear layers for one micro-batch: attention's
+// (QKV and output, or MLA's projections), then the dense MLP or the MoE
+// block (shared expert, grouped expert GEMMs, router).
+func (x *shape) linearsTime(moe bool) (fwd, bwd float64) {
+	m := &x.m
+	k := &x.k
+	T := x.tokens
+	t := x.t
+	h := float64(m.Hidden)
+	frozen := x.j.LoRARank > 0
+	fp8 := x.fp8
+	add := func(f, b float64) { fwd += f; bwd += b }
+	als, nal := m.attnLinears()
+	for _, al := range als[:nal] {
+		in, out := al.in, al.out
+		switch {
+		case al.colTP:
+			out /= t
+		case al.rowTP:
+			in /= t
+		}
+		add(k.linear(T, in, out, fp8, frozen))
+	}
+	mats := m.FFNType.mlpMatrices()
+	if moe {
+		if m.SharedFFN > 0 {
+			sf := float64(m.SharedFFN)
+			add(k.linear(T, h, (mats-1)*sf/t, fp8, frozen))
+			add(k.linear(T, sf/t, h, fp8, frozen))
+		}
+		// Grouped expert GEMMs: k·T·etp/t routed tokens per GPU over E/EP
+		// local experts, each F/etp wide (ETP = TP: tokens gathered over TP;
+		// ETP < TP: each TP rank dispatches its own SP shard).
+		kt := float64(m.TopK) * T * x.etp / t
+		local := float64(m.Experts) / x.ep
+		me := kt / local
+		fe := float64(m.moeFFN())
+		f1, b1 := k.linear(me, h, (mats-1)*fe/x.etp, fp8, frozen)
+		f2, b2 := k.linear(me, fe/x.etp, h, fp8, frozen)
+		add(local*(f1+f2), local*(b1+b2))
+		add(k.linear(T, h, float64(m.Experts), false, frozen)) // router
+	} else {
+		f := float64(m.FFN)
+		add(k.linear(T, h, (mats-1)*f/t, fp8, frozen))
+		add(k.linear(T, f/t, h, fp8, frozen))
+		k.bigN, k.bigK = (mats-1)*f/t, h
+	}
+	return fwd, bwd
+}
+
 // layerTime times one transformer layer for one micro-batch.
 func (x *shape) layerTime(moe bool) stageT {
 	m := &x.m
@@ -200,42 +250,15 @@ func (x *shape) layerTime(moe bool) stageT {
 	h, d := float64(m.Hidden), float64(m.headDim())
 	n, g := float64(m.Heads), float64(m.kvHeads())
 	s := float64(x.j.SeqLen)
-	frozen := x.j.LoRARank > 0
 	fp8 := x.fp8
-	var fwd, bwd float64
+	fwd, bwd := x.linearsTime(moe)
 	add := func(f, b float64) { fwd += f; bwd += b }
-
-	// Linear layers.
-	add(k.linear(T, h, (n+2*g)*d/t, fp8, frozen)) // QKV
-	add(k.linear(T, n*d/t, h, fp8, frozen))       // attention output projection
-	mats := m.FFNType.mlpMatrices()
-	if moe {
-		if m.SharedFFN > 0 {
-			sf := float64(m.SharedFFN)
-			add(k.linear(T, h, (mats-1)*sf/t, fp8, frozen))
-			add(k.linear(T, sf/t, h, fp8, frozen))
-		}
-		// Grouped expert GEMMs: k·T routed tokens per GPU over E/EP local experts.
-		kt := float64(m.TopK) * T
-		local := float64(m.Experts) / x.ep
-		me := kt / local
-		fe := float64(m.moeFFN())
-		f1, b1 := k.linear(me, h, (mats-1)*fe/t, fp8, frozen)
-		f2, b2 := k.linear(me, fe/t, h, fp8, frozen)
-		add(local*(f1+f2), local*(b1+b2))
-		add(k.linear(T, h, float64(m.Experts), false, frozen)) // router
-	} else {
-		f := float64(m.FFN)
-		add(k.linear(T, h, (mats-1)*f/t, fp8, frozen))
-		add(k.linear(T, f/t, h, fp8, frozen))
-		k.bigN, k.bigK = (mats-1)*f/t, h
-	}
 	gemmF, gemmB := fwd, bwd
 
 	// Attention core.
 	var attF, attB float64
 	if x.flash {
-		flopsF := 4 * T * (s / 2) * (n / t) * d // causal: half the keys
+		flopsF := 2 * T * (s / 2) * (n / t) * float64(m.qkDim()+m.vDim()) // causal: half the keys
 		eff := s / (s + flashSeqKnee)
 		attF = flopsF / (k.attn * eff)
 		attB = 2.5 * attF
@@ -274,8 +297,15 @@ func (x *shape) layerTime(moe bool) stageT {
 		rep += 8 * h                      // casts of the QKV and MLP inputs (read 2, write FP8 and its transpose)
 		tpE += 4 * (n*d + float64(m.FFN)) // casts of the projection and fc2 inputs
 	}
-	eltF := T * (rep/repDiv + tpE/t) / k.hbmE
+	eltF := x.st.eltBytes * T * (rep/repDiv + tpE/t) / k.hbmE
 	add(eltF, 2*eltF)
+	// Gaps between dependent kernels (stacks.go: kernelGap, kernels).
+	add(x.st.kernels*kernelGap, 2*x.st.kernels*kernelGap)
+	// The stack's fitted kernel efficiency (stacks.go: stackEff).
+	fwd /= x.st.eff
+	bwd /= x.st.eff
+	attF /= x.st.eff
+	attB /= x.st.eff
 
 	st := stageT{fwd: fwd, bwd: bwd, compute: fwd + bwd}
 	switch x.l.Recompute {
@@ -320,24 +350,53 @@ func (x *shape) layerTime(moe bool) stageT {
 		x.k.cpHidden = x.k.cpTotal - st.cp
 	}
 
-	// EP all-to-all: dispatch and combine, forward and backward (+ recompute).
+	// EP all-to-all: dispatch and combine, forward and backward (+ recompute),
+	// over EP ranks etp apart (cp as well when ETP = TP, Megatron's order).
+	// Each rank sends the k copies of its own sequence-parallel shard (T/t
+	// tokens); with ETP > 1 the received tokens are then all-gathered (and
+	// their outputs reduce-scattered) inside the ETP group, over NVLink
+	// (Megatron-Core MoEAlltoAllTokenDispatcher: all-to-all over EP, then
+	// gather_from_sequence_parallel_region over the expert TP group).
 	if moe && x.l.EP > 1 {
-		vol := T * float64(m.TopK) * h * 2 * (x.ep - 1) / x.ep
-		l, _ := x.groupLink(x.ep, t*x.cp)
+		kh2 := float64(m.TopK) * h * 2
+		vol := T / t * kh2 * (x.ep - 1) / x.ep
+		l, _ := x.groupLink(x.ep, x.epStride())
 		bw := l.bw
 		if l.lat != nvlLatency {
 			bw = x.c.InterNode * a2aNetEff
 		}
+		one := vol/bw + l.lat
+		if x.etp > 1 {
+			nv := x.nvlink()
+			one += T*x.etp/t*kh2*(x.etp-1)/x.etp/nv.bw + nv.lat
+		}
 		calls := 4 + 2*x.recomputeFraction()
-		st.ep = calls * (vol/bw + l.lat)
+		st.ep = calls * one
 	}
 	return st
 }
 
-// stageTime times one micro-batch on the first or last stage.
-func (x *shape) stageTime(first bool) stageT {
+// expStride is how many ranks apart the members of an expert-data-parallel
+// group are (Megatron order tp-cp-ep-dp, or etp-ep-edp with folding).
+func (x *shape) expStride() float64 {
+	if x.etp == x.t {
+		return x.t * x.cp * x.ep
+	}
+	return x.etp * x.ep
+}
+
+// epStride is how many ranks apart the members of an EP group are.
+func (x *shape) epStride() float64 {
+	if x.etp == x.t {
+		return x.t * x.cp
+	}
+	return x.etp
+}
+
+// stageTime times one micro-batch on one pipeline stage.
+func (x *shape) stageTime(kind stageKind) stageT {
 	m := &x.m
-	nDense, nMoE := x.stageLayers(first)
+	nDense, nMoE := x.stageLayers(kind)
 	var st stageT
 	addL := func(lt stageT, c float64) {
 		if c == 0 {
@@ -357,11 +416,12 @@ func (x *shape) stageTime(first bool) stageT {
 	if nMoE > 0 {
 		addL(x.layerTime(true), nMoE)
 	}
-	if !first || x.p == 1 {
+	if x.hasOutput(kind) {
 		// Output layer (16-bit) and vocab-parallel cross-entropy.
 		V := float64(m.Vocab)
 		f, b := x.k.linear(x.tokens, float64(m.Hidden), V/x.t, false, x.j.LoRARank > 0)
-		ce := ceBytes * x.tokens * V / x.t / x.k.hbmE
+		f, b = f/x.st.eff, b/x.st.eff
+		ce := x.st.eltBytes * ceBytes * x.tokens * V / x.t / x.k.hbmE / x.st.eff
 		st.compute += f + b + ce
 		st.fwd += f
 		st.bwd += b
@@ -372,10 +432,15 @@ func (x *shape) stageTime(first bool) stageT {
 // timeOf fills e.Time and e.Traffic.
 func (x *shape) timeOf(e *Evaluation) {
 	x.k.gemmFlops, x.k.gemmTime = 0, 0
-	st := x.stageTime(true)
+	st := x.stageTime(stFirst)
 	if x.p > 1 {
-		if last := x.stageTime(false); last.total() > st.total() {
+		if last := x.stageTime(stLast); last.total() > st.total() {
 			st = last
+		}
+	}
+	if x.layersMid > 0 {
+		if mid := x.stageTime(stMid); mid.total() > st.total() {
+			st = mid
 		}
 	}
 	if x.k.gemmTime > 0 {
@@ -409,7 +474,7 @@ func (x *shape) timeOf(e *Evaluation) {
 	}
 	if x.l.EP > 1 {
 		moeOnStage := math.Min(float64(m.moeLayers()), x.layersPerStage)
-		tr.EP = mb * moeOnStage * 4 * x.tokens * float64(m.TopK) * h * 2 * (x.ep - 1) / x.ep
+		tr.EP = mb * moeOnStage * 4 * x.tokens / x.t * float64(m.TopK) * h * 2 * (x.ep - 1) / x.ep
 	}
 
 	// Pipeline p2p: activations forward, gradients backward, per virtual stage,
@@ -434,7 +499,7 @@ func (x *shape) timeOf(e *Evaluation) {
 	// Data-parallel gradient reduction and parameter gathers, over DP×CP
 	// (members t ranks apart in Megatron's tp-cp-ep-dp-pp order); expert
 	// weights over the expert-data-parallel group DP·CP/EP (members t·cp·ep apart).
-	sp := x.stage(true)
+	sp := x.stage(stFirst)
 	dense, expert := sp.dense, sp.expert
 	if x.j.LoRARank > 0 {
 		dense, expert = sp.adapters, 0
@@ -444,10 +509,10 @@ func (x *shape) timeOf(e *Evaluation) {
 		gB = 2 // 2021 Megatron all-reduced FP16 gradients
 	}
 	n := x.dp * x.cp
-	ne := n / x.ep
+	ne := x.edp
 	var dpTime, dpExposed float64
 	coll := func(vol, frac float64) float64 {
-		return x.collective(frac*dense*vol*(n-1)/n, n, x.t) + x.collective(frac*expert*vol*(ne-1)/math.Max(ne, 1), ne, x.t*x.cp*x.ep)
+		return x.collective(frac*dense*vol*(n-1)/n, n, x.t) + x.collective(frac*expert*vol*(ne-1)/math.Max(ne, 1), ne, x.expStride())
 	}
 	switch x.l.Zero {
 	case 0:
@@ -476,9 +541,9 @@ func (x *shape) timeOf(e *Evaluation) {
 		// and once more for a fully recomputed forward (DeepSpeed's pre-forward
 		// hook fires again inside the checkpointed backward); reduce-scatter grads.
 		gathers := 2 + x.recomputeFraction()
-		w := x.stage(true)
+		w := x.stage(stFirst)
 		wd, we := w.dense, w.expert
-		vol := x.collective((gathers*2+gB)*wd*(n-1)/n, n, x.t) + x.collective((gathers*2+gB)*we*(ne-1)/math.Max(ne, 1), ne, x.t*x.cp*x.ep)
+		vol := x.collective((gathers*2+gB)*wd*(n-1)/n, n, x.t) + x.collective((gathers*2+gB)*we*(ne-1)/math.Max(ne, 1), ne, x.expStride())
 		if x.legacy {
 			// DeepSpeed 2021 gathered parameter by parameter: messages too small
 			// for NCCL to spread one GPU's traffic over the node's NICs, so each
@@ -495,7 +560,19 @@ func (x *shape) timeOf(e *Evaluation) {
 	x.k.dpTotal = dpTime
 	tm.DPCommExposed = dpExposed
 
-	// Optimizer step: HBM-bound Adam over the local (sharded) parameters.
+	x.optimizerTime(tm, sp, dense, expert, n, ne, perMB)
+	// Stragglers: every step waits for the slowest GPU (stacks.go: jitterSigma).
+	if n := float64(x.c.GPUs); n > 1 {
+		tm.Straggler = jitterSigma * math.Sqrt(2*math.Log(n)) * (tm.Compute + tm.Recompute)
+	}
+	tm.Step = tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload + tm.Straggler
+}
+
+// optimizerTime fills the optimizer step and the offload transfers:
+// HBM-bound Adam over the local (sharded) parameters, or CPU Adam with PCIe
+// transfers when the optimizer (and the parameters) live on the host.
+func (x *shape) optimizerTime(tm *Time, sp stageParams, dense, expert, n, ne, perMB float64) {
+	mb := x.mb
 	local := dense + expert
 	if x.l.Zero >= 1 {
 		local = dense/n + expert/math.Max(ne, 1)
@@ -514,5 +591,4 @@ func (x *shape) timeOf(e *Evaluation) {
 			tm.Offload += mb * math.Max(xfer-perMB, 0)
 		}
 	}
-	tm.Step = tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload
 }

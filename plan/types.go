@@ -13,6 +13,9 @@ const (
 	FFNSwiGLU      FFNType = "swiglu"
 	FFNReLU        FFNType = "relu"
 	FFNSquaredReLU FFNType = "squared-relu"
+	// FFNGeGLU is the GELU-gated MLP (Shazeer 2020): three matrices like
+	// SwiGLU (Grok-1, Gemma).
+	FFNGeGLU FFNType = "geglu"
 )
 
 // Model is a decoder-only transformer's architecture.
@@ -32,6 +35,15 @@ type Model struct {
 	MoEFFN         int     `json:"moe_ffn,omitempty"`      // each routed expert's MLP hidden size
 	SharedFFN      int     `json:"shared_ffn,omitempty"`   // shared-expert MLP hidden size (0 = none)
 	DenseLayers    int     `json:"dense_layers,omitempty"` // leading dense layers of a MoE model
+
+	// Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); KVLoRA > 0 turns
+	// it on. Queries and keys have HeadDim (no-RoPE part) + QKRopeDim per
+	// head, values VHeadDim; Q and KV are low-rank factored through latents of
+	// width QLoRA (0 = full-rank Q) and KVLoRA (DeepSeek-V2 paper §2.1).
+	QLoRA     int `json:"q_lora_rank,omitempty"`
+	KVLoRA    int `json:"kv_lora_rank,omitempty"`
+	QKRopeDim int `json:"qk_rope_head_dim,omitempty"`
+	VHeadDim  int `json:"v_head_dim,omitempty"`
 }
 
 // Precision is the training number format for matmuls.
@@ -115,11 +127,16 @@ type Cluster struct {
 
 // Layout is one parallel configuration.
 type Layout struct {
-	TP         int    `json:"tp"`
-	PP         int    `json:"pp"`
-	VPP        int    `json:"vpp"` // virtual stages per pipeline rank (1 = not interleaved)
-	CP         int    `json:"cp"`
-	EP         int    `json:"ep"`
+	TP  int `json:"tp"`
+	PP  int `json:"pp"`
+	VPP int `json:"vpp"` // virtual stages per pipeline rank (1 = not interleaved)
+	CP  int `json:"cp"`
+	EP  int `json:"ep"`
+	// ETP is the expert layers' tensor-parallel size (Megatron-Core
+	// --expert-tensor-parallel-size); 0 = TP. With ETP < TP the expert
+	// layers fold the TP ranks into expert parallelism ("MoE parallel
+	// folding", Megatron-Core 0.10): EP·ETP divides TP·CP·DP.
+	ETP        int    `json:"etp,omitempty"`
 	DP         int    `json:"dp"`
 	SP         bool   `json:"sp"`
 	MicroBatch int    `json:"micro_batch"`
@@ -159,6 +176,10 @@ type Time struct {
 	Recompute float64 `json:"recompute_s"` // recomputed forward work (selective or full)
 	PPComm    float64 `json:"pp_comm_s"`   // exposed pipeline point-to-point transfers
 	Optimizer float64 `json:"optimizer_s"` // the optimizer step itself (HBM-bound Adam update)
+	// StepRange is the uncertainty band of Step, [low, high] seconds, from the
+	// cross-validated error of the nearest calibration rows (uncertainty.go).
+	StepRange [2]float64 `json:"step_s_range"`
+	Straggler float64    `json:"straggler_s"` // waiting for the slowest GPU of a synchronous step (jitter at scale)
 }
 
 // Traffic is the bytes one GPU sends per optimizer step in each kind of

@@ -44,6 +44,12 @@ var Options = []Option{
 	// their index here, so new options go at the end.
 	{Name: "train-batch", Arg: "GLOBALxSEQLEN", HasArg: true, Env: "TRAINRUN_BATCH", Example: "1024x8192",
 		Usage: "global batch and sequence length, e.g. 1024x8192 (1024 sequences of 8192 tokens per step); with --train-model the plugin plans the layout (TRAINRUN_TP..., TRAINRUN_PLAN); exported as TRAINRUN_BATCH"},
+	{Name: "train-stack", Arg: "STACK", HasArg: true, Env: "TRAINRUN_STACK", Example: "fsdp:compile",
+		Usage: "training software the plan assumes: megatron-core, nemo, megatron-2022, fsdp[:eager|:compile], deepspeed[:zero1|:zero2|:zero3|:pipe], jax (default: the partition's Stack=)"},
+	{Name: "train-precision", Arg: "bf16|fp16|fp8", HasArg: true, Env: "TRAINRUN_PRECISION", Example: "fp8",
+		Usage: "matmul precision the plan assumes (default: the partition's Precision=)"},
+	{Name: "train-finetune", Arg: "full|lora[:RANK]", HasArg: true, Env: "TRAINRUN_FINETUNE", Example: "lora:16",
+		Usage: "training mode the plan assumes: full, or LoRA adapters of RANK (default 16) on a frozen base (default: the partition's Finetune=)"},
 }
 
 // OptionIndex returns the index of the option called name, or -1.
@@ -72,6 +78,11 @@ type Request struct {
 	Inject    bool          // any injection (the policy's InjectEnv, or --train-nccl=on)
 	NCCL      bool          // the NCCL/CUDA variables too
 	Explain   bool
+	// What the plan assumes (--train-stack, --train-precision,
+	// --train-finetune, else the partition's Stack=, Precision=, Finetune=).
+	Stack     plan.Stack
+	Precision plan.Precision
+	LoRARank  int
 }
 
 // Resolve combines the options given (name → value; flags "1"), their
@@ -86,6 +97,9 @@ func Resolve(c *Config, partition string, given map[string]string, getenv func(s
 	r := &Request{Partition: partition, Signal: s.CkptSignal.Value, Lead: s.CkptLead.Value, CkptDir: s.CkptDir.Value,
 		Inject: s.InjectEnv.Value, NCCL: true}
 	var errs []error
+	if err := r.planDefaults(s); err != nil {
+		errs = append(errs, err)
+	}
 	for i, o := range Options {
 		v, ok := given[o.Name]
 		what := "--" + o.Name
@@ -194,6 +208,33 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		default:
 			return fmt.Errorf("accepted: on, off")
 		}
+	case "train-stack":
+		st, err := plan.ParseStack(v)
+		if err != nil {
+			return err
+		}
+		if canon := stackName(st); canon != s.Stack.Value && !pol.MayOverride("Stack", part) {
+			return mayNot("Stack")
+		}
+		r.Stack = st
+	case "train-precision":
+		p, err := plan.ParsePrecision(v)
+		if err != nil {
+			return err
+		}
+		if string(p) != s.Precision.Value && !pol.MayOverride("Precision", part) {
+			return mayNot("Precision")
+		}
+		r.Precision = p
+	case "train-finetune":
+		rank, err := plan.ParseFinetune(v)
+		if err != nil {
+			return err
+		}
+		if def, _ := plan.ParseFinetune(s.Finetune.Value); rank != def && !pol.MayOverride("Finetune", part) {
+			return mayNot("Finetune")
+		}
+		r.LoRARank = rank
 	case "train-explain":
 		switch strings.ToLower(v) {
 		case "", "1", "yes", "true", "on":
@@ -257,4 +298,27 @@ func findKey(name string) policy.Key {
 		}
 	}
 	return policy.Key{Name: name}
+}
+
+// planDefaults sets what the plan assumes from the partition's policy.
+func (r *Request) planDefaults(s policy.Settings) error {
+	var err error
+	if r.Stack, err = plan.ParseStack(s.Stack.Value); err != nil {
+		return fmt.Errorf("policy Stack=%s (%s): %w", s.Stack.Value, s.Stack.Source, err)
+	}
+	if r.Precision, err = plan.ParsePrecision(orStr(s.Precision.Value, "bf16")); err != nil {
+		return fmt.Errorf("policy Precision=%s (%s): %w", s.Precision.Value, s.Precision.Source, err)
+	}
+	if r.LoRARank, err = plan.ParseFinetune(s.Finetune.Value); err != nil {
+		return fmt.Errorf("policy Finetune=%s (%s): %w", s.Finetune.Value, s.Finetune.Source, err)
+	}
+	return nil
+}
+
+// stackName is a stack as the policy spells it.
+func stackName(st plan.Stack) string {
+	if st == plan.StackMegatronCore {
+		return "megatron-core"
+	}
+	return string(st)
 }

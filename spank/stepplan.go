@@ -68,7 +68,7 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	}
 	world, perNode := st.TotalTasks, st.LocalTasks
 	cl := plan.ClusterFor(g, world, perNode)
-	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: plan.BF16}
+	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: orPrecision(r.Precision), Stack: r.Stack, LoRARank: r.LoRARank}
 	res := plan.Search(m, j, cl, so)
 	if msg := plan.NoFit(m, j, cl, so, res); msg != "" {
 		return nil, nil, fmt.Errorf("plan for --train-model=%s --train-batch=%s on the step's %d tasks (%s, %s): %s", r.Model, r.Batch(), world, g.Name, from, msg)
@@ -181,4 +181,12 @@ func WritePlan(cacheDir string, st Step, data []byte, owner *Cred) (string, erro
 	}
 	path := filepath.Join(JobDir(cacheDir, st.JobID), fmt.Sprintf("plan-%d.json", st.StepID))
 	return path, writeFileAtomic(path, data, 0o644, owner)
+}
+
+// orPrecision is p, or BF16 for a request made without the policy defaults.
+func orPrecision(p plan.Precision) plan.Precision {
+	if p == "" {
+		return plan.BF16
+	}
+	return p
 }

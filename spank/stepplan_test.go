@@ -225,3 +225,42 @@ func TestPlanStepDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// The plan assumes the stack, precision and fine-tuning mode the job names,
+// else the partition's Stack=, Precision=, Finetune=; a partition that does
+// not let users override them rejects the options at submission.
+func TestPlanStepStackPrecisionFinetune(t *testing.T) {
+	_, h100 := machine(t, "hgx-h100")
+	st := Step{JobID: 1, NodeID: 0, NNodes: 2, LocalTasks: 8, TotalTasks: 16, Nodelist: "n[1-2]"}
+	c := policyConfig(t, "PartitionName=fsdp Stack=fsdp:compile Precision=fp8 Finetune=lora:8 UserOverride=none\n")
+	given := map[string]string{"train-model": "llama3-8b", "train-batch": "256x4096"}
+	plain, _, err := PlanStep(c, resolveWith(t, c, given), st, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := plain.Job; j.Stack != plan.StackMegatronCore || j.Precision != plan.BF16 || j.LoRARank != 0 {
+		t.Errorf("site defaults: job %+v", j)
+	}
+	r, err := Resolve(c, "fsdp", given, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _, err := PlanStep(c, r, st, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := sp.Job; j.Stack != plan.StackFSDPCompile || j.Precision != plan.FP8 || j.LoRARank != 8 {
+		t.Errorf("partition fsdp: job %+v", j)
+	}
+	if sp.Result.Plan.Time.Step >= plain.Result.Plan.Time.Step {
+		t.Errorf("LoRA in FP8 (%.3f s) not faster than full BF16 training (%.3f s)", sp.Result.Plan.Time.Step, plain.Result.Plan.Time.Step)
+	}
+	_, err = Resolve(c, "fsdp", map[string]string{"train-stack": "nemo"}, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "--train-stack=nemo: partition fsdp's policy") || !strings.Contains(err.Error(), "does not let users override Stack") {
+		t.Errorf("locked partition, --train-stack=nemo: %v", err)
+	}
+	_, err = Resolve(c, "", nil, func(k string) string { return map[string]string{"TRAINRUN_PRECISION": "int8"}[k] })
+	if err == nil || !strings.Contains(err.Error(), `TRAINRUN_PRECISION=int8: precision "int8": accepted: bf16, fp16, fp8`) {
+		t.Errorf("TRAINRUN_PRECISION=int8: %v", err)
+	}
+}

@@ -31,6 +31,7 @@ type planOptions struct {
 	Vocab, Experts, TopK, MoEFFN, SharedFFN int
 	DenseLayers                             int
 	TieEmbeddings                           bool
+	QLoRA, KVLoRA, QKRopeDim, VHeadDim      int // MLA
 	// job
 	SeqLen, GlobalBatch int
 	Precision           string
@@ -53,7 +54,7 @@ type planOptions struct {
 }
 
 // modelFlags are the flags that describe (or override) the model's shape.
-var modelFlags = []string{"layers", "hidden", "heads", "kv-heads", "head-dim", "ffn", "ffn-type", "vocab", "experts", "topk", "moe-ffn", "shared-ffn", "dense-layers", "tie-embeddings"}
+var modelFlags = []string{"layers", "hidden", "heads", "kv-heads", "head-dim", "ffn", "ffn-type", "vocab", "experts", "topk", "moe-ffn", "shared-ffn", "dense-layers", "tie-embeddings", "q-lora-rank", "kv-lora-rank", "qk-rope-dim", "v-head-dim"}
 
 // AddFlags registers the plan flags on fs.
 func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
@@ -64,7 +65,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KVHeads, "kv-heads", 0, "key/value heads (default: --heads; fewer for GQA)")
 	fs.IntVar(&o.HeadDim, "head-dim", 0, "per-head dimension (default: hidden/heads)")
 	fs.IntVar(&o.FFN, "ffn", 0, "MLP hidden size (default 4*hidden, except swiglu)")
-	fs.StringVar(&o.FFNType, "ffn-type", "", "MLP type: gelu|swiglu|relu|squared-relu (default gelu)")
+	fs.StringVar(&o.FFNType, "ffn-type", "", "MLP type: gelu|swiglu|geglu|relu|squared-relu (default gelu)")
 	fs.IntVar(&o.Vocab, "vocab", 0, "vocabulary size")
 	fs.IntVar(&o.Experts, "experts", 0, "routed experts per MoE layer (0 = dense)")
 	fs.IntVar(&o.TopK, "topk", 0, "experts per token")
@@ -72,12 +73,16 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SharedFFN, "shared-ffn", 0, "shared-expert MLP hidden size (0 = none)")
 	fs.IntVar(&o.DenseLayers, "dense-layers", 0, "leading dense layers of a MoE model")
 	fs.BoolVar(&o.TieEmbeddings, "tie-embeddings", false, "input and output embeddings share weights")
+	fs.IntVar(&o.KVLoRA, "kv-lora-rank", 0, "multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): KV latent width (0 = no MLA)")
+	fs.IntVar(&o.QLoRA, "q-lora-rank", 0, "MLA: query latent width (0 = full-rank queries)")
+	fs.IntVar(&o.QKRopeDim, "qk-rope-dim", 0, "MLA: RoPE dimensions per query/key head, besides --head-dim")
+	fs.IntVar(&o.VHeadDim, "v-head-dim", 0, "MLA: value dimensions per head (default --head-dim)")
 
 	fs.IntVar(&o.SeqLen, "seq-len", 0, "sequence length (tokens)")
 	fs.IntVar(&o.GlobalBatch, "global-batch", 0, "global batch (sequences per optimizer step)")
 	fs.StringVar(&o.Precision, "precision", "bf16", "bf16|fp16|fp8")
 	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK] (lora alone means rank 16)")
-	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives)")
+	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives), fsdp[:eager|:compile] (PyTorch FSDP/FSDP2), deepspeed[:zero1|:zero2|:zero3|:pipe], jax (MaxText/PaxML)")
 	fs.StringVar(&o.Tokens, "tokens", "", "total training tokens, for time to train and the sbatch time limit (1e12, 2T, 300B)")
 
 	fs.StringVar(&o.GPU, "gpu", "", "GPU type ("+strings.Join(plan.GPUNames(), " ")+"), or a list TYPE:N,TYPE:N to compare")
@@ -290,6 +295,10 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 	set("moe-ffn", &m.MoEFFN, o.MoEFFN)
 	set("shared-ffn", &m.SharedFFN, o.SharedFFN)
 	set("dense-layers", &m.DenseLayers, o.DenseLayers)
+	set("kv-lora-rank", &m.KVLoRA, o.KVLoRA)
+	set("q-lora-rank", &m.QLoRA, o.QLoRA)
+	set("qk-rope-dim", &m.QKRopeDim, o.QKRopeDim)
+	set("v-head-dim", &m.VHeadDim, o.VHeadDim)
 	if fs.Changed("tie-embeddings") {
 		m.TiedEmbeddings = o.TieEmbeddings
 	}
@@ -318,9 +327,9 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 	if m.Experts > 0 && m.MoEFFN == 0 {
 		m.MoEFFN = m.FFN
 	}
-	if m.FFN == 0 {
-		if m.FFNType == plan.FFNSwiGLU {
-			return m, usageErrorf("--ffn is required with --ffn-type swiglu (its width is not a fixed multiple of --hidden)")
+	if allMoE := m.Experts > 0 && m.DenseLayers == 0 && m.MoEFFN > 0; m.FFN == 0 && !allMoE { // every layer MoE: no dense MLP
+		if m.FFNType == plan.FFNSwiGLU || m.FFNType == plan.FFNGeGLU {
+			return m, usageErrorf("--ffn is required with --ffn-type %s (its width is not a fixed multiple of --hidden); a MoE model whose every layer is MoE needs --moe-ffn instead", m.FFNType)
 		}
 		m.FFN = 4 * m.Hidden
 		if m.Experts > 0 && m.MoEFFN > 0 && !fs.Changed("ffn") {
@@ -370,16 +379,11 @@ func (o *planOptions) job() (plan.Job, error) {
 	default:
 		return j, usageErrorf("--precision %q: accepted: bf16, fp16, fp8", o.Precision)
 	}
-	switch strings.ToLower(o.Stack) {
-	case "", "megatron-core":
-		j.Stack = plan.StackMegatronCore
-	case string(plan.StackNeMo):
-		j.Stack = plan.StackNeMo
-	case string(plan.StackMegatron2022):
-		j.Stack = plan.StackMegatron2022
-	default:
-		return j, usageErrorf("--stack %q: accepted: megatron-core, nemo, megatron-2022", o.Stack)
+	st, err := plan.ParseStack(o.Stack)
+	if err != nil {
+		return j, usageErrorf("--%v", err)
 	}
+	j.Stack = st
 	rank, err := parseFinetune(o.Finetune)
 	if err != nil {
 		return j, err

@@ -108,6 +108,18 @@ func init() {
 			Format: "yes or no",
 			Why:    "yes: the plugin plans the layout when a job names a model and a batch (--train-model, --train-batch); no: it never plans, and jobs give their degrees with --train-layout",
 			parse:  parseYesNo, set: func(s *Settings, v any, src Source) { s.AutoPlan = Setting[bool]{v.(bool), src} }},
+		{Name: "Stack", Default: "megatron-core", User: true,
+			Format: "a training stack of the planner: " + strings.Join(plan.StackNames(), ", "),
+			Why:    "the software the plugin plans for when a job names none (--train-stack); its kernels, overlaps and fitted efficiency change the plan",
+			parse:  parseStack, set: func(s *Settings, v any, src Source) { s.Stack = Setting[string]{v.(string), src} }},
+		{Name: "Precision", Default: "bf16", User: true,
+			Format: "bf16, fp16 or fp8",
+			Why:    "the matmul precision the plugin plans for when a job names none (--train-precision)",
+			parse:  oneOf("bf16", "fp16", "fp8"), set: func(s *Settings, v any, src Source) { s.Precision = Setting[string]{v.(string), src} }},
+		{Name: "Finetune", Default: "full", User: true,
+			Format: "full, lora or lora:RANK",
+			Why:    "the training mode the plugin plans for when a job names none (--train-finetune): LoRA trains adapters on a frozen base",
+			parse:  parseFinetune, set: func(s *Settings, v any, src Source) { s.Finetune = Setting[string]{v.(string), src} }},
 		{Name: "UserOverride", Default: "all",
 			Format: "all, none, or a comma-separated list of: " + strings.Join(userKeyNames(), ", "),
 			Why:    "all: users may override every setting marked user-overridable; restrict it per partition",
@@ -152,7 +164,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"InjectEnv", "AutoPlan", "Webhook"}
+		"InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook"}
 }
 
 // badValue is a value error before the file and line are known.
@@ -455,6 +467,27 @@ func parseURL(v string) (any, error) {
 		return nil, bad("not an http:// or https:// URL with a host")
 	}
 	return v, nil
+}
+
+// parseStack reads a stack name as the planner accepts it (plan.ParseStack)
+// and keeps its canonical spelling.
+func parseStack(v string) (any, error) {
+	st, err := plan.ParseStack(v)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if st == plan.StackMegatronCore {
+		return "megatron-core", nil
+	}
+	return string(st), nil
+}
+
+// parseFinetune reads full, lora or lora:RANK (plan.ParseFinetune).
+func parseFinetune(v string) (any, error) {
+	if _, err := plan.ParseFinetune(v); err != nil {
+		return nil, bad("%v", err)
+	}
+	return strings.ToLower(strings.TrimSpace(v)), nil
 }
 
 // parseGPUType reads auto ("") or a GPU type of the planner's catalog, as

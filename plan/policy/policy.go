@@ -108,6 +108,9 @@ type Settings struct {
 	GPUType               Setting[string] // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
 	InjectEnv             Setting[bool]   // the plugin injects the environment (else it only reports)
 	AutoPlan              Setting[bool]
+	Stack                 Setting[string] // the planner's stack name (plan.ParseStack), canonical spelling
+	Precision             Setting[string] // bf16, fp16, fp8
+	Finetune              Setting[string] // full, lora, lora:RANK
 	UserOverride          Setting[Override]
 	MetricsAddr           Setting[string]
 	Pushgateway           Setting[string]
@@ -453,6 +456,9 @@ func (s Settings) Rows() []Row {
 		Row{"GPUType", str(s.GPUType.Value, "auto"), s.GPUType.Source},
 		Row{"InjectEnv", yesno[s.InjectEnv.Value], s.InjectEnv.Source},
 		Row{"AutoPlan", yesno[s.AutoPlan.Value], s.AutoPlan.Source},
+		Row{"Stack", s.Stack.Value, s.Stack.Source},
+		Row{"Precision", s.Precision.Value, s.Precision.Source},
+		Row{"Finetune", s.Finetune.Value, s.Finetune.Source},
 		Row{"UserOverride", s.UserOverride.Value.String(), s.UserOverride.Source},
 		Row{"MetricsAddr", str(s.MetricsAddr.Value, "off"), s.MetricsAddr.Source},
 		Row{"Pushgateway", str(s.Pushgateway.Value, "off"), s.Pushgateway.Source},

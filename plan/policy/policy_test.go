@@ -21,6 +21,17 @@ func mustParse(t *testing.T, text string) *Policy {
 	return p
 }
 
+func TestPlannerDefaultsPerPartition(t *testing.T) {
+	p := mustParse(t, "Precision=fp8\nPartitionName=a100 Stack=FSDP:compile Precision=bf16 Finetune=lora:8\n")
+	s := p.Effective("a100")
+	if s.Stack.Value != "fsdp:compile" || s.Precision.Value != "bf16" || s.Finetune.Value != "lora:8" {
+		t.Errorf("partition a100: stack %q precision %q finetune %q", s.Stack.Value, s.Precision.Value, s.Finetune.Value)
+	}
+	if d := p.Effective("h100"); d.Stack.Value != "megatron-core" || d.Precision.Value != "fp8" || d.Finetune.Value != "full" {
+		t.Errorf("site-wide: stack %q precision %q finetune %q", d.Stack.Value, d.Precision.Value, d.Finetune.Value)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	for name, p := range map[string]*Policy{"Default()": Default(), "empty file": mustParse(t, "# nothing\n")} {
 		s := p.Effective("gpu")
@@ -158,9 +169,9 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, InjectEnv, AutoPlan, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
-			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, InjectEnv, AutoPlan, UserOverride, Webhook, MaxCkptAge`}},
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
 		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: CkptLead: "min" after CkptLead=5 is not Key=Value (a value with spaces needs quotes)`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
@@ -170,9 +181,12 @@ func TestParseErrors(t *testing.T) {
 		{"bad fabric", "Fabric=infiniband\n", []string{`trainrun.conf:1: Fabric: bad value "infiniband": not one of the accepted values; accepted: auto, ib, roce, efa or tcp`}},
 		{"unknown GPU type", "PartitionName=vm GPUType=h100-nvl\n", []string{`trainrun.conf:1: GPUType: bad value "h100-nvl": unknown GPU type "h100-nvl"; did you mean "h100-sxm"?; accepted: auto, or a GPU type of the planner: a100-40gb, a100-80gb, b200, gb200, h100-pcie, h100-sxm, h200, h800, l40s, mi300x, v100-32gb`}},
 		{"GPU type by count", "GPUType=8\n", []string{`trainrun.conf:1: GPUType: bad value "8": unknown GPU type "8"`}},
+		{"unknown stack", "PartitionName=a100 Stack=lightning\n", []string{`trainrun.conf:1: Stack: bad value "lightning": stack "lightning": accepted: megatron-core, nemo, megatron-2022, fsdp, fsdp:eager, fsdp:compile, deepspeed, deepspeed:zero1, deepspeed:zero2, deepspeed:zero3, deepspeed:pipe, jax`}},
+		{"bad precision", "Precision=int8\n", []string{`trainrun.conf:1: Precision: bad value "int8"`}},
+		{"bad LoRA rank", "Finetune=lora:0\n", []string{`trainrun.conf:1: Finetune: bad value "lora:0": finetune "lora:0": the LoRA rank must be a positive integer, e.g. lora:16`}},
 		{"relative root", "CkptRoots=/lustre,scratch\n", []string{`trainrun.conf:1: CkptRoots: bad value "/lustre,scratch": "scratch" is not an absolute path; accepted: any, or a comma-separated list of absolute paths`}},
 		{"bad env", "NCCLForce=NCCL_IB_TIMEOUT\n", []string{`trainrun.conf:1: NCCLForce: bad value "NCCL_IB_TIMEOUT": no '=': write NAME=VALUE, e.g. NCCL_IB_TIMEOUT=22; accepted: NAME=VALUE, one variable per NCCLForce= (repeat the key); none clears the site's list on a partition line`}},
-		{"override of a site key", "UserOverride=CkptLead,CkptRoots\n", []string{`trainrun.conf:1: UserOverride: bad value "CkptLead,CkptRoots": CkptRoots is the site's to set; users cannot be allowed to override it; accepted: all, none, or a comma-separated list of: CkptSignal, CkptLead, CkptLeadAdapt, CkptDir, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, InjectEnv, AutoPlan, Webhook`}},
+		{"override of a site key", "UserOverride=CkptLead,CkptRoots\n", []string{`trainrun.conf:1: UserOverride: bad value "CkptLead,CkptRoots": CkptRoots is the site's to set; users cannot be allowed to override it; accepted: all, none, or a comma-separated list of: CkptSignal, CkptLead, CkptLeadAdapt, CkptDir, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, InjectEnv, AutoPlan, Stack, Precision, Finetune, Webhook`}},
 		{"bad address", "MetricsAddr=9464\n", []string{`trainrun.conf:1: MetricsAddr: bad value "9464": not HOST:PORT; accepted: off, or HOST:PORT to serve Prometheus metrics on (HOST may be empty: all addresses)`}},
 		{"bad URL", "Pushgateway=pushgw:9091\n", []string{`trainrun.conf:1: Pushgateway: bad value "pushgw:9091": not an http:// or https:// URL with a host; accepted: off, or an http(s) URL of a Prometheus Pushgateway`}},
 		{"empty value", "CkptKeep=\n", []string{`trainrun.conf:1: CkptKeep: empty value; accepted: a whole number, at least 1 (default 3)`}},

@@ -24,4 +24,13 @@ static const struct tr_opt tr_opts[] = {
 	{ "train-batch", "GLOBALxSEQLEN",
 	  "global batch and sequence length, e.g. 1024x8192 (1024 sequences of 8192 tokens per step); with --train-model the plugin plans the layout (TRAINRUN_TP..., TRAINRUN_PLAN); exported as TRAINRUN_BATCH [env TRAINRUN_BATCH]",
 	  "TRAINRUN_BATCH", 1 },
+	{ "train-stack", "STACK",
+	  "training software the plan assumes: megatron-core, nemo, megatron-2022, fsdp[:eager|:compile], deepspeed[:zero1|:zero2|:zero3|:pipe], jax (default: the partition's Stack=) [env TRAINRUN_STACK]",
+	  "TRAINRUN_STACK", 1 },
+	{ "train-precision", "bf16|fp16|fp8",
+	  "matmul precision the plan assumes (default: the partition's Precision=) [env TRAINRUN_PRECISION]",
+	  "TRAINRUN_PRECISION", 1 },
+	{ "train-finetune", "full|lora[:RANK]",
+	  "training mode the plan assumes: full, or LoRA adapters of RANK (default 16) on a frozen base (default: the partition's Finetune=) [env TRAINRUN_FINETUNE]",
+	  "TRAINRUN_FINETUNE", 1 },
 };

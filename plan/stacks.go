@@ -1,0 +1,157 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Training software stacks beyond Megatron (types.go holds the Megatron
+// ones). A stack decides mechanisms, each stated with its source in
+// stackConsts below, and owns one fitted constant, its kernel efficiency
+// (stackEff): the share of the modelled kernel time that the stack's own
+// kernels reach, fitted only on calibration rows run with that stack
+// (calibration_test.go refits it and fails when this table is stale).
+const (
+	// StackFSDP is PyTorch FSDP/FSDP2 in eager mode on a Hugging Face-style
+	// model (fms-fsdp, torchtitan without compile): FlashAttention-2 through
+	// SDPA, unfused norms, rotary and activation functions, each transformer
+	// block one FSDP unit (gathered whole, prefetched one block ahead),
+	// gradients reduced in BF16 (MixedPrecision reduce_dtype).
+	StackFSDP Stack = "fsdp"
+	// StackFSDPCompile is the same under torch.compile (Inductor fuses the
+	// elementwise chains between GEMMs), or PyTorch code with hand-fused
+	// kernels (flash-attn's fused LayerNorm/rotary/cross-entropy, Lit-GPT,
+	// InternEvo).
+	StackFSDPCompile Stack = "fsdp:compile"
+	// StackDeepSpeed is DeepSpeed ZeRO on PyTorch model code (eager kernels);
+	// StackDeepSpeed + ":zero1".. ":zero3" pins the ZeRO stage, ":pipe" is
+	// its pipeline engine (ZeRO-1 at most).
+	StackDeepSpeed Stack = "deepspeed"
+	// StackJAX is JAX/XLA (MaxText, PaxML): XLA fuses elementwise work into
+	// the GEMM epilogues, FSDP-style sharding over the mesh, cuDNN flash
+	// attention (FlashAttention-2 class on Hopper).
+	StackJAX Stack = "jax"
+)
+
+// StackNames lists the accepted --stack values, for help texts and errors.
+func StackNames() []string {
+	return []string{"megatron-core", "nemo", "megatron-2022", "fsdp", "fsdp:eager", "fsdp:compile",
+		"deepspeed", "deepspeed:zero1", "deepspeed:zero2", "deepspeed:zero3", "deepspeed:pipe", "jax"}
+}
+
+// ParseStack reads a --stack value (case-insensitive). "megatron-core" is the
+// planner's default stack, the empty Stack; "fsdp:eager" is "fsdp".
+func ParseStack(s string) (Stack, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	switch v {
+	case "", "megatron-core", "megatron", "mcore":
+		return StackMegatronCore, nil
+	case "fsdp:eager", "fsdp2", "fsdp2:eager":
+		return StackFSDP, nil
+	case "fsdp2:compile":
+		return StackFSDPCompile, nil
+	}
+	for _, n := range StackNames() {
+		if v == n {
+			return Stack(v), nil
+		}
+	}
+	return "", fmt.Errorf("stack %q: accepted: %s", s, strings.Join(StackNames(), ", "))
+}
+
+// StackZero is the ZeRO stage a stack pins (deepspeed:zero3 → 3), or -1.
+func StackZero(s Stack) int {
+	switch s {
+	case StackDeepSpeed + ":zero1", StackDeepSpeed + ":pipe":
+		return 1
+	case StackDeepSpeed + ":zero2":
+		return 2
+	case StackDeepSpeed + ":zero3":
+		return 3
+	}
+	return -1
+}
+
+// stackBase strips a stack's variant (deepspeed:zero3 → deepspeed).
+func stackBase(s Stack) Stack {
+	if strings.HasPrefix(string(s), string(StackDeepSpeed)) {
+		return StackDeepSpeed
+	}
+	return s
+}
+
+// stackConsts are one stack's mechanisms.
+type stackConsts struct {
+	// eltBytes multiplies the fused elementwise bytes of time.go (norms,
+	// residual adds, activation functions, rotary). Megatron-Core + TE, NeMo: 1
+	// (the fused kernels time.go counts). PyTorch eager: Hugging Face's
+	// LlamaRMSNorm is 6 kernels in FP32 (to(float32), pow, mean, rsqrt, mul,
+	// to(dtype)) and a weight multiply, SwiGLU's silu(x)·y is 2, rotary's
+	// rotate_half and two products 5: about 3× the bytes of the fused
+	// kernels (counted from transformers' modeling_llama.py). Inductor and
+	// XLA fuse each chain into one or two kernels but keep FP32 upcasts: 1.3×
+	// (assumption).
+	eltBytes float64
+	// kernels is the kernel launches per transformer layer and micro-batch,
+	// forward (backward twice); each costs kernelGap of idle GPU between
+	// dependent kernels. Counted from the same model code: TE fused ~25,
+	// Inductor/XLA ~30, eager ~70.
+	kernels float64
+	// fa2 selects FlashAttention-2-class attention on Hopper (fa2HopperEff).
+	fa2 bool
+	// fsdpUnits: ZeRO-3 gathers whole transformer blocks (memory.go).
+	fsdpUnits bool
+	// bf16Grads: gradients kept and reduced in BF16 (NeMo's grad_sync_dtype,
+	// FSDP MixedPrecision reduce_dtype, XLA's bf16 gradients).
+	bf16Grads bool
+	// eff is the fitted kernel efficiency (stackEff).
+	eff float64
+}
+
+// kernelGap is the idle time between two dependent kernels when the host
+// keeps ahead (launch latency plus tail of the previous kernel; ~2-4 µs on
+// Hopper without CUDA graphs, NVIDIA's CUDA Graphs blog "Getting Started with
+// CUDA Graphs", 2019, and Nsight traces; 2 µs taken).
+const kernelGap = 2e-6
+
+// jitterSigma is the relative spread of one GPU's step time from run to
+// run (clock and power management, OS noise, network contention). Every
+// synchronous step waits for the slowest of N GPUs, whose expected excess
+// over the mean is σ·√(2 ln N) for N independent normal draws (extreme-value
+// statistics, e.g. Gumbel 1958). σ = 1 % (assumption, of the order of the
+// 1-2 % per-GPU spread reported in Meta's Llama 3 paper §3.3.4 on stragglers).
+const jitterSigma = 0.01
+
+func stackOf(s Stack) stackConsts {
+	var c stackConsts
+	switch stackBase(s) {
+	case StackMegatronCore, StackMegatron2022:
+		c = stackConsts{eltBytes: 1, kernels: 25}
+	case StackNeMo:
+		c = stackConsts{eltBytes: 1, kernels: 25, fa2: true, bf16Grads: true}
+	case StackFSDP:
+		c = stackConsts{eltBytes: 3, kernels: 70, fa2: true, fsdpUnits: true, bf16Grads: true}
+	case StackFSDPCompile:
+		c = stackConsts{eltBytes: 1.3, kernels: 30, fa2: true, fsdpUnits: true, bf16Grads: true}
+	case StackDeepSpeed:
+		c = stackConsts{eltBytes: 3, kernels: 70, fa2: true}
+	case StackJAX:
+		c = stackConsts{eltBytes: 1.3, kernels: 30, fa2: true, fsdpUnits: true, bf16Grads: true}
+	default:
+		c = stackConsts{eltBytes: 1, kernels: 25}
+	}
+	c.eff = stackEffOf(stackBase(s))
+	return c
+}
+
+// stackEffOf returns the fitted kernel efficiency of a stack, the pooled
+// value when the calibration has no rows of it.
+func stackEffOf(s Stack) float64 {
+	if e, ok := stackEff[s]; ok {
+		return e
+	}
+	if stackEffPooled > 0 {
+		return stackEffPooled
+	}
+	return 1
+}
