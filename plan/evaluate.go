@@ -114,10 +114,12 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return fmt.Sprintf("recompute %q: accepted none, selective, full", l.Recompute)
 	case l.Zero < 0 || l.Zero > 3:
 		return fmt.Sprintf("zero=%d: accepted 0-3", l.Zero)
-	case l.Offload != "none" && l.Offload != "optimizer" && l.Offload != "params":
-		return fmt.Sprintf("offload %q: accepted none, optimizer, params", l.Offload)
-	case l.Offload == "params" && l.Zero != 3:
-		return "offload=params needs zero=3 (parameters are gathered from the host per layer)"
+	case l.Offload != "none" && l.Offload != "optimizer" && l.Offload != "params" && l.Offload != "nvme":
+		return fmt.Sprintf("offload %q: accepted none, optimizer, params, nvme", l.Offload)
+	case (l.Offload == "params" || l.Offload == "nvme") && l.Zero != 3:
+		return fmt.Sprintf("offload=%s needs zero=3 (parameters are gathered from the %s per layer)", l.Offload, map[string]string{"params": "host", "nvme": "NVMe"}[l.Offload])
+	case l.Offload == "nvme" && c.NVMeBW <= 0:
+		return "offload=nvme needs the nodes' NVMe bandwidth (nvme_bandwidth, --nvme-bw)"
 	case j.Precision == FP8 && c.GPU.PeakFP8 <= 0:
 		return fmt.Sprintf("%s has no FP8 tensor cores", c.GPU.Name)
 	case j.Precision != BF16 && j.Precision != FP16 && j.Precision != FP8 && j.Precision != "":
@@ -170,6 +172,9 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	}
 	if c.HostMemory <= 0 {
 		c.HostMemory = c.GPU.HostMemory
+	}
+	if c.NVMeBW <= 0 {
+		c.NVMeBW = defaultNVMeBW
 	}
 	if j.Precision == "" {
 		j.Precision = BF16

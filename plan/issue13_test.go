@@ -110,3 +110,34 @@ func TestStepRange(t *testing.T) {
 		t.Errorf("stepRange floor ±5 %%: %v", got)
 	}
 }
+
+// A model larger than the node's GPU and host memory trains only with
+// ZeRO-Infinity's NVMe offload, and its step pays for the disk's bandwidth.
+func TestNVMeOffload(t *testing.T) {
+	m := Model{Name: "llama3.1-405b", Layers: 126, Hidden: 16384, Heads: 128, KVHeads: 8, HeadDim: 128,
+		FFN: 53248, FFNType: FFNSwiGLU, Vocab: 128256}
+	c := ClusterOf(mustGPU(t, "h100-sxm"), 8)
+	c.HostMemory = 1024 * gib // 405B × 16 bytes ≈ 6.5 TB does not fit in host memory either
+	if r := Search(m, Job{SeqLen: 4096, GlobalBatch: 64, Precision: BF16}, c, SearchOptions{}); r.Plan != nil {
+		t.Fatalf("without an NVMe bandwidth the search must not fall back to NVMe: %+v", r.Plan.Layout)
+	}
+	c.NVMeBW = 25e9
+	j := Job{SeqLen: 4096, GlobalBatch: 64, Precision: BF16, Stack: StackDeepSpeed + ":zero3"}
+	r := Search(m, j, c, SearchOptions{})
+	if r.Plan == nil || r.Plan.Offload != "nvme" || !r.Plan.Memory.Fits {
+		t.Fatalf("plan %+v, want one with offload=nvme", r.Plan)
+	}
+	slow, fast := c, c
+	slow.NVMeBW, fast.NVMeBW = 10e9, 40e9
+	es, ef := Evaluate(m, j, slow, r.Plan.Layout), Evaluate(m, j, fast, r.Plan.Layout)
+	// Per step the optimizer moves 32 bytes per local parameter over the NVMe.
+	local := m.Params() / 8
+	if d := es.Time.Offload - ef.Time.Offload; d < 32*local*8*(1/10e9-1/40e9)*0.99 {
+		t.Errorf("offload time %.1f s at 10 GB/s vs %.1f s at 40 GB/s: the difference must be at least the optimizer's NVMe traffic", es.Time.Offload, ef.Time.Offload)
+	}
+	l := r.Plan.Layout
+	l.Zero = 1
+	if e := Evaluate(m, j, c, l); !strings.Contains(e.Reason, "offload=nvme needs zero=3") {
+		t.Errorf("nvme with zero=1: %q", e.Reason)
+	}
+}

@@ -293,6 +293,14 @@ func (x *shape) stageMemory(kind stageKind) (Memory, float64) {
 		hostPerGPU = mem.Optimizer + mem.Grads + mem.Weights
 		mem.Optimizer = 0
 		mem.Weights = 0
+	case "nvme":
+		// ZeRO-Infinity (Rajbhandari et al. 2021): parameters, gradients
+		// and optimizer states on NVMe; the host keeps pinned staging buffers
+		// only (a few layers, counted as 4 gathered modules).
+		hostPerGPU = 4 * wB * sp.layerMax
+		mem.Optimizer = 0
+		mem.Weights = 0
+		mem.Grads = 0
 	}
 
 	// Activations.
@@ -342,7 +350,7 @@ func (x *shape) stageMemory(kind stageKind) (Memory, float64) {
 		}
 	}
 	other := cudaContextBytes + ncclGroupBytes*groups + fragmentation*act
-	if x.l.Zero == 3 || x.l.Offload == "params" {
+	if x.l.Zero == 3 || x.l.Offload == "params" || x.l.Offload == "nvme" {
 		// Gathered weights of the current and the prefetched module.
 		other += 2 * wB * sp.layerMax
 	}

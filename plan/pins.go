@@ -111,7 +111,7 @@ func (p *Pins) set(k, v string) error {
 	case "recompute":
 		return oneOf(&p.Recompute, "none", "selective", "full")
 	case "offload":
-		return oneOf(&p.Offload, "none", "optimizer", "params")
+		return oneOf(&p.Offload, "none", "optimizer", "params", "nvme")
 	case "zero":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 3 {

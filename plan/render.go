@@ -356,8 +356,8 @@ func RenderMegatron(w io.Writer, m Model, j Job, e Evaluation) error {
 	if j.LoRARank > 0 {
 		fmt.Fprintf(&b, "# LoRA r=%d: Megatron-LM has no LoRA flags; apply these parallel settings in NeMo/Megatron-Bridge PEFT\n", j.LoRARank)
 	}
-	if e.Offload == "params" {
-		b.WriteString("# offload=params: Megatron-LM cannot offload parameters; use FSDP/DeepSpeed CPU offload with this layout\n")
+	if e.Offload == "params" || e.Offload == "nvme" {
+		fmt.Fprintf(&b, "# offload=%s: Megatron-LM cannot offload parameters; use DeepSpeed ZeRO-3 offload (ZeRO-Infinity for nvme) with this layout\n", e.Offload)
 	}
 	if e.PP > 1 && m.Layers%e.PP != 0 {
 		if _, _, _, ok := unevenSplit(m.Layers, e.PP); !ok {

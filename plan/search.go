@@ -58,7 +58,7 @@ func gcd(a, b int) int {
 }
 
 var recomputeRank = map[string]int{"none": 0, "selective": 1, "full": 2}
-var offloadRank = map[string]int{"none": 0, "optimizer": 1, "params": 2}
+var offloadRank = map[string]int{"none": 0, "optimizer": 1, "params": 2, "nvme": 3}
 
 // better orders fitting evaluations: throughput first (within 0.2 %, a tie),
 // then less recompute, no offload, lower ZeRO stage, fewer model-parallel GPUs.
@@ -175,6 +175,11 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 	if len(s.best) == 0 && o.Pins.Offload == nil {
 		// Offload is the last resort (PRODUCT.md): only when nothing fits on the GPUs.
 		s.run([]string{"optimizer", "params"})
+		if len(s.best) == 0 && c.NVMeBW > 0 {
+			// Larger than the machine's memory, host included: ZeRO-Infinity,
+			// when the cluster states its NVMe bandwidth (--nvme-bw).
+			s.run([]string{"nvme"})
+		}
 	}
 	var r Result
 	if len(s.best) > 0 {
@@ -461,7 +466,7 @@ func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 	}
 	if o.Pins.Offload == nil || *o.Pins.Offload == "none" {
 		oo := o
-		for _, off := range []string{"optimizer", "params"} {
+		for _, off := range []string{"optimizer", "params", "nvme"} {
 			off := off
 			oo.Pins.Offload = &off
 			if r := Search(m, j, c, oo); r.Plan != nil && r.Plan.Memory.Fits {

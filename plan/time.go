@@ -590,5 +590,18 @@ func (x *shape) optimizerTime(tm *Time, sp stageParams, dense, expert, n, ne, pe
 			xfer := 2 * 2 * (sp.dense + sp.expert) / pcie
 			tm.Offload += mb * math.Max(xfer-perMB, 0)
 		}
+	case "nvme":
+		// ZeRO-Infinity: per step, read and write the FP32 master weights, the
+		// Adam moments and the gradients (12 + 12 + 4 + 4 bytes per local
+		// parameter) on the node's NVMe, shared by its GPUs, with the CPU Adam
+		// of optimizer offload; per micro-batch, read this GPU's parameter
+		// shard for the forward and the backward (2 × 2 bytes), prefetched
+		// behind compute like the gathers it feeds.
+		gpn := float64(max(min(x.c.GPUsPerNode, x.c.GPUs), 1))
+		nvme := x.c.NVMeBW / gpn
+		pcie := x.c.GPU.PCIeBandwidth * pcieEff
+		tm.Offload = adamBytes*local/(hostAdamBW/gpn) + 32*local/nvme + (gradBytesFP32+2)*local/pcie
+		xfer := 2 * 2 * local / math.Min(nvme, pcie)
+		tm.Offload += mb * math.Max(xfer-perMB, 0)
 	}
 }

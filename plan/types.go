@@ -123,7 +123,13 @@ type Cluster struct {
 	NVLinkDomain int     `json:"nvlink_domain"`               // GPUs sharing one NVLink domain (node, or 72 for NVL72)
 	InterNode    float64 `json:"inter_node_bandwidth"`        // bytes/s per GPU, one direction
 	HostMemory   float64 `json:"host_memory_bytes,omitempty"` // per node, for offload; 0 = unknown
+	NVMeBW       float64 `json:"nvme_bandwidth,omitempty"`    // per node, bytes/s, for offload=nvme; 0 = defaultNVMeBW
 }
+
+// defaultNVMeBW is a node's local NVMe bandwidth when none is given: 8 Gen4
+// NVMe drives at ~3 GB/s sustained mixed read/write each (DGX H100 has 8
+// U.2 data drives; recalled, an assumption): 25 GB/s.
+const defaultNVMeBW = 25e9
 
 // Layout is one parallel configuration.
 type Layout struct {

@@ -42,6 +42,7 @@ type planOptions struct {
 	GPU                             string
 	GPUs, GPUsPerNode, NVLinkDomain int
 	InterNodeBW, HostMemoryGB       float64
+	NVMeBW                          float64 // GB/s per node
 	// search and output
 	Fix                  string
 	AllowCP              bool
@@ -91,8 +92,9 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.NVLinkDomain, "nvlink-domain", 0, "GPUs per NVLink domain (default: the node; 72 for gb200)")
 	fs.Float64Var(&o.InterNodeBW, "inter-node-bw", 0, "inter-node bandwidth per GPU, GB/s per direction (default: the GPU type's usual fabric)")
 	fs.Float64Var(&o.HostMemoryGB, "host-memory", 0, "host memory per node in GB, for offload (default: the GPU type's usual node)")
+	fs.Float64Var(&o.NVMeBW, "nvme-bw", 0, "local NVMe bandwidth per node in GB/s, for offload=nvme (ZeRO-Infinity; default 25)")
 
-	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params)")
+	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params|nvme)")
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
 	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|env|sbatch|hostfile|placement")
@@ -494,6 +496,12 @@ func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, 
 				return nil, usageErrorf("--host-memory %g: must be positive (GB per node)", o.HostMemoryGB)
 			}
 			c.HostMemory = o.HostMemoryGB * 1e9
+		}
+		if changed("nvme-bw") {
+			if o.NVMeBW <= 0 {
+				return nil, usageErrorf("--nvme-bw %g: must be positive (GB/s per node)", o.NVMeBW)
+			}
+			c.NVMeBW = o.NVMeBW * 1e9
 		}
 		out = append(out, c)
 	}
