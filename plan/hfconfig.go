@@ -330,35 +330,10 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 	if err != nil {
 		return Model{}, err
 	}
-	if !d.present("model_type") {
-		return Model{}, fmt.Errorf("%s: model_type is missing; supported: %s", name, strings.Join(HFModelTypes(), ", "))
+	fam, err := hfFamilyOf(d, name)
+	if err != nil {
+		return Model{}, err
 	}
-	mt := d.str("model_type")
-	if why, bad := hfUnsupportedTypes[mt]; bad {
-		return Model{}, d.errf("model_type", "model_type %q: %s", mt, why)
-	}
-	fam, ok := hfFamilies[mt]
-	if !ok {
-		return Model{}, d.errf("model_type", "model_type %q is not supported; supported: %s (or describe the model with --layers, --hidden, --heads, ... flags)",
-			mt, strings.Join(HFModelTypes(), ", "))
-	}
-	known := map[string]bool{}
-	for _, list := range [][]string{hfCommonHarmless, fam.read, fam.harmless} {
-		for _, k := range list {
-			known[k] = true
-		}
-	}
-	for _, k := range d.keys {
-		switch {
-		case strings.HasPrefix(k, "_") || known[k] || hfHarmlessPattern(k):
-		case hfMLAFields[k]:
-			return Model{}, d.errf(k, "field %q: not supported: MLA attention is not modelled", k)
-		default:
-			return Model{}, d.errf(k, "unknown field %q for model_type %s: it may change the architecture, so the planner will not guess; "+
-				"remove it if you know it is harmless, or describe the model with --layers, --hidden, --heads, ... flags", k, mt)
-		}
-	}
-
 	m := Model{Name: name}
 	if m.Hidden, err = d.alias(fam.hidden); err != nil {
 		return Model{}, err
@@ -375,125 +350,10 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 	if m.TiedEmbeddings, err = d.boolean("tie_word_embeddings", fam.tieDefault); err != nil {
 		return Model{}, err
 	}
-	headsKey := firstPresent(d, fam.heads)
-	hiddenKey := firstPresent(d, fam.hidden)
-
-	m.KVHeads = m.Heads
-	if fam.kvHeads != "" {
-		if v, ok, err := d.size(fam.kvHeads, false); err != nil {
-			return Model{}, err
-		} else if ok {
-			if v > m.Heads || m.Heads%v != 0 {
-				return Model{}, d.errf(fam.kvHeads, "%s = %d does not divide %s = %d", fam.kvHeads, v, headsKey, m.Heads)
-			}
-			m.KVHeads = v
-		}
-	}
-	hd, hdOK := 0, false
-	if fam.headDim != "" {
-		if hd, hdOK, err = d.size(fam.headDim, false); err != nil {
+	for _, step := range []func(*hfDoc, hfFamily, *Model) error{hfAttention, hfMLP, hfMoE} {
+		if err := step(d, fam, &m); err != nil {
 			return Model{}, err
 		}
-	}
-	if hdOK {
-		m.HeadDim = hd
-	} else {
-		if m.Hidden%m.Heads != 0 {
-			return Model{}, d.errf(headsKey, "%s = %d does not divide %s = %d and no head_dim is given", headsKey, m.Heads, hiddenKey, m.Hidden)
-		}
-		m.HeadDim = m.Hidden / m.Heads
-	}
-
-	// MLP width and activation.
-	switch {
-	case fam.ffn == "": // BLOOM: fixed 4h
-		if v, ok, err := d.int("n_inner"); err != nil {
-			return Model{}, err
-		} else if ok && v != 4*m.Hidden {
-			return Model{}, d.errf("n_inner", "n_inner = %d: BLOOM's MLP is 4·hidden = %d and transformers ignores n_inner; remove it or use --ffn", v, 4*m.Hidden)
-		}
-		m.FFN = 4 * m.Hidden
-	case fam.ffnOptional:
-		v, ok, err := d.size(fam.ffn, false)
-		if err != nil {
-			return Model{}, err
-		}
-		m.FFN = 4 * m.Hidden
-		if ok {
-			m.FFN = v
-		}
-	case fam.moe == moeMixtral:
-		// In Mixtral intermediate_size is each expert's width; every layer is MoE.
-		if m.MoEFFN, _, err = d.size(fam.ffn, true); err != nil {
-			return Model{}, err
-		}
-		m.FFN = m.MoEFFN
-	default:
-		if m.FFN, _, err = d.size(fam.ffn, true); err != nil {
-			return Model{}, err
-		}
-	}
-	act := fam.actDefault
-	if fam.act != "" && d.present(fam.act) {
-		act = d.str(fam.act)
-	}
-	if m.FFNType, err = hfActivation(d, fam, act); err != nil {
-		return Model{}, err
-	}
-	if fam.act == "activation_function" {
-		if cross, err := d.boolean("add_cross_attention", false); err != nil {
-			return Model{}, err
-		} else if cross {
-			return Model{}, d.errf("add_cross_attention", "add_cross_attention = true: encoder-decoder cross-attention is not modelled")
-		}
-	}
-
-	switch fam.moe {
-	case moeMixtral:
-		if m.Experts, _, err = d.size("num_local_experts", true); err != nil {
-			return Model{}, err
-		}
-		if m.TopK, _, err = d.size("num_experts_per_tok", true); err != nil {
-			return Model{}, err
-		}
-	case moeQwen2MoE:
-		if m.Experts, _, err = d.size("num_experts", true); err != nil {
-			return Model{}, err
-		}
-		if m.TopK, _, err = d.size("num_experts_per_tok", true); err != nil {
-			return Model{}, err
-		}
-		if m.MoEFFN, _, err = d.size("moe_intermediate_size", true); err != nil {
-			return Model{}, err
-		}
-		if v, ok, err := d.int("shared_expert_intermediate_size"); err != nil {
-			return Model{}, err
-		} else if ok {
-			if v < 0 {
-				return Model{}, d.errf("shared_expert_intermediate_size", "shared_expert_intermediate_size = %d: must not be negative", v)
-			}
-			m.SharedFFN = v
-		}
-		if v, ok, err := d.int("decoder_sparse_step"); err != nil {
-			return Model{}, err
-		} else if ok && v != 1 {
-			return Model{}, d.errf("decoder_sparse_step", "decoder_sparse_step = %d: MoE on every %d-th layer is not modelled (only leading dense layers are); use 1", v, v)
-		}
-		if d.present("mlp_only_layers") {
-			var dense []int
-			if err := json.Unmarshal(d.vals["mlp_only_layers"], &dense); err != nil {
-				return Model{}, d.errf("mlp_only_layers", "mlp_only_layers = %s: want a list of layer indices", d.vals["mlp_only_layers"])
-			}
-			for i, l := range dense {
-				if l != i {
-					return Model{}, d.errf("mlp_only_layers", "mlp_only_layers = %v: only leading dense layers [0 1 ... k-1] are modelled", dense)
-				}
-			}
-			m.DenseLayers = len(dense)
-		}
-	}
-	if m.Experts > 0 && m.TopK > m.Experts {
-		return Model{}, d.errf("num_experts_per_tok", "num_experts_per_tok = %d exceeds the %d experts", m.TopK, m.Experts)
 	}
 	if err := ValidateModel(m); err != nil {
 		return Model{}, fmt.Errorf("%s: %w", name, err)
@@ -502,6 +362,177 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 		return Model{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil
+}
+
+// hfFamilyOf is the family of d's model_type, after checking that every
+// field of d is one the family reads or knows to be harmless.
+func hfFamilyOf(d *hfDoc, name string) (hfFamily, error) {
+	if !d.present("model_type") {
+		return hfFamily{}, fmt.Errorf("%s: model_type is missing; supported: %s", name, strings.Join(HFModelTypes(), ", "))
+	}
+	mt := d.str("model_type")
+	if why, bad := hfUnsupportedTypes[mt]; bad {
+		return hfFamily{}, d.errf("model_type", "model_type %q: %s", mt, why)
+	}
+	fam, ok := hfFamilies[mt]
+	if !ok {
+		return hfFamily{}, d.errf("model_type", "model_type %q is not supported; supported: %s (or describe the model with --layers, --hidden, --heads, ... flags)",
+			mt, strings.Join(HFModelTypes(), ", "))
+	}
+	known := map[string]bool{}
+	for _, list := range [][]string{hfCommonHarmless, fam.read, fam.harmless} {
+		for _, k := range list {
+			known[k] = true
+		}
+	}
+	for _, k := range d.keys {
+		switch {
+		case strings.HasPrefix(k, "_") || known[k] || hfHarmlessPattern(k):
+		case hfMLAFields[k]:
+			return hfFamily{}, d.errf(k, "field %q: not supported: MLA attention is not modelled", k)
+		default:
+			return hfFamily{}, d.errf(k, "unknown field %q for model_type %s: it may change the architecture, so the planner will not guess; "+
+				"remove it if you know it is harmless, or describe the model with --layers, --hidden, --heads, ... flags", k, mt)
+		}
+	}
+
+	return fam, nil
+}
+
+// hfAttention reads the attention shape: KV heads and the head size.
+func hfAttention(d *hfDoc, fam hfFamily, m *Model) error {
+	var err error
+	headsKey := firstPresent(d, fam.heads)
+	hiddenKey := firstPresent(d, fam.hidden)
+
+	m.KVHeads = m.Heads
+	if fam.kvHeads != "" {
+		if v, ok, err := d.size(fam.kvHeads, false); err != nil {
+			return err
+		} else if ok {
+			if v > m.Heads || m.Heads%v != 0 {
+				return d.errf(fam.kvHeads, "%s = %d does not divide %s = %d", fam.kvHeads, v, headsKey, m.Heads)
+			}
+			m.KVHeads = v
+		}
+	}
+	hd, hdOK := 0, false
+	if fam.headDim != "" {
+		if hd, hdOK, err = d.size(fam.headDim, false); err != nil {
+			return err
+		}
+	}
+	if hdOK {
+		m.HeadDim = hd
+	} else {
+		if m.Hidden%m.Heads != 0 {
+			return d.errf(headsKey, "%s = %d does not divide %s = %d and no head_dim is given", headsKey, m.Heads, hiddenKey, m.Hidden)
+		}
+		m.HeadDim = m.Hidden / m.Heads
+	}
+	return nil
+}
+
+// hfMLP reads the MLP's width and activation.
+func hfMLP(d *hfDoc, fam hfFamily, m *Model) error {
+	var err error
+	// MLP width and activation.
+	switch {
+	case fam.ffn == "": // BLOOM: fixed 4h
+		if v, ok, err := d.int("n_inner"); err != nil {
+			return err
+		} else if ok && v != 4*m.Hidden {
+			return d.errf("n_inner", "n_inner = %d: BLOOM's MLP is 4·hidden = %d and transformers ignores n_inner; remove it or use --ffn", v, 4*m.Hidden)
+		}
+		m.FFN = 4 * m.Hidden
+	case fam.ffnOptional:
+		v, ok, err := d.size(fam.ffn, false)
+		if err != nil {
+			return err
+		}
+		m.FFN = 4 * m.Hidden
+		if ok {
+			m.FFN = v
+		}
+	case fam.moe == moeMixtral:
+		// In Mixtral intermediate_size is each expert's width; every layer is MoE.
+		if m.MoEFFN, _, err = d.size(fam.ffn, true); err != nil {
+			return err
+		}
+		m.FFN = m.MoEFFN
+	default:
+		if m.FFN, _, err = d.size(fam.ffn, true); err != nil {
+			return err
+		}
+	}
+	act := fam.actDefault
+	if fam.act != "" && d.present(fam.act) {
+		act = d.str(fam.act)
+	}
+	if m.FFNType, err = hfActivation(d, fam, act); err != nil {
+		return err
+	}
+	if fam.act == "activation_function" {
+		if cross, err := d.boolean("add_cross_attention", false); err != nil {
+			return err
+		} else if cross {
+			return d.errf("add_cross_attention", "add_cross_attention = true: encoder-decoder cross-attention is not modelled")
+		}
+	}
+	return nil
+}
+
+// hfMoE reads the experts, top-k, expert widths and leading dense layers.
+func hfMoE(d *hfDoc, fam hfFamily, m *Model) error {
+	var err error
+	switch fam.moe {
+	case moeMixtral:
+		if m.Experts, _, err = d.size("num_local_experts", true); err != nil {
+			return err
+		}
+		if m.TopK, _, err = d.size("num_experts_per_tok", true); err != nil {
+			return err
+		}
+	case moeQwen2MoE:
+		if m.Experts, _, err = d.size("num_experts", true); err != nil {
+			return err
+		}
+		if m.TopK, _, err = d.size("num_experts_per_tok", true); err != nil {
+			return err
+		}
+		if m.MoEFFN, _, err = d.size("moe_intermediate_size", true); err != nil {
+			return err
+		}
+		if v, ok, err := d.int("shared_expert_intermediate_size"); err != nil {
+			return err
+		} else if ok {
+			if v < 0 {
+				return d.errf("shared_expert_intermediate_size", "shared_expert_intermediate_size = %d: must not be negative", v)
+			}
+			m.SharedFFN = v
+		}
+		if v, ok, err := d.int("decoder_sparse_step"); err != nil {
+			return err
+		} else if ok && v != 1 {
+			return d.errf("decoder_sparse_step", "decoder_sparse_step = %d: MoE on every %d-th layer is not modelled (only leading dense layers are); use 1", v, v)
+		}
+		if d.present("mlp_only_layers") {
+			var dense []int
+			if err := json.Unmarshal(d.vals["mlp_only_layers"], &dense); err != nil {
+				return d.errf("mlp_only_layers", "mlp_only_layers = %s: want a list of layer indices", d.vals["mlp_only_layers"])
+			}
+			for i, l := range dense {
+				if l != i {
+					return d.errf("mlp_only_layers", "mlp_only_layers = %v: only leading dense layers [0 1 ... k-1] are modelled", dense)
+				}
+			}
+			m.DenseLayers = len(dense)
+		}
+	}
+	if m.Experts > 0 && m.TopK > m.Experts {
+		return d.errf("num_experts_per_tok", "num_experts_per_tok = %d exceeds the %d experts", m.TopK, m.Experts)
+	}
+	return nil
 }
 
 func firstPresent(d *hfDoc, keys []string) string {
