@@ -92,6 +92,20 @@ func TestCkptCompressListRestore(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want["step-10"]) {
 		t.Fatalf("restored weights.bin differs from what the trainer wrote (%v)", err)
 	}
+	// A flipped bit in the compressed file: verify names the file and the chunk.
+	z := filepath.Join(dir, "step-10", "weights.bin.trz")
+	zb, err := os.ReadFile(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zb[len(zb)/2] ^= 0x04
+	if err := os.WriteFile(z, zb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCkptCmd(t, dir, "verify", "step-10")
+	if code != ExitCheckpoint || !strings.Contains(out, z) || !strings.Contains(out, "chunk 0 ") {
+		t.Errorf("verify of a flipped bit: exit %d\n%s", code, out)
+	}
 	code, _, errs = runCkptCmd(t, dir, "list", "--format", "yaml")
 	if code != ExitUsage || !strings.Contains(errs, `--format "yaml"`) {
 		t.Errorf("list --format yaml: exit %d: %s", code, errs)
