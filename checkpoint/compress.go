@@ -562,3 +562,23 @@ func (b *Background) loop(ctx context.Context) {
 
 // Wait waits for the running pass (and the one it was asked for).
 func (b *Background) Wait() { b.wg.Wait() }
+
+// locateDamage, for a compressed file (stored path rel) whose checksum
+// failed, decodes it to name the damaged chunk ("" for a raw file).
+func locateDamage(ctx context.Context, dir string, m Manifest, rel string, workers int) string {
+	for _, f := range m.Files {
+		if !f.Compressed() || f.storedRel() != rel {
+			continue
+		}
+		in, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+		if err != nil {
+			return ""
+		}
+		defer in.Close()
+		if _, _, err := decodeFile(ctx, in, f.StoredSize, nil, codecOpts{Workers: workers, Span: m.ChunkBytes}); err != nil {
+			return "; " + err.Error()
+		}
+		return "; every chunk still decodes to its checksum: the damage is outside the chunks' bytes"
+	}
+	return ""
+}

@@ -127,11 +127,11 @@ func TestVerifyNamesFileAndChunk(t *testing.T) {
 	c := h.Chunks[1]
 	b[c.StoredOff+int64(c.StoredLen)/2] ^= 0x10
 	must(t, os.WriteFile(p, b, 0o644))
-	// The stored checksum catches it first; the chunk index says where.
+	// The stored checksum catches it first; decoding says which chunk.
 	_, err = s.Verify("step-10")
 	var ve *VerifyError
-	if !errors.As(err, &ve) || ve.Path != p {
-		t.Fatalf("Verify: %v, want a VerifyError naming %s", err, p)
+	if !errors.As(err, &ve) || ve.Path != p || !strings.Contains(err.Error(), "chunk 1 ") {
+		t.Fatalf("Verify: %v, want a VerifyError naming %s and chunk 1", err, p)
 	}
 	// Without the file-level stored checksum, the chunk's own checksum.
 	m, err := readManifest(s.tagDir("step-10"))

@@ -282,7 +282,8 @@ func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manif
 	for i, f := range want {
 		if hashed[i].XXH64 != f.XXH64 {
 			return m, &VerifyError{Tag: m.Tag, Path: filepath.Join(dir, filepath.FromSlash(f.Path)),
-				What: fmt.Sprintf("xxh64 %s, the manifest says %s: the content changed after commit (bit rot, an overwrite or a partial copy)", hashed[i].XXH64, f.XXH64)}
+				What: fmt.Sprintf("xxh64 %s, the manifest says %s: the content changed after commit (bit rot, an overwrite or a partial copy)", hashed[i].XXH64, f.XXH64) +
+					locateDamage(ctx, dir, m, f.Path, workers)}
 		}
 	}
 	return m, verifyCompressed(ctx, dir, m, workers)

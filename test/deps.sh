@@ -12,7 +12,8 @@
 # the test harness runs its own daemons on its own sockets and ports.
 set -euo pipefail
 pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev python3-torch
-	prometheus prometheus-pushgateway prometheus-node-exporter iproute2 procps librsvg2-bin)
+	prometheus prometheus-pushgateway prometheus-node-exporter iproute2 procps librsvg2-bin
+	zstd) # zstd: the CLI the checkpoint codec benchmark compares with
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -91,6 +92,20 @@ func TestCkptCompressListRestore(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want["step-10"]) {
 		t.Fatalf("restored weights.bin differs from what the trainer wrote (%v)", err)
 	}
+	// A flipped bit in the compressed file: verify names the file and the chunk.
+	z := filepath.Join(dir, "step-10", "weights.bin.trz")
+	zb, err := os.ReadFile(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zb[len(zb)/2] ^= 0x04
+	if err := os.WriteFile(z, zb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCkptCmd(t, dir, "verify", "step-10")
+	if code != ExitCheckpoint || !strings.Contains(out, z) || !strings.Contains(out, "chunk 0 ") {
+		t.Errorf("verify of a flipped bit: exit %d\n%s", code, out)
+	}
 	code, _, errs = runCkptCmd(t, dir, "list", "--format", "yaml")
 	if code != ExitUsage || !strings.Contains(errs, `--format "yaml"`) {
 		t.Errorf("list --format yaml: exit %d: %s", code, errs)
@@ -102,5 +117,45 @@ func TestCkptCompressListRestore(t *testing.T) {
 	code, _, errs = runCkptCmd(t, dir, "restore", "step-99", "--to", to)
 	if code != ExitCheckpoint || !strings.Contains(errs, "step-99") {
 		t.Errorf("restore of a missing tag: exit %d: %s", code, errs)
+	}
+}
+
+func TestRunRefusesABadCompressMode(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
+	code := dispatch(context.Background(), env, []string{"run", "--ckpt-compress", "sometimes", "--", "true"})
+	if code != ExitUsage || !strings.Contains(errb.String(), `--ckpt-compress "sometimes"`) || !strings.Contains(errb.String(), "archive") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+// The controller's hooks: the mode goes into the store for the drains, and
+// after a commit the retained older checkpoints are compressed (the newest
+// stays raw), logged; with no, nothing happens.
+func TestRunCompressHooks(t *testing.T) {
+	for _, mode := range []string{"no", "archive"} {
+		dir, _ := compressFixture(t)
+		s, err := checkpoint.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		r := &runner{opts: runOptions{compress: mode}, store: s, env: &runEnv{stderr: &log}}
+		r.setCompressMode()
+		r.compressKick(true)
+		if got := s.CompressMode(); got != mode {
+			t.Errorf("%s: store's mode %q", mode, got)
+		}
+		list, err := s.List()
+		if err != nil || len(list) != 2 {
+			t.Fatalf("%s: %v %v", mode, list, err)
+		}
+		old, newest := list[0], list[1]
+		if compressed := old.Stored < old.Bytes; compressed != (mode == "archive") || newest.Stored != newest.Bytes {
+			t.Errorf("%s: step-10 stored %d of %d, step-20 %d of %d", mode, old.Stored, old.Bytes, newest.Stored, newest.Bytes)
+		}
+		if logged := strings.Contains(log.String(), "compressed checkpoint step-10"); logged != (mode == "archive") {
+			t.Errorf("%s: log %q", mode, log.String())
+		}
 	}
 }

@@ -108,6 +108,7 @@ exec %s run --policy %s --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.
 			t.Errorf("%s: %+v; want every retained checkpoint but the newest stored compressed, the newest raw\n%s", r.Tag, r, out)
 		}
 	}
+	t.Logf("ckpt list --format json:\n%s", out)
 	if strings.Count(log, "compressed checkpoint ") < len(rows)-1 {
 		t.Errorf("the job log does not report the background compression:\n%s", log)
 	}
