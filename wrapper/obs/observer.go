@@ -233,131 +233,188 @@ func (o *Observer) replay(evs []Event) {
 // the log of earlier incarnations (the gauges of the present one are then
 // set again by its own events).
 func (o *Observer) apply(e *Event, live bool) {
-	m, st := o.m, &o.st
 	switch e.Kind {
 	case KindStart:
-		if !st.incStart.IsZero() && !st.ended {
-			m.crashes.WithLabelValues(CrashKilled).Inc()
-		}
-		captured := st.captured
-		*st = runState{incStart: e.Time, captured: captured}
-		if e.Start != nil {
-			st.start = *e.Start
-		}
-		if !live {
-			return
-		}
-		s := st.start
-		m.setLayout(&s)
-		m.restart.Set(float64(e.Restart))
-		m.gpus.Set(float64(s.GPUs))
-		m.startTime.Set(unix(e.Time))
-		setIf(m.predStep, s.StepSeconds)
-		setIf(m.predMFU, s.MFU)
-		setIf(m.predTokens, s.TokensPerSecond)
-		setIf(m.ckptMaxAge, s.MaxCkptAge.Seconds())
-		setIf(m.graceBudget, s.GraceBudget.Seconds())
-		m.setState("running")
+		o.onStart(e, live)
 	case KindCkptRequest:
-		st.requestAt = e.Time
-		if live {
-			m.setState("checkpointing")
-		}
+		o.onCkptRequest(e, live)
 	case KindCkptCommit:
-		c := e.Ckpt
-		if c == nil {
-			return
-		}
-		if live && c.Save == 0 && !c.CompleteAt.IsZero() {
-			asked := st.requestAt
-			if st.interruptWhy == InterruptPreempted && st.interruptAt.After(asked) {
-				asked = st.interruptAt
-			}
-			if !asked.IsZero() && c.CompleteAt.After(asked) && asked.After(st.captured) {
-				c.Save = c.CompleteAt.Sub(asked)
-			}
-		}
-		m.ckptCommits.Inc()
-		m.ckptWritten.Add(float64(c.Bytes))
-		if c.Save > 0 {
-			m.ckptDur.WithLabelValues("save").Observe(c.Save.Seconds())
-		}
-		m.ckptDur.WithLabelValues("commit").Observe(c.Commit.Seconds())
-		m.ckptBytes.Set(float64(c.Bytes))
-		m.setLastCommit(e.Time)
-		// The training state it holds is from about when it was asked
-		// for (or, unasked, when it was complete: lost work is then
-		// undercounted by the save time).
-		if !c.CompleteAt.IsZero() {
-			st.captured = c.CompleteAt.Add(-c.Save)
-		} else {
-			st.captured = e.Time.Add(-c.Commit - c.Save)
-		}
-		// The margin of the last interruption's checkpoint, kept across
-		// incarnations (replayed): the next one's push replaces the group.
-		if !st.interruptAt.IsZero() {
-			if d := o.deadline(); !d.IsZero() {
-				m.graceMargin.Set(d.Sub(e.Time).Seconds())
-			}
-		}
+		o.onCkptCommit(e, live)
 	case KindCkptFail:
-		m.ckptFail.WithLabelValues(orText(e.Cause, "unknown")).Inc()
+		o.m.ckptFail.WithLabelValues(orText(e.Cause, "unknown")).Inc()
 	case KindDrain:
-		if d := e.Drain; d != nil {
-			m.drainBytes.Add(float64(d.Bytes))
-			m.drainSeconds.Add(d.Duration.Seconds())
-			if d.Duration > 0 {
-				m.drainRate.Set(float64(d.Bytes) / d.Duration.Seconds())
-			}
-		}
+		o.onDrain(e.Drain)
 	case KindInterrupt:
-		if st.interruptAt.IsZero() {
-			st.interruptAt, st.interruptWhy = e.Time, e.Cause
-		}
-		m.interrupts.WithLabelValues(orText(e.Cause, "unknown")).Inc()
-		if live {
-			m.setState("checkpointing")
-		}
+		o.onInterrupt(e, live)
 	case KindProgress:
-		if !live {
-			return
-		}
-		o.progress(*e)
-	case KindEnd:
-		st.ended = true
-		if e.Cause == EndRequeued || e.Requeued {
-			m.requeues.Inc()
-		}
-		switch e.Cause {
-		case EndCrash:
-			m.crashes.WithLabelValues(orText(e.Crash, CrashStepFailed)).Inc()
-		}
-		if e.Cause != EndFinished && !st.incStart.IsZero() {
-			stopped := e.Time
-			if !st.interruptAt.IsZero() {
-				stopped = st.interruptAt
-			}
-			from := st.incStart
-			if st.captured.After(from) {
-				from = st.captured
-			}
-			m.lost.Observe(max(0, stopped.Sub(from).Seconds()))
-		}
 		if live {
-			switch {
-			case e.Requeued:
-				m.setState("requeued")
-			case e.Cause == EndFinished:
-				m.setState("finished")
-			case e.Cause == EndRequeued:
-				m.setState("requeued")
-			case e.Cause == EndStopped:
-				m.setState("stopped")
-			default:
-				m.setState("failed")
-			}
+			o.progress(*e)
+		}
+	case KindEnd:
+		o.onEnd(e, live)
+	}
+}
+
+// onStart begins an incarnation: one that began before it without an end
+// was killed; the newest checkpoint's position is all that carries over.
+func (o *Observer) onStart(e *Event, live bool) {
+	m, st := o.m, &o.st
+	if !st.incStart.IsZero() && !st.ended {
+		m.crashes.WithLabelValues(CrashKilled).Inc()
+	}
+	captured := st.captured
+	*st = runState{incStart: e.Time, captured: captured}
+	if e.Start != nil {
+		st.start = *e.Start
+	}
+	if !live {
+		return
+	}
+	s := st.start
+	m.setLayout(&s)
+	m.restart.Set(float64(e.Restart))
+	m.gpus.Set(float64(s.GPUs))
+	m.startTime.Set(unix(e.Time))
+	setIf(m.predStep, s.StepSeconds)
+	setIf(m.predMFU, s.MFU)
+	setIf(m.predTokens, s.TokensPerSecond)
+	setIf(m.ckptMaxAge, s.MaxCkptAge.Seconds())
+	setIf(m.graceBudget, s.GraceBudget.Seconds())
+	m.setState("running")
+}
+
+func (o *Observer) onCkptRequest(e *Event, live bool) {
+	o.st.requestAt = e.Time
+	if live {
+		o.m.setState("checkpointing")
+	}
+}
+
+// onCkptCommit counts a committed checkpoint (filling in its save time when
+// live and the trainer did not say) and remembers what training state it
+// holds.
+func (o *Observer) onCkptCommit(e *Event, live bool) {
+	m, st := o.m, &o.st
+	c := e.Ckpt
+	if c == nil {
+		return
+	}
+	if live && c.Save == 0 && !c.CompleteAt.IsZero() {
+		c.Save = o.inferredSave(c)
+	}
+	m.ckptCommits.Inc()
+	m.ckptWritten.Add(float64(c.Bytes))
+	if c.Save > 0 {
+		m.ckptDur.WithLabelValues("save").Observe(c.Save.Seconds())
+	}
+	m.ckptDur.WithLabelValues("commit").Observe(c.Commit.Seconds())
+	m.ckptBytes.Set(float64(c.Bytes))
+	m.setLastCommit(e.Time)
+	// The training state it holds is from about when it was asked
+	// for (or, unasked, when it was complete: lost work is then
+	// undercounted by the save time).
+	if !c.CompleteAt.IsZero() {
+		st.captured = c.CompleteAt.Add(-c.Save)
+	} else {
+		st.captured = e.Time.Add(-c.Commit - c.Save)
+	}
+	// The margin of the last interruption's checkpoint, kept across
+	// incarnations (replayed): the next one's push replaces the group.
+	if !st.interruptAt.IsZero() {
+		if d := o.deadline(); !d.IsZero() {
+			m.graceMargin.Set(d.Sub(e.Time).Seconds())
 		}
 	}
+}
+
+// inferredSave is the save time of a checkpoint complete at c.CompleteAt:
+// from trainrun's request, or the preemption that came after it, to then;
+// 0 (unknown) when nothing asked for it since the previous checkpoint.
+func (o *Observer) inferredSave(c *Ckpt) time.Duration {
+	st := &o.st
+	asked := st.requestAt
+	if st.interruptWhy == InterruptPreempted && st.interruptAt.After(asked) {
+		asked = st.interruptAt
+	}
+	if !asked.IsZero() && c.CompleteAt.After(asked) && asked.After(st.captured) {
+		return c.CompleteAt.Sub(asked)
+	}
+	return 0
+}
+
+func (o *Observer) onDrain(d *Drain) {
+	if d == nil {
+		return
+	}
+	m := o.m
+	m.drainBytes.Add(float64(d.Bytes))
+	m.drainSeconds.Add(d.Duration.Seconds())
+	if d.Duration > 0 {
+		m.drainRate.Set(float64(d.Bytes) / d.Duration.Seconds())
+	}
+}
+
+// onInterrupt counts an interruption; the first of the incarnation is the
+// one its lost work and grace margin are measured from.
+func (o *Observer) onInterrupt(e *Event, live bool) {
+	st := &o.st
+	if st.interruptAt.IsZero() {
+		st.interruptAt, st.interruptWhy = e.Time, e.Cause
+	}
+	o.m.interrupts.WithLabelValues(orText(e.Cause, "unknown")).Inc()
+	if live {
+		o.m.setState("checkpointing")
+	}
+}
+
+// onEnd closes the incarnation: requeue and crash counts, and the work lost
+// when it did not finish.
+func (o *Observer) onEnd(e *Event, live bool) {
+	m, st := o.m, &o.st
+	st.ended = true
+	if e.Cause == EndRequeued || e.Requeued {
+		m.requeues.Inc()
+	}
+	if e.Cause == EndCrash {
+		m.crashes.WithLabelValues(orText(e.Crash, CrashStepFailed)).Inc()
+	}
+	if e.Cause != EndFinished && !st.incStart.IsZero() {
+		m.lost.Observe(o.lostWork(e.Time).Seconds())
+	}
+	if live {
+		m.setState(endState(e))
+	}
+}
+
+// lostWork is the training time since the newest checkpoint (or the
+// incarnation's start) up to the first interruption, or up to end when
+// there was none; never negative.
+func (o *Observer) lostWork(end time.Time) time.Duration {
+	st := &o.st
+	stopped := end
+	if !st.interruptAt.IsZero() {
+		stopped = st.interruptAt
+	}
+	from := st.incStart
+	if st.captured.After(from) {
+		from = st.captured
+	}
+	return max(0, stopped.Sub(from))
+}
+
+// endState is the trainrun_state an end event leaves.
+func endState(e *Event) string {
+	switch {
+	case e.Requeued:
+		return "requeued"
+	case e.Cause == EndFinished:
+		return "finished"
+	case e.Cause == EndRequeued:
+		return "requeued"
+	case e.Cause == EndStopped:
+		return "stopped"
+	}
+	return "failed"
 }
 
 // deadline is when the interrupted incarnation's checkpoint had to be done:
