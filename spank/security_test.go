@@ -384,3 +384,30 @@ func TestJobEpilogBounds(t *testing.T) {
 		}
 	})
 }
+
+// JobPartition trusts only root's record in root's job directory.
+func TestJobPartition(t *testing.T) {
+	dir, _ := worldDir(t)
+	cache := filepath.Join(dir, "cache")
+	if _, ok := JobPartition(cache, 31); ok {
+		t.Error("a partition without a record")
+	}
+	if _, err := PrepareJobDir(cache, 31, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(JobDir(cache, 31), "partition")
+	write(t, rec, "low\n", 0o644)
+	if p, ok := JobPartition(cache, 31); !ok || p != "low" {
+		t.Errorf("JobPartition = %q, %v; want low", p, ok)
+	}
+	os.Lchown(rec, nobody, nobody) // a record the user could have written
+	if p, ok := JobPartition(cache, 31); ok {
+		t.Errorf("a user-owned record trusted: %q", p)
+	}
+	os.Remove(rec)
+	os.Symlink(filepath.Join(dir, "elsewhere"), rec)
+	write(t, filepath.Join(dir, "elsewhere"), "high", 0o644)
+	if p, ok := JobPartition(cache, 31); ok {
+		t.Errorf("a symbolic link trusted: %q", p)
+	}
+}

@@ -47,7 +47,7 @@ func TestSpankSecurity(t *testing.T) {
 	}
 	ckpt := filepath.Join(shared, "ckpt")
 	pol := filepath.Join(shared, "trainrun.conf")
-	os.WriteFile(pol, []byte("CkptRoots="+ckpt+"\nCkptDir="+ckpt+"/%u/%x\n"), 0o644)
+	os.WriteFile(pol, []byte("CkptRoots="+ckpt+"\nCkptDir="+ckpt+"/%u/%x\nPartitionName=high CkptDir="+ckpt+"/high-%u\n"), 0o644)
 	cache := filepath.Join(shared, "cache")
 	if err := c.SetPlugstack(ctx, []string{fmt.Sprintf("required %s policy=%s cache=%s trainrun=%s resume_timeout=3s", so, pol, cache, helper)}); err != nil {
 		t.Fatal(err)
@@ -132,6 +132,30 @@ func TestSpankSecurity(t *testing.T) {
 			}
 		})
 	}
+
+	// The partition selects the policy: a batch job in partition low that
+	// sets SLURM_JOB_PARTITION=high for its step gets low's settings (the
+	// job prolog recorded Slurm's partition).
+	t.Run("partition from the environment", func(t *testing.T) {
+		script := filepath.Join(shared, "part.sh")
+		os.WriteFile(script, []byte("#!/bin/sh\nexport SLURM_JOB_PARTITION=high\nSLURM_CONF="+userConf+" srun -n1 -J run2 printenv TRAINRUN_CKPT_DIR\n"), 0o755)
+		out := filepath.Join(shared, "part.out")
+		cmd := c.Command(ctx, "su", "-s", "/bin/sh", "nobody", "-c",
+			"cd "+shared+" && SLURM_CONF="+c.ConfPath()+" sbatch --parsable -p low -N1 -w n1 -J run2 --output="+out+" "+script)
+		id, err := c.Exec(cmd)
+		if err != nil {
+			t.Fatalf("sbatch as nobody: %v", err)
+		}
+		var job int
+		fmt.Sscan(strings.TrimSpace(id), &job)
+		t.Cleanup(func() { cancelJobsOn(t, c, job) })
+		_, err = c.WaitJob(ctx, job, time.Minute, "COMPLETED")
+		b, _ := os.ReadFile(out)
+		t.Logf("job %d: %v\n%s", job, err, b)
+		if strings.Contains(string(b), "high-nobody") || !strings.Contains(string(b), ckpt+"/nobody/run2") {
+			t.Errorf("the step got %q; want low's CkptDir %s/nobody/run2", strings.TrimSpace(string(b)), ckpt)
+		}
+	})
 }
 
 // mkStore makes a store at dir with step-1 committed (world 1).
