@@ -27,7 +27,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-e2e bench fuzz lint install clean demo
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e bench lint install clean demo fuzz
 
 all: build
 
@@ -36,6 +36,7 @@ help:
 	@echo "deps       install what the tests need (Debian packages; root)"
 	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./..."
+	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
 	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
@@ -69,6 +70,9 @@ test: deps test-unit test-e2e
 
 test-unit:
 	$(GO) test -count=1 ./...
+
+test-hermetic:
+	@bash test/hermetic.sh
 
 # Every Fuzz target in the module, found with go test -list (so targets added
 # anywhere join), FUZZTIME each. Their seed corpora already run in test-unit

@@ -50,12 +50,12 @@ func FuzzParseDegrees(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		l, _, err := ParseDegrees(s, Layout{})
+		l, err := parseDegrees(s)
 		if err != nil {
 			return
 		}
 		if err := CheckLayoutLimits(l); err != nil {
-			t.Fatalf("ParseDegrees(%q) accepted %+v: %v", s, l, err)
+			t.Fatalf("parseDegrees(%q) accepted %+v: %v", s, l, err)
 		}
 	})
 }

@@ -66,11 +66,11 @@ func TestConfigSizeLimit(t *testing.T) {
 // The layout-degree overflow of issue 12: tp=8,pp=2^61+1 multiplied to 8.
 func TestDegreeOverflowRefused(t *testing.T) {
 	for _, s := range []string{"tp=8,pp=2305843009213693953", "tp=1048576,pp=2", "dp=1048577", "tp=1024,pp=1024,dp=1024,cp=1024,ep=1024", "mbs=9999999"} {
-		if l, _, err := ParseDegrees(s, Layout{}); err == nil {
-			t.Errorf("ParseDegrees(%q) = %+v: want an error naming the limit", s, l)
+		if l, err := parseDegrees(s); err == nil {
+			t.Errorf("parseDegrees(%q) = %+v: want an error naming the limit", s, l)
 		}
 	}
-	if _, _, err := ParseDegrees("tp=8,pp=16,dp=8192", Layout{}); err != nil {
+	if _, err := parseDegrees("tp=8,pp=16,dp=8192"); err != nil {
 		t.Errorf("a 1M-GPU layout refused: %v", err)
 	}
 }
@@ -132,4 +132,15 @@ func BenchmarkPlanWorstConfig(b *testing.B) {
 	for b.Loop() {
 		_ = Search(worstModel(), j, c, SearchOptions{})
 	}
+}
+
+// parseDegrees reads a layout with ParsePins and checks the degrees it pins
+// against the layout limits, as the callers of the grammar do.
+func parseDegrees(s string) (Layout, error) {
+	p, err := ParsePins(s)
+	if err != nil {
+		return Layout{}, err
+	}
+	l := p.Apply(Layout{TP: 1, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 1, MicroBatch: 1})
+	return l, CheckLayoutLimits(l)
 }

@@ -74,7 +74,7 @@ var worstInputs = map[string]func(dir string) error{
 	},
 	// --train-layout tp=8,pp=2^61+1 (wrapped to 8, then a panic)
 	"layout-overflow": func(string) error {
-		if _, err := ParseLayout("tp=8,pp=2305843009213693953"); err == nil {
+		if _, err := plan.ParsePins("tp=8,pp=2305843009213693953"); err == nil {
 			return fmt.Errorf("accepted")
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/nvml"
 )
@@ -119,38 +120,21 @@ func writeAtomic(path string, v any) error {
 
 // writeFileAtomic writes data to path through a temporary file in the same
 // directory renamed over it, so a reader sees the old file or the whole new
-// one. With owner, the file is given to the job's user (mode 0600 then:
-// per-job files are the job's to read, no one else's).
+// one, and durably (atomicfile.Durable: the file and the directory are
+// fsynced), so a node that crashes right after a step started does not keep
+// an empty cache file that the next step would trust. With owner, the file
+// is given to the job's user (mode 0600 then: per-job files are the job's
+// to read, no one else's).
 func writeFileAtomic(path string, data []byte, mode os.FileMode, owner *Cred) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr != nil || cerr != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("writing %s: %v %v", path, werr, cerr)
-	}
+	opts := []atomicfile.Option{atomicfile.Durable()}
 	if owner != nil && os.Geteuid() == 0 {
 		mode = 0o600
-		if err := os.Lchown(f.Name(), int(owner.UID), int(owner.GID)); err != nil {
-			os.Remove(f.Name())
-			return err
-		}
+		opts = append(opts, atomicfile.Owner(int(owner.UID), int(owner.GID)))
 	}
-	if err := os.Chmod(f.Name(), mode); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, mode, opts...)
 }
 
 // JobDir is where per-job files live; the job epilog removes it.

@@ -307,6 +307,7 @@ func drainAsUser(c *Config, h checkpoint.DrainHandoff, uid, gid uint32, timeout 
 	}
 	// --key=value: a path cannot be read as a flag.
 	args := []string{"ckpt", "drain", "--json", "--ckpt-dir=" + h.CkptDir, "--local=" + h.LocalDir, "--node=" + h.Node}
+	args = append(args, h.RanksArgs()...) // only this node's ranks' markers (issue 12)
 	byHand := fmt.Sprintf("drain it as the user with: %s %s", bin, strings.Join(args, " "))
 	where := fmt.Sprintf("node %s: %s into %s", h.Node, h.LocalDir, h.CkptDir)
 	cred, note := credential(uid, gid)

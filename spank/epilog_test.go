@@ -183,7 +183,7 @@ func TestJobEpilog(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("trainrun ran %d times, want once (this node's record only): %q", len(got), got)
 	}
-	want := "uid=65534 gid=65534 groups=65534\nckpt\ndrain\n--json\n--ckpt-dir=/lustre/ann/run1\n--local=/dev/shm/ck/n1\n--node=n1\nstdin: eof\n"
+	want := "uid=65534 gid=65534 groups=65534\nckpt\ndrain\n--json\n--ckpt-dir=/lustre/ann/run1\n--local=/dev/shm/ck/n1\n--node=n1\n--ranks=0,1\nstdin: eof\n" // the node's own ranks only (issue 12, finding 2)
 	if got[0] != want {
 		t.Errorf("trainrun ran as/with:\n%s\nwant:\n%s", got[0], want)
 	}

@@ -3,6 +3,8 @@ package spank
 import (
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/plan"
 )
 
 // FuzzParseArgs: no plugstack.conf argument list panics; an accepted one
@@ -28,15 +30,17 @@ func FuzzParseArgs(f *testing.F) {
 	})
 }
 
-// FuzzParseLayout: --train-layout as slurmstepd parses it.
+// FuzzParseLayout: --train-layout as slurmstepd parses it (plan.ParsePins)
+// and lays it out on a step.
 func FuzzParseLayout(f *testing.F) {
 	f.Add("tp=8,pp=2305843009213693953")
 	f.Add("tp=2,pp=1")
 	f.Fuzz(func(t *testing.T, s string) {
-		l, err := ParseLayout(s)
+		p, err := plan.ParsePins(s)
 		if err != nil {
 			return
 		}
+		l := p.Apply(plan.Layout{TP: 1, PP: 1, VPP: 1, CP: 1, EP: 1, MicroBatch: 1})
 		if _, err := MegatronLayout(l, 1<<20); err != nil && strings.Contains(err.Error(), "-") {
 			t.Fatalf("negative task count for %q: %v", s, err)
 		}

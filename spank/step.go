@@ -89,22 +89,20 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	if err != nil {
 		return nil, nil, err
 	}
-	l := r.Layout
+	var l plan.Layout
 	switch {
 	case sp != nil:
 		l = sp.Result.Plan.Layout
 	case !r.LayoutSet:
 		l = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
-	case l.DP == 0:
-		mp := max(l.TP, 1) * max(l.CP, 1) * max(l.PP, 1)
-		if world%mp != 0 {
-			return nil, nil, fmt.Errorf("layout %s: tp·cp·pp = %d does not divide the step's %d tasks", LayoutString(r.Layout), mp, world)
+	default:
+		if l, err = r.Pins.Layout(world, r.Global); err != nil {
+			return nil, nil, fmt.Errorf("--train-layout=%s: %v; the step has %d nodes × %d tasks = %d", r.Pins, err, len(hosts), G, world)
 		}
-		l.DP = world / mp
 	}
 	ml, err := MegatronLayout(l, world)
 	if err != nil {
-		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", LayoutString(l), err, len(hosts), G, world)
+		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", l.Config(), err, len(hosts), G, world)
 	}
 	rails, _ := plan.RailsOf(node)
 	if len(rails) != G {

@@ -57,9 +57,9 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	}
 	so := plan.SearchOptions{TopK: plan.DefaultTop}
 	if r.LayoutSet {
-		so.Pins = pinsOf(r.Layout)
+		so.Pins = r.Pins
 		if so.FullyPinned(m) {
-			return nil, []string{fmt.Sprintf("--train-layout=%s pins every degree: used as given, not planned", LayoutString(r.Layout))}, nil
+			return nil, []string{fmt.Sprintf("--train-layout=%s pins every degree: used as given, not planned", r.Pins)}, nil
 		}
 	}
 	g, from, notes, err := stepGPU(s, node)
@@ -75,10 +75,6 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	}
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
 		return nil, nil, fmt.Errorf("the plan %s uses %d GPUs but the step has %d tasks", res.Plan.Layout.Config(), n, world)
-	}
-	if ga := r.Layout.GradAccum; r.LayoutSet && ga > 0 && ga != res.Plan.GradAccum {
-		return nil, nil, fmt.Errorf("--train-layout grad_accum=%d, but --train-batch=%s with dp=%d and mbs=%d gives grad_accum=%d: leave grad_accum out (the batch decides it) or change the batch",
-			ga, r.Batch(), res.Plan.DP, res.Plan.MicroBatch, res.Plan.GradAccum)
 	}
 	var js bytes.Buffer
 	if err := plan.RenderJSON(&js, res); err != nil {
@@ -116,24 +112,6 @@ func readModelConfig(c *Config, path string) (plan.Model, error) {
 		return plan.Model{}, fmt.Errorf("cannot read the model config as the job's user: %v", err)
 	}
 	return plan.ParseHFConfig(bytes.NewReader(data), path)
-}
-
-// pinsOf turns --train-layout's degrees into the planner's pins (a degree
-// left out is searched; dp is the data-parallel degree of the whole step).
-func pinsOf(l plan.Layout) plan.Pins {
-	var p plan.Pins
-	pin := func(v int) *int {
-		if v <= 0 {
-			return nil
-		}
-		return &v
-	}
-	p.TP, p.PP, p.VPP, p.CP, p.EP, p.DP, p.MicroBatch = pin(l.TP), pin(l.PP), pin(l.VPP), pin(l.CP), pin(l.EP), pin(l.DP), pin(l.MicroBatch)
-	if l.Recompute != "" {
-		rc := l.Recompute
-		p.Recompute = &rc
-	}
-	return p
 }
 
 // stepGPU is the GPU type to plan for: this node's, when every GPU's name

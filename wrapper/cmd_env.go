@@ -118,120 +118,28 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 	if G < 1 {
 		return nil, nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", orDefaultStr(node.Root, "this machine"))
 	}
-
-	// The job's nodes.
-	var hosts []string
-	expr := o.Nodelist
-	if expr == "" {
-		expr = env.getenv("SLURM_JOB_NODELIST")
-	}
-	if expr != "" {
-		if hosts, err = topo.ExpandHostlist(expr); err != nil {
-			return nil, nil, usageErrorf("node list %q: %v", expr, err)
-		}
-	} else {
-		hosts = []string{orDefaultStr(node.Hostname, "localhost")}
-	}
-
-	// The layout and its traffic.
-	var (
-		layout   plan.Layout
-		traffic  plan.Traffic
-		planPath string
-	)
-	world := len(hosts) * G
-	if o.PlanFile != "" {
-		ev, err := readPlanFile(o.PlanFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		layout, traffic = ev.Layout, ev.Traffic
-		if planPath, err = filepath.Abs(o.PlanFile); err != nil {
-			planPath = o.PlanFile
-		}
-	}
-	if o.Fix != "" {
-		if layout, err = parseDegrees(o.Fix, layout, world); err != nil {
-			return nil, nil, err
-		}
-	} else if o.PlanFile == "" {
-		layout = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
-	}
-	ml, err := megatronLayout(layout, world)
-	if err != nil {
-		return nil, nil, usageErrorf("%v; the job has %d nodes × %d GPUs = %d (use --nodelist/--gpus-per-node, or --fix with dp=%d)", err, len(hosts), G, world, world/max(1, layout.TP*max(layout.CP, 1)*max(layout.PP, 1)))
-	}
-
-	// Placement: every node is taken to be built like the one read.
-	rails, _ := plan.RailsOf(node)
-	cl, err := clusterModel(env, o.TopologyConf)
+	hosts, err := envHosts(env, o, node)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(rails) != G {
-		rails = nil // fewer ranks than GPUs: local rank i drives GPU i
-	}
-	nodes, err := plan.PlaceNodes(hosts, cl, rails)
+	ml, traffic, planPath, err := envLayout(o, len(hosts), G)
 	if err != nil {
-		return nil, nil, usageErrorf("%v", err)
+		return nil, nil, err
 	}
-	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
+	p, err := envPlacement(env, o, node, hosts, G, ml, traffic)
 	if err != nil {
-		return nil, nil, usageErrorf("%v", err)
+		return nil, nil, err
 	}
-	if o.Rank == -1 {
-		o.Rank = 0
-		if v := env.getenv("SLURM_PROCID"); v != "" {
-			if o.Rank, err = strconv.Atoi(v); err != nil {
-				return nil, nil, withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q is not a number", v))
-			}
-		}
+	if err := envRank(env, o, len(p.Ranks)); err != nil {
+		return nil, nil, err
 	}
-	if o.Rank < 0 || o.Rank >= len(p.Ranks) {
-		return nil, nil, usageErrorf("--rank %d: the job has ranks 0..%d", o.Rank, len(p.Ranks)-1)
+	conf, virtTopo, err := envNCCLFiles(o, root)
+	if err != nil {
+		return nil, nil, err
 	}
-
-	// nccl.conf: the flag, else the machine's /etc/nccl.conf.
-	var conf map[string]string
-	confPath := o.NCCLConf
-	if confPath == "" && root != "" {
-		confPath = filepath.Join(root, "etc/nccl.conf")
-		if _, err := os.Stat(confPath); err != nil {
-			confPath = ""
-		}
-	}
-	if confPath != "" {
-		data, err := os.ReadFile(confPath)
-		if err != nil {
-			return nil, nil, usageErrorf("--nccl-conf: %v", err)
-		}
-		if conf, err = plan.ParseNCCLConf(data); err != nil {
-			return nil, nil, usageErrorf("%s: %v", confPath, err)
-		}
-	}
-	virtTopo := false
-	if root != "" {
-		if _, err := os.Stat(filepath.Join(root, "var/run/nvidia-topologyd/virtualTopology.xml")); err == nil {
-			virtTopo = true
-		}
-	}
-
-	pol := plan.NCCLPolicy{}
-	if o.Policy != "" {
-		pf, err := loadPolicyFile(o.Policy)
-		if err != nil {
-			return nil, nil, reportPolicyErrors(env.stderr, o.Policy, err)
-		}
-		part := o.Partition
-		if part == "" {
-			part = env.getenv("SLURM_JOB_PARTITION")
-		}
-		if part != "" && !pf.HasPartition(part) {
-			fmt.Fprintf(env.stderr, "trainrun: env: note: %s has no PartitionName=%s line: its site-wide settings apply\n", o.Policy, part)
-		}
-		pol = pf.Effective(part).NCCL()
-	} else if o.Partition != "" {
-		return nil, nil, usageErrorf("--partition %s without --policy: name the trainrun.conf to read", o.Partition)
+	pol, err := envPolicy(env, o)
+	if err != nil {
+		return nil, nil, err
 	}
 	user := map[string]string{}
 	for _, k := range plan.ManagedEnvKeys(pol) {
@@ -266,6 +174,139 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 		"machine read: " + orDefaultStr(node.Root, "/") + " (every node of the job is taken to be built like it)",
 	}
 	return e, header, nil
+}
+
+// envHosts is the job's nodes: --nodelist, else SLURM_JOB_NODELIST, else
+// this machine.
+func envHosts(env *runEnv, o *envOptions, node *topo.Node) ([]string, error) {
+	expr := o.Nodelist
+	if expr == "" {
+		expr = env.getenv("SLURM_JOB_NODELIST")
+	}
+	if expr == "" {
+		return []string{orDefaultStr(node.Hostname, "localhost")}, nil
+	}
+	hosts, err := topo.ExpandHostlist(expr)
+	if err != nil {
+		return nil, usageErrorf("node list %q: %v", expr, err)
+	}
+	return hosts, nil
+}
+
+// envLayout is the layout (--plan, --fix, else data parallel only) in
+// Megatron's terms, its traffic and the plan file's path.
+func envLayout(o *envOptions, nodes, G int) (ml plan.Layout, traffic plan.Traffic, planPath string, err error) {
+	var layout plan.Layout
+	world := nodes * G
+	if o.PlanFile != "" {
+		ev, err := readPlanFile(o.PlanFile)
+		if err != nil {
+			return ml, traffic, "", err
+		}
+		layout, traffic = ev.Layout, ev.Traffic
+		if planPath, err = filepath.Abs(o.PlanFile); err != nil {
+			planPath = o.PlanFile
+		}
+	}
+	if o.Fix != "" {
+		if layout, err = parseDegrees(o.Fix, layout, world); err != nil {
+			return ml, traffic, "", err
+		}
+	} else if o.PlanFile == "" {
+		layout = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
+	}
+	if ml, err = megatronLayout(layout, world); err != nil {
+		return ml, traffic, "", usageErrorf("%v; the job has %d nodes × %d GPUs = %d (use --nodelist/--gpus-per-node, or --fix with dp=%d)", err, nodes, G, world, world/max(1, layout.TP*max(layout.CP, 1)*max(layout.PP, 1)))
+	}
+	return ml, traffic, planPath, nil
+}
+
+// envPlacement places the ranks; every node is taken to be built like the
+// one read.
+func envPlacement(env *runEnv, o *envOptions, node *topo.Node, hosts []string, G int, ml plan.Layout, traffic plan.Traffic) (*plan.Placement, error) {
+	rails, _ := plan.RailsOf(node)
+	cl, err := clusterModel(env, o.TopologyConf)
+	if err != nil {
+		return nil, err
+	}
+	if len(rails) != G {
+		rails = nil // fewer ranks than GPUs: local rank i drives GPU i
+	}
+	nodes, err := plan.PlaceNodes(hosts, cl, rails)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return p, nil
+}
+
+// envRank settles o.Rank: --rank, else SLURM_PROCID, else 0.
+func envRank(env *runEnv, o *envOptions, ranks int) error {
+	if o.Rank == -1 {
+		o.Rank = 0
+		if v := env.getenv("SLURM_PROCID"); v != "" {
+			var err error
+			if o.Rank, err = strconv.Atoi(v); err != nil {
+				return withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q is not a number", v))
+			}
+		}
+	}
+	if o.Rank < 0 || o.Rank >= ranks {
+		return usageErrorf("--rank %d: the job has ranks 0..%d", o.Rank, ranks-1)
+	}
+	return nil
+}
+
+// envNCCLFiles reads nccl.conf (the flag, else the machine's
+// /etc/nccl.conf) and whether a virtual topology file is there.
+func envNCCLFiles(o *envOptions, root string) (conf map[string]string, virtTopo bool, err error) {
+	confPath := o.NCCLConf
+	if confPath == "" && root != "" {
+		confPath = filepath.Join(root, "etc/nccl.conf")
+		if _, err := os.Stat(confPath); err != nil {
+			confPath = ""
+		}
+	}
+	if confPath != "" {
+		data, err := os.ReadFile(confPath)
+		if err != nil {
+			return nil, false, usageErrorf("--nccl-conf: %v", err)
+		}
+		if conf, err = plan.ParseNCCLConf(data); err != nil {
+			return nil, false, usageErrorf("%s: %v", confPath, err)
+		}
+	}
+	if root != "" {
+		if _, err := os.Stat(filepath.Join(root, "var/run/nvidia-topologyd/virtualTopology.xml")); err == nil {
+			virtTopo = true
+		}
+	}
+	return conf, virtTopo, nil
+}
+
+// envPolicy is the NCCL part of the site policy for the partition.
+func envPolicy(env *runEnv, o *envOptions) (plan.NCCLPolicy, error) {
+	if o.Policy == "" {
+		if o.Partition != "" {
+			return plan.NCCLPolicy{}, usageErrorf("--partition %s without --policy: name the trainrun.conf to read", o.Partition)
+		}
+		return plan.NCCLPolicy{}, nil
+	}
+	pf, err := loadPolicyFile(o.Policy)
+	if err != nil {
+		return plan.NCCLPolicy{}, reportPolicyErrors(env.stderr, o.Policy, err)
+	}
+	part := o.Partition
+	if part == "" {
+		part = env.getenv("SLURM_JOB_PARTITION")
+	}
+	if part != "" && !pf.HasPartition(part) {
+		fmt.Fprintf(env.stderr, "trainrun: env: note: %s has no PartitionName=%s line: its site-wide settings apply\n", o.Policy, part)
+	}
+	return pf.Effective(part).NCCL(), nil
 }
 
 func orDefaultStr(s, d string) string {
@@ -306,23 +347,6 @@ func readPlanFile(path string) (*plan.Evaluation, error) {
 		return nil, usageErrorf("--plan %s: \"plan\" is null (nothing fitted); pick a layout with --fix", path)
 	}
 	return r.Plan, nil
-}
-
-// parseDegrees reads --fix style degrees over base; dp defaults to what the
-// other degrees leave of world.
-func parseDegrees(s string, base plan.Layout, world int) (plan.Layout, error) {
-	l, dpSet, err := plan.ParseDegrees(s, base)
-	if err != nil {
-		return l, usageErrorf("--fix %q: %v", s, err)
-	}
-	if !dpSet && base.DP == 0 {
-		mp := max(l.TP, 1) * max(l.CP, 1) * max(l.PP, 1)
-		if world%mp != 0 {
-			return l, usageErrorf("--fix %q: tp·cp·pp = %d does not divide the job's %d GPUs", s, mp, world)
-		}
-		l.DP = world / mp
-	}
-	return l, nil
 }
 
 // writeEnvShell prints KEY=VALUE lines, quoted for a POSIX shell where

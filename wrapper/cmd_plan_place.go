@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"time"
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
@@ -110,21 +107,7 @@ func clusterModel(env *runEnv, path string) (*topo.Cluster, error) {
 	if env.getenv("SLURM_JOB_ID") == "" {
 		return nil, nil
 	}
-	scontrol, err := exec.LookPath("scontrol")
-	if err != nil {
-		fmt.Fprintln(env.stderr, "trainrun: placement: scontrol not found: treating all nodes as one switch")
-		return nil, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, scontrol, "show", "topology")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintf(env.stderr, "trainrun: placement: scontrol show topology failed (%v: %s): treating all nodes as one switch\n", err, bytes.TrimSpace(errb.Bytes()))
-		return nil, nil
-	}
-	c, err := topo.ParseScontrolTopology(&out, "scontrol show topology")
+	c, err := env.slurm.Topology(context.Background())
 	if err != nil {
 		fmt.Fprintf(env.stderr, "trainrun: placement: %v: treating all nodes as one switch\n", err)
 		return nil, nil

@@ -6,21 +6,22 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
+
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -40,6 +41,7 @@ type runOptions struct {
 	maxFailures int
 	ckptKeep    int
 	ckptEvery   int
+	compress    string
 	policy      string
 	jobDir      string
 	probe       string
@@ -73,6 +75,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
 	fs.IntVar(&o.ckptKeep, "ckpt-keep", 0, "after each commit keep the newest N committed checkpoints and prune older ones (0 = keep all; the policy's CkptKeep when it has one)")
 	fs.IntVar(&o.ckptEvery, "ckpt-keep-every", 0, "with --ckpt-keep: also keep one checkpoint per K steps, for loss curves and scaling-law analysis")
+	fs.StringVar(&o.compress, "ckpt-compress", "no", "lossless compression of checkpoints: no; archive (retained older checkpoints, in the background; the newest stays raw); auto (archive, and the tiered drain compresses when the target is slower than the compressor); always (archive, and every drain compresses); the policy's CkptCompress when it has one")
 	fs.IntVar(&o.maxFailures, "max-failures", 3, "after a failed step, requeue (resuming from the latest checkpoint) until this many runs in a row failed without progress; 0 = never requeue a failure")
 	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
@@ -139,8 +142,11 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if len(argv) == 0 {
 		return usageErrorf("no training command: put it after --, e.g. trainrun run --fix tp=8 -- python train.py --tp {tp}")
 	}
-	if signalByName(o.ckptSignal) == nil {
+	if launch.SignalByName(o.ckptSignal) == nil {
 		return usageErrorf("--ckpt-signal %q: want a signal name such as USR2 or TERM", o.ckptSignal)
+	}
+	if err := checkCompressMode(o.compress); err != nil {
+		return err
 	}
 	if o.plan.Fix != "" && o.planFile != "" {
 		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
@@ -172,7 +178,7 @@ type runner struct {
 	argv       []string
 	t0         time.Time
 	alloc      *allocation
-	job        *jobInfo
+	job        slurm.Job
 
 	jobDir   string
 	ckptDir  string
@@ -196,8 +202,48 @@ func (r *runner) logf(format string, a ...any) {
 	fmt.Fprintf(r.env.stderr, "trainrun: "+format+"\n", a...)
 }
 
+// run is the controller's spine: setup → gather → choose → place →
+// prepare → launch/monitor → decide → act (see doc.go).
 func (r *runner) run(ctx context.Context) error {
-	if _, err := exec.LookPath("srun"); err != nil {
+	if err := r.setup(); err != nil {
+		return err
+	}
+	if finished, err := r.makeDirs(); err != nil || finished {
+		return err
+	}
+	f, err := r.gather(ctx)
+	if err != nil {
+		return err
+	}
+	if !r.opts.dryRun {
+		if err := r.startObserver(); err != nil {
+			return err
+		}
+		defer r.closeObserver()
+	}
+	if err := r.choosePlan(); err != nil {
+		return err
+	}
+	if err := r.place(f); err != nil {
+		return err
+	}
+	store, err := r.openRunStore()
+	if err != nil {
+		return err
+	}
+	renv, err := r.prepare(f)
+	if err != nil {
+		return err
+	}
+	if r.opts.dryRun {
+		return r.printDryRun(renv)
+	}
+	return r.startStep(ctx, f, renv, store)
+}
+
+// setup checks srun and reads the allocation.
+func (r *runner) setup() error {
+	if !slurm.HaveSrun() {
 		if !r.opts.dryRun {
 			return withCode(ExitSlurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
 		}
@@ -214,10 +260,13 @@ func (r *runner) run(ctx context.Context) error {
 	if r.self, err = os.Executable(); err != nil {
 		return err
 	}
+	return r.applyPolicy()
+}
 
-	if err := r.applyPolicy(); err != nil {
-		return err
-	}
+// makeDirs makes the job and checkpoint directories; finished says that the
+// run already finished (its store says so) and must not start again.
+func (r *runner) makeDirs() (finished bool, err error) {
+	a := r.alloc
 	r.jobDir = r.opts.jobDir
 	if r.jobDir == "" {
 		base := a.SubmitDir
@@ -227,64 +276,82 @@ func (r *runner) run(ctx context.Context) error {
 		r.jobDir = filepath.Join(base, "trainrun-"+a.JobID)
 	}
 	if r.jobDir, err = filepath.Abs(r.jobDir); err != nil {
-		return err
+		return false, err
 	}
-	if err := mkdirUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
-		return withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
+	if err := mkdirOwnUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
+		return false, withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
 	}
 	r.ckptDir = r.opts.ckptDir
 	if r.ckptDir == "" {
 		r.ckptDir = filepath.Join(r.jobDir, "checkpoints")
+		if err := mkdirOwnUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
+			return false, withCode(ExitUsage, fmt.Errorf("default --ckpt-dir: %w", err))
+		}
 	}
 	if r.ckptDir, err = filepath.Abs(r.ckptDir); err != nil {
-		return err
+		return false, err
 	}
 	if err := mkdirUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
-		return withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
+		return false, withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
 	}
 	if !r.opts.dryRun {
 		if st, err := checkpoint.Open(r.ckptDir); err == nil {
 			if f, ok, _ := st.Finished(); ok {
 				r.logf("this run already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again",
 					f.JobID, f.Restart, f.Time.Format(time.RFC3339), orText(f.Tag, "none"))
-				return nil
+				return true, nil
 			}
 		}
 	}
+	return false, nil
+}
 
-	// What the environment does not say: end time (scontrol show job), node
-	// addresses (scontrol show node), node facts (probe): in parallel.
+// runFacts is what the gather phase learns beyond the environment.
+type runFacts struct {
+	addrs   map[string]string    // NodeAddr by node name (scontrol show node)
+	nodes   map[string]nodeFacts // the probe's node facts (nil: no probe)
+	cluster *topo.Cluster        // the switch topology (flat when unknown)
+}
+
+// gather asks what the environment does not say: end time (scontrol show
+// job), node addresses (scontrol show node), limits, topology, node facts
+// (probe): in parallel. Only an interrupt or a failed probe is fatal.
+func (r *runner) gather(ctx context.Context) (runFacts, error) {
+	a := r.alloc
+	var f runFacts
 	var wg sync.WaitGroup
 	var jobErr, addrErr, probeErr, graceErr error
-	var addrs map[string]string
-	var facts map[string]nodeFacts
-	var cluster *topo.Cluster
 	wg.Add(4)
-	go func() { defer wg.Done(); r.grace, graceErr = scontrolGraceLimits(ctx, a.Partition) }()
-	go func() { defer wg.Done(); cluster = scontrolTopology(ctx, a.Nodes, r.logf) }()
-	go func() { defer wg.Done(); r.job, jobErr = scontrolJob(ctx, a.JobID) }()
-	go func() { defer wg.Done(); addrs, addrErr = scontrolNodeAddrs(ctx, a.NodeList) }()
+	sc := r.env.slurm
+	go func() {
+		defer wg.Done()
+		lim, err := sc.Limits(ctx, a.Partition)
+		r.grace, graceErr = graceLimitsOf(lim), err
+	}()
+	go func() { defer wg.Done(); f.cluster = liveTopology(ctx, sc, a.Nodes, r.logf) }()
+	go func() { defer wg.Done(); r.job, jobErr = sc.Job(ctx, a.JobID) }()
+	go func() { defer wg.Done(); f.addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
 	topoDir := filepath.Join(r.jobDir, "topo")
 	switch r.opts.probe {
 	case "none":
 	case "auto", "all":
 		if c, ok := readProbeCache(a, topoDir); ok && r.opts.probe == "auto" {
-			facts = c
+			f.nodes = c
 			break
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); facts, probeErr = probeNodes(ctx, a, r.self, topoDir) }()
+		go func() { defer wg.Done(); f.nodes, probeErr = probeNodes(ctx, sc, a, r.self, topoDir) }()
 	default:
-		return usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
+		return f, usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
 	}
 	wg.Wait()
 	r.tQuery = time.Since(r.t0)
 	if ctx.Err() != nil {
-		return withCode(ExitInterrupted, errors.New("interrupted before the step started"))
+		return f, withCode(ExitInterrupted, errors.New("interrupted before the step started"))
 	}
 	if jobErr != nil {
 		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)
-		r.job = &jobInfo{}
+		r.job = slurm.Job{}
 	}
 	if addrErr != nil {
 		r.logf("warning: %v; using node names as addresses", addrErr)
@@ -296,74 +363,82 @@ func (r *runner) run(ctx context.Context) error {
 		r.grace.GraceTime, r.grace.GraceSource = r.graceBudg, "the policy's CkptGraceBudget"
 	}
 	if probeErr != nil {
-		return probeErr
+		return f, probeErr
 	}
 	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
-	r.facts = facts
+	r.facts = f.nodes
 	r.lead = r.opts.plan.CkptLead
 	if !r.fs.Changed("ckpt-lead") && !r.leadFixed && a.TimeLimit > 0 {
 		r.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
+	return f, nil
+}
 
-	if !r.opts.dryRun {
-		if err := r.startObserver(); err != nil {
-			return err
-		}
-		defer r.closeObserver()
-	}
-
-	if err := r.choosePlan(); err != nil {
-		return err
-	}
+// place puts the ranks on the GPUs (r.slots, r.placement).
+func (r *runner) place(f runFacts) error {
 	var traffic plan.Traffic
 	if r.eval != nil {
 		traffic = r.eval.Traffic
 	}
 	var notes []string
-	if r.slots, r.placement, notes, err = placeRanks(a, r.layout, traffic, facts, cluster); err != nil {
+	var err error
+	if r.slots, r.placement, notes, err = placeRanks(r.alloc, r.layout, traffic, f.nodes, f.cluster); err != nil {
 		return withCode(ExitNoFit, err)
 	}
 	for _, n := range notes {
 		r.logf("placement: %s", n)
 	}
+	return nil
+}
 
-	var store *observedStore
-	if !r.opts.dryRun {
-		sa, err := openStore(r.ckptDir)
-		if err != nil {
-			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
-		}
-		store = &observedStore{ckptStore: sa, st: sa.s, r: r}
-		// A checkpoint the previous incarnation completed but did not
-		// commit (killed, node failure) is committed now, before resuming.
-		// With node-local saves, an unfinished drain cannot be finished
-		// (its source was on the nodes): Recover discards it, so that the
-		// drains of this run start from a clean staging area.
-		if r.opts.ckptLocal != "" {
-			if rep, err := sa.s.Recover(a.World(), true); err != nil {
-				r.logf("warning: recovering the checkpoint store: %v", err)
-			} else if len(rep.Committed)+len(rep.Discarded) > 0 {
-				r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
-					orText(strings.Join(rep.Committed, ", "), "none"), orText(strings.Join(rep.Discarded, ", "), "none"))
-			}
-		}
-		if tag, changed, err := store.CommitComplete(a.World()); err != nil {
-			r.logf("warning: committing a complete checkpoint left by an earlier run: %v", err)
-		} else if changed {
-			r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
-		}
-		r.store = store.st
-		var notes []string
-		if r.resume, notes, err = store.Latest(); err != nil {
-			return withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
-		}
-		for _, n := range notes {
-			r.logf("warning: %s", n)
-		}
-		r.setLastTag(tagOf(r.resume))
+// openRunStore opens the checkpoint store, commits what an earlier run
+// completed, and finds the checkpoint to resume from (r.resume). A dry run
+// opens nothing (nil).
+func (r *runner) openRunStore() (*observedStore, error) {
+	if r.opts.dryRun {
+		return nil, nil
 	}
+	a := r.alloc
+	sa, err := openStore(r.ckptDir)
+	if err != nil {
+		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	}
+	store := &observedStore{ckptStore: sa, st: sa.s, r: r}
+	// A checkpoint the previous incarnation completed but did not
+	// commit (killed, node failure) is committed now, before resuming.
+	// With node-local saves, an unfinished drain cannot be finished
+	// (its source was on the nodes): Recover discards it, so that the
+	// drains of this run start from a clean staging area.
+	if r.opts.ckptLocal != "" {
+		if rep, err := sa.s.Recover(a.World(), true); err != nil {
+			r.logf("warning: recovering the checkpoint store: %v", err)
+		} else if len(rep.Committed)+len(rep.Discarded) > 0 {
+			r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
+				orText(strings.Join(rep.Committed, ", "), "none"), orText(strings.Join(rep.Discarded, ", "), "none"))
+		}
+	}
+	if tag, changed, err := store.CommitComplete(a.World()); err != nil {
+		r.logf("warning: committing a complete checkpoint left by an earlier run: %v", err)
+	} else if changed {
+		r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
+	}
+	r.store = store.st
+	r.setCompressMode()
+	var notes []string
+	if r.resume, notes, err = store.Latest(); err != nil {
+		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	}
+	for _, n := range notes {
+		r.logf("warning: %s", n)
+	}
+	r.setLastTag(tagOf(r.resume))
+	return store, nil
+}
 
-	// The command with its templates substituted.
+// prepare substitutes the command's templates, writes plan.json and the
+// hostfile, and builds the rank environment and the srun command line.
+func (r *runner) prepare(f runFacts) (rankEnv, error) {
+	a := r.alloc
 	var unknown []string
 	megatron := r.megatron
 	if megatron == nil {
@@ -379,15 +454,15 @@ func (r *runner) run(ctx context.Context) error {
 	hostfilePath := filepath.Join(r.jobDir, "hostfile")
 	if !r.opts.dryRun {
 		if err := r.writePlan(planPath); err != nil {
-			return err
+			return rankEnv{}, err
 		}
 		if err := writeFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
-			return err
+			return rankEnv{}, err
 		}
 	}
 	master := nodesInRankOrder(r.slots)[0]
 	masterAddr := master
-	if v := addrs[master]; v != "" {
+	if v := f.addrs[master]; v != "" {
 		masterAddr = v
 	}
 	renv := computeRankEnv(a, r.slots, envInputs{
@@ -395,7 +470,7 @@ func (r *runner) run(ctx context.Context) error {
 		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
 		JobDir: r.jobDir, RestartCount: a.RestartCount,
 	})
-	r.addNCCLEnv(&renv, masterAddr, addrs, planPath)
+	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
 	launchDir := filepath.Join(r.jobDir, "launch")
 	bindInShim := false
 	for _, s := range r.slots {
@@ -407,25 +482,32 @@ func (r *runner) run(ctx context.Context) error {
 		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
 	})
+	return renv, nil
+}
 
-	if r.opts.dryRun {
-		return r.printDryRun(renv)
-	}
-
-	ctl, err := startControl()
-	if err != nil {
-		return err
-	}
-	defer ctl.close()
+// startStep opens the control channel, writes the launch files and the
+// summary, and launches the step, unless too many runs failed in a row.
+func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store *observedStore) error {
+	a := r.alloc
+	launchDir := filepath.Join(r.jobDir, "launch")
 	ctlHost := a.BatchNode
-	if v := addrs[a.BatchNode]; v != "" {
+	if v := f.addrs[a.BatchNode]; v != "" {
 		ctlHost = v
 	}
 	if ctlHost == "" {
 		ctlHost, _ = os.Hostname()
 	}
-	common := launchCommon{JobID: a.JobID, World: a.World(), Control: net.JoinHostPort(ctlHost, strconv.Itoa(ctl.port())),
-		Token: ctl.token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
+	bind, ctlHost := launch.ControlHost(ctlHost, len(a.Nodes) > 1)
+	if bind == "" {
+		r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
+	}
+	ctl, err := launch.Listen(bind, a.World())
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	common := launchCommon{JobID: a.JobID, World: a.World(), Control: net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port())),
+		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
 	if err := writeLaunchDir(launchDir, common, r.slots, renv); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
@@ -483,59 +565,9 @@ func (r *runner) choosePlan() error {
 		}
 		r.eval, r.layout = ev, ev.Layout
 	case hasModel:
-		m, err := po.model(r.fs)
-		if err != nil {
+		if err := r.planFromModel(modelFromEnv); err != nil {
 			return err
 		}
-		j, err := po.job()
-		if err != nil {
-			if modelFromEnv {
-				return usageErrorf("%v (the model %s comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN)", err, po.Model)
-			}
-			return err
-		}
-		if po.GPU == "" {
-			name := r.probedGPUName()
-			if name == "" && r.policyGPU.Value != "" {
-				r.logf("the probe found no GPU name the planner knows; planning for %s, the policy's GPUType (%s)", r.policyGPU.Value, r.policyGPU.Source)
-				name = r.policyGPU.Value
-			}
-			if name == "" {
-				return usageErrorf("no GPU type for the planner: the probe found no GPU name on the nodes (probe %s; fake or unrecognised devices); pass --gpu TYPE (%s)",
-					r.opts.probe, strings.Join(plan.GPUNames(), " "))
-			}
-			if _, err := plan.LookupGPU(name); err != nil {
-				return usageErrorf("the nodes' GPU %q is not in the planner's catalog: pass --gpu TYPE (%s)", name, strings.Join(plan.GPUNames(), " "))
-			}
-			po.GPU = name
-		}
-		if strings.Contains(po.GPU, ",") || strings.Contains(po.GPU, ":") {
-			return usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
-		}
-		po.GPUs = world
-		// The allocation decides the GPUs per node (r.opts is a copy of the
-		// options the flags were bound to: set the value and mark the flag).
-		r.fs.Set("gpus-per-node", strconv.Itoa(r.alloc.TasksPerNode))
-		po.GPUsPerNode = r.alloc.TasksPerNode
-		clusters, err := po.clusters(r.fs)
-		if err != nil {
-			return err
-		}
-		c := clusters[0]
-		pins, err := parseFix(po.Fix)
-		if err != nil {
-			return err
-		}
-		so := po.searchOptions(pins)
-		res := plan.Search(m, j, c, so)
-		if err := noFitError(m, j, c, so, res); err != nil {
-			return err
-		}
-		if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
-			return withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
-		}
-		r.eval, r.layout = res.Plan, res.Plan.Layout
-		r.megatron = plan.MegatronArgs(m, j, *res.Plan)
 	case po.Fix != "":
 		l, err := fixedLayout(po.Fix, world, po.GlobalBatch)
 		if err != nil {
@@ -556,6 +588,74 @@ func (r *runner) choosePlan() error {
 		r.logf("warning: tp=%d does not divide the %d GPUs of a node: some TP groups will span two nodes", r.layout.TP, r.alloc.TasksPerNode)
 	}
 	return nil
+}
+
+// planFromModel plans the layout for the model on the allocation's GPUs
+// (r.eval, r.layout, r.megatron).
+func (r *runner) planFromModel(modelFromEnv bool) error {
+	world := r.alloc.World()
+	po := &r.opts.plan
+	m, err := po.model(r.fs)
+	if err != nil {
+		return err
+	}
+	j, err := po.job()
+	if err != nil {
+		if modelFromEnv {
+			return usageErrorf("%v (the model %s comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN)", err, po.Model)
+		}
+		return err
+	}
+	if po.GPU == "" {
+		if po.GPU, err = r.plannerGPU(); err != nil {
+			return err
+		}
+	}
+	if strings.Contains(po.GPU, ",") || strings.Contains(po.GPU, ":") {
+		return usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
+	}
+	po.GPUs = world
+	// The allocation decides the GPUs per node, as if --gpus-per-node
+	// gave it.
+	po.GPUsPerNode = r.alloc.TasksPerNode
+	clusters, err := po.clusters(func(name string) bool { return name == "gpus-per-node" || r.fs.Changed(name) })
+	if err != nil {
+		return err
+	}
+	c := clusters[0]
+	pins, err := parseFix(po.Fix)
+	if err != nil {
+		return err
+	}
+	so := po.searchOptions(pins)
+	res := plan.Search(m, j, c, so)
+	if err := noFitError(m, j, c, so, res); err != nil {
+		return err
+	}
+	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
+		return withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
+	}
+	r.eval, r.layout = res.Plan, res.Plan.Layout
+	r.megatron = plan.MegatronArgs(m, j, *res.Plan)
+	return nil
+}
+
+// plannerGPU is the GPU type to plan for: what the probe found on the
+// nodes, else the policy's GPUType.
+func (r *runner) plannerGPU() (string, error) {
+	name := r.probedGPUName()
+	if name == "" && r.policyGPU.Value != "" {
+		r.logf("the probe found no GPU name the planner knows; planning for %s, the policy's GPUType (%s)", r.policyGPU.Value, r.policyGPU.Source)
+		name = r.policyGPU.Value
+	}
+	if name == "" {
+		return "", usageErrorf("no GPU type for the planner: the probe found no GPU name on the nodes (probe %s; fake or unrecognised devices); pass --gpu TYPE (%s)",
+			r.opts.probe, strings.Join(plan.GPUNames(), " "))
+	}
+	if _, err := plan.LookupGPU(name); err != nil {
+		return "", usageErrorf("the nodes' GPU %q is not in the planner's catalog: pass --gpu TYPE (%s)", name, strings.Join(plan.GPUNames(), " "))
+	}
+	return name, nil
 }
 
 // planInputsFromEnv takes --model from TRAINRUN_MODEL and --seq-len and
@@ -737,15 +837,15 @@ func (r *runner) printDryRun(renv rankEnv) error {
 	return nil
 }
 
-// Why the step is being stopped.
+// Why the step is being stopped: the stop reasons (run.None, ...), by their old names.
 const (
-	stopNone      = ""
-	stopTimeLimit = "time-limit"   // trainrun's own clock reached EndTime - lead
-	stopSignal    = "signal"       // SIGUSR1/SIGUSR2 to trainrun (#SBATCH --signal=B:USR1, scancel --batch)
-	stopPreempted = "preempted"    // Slurm's SIGTERM reached the step while the job stays RUNNING
-	stopCancelled = "cancelled"    // scancel / Ctrl-C
-	stopTermLimit = "killed-limit" // Slurm's SIGTERM at the time limit (the own clock was too late)
-	stopRequested = "request-stop" // trainrun ckpt request --then stop
+	stopNone      = run.None
+	stopTimeLimit = run.TimeLimit
+	stopSignal    = run.Signal
+	stopPreempted = run.Preempted
+	stopCancelled = run.Cancelled
+	stopTermLimit = run.TermLimit
+	stopRequested = run.Requested
 )
 
 // ckptRequestFile (in JOBDIR/launch) holds "ID THEN" for the latest checkpoint
@@ -753,386 +853,90 @@ const (
 // checkpoint signal arrives; SIGTERM always means stop.
 const ckptRequestFile = "ckpt-request"
 
-// launch runs the step and decides what comes after it.
-func (r *runner) launch(ctx context.Context, ctl *controlServer, store ckptStore) error {
-	sigc := make(chan os.Signal, 8)
-	signal.Notify(sigc, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCONT, syscall.SIGHUP)
-	defer signal.Stop(sigc)
-
-	cmd := exec.Command(r.srunArgv[0], r.srunArgv[1:]...)
-	cmd.Env = append(os.Environ(), r.srunEnv...)
-	cmd.Stdout, cmd.Stderr = r.env.stdout, r.env.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		return withCode(ExitSlurm, fmt.Errorf("starting srun: %w", err))
+// afterStep commits what the step completed, decides (run.Decide) what the
+// job does next, and does it. tagAtStop is the latest committed tag when the
+// stop was first asked for or signalled: only a checkpoint committed after
+// it is progress made for the stop (a background commit may have committed
+// it before the step ended).
+func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *launch.Event, store ckptStore) error {
+	code, ok := slurm.ExitCode(waitErr)
+	if !ok {
+		return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-
-	var clock <-chan time.Time
-	var clockT *time.Timer
-	if !r.alloc.EndTime.IsZero() {
-		at := r.alloc.EndTime.Add(-r.lead)
-		d := time.Until(at)
-		if d < 0 {
-			d = 0
-			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.lead)
-		}
-		clockT = time.NewTimer(d)
-		defer clockT.Stop()
-		clock = clockT.C
+	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
+	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
+	if o.CommitErr == nil && code == 0 && reason == stopNone {
+		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
-	// After a measured checkpoint, the grace budget may raise the lead
-	// (CkptLeadAdapt): the own clock then asks earlier.
-	regrace := func(reason string) {
-		if r.checkGrace("commit") && clockT != nil && reason == stopNone {
-			clockT.Reset(max(time.Until(r.alloc.EndTime.Add(-r.lead)), 0))
+	if o.CheckpointStop() {
+		took := time.Since(stopAt)
+		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(o.Latest, "none"))
+		if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
+			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
 		}
 	}
-	var askedAt time.Time // the last "continue" request, until its commit
-
-	reason := stopNone
-	ckptID := 0
-	world := r.alloc.World()
-	hello, exits := 0, map[int]int{}
-	var firstFail *controlEvent
-	termSeen := false
-	stateCh := make(chan string, 1)
-	var stopAt, termAt time.Time
-
-	// ask tells every training process, once, to checkpoint; then says
-	// whether they stop afterwards (written first to launch/ckpt-request,
-	// which the client reads when the signal arrives).
-	tagAtStop, stopMarked := "", false
-	markStop := func() {
-		if !stopMarked {
-			stopMarked, tagAtStop = true, r.getLastTag()
+	if o.Failed() && o.MaxFailures > 0 && r.store != nil {
+		o.HaveHistory = true
+		if o.History, o.HistoryErr = r.store.History().Load(); o.HistoryErr != nil {
+			r.logf("warning: %v", o.HistoryErr)
 		}
 	}
-	ask := func(why, then string) {
-		ckptID++
-		line := fmt.Sprintf("%d %s\n", ckptID, then)
-		if err := writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
-			r.logf("warning: writing the checkpoint request: %v", err)
-		}
-		if then == "continue" {
-			askedAt = time.Now()
-		}
-		r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
-		n := ctl.broadcast("ckpt " + strconv.Itoa(ckptID))
-		r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, world, strings.ToUpper(r.opts.ckptSignal), then)
-	}
-	requestCkpt := func(why string) {
-		if reason != stopNone {
-			return
-		}
-		reason, stopAt = why, time.Now()
-		r.observeInterrupt(why)
-		markStop()
-		ask(why, "stop")
-	}
-	// Checkpoints the trainers complete while running (their own schedule, or
-	// a request to continue) are committed in the background.
-	var commitMu sync.Mutex
-	commitTick := time.NewTicker(15 * time.Second)
-	defer commitTick.Stop()
-	requestTick := time.NewTicker(time.Second)
-	defer requestTick.Stop()
-	// A checkpoint signal that does not come from trainrun (Slurm's
-	// --signal=USR2@T to the step) means stop: once a "continue" request is
-	// served, the request file says stop again.
-	resetRequest := func() {
-		writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", ckptID)), 0o644)
-	}
-	resetRequest()
-	committed := make(chan string, 4)
-	continuing := false
-	commitBG := func() {
-		if !commitMu.TryLock() {
-			return
-		}
-		go func() {
-			defer commitMu.Unlock()
-			if tag, changed, err := store.CommitComplete(world); err != nil {
-				r.logf("warning: %v", err)
-			} else if changed {
-				r.setLastTag(tag)
-				r.logf("checkpoint %s complete and committed as latest", tag)
-				r.prune()
-				select {
-				case committed <- tag:
-				default:
-				}
-			}
-		}()
-	}
-	killing := 0
-	stepID := "" // from the shims' hello: SLURM_STEP_ID
-	stopStep := func(why string) {
-		if reason == stopNone || reason == stopTimeLimit || reason == stopSignal {
-			reason = why
-		}
-		r.observeInterrupt(why)
-		killing++
-		if killing == 1 {
-			r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", why)
-			cmd.Process.Signal(syscall.SIGTERM)
-		} else {
-			r.logf("%s: killing the step", why)
-			if stepID != "" {
-				c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				exec.CommandContext(c, "scancel", "--signal=KILL", r.alloc.JobID+"."+stepID).Run()
-				cancel()
-			}
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-	}
-
-	for {
-		select {
-		case s := <-sigc:
-			switch s {
-			case syscall.SIGUSR1, syscall.SIGUSR2:
-				requestCkpt(stopSignal)
-			case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
-				stopStep(stopCancelled)
-			}
-		case <-clock:
-			requestCkpt(stopTimeLimit)
-		case <-commitTick.C:
-			commitBG()
-		case tag := <-committed:
-			if continuing && reason == stopNone {
-				continuing = false
-				resetRequest()
-				if !askedAt.IsZero() {
-					r.recordCkpt(tag, "request-continue", time.Since(askedAt))
-					askedAt = time.Time{}
-					regrace(reason)
-				}
-			}
-		case <-requestTick.C:
-			if continuing {
-				commitBG() // commit (and measure) a requested checkpoint within a second
-			}
-			r.pollProgress()
-			req, err := store.TakeRequest()
-			if err != nil {
-				r.logf("warning: %v", err)
-			}
-			if req == nil || reason != stopNone {
-				continue
-			}
-			by := "request" + orText(" by "+req.By, "")
-			switch req.Then {
-			case "continue":
-				ask(by, "continue")
-				continuing = true
-			case "stop":
-				requestCkpt(stopRequested)
-			default:
-				requestCkpt(stopSignal)
-			}
-		case ev := <-ctl.events:
-			switch ev.Kind {
-			case "hello":
-				hello++
-				if len(ev.Args) >= 3 && stepID == "" {
-					stepID = ev.Args[2]
-				}
-				// A rank that connects after a stop request still gets it
-				// (the shim acts once per request id).
-				if ckptID > 0 && (reason == stopTimeLimit || reason == stopSignal || reason == stopRequested) {
-					ctl.sendTo(ev.Rank, "ckpt "+strconv.Itoa(ckptID))
-				}
-				if hello == world {
-					r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
-						world, time.Since(started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
-				}
-			case "signal":
-				if sig := firstArg(ev.Args); sig == r.ckptSignalName() && sig != "TERM" && reason == stopNone {
-					// Slurm signalled the step itself (--signal=USR2@T without
-					// B:, or scancel --signal): it reached every trainer.
-					reason, stopAt = stopSignal, time.Now()
-					markStop()
-					r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
-				}
-				if len(ev.Args) > 0 && ev.Args[0] == "TERM" && !termSeen {
-					termSeen, termAt = true, time.Now()
-					markStop()
-					// Slurm signalled the whole step. Ask slurmctld why: a
-					// cancelled job is CANCELLED; a preempted one stays RUNNING.
-					go func() {
-						st := ""
-						if ji, err := scontrolJob(context.Background(), r.alloc.JobID); err == nil {
-							st = ji.fields["JobState"]
-						}
-						stateCh <- st
-					}()
-				}
-			case "exit":
-				code, _ := strconv.Atoi(firstArg(ev.Args))
-				exits[ev.Rank] = code
-				if code != 0 && firstFail == nil {
-					e := ev
-					firstFail = &e
-				}
-			}
-		case st := <-stateCh:
-			switch {
-			case reason != stopNone:
-			case st == "CANCELLED" || st == "COMPLETING" && killing > 0:
-				reason = stopCancelled
-			case !r.alloc.EndTime.IsZero() && time.Now().After(r.alloc.EndTime.Add(-5*time.Second)):
-				reason, stopAt = stopTermLimit, time.Now()
-			default:
-				reason, stopAt = stopPreempted, termAt
-				r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
-			}
-			r.observeInterrupt(reason)
-		case err := <-done:
-			commitMu.Lock() // no background commit may run beside the final one
-			defer commitMu.Unlock()
-			return r.afterStep(err, reason, stopAt, tagAtStop, exits, firstFail, store)
-		}
-	}
+	return r.act(run.Decide(o), store)
 }
 
-func firstArg(a []string) string {
-	if len(a) == 0 {
-		return ""
+// outcome gathers what run.Decide reads, except the commit's result.
+func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
+	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.cmdArgv[0], CkptDir: r.ckptDir,
+		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.opts.maxRequeue, MaxFailures: r.opts.maxFailures,
+		EndNear: !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead}
+	if firstFail != nil {
+		s := r.slots[firstFail.Rank]
+		o.FirstFail = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d", s.Rank, s.Node, s.GPU, firstFail.Code)
 	}
-	return a[0]
+	return o
 }
 
-// afterStep classifies how the step ended and what the job does next.
-// tagAtStop is the latest committed tag when the stop was first asked for or
-// signalled: only a checkpoint committed after it is progress made for the
-// stop (a background commit may have committed it before the step ended).
-func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *controlEvent, store ckptStore) error {
-	code := 0
-	if waitErr != nil {
-		var ee *exec.ExitError
-		if !errors.As(waitErr, &ee) {
-			return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
-		}
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-	}
+// commitAfterStep commits the newest complete checkpoint, and measures it
+// when it was made for the stop.
+func (r *runner) commitAfterStep(store ckptStore, reason string, stopAt time.Time, tagAtStop string) (string, error) {
 	world := r.alloc.World()
-	latest, changed, cerr := store.CommitComplete(world)
-	if cerr != nil {
-		r.recordEnd(checkpoint.CauseCrash, "", cerr.Error())
-		return withCode(ExitCheckpoint, cerr)
+	latest, changed, err := store.CommitComplete(world)
+	if err != nil || !changed {
+		return latest, err
 	}
-	if changed {
-		r.setLastTag(latest)
-		r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
-		r.prune()
-		if reason != stopNone && reason != stopCancelled && !stopAt.IsZero() && latest != tagAtStop {
-			r.recordCkpt(latest, reason, time.Since(stopAt))
-			r.checkGrace("commit")
-		}
+	r.setLastTag(latest)
+	r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
+	r.prune()
+	if reason != stopNone && reason != stopCancelled && !stopAt.IsZero() && latest != tagAtStop {
+		r.recordCkpt(latest, reason, time.Since(stopAt))
+		r.checkGrace("commit")
 	}
-	if reason == stopRequested && code == 0 {
-		r.recordEnd(checkpoint.CauseCancelled, latest, "stopped by trainrun ckpt request")
-		return withCode(ExitStopped, fmt.Errorf("checkpointed (latest %s) and stopped as requested", orText(latest, "none")))
-	}
-	if reason == stopCancelled {
-		r.recordEnd(checkpoint.CauseCancelled, latest, "cancelled")
-		return withCode(ExitStopped, fmt.Errorf("cancelled; the step was stopped (srun exit %d)", code))
-	}
-	if code != 0 {
-		notFound := len(exits) > 0
-		for _, c := range exits {
-			if c != ExitNotFound {
-				notFound = false
-			}
-		}
-		if code == ExitNotFound && (notFound || len(exits) == 0) {
-			r.recordEnd(checkpoint.CauseCrash, latest, "command not found")
-			return withCode(ExitNotFound, fmt.Errorf("the training command %q was not found on the nodes (see the tasks' messages above); install it on every node or give its full path", r.cmdArgv[0]))
-		}
-		what := fmt.Sprintf("srun exited with %d", code)
-		if firstFail != nil {
-			s := r.slots[firstFail.Rank]
-			what = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %s; srun exited with %d", s.Rank, s.Node, s.GPU, firstArg(firstFail.Args), code)
-		}
-		if reason != stopNone {
-			what += fmt.Sprintf(" after the %s checkpoint request", reason)
-		}
-		return r.afterFailure(what, latest)
-	}
-	if reason == stopNone {
-		r.recordEnd(checkpoint.CauseFinished, latest, "")
+	return latest, nil
+}
+
+// act does what the decision says: the history's end event, the finished
+// marker, the requeue, the exit code.
+func (r *runner) act(d run.Decision, store ckptStore) error {
+	r.recordEnd(d.Cause, d.Tag, d.Record)
+	if d.Finished {
 		if sa, ok := unwrapStore(store); ok {
-			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: latest}); err != nil {
+			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: d.Tag}); err != nil {
 				r.logf("warning: writing the finished marker: %v", err)
 			}
 		}
-		r.logf("training finished (all %d ranks exited 0) in %.1f s", world, time.Since(r.t0).Seconds())
+		r.logf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
+	}
+	if d.Requeue {
+		if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
+			return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
+		}
+		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.opts.maxRequeue)
+		return withCode(ExitRequeued, errSilent)
+	}
+	if d.Exit == ExitOK {
 		return nil
 	}
-	// Stopped for a checkpoint: the trainers exited 0.
-	took := time.Since(stopAt)
-	r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(latest, "none"))
-	if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
-		r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
-	}
-	cause := checkpoint.CausePreempted
-	if reason == stopTimeLimit || reason == stopTermLimit ||
-		reason == stopSignal && !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead {
-		cause = checkpoint.CauseTimeLimit
-	}
-	r.recordEnd(cause, latest, reason)
-	if latest == "" || latest == tagAtStop {
-		return withCode(ExitCheckpoint, fmt.Errorf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create <tag>/.trainrun/done.<RANK>); not requeueing", reason, r.ckptDir))
-	}
-	return r.requeue(reason + ": checkpointed")
-}
-
-// afterFailure decides after a failed step: requeue (the next run resumes
-// from the latest committed checkpoint) unless --max-failures runs in a row
-// failed without progress, the job may not be requeued, or the requeue
-// limit is reached.
-func (r *runner) afterFailure(what, latest string) error {
-	r.recordEnd(checkpoint.CauseCrash, latest, what)
-	if r.opts.maxFailures <= 0 || r.store == nil {
-		return withCode(ExitStepFailed, errors.New(what))
-	}
-	incs, err := r.store.History().Load()
-	if err != nil {
-		r.logf("warning: %v", err)
-		return withCode(ExitStepFailed, errors.New(what))
-	}
-	if n := checkpoint.FailuresWithoutProgress(incs); n >= r.opts.maxFailures {
-		return withCode(ExitRequeueLimit, fmt.Errorf("%s; %d run(s) in a row failed without progress (latest checkpoint %s): not requeueing (--max-failures %d)",
-			what, n, orText(latest, "none"), r.opts.maxFailures))
-	} else {
-		what += fmt.Sprintf(" (failure %d of at most %d in a row without progress)", n, r.opts.maxFailures)
-	}
-	return r.requeue(what)
-}
-
-// requeue puts the job back in the queue from the batch step.
-func (r *runner) requeue(what string) error {
-	if !r.alloc.Requeue {
-		return withCode(ExitStopped, fmt.Errorf("%s; the job may not be requeued (Requeue=0: submit with --requeue), stopping", what))
-	}
-	if r.alloc.RestartCount >= r.opts.maxRequeue {
-		return withCode(ExitRequeueLimit, fmt.Errorf("%s; requeue limit reached (restart %d of --max-requeue %d), stopping", what, r.alloc.RestartCount, r.opts.maxRequeue))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "requeue", r.alloc.JobID).CombinedOutput()
-	if err != nil {
-		return withCode(ExitStopped, fmt.Errorf("%s, but 'scontrol requeue %s' failed: %v: %s", what, r.alloc.JobID, err, strings.TrimSpace(string(out))))
-	}
-	r.logf("%s; requeued (restart %d of at most %d)", what, r.alloc.RestartCount+1, r.opts.maxRequeue)
-	return withCode(ExitRequeued, errSilent)
+	return withCode(d.Exit, errors.New(d.Err))
 }
 
 // recordStart and recordEnd keep the job's history in the checkpoint store:
@@ -1190,17 +994,10 @@ func (r *runner) probedGPUName() string {
 	return name
 }
 
-// scontrolTopology is the cluster model from `scontrol show topology` (flat
-// when Slurm has no topology plugin, or when it cannot be read).
-func scontrolTopology(ctx context.Context, nodes []string, logf func(string, ...any)) *topo.Cluster {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "show", "topology").Output()
-	if err != nil {
-		logf("warning: scontrol show topology: %v%s; treating the nodes as one switch", err, stderrOf(err))
-		return topo.FlatCluster(nodes)
-	}
-	c, err := topo.ParseScontrolTopology(strings.NewReader(string(out)), "scontrol show topology")
+// liveTopology is the cluster model from Slurm's topology (flat when Slurm
+// has no topology plugin, or when it cannot be read).
+func liveTopology(ctx context.Context, sc slurm.Client, nodes []string, logf func(string, ...any)) *topo.Cluster {
+	c, err := sc.Topology(ctx)
 	if err != nil {
 		logf("warning: %v; treating the nodes as one switch", err)
 		return topo.FlatCluster(nodes)
@@ -1278,6 +1075,7 @@ func (r *runner) ckptSignalName() string {
 var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
+	{"ckpt-compress", "CkptCompress"},
 }
 
 // applyPolicy reads the site's trainrun.conf (--policy) for the job's
@@ -1325,6 +1123,9 @@ func (r *runner) applyPolicy() error {
 	}
 	if !r.fs.Changed("ckpt-keep-every") {
 		r.opts.ckptEvery = st.CkptKeepEvery.Value
+	}
+	if !r.fs.Changed("ckpt-compress") && st.CkptCompress.Value != "" {
+		r.opts.compress = st.CkptCompress.Value
 	}
 	if !r.fs.Changed("max-failures") {
 		r.opts.maxFailures = st.MaxFailuresNoProgress.Value

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 func init() {
@@ -68,64 +67,16 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 		return withCode(ExitSlurm, err)
 	}
 
-	// The rank's environment: inherited (Slurm's own), then common, then rank.
-	envm := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			envm[k] = v
-		}
+	envl, localDir, err := taskEnv(env, common, me, rank, node)
+	if err != nil {
+		return err
 	}
-	for k, v := range common.Env {
-		envm[k] = v
-	}
-	for k, v := range me.Env {
-		envm[k] = v
-	}
-	if cvd := env.getenv("CUDA_VISIBLE_DEVICES"); cvd != "" {
-		stepGPUs := env.getenv("SLURM_STEP_GPUS")
-		if stepGPUs == "" {
-			stepGPUs = env.getenv("SLURM_JOB_GPUS")
-		}
-		v, err := visibleDevicesFor(cvd, stepGPUs, me.GPU, me.GPUSlot, me.LocalRank)
-		if err != nil {
-			return withCode(ExitSlurm, fmt.Errorf("rank %d on %s: %w", rank, node, err))
-		}
-		envm["CUDA_VISIBLE_DEVICES"] = v
-		if me.GPU < 0 { // not probed: this rank drives the step's GPUSlot-th GPU
-			if ids := splitList(stepGPUs); me.GPUSlot < len(ids) {
-				envm["TRAINRUN_GPU"] = ids[me.GPUSlot]
-			} else if l := splitList(cvd); me.GPUSlot < len(l) {
-				envm["TRAINRUN_GPU"] = l[me.GPUSlot]
-			}
-		}
-	}
-	var localDir string
-	if common.LocalDir != "" {
-		localDir = expandLocalDir(common.LocalDir, node, common.JobID, env.getenv("SLURM_RESTART_COUNT"))
-		envm["TRAINRUN_CKPT_LOCAL_DIR"] = localDir
-	}
-	envl := make([]string, 0, len(envm))
-	for k, v := range envm {
-		envl = append(envl, k+"="+v)
+	path, err := resolveCommand(env, argv[0], envl, rank, node)
+	if err != nil {
+		return err
 	}
 
-	// Resolve the command with the rank's PATH: a missing command is exit 127
-	// with a message naming it, the node and the PATH searched.
-	path := argv[0]
-	if !strings.Contains(path, "/") {
-		p, err := lookPathIn(path, envm["PATH"])
-		if err != nil {
-			fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: command %q not found in PATH=%s; install it on every node or give its full path\n",
-				rank, node, path, envm["PATH"])
-			return withCode(ExitNotFound, errSilent)
-		}
-		path = p
-	} else if _, err := os.Stat(path); err != nil {
-		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: command %q not found (%v); the path must exist on every node\n", rank, node, path, err)
-		return withCode(ExitNotFound, errSilent)
-	}
-
-	ckptSig := signalByName(common.Signal)
+	ckptSig := launch.SignalByName(common.Signal)
 	inStep := env.getenv("SLURM_STEP_ID") != ""
 	forward := !inStep || env.getenv("TRAINRUN_SHIM_FORWARD") == "1"
 
@@ -133,41 +84,7 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	signal.Notify(sigc, forwardedSignals...)
 	defer signal.Stop(sigc)
 
-	// Local rank 0 drains the node's node-local checkpoints into the store,
-	// started before the trainer so that the epilog's handoff record exists
-	// before the first local save.
-	var drainer *nodeDrainer
-	var handoff string
-	if localDir != "" && me.LocalRank == 0 {
-		ranks, err := nodeRanks(*launchDir, node)
-		if err == nil {
-			drainer, err = startNodeDrainer(localDir, common.CkptDir, node, ranks, shimStart, env.stderr)
-		}
-		if err != nil {
-			fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: no drain of node-local checkpoints: %v\n", node, err)
-		} else {
-			handoff = writeDrainHandoff(env, common, node, localDir, ranks)
-		}
-	}
-	// finishDrain drains what the node saved before the shim exits; the
-	// handoff record goes once nothing is left for the epilog.
-	finishDrain := func() {
-		if drainer == nil {
-			return
-		}
-		left := drainer.finish(drainFinishWait)
-		if len(left) > 0 {
-			fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: checkpoint(s) %s in %s not drained: not every rank of the node marked them done within %s\n",
-				node, strings.Join(left, ", "), localDir, drainFinishWait)
-			if handoff != "" {
-				fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: the job epilog drains what is marked done (record %s)\n", node, handoff)
-			}
-			return
-		}
-		if handoff != "" {
-			os.Remove(handoff)
-		}
-	}
+	finishDrain := startDrain(env, common, me, *launchDir, node, localDir, shimStart)
 
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
@@ -187,31 +104,144 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	ctl := dialControl(common, rank, pid, node, env)
 	var once sync.Map // checkpoint request IDs already acted on
 	if ctl != nil {
-		go func() {
-			sc := bufio.NewScanner(ctl)
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if len(f) == 2 && f[0] == "ckpt" && ckptSig != nil {
-					if _, dup := once.LoadOrStore(f[1], true); !dup {
-						go deliverCkptSignal(cmd.Process, ckptSig.(syscall.Signal), rank, node, env)
-					}
-				}
+		go ctl.Receive(func(m launch.Msg) {
+			if ckptSig == nil {
+				return
 			}
-		}()
+			if _, dup := once.LoadOrStore(m.CkptID, true); !dup {
+				go deliverCkptSignal(cmd.Process, ckptSig.(syscall.Signal), rank, node, env)
+			}
+		})
 	}
-	send := func(line string) {
-		if ctl != nil {
-			ctl.SetWriteDeadline(time.Now().Add(2 * time.Second))
-			io.WriteString(ctl, line+"\n")
+	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, rank, node, argv[0])
+}
+
+// taskEnv is the rank's environment: inherited (Slurm's own), then the
+// launch files' common part, then the rank's, with CUDA_VISIBLE_DEVICES
+// reordered for the rank's GPU; localDir is the node-local checkpoint
+// directory ("" without one).
+func taskEnv(env *runEnv, common *launchCommon, me *launchRank, rank int, node string) (envl []string, localDir string, err error) {
+	envm := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			envm[k] = v
 		}
 	}
+	for k, v := range common.Env {
+		envm[k] = v
+	}
+	for k, v := range me.Env {
+		envm[k] = v
+	}
+	if cvd := env.getenv("CUDA_VISIBLE_DEVICES"); cvd != "" {
+		stepGPUs := env.getenv("SLURM_STEP_GPUS")
+		if stepGPUs == "" {
+			stepGPUs = env.getenv("SLURM_JOB_GPUS")
+		}
+		v, err := visibleDevicesFor(cvd, stepGPUs, me.GPU, me.GPUSlot, me.LocalRank)
+		if err != nil {
+			return nil, "", withCode(ExitSlurm, fmt.Errorf("rank %d on %s: %w", rank, node, err))
+		}
+		envm["CUDA_VISIBLE_DEVICES"] = v
+		if me.GPU < 0 { // not probed: this rank drives the step's GPUSlot-th GPU
+			if ids := splitList(stepGPUs); me.GPUSlot < len(ids) {
+				envm["TRAINRUN_GPU"] = ids[me.GPUSlot]
+			} else if l := splitList(cvd); me.GPUSlot < len(l) {
+				envm["TRAINRUN_GPU"] = l[me.GPUSlot]
+			}
+		}
+	}
+	if common.LocalDir != "" {
+		localDir = expandLocalDir(common.LocalDir, node, common.JobID, env.getenv("SLURM_RESTART_COUNT"))
+		envm["TRAINRUN_CKPT_LOCAL_DIR"] = localDir
+		if err := ensureLocalDir(localDir, node); err != nil {
+			return nil, "", withCode(ExitUsage, err)
+		}
+	}
+	envl = make([]string, 0, len(envm))
+	for k, v := range envm {
+		envl = append(envl, k+"="+v)
+	}
+	return envl, localDir, nil
+}
 
+// resolveCommand finds the command with the rank's PATH: a missing command
+// is exit 127 with a message naming it, the node and the PATH searched.
+func resolveCommand(env *runEnv, path string, envl []string, rank int, node string) (string, error) {
+	pathVar := ""
+	for _, kv := range envl {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	if !strings.Contains(path, "/") {
+		p, err := lookPathIn(path, pathVar)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: command %q not found in PATH=%s; install it on every node or give its full path\n",
+				rank, node, path, pathVar)
+			return "", withCode(ExitNotFound, errSilent)
+		}
+		path = p
+	} else if _, err := os.Stat(path); err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: command %q not found (%v); the path must exist on every node\n", rank, node, path, err)
+		return "", withCode(ExitNotFound, errSilent)
+	}
+	return path, nil
+}
+
+// startDrain: local rank 0 drains the node's node-local checkpoints into
+// the store, started before the trainer so that the epilog's handoff record
+// exists before the first local save. The function it returns drains what
+// the node saved before the shim exits; the handoff record goes once
+// nothing is left for the epilog.
+func startDrain(env *runEnv, common *launchCommon, me *launchRank, launchDir, node, localDir string, shimStart time.Time) func() {
+	var drainer *nodeDrainer
+	var handoff string
+	if localDir != "" && me.LocalRank == 0 {
+		ranks, err := nodeRanks(launchDir, node)
+		if err == nil {
+			drainer, err = startNodeDrainer(localDir, common.CkptDir, node, ranks, shimStart, env.stderr)
+		}
+		if err != nil {
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: no drain of node-local checkpoints: %v\n", node, err)
+		} else {
+			handoff = writeDrainHandoff(env, common, node, localDir, ranks)
+		}
+	}
+	return func() {
+		if drainer == nil {
+			return
+		}
+		left := drainer.finish(drainFinishWait)
+		if len(left) > 0 {
+			fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: checkpoint(s) %s in %s not drained: not every rank of the node marked them done within %s\n",
+				node, strings.Join(left, ", "), localDir, drainFinishWait)
+			if handoff != "" {
+				fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: the job epilog drains what is marked done (record %s)\n", node, handoff)
+			}
+			return
+		}
+		if handoff != "" {
+			os.Remove(handoff)
+		}
+	}
+}
+
+// superviseTask relays signals to the controller (and forwards them outside
+// a step), and reports the trainer's end; the shim then dies the way the
+// trainer did.
+func superviseTask(env *runEnv, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Signal, forward bool, finishDrain func(), me *launchRank, rank int, node, name string) error {
+	send := func(m launch.Msg) {
+		if ctl != nil {
+			ctl.Send(m)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	for {
 		select {
 		case s := <-sigc:
-			send(fmt.Sprintf("signal %d %s", rank, signalName(s)))
+			send(launch.Msg{Kind: launch.Signal, Rank: rank, Signal: launch.SignalName(s)})
 			if forward {
 				cmd.Process.Signal(s)
 			}
@@ -220,16 +250,16 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 			// Also after Slurm's SIGTERM: the checkpoint the trainer just
 			// saved locally exists nowhere else.
 			finishDrain()
-			send(fmt.Sprintf("exit %d %d", rank, code))
+			send(launch.Msg{Kind: launch.Exit, Rank: rank, Code: code})
 			if ctl != nil {
 				ctl.Close()
 			}
 			if code != 0 {
 				what := fmt.Sprintf("exited with %d", code)
 				if sig != nil {
-					what = "was killed by " + signalName(sig)
+					what = "was killed by " + launch.SignalName(sig)
 				}
-				fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s (GPU %d): %s %s\n", rank, node, me.GPU, argv[0], what)
+				fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s (GPU %d): %s %s\n", rank, node, me.GPU, name, what)
 			}
 			if sig != nil {
 				// Die of the same signal so srun and the controller see it.
@@ -301,25 +331,16 @@ func parseCPUList(s string) (*unix.CPUSet, error) {
 
 // dialControl connects to the controller; without it the task still runs
 // (Slurm's own signals still reach the trainer) and says so once.
-func dialControl(c *launchCommon, rank, pid int, node string, env *runEnv) net.Conn {
+func dialControl(c *launchCommon, rank, pid int, node string, env *runEnv) *launch.Client {
 	if c.Control == "" {
 		return nil
 	}
-	var conn net.Conn
-	var err error
-	for i := 0; i < 5; i++ {
-		conn, err = net.DialTimeout("tcp", c.Control, 3*time.Second)
-		if err == nil {
-			break
-		}
-		time.Sleep(time.Duration(100*(i+1)) * time.Millisecond)
-	}
+	conn, err := launch.Dial(c.Control, launch.Msg{Token: c.Token, Rank: rank, PID: pid, Node: node, StepID: env.getenv("SLURM_STEP_ID")})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: cannot reach the controller at %s (%v); running without checkpoint requests from trainrun\n",
 			rank, node, c.Control, err)
 		return nil
 	}
-	fmt.Fprintf(conn, "hello %s %d %d %s %s\n", c.Token, rank, pid, node, env.getenv("SLURM_STEP_ID"))
 	return conn
 }
 
@@ -348,35 +369,6 @@ func exitStatus(ps *os.ProcessState, err error) (int, os.Signal) {
 	return ps.ExitCode(), nil
 }
 
-var signalNames = map[string]syscall.Signal{
-	"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
-	"CONT": syscall.SIGCONT, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
-}
-
-// signalByName accepts USR2, SIGUSR2 or a number.
-func signalByName(s string) os.Signal {
-	s = strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
-	if sig, ok := signalNames[s]; ok {
-		return sig
-	}
-	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
-		return syscall.Signal(n)
-	}
-	return nil
-}
-
-func signalName(s os.Signal) string {
-	for n, v := range signalNames {
-		if v == s {
-			return n
-		}
-	}
-	if ss, ok := s.(syscall.Signal); ok {
-		return strconv.Itoa(int(ss))
-	}
-	return s.String()
-}
-
 // deliverCkptSignal sends the checkpoint signal to the training process once
 // it catches it. A process that does not (still importing torch, or a trainer
 // that does not speak the handshake) would be killed by SIGUSR2's default
@@ -396,7 +388,7 @@ func deliverCkptSignal(p *os.Process, sig syscall.Signal, rank int, node string,
 		if !warned {
 			warned = true
 			fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: the training process does not catch SIG%s yet; holding the checkpoint request until it does\n",
-				rank, node, signalName(sig))
+				rank, node, launch.SignalName(sig))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

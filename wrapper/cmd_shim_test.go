@@ -95,14 +95,3 @@ func TestCatchesSignal(t *testing.T) {
 		t.Error("no error for a missing process")
 	}
 }
-
-func TestSignalByName(t *testing.T) {
-	for in, want := range map[string]syscall.Signal{"USR2": syscall.SIGUSR2, "SIGTERM": syscall.SIGTERM, "usr1": syscall.SIGUSR1, "12": syscall.Signal(12)} {
-		if got := signalByName(in); got != want {
-			t.Errorf("signalByName(%q) = %v", in, got)
-		}
-	}
-	if signalByName("FOO") != nil {
-		t.Error("FOO is a signal?")
-	}
-}

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/nvml"
 	"github.com/trainrun/trainrun/topo/snapshot"
@@ -29,7 +27,8 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 	format := fs.String("format", "matrix", "output: matrix (like nvidia-smi topo -m), json, or nccl-xml (an NCCL_TOPO_FILE)")
 	cluster := fs.Bool("cluster", false, "show the cluster model (switch tree, NVLink blocks) from the local Slurm's 'scontrol show topology' instead of one node")
 	topoConf := fs.String("topology-conf", "", "with --cluster: read this topology.conf instead of asking scontrol")
-	capture := fs.String("capture", "", "copy what topo reads of this machine (sysfs, cpuinfo, addresses, NVML's answers) into DIR, for --root DIR elsewhere")
+	capture := fs.String("capture", "", "copy what topo reads of this machine (or of --root) into DIR, for --root DIR elsewhere; DIR/"+topo.CaptureManifest+" lists every path copied.\n"+topo.CaptureContents)
+	explain := fs.Bool("explain", false, "after the node, say which devices degraded (facts that could not be read) and why, and where each GPU-NIC pairing comes from")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -82,7 +81,10 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 		_, err = env.stdout.Write(b)
 		return err
 	}
-	return topo.WriteMatrix(env.stdout, n)
+	if err := topo.WriteMatrix(env.stdout, n); err != nil || !*explain {
+		return err
+	}
+	return topo.WriteExplain(env.stdout, n)
 }
 
 // discoverNode reads the node named by --root or --machine, or this machine
@@ -149,7 +151,7 @@ func captureNode(env *runEnv, root, dir string) error {
 	if err := topo.Capture(root, dir, src); err != nil {
 		return usageErrorf("--capture %s: %v", dir, err)
 	}
-	fmt.Fprintf(env.stdout, "captured %s into %s; read it with: trainrun topo --root %s\n", orDefaultStr(root, "this machine"), dir, dir)
+	fmt.Fprintf(env.stdout, "captured %s into %s (every path copied is listed in %s/%s); read it with: trainrun topo --root %s --explain\n", orDefaultStr(root, "this machine"), dir, dir, topo.CaptureManifest, dir)
 	return nil
 }
 
@@ -163,19 +165,11 @@ func showCluster(ctx context.Context, env *runEnv, path, format string) error {
 			return usageErrorf("--topology-conf: %v", err)
 		}
 	} else {
-		scontrol, err := exec.LookPath("scontrol")
-		if err != nil {
-			return withCode(ExitSlurm, errors.New("scontrol not found: --cluster reads the local Slurm's topology; pass --topology-conf FILE to read a file instead"))
-		}
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		var out, errb bytes.Buffer
-		cmd := exec.CommandContext(ctx, scontrol, "show", "topology")
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			return withCode(ExitSlurm, fmt.Errorf("scontrol show topology: %v: %s", err, bytes.TrimSpace(errb.Bytes())))
-		}
-		if c, err = topo.ParseScontrolTopology(&out, "scontrol show topology"); err != nil {
+		var err error
+		if c, err = env.slurm.Topology(ctx); err != nil {
+			if errors.Is(err, slurm.ErrNotFound) {
+				return withCode(ExitSlurm, errors.New("scontrol not found: --cluster reads the local Slurm's topology; pass --topology-conf FILE to read a file instead"))
+			}
 			return withCode(ExitSlurm, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
 )
 
@@ -169,7 +170,9 @@ func TestTopoClusterFromFile(t *testing.T) {
 // read a file instead.
 func TestTopoClusterWithoutScontrol(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	code, _, errs := runTopoCmd(t, "topo", "--cluster")
+	var out, errb bytes.Buffer
+	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }, slurm: slurm.New()}
+	code, errs := dispatch(context.Background(), env, []string{"topo", "--cluster"}), errb.String()
 	if code != ExitSlurm || !strings.Contains(errs, "scontrol not found") || !strings.Contains(errs, "--topology-conf FILE") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

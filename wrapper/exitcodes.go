@@ -4,23 +4,24 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
-// The one table of exit codes. Job scripts branch on these; --help prints them.
-// Codes are stable: add new ones, never renumber.
+// The exit codes, from the one table in internal/exitcode.
 const (
-	ExitOK           = 0   // success: the command did what was asked (a run finished)
-	ExitFailure      = 1   // internal error: a bug or an unexpected system failure
-	ExitUsage        = 2   // bad flags or bad input file: the message names the input and the fix
-	ExitNoFit        = 3   // no layout fits (or a pinned layout does not fit): the message says what would
-	ExitSlurm        = 4   // the allocation is unusable: not inside one, bad SLURM_* values, srun missing, no GPUs
-	ExitStepFailed   = 5   // the training step failed: a task exited non-zero or was killed
-	ExitRequeued     = 6   // checkpointed and requeued: the job will run again, the script should exit
-	ExitStopped      = 7   // checkpointed and stopped: no requeue (policy, --no-requeue, or cancelled)
-	ExitRequeueLimit = 8   // gave up: requeue limit or repeated failures without progress
-	ExitCheckpoint   = 9   // a checkpoint could not be verified or committed
-	ExitNotFound     = 127 // the training command does not exist on the node
-	ExitInterrupted  = 130 // interrupted by Ctrl-C / SIGTERM before the step started
+	ExitOK           = exitcode.OK
+	ExitFailure      = exitcode.Failure
+	ExitUsage        = exitcode.Usage
+	ExitNoFit        = exitcode.NoFit
+	ExitSlurm        = exitcode.Slurm
+	ExitStepFailed   = exitcode.StepFailed
+	ExitRequeued     = exitcode.Requeued
+	ExitStopped      = exitcode.Stopped
+	ExitRequeueLimit = exitcode.RequeueLimit
+	ExitCheckpoint   = exitcode.Checkpoint
+	ExitNotFound     = exitcode.NotFound
+	ExitInterrupted  = exitcode.Interrupted
 )
 
 var exitCodeDocs = []struct {

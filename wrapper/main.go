@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 // command is one subcommand. Each lives in its own cmd_*.go file and registers
@@ -27,6 +29,9 @@ type runEnv struct {
 	stdout, stderr io.Writer
 	stdin          io.Reader
 	getenv         func(string) string
+	// slurm asks Slurm. The zero value (what tests get unless they set
+	// it) runs nothing: every query fails, as on a machine without Slurm.
+	slurm slurm.Client
 }
 
 var commands = map[string]*command{}
@@ -44,7 +49,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := &runEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv}
+	env := &runEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv, slurm: slurm.New()}
 	os.Exit(dispatch(ctx, env, os.Args[1:]))
 }
 

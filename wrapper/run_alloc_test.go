@@ -1,10 +1,8 @@
 package main
 
 import (
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/trainrun/trainrun/topo"
 )
@@ -93,95 +91,5 @@ func TestParseAllocation(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, tc.wantMsg)
 			}
 		})
-	}
-}
-
-func TestParseSlurmCounts(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []int
-		bad  bool
-	}{
-		{in: "8(x4)", want: []int{8, 8, 8, 8}},
-		{in: "2(x3),1", want: []int{2, 2, 2, 1}},
-		{in: "4", want: []int{4}},
-		{in: "8,8", want: []int{8, 8}},
-		{in: "8(x0)", bad: true},
-		{in: "x", bad: true},
-		{in: "8(y2)", bad: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := parseSlurmCounts(tc.in)
-			if tc.bad {
-				if err == nil {
-					t.Fatalf("want error, got %v", got)
-				}
-				return
-			}
-			if err != nil || !slices.Equal(got, tc.want) {
-				t.Errorf("got %v, %v; want %v", got, err, tc.want)
-			}
-		})
-	}
-}
-
-func TestParseSlurmDuration(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		bad  bool
-	}{
-		{in: "UNLIMITED", want: 0},
-		{in: "30", want: 30 * time.Minute},
-		{in: "5:30", want: 5*time.Minute + 30*time.Second},
-		{in: "01:02:03", want: time.Hour + 2*time.Minute + 3*time.Second},
-		{in: "2-00:00:00", want: 48 * time.Hour},
-		{in: "1-12", want: 36 * time.Hour},
-		{in: "1-01:30", want: 25*time.Hour + 30*time.Minute},
-		{in: "1:2:3:4", bad: true},
-		{in: "ten", bad: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := parseSlurmDuration(tc.in)
-			if tc.bad != (err != nil) || got != tc.want {
-				t.Errorf("parseSlurmDuration(%q) = %v, %v; want %v (bad=%v)", tc.in, got, err, tc.want, tc.bad)
-			}
-		})
-	}
-}
-
-// A line of `scontrol show job -o` from the harness's Slurm 22.05.
-const scontrolJobLine = `JobId=42 JobName=run.sh UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=1 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=2 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:05 TimeLimit=00:10:00 TimeMin=N/A SubmitTime=2026-11-29T12:00:00 EligibleTime=2026-11-29T12:00:00 AccrueTime=Unknown StartTime=2026-11-29T12:00:01 EndTime=2026-11-29T12:10:01 Deadline=N/A Partition=low AllocNode:Sid=host:1 NodeList=n[1-4] BatchHost=n1 NumNodes=4 NumCPUs=32 NumTasks=32 CPUs/Task=1 TRES=cpu=32,node=4,billing=32,gres/gpu=32 Command=/tmp/run.sh WorkDir=/tmp Comment=two words`
-
-func TestParseScontrolJob(t *testing.T) {
-	ji, err := parseScontrolJob(scontrolJobLine, time.UTC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ji.TimeLimit != 10*time.Minute || !ji.EndTime.Equal(time.Date(2026, 11, 29, 12, 10, 1, 0, time.UTC)) || !ji.Requeue || ji.fields["JobState"] != "RUNNING" {
-		t.Errorf("got %+v", ji)
-	}
-	for name, line := range map[string]string{
-		"no job id":    "slurm_load_jobs error: Invalid job id specified",
-		"bad end time": "JobId=1 EndTime=soon",
-		"bad limit":    "JobId=1 TimeLimit=ten",
-	} {
-		if _, err := parseScontrolJob(line, time.UTC); err == nil {
-			t.Errorf("%s: want error", name)
-		}
-	}
-	ji, err = parseScontrolJob("JobId=1 TimeLimit=UNLIMITED EndTime=Unknown Requeue=0", time.UTC)
-	if err != nil || ji.TimeLimit != 0 || !ji.EndTime.IsZero() || ji.Requeue {
-		t.Errorf("unlimited: %+v %v", ji, err)
-	}
-}
-
-func TestParseNodeAddrs(t *testing.T) {
-	out := "NodeName=n1 Arch=x86_64 CoresPerSocket=1 NodeAddr=127.0.0.1 NodeHostName=host Port=7001\nNodeName=n2 NodeAddr=10.0.0.2 NodeHostName=n2\n"
-	m := parseNodeAddrs(out)
-	if m["n1"] != "127.0.0.1" || m["n2"] != "10.0.0.2" || len(m) != 2 {
-		t.Errorf("got %v", m)
 	}
 }

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os/exec"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 // The grace budget: how long a checkpoint of this job takes (measured from
@@ -124,65 +121,7 @@ func measuredCkpt(evs []checkpoint.Event) (time.Duration, int) {
 	return m, len(evs)
 }
 
-// scontrolGraceLimits reads the partition's GraceTime and PreemptMode
-// (scontrol show partition) and the cluster's KillWait (scontrol show
-// config). What cannot be read stays unknown (-1).
-func scontrolGraceLimits(ctx context.Context, partition string) (graceLimits, error) {
-	lim := graceLimits{GraceTime: -1, KillWait: -1}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var errs []string
-	if partition != "" {
-		out, err := exec.CommandContext(ctx, "scontrol", "show", "partition", "-o", partition).Output()
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("scontrol show partition %s: %v%s", partition, err, stderrOf(err)))
-		} else {
-			lim.GraceTime, lim.Preemptable = parsePartitionGrace(string(out))
-		}
-	}
-	out, err := exec.CommandContext(ctx, "scontrol", "show", "config").Output()
-	if err != nil {
-		errs = append(errs, fmt.Sprintf("scontrol show config: %v%s", err, stderrOf(err)))
-	} else {
-		lim.KillWait = parseKillWait(string(out))
-	}
-	if len(errs) > 0 {
-		return lim, fmt.Errorf("%s", strings.Join(errs, "; "))
-	}
-	return lim, nil
-}
-
-// parsePartitionGrace reads GraceTime (seconds) and PreemptMode from one
-// `scontrol show partition -o` line.
-func parsePartitionGrace(line string) (time.Duration, bool) {
-	grace, preempt := time.Duration(-1), false
-	for _, tok := range strings.Fields(line) {
-		k, v, _ := strings.Cut(tok, "=")
-		switch k {
-		case "GraceTime":
-			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-				grace = time.Duration(n) * time.Second
-			}
-		case "PreemptMode":
-			preempt = v != "" && !strings.EqualFold(v, "OFF")
-		}
-	}
-	return grace, preempt
-}
-
-// parseKillWait reads "KillWait = 30 sec" from `scontrol show config`.
-func parseKillWait(out string) time.Duration {
-	for _, line := range strings.Split(out, "\n") {
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || strings.TrimSpace(k) != "KillWait" {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) > 0 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n >= 0 {
-				return time.Duration(n) * time.Second
-			}
-		}
-	}
-	return -1
+// graceLimitsOf turns what Slurm says into the budget's limits.
+func graceLimitsOf(l slurm.Limits) graceLimits {
+	return graceLimits{GraceTime: l.GraceTime, Preemptable: l.Preemptable, KillWait: l.KillWait}
 }

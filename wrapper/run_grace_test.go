@@ -74,22 +74,3 @@ func TestMeasuredCkptTakesLongestRecent(t *testing.T) {
 }
 
 // Lines as Slurm 22.05 prints them (the harness's cluster).
-func TestParseGraceLimits(t *testing.T) {
-	part := "PartitionName=low AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES QoS=N/A DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=30 Hidden=NO MaxNodes=UNLIMITED MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=n[1-4] PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=REQUEUE State=UP TotalCPUs=16 TotalNodes=4 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED"
-	if g, p := parsePartitionGrace(part); g != 30*time.Second || !p {
-		t.Errorf("parsePartitionGrace = %s %t, want 30s true", g, p)
-	}
-	if g, p := parsePartitionGrace("PartitionName=x GraceTime=0 PreemptMode=OFF"); g != 0 || p {
-		t.Errorf("OFF partition = %s %t", g, p)
-	}
-	if g, _ := parsePartitionGrace("PartitionName=x"); g != -1 {
-		t.Errorf("no GraceTime = %s, want unknown", g)
-	}
-	conf := "Configuration data as of 2026-11-29T14:00:00\nJobRequeue              = 1\nKillOnBadExit           = 0\nKillWait                = 30 sec\nLaunchParameters        = (null)\n"
-	if k := parseKillWait(conf); k != 30*time.Second {
-		t.Errorf("parseKillWait = %s, want 30s", k)
-	}
-	if k := parseKillWait("JobRequeue = 1\n"); k != -1 {
-		t.Errorf("no KillWait = %s, want unknown", k)
-	}
-}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // The launch directory (JOBDIR/launch) is how the controller hands each task
@@ -52,7 +54,7 @@ type launchNode struct {
 
 // writeLaunchDir writes common.json and one file per node, each atomically.
 func writeLaunchDir(dir string, common launchCommon, slots []rankSlot, env rankEnv) error {
-	if err := os.MkdirAll(filepath.Join(dir, launchNodeDir), 0o755); err != nil {
+	if err := mkdirOwn2(dir, filepath.Join(dir, launchNodeDir)); err != nil {
 		return err
 	}
 	common.Env = env.Common
@@ -82,6 +84,9 @@ func writeLaunchDir(dir string, common launchCommon, slots []rankSlot, env rankE
 // readLaunch finds this task's entry: rank from SLURM_PROCID on node SLURMD_NODENAME.
 func readLaunch(dir, node string, rank int) (*launchCommon, *launchRank, error) {
 	var c launchCommon
+	if err := safefs.CheckOwnDir(dir, "launch directory"); err != nil {
+		return nil, nil, err
+	}
 	if err := readJSON(filepath.Join(dir, launchCommonFile), &c); err != nil {
 		return nil, nil, err
 	}
@@ -167,8 +172,16 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return nil
 }
 
+// launchMaxBytes bounds one launch or probe file (a node's file for a few
+// ranks with their environments is kilobytes).
+const launchMaxBytes = 64 << 20
+
+// readJSON reads a file of the job directory: it must be a plain file of
+// the user's own, not writable by others (issue 12, finding 3: the shim
+// merges launch files into the trainer's environment, so a file another
+// uid planted would choose its PATH and LD_PRELOAD).
 func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := safefs.ReadOwnFile(path, "launch file", launchMaxBytes)
 	if err != nil {
 		return err
 	}
@@ -256,4 +269,15 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// mkdirOwn2 creates (or accepts as the user's own, see safefs.MkdirOwn) the
+// launch directory and its node/ subdirectory.
+func mkdirOwn2(dirs ...string) error {
+	for _, d := range dirs {
+		if err := safefs.MkdirOwn(d, "launch directory"); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -87,7 +86,7 @@ func (r *runner) closeObserver() {
 func (r *runner) observeStart() {
 	l := r.layout
 	s := &obs.Start{
-		Partition: r.partition(), JobName: orText(r.env.getenv("SLURM_JOB_NAME"), r.job.fields["JobName"]),
+		Partition: r.partition(), JobName: orText(r.env.getenv("SLURM_JOB_NAME"), r.job.Name),
 		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: orText(r.opts.plan.GPU, r.probedGPUName()),
 		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
 		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,
@@ -203,26 +202,13 @@ func (s *observedStore) CommitComplete(world int) (string, bool, error) {
 			for _, in := range list {
 				if in.Tag == tag {
 					c.Step, c.Bytes = in.Step, in.Bytes
-					c.CompleteAt = newestDoneMarker(in.Dir)
+					c.CompleteAt = checkpoint.CompletedAt(in.Dir)
 				}
 			}
 		}
 		s.r.observe(obs.Event{Kind: obs.KindCkptCommit, Ckpt: c})
 	}
 	return tag, changed, err
-}
-
-// newestDoneMarker is the modification time of the newest
-// <dir>/.trainrun/done.<RANK> (zero if none).
-func newestDoneMarker(dir string) time.Time {
-	ms, _ := filepath.Glob(filepath.Join(dir, ".trainrun", "done.*"))
-	var t time.Time
-	for _, m := range ms {
-		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(t) {
-			t = fi.ModTime()
-		}
-	}
-	return t
 }
 
 // unwrapStore finds the checkpoint.Store adapter under the observing one.
@@ -259,5 +245,5 @@ func (r *runner) obsPolicy(st policy.Settings) {
 
 // partition is the job's partition: SLURM_JOB_PARTITION, else scontrol's.
 func (r *runner) partition() string {
-	return orText(r.alloc.Partition, r.job.fields["Partition"])
+	return orText(r.alloc.Partition, r.job.Partition)
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
 )
 
@@ -63,7 +63,7 @@ func runProbeNode(env *runEnv, dir string) error {
 
 // probeNodes runs the probe on every node in one step (one task per node,
 // --overlap so it never waits for resources) and reads the results.
-func probeNodes(ctx context.Context, a *allocation, self, dir string) (map[string]nodeFacts, error) {
+func probeNodes(ctx context.Context, sc slurm.Client, a *allocation, self, dir string) (map[string]nodeFacts, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -72,11 +72,9 @@ func probeNodes(ctx context.Context, a *allocation, self, dir string) (map[strin
 		"--input=none", "--job-name=trainrun-probe", self, "exec-task", "--probe", dir}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "srun", args...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return nil, withCode(ExitSlurm, fmt.Errorf("topology probe 'srun %s' failed: %v: %s (skip it with --probe=none)",
-			strings.Join(args, " "), err, strings.TrimSpace(string(out))))
+	if out, err := sc.Srun(ctx, args...); err != nil {
+		return nil, withCode(ExitSlurm, fmt.Errorf("topology probe failed: %v%s (skip it with --probe=none)",
+			err, prefixed(": ", strings.TrimSpace(string(out)))))
 	}
 	facts := map[string]nodeFacts{}
 	for _, node := range a.Nodes {
@@ -101,4 +99,12 @@ func readProbeCache(a *allocation, dir string) (map[string]nodeFacts, bool) {
 		facts[node] = f
 	}
 	return facts, true
+}
+
+// prefixed is p+s, or "" when s is empty.
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"path/filepath"
 	"strconv"
+
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 // stepSpec is everything the main srun needs.
@@ -36,7 +38,7 @@ type stepSpec struct {
 //     the controller, which stops the step once); a background srun reading
 //     the terminal would be stopped by SIGTTIN.
 func srunCommand(s stepSpec) (argv []string, env []string) {
-	argv = []string{"srun",
+	argv = []string{slurm.Srun,
 		"--nodes=" + strconv.Itoa(s.Nodes),
 		"--ntasks=" + strconv.Itoa(s.Tasks),
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/test/harness"
 )
 
@@ -59,7 +60,7 @@ func TestClusterShape(t *testing.T) {
 	}
 	parts := map[string]map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		kv := parseKV(line)
+		kv := slurm.ParseRecord(line)
 		parts[kv["PartitionName"]] = kv
 	}
 	low, high := parts[harness.LowPartition], parts[harness.HighPartition]
@@ -114,7 +115,7 @@ func TestTopologyTree(t *testing.T) {
 	}
 	got := map[string]map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		kv := parseKV(line)
+		kv := slurm.ParseRecord(line)
 		got[kv["SwitchName"]] = kv
 	}
 	for sw, want := range map[string]map[string]string{
@@ -395,15 +396,7 @@ func TestSecondClusterCoexistsAndStopsClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pids []int
-	out = ""
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		out = c2.JobOutput(id)
-		if strings.Contains(out, "bg=") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	out = waitLog(t, c2, id, "bg=", 20*time.Second)
 	for _, w := range strings.Fields(out) {
 		if _, v, ok := strings.Cut(w, "="); ok {
 			if p, err := strconv.Atoi(v); err == nil {
@@ -440,59 +433,4 @@ func isZombie(stat string) bool {
 	i := strings.LastIndexByte(stat, ')')
 	f := strings.Fields(stat[i+1:])
 	return len(f) > 0 && f[0] == "Z"
-}
-
-func cancelJobs(t *testing.T, ids ...int) {
-	t.Helper()
-	cancelJobsOn(t, cluster, ids...)
-}
-
-// cancelJobsOn kills the jobs on cluster c and waits until each has ended.
-func cancelJobsOn(t *testing.T, c *harness.Cluster, ids ...int) {
-	t.Helper()
-	if len(ids) == 0 {
-		return
-	}
-	args := []string{"--signal=KILL", "--full"}
-	for _, id := range ids {
-		args = append(args, strconv.Itoa(id))
-	}
-	ctx := context.Background()
-	_, _ = c.Run(ctx, "scancel", args...)
-	_, _ = c.Run(ctx, "scancel", args[2:]...)
-	for _, id := range ids {
-		if _, err := c.WaitJob(ctx, id, 30*time.Second, harness.FinalStates...); err != nil {
-			t.Errorf("cancel job %d: %v", id, err)
-		}
-	}
-}
-
-// waitOutput waits until the job's output contains s and returns it.
-func waitOutput(t *testing.T, id int, s string) string {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out := cluster.JobOutput(id)
-		if strings.Contains(out, s) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d: output %s has no %q after 20 s; it holds:\n%s", id, cluster.OutputPath(id), s, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// parseKV splits a `scontrol -o` line into fields (values may hold spaces).
-func parseKV(line string) map[string]string {
-	m := map[string]string{}
-	last := ""
-	for _, w := range strings.Fields(line) {
-		if k, v, ok := strings.Cut(w, "="); ok && k != "" && k[0] >= 'A' && k[0] <= 'Z' {
-			m[k], last = v, k
-		} else if last != "" {
-			m[last] += " " + w
-		}
-	}
-	return m
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 // DefaultCommandTimeout bounds a command run through Run or Exec whose
@@ -174,7 +176,7 @@ func (c *Cluster) JobInfo(ctx context.Context, jobID int) (map[string]string, er
 		return nil, err
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
-	return parseKV(line), nil
+	return slurm.ParseRecord(line), nil
 }
 
 // JobState is the job's JobState as scontrol shows it (PENDING, RUNNING,
@@ -269,42 +271,10 @@ func (c *Cluster) nodeInfo(ctx context.Context) (map[string]NodeInfo, error) {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		kv := parseKV(line)
+		kv := slurm.ParseRecord(line)
 		nodes[kv["NodeName"]] = NodeInfo{State: kv["State"], Reason: kv["Reason"], Fields: kv}
 	}
 	return nodes, nil
-}
-
-// parseKV splits one line of `scontrol -o` output into its Key=Value fields.
-// A word that does not start with Key= belongs to the previous value (values
-// such as Reason=Not responding [slurm@...] contain spaces).
-func parseKV(line string) map[string]string {
-	m := map[string]string{}
-	last := ""
-	for _, w := range strings.Fields(line) {
-		k, v, ok := strings.Cut(w, "=")
-		if ok && isKey(k) {
-			m[k] = v
-			last = k
-			continue
-		}
-		if last != "" {
-			m[last] += " " + w
-		}
-	}
-	return m
-}
-
-func isKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for _, r := range k {
-		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == ':' || r == '_' || r == '/') {
-			return false
-		}
-	}
-	return k[0] >= 'A' && k[0] <= 'Z'
 }
 
 // TB is the part of testing.TB that LogOnFailure needs.

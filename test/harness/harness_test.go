@@ -81,30 +81,6 @@ func TestExtraLinesReplaceOnlySingleKeys(t *testing.T) {
 	}
 }
 
-func TestParseKV(t *testing.T) {
-	cases := []struct {
-		name, line string
-		want       map[string]string
-	}{
-		{"job", "JobId=7 JobName=wrap JobState=PENDING Reason=BeginTime Dependency=(null) Requeue=1 Restarts=1",
-			map[string]string{"JobId": "7", "JobState": "PENDING", "Reason": "BeginTime", "Restarts": "1"}},
-		{"value with spaces", "NodeName=n1 State=IDLE+DRAIN Reason=Low socket*core*thread count, Low CPUs [root@2026-11-29T13:02:10] Comment=(null)",
-			map[string]string{"State": "IDLE+DRAIN", "Reason": "Low socket*core*thread count, Low CPUs [root@2026-11-29T13:02:10]", "Comment": "(null)"}},
-		{"value with =", "Command=/bin/x --a=b AllocTRES=cpu=1,gres/gpu=8",
-			map[string]string{"Command": "/bin/x --a=b", "AllocTRES": "cpu=1,gres/gpu=8"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := parseKV(tc.line)
-			for k, v := range tc.want {
-				if got[k] != v {
-					t.Errorf("%s = %q, want %q (all: %v)", k, got[k], v, got)
-				}
-			}
-		})
-	}
-}
-
 func TestCmdErrorNamesCommandOutputAndLogs(t *testing.T) {
 	e := &CmdError{Args: []string{"srun", "-N4", "bash", "-c", "echo $X", strings.Repeat("x", 1000)}, Err: fmt.Errorf("exit status 1"),
 		Stdout: "out\n", Stderr: "srun: error: Unable to allocate resources\n", Logs: "\n--- last 1 lines of slurmctld.log:\nboom"}

@@ -1,0 +1,13 @@
+// Package layering holds no code: its test checks the module's layering,
+// which the README states and reviewers would otherwise have to keep:
+//
+//   - plan/... does no I/O: it imports none of os, os/exec, net/http,
+//     syscall;
+//   - checkpoint/... knows neither the planner nor the topology: it imports
+//     neither plan/... nor topo/...;
+//   - processes are started in three places only: internal/slurm (Slurm's
+//     client commands), the exec-task shim (the trainer) and the SPANK
+//     epilog (trainrun itself); test/ is exempt;
+//   - Slurm's client commands are named (as a command to run) in
+//     internal/slurm only.
+package layering

@@ -1,0 +1,208 @@
+package layering
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// file is one non-test Go file of the module, parsed.
+type file struct {
+	rel     string // slash path from the module root
+	ast     *ast.File
+	imports []string
+}
+
+func moduleFiles(t *testing.T) []file {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root: %v", err)
+	}
+	var files []file
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		fl := file{rel: filepath.ToSlash(rel), ast: f}
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			fl.imports = append(fl.imports, p)
+		}
+		files = append(files, fl)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 100 {
+		t.Fatalf("found %d Go files under %s: not the module", len(files), root)
+	}
+	return files
+}
+
+const module = "github.com/trainrun/trainrun/"
+
+func under(rel string, dirs ...string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPlanDoesNoIO(t *testing.T) {
+	banned := []string{"os", "os/exec", "net/http", "syscall"}
+	n := 0
+	for _, f := range moduleFiles(t) {
+		if !under(f.rel, "plan") {
+			continue
+		}
+		n++
+		for _, im := range f.imports {
+			if slices.Contains(banned, im) {
+				t.Errorf("%s imports %s: plan/... does no I/O (take an io.Reader, or do it in the caller)", f.rel, im)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no files under plan/")
+	}
+}
+
+func TestCheckpointKnowsNoPlanner(t *testing.T) {
+	for _, f := range moduleFiles(t) {
+		if !under(f.rel, "checkpoint") {
+			continue
+		}
+		for _, im := range f.imports {
+			if strings.HasPrefix(im, module+"plan") || strings.HasPrefix(im, module+"topo") {
+				t.Errorf("%s imports %s: checkpoint stores bytes and knows neither the planner nor the topology", f.rel, im)
+			}
+		}
+	}
+}
+
+// execAllowed are the files that may start processes, and why.
+var execAllowed = map[string]string{
+	"wrapper/cmd_shim.go": "the exec-task shim starts the trainer",
+	"spank/epilog.go":     "the SPANK epilog runs trainrun",
+	"spank/userio.go":     "slurmstepd reads the job's checkpoint store as the job's user through `trainrun __resume-dir`",
+}
+
+var slurmCommands = []string{"scontrol", "srun", "sbatch", "scancel", "sinfo", "squeue"}
+
+// startsProcess is a call that starts (or looks up to start) a process.
+func startsProcess(call *ast.CallExpr) (string, bool) {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return "", false
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return "", false
+	}
+	name := pkg.Name + "." + sel.Sel.Name
+	switch name {
+	case "exec.Command", "exec.CommandContext", "exec.LookPath", "os.StartProcess", "syscall.Exec", "syscall.ForkExec", "unix.Exec":
+		return name, true
+	}
+	return "", false
+}
+
+func TestOnlySlurmAndTheShimsStartProcesses(t *testing.T) {
+	for _, f := range moduleFiles(t) {
+		if under(f.rel, "test", "internal/slurm") {
+			continue
+		}
+		_, allowed := execAllowed[f.rel]
+		if slices.Contains(f.imports, "os/exec") && !allowed {
+			t.Errorf("%s imports os/exec: only internal/slurm (Slurm's commands) and %v start processes", f.rel, keys(execAllowed))
+		}
+		ast.Inspect(f.ast, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			name, ok := startsProcess(call)
+			if !ok {
+				return true
+			}
+			if !allowed {
+				t.Errorf("%s calls %s: start processes through internal/slurm", f.rel, name)
+			} else if len(call.Args) > 0 && isSlurmName(call.Args[0]) {
+				t.Errorf("%s runs a Slurm command with %s: ask internal/slurm", f.rel, name)
+			}
+			return true
+		})
+	}
+}
+
+// An argv spelled out with a Slurm command first ([]string{"srun", ...})
+// belongs in internal/slurm, which names the commands (slurm.Srun).
+func TestSlurmCommandsNamedInSlurmOnly(t *testing.T) {
+	for _, f := range moduleFiles(t) {
+		if under(f.rel, "test", "internal/slurm") {
+			continue
+		}
+		ast.Inspect(f.ast, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if ok && len(cl.Elts) > 0 && isSlurmName(cl.Elts[0]) {
+				t.Errorf("%s: an argv starting with %s: use internal/slurm's names and client", f.rel, exprString(cl.Elts[0]))
+			}
+			return true
+		})
+	}
+}
+
+func isSlurmName(e ast.Expr) bool {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return false
+	}
+	s, _ := strconv.Unquote(lit.Value)
+	return slices.Contains(slurmCommands, s)
+}
+
+func exprString(e ast.Expr) string {
+	if lit, ok := e.(*ast.BasicLit); ok {
+		return lit.Value
+	}
+	return "?"
+}
+
+func keys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

@@ -1,0 +1,231 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trainrun/trainrun/topo"
+)
+
+// Client asks Slurm. The zero Client runs nothing: every call fails with an
+// *Error, as on a machine without Slurm (what unit tests of its callers get
+// unless they pass a Runner). New is the real Slurm.
+type Client struct {
+	Run      Runner
+	Timeout  time.Duration  // per query; DefaultTimeout when zero
+	Location *time.Location // the zone scontrol prints times in; time.Local when nil
+}
+
+// New is a Client of the real Slurm.
+func New() Client { return Client{Run: Exec} }
+
+func (c Client) query(ctx context.Context, name string, args ...string) ([]byte, error) {
+	if c.Run == nil {
+		return nil, &Error{Args: append([]string{name}, args...), Err: errors.New("slurm.Client has no Runner")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmpOr(c.Timeout, DefaultTimeout))
+	defer cancel()
+	return c.Run(ctx, name, args...)
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Job is what `scontrol show job -o` says of a job that its environment
+// does not.
+type Job struct {
+	ID        string        // JobId
+	Name      string        // JobName
+	State     string        // JobState: RUNNING, PENDING, CANCELLED, ...
+	Partition string        // Partition
+	TimeLimit time.Duration // TimeLimit; 0 = UNLIMITED
+	EndTime   time.Time     // EndTime; zero = unknown
+	Requeue   bool          // Requeue=1: the job may be requeued
+	Restarts  int           // Restarts
+	Record    Record        // every field
+}
+
+// Job runs `scontrol show job -o ID`.
+func (c Client) Job(ctx context.Context, id string) (Job, error) {
+	out, err := c.query(ctx, Scontrol, "show", "job", "-o", id)
+	if err != nil {
+		return Job{}, err
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return ParseJob(line, c.Location)
+}
+
+// ParseJob reads one line of `scontrol show job -o`; loc is the time zone
+// scontrol prints times in (time.Local when nil).
+func ParseJob(line string, loc *time.Location) (Job, error) {
+	if loc == nil {
+		loc = time.Local
+	}
+	f := ParseRecord(line)
+	if f["JobId"] == "" {
+		return Job{}, fmt.Errorf("scontrol show job printed no JobId: %q", clip(line, 200))
+	}
+	j := Job{ID: f["JobId"], Name: f["JobName"], State: f["JobState"], Partition: f["Partition"], Requeue: f["Requeue"] == "1", Record: f}
+	if v, ok := f["TimeLimit"]; ok {
+		d, err := ParseDuration(v)
+		if err != nil {
+			return Job{}, fmt.Errorf("scontrol show job: TimeLimit=%q: %w", v, err)
+		}
+		j.TimeLimit = d
+	}
+	if v, ok := f["EndTime"]; ok && v != "Unknown" && v != "None" && v != "" {
+		t, err := time.ParseInLocation("2006-01-02T15:04:05", v, loc)
+		if err != nil {
+			return Job{}, fmt.Errorf("scontrol show job: EndTime=%q is not YYYY-MM-DDTHH:MM:SS", v)
+		}
+		j.EndTime = t
+	}
+	j.Restarts, _ = strconv.Atoi(f["Restarts"])
+	return j, nil
+}
+
+// NodeAddrs maps node names to their NodeAddr (`scontrol show node -o
+// NODELIST`): the address Slurm itself uses to reach the node, so a
+// rendezvous address works even where node names do not resolve.
+func (c Client) NodeAddrs(ctx context.Context, nodelist string) (map[string]string, error) {
+	out, err := c.query(ctx, Scontrol, "show", "node", "-o", nodelist)
+	if err != nil {
+		return nil, err
+	}
+	return ParseNodeAddrs(string(out)), nil
+}
+
+// ParseNodeAddrs reads NodeName and NodeAddr from `scontrol show node -o`.
+func ParseNodeAddrs(out string) map[string]string {
+	m := map[string]string{}
+	for _, r := range ParseRecords(out) {
+		if r["NodeName"] != "" && r["NodeAddr"] != "" {
+			m[r["NodeName"]] = r["NodeAddr"]
+		}
+	}
+	return m
+}
+
+// Limits are the stop-time limits of a partition and the cluster; a
+// negative duration is unknown.
+type Limits struct {
+	GraceTime   time.Duration // the partition's GraceTime: SIGTERM to SIGKILL at preemption
+	Preemptable bool          // the partition's PreemptMode is not OFF
+	KillWait    time.Duration // the cluster's KillWait: SIGTERM to SIGKILL at a time limit
+}
+
+// Limits reads the partition's GraceTime and PreemptMode (`scontrol show
+// partition -o P`, skipped when partition is empty) and the cluster's
+// KillWait (`scontrol show config`), under one timeout. What cannot be read
+// stays unknown (-1), and the error says why; the rest is still returned.
+func (c Client) Limits(ctx context.Context, partition string) (Limits, error) {
+	lim := Limits{GraceTime: -1, KillWait: -1}
+	ctx, cancel := context.WithTimeout(ctx, cmpOr(c.Timeout, DefaultTimeout))
+	defer cancel()
+	var errs []error
+	if partition != "" {
+		out, err := c.query(ctx, Scontrol, "show", "partition", "-o", partition)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			lim.GraceTime, lim.Preemptable = ParsePartitionGrace(string(out))
+		}
+	}
+	out, err := c.query(ctx, Scontrol, "show", "config")
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		lim.KillWait = ParseKillWait(string(out))
+	}
+	return lim, joinErrs(errs)
+}
+
+func joinErrs(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}
+
+// ParsePartitionGrace reads GraceTime (seconds) and PreemptMode from one
+// `scontrol show partition -o` line.
+func ParsePartitionGrace(line string) (time.Duration, bool) {
+	r := ParseRecord(line)
+	grace := time.Duration(-1)
+	if n, err := strconv.Atoi(r["GraceTime"]); err == nil && n >= 0 {
+		grace = time.Duration(n) * time.Second
+	}
+	v := r["PreemptMode"]
+	return grace, v != "" && !strings.EqualFold(v, "OFF")
+}
+
+// ParseKillWait reads "KillWait = 30 sec" from `scontrol show config`; -1
+// when absent.
+func ParseKillWait(out string) time.Duration {
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(k) != "KillWait" {
+			continue
+		}
+		if f := strings.Fields(v); len(f) > 0 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n >= 0 {
+				return time.Duration(n) * time.Second
+			}
+		}
+	}
+	return -1
+}
+
+// Topology is the cluster model from `scontrol show topology`. Without a
+// topology plugin Slurm prints "No topology information available" and
+// fails; callers choose what that means (one switch, or an error).
+func (c Client) Topology(ctx context.Context) (*topo.Cluster, error) {
+	out, err := c.query(ctx, Scontrol, "show", "topology")
+	if err != nil {
+		return nil, err
+	}
+	return topo.ParseScontrolTopology(bytes.NewReader(out), "scontrol show topology")
+}
+
+// Requeue puts the job back in the queue (`scontrol requeue ID`).
+func (c Client) Requeue(ctx context.Context, jobID string) error {
+	_, err := c.query(ctx, Scontrol, "requeue", jobID)
+	return err
+}
+
+// KillStep sends SIGKILL to every task of a step (`scancel --signal=KILL
+// JOB.STEP`).
+func (c Client) KillStep(ctx context.Context, jobID, stepID string) error {
+	_, err := c.query(ctx, Scancel, "--signal=KILL", jobID+"."+stepID)
+	return err
+}
+
+// Srun runs a short step to completion and returns its output. It is
+// bounded by ctx only: a step waits for slurmstepd on every node, so the
+// caller gives it its own deadline.
+func (c Client) Srun(ctx context.Context, args ...string) ([]byte, error) {
+	if c.Run == nil {
+		return nil, &Error{Args: append([]string{Srun}, args...), Err: errors.New("slurm.Client has no Runner")}
+	}
+	return c.Run(ctx, Srun, args...)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

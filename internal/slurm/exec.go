@@ -1,0 +1,129 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The client commands, by name. Other packages use these constants, never
+// their own spelling, so that a search for a command finds this package only.
+const (
+	Scontrol = "scontrol"
+	Srun     = "srun"
+	Scancel  = "scancel"
+	Sbatch   = "sbatch"
+	Sinfo    = "sinfo"
+	Squeue   = "squeue"
+)
+
+// DefaultTimeout bounds each query when Client.Timeout is zero: slurmctld
+// answers in milliseconds when healthy; 30 s covers a busy one, and a hung
+// one must not hold the job's start for longer.
+const DefaultTimeout = 30 * time.Second
+
+// ErrNotFound is what errors.Is finds in the error of a command that is not
+// installed (not in PATH).
+var ErrNotFound = exec.ErrNotFound
+
+// A Runner runs one client command and returns its standard output. A
+// failure is an *Error. Exec is the real one; tests pass Canned.
+type Runner func(ctx context.Context, name string, args ...string) ([]byte, error)
+
+// Error is a client command that failed.
+type Error struct {
+	Args   []string // the command line, name first
+	Err    error    // how it ended: exit status, ErrNotFound, the context's error
+	Stderr string   // what it printed on stderr, trimmed
+}
+
+func (e *Error) Error() string {
+	s := strings.Join(e.Args, " ") + ": " + e.Err.Error()
+	if e.Stderr != "" {
+		s += ": " + e.Stderr
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Exec runs the real command.
+func Exec(ctx context.Context, name string, args ...string) ([]byte, error) {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return out, &Error{Args: append([]string{name}, args...), Err: err, Stderr: strings.TrimSpace(stderr.String())}
+	}
+	return out, nil
+}
+
+// HaveSrun says whether srun is in PATH (it is looked up, not run).
+func HaveSrun() bool {
+	_, err := exec.LookPath(Srun)
+	return err == nil
+}
+
+// StepCommand is the command that starts a job step: srun with args. The
+// caller sets its environment, output and process group, starts it and
+// watches it (the training step lives as long as the job).
+func StepCommand(args []string) *exec.Cmd {
+	return exec.Command(Srun, args...)
+}
+
+// Canned is a Runner for tests: it answers a command line ("scontrol show
+// job -o 42") with the output the map holds for it, and fails every other
+// command as a missing job would, recording each call in Calls.
+type Canned struct {
+	Out   map[string]string // command line → stdout
+	Fail  map[string]string // command line → stderr of a failure (exit status 1)
+	Calls []string          // every command line asked, in order
+
+	mu sync.Mutex
+}
+
+// Run is the Runner.
+func (c *Canned) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	line := strings.Join(append([]string{name}, args...), " ")
+	c.mu.Lock()
+	c.Calls = append(c.Calls, line)
+	c.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Args: append([]string{name}, args...), Err: err}
+	}
+	if out, ok := c.Out[line]; ok {
+		return []byte(out), nil
+	}
+	stderr, ok := c.Fail[line]
+	if !ok {
+		stderr = "no canned output for this command (slurm.Canned)"
+	}
+	return nil, &Error{Args: append([]string{name}, args...), Err: errors.New("exit status 1"), Stderr: stderr}
+}
+
+// ExitCode is how a command started with StepCommand ended, from its Wait
+// error: 0 for nil, its exit status, or 128+N when signal N killed it. ok is
+// false when err is no exit at all (the command could not be waited for).
+func ExitCode(err error) (code int, ok bool) {
+	if err == nil {
+		return 0, true
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, false
+	}
+	if ws, isWS := ee.Sys().(syscall.WaitStatus); isWS && ws.Signaled() {
+		return 128 + int(ws.Signal()), true
+	}
+	return ee.ExitCode(), true
+}

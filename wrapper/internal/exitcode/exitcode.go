@@ -1,0 +1,19 @@
+// Package exitcode is trainrun's one table of exit codes. Job scripts
+// branch on these; `trainrun --help` prints them (wrapper/exitcodes.go holds
+// the descriptions). Codes are stable: add new ones, never renumber.
+package exitcode
+
+const (
+	OK           = 0   // success: the command did what was asked (a run finished)
+	Failure      = 1   // internal error: a bug or an unexpected system failure
+	Usage        = 2   // bad flags or bad input file: the message names the input and the fix
+	NoFit        = 3   // no layout fits (or a pinned layout does not fit): the message says what would
+	Slurm        = 4   // the allocation is unusable: not inside one, bad SLURM_* values, srun missing, no GPUs
+	StepFailed   = 5   // the training step failed: a task exited non-zero or was killed
+	Requeued     = 6   // checkpointed and requeued: the job will run again, the script should exit
+	Stopped      = 7   // checkpointed and stopped: no requeue (policy, --no-requeue, or cancelled)
+	RequeueLimit = 8   // gave up: requeue limit or repeated failures without progress
+	Checkpoint   = 9   // a checkpoint could not be verified or committed
+	NotFound     = 127 // the training command does not exist on the node
+	Interrupted  = 130 // interrupted by Ctrl-C / SIGTERM before the step started
+)

@@ -1,0 +1,236 @@
+package launch
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestEncodeParseRoundTrip(t *testing.T) {
+	for _, m := range []Msg{
+		{Kind: Hello, Token: "0123abcd", Rank: 17, PID: 4242, Node: "n3", StepID: "0"},
+		{Kind: Hello, Token: "t", Rank: 0, PID: 1, Node: "n1"}, // outside a step: no STEPID
+		{Kind: Signal, Rank: 3, Signal: "TERM"},
+		{Kind: Exit, Rank: 3, Code: 143},
+		{Kind: Ckpt, CkptID: 7},
+	} {
+		line := m.Encode()
+		got, err := Parse(line)
+		if err != nil || got != m {
+			t.Errorf("%+v → %q → %+v, %v", m, line, got, err)
+		}
+	}
+}
+
+// The lines today's shims and controller write parse as they did.
+func TestParseWireLines(t *testing.T) {
+	for line, want := range map[string]Msg{
+		"hello tok 5 99 n2 12\n": {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2", StepID: "12"},
+		"hello tok 5 99 n2 ":     {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2"},
+		"signal 5 USR2":          {Kind: Signal, Rank: 5, Signal: "USR2"},
+		"exit 5 0":               {Kind: Exit, Rank: 5},
+		"ckpt 1":                 {Kind: Ckpt, CkptID: 1},
+	} {
+		got, err := Parse(line)
+		if err != nil || got != want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", line, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "hello", "hello tok", "hello tok -1", "signal x TERM", "exit 1", "exit 1 x", "ckpt", "ckpt 0", "ckpt x", "boom 1 2",
+		"signal 1 TERM extra", strings.Repeat("x", MaxLine+1)} {
+		if m, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) = %+v, want an error", bad, m)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		m, err := Parse(line)
+		if err != nil {
+			return
+		}
+		if m.Rank < 0 || m.Kind == Ckpt && m.CkptID <= 0 {
+			t.Fatalf("%q accepted as %+v", line, m)
+		}
+		// What parses encodes to a line that parses to the same message.
+		again, err := Parse(m.Encode())
+		if err != nil || again != m {
+			t.Fatalf("%q → %+v → %q → %+v, %v", line, m, m.Encode(), again, err)
+		}
+	})
+}
+
+func recv(t *testing.T, s *Server) Event {
+	t.Helper()
+	select {
+	case ev := <-s.Events:
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event within 5 s")
+	}
+	return Event{}
+}
+
+// Server and client against each other: hello, signal and exit arrive as
+// sent; a checkpoint request reaches the one rank or all.
+func TestServerAndClient(t *testing.T) {
+	s, err := Listen("127.0.0.1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.HasPrefix(s.Addr(), "127.0.0.1:") || s.Port() == 0 {
+		t.Fatalf("listening on %s, want the given address", s.Addr())
+	}
+	var cs [2]*Client
+	got := make(chan [2]int, 4)
+	for r := range cs {
+		c, err := Dial(s.Addr(), Msg{Token: s.Token, Rank: r, PID: 100 + r, Node: "n1", StepID: "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs[r] = c
+		go c.Receive(func(m Msg) { got <- [2]int{r, m.CkptID} })
+		ev := recv(t, s)
+		if ev.Kind != Hello || ev.Rank != r || ev.PID != 100+r || ev.StepID != "0" || ev.At.IsZero() {
+			t.Fatalf("hello: %+v", ev)
+		}
+	}
+	cs[1].Send(Msg{Kind: Signal, Rank: 1, Signal: SignalName(syscall.SIGTERM)})
+	if ev := recv(t, s); ev.Kind != Signal || ev.Rank != 1 || SignalByName(ev.Signal) != syscall.SIGTERM {
+		t.Errorf("signal: %+v", ev)
+	}
+	cs[0].Send(Msg{Kind: Exit, Rank: 0, Code: 143})
+	if ev := recv(t, s); ev.Kind != Exit || ev.Rank != 0 || ev.Code != 143 {
+		t.Errorf("exit: %+v", ev)
+	}
+	// A shim cannot speak for another rank.
+	cs[0].Send(Msg{Kind: Exit, Rank: 1, Code: 1})
+	if !s.SendTo(1, Msg{Kind: Ckpt, CkptID: 4}) {
+		t.Fatal("SendTo(1) reached no one")
+	}
+	if g := <-got; g != [2]int{1, 4} {
+		t.Errorf("SendTo(1): rank %d got request %d", g[0], g[1])
+	}
+	if n := s.Broadcast(Msg{Kind: Ckpt, CkptID: 5}); n != 2 || s.Connected() != 2 {
+		t.Errorf("Broadcast reached %d, connected %d", n, s.Connected())
+	}
+	seen := map[int]int{}
+	for range 2 {
+		g := <-got
+		seen[g[0]] = g[1]
+	}
+	if seen[0] != 5 || seen[1] != 5 {
+		t.Errorf("broadcast: %v", seen)
+	}
+	select {
+	case ev := <-s.Events:
+		t.Errorf("rank 0 spoke for rank 1: %+v", ev)
+	default:
+	}
+}
+
+// dialRaw connects and writes line (if any), and says whether the server
+// closed the connection within wait.
+func closedWithin(t *testing.T, addr, line string, wait time.Duration) bool {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if line != "" {
+		c.Write([]byte(line + "\n"))
+	}
+	c.SetReadDeadline(time.Now().Add(wait))
+	_, err = bufio.NewReader(c).ReadByte()
+	ne, ok := err.(net.Error)
+	return !(ok && ne.Timeout())
+}
+
+func TestServerRefusesStrangers(t *testing.T) {
+	s, err := listen("127.0.0.1", 4, 8, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for name, line := range map[string]string{
+		"wrong token":       "hello nottoken 1 9 n1 0",
+		"rank beyond world": "hello " + s.Token + " 4 9 n1 0",
+		"no hello first":    "exit 1 0",
+		"silent":            "",
+	} {
+		if !closedWithin(t, s.Addr(), line, 3*time.Second) {
+			t.Errorf("%s: connection still open after 3 s", name)
+		}
+	}
+	if !closedWithin(t, s.Addr(), "", 3*time.Second) {
+		t.Error("silent connection kept past the hello deadline")
+	}
+	if closedWithin(t, s.Addr(), "hello "+s.Token+" 3 9 n1 0", 500*time.Millisecond) {
+		t.Error("a good hello was closed")
+	}
+	select {
+	case ev := <-s.Events:
+		if ev.Rank != 3 {
+			t.Errorf("event from a refused connection: %+v", ev)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("no hello event for the good connection")
+	}
+}
+
+// Connections that never say hello hold at most maxPending slots, and only
+// until the deadline: a shim that comes later still gets in.
+func TestServerCapsConnectionsBeforeHello(t *testing.T) {
+	const pending = 4
+	s, err := listen("127.0.0.1", 1, pending, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var silent []net.Conn
+	for range 3 * pending {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent = append(silent, c)
+	}
+	if len(s.pending) > pending {
+		t.Fatalf("%d connections pending, cap %d", len(s.pending), pending)
+	}
+	c, err := Dial(s.Addr(), Msg{Token: s.Token, Rank: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ev := recv(t, s); ev.Kind != Hello || ev.Rank != 0 {
+		t.Errorf("got %+v", ev)
+	}
+}
+
+func TestSignalNames(t *testing.T) {
+	for in, want := range map[string]syscall.Signal{"USR2": syscall.SIGUSR2, "SIGUSR1": syscall.SIGUSR1, "term": syscall.SIGTERM, "10": syscall.Signal(10)} {
+		if got := SignalByName(in); got != want {
+			t.Errorf("SignalByName(%q) = %v", in, got)
+		}
+	}
+	for _, bad := range []string{"FOO", "0", "65", ""} {
+		if SignalByName(bad) != nil {
+			t.Errorf("SignalByName(%q) accepted", bad)
+		}
+	}
+	if SignalName(syscall.SIGUSR2) != "USR2" || SignalName(syscall.Signal(40)) != "40" {
+		t.Error("SignalName")
+	}
+}

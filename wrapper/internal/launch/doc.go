@@ -1,0 +1,27 @@
+// Package launch is the contract between `trainrun run` (the controller, in
+// the batch step) and `trainrun exec-task` (the shim, one per task of the
+// step): the control channel's messages, its server and client, and the
+// signal names both sides use.
+//
+// # The control channel
+//
+// It exists because Slurm's signals take different paths to the batch shell
+// and to the step: the shims hear what reaches the step (SIGTERM at
+// preemption) and tell the controller within milliseconds; the controller
+// asks each shim to signal its own training process, and only that process
+// (never its data-loader workers, which `scancel --signal` to the step would
+// reach).
+//
+// One text line per message (Msg.Encode, Parse):
+//
+//	shim → controller:  hello TOKEN RANK PID NODE STEPID
+//	                    signal RANK NAME          (the shim received a signal)
+//	                    exit RANK CODE            (the training process ended; CODE 128+n for signal n)
+//	controller → shim:  ckpt ID                   (send TRAINRUN_CKPT_SIGNAL once per ID)
+//
+// The server listens on the batch node's own address, not on every
+// interface; a connection must say hello with the job's token and a rank of
+// the step within HelloTimeout, and at most MaxPending connections may wait
+// to do so, so that nobody on the network can hold the controller's sockets
+// or speak for a rank.
+package launch

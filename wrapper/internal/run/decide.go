@@ -1,0 +1,171 @@
+package run
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+)
+
+// Why the controller stopped the step (None: it ended by itself).
+const (
+	None      = ""
+	TimeLimit = "time-limit"   // trainrun's own clock reached EndTime - lead
+	Signal    = "signal"       // SIGUSR1/SIGUSR2 to trainrun (#SBATCH --signal=B:USR1, scancel --batch)
+	Preempted = "preempted"    // Slurm's SIGTERM reached the step while the job stays RUNNING
+	Cancelled = "cancelled"    // scancel / Ctrl-C
+	TermLimit = "killed-limit" // Slurm's SIGTERM at the time limit (the own clock was too late)
+	Requested = "request-stop" // trainrun ckpt request --then stop
+)
+
+// Outcome is how the step ended, and what of the job and its policy the
+// decision reads.
+type Outcome struct {
+	Code      int         // srun's exit code (128+n for signal n)
+	Reason    string      // why the controller stopped the step (None, TimeLimit, ...)
+	Latest    string      // the latest committed checkpoint after the step ("" none)
+	TagAtStop string      // the latest committed when the stop was first asked for
+	RankExits map[int]int // the exit code of each rank that reported one
+	FirstFail string      // who failed first ("rank 3 (node n1, GPU 3) failed first with exit 1"); "" unknown
+	EndNear   bool        // the job's end time is known and less than two leads away
+	CommitErr error       // committing the latest checkpoint failed
+	Command   string      // the training command, for "not found"
+	CkptDir   string      // the checkpoint directory, for messages
+
+	JobID        string
+	RestartCount int  // SLURM_RESTART_COUNT
+	Requeue      bool // the job may be requeued (Requeue=1)
+	MaxRequeue   int  // --max-requeue
+	MaxFailures  int  // --max-failures; 0: never requeue after a failure
+	// History is the job's history before this run's end is recorded
+	// (Decide adds it); HistoryErr why it could not be read; without a
+	// store (HaveHistory false) failures are not requeued.
+	History     []checkpoint.Incarnation
+	HistoryErr  error
+	HaveHistory bool
+}
+
+// Decision is what the controller does after the step.
+type Decision struct {
+	Exit     int              // trainrun's exit code (with Requeue: if Slurm requeues, Requeued; else Stopped)
+	Err      string           // the error to report; "" for none
+	Cause    checkpoint.Cause // this run's end in the history
+	Tag      string           // the end's last committed checkpoint
+	Record   string           // the end's message
+	Finished bool             // write the finished marker: never run again
+	Requeue  bool             // ask Slurm to requeue the job; Err says what for
+}
+
+// Failed says whether the step failed (not stopped, not cancelled).
+func (o Outcome) Failed() bool {
+	return o.CommitErr == nil && o.Reason != Cancelled && o.Code != 0
+}
+
+// CheckpointStop says whether the step ended for a checkpoint the
+// controller asked for or Slurm signalled, and the trainers exited 0.
+func (o Outcome) CheckpointStop() bool {
+	return o.CommitErr == nil && o.Code == 0 && o.Reason != None && o.Reason != Cancelled && o.Reason != Requested
+}
+
+// Decide decides after the step. It reads only o.
+func Decide(o Outcome) Decision {
+	switch {
+	case o.CommitErr != nil:
+		return Decision{Exit: exitcode.Checkpoint, Err: o.CommitErr.Error(), Cause: checkpoint.CauseCrash, Record: o.CommitErr.Error()}
+	case o.Reason == Requested && o.Code == 0:
+		return Decision{Exit: exitcode.Stopped, Err: fmt.Sprintf("checkpointed (latest %s) and stopped as requested", cmp.Or(o.Latest, "none")),
+			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "stopped by trainrun ckpt request"}
+	case o.Reason == Cancelled:
+		return Decision{Exit: exitcode.Stopped, Err: fmt.Sprintf("cancelled; the step was stopped (srun exit %d)", o.Code),
+			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "cancelled"}
+	case o.Code != 0:
+		return decideFailure(o)
+	case o.Reason == None:
+		return Decision{Exit: exitcode.OK, Cause: checkpoint.CauseFinished, Tag: o.Latest, Finished: true}
+	}
+	// Stopped for a checkpoint: the trainers exited 0.
+	cause := checkpoint.CausePreempted
+	if o.Reason == TimeLimit || o.Reason == TermLimit || o.Reason == Signal && o.EndNear {
+		cause = checkpoint.CauseTimeLimit
+	}
+	d := Decision{Cause: cause, Tag: o.Latest, Record: o.Reason}
+	if o.Latest == "" || o.Latest == o.TagAtStop {
+		d.Exit = exitcode.Checkpoint
+		d.Err = fmt.Sprintf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create <tag>/.trainrun/done.<RANK>); not requeueing", o.Reason, o.CkptDir)
+		return d
+	}
+	return requeue(d, o, o.Reason+": checkpointed")
+}
+
+// decideFailure: a command not found stops; any other failure is requeued
+// (the next run resumes from the latest committed checkpoint) unless
+// --max-failures runs in a row failed without progress, the job may not be
+// requeued, or the requeue limit is reached.
+func decideFailure(o Outcome) Decision {
+	notFound := true
+	for _, c := range o.RankExits {
+		notFound = notFound && c == exitcode.NotFound
+	}
+	if o.Code == exitcode.NotFound && notFound {
+		return Decision{Exit: exitcode.NotFound, Cause: checkpoint.CauseCrash, Tag: o.Latest, Record: "command not found",
+			Err: fmt.Sprintf("the training command %q was not found on the nodes (see the tasks' messages above); install it on every node or give its full path", o.Command)}
+	}
+	what := fmt.Sprintf("srun exited with %d", o.Code)
+	if o.FirstFail != "" {
+		what = fmt.Sprintf("%s; srun exited with %d", o.FirstFail, o.Code)
+	}
+	if o.Reason != None {
+		what += fmt.Sprintf(" after the %s checkpoint request", o.Reason)
+	}
+	d := Decision{Exit: exitcode.StepFailed, Err: what, Cause: checkpoint.CauseCrash, Tag: o.Latest, Record: what}
+	if o.MaxFailures <= 0 || !o.HaveHistory || o.HistoryErr != nil {
+		return d
+	}
+	n := checkpoint.FailuresWithoutProgress(withEnd(o.History, o.JobID, o.RestartCount, o.Latest))
+	if n >= o.MaxFailures {
+		d.Exit = exitcode.RequeueLimit
+		d.Err = fmt.Sprintf("%s; %d run(s) in a row failed without progress (latest checkpoint %s): not requeueing (--max-failures %d)",
+			what, n, cmp.Or(o.Latest, "none"), o.MaxFailures)
+		return d
+	}
+	return requeue(d, o, what+fmt.Sprintf(" (failure %d of at most %d in a row without progress)", n, o.MaxFailures))
+}
+
+// requeue: requeue unless the job may not be or its limit is reached.
+func requeue(d Decision, o Outcome, what string) Decision {
+	switch {
+	case !o.Requeue:
+		d.Exit, d.Err = exitcode.Stopped, what+"; the job may not be requeued (Requeue=0: submit with --requeue), stopping"
+	case o.RestartCount >= o.MaxRequeue:
+		d.Exit, d.Err = exitcode.RequeueLimit, fmt.Sprintf("%s; requeue limit reached (restart %d of --max-requeue %d), stopping", what, o.RestartCount, o.MaxRequeue)
+	default:
+		d.Exit, d.Err, d.Requeue = exitcode.Requeued, what, true
+	}
+	return d
+}
+
+// withEnd is the history as History.Load reads it once this run's crash end
+// is recorded.
+func withEnd(incs []checkpoint.Incarnation, job string, restart int, latest string) []checkpoint.Incarnation {
+	out := append([]checkpoint.Incarnation(nil), incs...)
+	i := -1
+	for j := len(out) - 1; j >= 0; j-- {
+		if out[j].JobID == job && out[j].Restart == restart {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		out = append(out, checkpoint.Incarnation{JobID: job, Restart: restart, Progress: -1})
+		i = len(out) - 1
+	}
+	progress := int64(-1)
+	if latest != "" {
+		progress = checkpoint.StepOf(latest)
+	}
+	in := &out[i]
+	in.End, in.Cause, in.LastCommitted, in.Progress = time.Now(), checkpoint.CauseCrash, latest, progress
+	return out
+}

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/obs"
+)
+
+// monitor is the launch phase's event loop: it starts the step, and reacts
+// to each event (a signal to trainrun, the own clock, a commit tick, a
+// checkpoint request, a shim's message, the job's state, the step's end)
+// with one method. What it learns becomes the step's outcome (afterStep).
+type monitor struct {
+	r     *runner
+	ctl   *launch.Server
+	store ckptStore
+	proc  *os.Process // srun
+	world int
+
+	started time.Time
+	clockT  *time.Timer // the own clock: EndTime - lead (nil: no end time)
+
+	reason       string    // why the step is being stopped (stopNone, ...)
+	stopAt       time.Time // when it was
+	termAt       time.Time // when Slurm's SIGTERM first reached the step
+	termSeen     bool
+	tagAtStop    string // the latest committed when the stop was first asked for or signalled
+	stopMarked   bool
+	ckptID       int       // the last checkpoint request's id
+	askedAt      time.Time // the last "continue" request, until its commit
+	continuing   bool      // a "continue" request is being served
+	hello        int       // shims that said hello
+	exits        map[int]int
+	firstFail    *launch.Event
+	killing      int    // interrupts that stopped the step
+	stepID       string // from the shims' hello: SLURM_STEP_ID
+	stateCh      chan string
+	committed    chan string
+	commitMu     sync.Mutex // one commit at a time
+	commitTick   *time.Ticker
+	requestTick  *time.Ticker
+	stepFinished chan error
+}
+
+// launch runs the step and decides what comes after it.
+func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore) error {
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCONT, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+
+	m := &monitor{r: r, ctl: ctl, store: store, world: r.alloc.World(), exits: map[int]int{},
+		stateCh: make(chan string, 1), committed: make(chan string, 4), stepFinished: make(chan error, 1)}
+	if err := m.start(); err != nil {
+		return err
+	}
+	var clock <-chan time.Time
+	if m.clockT != nil {
+		defer m.clockT.Stop()
+		clock = m.clockT.C
+	}
+	// Checkpoints the trainers complete while running (their own schedule, or
+	// a request to continue) are committed in the background.
+	m.commitTick, m.requestTick = time.NewTicker(15*time.Second), time.NewTicker(time.Second)
+	defer m.commitTick.Stop()
+	defer m.requestTick.Stop()
+	m.resetRequest()
+	for {
+		select {
+		case s := <-sigc:
+			m.onSignal(s)
+		case <-clock:
+			m.requestCkpt(stopTimeLimit)
+		case <-m.commitTick.C:
+			m.commitBG()
+		case tag := <-m.committed:
+			m.onCommitted(tag)
+		case <-m.requestTick.C:
+			m.onRequestTick()
+		case ev := <-ctl.Events:
+			m.onShim(ev)
+		case st := <-m.stateCh:
+			m.onJobState(st)
+		case err := <-m.stepFinished:
+			m.commitMu.Lock() // no background commit may run beside the final one
+			defer m.commitMu.Unlock()
+			return r.afterStep(err, m.reason, m.stopAt, m.tagAtStop, m.exits, m.firstFail, store)
+		}
+	}
+}
+
+// start starts srun in its own process group, and the own clock.
+func (m *monitor) start() error {
+	r := m.r
+	cmd := slurm.StepCommand(r.srunArgv[1:])
+	cmd.Env = append(os.Environ(), r.srunEnv...)
+	cmd.Stdout, cmd.Stderr = r.env.stdout, r.env.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	m.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		return withCode(ExitSlurm, fmt.Errorf("starting srun: %w", err))
+	}
+	m.proc = cmd.Process
+	go func() { m.stepFinished <- cmd.Wait() }()
+	if !r.alloc.EndTime.IsZero() {
+		d := time.Until(r.alloc.EndTime.Add(-r.lead))
+		if d < 0 {
+			d = 0
+			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.lead)
+		}
+		m.clockT = time.NewTimer(d)
+	}
+	return nil
+}
+
+// onSignal: USR1/USR2 to trainrun ask for a checkpoint and stop; TERM, INT
+// and HUP stop the step (a second one kills it).
+func (m *monitor) onSignal(s os.Signal) {
+	switch s {
+	case syscall.SIGUSR1, syscall.SIGUSR2:
+		m.requestCkpt(stopSignal)
+	case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+		m.stopStep(stopCancelled)
+	}
+}
+
+// onCommitted: a background commit committed tag; a "continue" request is
+// served by it.
+func (m *monitor) onCommitted(tag string) {
+	if !m.continuing || m.reason != stopNone {
+		return
+	}
+	m.continuing = false
+	m.resetRequest()
+	if !m.askedAt.IsZero() {
+		m.r.recordCkpt(tag, "request-continue", time.Since(m.askedAt))
+		m.askedAt = time.Time{}
+		m.regrace()
+	}
+}
+
+// onRequestTick: every second, the trainers' progress and the mailbox of
+// `trainrun ckpt request`.
+func (m *monitor) onRequestTick() {
+	r := m.r
+	if m.continuing {
+		m.commitBG() // commit (and measure) a requested checkpoint within a second
+	}
+	r.pollProgress()
+	req, err := m.store.TakeRequest()
+	if err != nil {
+		r.logf("warning: %v", err)
+	}
+	if req == nil || m.reason != stopNone {
+		return
+	}
+	by := "request" + orText(" by "+req.By, "")
+	switch req.Then {
+	case "continue":
+		m.ask(by, "continue")
+		m.continuing = true
+	case "stop":
+		m.requestCkpt(stopRequested)
+	default:
+		m.requestCkpt(stopSignal)
+	}
+}
+
+// onShim handles a shim's message.
+func (m *monitor) onShim(ev launch.Event) {
+	switch ev.Kind {
+	case launch.Hello:
+		m.onHello(ev)
+	case launch.Signal:
+		m.onShimSignal(ev)
+	case launch.Exit:
+		m.exits[ev.Rank] = ev.Code
+		if ev.Code != 0 && m.firstFail == nil {
+			e := ev
+			m.firstFail = &e
+		}
+	}
+}
+
+func (m *monitor) onHello(ev launch.Event) {
+	r := m.r
+	m.hello++
+	if m.stepID == "" {
+		m.stepID = ev.StepID
+	}
+	// A rank that connects after a stop request still gets it (the shim acts
+	// once per request id).
+	if m.ckptID > 0 && (m.reason == stopTimeLimit || m.reason == stopSignal || m.reason == stopRequested) {
+		m.ctl.SendTo(ev.Rank, launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
+	}
+	if m.hello == m.world {
+		r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
+			m.world, time.Since(m.started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
+	}
+}
+
+// onShimSignal: a signal reached the step (not trainrun).
+func (m *monitor) onShimSignal(ev launch.Event) {
+	r := m.r
+	if sig := ev.Signal; sig == r.ckptSignalName() && sig != "TERM" && m.reason == stopNone {
+		// Slurm signalled the step itself (--signal=USR2@T without B:, or
+		// scancel --signal): it reached every trainer.
+		m.reason, m.stopAt = stopSignal, time.Now()
+		m.markStop()
+		r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
+	}
+	if ev.Signal == "TERM" && !m.termSeen {
+		m.termSeen, m.termAt = true, time.Now()
+		m.markStop()
+		// Slurm signalled the whole step. Ask slurmctld why: a cancelled job
+		// is CANCELLED; a preempted one stays RUNNING.
+		go func() {
+			st := ""
+			if ji, err := r.env.slurm.Job(context.Background(), r.alloc.JobID); err == nil {
+				st = ji.State
+			}
+			m.stateCh <- st
+		}()
+	}
+}
+
+// onJobState: why Slurm's SIGTERM came, from the job's state.
+func (m *monitor) onJobState(st string) {
+	r := m.r
+	switch {
+	case m.reason != stopNone:
+	case st == "CANCELLED" || st == "COMPLETING" && m.killing > 0:
+		m.reason = stopCancelled
+	case !r.alloc.EndTime.IsZero() && time.Now().After(r.alloc.EndTime.Add(-5*time.Second)):
+		m.reason, m.stopAt = stopTermLimit, time.Now()
+	default:
+		m.reason, m.stopAt = stopPreempted, m.termAt
+		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
+	}
+	r.observeInterrupt(m.reason)
+}
+
+// regrace: after a measured checkpoint, the grace budget may raise the lead
+// (CkptLeadAdapt): the own clock then asks earlier.
+func (m *monitor) regrace() {
+	r := m.r
+	if r.checkGrace("commit") && m.clockT != nil && m.reason == stopNone {
+		m.clockT.Reset(max(time.Until(r.alloc.EndTime.Add(-r.lead)), 0))
+	}
+}
+
+func (m *monitor) markStop() {
+	if !m.stopMarked {
+		m.stopMarked, m.tagAtStop = true, m.r.getLastTag()
+	}
+}
+
+// ask tells every training process, once, to checkpoint; then says whether
+// they stop afterwards (written first to launch/ckpt-request, which the
+// client reads when the signal arrives).
+func (m *monitor) ask(why, then string) {
+	r := m.r
+	m.ckptID++
+	line := fmt.Sprintf("%d %s\n", m.ckptID, then)
+	if err := writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
+		r.logf("warning: writing the checkpoint request: %v", err)
+	}
+	if then == "continue" {
+		m.askedAt = time.Now()
+	}
+	r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
+	n := m.ctl.Broadcast(launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
+	r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, m.world, strings.ToUpper(r.opts.ckptSignal), then)
+}
+
+func (m *monitor) requestCkpt(why string) {
+	if m.reason != stopNone {
+		return
+	}
+	m.reason, m.stopAt = why, time.Now()
+	m.r.observeInterrupt(why)
+	m.markStop()
+	m.ask(why, "stop")
+}
+
+// resetRequest: a checkpoint signal that does not come from trainrun
+// (Slurm's --signal=USR2@T to the step) means stop: once a "continue"
+// request is served, the request file says stop again.
+func (m *monitor) resetRequest() {
+	writeFileAtomic(filepath.Join(m.r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
+}
+
+// commitBG commits complete checkpoints in the background, one commit at a
+// time.
+func (m *monitor) commitBG() {
+	if !m.commitMu.TryLock() {
+		return
+	}
+	r := m.r
+	go func() {
+		defer m.commitMu.Unlock()
+		if tag, changed, err := m.store.CommitComplete(m.world); err != nil {
+			r.logf("warning: %v", err)
+		} else if changed {
+			r.setLastTag(tag)
+			r.logf("checkpoint %s complete and committed as latest", tag)
+			r.prune()
+			r.compressKick(false)
+			select {
+			case m.committed <- tag:
+			default:
+			}
+		}
+	}()
+}
+
+// stopStep: the first interrupt sends SIGTERM to srun, the next kills the
+// step.
+func (m *monitor) stopStep(why string) {
+	r := m.r
+	if m.reason == stopNone || m.reason == stopTimeLimit || m.reason == stopSignal {
+		m.reason = why
+	}
+	r.observeInterrupt(why)
+	m.killing++
+	if m.killing == 1 {
+		r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", why)
+		m.proc.Signal(syscall.SIGTERM)
+		return
+	}
+	r.logf("%s: killing the step", why)
+	if m.stepID != "" {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the SIGKILL below must not wait long
+		_ = r.env.slurm.KillStep(c, r.alloc.JobID, m.stepID)
+		cancel()
+	}
+	syscall.Kill(-m.proc.Pid, syscall.SIGKILL)
+}
