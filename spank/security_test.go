@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 )
 
@@ -409,5 +410,16 @@ func TestJobPartition(t *testing.T) {
 	write(t, filepath.Join(dir, "elsewhere"), "high", 0o644)
 	if p, ok := JobPartition(cache, 31); ok {
 		t.Errorf("a symbolic link trusted: %q", p)
+	}
+}
+
+// MegatronLayout's products cannot wrap: 2^16·2^16·2^16·2^16 = 2^64 ≡ 0.
+func TestMegatronLayoutOverflow(t *testing.T) {
+	big := 1 << 16
+	if _, err := MegatronLayout(plan.Layout{TP: big, CP: big, DP: big, PP: big}, 0); err == nil {
+		t.Error("a layout whose product wraps to 0 matched a world of 0")
+	}
+	if l, err := MegatronLayout(plan.Layout{TP: 8, PP: 2, DP: 4, EP: 2}, 128); err != nil || l.DP != 8 {
+		t.Errorf("dp per expert group: %+v, %v", l, err)
 	}
 }
