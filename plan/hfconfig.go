@@ -495,10 +495,7 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 	if m.Experts > 0 && m.TopK > m.Experts {
 		return Model{}, d.errf("num_experts_per_tok", "num_experts_per_tok = %d exceeds the %d experts", m.TopK, m.Experts)
 	}
-	if err := ValidateModel(m); err != nil {
-		return Model{}, fmt.Errorf("%s: %w", name, err)
-	}
-	if err := CheckModelLimits(m); err != nil {
+	if err := validateWithLimits(m); err != nil {
 		return Model{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil
