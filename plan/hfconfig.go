@@ -355,10 +355,7 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 			return Model{}, err
 		}
 	}
-	if err := ValidateModel(m); err != nil {
-		return Model{}, fmt.Errorf("%s: %w", name, err)
-	}
-	if err := CheckModelLimits(m); err != nil {
+	if err := validateWithLimits(m); err != nil {
 		return Model{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil

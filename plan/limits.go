@@ -66,6 +66,15 @@ func CheckModelLimits(m Model) error {
 	return nil
 }
 
+// validateWithLimits is ValidateModel, then CheckModelLimits (the config
+// parser's one call).
+func validateWithLimits(m Model) error {
+	if err := ValidateModel(m); err != nil {
+		return err
+	}
+	return CheckModelLimits(m)
+}
+
 // ReadConfigBytes reads r to its end, at most MaxConfigBytes: a larger
 // input is an error naming file, without reading further.
 func ReadConfigBytes(r io.Reader, file string) ([]byte, error) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 )
 
@@ -383,4 +384,42 @@ func TestJobEpilogBounds(t *testing.T) {
 			t.Errorf("lines %q", lines)
 		}
 	})
+}
+
+// JobPartition trusts only root's record in root's job directory.
+func TestJobPartition(t *testing.T) {
+	dir, _ := worldDir(t)
+	cache := filepath.Join(dir, "cache")
+	if _, ok := JobPartition(cache, 31); ok {
+		t.Error("a partition without a record")
+	}
+	if _, err := PrepareJobDir(cache, 31, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(JobDir(cache, 31), "partition")
+	write(t, rec, "low\n", 0o644)
+	if p, ok := JobPartition(cache, 31); !ok || p != "low" {
+		t.Errorf("JobPartition = %q, %v; want low", p, ok)
+	}
+	os.Lchown(rec, nobody, nobody) // a record the user could have written
+	if p, ok := JobPartition(cache, 31); ok {
+		t.Errorf("a user-owned record trusted: %q", p)
+	}
+	os.Remove(rec)
+	os.Symlink(filepath.Join(dir, "elsewhere"), rec)
+	write(t, filepath.Join(dir, "elsewhere"), "high", 0o644)
+	if p, ok := JobPartition(cache, 31); ok {
+		t.Errorf("a symbolic link trusted: %q", p)
+	}
+}
+
+// MegatronLayout's products cannot wrap: 2^16·2^16·2^16·2^16 = 2^64 ≡ 0.
+func TestMegatronLayoutOverflow(t *testing.T) {
+	big := 1 << 16
+	if _, err := MegatronLayout(plan.Layout{TP: big, CP: big, DP: big, PP: big}, 0); err == nil {
+		t.Error("a layout whose product wraps to 0 matched a world of 0")
+	}
+	if l, err := MegatronLayout(plan.Layout{TP: 8, PP: 2, DP: 4, EP: 2}, 128); err != nil || l.DP != 8 {
+		t.Errorf("dp per expert group: %+v, %v", l, err)
+	}
 }

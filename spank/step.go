@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -290,14 +291,30 @@ func explain(e *plan.Env, extra, stepNotes []string, r *Request) string {
 func MegatronLayout(l plan.Layout, world int) (plan.Layout, error) {
 	one := func(v int) int { return max(v, 1) }
 	tp, cp, ep, dp, pp := one(l.TP), one(l.CP), one(l.EP), one(l.DP), one(l.PP)
+	n, ok := checkedMul(tp, cp, dp, pp)
+	withEP, okEP := checkedMul(n, ep)
 	switch {
-	case tp*cp*dp*pp == world:
-	case ep > 1 && tp*cp*ep*dp*pp == world:
+	case ok && n == world:
+	case ok && okEP && ep > 1 && withEP == world:
 		l.DP = dp * ep
+	case !ok:
+		return l, fmt.Errorf("tp=%d cp=%d dp=%d pp=%d: the product overflows; the step has %d tasks", tp, cp, dp, pp, world)
 	default:
-		return l, fmt.Errorf("tp=%d cp=%d dp=%d pp=%d (ep=%d) uses %d tasks", tp, cp, dp, pp, ep, tp*cp*dp*pp)
+		return l, fmt.Errorf("tp=%d cp=%d dp=%d pp=%d (ep=%d) uses %d tasks", tp, cp, dp, pp, ep, n)
 	}
 	return l, nil
+}
+
+// checkedMul is the product of positive vs, ok false when it overflows an int.
+func checkedMul(vs ...int) (int, bool) {
+	p := 1
+	for _, v := range vs {
+		if v > 0 && p > math.MaxInt/v {
+			return 0, false
+		}
+		p *= v
+	}
+	return p, true
 }
 
 // Resolve4 looks a node's name up (IPv4), within timeout; nil on failure.

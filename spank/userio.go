@@ -292,3 +292,31 @@ func CheckCacheDir(dir string) error {
 	}
 	return nil
 }
+
+// JobPartition is the job's partition as the job prolog recorded it from
+// slurmd's environment (spank_trainrun.c, slurm_spank_job_prolog) in
+// JobDir/partition: root's file in root's directory, never the job's
+// environment. ok is false without a usable record.
+func JobPartition(cacheDir string, jobID uint32) (string, bool) {
+	dir := JobDir(cacheDir, jobID)
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
+		return "", false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != uint32(os.Geteuid()) {
+		return "", false
+	}
+	p := filepath.Join(dir, "partition")
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		return "", false
+	}
+	data, err := readRegular(p, 256)
+	if err != nil {
+		return "", false
+	}
+	part := strings.TrimSpace(string(data))
+	if part == "" || strings.ContainsAny(part, "/\x00\n,") {
+		return "", false
+	}
+	return part, true
+}

@@ -601,3 +601,45 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	}
 	return 0;
 }
+
+/* job_script context, the prolog: record the job's partition as slurmd
+ * gives it to the prolog (SLURM_JOB_PARTITION in the prolog's environment,
+ * from the job record), in CACHE/job-N/partition (root's, 0644), because
+ * in slurmstepd the partition is only in the job's environment, which the
+ * user writes (issue 12 finding 4). The Go half prefers this record
+ * (spank.JobPartition). Plain C: no Go is needed here. Never fails the
+ * prolog (that would drain the node): without a record the step falls back
+ * to the environment and says so in the log. */
+int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
+{
+	uint32_t job = 0;
+	const char *part = getenv("SLURM_JOB_PARTITION");
+	const char *cache = tr_arg_value(ac, av, "cache");
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	if (spank_context() != S_CTX_JOB_SCRIPT)
+		return 0;
+	if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || job == 0 || !part || !*part ||
+	    strlen(part) > 200 || strchr(part, '/') || strchr(part, '\n'))
+		return 0;
+	if (!cache || cache[0] != '/')
+		cache = "/run/trainrun";
+	if (snprintf(dir, sizeof(dir), "%s/job-%u", cache, job) >= (int)sizeof(dir))
+		return 0;
+	(void)mkdir(cache, 0755);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return 0;
+	struct stat st;
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
+		return 0; /* not the directory root made: write nothing there */
+	snprintf(path, sizeof(path), "%s/partition", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		slurm_info("trainrun: prolog: job %u: cannot record the partition in %s: %s", job, path, strerror(errno));
+		return 0;
+	}
+	size_t n = strlen(part);
+	if (write(fd, part, n) != (ssize_t)n)
+		slurm_info("trainrun: prolog: job %u: short write to %s", job, path);
+	close(fd);
+	return 0;
+}

@@ -36,7 +36,9 @@ func TestSpankPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := filepath.Join(dir, "cache")
-	if err := c.SetPlugstack(ctx, []string{fmt.Sprintf("required %s policy=%s cache=%s", so, pol, cache)}); err != nil {
+	// trainrun= is the helper that reads the store as the job's user for
+	// TRAINRUN_RESUME_DIR (issue 12: slurmstepd does not read it as root)
+	if err := c.SetPlugstack(ctx, []string{fmt.Sprintf("required %s policy=%s cache=%s trainrun=%s", so, pol, cache, bin)}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
