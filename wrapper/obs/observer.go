@@ -236,70 +236,14 @@ func (o *Observer) apply(e *Event, live bool) {
 	m, st := o.m, &o.st
 	switch e.Kind {
 	case KindStart:
-		if !st.incStart.IsZero() && !st.ended {
-			m.crashes.WithLabelValues(CrashKilled).Inc()
-		}
-		captured := st.captured
-		*st = runState{incStart: e.Time, captured: captured}
-		if e.Start != nil {
-			st.start = *e.Start
-		}
-		if !live {
-			return
-		}
-		s := st.start
-		m.setLayout(&s)
-		m.restart.Set(float64(e.Restart))
-		m.gpus.Set(float64(s.GPUs))
-		m.startTime.Set(unix(e.Time))
-		setIf(m.predStep, s.StepSeconds)
-		setIf(m.predMFU, s.MFU)
-		setIf(m.predTokens, s.TokensPerSecond)
-		setIf(m.ckptMaxAge, s.MaxCkptAge.Seconds())
-		setIf(m.graceBudget, s.GraceBudget.Seconds())
-		m.setState("running")
+		o.applyStart(e, live)
 	case KindCkptRequest:
 		st.requestAt = e.Time
 		if live {
 			m.setState("checkpointing")
 		}
 	case KindCkptCommit:
-		c := e.Ckpt
-		if c == nil {
-			return
-		}
-		if live && c.Save == 0 && !c.CompleteAt.IsZero() {
-			asked := st.requestAt
-			if st.interruptWhy == InterruptPreempted && st.interruptAt.After(asked) {
-				asked = st.interruptAt
-			}
-			if !asked.IsZero() && c.CompleteAt.After(asked) && asked.After(st.captured) {
-				c.Save = c.CompleteAt.Sub(asked)
-			}
-		}
-		m.ckptCommits.Inc()
-		m.ckptWritten.Add(float64(c.Bytes))
-		if c.Save > 0 {
-			m.ckptDur.WithLabelValues("save").Observe(c.Save.Seconds())
-		}
-		m.ckptDur.WithLabelValues("commit").Observe(c.Commit.Seconds())
-		m.ckptBytes.Set(float64(c.Bytes))
-		m.setLastCommit(e.Time)
-		// The training state it holds is from about when it was asked
-		// for (or, unasked, when it was complete: lost work is then
-		// undercounted by the save time).
-		if !c.CompleteAt.IsZero() {
-			st.captured = c.CompleteAt.Add(-c.Save)
-		} else {
-			st.captured = e.Time.Add(-c.Commit - c.Save)
-		}
-		// The margin of the last interruption's checkpoint, kept across
-		// incarnations (replayed): the next one's push replaces the group.
-		if !st.interruptAt.IsZero() {
-			if d := o.deadline(); !d.IsZero() {
-				m.graceMargin.Set(d.Sub(e.Time).Seconds())
-			}
-		}
+		o.applyCommit(e, live)
 	case KindCkptFail:
 		m.ckptFail.WithLabelValues(orText(e.Cause, "unknown")).Inc()
 	case KindDrain:
@@ -324,38 +268,114 @@ func (o *Observer) apply(e *Event, live bool) {
 		}
 		o.progress(*e)
 	case KindEnd:
-		st.ended = true
-		if e.Cause == EndRequeued || e.Requeued {
-			m.requeues.Inc()
+		o.applyEnd(e, live)
+	}
+}
+
+// applyStart: a new incarnation; the last one ended without an end event
+// if it did not say so (killed).
+func (o *Observer) applyStart(e *Event, live bool) {
+	m, st := o.m, &o.st
+	if !st.incStart.IsZero() && !st.ended {
+		m.crashes.WithLabelValues(CrashKilled).Inc()
+	}
+	captured := st.captured
+	*st = runState{incStart: e.Time, captured: captured}
+	if e.Start != nil {
+		st.start = *e.Start
+	}
+	if !live {
+		return
+	}
+	s := st.start
+	m.setLayout(&s)
+	m.restart.Set(float64(e.Restart))
+	m.gpus.Set(float64(s.GPUs))
+	m.startTime.Set(unix(e.Time))
+	setIf(m.predStep, s.StepSeconds)
+	setIf(m.predMFU, s.MFU)
+	setIf(m.predTokens, s.TokensPerSecond)
+	setIf(m.ckptMaxAge, s.MaxCkptAge.Seconds())
+	setIf(m.graceBudget, s.GraceBudget.Seconds())
+	m.setState("running")
+}
+
+// applyCommit: a committed checkpoint, its save time (from the request or
+// the interruption) and what training state it captured.
+func (o *Observer) applyCommit(e *Event, live bool) {
+	m, st := o.m, &o.st
+	c := e.Ckpt
+	if c == nil {
+		return
+	}
+	if live && c.Save == 0 && !c.CompleteAt.IsZero() {
+		asked := st.requestAt
+		if st.interruptWhy == InterruptPreempted && st.interruptAt.After(asked) {
+			asked = st.interruptAt
 		}
-		switch e.Cause {
-		case EndCrash:
-			m.crashes.WithLabelValues(orText(e.Crash, CrashStepFailed)).Inc()
+		if !asked.IsZero() && c.CompleteAt.After(asked) && asked.After(st.captured) {
+			c.Save = c.CompleteAt.Sub(asked)
 		}
-		if e.Cause != EndFinished && !st.incStart.IsZero() {
-			stopped := e.Time
-			if !st.interruptAt.IsZero() {
-				stopped = st.interruptAt
-			}
-			from := st.incStart
-			if st.captured.After(from) {
-				from = st.captured
-			}
-			m.lost.Observe(max(0, stopped.Sub(from).Seconds()))
+	}
+	m.ckptCommits.Inc()
+	m.ckptWritten.Add(float64(c.Bytes))
+	if c.Save > 0 {
+		m.ckptDur.WithLabelValues("save").Observe(c.Save.Seconds())
+	}
+	m.ckptDur.WithLabelValues("commit").Observe(c.Commit.Seconds())
+	m.ckptBytes.Set(float64(c.Bytes))
+	m.setLastCommit(e.Time)
+	// The training state it holds is from about when it was asked
+	// for (or, unasked, when it was complete: lost work is then
+	// undercounted by the save time).
+	if !c.CompleteAt.IsZero() {
+		st.captured = c.CompleteAt.Add(-c.Save)
+	} else {
+		st.captured = e.Time.Add(-c.Commit - c.Save)
+	}
+	// The margin of the last interruption's checkpoint, kept across
+	// incarnations (replayed): the next one's push replaces the group.
+	if !st.interruptAt.IsZero() {
+		if d := o.deadline(); !d.IsZero() {
+			m.graceMargin.Set(d.Sub(e.Time).Seconds())
 		}
-		if live {
-			switch {
-			case e.Requeued:
-				m.setState("requeued")
-			case e.Cause == EndFinished:
-				m.setState("finished")
-			case e.Cause == EndRequeued:
-				m.setState("requeued")
-			case e.Cause == EndStopped:
-				m.setState("stopped")
-			default:
-				m.setState("failed")
-			}
+	}
+}
+
+// applyEnd: the incarnation's end, the work it lost and the final state.
+func (o *Observer) applyEnd(e *Event, live bool) {
+	m, st := o.m, &o.st
+	st.ended = true
+	if e.Cause == EndRequeued || e.Requeued {
+		m.requeues.Inc()
+	}
+	switch e.Cause {
+	case EndCrash:
+		m.crashes.WithLabelValues(orText(e.Crash, CrashStepFailed)).Inc()
+	}
+	if e.Cause != EndFinished && !st.incStart.IsZero() {
+		stopped := e.Time
+		if !st.interruptAt.IsZero() {
+			stopped = st.interruptAt
+		}
+		from := st.incStart
+		if st.captured.After(from) {
+			from = st.captured
+		}
+		m.lost.Observe(max(0, stopped.Sub(from).Seconds()))
+	}
+	if live {
+		switch {
+		case e.Requeued:
+			m.setState("requeued")
+		case e.Cause == EndFinished:
+			m.setState("finished")
+		case e.Cause == EndRequeued:
+			m.setState("requeued")
+		case e.Cause == EndStopped:
+			m.setState("stopped")
+		default:
+			m.setState("failed")
 		}
 	}
 }

@@ -49,7 +49,6 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	x := func(tm time.Time) float64 {
 		return plotX0 + (plotX1-plotX0)*tm.Sub(r.First).Seconds()/span.Seconds()
 	}
-	esc := html.EscapeString
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">`+"\n", svgW, svgH, svgW, svgH)
 	b.WriteString(`<defs>
 <pattern id="wait" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#eeeeee"/><line x1="0" y1="0" x2="0" y2="6" stroke="#9e9e9e" stroke-width="2"/></pattern>
@@ -57,6 +56,20 @@ func (r *Report) WriteSVG(w io.Writer) error {
 </defs>
 <rect width="100%" height="100%" fill="white"/>
 `)
+	r.drawTitle(&b, t)
+	r.drawIncarnations(&b, x, span)
+	r.drawCheckpoints(&b, x)
+	r.drawProgress(&b, x)
+	r.drawAxis(&b, span)
+	drawLegend(&b)
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// drawTitle: the title and the one-line verdict.
+func (r *Report) drawTitle(b *strings.Builder, t Totals) {
+	esc := html.EscapeString
 	// Title and the one-line verdict.
 	title := "trainrun job " + r.JobID
 	if r.JobName != "" {
@@ -69,23 +82,27 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	if t.Finished {
 		status = "finished"
 	}
-	fmt.Fprintf(&b, `<text x="10" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", esc(title))
+	fmt.Fprintf(b, `<text x="10" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", esc(title))
 	sub := fmt.Sprintf("%d incarnation(s), %s wall, %s · %d checkpoint(s) · %s waiting in requeue · %s of work lost",
 		len(r.Incarnations), fmtDur(t.Wall), status, len(r.Checkpoints), fmtDur(t.Waiting), fmtDur(t.Lost))
-	fmt.Fprintf(&b, `<text x="10" y="42" fill="#333">%s</text>`+"\n", esc(sub))
+	fmt.Fprintf(b, `<text x="10" y="42" fill="#333">%s</text>`+"\n", esc(sub))
 	if line := r.throughputLine(t); line != "" {
-		fmt.Fprintf(&b, `<text x="10" y="60" fill="#333">%s</text>`+"\n", esc(line))
+		fmt.Fprintf(b, `<text x="10" y="60" fill="#333">%s</text>`+"\n", esc(line))
 	}
 	// Row labels.
-	fmt.Fprintf(&b, `<text x="10" y="%.0f" font-weight="bold">incarnations</text>`+"\n", rowInc+rowH/2+4)
-	fmt.Fprintf(&b, `<text x="10" y="%.0f" font-weight="bold">checkpoints</text>`+"\n", rowCkpt+ckptH/2+4)
-	fmt.Fprintf(&b, `<text x="10" y="%.0f" font-weight="bold">trainer step</text>`+"\n", chartTop+12)
+	fmt.Fprintf(b, `<text x="10" y="%.0f" font-weight="bold">incarnations</text>`+"\n", rowInc+rowH/2+4)
+	fmt.Fprintf(b, `<text x="10" y="%.0f" font-weight="bold">checkpoints</text>`+"\n", rowCkpt+ckptH/2+4)
+	fmt.Fprintf(b, `<text x="10" y="%.0f" font-weight="bold">trainer step</text>`+"\n", chartTop+12)
+}
 
+// drawIncarnations: the requeue waits, the incarnations and the work each lost.
+func (r *Report) drawIncarnations(b *strings.Builder, x func(time.Time) float64, span time.Duration) {
+	esc := html.EscapeString
 	// Requeue waits.
 	for _, wt := range r.Waits() {
 		x0, x1 := x(wt.From), x(wt.To)
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#wait)" stroke="#9e9e9e"/>`+"\n", x0, rowInc+6, x1-x0, rowH-12)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555" font-size="11">wait %s</text>`+"\n", (x0+x1)/2, rowInc-4, fmtDur(wt.To.Sub(wt.From)))
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#wait)" stroke="#9e9e9e"/>`+"\n", x0, rowInc+6, x1-x0, rowH-12)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555" font-size="11">wait %s</text>`+"\n", (x0+x1)/2, rowInc-4, fmtDur(wt.To.Sub(wt.From)))
 	}
 	// Incarnations, and the work each lost.
 	for _, in := range r.Incarnations {
@@ -98,12 +115,12 @@ func (r *Report) WriteSVG(w io.Writer) error {
 			x1 = x0 + 2
 		}
 		col := causeColor[in.Cause]
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="3" fill="%s"><title>%s</title></rect>`+"\n",
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="3" fill="%s"><title>%s</title></rect>`+"\n",
 			x0, rowInc, x1-x0, rowH, col, esc(fmt.Sprintf("restart %d: %s, ran %s", in.Restart, in.EndText(), fmtDur(end.Sub(in.Start)))))
 		if in.Lost > 0 {
 			lx1 := x(in.StoppedAt)
 			lx0 := lx1 - (plotX1-plotX0)*in.Lost.Seconds()/span.Seconds()
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#lost)" stroke="#c62828"/>`+"\n", lx0, rowInc+rowH-10, max(lx1-lx0, 1), 10.0)
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#lost)" stroke="#c62828"/>`+"\n", lx0, rowInc+rowH-10, max(lx1-lx0, 1), 10.0)
 		}
 		// The longest label that fits (bold 12 px: about 7 px a character).
 		short := in.Interrupt
@@ -117,53 +134,66 @@ func (r *Report) WriteSVG(w io.Writer) error {
 				break
 			}
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="white" font-weight="bold">%s</text>`+"\n", x0+4, rowInc+rowH/2+4, esc(label))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="white" font-weight="bold">%s</text>`+"\n", x0+4, rowInc+rowH/2+4, esc(label))
 		if in.Lost > 0 {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#c62828" font-size="11">lost %s</text>`+"\n", x(in.StoppedAt)-2, rowInc+rowH+12, fmtDur(in.Lost))
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#c62828" font-size="11">lost %s</text>`+"\n", x(in.StoppedAt)-2, rowInc+rowH+12, fmtDur(in.Lost))
 		}
 	}
+}
+
+// drawCheckpoints: each save (asked -> complete), commit and commit mark, and the interruptions.
+func (r *Report) drawCheckpoints(b *strings.Builder, x func(time.Time) float64) {
+	esc := html.EscapeString
 	// Checkpoints: save (asked -> complete), commit, and the commit mark.
 	for i, c := range r.Checkpoints {
 		xc := x(c.Time)
 		if !c.AskedAt.IsZero() && !c.CompleteAt.IsZero() {
 			xa, xd := x(c.AskedAt), x(c.CompleteAt)
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ef6c00"><title>save %s</title></rect>`+"\n", xa, rowCkpt+3, max(xd-xa, 3), ckptH-6, fmtDur(c.Save))
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ef6c00"><title>save %s</title></rect>`+"\n", xa, rowCkpt+3, max(xd-xa, 3), ckptH-6, fmtDur(c.Save))
 		}
 		if !c.CompleteAt.IsZero() {
 			xd := x(c.CompleteAt)
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#5d4037"><title>commit %s</title></rect>`+"\n", xd, rowCkpt+3, max(xc-xd, 1), ckptH-6, fmtDur(c.Commit))
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#5d4037"><title>commit %s</title></rect>`+"\n", xd, rowCkpt+3, max(xc-xd, 1), ckptH-6, fmtDur(c.Commit))
 		}
-		fmt.Fprintf(&b, `<path d="M%.1f %.1f l6 8 l-6 8 l-6 -8 z" fill="#ffb300" stroke="#5d4037"><title>%s</title></path>`+"\n", xc, rowCkpt, esc(fmt.Sprintf("%s committed, %s", c.Tag, fmtBytes(c.Bytes))))
+		fmt.Fprintf(b, `<path d="M%.1f %.1f l6 8 l-6 8 l-6 -8 z" fill="#ffb300" stroke="#5d4037"><title>%s</title></path>`+"\n", xc, rowCkpt, esc(fmt.Sprintf("%s committed, %s", c.Tag, fmtBytes(c.Bytes))))
 		dy := 30.0
 		if i%2 == 1 {
 			dy = 43
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#5d4037" font-size="10">%s</text>`+"\n", xc, rowCkpt+dy, esc(c.Tag))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#5d4037" font-size="10">%s</text>`+"\n", xc, rowCkpt+dy, esc(c.Tag))
 	}
 	if len(r.Checkpoints) == 0 {
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#777">none committed</text>`+"\n", plotX0, rowCkpt+ckptH/2+4)
+		fmt.Fprintf(b, `<text x="%.0f" y="%.0f" fill="#777">none committed</text>`+"\n", plotX0, rowCkpt+ckptH/2+4)
 	}
 	// Interruptions: a line through every row.
 	for _, it := range r.Interrupts {
 		xi := x(it.Time)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#c62828" stroke-width="1.5" stroke-dasharray="4 3"/>`+"\n", xi, rowInc-18, xi, chartBot)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#c62828" font-size="11" font-weight="bold">%s</text>`+"\n", xi, rowInc-22, esc(it.Cause))
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#c62828" stroke-width="1.5" stroke-dasharray="4 3"/>`+"\n", xi, rowInc-18, xi, chartBot)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#c62828" font-size="11" font-weight="bold">%s</text>`+"\n", xi, rowInc-22, esc(it.Cause))
 	}
-	r.drawProgress(&b, x)
+}
+
+// drawAxis: the time axis, elapsed since the first start.
+func (r *Report) drawAxis(b *strings.Builder, span time.Duration) {
 	// Time axis: elapsed since the first start.
-	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#333"/>`+"\n", plotX0, axisY, plotX1, axisY)
+	fmt.Fprintf(b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#333"/>`+"\n", plotX0, axisY, plotX1, axisY)
 	tick := niceTick(span)
 	for d := time.Duration(0); d <= span; d += tick {
 		xt := plotX0 + (plotX1-plotX0)*d.Seconds()/span.Seconds()
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#333"/>`+"\n", xt, axisY, xt, axisY+5)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#eeeeee"/>`+"\n", xt, chartTop, xt, chartBot)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="11">%s</text>`+"\n", xt, axisY+18, fmtTick(d))
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#333"/>`+"\n", xt, axisY, xt, axisY+5)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#eeeeee"/>`+"\n", xt, chartTop, xt, chartBot)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="11">%s</text>`+"\n", xt, axisY+18, fmtTick(d))
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" font-size="11" fill="#555">time since the first start (%s)</text>`+"\n", (plotX0+plotX1)/2, axisY+34, r.First.UTC().Format("2006-01-02 15:04:05Z"))
+	fmt.Fprintf(b, `<text x="%.0f" y="%.0f" text-anchor="middle" font-size="11" fill="#555">time since the first start (%s)</text>`+"\n", (plotX0+plotX1)/2, axisY+34, r.First.UTC().Format("2006-01-02 15:04:05Z"))
+}
+
+// drawLegend: what each colour and mark means.
+func drawLegend(b *strings.Builder) {
+	esc := html.EscapeString
 	// Legend.
 	lx := 10.0
 	item := func(swatch, label string) {
-		fmt.Fprintf(&b, `<g transform="translate(%.0f %.0f)">%s<text x="20" y="11" font-size="11">%s</text></g>`+"\n", lx, legendY, swatch, esc(label))
+		fmt.Fprintf(b, `<g transform="translate(%.0f %.0f)">%s<text x="20" y="11" font-size="11">%s</text></g>`+"\n", lx, legendY, swatch, esc(label))
 		lx += 26 + float64(len(label))*6.4
 	}
 	box := func(fill string) string {
@@ -180,9 +210,6 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	item(box("#5d4037"), "commit")
 	item(`<path d="M7 0 l6 7 l-6 7 l-6 -7 z" fill="#ffb300" stroke="#5d4037"/>`, "committed")
 	item(`<line x1="7" y1="0" x2="7" y2="14" stroke="#c62828" stroke-width="1.5" stroke-dasharray="4 3"/>`, "interruption")
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func shortEnd(in Incarnation) string {
