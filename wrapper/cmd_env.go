@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,7 +117,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 		G = len(node.GPUs)
 	}
 	if G < 1 {
-		return nil, nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", orDefaultStr(node.Root, "this machine"))
+		return nil, nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", cmp.Or(node.Root, "this machine"))
 	}
 	hosts, err := envHosts(env, o, node)
 	if err != nil {
@@ -171,7 +172,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 		fmt.Sprintf("rank %d of %d on %s (node rank %d), local rank %d, GPU %d; tp=%d cp=%d ep=%d dp=%d pp=%d",
 			rp.Rank, len(p.Ranks), rp.Node, rp.NodeRank, rp.LocalRank, rp.GPU, rp.TP, rp.CP, rp.EP, rp.DP, rp.PP),
 		"placement: " + p.Order,
-		"machine read: " + orDefaultStr(node.Root, "/") + " (every node of the job is taken to be built like it)",
+		"machine read: " + cmp.Or(node.Root, "/") + " (every node of the job is taken to be built like it)",
 	}
 	return e, header, nil
 }
@@ -184,7 +185,7 @@ func envHosts(env *runEnv, o *envOptions, node *topo.Node) ([]string, error) {
 		expr = env.getenv("SLURM_JOB_NODELIST")
 	}
 	if expr == "" {
-		return []string{orDefaultStr(node.Hostname, "localhost")}, nil
+		return []string{cmp.Or(node.Hostname, "localhost")}, nil
 	}
 	hosts, err := topo.ExpandHostlist(expr)
 	if err != nil {
@@ -307,13 +308,6 @@ func envPolicy(env *runEnv, o *envOptions) (plan.NCCLPolicy, error) {
 		fmt.Fprintf(env.stderr, "trainrun: env: note: %s has no PartitionName=%s line: its site-wide settings apply\n", o.Policy, part)
 	}
 	return pf.Effective(part).NCCL(), nil
-}
-
-func orDefaultStr(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // resolve looks the node's name up (IPv4 only), briefly.

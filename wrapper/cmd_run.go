@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -290,7 +291,7 @@ func (r *runner) makeDirs() (finished bool, err error) {
 		if st, err := checkpoint.Open(r.ckptDir); err == nil {
 			if f, ok, _ := st.Finished(); ok {
 				r.logf("this run already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again",
-					f.JobID, f.Restart, f.Time.Format(time.RFC3339), orText(f.Tag, "none"))
+					f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none"))
 				return true, nil
 			}
 		}
@@ -406,7 +407,7 @@ func (r *runner) openRunStore() (*observedStore, error) {
 			r.logf("warning: recovering the checkpoint store: %v", err)
 		} else if len(rep.Committed)+len(rep.Discarded) > 0 {
 			r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
-				orText(strings.Join(rep.Committed, ", "), "none"), orText(strings.Join(rep.Discarded, ", "), "none"))
+				cmp.Or(strings.Join(rep.Committed, ", "), "none"), cmp.Or(strings.Join(rep.Discarded, ", "), "none"))
 		}
 	}
 	if tag, changed, err := store.CommitComplete(a.World()); err != nil {
@@ -733,7 +734,7 @@ func (r *runner) summary() string {
 	for _, line := range nodeTable(r.slots, 8) {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
-	fmt.Fprintf(&b, "  resume      %s\n", orText(r.resume, "(none: first start)"))
+	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.resume, "(none: first start)"))
 	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.opts.ckptSignal))
 	if r.opts.ckptLocal != "" {
 		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.opts.ckptLocal)
@@ -791,13 +792,7 @@ func nodeTable(slots []rankSlot, maxLines int) []string {
 	return lines
 }
 
-func orDash(s string) string { return orText(s, "-") }
-func orText(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
+func orDash(s string) string { return cmp.Or(s, "-") }
 
 func fmtLimit(d time.Duration) string {
 	if d == 0 {
@@ -858,7 +853,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
 	if o.CheckpointStop() {
 		took := time.Since(stopAt)
-		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(o.Latest, "none"))
+		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), cmp.Or(o.Latest, "none"))
 		if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
 			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -163,7 +164,7 @@ func (m *monitor) onRequestTick() {
 	if req == nil || m.reason != stopNone {
 		return
 	}
-	by := "request" + orText(" by "+req.By, "")
+	by := "request" + cmp.Or(" by "+req.By, "")
 	switch req.Then {
 	case "continue":
 		m.ask(by, "continue")
@@ -244,7 +245,7 @@ func (m *monitor) onJobState(st string) {
 		m.reason, m.stopAt = stopTermLimit, time.Now()
 	default:
 		m.reason, m.stopAt = stopPreempted, m.termAt
-		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
+		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
 	}
 	r.observeInterrupt(m.reason)
 }

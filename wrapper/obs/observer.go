@@ -1,6 +1,7 @@
 package obs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -245,7 +246,7 @@ func (o *Observer) apply(e *Event, live bool) {
 	case KindCkptCommit:
 		o.applyCommit(e, live)
 	case KindCkptFail:
-		m.ckptFail.WithLabelValues(orText(e.Cause, "unknown")).Inc()
+		m.ckptFail.WithLabelValues(cmp.Or(e.Cause, "unknown")).Inc()
 	case KindDrain:
 		if d := e.Drain; d != nil {
 			m.drainBytes.Add(float64(d.Bytes))
@@ -258,7 +259,7 @@ func (o *Observer) apply(e *Event, live bool) {
 		if st.interruptAt.IsZero() {
 			st.interruptAt, st.interruptWhy = e.Time, e.Cause
 		}
-		m.interrupts.WithLabelValues(orText(e.Cause, "unknown")).Inc()
+		m.interrupts.WithLabelValues(cmp.Or(e.Cause, "unknown")).Inc()
 		if live {
 			m.setState("checkpointing")
 		}
@@ -351,7 +352,7 @@ func (o *Observer) applyEnd(e *Event, live bool) {
 	}
 	switch e.Cause {
 	case EndCrash:
-		m.crashes.WithLabelValues(orText(e.Crash, CrashStepFailed)).Inc()
+		m.crashes.WithLabelValues(cmp.Or(e.Crash, CrashStepFailed)).Inc()
 	}
 	if e.Cause != EndFinished && !st.incStart.IsZero() {
 		stopped := e.Time
@@ -438,13 +439,6 @@ func setIf(g optGauge, v float64) {
 }
 
 func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
-
-func orText(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
 
 // textfileLoop keeps the textfile's time-dependent values fresh.
 func (o *Observer) textfileLoop() {

@@ -1,6 +1,7 @@
 package obs
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"io"
@@ -217,7 +218,7 @@ func shortEnd(in Incarnation) string {
 	case "":
 		return "killed"
 	case EndCrash:
-		return "failed (" + orText(in.Crash, CrashStepFailed) + ")"
+		return "failed (" + cmp.Or(in.Crash, CrashStepFailed) + ")"
 	}
 	if in.Interrupt != "" && in.Cause != EndFinished {
 		return in.Interrupt + " → " + in.Cause
