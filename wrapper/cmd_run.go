@@ -448,7 +448,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 		if err := r.writePlan(planPath); err != nil {
 			return rankEnv{}, err
 		}
-		if err := writeFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
+		if err := launch.WriteFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
 			return rankEnv{}, err
 		}
 	}
@@ -470,7 +470,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 			bindInShim = true
 		}
 	}
-	r.srunArgv, r.srunEnv = srunCommand(stepSpec{
+	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
 		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
 	})
@@ -504,7 +504,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
 	summary := r.summary()
-	if err := writeFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err != nil {
+	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprint(r.env.stdout, summary)
@@ -705,7 +705,7 @@ func (r *runner) writePlan(path string) error {
 	} else {
 		d.Plan = r.layout
 	}
-	return writeJSONAtomic(path, d, 0o644)
+	return launch.WriteJSONAtomic(path, d, 0o644)
 }
 
 // summary is the one page printed to the job log and written to summary.txt.
@@ -815,7 +815,7 @@ func (r *runner) printDryRun(renv rankEnv) error {
 	fmt.Fprintln(w, line)
 	s := r.slots[r.opts.rank]
 	fmt.Fprintf(w, "\n# environment of rank %d (node %s, local rank %d, GPU %d), besides what Slurm sets:\n", s.Rank, s.Node, s.LocalRank, s.GPU)
-	for _, kv := range mergedEnv(renv.Common, renv.Ranks[r.opts.rank]) {
+	for _, kv := range launch.MergedEnv(renv.Common, renv.Ranks[r.opts.rank]) {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(w, "%s=%s\n", k, shellQuote(v))
 	}

@@ -62,7 +62,7 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	if node == "" {
 		node, _ = os.Hostname()
 	}
-	common, me, err := readLaunch(*launchDir, node, rank)
+	common, me, err := launch.Read(*launchDir, node, rank)
 	if err != nil {
 		return withCode(ExitSlurm, err)
 	}
@@ -138,15 +138,15 @@ func taskEnv(env *runEnv, common *launchCommon, me *launchRank, rank int, node s
 		if stepGPUs == "" {
 			stepGPUs = env.getenv("SLURM_JOB_GPUS")
 		}
-		v, err := visibleDevicesFor(cvd, stepGPUs, me.GPU, me.GPUSlot, me.LocalRank)
+		v, err := launch.VisibleDevicesFor(cvd, stepGPUs, me.GPU, me.GPUSlot, me.LocalRank)
 		if err != nil {
 			return nil, "", withCode(ExitSlurm, fmt.Errorf("rank %d on %s: %w", rank, node, err))
 		}
 		envm["CUDA_VISIBLE_DEVICES"] = v
 		if me.GPU < 0 { // not probed: this rank drives the step's GPUSlot-th GPU
-			if ids := splitList(stepGPUs); me.GPUSlot < len(ids) {
+			if ids := launch.SplitList(stepGPUs); me.GPUSlot < len(ids) {
 				envm["TRAINRUN_GPU"] = ids[me.GPUSlot]
-			} else if l := splitList(cvd); me.GPUSlot < len(l) {
+			} else if l := launch.SplitList(cvd); me.GPUSlot < len(l) {
 				envm["TRAINRUN_GPU"] = l[me.GPUSlot]
 			}
 		}
@@ -195,7 +195,7 @@ func startDrain(env *runEnv, common *launchCommon, me *launchRank, launchDir, no
 	var drainer *nodeDrainer
 	var handoff string
 	if localDir != "" && me.LocalRank == 0 {
-		ranks, err := nodeRanks(launchDir, node)
+		ranks, err := launch.NodeRanks(launchDir, node)
 		if err == nil {
 			drainer, err = startNodeDrainer(localDir, common.CkptDir, node, ranks, shimStart, env.stderr)
 		}

@@ -11,8 +11,9 @@
 //
 //	../internal/slurm   the only code that runs scontrol, srun, scancel or
 //	                    reads an allocation's SLURM_* (Client, Runner, ParseRecord)
-//	internal/launch     the controller ↔ shim contract: control messages
-//	                    (Msg, Encode, Parse), Server, Client, signal names
+//	internal/launch     the controller ↔ shim contract: the launch files
+//	                    (Common, Rank, WriteDir, Read), control messages (Msg,
+//	                    Encode, Parse), Server, Client, signal names, srun argv
 //	internal/run        the run's decisions: Decide(Outcome) Decision
 //	internal/exitcode   the exit codes
 //	obs                 metrics, webhooks, event log, report

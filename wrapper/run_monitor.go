@@ -272,7 +272,7 @@ func (m *monitor) ask(why, then string) {
 	r := m.r
 	m.ckptID++
 	line := fmt.Sprintf("%d %s\n", m.ckptID, then)
-	if err := writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
+	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)
 	}
 	if then == "continue" {
@@ -297,7 +297,7 @@ func (m *monitor) requestCkpt(why string) {
 // (Slurm's --signal=USR2@T to the step) means stop: once a "continue"
 // request is served, the request file says stop again.
 func (m *monitor) resetRequest() {
-	writeFileAtomic(filepath.Join(m.r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
+	launch.WriteFileAtomic(filepath.Join(m.r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
 }
 
 // commitBG commits complete checkpoints in the background, one commit at a
