@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 )
@@ -155,7 +156,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 	port := o.MasterPort
 	if port == 0 {
 		port = 29500
-		if id := env.getenv("SLURM_JOB_ID"); id != "" {
+		if id := slurm.JobFromEnv(env.getenv).ID; id != "" {
 			port = plan.MasterPort(id)
 		}
 	}
@@ -182,7 +183,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 func envHosts(env *runEnv, o *envOptions, node *topo.Node) ([]string, error) {
 	expr := o.Nodelist
 	if expr == "" {
-		expr = env.getenv("SLURM_JOB_NODELIST")
+		expr = slurm.JobFromEnv(env.getenv).NodeList
 	}
 	if expr == "" {
 		return []string{cmp.Or(node.Hostname, "localhost")}, nil
@@ -248,7 +249,7 @@ func envPlacement(env *runEnv, o *envOptions, node *topo.Node, hosts []string, G
 func envRank(env *runEnv, o *envOptions, ranks int) error {
 	if o.Rank == -1 {
 		o.Rank = 0
-		if v := env.getenv("SLURM_PROCID"); v != "" {
+		if v := slurm.TaskFromEnv(env.getenv).ProcID; v != "" {
 			var err error
 			if o.Rank, err = strconv.Atoi(v); err != nil {
 				return withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q is not a number", v))
@@ -302,7 +303,7 @@ func envPolicy(env *runEnv, o *envOptions) (plan.NCCLPolicy, error) {
 	}
 	part := o.Partition
 	if part == "" {
-		part = env.getenv("SLURM_JOB_PARTITION")
+		part = slurm.JobFromEnv(env.getenv).Partition
 	}
 	if part != "" && !pf.HasPartition(part) {
 		fmt.Fprintf(env.stderr, "trainrun: env: note: %s has no PartitionName=%s line: its site-wide settings apply\n", o.Policy, part)

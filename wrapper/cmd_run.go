@@ -250,7 +250,7 @@ func (r *runner) setup() error {
 		return err
 	}
 	if a.InStep {
-		return withCode(ExitSlurm, fmt.Errorf("trainrun run is running inside a job step (SLURM_STEP_ID=%s): call it once from the batch script, not under srun; it starts the step itself", r.env.getenv("SLURM_STEP_ID")))
+		return withCode(ExitSlurm, fmt.Errorf("trainrun run is running inside a job step (SLURM_STEP_ID=%s): call it once from the batch script, not under srun; it starts the step itself", slurm.JobFromEnv(r.env.getenv).StepID))
 	}
 	r.alloc = a
 	if r.self, err = os.Executable(); err != nil {
@@ -1110,11 +1110,11 @@ func (r *runner) applyPolicy() error {
 		r.opts.maxFailures = st.MaxFailuresNoProgress.Value
 	}
 	if !r.fs.Changed("ckpt-dir") && r.env.getenv("TRAINRUN_CKPT_DIR") == "" && st.CkptDir.Value != "" {
-		user := r.env.getenv("SLURM_JOB_USER")
+		user := slurm.JobFromEnv(r.env.getenv).User
 		if user == "" {
 			user = r.env.getenv("USER")
 		}
-		r.opts.ckptDir = policy.ExpandCkptDir(st.CkptDir.Value, user, r.alloc.JobID, r.env.getenv("SLURM_JOB_NAME"))
+		r.opts.ckptDir = policy.ExpandCkptDir(st.CkptDir.Value, user, r.alloc.JobID, slurm.JobFromEnv(r.env.getenv).Name)
 	}
 	if roots := st.CkptRoots.Value; roots != nil && r.opts.ckptDir != "" {
 		dir, _ := filepath.Abs(r.opts.ckptDir)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -88,7 +89,7 @@ func (r *runner) closeObserver() {
 func (r *runner) observeStart() {
 	l := r.layout
 	s := &obs.Start{
-		Partition: r.partition(), JobName: cmp.Or(r.env.getenv("SLURM_JOB_NAME"), r.job.Name),
+		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.job.Name),
 		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: cmp.Or(r.opts.plan.GPU, r.probedGPUName()),
 		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
 		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,

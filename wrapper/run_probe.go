@@ -30,15 +30,13 @@ type nodeFacts struct {
 
 // runProbeNode runs on each node (one task per node) and writes DIR/<node>.json.
 func runProbeNode(env *runEnv, dir string) error {
-	f := nodeFacts{Node: env.getenv("SLURMD_NODENAME")}
+	task := slurm.TaskFromEnv(env.getenv)
+	f := nodeFacts{Node: task.Node}
 	f.Hostname, _ = os.Hostname()
 	if f.Node == "" {
 		f.Node = f.Hostname
 	}
-	ids := env.getenv("SLURM_STEP_GPUS")
-	if ids == "" {
-		ids = env.getenv("SLURM_JOB_GPUS")
-	}
+	ids := task.StepGPUs
 	for _, s := range launch.SplitList(ids) {
 		if n, err := strconv.Atoi(s); err == nil {
 			f.GPUs = append(f.GPUs, n)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 // Tiered checkpoints (--ckpt-local-dir): the trainer saves into node-local
@@ -174,7 +175,7 @@ func writeDrainHandoff(env *runEnv, c *launchCommon, node, localDir string, rank
 		return ""
 	}
 	job, _ := strconv.ParseUint(c.JobID, 10, 32)
-	restart, _ := strconv.Atoi(env.getenv("SLURM_RESTART_COUNT"))
+	restart, _ := strconv.Atoi(slurm.TaskFromEnv(env.getenv).Restart)
 	abs := func(p string) string {
 		if a, err := filepath.Abs(p); err == nil {
 			return a
