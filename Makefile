@@ -27,7 +27,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-hermetic test-e2e bench lint install clean demo
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e bench lint install clean demo fuzz
 
 all: build
 
@@ -39,6 +39,7 @@ help:
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
+	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
 	@echo "lint       gofmt + go vet"
 	@echo "install    install into \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
 	@echo "demo       set up and run the main job on a built-in default"
@@ -73,6 +74,19 @@ test-unit:
 test-hermetic:
 	@bash test/hermetic.sh
 
+# Every Fuzz target in the module, found with go test -list (so targets added
+# anywhere join), FUZZTIME each. Their seed corpora already run in test-unit
+# as plain tests.
+FUZZTIME ?= 60s
+FUZZPKGS ?= ./...
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(FUZZPKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== fuzz $$pkg $$f for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
 # Flags for go test in the e2e suite, e.g. make test-e2e E2E_FLAGS='-run Hostlist'.
 E2E_FLAGS ?=
 
@@ -81,6 +95,8 @@ test-e2e: build
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./plan/... ./topo/... ./checkpoint/...
+	@# peak RSS and CPU of a root process given the worst user inputs (bound: 256 MiB, 10 s)
+	$(GO) test -run '^$$' -bench RootWorstInputs -benchtime 3x -count=1 ./spank/
 	@bash test/e2e.sh -run '^$$' -bench . -benchtime 10x
 
 lint:

@@ -35,6 +35,8 @@ const (
 
 var crashRetention = Retention{KeepLast: 2, KeepEvery: 200}
 
+var crashCompress = CompressOptions{Workers: 2, MinBytes: 1, Chunk: 1500}
+
 func TestCrashConsistency(t *testing.T) {
 	kills := *crashKills
 	if kills == 0 {
@@ -89,8 +91,20 @@ func TestCrashConsistency(t *testing.T) {
 			t.Errorf("after the final run %s: %s (want every checkpoint sealed)", in.Tag, in.Note)
 		}
 	}
+	compressed := 0
+	for _, in := range list {
+		if in.Stored < in.Bytes {
+			compressed++
+		}
+	}
+	if compressed == 0 {
+		t.Errorf("no retained checkpoint is stored compressed: the background pass was not exercised")
+	}
 	r, err := s.Latest()
 	must(t, err)
+	if r.Manifest.StoredBytes() != r.Manifest.Bytes {
+		t.Errorf("latest %s is stored compressed; the newest must stay raw", r.Tag)
+	}
 	if r.Manifest.Step != maxSeen {
 		t.Errorf("final latest %s, want step %d", r.Tag, maxSeen)
 	}
@@ -262,7 +276,11 @@ func TestHelperProcess(t *testing.T) {
 						trainerSaved()
 					}
 				}
-				if _, err := Drain(context.Background(), src, s, tag, DrainOptions{Node: node}); err != nil {
+				// Every other drained checkpoint is compressed on the way.
+				if err := s.SetCompressMode([]string{CompressNo, CompressAlways}[(step/20)%2]); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := Drain(context.Background(), src, s, tag, DrainOptions{Node: node, CompressMin: 1}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -280,6 +298,17 @@ func TestHelperProcess(t *testing.T) {
 		}
 		if _, err := s.Prune(crashRetention); err != nil {
 			t.Fatal(err)
+		}
+		// Retained older checkpoints are compressed (small codec chunks, so
+		// that files have several), and now and then one is restored in
+		// place, as a resume from it would.
+		if _, err := s.CompressRetained(context.Background(), crashCompress); err != nil {
+			t.Fatal(err)
+		}
+		if ms, _, _ := s.committed(); step%30 == 0 && len(ms) > 1 {
+			if _, err := s.Restore(context.Background(), ms[0].Tag, "", 2); err != nil {
+				t.Fatal(err)
+			}
 		}
 		step += 10
 	}

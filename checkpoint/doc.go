@@ -64,6 +64,44 @@
 // completion marker only proves the framework believed its save finished,
 // not that every rank's files were durable (NativeNote says which per kind).
 //
+// # Files other users may have written
+//
+// A store is read by processes other than its writer (the SPANK plugin in
+// slurmstepd resolves TRAINRUN_RESUME_DIR; the epilog drains as the job's
+// user), so nothing in it is trusted (issue 12). Manifests, drain records
+// and the pointer are opened O_NOFOLLOW|O_NONBLOCK, must be regular files
+// and are read through limits (8 MiB, 16 MiB, 4 KiB); a checkpoint's files
+// are reached through an os.Root of its directory, so no link or ".."
+// leads out of it, and a manifest entry that is not a clean relative path
+// inside the checkpoint makes the manifest unreadable before anything is
+// stat'ed (no existence or size oracle). chunk_bytes, world_size and the
+// chunks one hashing pass tracks are capped. Only canonical done.<RANK>
+// names count, each once. The metadata directories (.trainrun, staging,
+// trash, corrupt) are Lstat'ed and a link there is refused; the trash is
+// emptied relative to its verified descriptor (internal/safefs), never
+// through a planted link. A drain given the node's ranks carries only their
+// markers.
+//
+// # Compression
+//
+// Committed checkpoints can be stored compressed, losslessly, with the trz
+// codec (codec.go: byte planes by position within the element, huff0 per
+// plane, zstd for byte data, independent checksummed chunks coded on all
+// cores). Store.CompressRetained compresses every committed checkpoint but
+// the newest (the controller runs it in the background after each commit
+// when CkptCompress is archive, auto or always); the tiered drain writes
+// files compressed into staging when the store's mode (.trainrun/compress)
+// is always, or auto and a measured sample of the compressor beats a probe
+// write into staging. A compressed file is <name>.trz; its manifest entry
+// keeps <name>'s size and xxh64 and adds the codec and the stored file's
+// size and xxh64, so Verify checks both and a damaged chunk is named.
+// Replacing a raw file by its compressed copy (and back, Restore) is a
+// temporary file, fsync, rename, then the manifest, then the other copy's
+// removal: killed anywhere, the checkpoint verifies. Trainers never see a
+// compressed file: the controller restores its resume checkpoint in place
+// first (EnsureRaw), and `trainrun ckpt restore TAG --to DIR` writes the
+// original bytes elsewhere.
+//
 // # Concurrency
 //
 // One controller commits, prunes and recovers a store; drains on many nodes

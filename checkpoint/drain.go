@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // DrainOptions configure one node's drain.
@@ -25,6 +27,16 @@ type DrainOptions struct {
 	// Workers is the number of parallel copy streams (default: the
 	// store's Workers).
 	Workers int
+	// Ranks are this node's ranks. When set, only their done markers are
+	// carried into staging: a marker in the node-local directory for a rank
+	// that runs elsewhere was not written by this job's trainer here (issue
+	// 12, finding 2: another local user pre-creating the directory must not
+	// complete a checkpoint). Empty carries every marker found (a manual
+	// drain of a directory the caller vouches for).
+	Ranks []int
+	// CompressMin: when the store's mode makes the drain compress, files
+	// smaller than this are copied raw (default 64 KiB).
+	CompressMin int64
 }
 
 // DrainResult says what one drain did.
@@ -35,6 +47,9 @@ type DrainResult struct {
 	Copied    int64 // bytes copied this time (a resumed drain reuses what is already in staging)
 	Elapsed   time.Duration
 	Committed bool // the tag was already committed: nothing was done
+	// Compression is what the drain decided about compressing (Copied
+	// counts the compressed bytes of the files it compressed).
+	Compression DrainCompression
 }
 
 // drainRecord is <tag>/.trainrun/drained.<NODE>.json.
@@ -81,6 +96,9 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	if o.Workers <= 0 {
 		o.Workers = dst.opts.Workers
 	}
+	if err := dst.checkMeta(); err != nil {
+		return res, fmt.Errorf("drain %s: %w", tag, err)
+	}
 	if exists(manifestPath(dst.tagDir(tag))) {
 		res.Committed = true
 		return res, nil
@@ -89,6 +107,7 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	if err != nil {
 		return res, fmt.Errorf("drain %s: read markers in %s: %w", tag, src, err)
 	}
+	ranks = onlyRanks(ranks, o.Ranks)
 	if len(ranks) == 0 {
 		return res, fmt.Errorf("drain %s: no rank has marked %s done (%s); drain once the local ranks have saved",
 			tag, src, filepath.Join(src, metaDir, doneMarker+"<RANK>"))
@@ -99,24 +118,12 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 		return res, fmt.Errorf("drain %s: %w", tag, err)
 	}
 	stage := dst.stagingDir(tag)
-	// Directories: the staging tree mirrors src's.
-	var dirs []string
-	for _, d := range srcDirs {
-		rel, _ := filepath.Rel(src, d)
-		if rel == metaDir || strings.HasPrefix(rel, metaDir+string(filepath.Separator)) {
-			continue
-		}
-		dirs = append(dirs, filepath.Join(stage, rel))
+	dirs, err := mkStagingDirs(dst, src, stage, srcDirs)
+	if err != nil {
+		return res, fmt.Errorf("drain %s: %w", tag, err)
 	}
-	dirs = append(dirs, filepath.Join(stage, metaDir))
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return res, fmt.Errorf("drain %s: create %s: %w; the store must be writable", tag, d, err)
-		}
-	}
-	if err := syncDir(dst.stagingRoot()); err != nil {
-		return res, err
-	}
+	var zfiles []File // compressed on the way (the store's CkptCompress)
+	files, zfiles, res.Compression = dst.drainSplit(src, stage, files, o.CompressMin)
 
 	chunk := dst.opts.ChunkBytes
 	type fileState struct {
@@ -204,43 +211,82 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	for i := range files {
 		files[i].XXH64 = hex64(combineChunks(st[i].sums))
 	}
-	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-	for _, d := range dirs {
-		if err := syncDir(d); err != nil {
-			return res, err
-		}
+	if files, err = dst.drainCompressed(ctx, src, stage, files, zfiles, &res); err != nil {
+		return res, fmt.Errorf("drain %s: %w", tag, err)
 	}
-	dst.step("drain:dirs-synced")
-	rec := drainRecord{Node: o.Node, Ranks: ranks, At: dst.opts.Now().UTC(), Files: files}
-	if rec.Files == nil {
-		rec.Files = []File{}
-	}
-	b, err := json.MarshalIndent(rec, "", " ")
-	if err != nil {
+	if err := finishDrain(dst, stage, o.Node, dirs, ranks, files); err != nil {
 		return res, err
 	}
-	if err := dst.writeFileAtomic(drainedPath(stage, o.Node), append(b, '\n'), "drain:record"); err != nil {
-		return res, err
-	}
-	for _, r := range ranks {
-		if err := createMarker(DoneMarkerPath(stage, r)); err != nil {
-			return res, err
-		}
-		dst.step("drain:marker")
-	}
-	if err := syncDir(ckptMeta(stage)); err != nil {
-		return res, err
-	}
-	dst.step("drain:done")
 	res.Files = len(files)
 	res.Elapsed = time.Since(start)
 	return res, nil
 }
 
+// finishDrain makes a drain's copies visible to the commit, durably and in
+// order: the staged directories, the node's drain record, then each rank's
+// done marker in staging.
+func finishDrain(dst *Store, stage, node string, dirs []string, ranks []int, files []File) error {
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	dst.step("drain:dirs-synced")
+	return writeDrainRecord(dst, stage, drainRecord{Node: node, Ranks: ranks, At: dst.opts.Now().UTC(), Files: files})
+}
+
+// mkStagingDirs creates the staging tree mirroring src's directories (and
+// stage/.trainrun) and returns them.
+func mkStagingDirs(dst *Store, src, stage string, srcDirs []string) ([]string, error) {
+	var dirs []string
+	for _, d := range srcDirs {
+		rel, _ := filepath.Rel(src, d)
+		if rel == metaDir || strings.HasPrefix(rel, metaDir+string(filepath.Separator)) {
+			continue
+		}
+		dirs = append(dirs, filepath.Join(stage, rel))
+	}
+	dirs = append(dirs, filepath.Join(stage, metaDir))
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w; the store must be writable", d, err)
+		}
+	}
+	return dirs, syncDir(dst.stagingRoot())
+}
+
+// writeDrainRecord writes the node's drain record durably, then the done
+// markers of its ranks: a marker in staging means the rank's files are
+// durable there.
+func writeDrainRecord(dst *Store, stage string, rec drainRecord) error {
+	if rec.Files == nil {
+		rec.Files = []File{}
+	}
+	b, err := json.MarshalIndent(rec, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := dst.writeFileAtomic(drainedPath(stage, rec.Node), append(b, '\n'), "drain:record"); err != nil {
+		return err
+	}
+	for _, r := range rec.Ranks {
+		if err := createMarker(DoneMarkerPath(stage, r)); err != nil {
+			return err
+		}
+		dst.step("drain:marker")
+	}
+	if err := syncDir(ckptMeta(stage)); err != nil {
+		return err
+	}
+	dst.step("drain:done")
+	return nil
+}
+
 // copyRange copies bytes [off, off+n) from srcPath into the same range of
 // dstPath, hashing them on the way.
 func copyRange(srcPath, dstPath string, off, n int64) (uint64, error) {
-	r, err := os.Open(srcPath)
+	r, err := safefs.OpenFile(srcPath) // O_NOFOLLOW|O_NONBLOCK, regular files only
 	if err != nil {
 		return 0, err
 	}
@@ -326,7 +372,7 @@ func readDrainRecords(stage string) ([]drainRecord, error) {
 			continue
 		}
 		p := filepath.Join(ckptMeta(stage), n)
-		b, err := os.ReadFile(p)
+		b, err := safefs.ReadFile(p, maxManifestBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -343,9 +389,10 @@ func readDrainRecords(stage string) ([]drainRecord, error) {
 type DrainAllOptions struct {
 	DrainOptions
 	// Ranks are this node's ranks: a tag is drained once all of them have
-	// marked done locally. Empty: drain every tag with any marker (the
-	// epilog's last pass; a rank that never finished keeps its tag
-	// incomplete, and it is never committed).
+	// marked done locally, and only their markers are carried (unless
+	// DrainOptions.Ranks says otherwise). Empty: drain every tag with any
+	// marker, carrying every marker (a manual drain; the epilog passes the
+	// handoff record's ranks).
 	Ranks []int
 	// RemoveLocal deletes a tag's node-local copy once its drain is durable
 	// (node-local space, /dev/shm in particular, is memory).
@@ -379,10 +426,14 @@ func DrainAll(ctx context.Context, localRoot string, dst *Store, o DrainAllOptio
 		}
 		return tags[i] < tags[j]
 	})
+	if len(o.DrainOptions.Ranks) == 0 {
+		o.DrainOptions.Ranks = o.Ranks
+	}
 	var drained []string
 	for _, tag := range tags {
 		src := filepath.Join(localRoot, tag)
 		ranks, err := doneRanks(src)
+		ranks = onlyRanks(ranks, o.DrainOptions.Ranks)
 		if err != nil || len(ranks) == 0 {
 			continue
 		}
@@ -406,6 +457,24 @@ func DrainAll(ctx context.Context, localRoot string, dst *Store, o DrainAllOptio
 		}
 	}
 	return drained, nil
+}
+
+// onlyRanks is have restricted to mine (all of have when mine is empty).
+func onlyRanks(have, mine []int) []int {
+	if len(mine) == 0 {
+		return have
+	}
+	set := map[int]bool{}
+	for _, r := range mine {
+		set[r] = true
+	}
+	var out []int
+	for _, r := range have {
+		if set[r] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func containsAll(have, want []int) bool {

@@ -6,69 +6,25 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/trainrun/trainrun/internal/atomicfile"
 )
 
-// syncDir makes the entries of dir (creations, renames, removals) durable.
-// On Linux a directory opened read-only can be fsynced; on NFS the server has
-// already committed namespace operations (they are synchronous), and on
-// Lustre/GPFS fsync of a directory is accepted and orders the metadata.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s to fsync it: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w; the file system may not persist renames: check the mount", dir, err)
-	}
-	return nil
-}
+// syncDir makes the entries of dir (creations, renames, removals) durable
+// (atomicfile.SyncDir says how on each file system).
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
-// writeFileAtomic replaces path with data durably: a temporary file in the
-// same directory, write, fsync, close, rename, fsync the directory (restic's
-// recipe; renameio without the directory fsync is atomic but not durable).
-// hook runs between the steps so the crash test can die there.
+// writeFileAtomic replaces path with data durably (atomicfile.Durable: a
+// temporary file in the same directory, fsynced, renamed, then the directory
+// fsynced), mode 0600 as before. The temporary name carries tmpInfix, so
+// Recover and the listing know it; the store's hook runs at every step as
+// "what:step" so the crash test can die there.
 func (s *Store) writeFileAtomic(path string, data []byte, what string) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+tmpInfix+"*")
-	if err != nil {
-		return fmt.Errorf("write %s: create a temporary file in %s: %w", path, dir, err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	s.step(what + ":temp-written")
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("fsync: %w", err))
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: close: %w", path, err)
-	}
-	s.step(what + ":temp-synced")
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: rename into place: %w", path, err)
-	}
-	s.step(what + ":renamed")
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	s.step(what + ":dir-synced")
-	return nil
+	return atomicfile.WriteFile(path, data, 0o600, atomicfile.Durable(), atomicfile.TempInfix(tmpInfix),
+		atomicfile.Hook(func(step string) { s.step(what + ":" + step) }))
 }
 
 // createMarker creates an empty file durably (the file and its directory entry).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -54,12 +55,37 @@ func (h DrainHandoff) Check() error {
 			return fmt.Errorf("%s %q: want a clean absolute path", p.key, p.v)
 		}
 	}
+	if len(h.Ranks) > maxNodeRanks {
+		return fmt.Errorf("ranks: %d ranks on one node, more than %d", len(h.Ranks), maxNodeRanks)
+	}
+	seen := map[int]bool{}
 	for _, r := range h.Ranks {
-		if r < 0 {
+		if r < 0 || r > maxRank {
 			return fmt.Errorf("ranks: %d is not a rank", r)
 		}
+		if seen[r] {
+			return fmt.Errorf("ranks: %d is listed twice", r)
+		}
+		seen[r] = true
 	}
 	return nil
+}
+
+// maxNodeRanks bounds the ranks one record lists (a node runs a few dozen).
+const maxNodeRanks = 4096
+
+// RanksArgs is the `trainrun ckpt drain` flag that names the record's ranks
+// (none when it lists none): the drain then carries only the node's own
+// ranks' done markers (issue 12, finding 2).
+func (h DrainHandoff) RanksArgs() []string {
+	if len(h.Ranks) == 0 {
+		return nil
+	}
+	s := make([]string, len(h.Ranks))
+	for i, r := range h.Ranks {
+		s[i] = strconv.Itoa(r)
+	}
+	return []string{"--ranks=" + strings.Join(s, ",")}
 }
 
 // WriteHandoff writes h atomically as dir/drain-<node>.json (mode 0600) and

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // Cause is how an incarnation of the job ended.
@@ -128,7 +130,7 @@ func lastByte(p string) (byte, error) {
 
 // Events reads every event, skipping lines that do not parse (a torn write).
 func (h History) Events() ([]Event, error) {
-	b, err := os.ReadFile(h.s.historyPath())
+	b, err := safefs.ReadFile(h.s.historyPath(), maxHistoryBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -246,7 +248,7 @@ func (s *Store) MarkFinished(f Finished) error {
 
 // Finished reads the finished marker; ok is false when the run has not finished.
 func (s *Store) Finished() (f Finished, ok bool, err error) {
-	b, err := os.ReadFile(s.finishedPath())
+	b, err := safefs.ReadFile(s.finishedPath(), maxSmallFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return f, false, nil
 	}
@@ -308,7 +310,7 @@ func (s *Store) TakeRequest() (*Request, error) {
 		}
 		return nil, fmt.Errorf("take checkpoint request %s: %w", s.requestPath(), err)
 	}
-	b, err := os.ReadFile(taken)
+	b, err := safefs.ReadFile(taken, maxSmallFile)
 	os.Remove(taken)
 	if err != nil {
 		return nil, err

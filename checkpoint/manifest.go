@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +37,12 @@ type File struct {
 	Path  string `json:"path"` // slash-separated, relative to the checkpoint directory
 	Size  int64  `json:"size"`
 	XXH64 string `json:"xxh64,omitempty"` // 16 hex digits; "" until Seal when committed with DeferHash
+	// Codec is "" for a file stored as the trainer wrote it, CodecTRZ for one
+	// stored compressed as Path+TRZSuffix (Size and XXH64 stay the
+	// original's), CodecNone for one tried and kept raw (it does not compress).
+	Codec       string `json:"codec,omitempty"`
+	StoredSize  int64  `json:"stored_size,omitempty"`  // of Path+TRZSuffix, when compressed
+	StoredXXH64 string `json:"stored_xxh64,omitempty"` // of Path+TRZSuffix, when compressed
 }
 
 const manifestVersion = 1
@@ -93,6 +99,13 @@ func hashFiles(ctx context.Context, dir string, files []File, chunk int64, worke
 	type unit struct{ file, chunk int }
 	sums := make([][]uint64, len(files))
 	var units []unit
+	total := 0
+	for _, f := range files {
+		total += numChunks(f.Size, chunk)
+		if total > maxChunks {
+			return fmt.Errorf("more than %d chunks of %d bytes to hash in %s: use a larger chunk size", maxChunks, chunk, dir)
+		}
+	}
 	for i, f := range files {
 		n := numChunks(f.Size, chunk)
 		sums[i] = make([]uint64, n)
@@ -100,6 +113,11 @@ func hashFiles(ctx context.Context, dir string, files []File, chunk int64, worke
 			units = append(units, unit{i, c})
 		}
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	var next atomic.Int64
 	var once sync.Once
 	var firstErr error
@@ -120,7 +138,7 @@ func hashFiles(ctx context.Context, dir string, files []File, chunk int64, worke
 				f := files[u.file]
 				p := filepath.Join(dir, filepath.FromSlash(f.Path))
 				err := func() error {
-					fh, err := os.Open(p)
+					fh, err := openInTag(root, dir, filepath.FromSlash(f.Path))
 					if err != nil {
 						return err
 					}
@@ -161,20 +179,32 @@ func hashFiles(ctx context.Context, dir string, files []File, chunk int64, worke
 }
 
 func readManifest(ckptDir string) (Manifest, error) {
-	var m Manifest
+	m, _, err := readManifestMax(ckptDir, maxManifestBytes)
+	return m, err
+}
+
+// readManifestMax is readManifest reading at most max bytes; n is how many
+// it read.
+func readManifestMax(ckptDir string, max int64) (m Manifest, n int, err error) {
 	p := manifestPath(ckptDir)
-	b, err := os.ReadFile(p)
+	b, err := readInTag(ckptDir, filepath.Join(metaDir, manifestName), max)
 	if err != nil {
-		return m, err
+		return m, 0, err
 	}
+	m, err = parseManifest(p, b)
+	return m, len(b), err
+}
+
+func parseManifest(p string, b []byte) (Manifest, error) {
+	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("manifest %s is not valid JSON (%v); the checkpoint cannot be trusted: quarantine it (trainrun ckpt verify names it) or delete it", p, err)
 	}
-	if m.Version != manifestVersion || m.Hash != hashName || m.ChunkBytes <= 0 {
-		return m, fmt.Errorf("manifest %s: version %d, hash %q, chunk %d: this trainrun reads version %d with %q; use the trainrun that wrote it",
-			p, m.Version, m.Hash, m.ChunkBytes, manifestVersion, hashName)
+	if m.Version != manifestVersion || m.Hash != hashName {
+		return m, fmt.Errorf("manifest %s: version %d, hash %q: this trainrun reads version %d with %q; use the trainrun that wrote it",
+			p, m.Version, m.Hash, manifestVersion, hashName)
 	}
-	return m, nil
+	return m, checkManifest(p, &m)
 }
 
 // Level is how deeply Verify checks a committed checkpoint.
@@ -197,26 +227,40 @@ func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manif
 	if err != nil {
 		return m, &VerifyError{Tag: filepath.Base(dir), Path: manifestPath(dir), What: err.Error()}
 	}
-	for r := 0; r < m.WorldSize; r++ {
-		p := DoneMarkerPath(dir, r)
-		if _, err := os.Stat(p); err != nil {
-			return m, &VerifyError{Tag: m.Tag, Path: p, What: fmt.Sprintf("rank %d's done marker is missing (%v) though the manifest expects %d ranks", r, errors.Unwrap(err), m.WorldSize)}
+	// One listing, not a stat per rank: world_size comes from the file.
+	if m.WorldSize > 0 {
+		ranks, err := doneRanks(dir)
+		if err != nil || !allDone(ranks, m.WorldSize) {
+			miss := missingRanks(ranks, m.WorldSize)
+			p := DoneMarkerPath(dir, 0)
+			if miss != "" {
+				p = filepath.Join(ckptMeta(dir), doneMarker+strings.Split(miss, ",")[0])
+			}
+			return m, &VerifyError{Tag: m.Tag, Path: p, What: fmt.Sprintf("rank %s's done marker is missing though the manifest expects %d ranks", miss, m.WorldSize)}
 		}
 	}
+	root, err := openTag(dir)
+	if err != nil {
+		return m, &VerifyError{Tag: m.Tag, Path: dir, What: errString(err)}
+	}
+	defer root.Close()
 	got := make([]File, len(m.Files))
 	for i, f := range m.Files {
-		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		fi, err := os.Stat(p)
+		// Entry paths were checked (clean, relative) when the manifest was
+		// read; the root keeps links from leading out of the checkpoint.
+		rel := filepath.FromSlash(f.storedRel())
+		p := filepath.Join(dir, rel)
+		fi, err := root.Lstat(rel)
 		if err != nil {
 			return m, &VerifyError{Tag: m.Tag, Path: p, What: "missing: " + errString(err)}
 		}
 		if !fi.Mode().IsRegular() {
 			return m, &VerifyError{Tag: m.Tag, Path: p, What: "not a regular file"}
 		}
-		if fi.Size() != f.Size {
-			return m, &VerifyError{Tag: m.Tag, Path: p, What: fmt.Sprintf("size %d bytes, the manifest says %d: the file changed after commit", fi.Size(), f.Size)}
+		if fi.Size() != f.storedSize() {
+			return m, &VerifyError{Tag: m.Tag, Path: p, What: fmt.Sprintf("size %d bytes, the manifest says %d: the file changed after commit", fi.Size(), f.storedSize())}
 		}
-		got[i] = File{Path: f.Path, Size: f.Size}
+		got[i] = File{Path: f.storedRel(), Size: f.storedSize()}
 	}
 	if level < Checksums {
 		return m, nil
@@ -224,6 +268,9 @@ func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manif
 	var hashed []File // files with a recorded checksum (all, once sealed)
 	var want []File
 	for i, f := range m.Files {
+		if f.Compressed() {
+			f.Path, f.XXH64 = f.storedRel(), f.StoredXXH64
+		}
 		if f.XXH64 != "" {
 			hashed = append(hashed, got[i])
 			want = append(want, f)
@@ -238,7 +285,7 @@ func verifyDir(ctx context.Context, dir string, level Level, workers int) (Manif
 				What: fmt.Sprintf("xxh64 %s, the manifest says %s: the content changed after commit (bit rot, an overwrite or a partial copy)", hashed[i].XXH64, f.XXH64)}
 		}
 	}
-	return m, nil
+	return m, verifyCompressed(ctx, dir, m, workers)
 }
 
 func errString(err error) string {
@@ -263,29 +310,57 @@ func doneRanks(ckptDir string) ([]int, error) {
 	}
 	var ranks []int
 	for _, e := range ents {
-		name := e.Name()
-		if len(name) > len(doneMarker) && name[:len(doneMarker)] == doneMarker {
-			if r, err := strconv.Atoi(name[len(doneMarker):]); err == nil && r >= 0 {
-				ranks = append(ranks, r)
-			}
+		if r, ok := parseDoneMarker(e.Name()); ok {
+			ranks = append(ranks, r)
 		}
 	}
 	sort.Ints(ranks)
 	return ranks, nil
 }
 
-// allDone says whether every rank 0..world-1 has a marker.
+// parseDoneMarker accepts only the canonical name done.<rank> that
+// DoneMarkerPath builds (decimal, no sign, no leading zero, at most
+// maxRank): done.01 or done.+1 is not rank 1, so two names can never count
+// as two ranks when they are one (issue 12, finding 7). Names in a
+// directory are unique, so canonical names are distinct ranks.
+func parseDoneMarker(name string) (int, bool) {
+	if !strings.HasPrefix(name, doneMarker) {
+		return 0, false
+	}
+	num := name[len(doneMarker):]
+	if num == "" || len(num) > 7 || (num[0] == '0' && len(num) > 1) {
+		return 0, false
+	}
+	r := 0
+	for i := 0; i < len(num); i++ {
+		if num[i] < '0' || num[i] > '9' {
+			return 0, false
+		}
+		r = r*10 + int(num[i]-'0')
+	}
+	if r > maxRank {
+		return 0, false
+	}
+	return r, true
+}
+
+// maxRank bounds a rank in a marker name: well above any job (a million
+// ranks), and what keeps a world size read from a manifest sane.
+const maxRank = 1 << 20
+
+// allDone says whether every rank 0..world-1 has a marker; ranks may hold
+// duplicates (a caller's list), which count once.
 func allDone(ranks []int, world int) bool {
 	if world <= 0 {
 		return false
 	}
-	have := 0
+	seen := make(map[int]struct{}, len(ranks))
 	for _, r := range ranks {
-		if r < world {
-			have++
+		if r >= 0 && r < world {
+			seen[r] = struct{}{}
 		}
 	}
-	return have == world
+	return len(seen) == world
 }
 
 // syncFiles fsyncs files under dir with workers goroutines, reading nothing.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // Kind says which protocol marks a checkpoint complete.
@@ -46,7 +48,7 @@ const megatronTracker = "latest_checkpointed_iteration.txt"
 // megatronTrackerIter reads Megatron's tracker: the iteration, or -1 for
 // "release", and ok=false when there is none.
 func megatronTrackerIter(storeDir string) (int64, bool) {
-	b, err := os.ReadFile(filepath.Join(storeDir, megatronTracker))
+	b, err := safefs.ReadFile(filepath.Join(storeDir, megatronTracker), maxSmallFile)
 	if err != nil {
 		return 0, false
 	}
@@ -104,7 +106,7 @@ func megatronIter(tag string) (int64, bool) {
 // every listed shard must exist; otherwise some weight file must.
 func hfWeightsComplete(dir string) bool {
 	for _, idx := range []string{"model.safetensors.index.json", "pytorch_model.bin.index.json"} {
-		b, err := os.ReadFile(filepath.Join(dir, idx))
+		b, err := safefs.ReadFile(filepath.Join(dir, idx), maxManifestBytes)
 		if err != nil {
 			continue
 		}

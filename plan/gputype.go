@@ -83,5 +83,5 @@ func ParseBatch(s string) (globalBatch, seqLen int, err error) {
 	case lerr != nil || sl <= 0:
 		return 0, 0, fmt.Errorf("sequence length %q is not a positive whole number; want GLOBALxSEQLEN, e.g. 1024x8192", l)
 	}
-	return gb, sl, nil
+	return gb, sl, CheckBatchLimits(gb, sl)
 }

@@ -264,9 +264,9 @@ func (d *hfDoc) boolean(key string, def bool) (bool, error) {
 // readHFDoc tokenises the top-level object, keeping each key's position so
 // errors can point at it.
 func readHFDoc(r io.Reader, file string) (*hfDoc, error) {
-	data, err := io.ReadAll(r)
+	data, err := ReadConfigBytes(r, file)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, err
 	}
 	d := &hfDoc{file: file, data: data, vals: map[string]json.RawMessage{}, at: map[string]int{}}
 	syntax := func(err error) error {
@@ -496,6 +496,9 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 		return Model{}, d.errf("num_experts_per_tok", "num_experts_per_tok = %d exceeds the %d experts", m.TopK, m.Experts)
 	}
 	if err := ValidateModel(m); err != nil {
+		return Model{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := CheckModelLimits(m); err != nil {
 		return Model{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil

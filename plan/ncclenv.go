@@ -572,6 +572,10 @@ func (b *envBuilder) ibHCA(n *topo.Node) {
 		b.nccl("NCCL_IB_DISABLE", "1", "the site policy says this partition's fabric is TCP (Fabric=tcp): NCCL must not pick up an RDMA device it finds, so its IB transport is disabled")
 		return
 	}
+	if why := n.RDMAUndecided(); why != "" {
+		b.leaveUnset(k, why)
+		return
+	}
 	use, skipped := computePorts(n, fabric)
 	if len(use) == 0 {
 		why := "no active compute-fabric port on this node: nothing to list"
@@ -675,6 +679,16 @@ func (b *envBuilder) socketIfname(n *topo.Node) {
 			}
 			b.nccl(k, "="+ni.Name, fmt.Sprintf("%s holds %s, the address Slurm reaches this node at, so the other nodes can reach NCCL's bootstrap socket there; '=' for an exact name", ni.Name, stripPrefix(a)))
 			return
+		}
+	}
+	// Addresses hidden (no fib_trie): the route table's subnet, else the
+	// default route's interface, with topo's reason.
+	if n.AddressesUnknown() {
+		for _, a := range b.in.NodeAddrs {
+			if name, how, ok := n.InterfaceFor(a); ok {
+				b.nccl(k, "="+name, how+"; '=' for an exact name")
+				return
+			}
 		}
 	}
 	// Fallback: the interfaces topo judges suitable, management first.

@@ -87,3 +87,17 @@ func PlaceNodes(hosts []string, cl *topo.Cluster, rails []int) ([]PlaceNode, err
 	}
 	return nodes, nil
 }
+
+// NVLinkBlocks makes each node's multi-node NVLink domain its Block where
+// the cluster model gave it none: domain maps a host to its
+// topo.Node.NVLinkDomain() ("<clusterUUID>.<cliqueID>", "" when not fabric
+// attached). Nodes of one GB200 NVL72 clique then count as one NVLink
+// domain, so placement may put TP and EP groups across trays of that
+// clique; nodes of different cliques (or racks) never share a block.
+func NVLinkBlocks(nodes []PlaceNode, domain map[string]string) {
+	for i := range nodes {
+		if d := domain[nodes[i].Name]; nodes[i].Block == "" && d != "" {
+			nodes[i].Block = "nvlink:" + d
+		}
+	}
+}

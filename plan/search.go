@@ -7,9 +7,11 @@ import (
 	"strings"
 )
 
-// Pins are the values the user fixed (--fix); nil means "search".
+// Pins are the values the user fixed (--fix); nil means "search". ParsePins
+// (pins.go) reads them.
 type Pins struct {
 	TP, PP, VPP, CP, EP, DP, MicroBatch, Zero *int
+	GradAccum                                 *int // micro-batches per step per data-parallel rank
 	Recompute, Offload                        *string
 	SP                                        *bool
 }
@@ -39,16 +41,6 @@ func (l Layout) Config() string {
 	}
 	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,mbs=%d,sp=%t,recompute=%s,zero=%d,offload=%s",
 		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.SP, rc, l.Zero, l.Offload)
-}
-
-func divisors(n int) []int {
-	var out []int
-	for i := 1; i <= n; i++ {
-		if n%i == 0 {
-			out = append(out, i)
-		}
-	}
-	return out
 }
 
 func pinOr(p *int, all []int) []int {
@@ -257,7 +249,7 @@ func (s *searcher) run(offloads []string) {
 	// PP: divisors of the layer count, and uneven splits (heaviest stage
 	// ceil(L/p), Megatron's first/last-stage layer counts) up to L/2 stages.
 	var pps []int
-	for pp := 1; pp <= m.Layers; pp++ {
+	for pp := 1; pp <= min(m.Layers, max(c.GPUs, 1)); pp++ { // more stages than GPUs never fit
 		if m.Layers%pp == 0 || pp <= m.Layers/2 {
 			pps = append(pps, pp)
 		}
@@ -344,9 +336,14 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 	mbss := []int{1, 2, 4, 8, 16}
 	if s.o.Pins.MicroBatch != nil {
 		mbss = []int{*s.o.Pins.MicroBatch}
+	} else if ga := s.o.Pins.GradAccum; ga != nil && j.GlobalBatch > 0 && j.GlobalBatch%(*ga*l.DP) == 0 {
+		mbss = []int{j.GlobalBatch / (*ga * l.DP)} // a pinned grad_accum decides mbs
 	}
 	for _, mbs := range mbss {
 		if j.GlobalBatch%(mbs*l.DP) != 0 {
+			continue
+		}
+		if ga := s.o.Pins.GradAccum; ga != nil && j.GlobalBatch/(mbs*l.DP) != *ga {
 			continue
 		}
 		l.MicroBatch = mbs
@@ -519,6 +516,10 @@ func pinnedReason(m Model, j Job, c Cluster, p Pins) Rejection {
 	}
 	e := Evaluate(m, j, c, l)
 	reason := e.Reason
+	if ga := p.GradAccum; ga != nil && reason == "" && e.GradAccum != *ga {
+		reason = fmt.Sprintf("grad_accum=%d pinned, but global batch %d over micro_batch·dp = %d·%d gives %d: leave grad_accum out (the batch decides it) or change the batch",
+			*ga, j.GlobalBatch, l.MicroBatch, l.DP, e.GradAccum)
+	}
 	if reason == "" {
 		reason = fmt.Sprintf("no layout meets the pins and the rules: tp·pp·cp·dp = %d GPUs, heads and KV heads divisible by tp, global batch %d divisible by micro_batch·dp", c.GPUs, j.GlobalBatch)
 	}

@@ -1,6 +1,8 @@
 package spank
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/nvml"
 )
@@ -72,18 +75,31 @@ type addrCache struct {
 // before a step asks DNS again.
 const negativeAddrTTL = 10 * time.Minute
 
+// maxAddrFiles bounds the address cache files in the cache directory.
+const maxAddrFiles = 64
+
 // NodeAddrs returns host's IPv4 addresses (this node's name as Slurm knows
 // it; NCCL's bootstrap interface is the one holding them), resolved once per
-// boot and kept in DIR/addr-HOST-BOOTID.json: a lookup costs a DNS round
+// boot and kept in DIR/addr-HASH-BOOTID.json: a lookup costs a DNS round
 // trip, up to resolve's timeout when DNS is down, and every step would pay
 // it. A name that did not resolve is asked again after negativeAddrTTL.
+// The node list reaches slurmstepd from the job's environment, so the file
+// is named by a hash of the name, never the name, and at most
+// maxAddrFiles of them are kept (past that, names are resolved uncached).
 func NodeAddrs(cacheDir, root, host string, resolve func(string) []string, now time.Time) []string {
 	id := bootID(root)
 	if id == "" || cacheDir == "" || host == "" || strings.ContainsAny(host, "/\x00") || strings.HasPrefix(host, ".") {
 		return resolve(host)
 	}
-	path := filepath.Join(cacheDir, "addr-"+host+"-"+id+".json")
-	if data, err := os.ReadFile(path); err == nil {
+	sum := sha256.Sum256([]byte(host))
+	path := filepath.Join(cacheDir, "addr-"+hex.EncodeToString(sum[:8])+"-"+id+".json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if n, _ := filepath.Glob(filepath.Join(cacheDir, "addr-*")); len(n) >= maxAddrFiles {
+			return resolve(host)
+		}
+	}
+	if err == nil {
 		var c addrCache
 		if json.Unmarshal(data, &c) == nil && c.Host == host && (len(c.Addrs) > 0 || now.Sub(c.Resolved) < negativeAddrTTL) {
 			return c.Addrs
@@ -99,35 +115,26 @@ func writeAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data, 0o644)
+	return writeFileAtomic(path, data, 0o600, nil) // root's caches: nobody else reads them
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same
 // directory renamed over it, so a reader sees the old file or the whole new
-// one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// one, and durably (atomicfile.Durable: the file and the directory are
+// fsynced), so a node that crashes right after a step started does not keep
+// an empty cache file that the next step would trust. With owner, the file
+// is given to the job's user (mode 0600 then: per-job files are the job's
+// to read, no one else's).
+func writeFileAtomic(path string, data []byte, mode os.FileMode, owner *Cred) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
-	if err != nil {
-		return err
+	opts := []atomicfile.Option{atomicfile.Durable()}
+	if owner != nil && os.Geteuid() == 0 {
+		mode = 0o600
+		opts = append(opts, atomicfile.Owner(int(owner.UID), int(owner.GID)))
 	}
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr != nil || cerr != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("writing %s: %v %v", path, werr, cerr)
-	}
-	if err := os.Chmod(f.Name(), mode); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, mode, opts...)
 }
 
 // JobDir is where per-job files live; the job epilog removes it.
@@ -136,8 +143,9 @@ func JobDir(cacheDir string, jobID uint32) string {
 }
 
 // WriteStepEnv records what a step's tasks got on this node (for `cat` when
-// a user asks what the plugin set), under JobDir.
-func WriteStepEnv(cacheDir string, st Step, tasks []TaskEnv) error {
+// a user asks what the plugin set), under JobDir, given to owner (the job's
+// user; nil = root's, 0600).
+func WriteStepEnv(cacheDir string, st Step, tasks []TaskEnv, owner *Cred) error {
 	var b strings.Builder
 	for i, t := range tasks {
 		fmt.Fprintf(&b, "# local task %d, rank %d\n", i, t.Rank)
@@ -149,7 +157,7 @@ func WriteStepEnv(cacheDir string, st Step, tasks []TaskEnv) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("step-%d.node-%d.env", st.StepID, st.NodeID)), []byte(b.String()), 0o644)
+	return writeFileAtomic(filepath.Join(dir, fmt.Sprintf("step-%d.node-%d.env", st.StepID, st.NodeID)), []byte(b.String()), 0o600, owner)
 }
 
 // CleanJob removes the job's per-job files (job epilog).

@@ -33,6 +33,13 @@ type Config struct {
 	// drain's process group is killed, so the epilog ends (Slurm drains a
 	// node whose epilog hangs). Default DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// ResumeTimeout bounds the helper that reads the checkpoint store for
+	// TRAINRUN_RESUME_DIR as the job's user (default DefaultResumeTimeout).
+	ResumeTimeout time.Duration
+	// As is the job's user, whose credentials every file a user can name
+	// is opened with in root context (spank/doc.go); nil = this process's
+	// own (srun, sbatch and salloc run as the user).
+	As *Cred
 
 	// Policy is the parsed policy (Load); policy.Default() without a file.
 	Policy *policy.Policy
@@ -54,6 +61,9 @@ var argKeys = map[string]string{
 	"cache":    "directory for the node topology cache and per-job files (default " + DefaultCacheDir + ")",
 	"topology": "path of a Slurm topology.conf for rank placement (default: all nodes under one switch)",
 	"trainrun": "path of the trainrun binary the job epilog runs to finish checkpoint drains (default " + DefaultTrainrun + ")",
+
+	"drain_timeout":  "bound on each checkpoint drain the job epilog runs, and on all of them together, e.g. 5m (default " + DefaultDrainTimeout.String() + ", 1s to 1h)",
+	"resume_timeout": "bound on reading the checkpoint store for TRAINRUN_RESUME_DIR as the job's user, e.g. 10s (default " + DefaultResumeTimeout.String() + ", 1s to 1h)",
 }
 
 func acceptedArgs() string {
@@ -67,7 +77,7 @@ func acceptedArgs() string {
 
 // ParseArgs reads the plugstack.conf arguments. It does not read files.
 func ParseArgs(args []string) (*Config, error) {
-	c := &Config{CacheDir: DefaultCacheDir, Trainrun: DefaultTrainrun, DrainTimeout: DefaultDrainTimeout}
+	c := &Config{CacheDir: DefaultCacheDir, Trainrun: DefaultTrainrun, DrainTimeout: DefaultDrainTimeout, ResumeTimeout: DefaultResumeTimeout}
 	seen := map[string]bool{}
 	for _, a := range args {
 		k, v, ok := strings.Cut(a, "=")
@@ -81,6 +91,18 @@ func ParseArgs(args []string) (*Config, error) {
 			return nil, fmt.Errorf("plugstack.conf: key %q given twice; give it once", k)
 		}
 		seen[k] = true
+		if k == "drain_timeout" || k == "resume_timeout" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Second || d > time.Hour {
+				return nil, fmt.Errorf("plugstack.conf: %s=%q: want a duration from 1s to 1h, e.g. 5m (%s)", k, v, argKeys[k])
+			}
+			if k == "drain_timeout" {
+				c.DrainTimeout = d
+			} else {
+				c.ResumeTimeout = d
+			}
+			continue
+		}
 		if v == "" || !filepath.IsAbs(v) {
 			return nil, fmt.Errorf("plugstack.conf: %s=%q: want an absolute path (%s)", k, v, argKeys[k])
 		}

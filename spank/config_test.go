@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -14,10 +15,13 @@ func TestParseArgs(t *testing.T) {
 		want    Config
 		wantErr string
 	}{
-		{name: "none", args: nil, want: Config{CacheDir: DefaultCacheDir, Trainrun: DefaultTrainrun, DrainTimeout: DefaultDrainTimeout}},
+		{name: "none", args: nil, want: Config{CacheDir: DefaultCacheDir, Trainrun: DefaultTrainrun, DrainTimeout: DefaultDrainTimeout, ResumeTimeout: DefaultResumeTimeout}},
 		{name: "all keys", args: []string{"policy=/etc/slurm/trainrun.conf", "cache=/var/lib/trainrun/", "topology=/etc/slurm/topology.conf", "trainrun=/opt/trainrun/bin/trainrun"},
-			want: Config{PolicyPath: "/etc/slurm/trainrun.conf", CacheDir: "/var/lib/trainrun", TopologyConf: "/etc/slurm/topology.conf", Trainrun: "/opt/trainrun/bin/trainrun", DrainTimeout: DefaultDrainTimeout}},
-		{name: "unknown key", args: []string{"polcy=/x"}, wantErr: `unknown key "polcy" in "polcy=/x"; accepted keys: cache, policy, topology, trainrun`},
+			want: Config{PolicyPath: "/etc/slurm/trainrun.conf", CacheDir: "/var/lib/trainrun", TopologyConf: "/etc/slurm/topology.conf", Trainrun: "/opt/trainrun/bin/trainrun", DrainTimeout: DefaultDrainTimeout, ResumeTimeout: DefaultResumeTimeout}},
+		{name: "unknown key", args: []string{"polcy=/x"}, wantErr: `unknown key "polcy" in "polcy=/x"; accepted keys: cache, drain_timeout, policy, resume_timeout, topology, trainrun`},
+		{name: "timeouts", args: []string{"drain_timeout=90s", "resume_timeout=3s"}, want: Config{CacheDir: DefaultCacheDir, Trainrun: DefaultTrainrun, DrainTimeout: 90 * time.Second, ResumeTimeout: 3 * time.Second}},
+		{name: "timeout out of range", args: []string{"drain_timeout=2h"}, wantErr: `drain_timeout="2h": want a duration from 1s to 1h`},
+		{name: "timeout not a duration", args: []string{"resume_timeout=/x"}, wantErr: `resume_timeout="/x": want a duration`},
 		{name: "relative trainrun", args: []string{"trainrun=bin/trainrun"}, wantErr: `trainrun="bin/trainrun": want an absolute path (path of the trainrun binary`},
 		{name: "not key=value", args: []string{"/etc/trainrun.conf"}, wantErr: `argument "/etc/trainrun.conf" is not key=value`},
 		{name: "repeated", args: []string{"policy=/a", "policy=/b"}, wantErr: `key "policy" given twice`},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/topo"
 )
 
 // HandoffDirName is the per-job directory, under JobDir, where the drainers
@@ -42,6 +44,9 @@ func PrepareJobDir(cacheDir string, jobID, uid, gid uint32) (string, error) {
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("cache directory %s: %w; check the plugstack.conf cache= argument", cacheDir, err)
+	}
+	if err := CheckCacheDir(cacheDir); err != nil {
+		return "", err
 	}
 	job := JobDir(cacheDir, jobID)
 	if err := mkdirOwned(job, 0o755, uint32(os.Geteuid()), uint32(os.Getegid()), false); err != nil {
@@ -97,6 +102,14 @@ func fileKind(fi fs.FileInfo) string {
 		return "symbolic link"
 	case fi.Mode().IsRegular():
 		return "regular file"
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		return "FIFO (named pipe)"
+	case fi.Mode()&fs.ModeSocket != 0:
+		return "socket"
+	case fi.Mode()&fs.ModeDevice != 0:
+		return "device"
+	case fi.IsDir():
+		return "directory"
 	}
 	return fi.Mode().Type().String()
 }
@@ -155,30 +168,51 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 			logf(fmt.Sprintf("%s%s is owned by uid %d, not the job's user %d; nothing drained from it", pre, hdir, st.Uid, uid))
 			break
 		}
-		ents, err := os.ReadDir(hdir)
+		ents, err := readDirCapped(hdir, maxHandoffEntries)
 		if err != nil {
 			failed = append(failed, hdir)
-			logf(pre + err.Error())
+			logf(pre + err.Error() + "; the job's per-job files are removed")
 			break
 		}
+		// One bound for all records together (drain_timeout=): with no node
+		// name every record is this node's, and N of them must not hold
+		// the epilog N times as long.
+		deadline := time.Now().Add(drainTimeout(c))
+		jobNodes := jobNodeSet()
+		as := JobCred(uid, gid)
 		for _, e := range ents {
 			name := e.Name()
-			if !strings.HasPrefix(name, "drain-") || !strings.HasSuffix(name, ".json") {
-				continue // .tmp-drain-*: a record being written when the shim died
-			}
 			path := filepath.Join(hdir, name)
-			if node != "" && name != checkpoint.HandoffFile(node) {
-				continue // another node's: its own epilog drains it
+			if !strings.HasPrefix(name, "drain-") || !strings.HasSuffix(name, ".json") {
+				os.Remove(path) // not a record (or half a one): unknown, removed
+				continue
 			}
-			h, err := checkpoint.ReadHandoff(path)
+			if node != "" && name != checkpoint.HandoffFile(node) {
+				if len(jobNodes) == 0 || jobNodes[strings.TrimSuffix(strings.TrimPrefix(name, "drain-"), ".json")] {
+					continue // another node's of this job (or the job's nodes are unknown): its own epilog drains it
+				}
+				os.Remove(path) // a node not in the job: a bogus record
+				continue
+			}
+			var h checkpoint.DrainHandoff
+			err := asUser(as, func() error { // the user wrote it: read it as the user
+				var err error
+				h, err = checkpoint.ReadHandoff(path)
+				return err
+			})
 			if err == nil && h.JobID != jobID {
 				err = fmt.Errorf("drain handoff record %s is for job %d, not %d", path, h.JobID, jobID)
 			}
-			if err != nil {
+			left := time.Until(deadline)
+			switch {
+			case err != nil:
 				failed = append(failed, path)
 				logf(pre + err.Error() + "; nothing drained from it")
-			} else {
-				line, ok := drainAsUser(c, h, uid, gid)
+			case left <= 0:
+				failed = append(failed, path)
+				logf(fmt.Sprintf("%snode %s: %s into %s: not drained, the epilog's bound of %s for all records is spent", pre, h.Node, h.LocalDir, h.CkptDir, drainTimeout(c)))
+			default:
+				line, ok := drainAsUser(c, h, uid, gid, left)
 				logf(pre + line)
 				if !ok {
 					failed = append(failed, path)
@@ -219,18 +253,61 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// drainAsUser runs one record's last pass as uid:gid and says what it did.
-func drainAsUser(c *Config, h checkpoint.DrainHandoff, uid, gid uint32) (line string, ok bool) {
-	timeout := c.DrainTimeout
-	if timeout <= 0 {
-		timeout = DefaultDrainTimeout
+// maxHandoffEntries bounds the entries of a job's handoff directory the
+// epilog reads (one record per node of the job is expected; the user can
+// write the directory).
+const maxHandoffEntries = 1024
+
+// readDirCapped lists at most max entries of dir, or fails.
+func readDirCapped(dir string, max int) ([]fs.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
 	}
+	defer f.Close()
+	ents, err := f.ReadDir(max + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if len(ents) > max {
+		return nil, fmt.Errorf("%s holds more than %d entries; a job leaves one record per node", dir, max)
+	}
+	return ents, nil
+}
+
+// jobNodeSet is the job's nodes as slurmd gives them to the epilog
+// (SLURM_JOB_NODELIST or SLURM_NODELIST, expanded within topo's caps);
+// empty when unknown.
+func jobNodeSet() map[string]bool {
+	out := map[string]bool{}
+	hosts, err := topo.ExpandHostlist(orStr(os.Getenv("SLURM_JOB_NODELIST"), os.Getenv("SLURM_NODELIST")))
+	if err != nil {
+		return out
+	}
+	for _, h := range hosts {
+		out[h] = true
+	}
+	return out
+}
+
+func drainTimeout(c *Config) time.Duration {
+	if c.DrainTimeout <= 0 {
+		return DefaultDrainTimeout
+	}
+	return c.DrainTimeout
+}
+
+// drainAsUser runs one record's last pass as uid:gid within timeout and says
+// what it did. The bound is absolute: a drain whose process group does not
+// exit after the kill (a child in uninterruptible I/O) is left behind.
+func drainAsUser(c *Config, h checkpoint.DrainHandoff, uid, gid uint32, timeout time.Duration) (line string, ok bool) {
 	bin := c.Trainrun
 	if bin == "" {
 		bin = DefaultTrainrun
 	}
 	// --key=value: a path cannot be read as a flag.
 	args := []string{"ckpt", "drain", "--json", "--ckpt-dir=" + h.CkptDir, "--local=" + h.LocalDir, "--node=" + h.Node}
+	args = append(args, h.RanksArgs()...) // only this node's ranks' markers (issue 12)
 	byHand := fmt.Sprintf("drain it as the user with: %s %s", bin, strings.Join(args, " "))
 	where := fmt.Sprintf("node %s: %s into %s", h.Node, h.LocalDir, h.CkptDir)
 	cred, note := credential(uid, gid)
@@ -249,7 +326,18 @@ func drainAsUser(c *Config, h checkpoint.DrainHandoff, uid, gid uint32) (line st
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second // a grandchild holding the pipes open
 	t0 := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		waited := make(chan error, 1)
+		go func() { waited <- cmd.Wait() }()
+		select {
+		case err = <-waited:
+		case <-time.After(timeout + 5*time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			return fmt.Sprintf("%s: drain killed after %s (the plugin's drain bound) and still not gone 5 s later (uninterruptible I/O?); left behind; what it did not finish is left in %s: %s",
+				where, drainTimeout(c), h.LocalDir, byHand), false
+		}
+	}
 	if ctx.Err() != nil && cmd.Process != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever of the group is left
 	}
@@ -259,7 +347,7 @@ func drainAsUser(c *Config, h checkpoint.DrainHandoff, uid, gid uint32) (line st
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Sprintf("%s: drain killed after %s (the plugin's drain bound)%s; what it did not finish is left in %s: %s",
-			where, timeout, said, h.LocalDir, byHand), false
+			where, drainTimeout(c), said, h.LocalDir, byHand), false
 	}
 	var rep checkpoint.DrainReport
 	jerr := json.Unmarshal(lastLine(stdout.Bytes()), &rep)

@@ -133,7 +133,8 @@ func readCalls(t *testing.T, calls string) []string {
 	return out
 }
 
-// putRecord writes a record (as root, into the user's handoff dir).
+// putRecord writes a record into the user's handoff dir, as the job's
+// shim does: the file is the user's (nobody's).
 func putRecord(t *testing.T, hdir, name string, v any) string {
 	t.Helper()
 	var b []byte
@@ -147,6 +148,7 @@ func putRecord(t *testing.T, hdir, name string, v any) string {
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	os.Lchown(p, nobody, nobody)
 	return p
 }
 
@@ -181,7 +183,7 @@ func TestJobEpilog(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("trainrun ran %d times, want once (this node's record only): %q", len(got), got)
 	}
-	want := "uid=65534 gid=65534 groups=65534\nckpt\ndrain\n--json\n--ckpt-dir=/lustre/ann/run1\n--local=/dev/shm/ck/n1\n--node=n1\nstdin: eof\n"
+	want := "uid=65534 gid=65534 groups=65534\nckpt\ndrain\n--json\n--ckpt-dir=/lustre/ann/run1\n--local=/dev/shm/ck/n1\n--node=n1\n--ranks=0,1\nstdin: eof\n" // the node's own ranks only (issue 12, finding 2)
 	if got[0] != want {
 		t.Errorf("trainrun ran as/with:\n%s\nwant:\n%s", got[0], want)
 	}
@@ -331,7 +333,7 @@ func TestJobEpilogBadRecords(t *testing.T) {
 		}, "is a symbolic link"},
 		{"fifo", func(h string, j uint32) string {
 			p := filepath.Join(h, "drain-n1.json")
-			if err := syscall.Mkfifo(p, 0o600); err != nil {
+			if err := syscall.Mkfifo(p, 0o600); err != nil || os.Lchown(p, nobody, nobody) != nil {
 				t.Fatal(err)
 			}
 			return p

@@ -3,7 +3,6 @@ package spank
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -32,7 +31,7 @@ var Options = []Option{
 	{Name: "train-model", Arg: "NAME", HasArg: true, Env: "TRAINRUN_MODEL", Example: "llama3-8b",
 		Usage: "model to train: a trainrun preset (trainrun plan --list-models) or an absolute path of a Hugging Face config.json; exported as TRAINRUN_MODEL"},
 	{Name: "train-layout", Arg: "tp=N,pp=N,...", HasArg: true, Env: "TRAINRUN_LAYOUT", Example: "tp=2,pp=1",
-		Usage: "parallel layout: tp pp vpp cp ep dp mbs grad_accum recompute (dp defaults to the tasks left over); sets RANK order and TRAINRUN_TP..."},
+		Usage: "parallel layout, as trainrun run --fix: tp pp vpp cp ep dp mbs grad_accum recompute zero sp offload (dp defaults to the tasks left over); sets RANK order and TRAINRUN_TP..."},
 	{Name: "train-ckpt", Arg: "DIR", HasArg: true, Env: "TRAINRUN_CKPT_DIR", Example: "/tmp/ckpt/%u/%j",
 		Usage: "checkpoint directory (absolute; %u user, %j job id, %x job name), within the site's CkptRoots; exported as TRAINRUN_CKPT_DIR"},
 	{Name: "train-ckpt-signal", Arg: "SIG[@LEAD]", HasArg: true, Env: "TRAINRUN_CKPT_SIGNAL", Example: "USR2@5m",
@@ -62,11 +61,11 @@ func OptionIndex(name string) int {
 // against the policy of the partition.
 type Request struct {
 	Partition string
-	Model     string      // preset name or config.json path; "" = none
-	Global    int         // --train-batch: sequences per optimizer step; 0 = none
-	SeqLen    int         // --train-batch: tokens per sequence
-	Layout    plan.Layout // degrees; zero = one data-parallel replica per task
-	LayoutSet bool
+	Model     string        // preset name or config.json path; "" = none
+	Global    int           // --train-batch: sequences per optimizer step; 0 = none
+	SeqLen    int           // --train-batch: tokens per sequence
+	Pins      plan.Pins     // --train-layout (plan.ParsePins, trainrun's --fix grammar)
+	LayoutSet bool          // --train-layout given; unset = one data-parallel replica per task
 	CkptDir   string        // unexpanded (%u %j %x); "" = none
 	Signal    string        // "USR2"
 	Lead      time.Duration // before the time limit
@@ -128,12 +127,7 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 	switch Options[idx].Name {
 	case "train-model":
 		if strings.HasPrefix(v, "/") {
-			f, err := os.Open(v)
-			if err != nil {
-				return fmt.Errorf("cannot read the model config: %v", err)
-			}
-			defer f.Close()
-			if _, err := plan.ParseHFConfig(f, v); err != nil {
+			if _, err := readModelConfig(c, v); err != nil {
 				return err
 			}
 			r.Model = v
@@ -151,11 +145,11 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		}
 		r.Global, r.SeqLen = g, l
 	case "train-layout":
-		l, err := ParseLayout(v)
+		p, err := plan.ParsePins(v)
 		if err != nil {
 			return err
 		}
-		r.Layout, r.LayoutSet = l, true
+		r.Pins, r.LayoutSet = p, true
 	case "train-ckpt":
 		if !path.IsAbs(v) || strings.ContainsAny(v, "$\n") || strings.Contains("/"+v+"/", "/../") {
 			return fmt.Errorf("want an absolute path without $ or .. (%%u user, %%j job id, %%x job name are expanded)")
@@ -263,35 +257,4 @@ func findKey(name string) policy.Key {
 		}
 	}
 	return policy.Key{Name: name}
-}
-
-// ParseLayout reads degrees as `trainrun env --fix` does (plan.ParseDegrees):
-// tp pp vpp cp ep dp mbs grad_accum recompute. dp = 0 means "what the other
-// degrees leave".
-func ParseLayout(s string) (plan.Layout, error) {
-	l, _, err := plan.ParseDegrees(s, plan.Layout{})
-	return l, err
-}
-
-// LayoutString writes a layout back as ParseLayout reads it (for
-// `trainrun env --fix`).
-func LayoutString(l plan.Layout) string {
-	var parts []string
-	add := func(k string, v int) {
-		if v > 0 {
-			parts = append(parts, k+"="+strconv.Itoa(v))
-		}
-	}
-	add("tp", l.TP)
-	add("pp", l.PP)
-	add("vpp", l.VPP)
-	add("cp", l.CP)
-	add("ep", l.EP)
-	add("dp", l.DP)
-	add("mbs", l.MicroBatch)
-	add("grad_accum", l.GradAccum)
-	if l.Recompute != "" {
-		parts = append(parts, "recompute="+l.Recompute)
-	}
-	return strings.Join(parts, ",")
 }

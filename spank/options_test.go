@@ -3,6 +3,7 @@ package spank
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -160,19 +161,7 @@ func TestResolve(t *testing.T) {
 	// Idempotent: resolving twice gives the same.
 	a, _ := Resolve(c, "", map[string]string{"train-layout": "tp=2"}, func(string) string { return "" })
 	b, _ := Resolve(c, "", map[string]string{"train-layout": "tp=2"}, func(string) string { return "" })
-	if *a != *b {
+	if !reflect.DeepEqual(a, b) {
 		t.Errorf("not idempotent: %+v vs %+v", *a, *b)
-	}
-}
-
-func TestLayoutRoundTrip(t *testing.T) {
-	for _, s := range []string{"tp=8,pp=4", "tp=2,pp=1,vpp=2,cp=2,ep=4,dp=8,mbs=2,grad_accum=16,recompute=full"} {
-		l, err := ParseLayout(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := LayoutString(l); got != s {
-			t.Errorf("LayoutString(ParseLayout(%q)) = %q", s, got)
-		}
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/plan/policy"
 )
 
@@ -20,21 +20,7 @@ import (
 // its files into dir/tag/ and then its done marker.
 func trainerSave(t testing.TB, dir, tag string, ranks ...int) {
 	t.Helper()
-	for _, r := range ranks {
-		p := filepath.Join(dir, tag, "model_rank"+strconv.Itoa(r)+".pt")
-		marker := checkpoint.DoneMarkerPath(filepath.Join(dir, tag), r)
-		for _, d := range []string{filepath.Dir(p), filepath.Dir(marker)} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(p, []byte("weights of rank "+strconv.Itoa(r)+" at "+tag), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(marker, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	checkpointtest.SaveRanks(t, filepath.Join(dir, tag), tag, ranks...)
 }
 
 // committedStore is a store with step-100 and step-200 committed (world 2)

@@ -69,10 +69,10 @@ func launcherKey(k string) bool {
 func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskEnv, notes []string, err error) {
 	hosts, err := topo.ExpandHostlist(st.Nodelist)
 	if err != nil {
-		return nil, nil, fmt.Errorf("step node list %q: %v", st.Nodelist, err)
+		return nil, nil, fmt.Errorf("step node list: %v", err) // the error quotes the list, shortened
 	}
 	if len(hosts) != st.NNodes || st.NodeID < 0 || st.NodeID >= len(hosts) {
-		return nil, nil, fmt.Errorf("step node list %q has %d nodes; Slurm says %d and this is node %d", st.Nodelist, len(hosts), st.NNodes, st.NodeID)
+		return nil, nil, fmt.Errorf("step node list %q has %d nodes; Slurm says %d and this is node %d", limitStr(st.Nodelist, 200), len(hosts), st.NNodes, st.NodeID)
 	}
 	G, world := st.LocalTasks, st.TotalTasks
 	if G < 1 || world != G*len(hosts) {
@@ -89,22 +89,20 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	if err != nil {
 		return nil, nil, err
 	}
-	l := r.Layout
+	var l plan.Layout
 	switch {
 	case sp != nil:
 		l = sp.Result.Plan.Layout
 	case !r.LayoutSet:
 		l = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
-	case l.DP == 0:
-		mp := max(l.TP, 1) * max(l.CP, 1) * max(l.PP, 1)
-		if world%mp != 0 {
-			return nil, nil, fmt.Errorf("layout %s: tp·cp·pp = %d does not divide the step's %d tasks", LayoutString(r.Layout), mp, world)
+	default:
+		if l, err = r.Pins.Layout(world, r.Global); err != nil {
+			return nil, nil, fmt.Errorf("--train-layout=%s: %v; the step has %d nodes × %d tasks = %d", r.Pins, err, len(hosts), G, world)
 		}
-		l.DP = world / mp
 	}
 	ml, err := MegatronLayout(l, world)
 	if err != nil {
-		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", LayoutString(l), err, len(hosts), G, world)
+		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", l.Config(), err, len(hosts), G, world)
 	}
 	rails, _ := plan.RailsOf(node)
 	if len(rails) != G {
@@ -152,15 +150,23 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	}
 	var planPath string
 	if sp != nil {
-		if planPath, err = WritePlan(c.CacheDir, st, sp.JSON); err != nil {
+		if planPath, err = WritePlan(c.CacheDir, st, sp.JSON, c.As); err != nil {
 			planPath = ""
 			notes = append(notes, fmt.Sprintf("TRAINRUN_PLAN not set: cannot write the plan file: %v", err))
 		}
 	}
-	ckptDir, resume, resumeSet := r.ckptDir(st), "", false
+	ckptDir, err := r.ckptDir(pol, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	resume, resumeSet := "", false
 	if ckptDir != "" {
 		var rn []string
-		resume, resumeSet, rn = ResumeDir(ckptDir)
+		if c.As != nil { // root context: the store is the user's to read, not root's
+			resume, resumeSet, rn = ResumeDirAs(c.Trainrun, c.As, ckptDir, c.ResumeTimeout)
+		} else {
+			resume, resumeSet, rn = ResumeDir(ckptDir)
+		}
 		notes = append(notes, rn...)
 	}
 	extra := r.extraVars(st, ckptDir, resume, resumeSet)
@@ -210,12 +216,14 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	return tasks, notes, nil
 }
 
-// ckptDir is TRAINRUN_CKPT_DIR: the request's, expanded for the step ("" = none).
-func (r *Request) ckptDir(st Step) string {
+// ckptDir is TRAINRUN_CKPT_DIR: the request's, expanded for the step ("" =
+// none), with ExpandCkptDirChecked: st.User and st.JobName must not leave
+// their path component, and the result is checked against CkptRoots again.
+func (r *Request) ckptDir(pol *policy.Policy, st Step) (string, error) {
 	if r.CkptDir == "" {
-		return ""
+		return "", nil
 	}
-	return policy.ExpandCkptDir(r.CkptDir, st.User, strconv.FormatUint(uint64(st.JobID), 10), st.JobName)
+	return policy.ExpandCkptDirChecked(r.CkptDir, st.User, strconv.FormatUint(uint64(st.JobID), 10), st.JobName, pol.Effective(r.Partition).CkptRoots.Value)
 }
 
 // extraVars are the TRAINRUN_* variables of the checkpoint handshake and the

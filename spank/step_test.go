@@ -198,8 +198,8 @@ func TestComputeStep(t *testing.T) {
 			wantErr string
 		}{
 			{"uneven tasks with a layout", func(s *Step) { s.TotalTasks = 15 }, "tp=1", "places the same number of tasks on every node"},
-			{"layout does not divide", nil, "tp=3", "tp·cp·pp = 3 does not divide the step's 16 tasks"},
-			{"layout too big", nil, "tp=8,dp=4", "uses 32 tasks"},
+			{"layout does not divide", nil, "tp=3", "--train-layout=tp=3: tp×pp×cp = 3 does not divide the 16 GPUs"},
+			{"layout too big", nil, "tp=8,dp=4", "uses 32 GPUs, but there are 16"},
 			{"node list mismatch", func(s *Step) { s.Nodelist = "gpu[1-3]" }, "", "has 3 nodes; Slurm says 2"},
 			{"bad node list", func(s *Step) { s.Nodelist = "gpu[1-" }, "", "step node list"},
 		} {
@@ -263,7 +263,7 @@ func TestNodeTopologyCache(t *testing.T) {
 	if err1 != nil || err2 != nil || !reflect.DeepEqual(ta, tb) {
 		t.Errorf("env from discovery and from cache differ (%v, %v)", err1, err2)
 	}
-	if err := WriteStepEnv(cache, st, ta); err != nil {
+	if err := WriteStepEnv(cache, st, ta, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := CleanJob(cache, 1); err != nil {

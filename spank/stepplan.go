@@ -3,7 +3,6 @@ package spank
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -52,15 +51,15 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	if !s.AutoPlan.Value {
 		return nil, []string{fmt.Sprintf("the policy's AutoPlan=no (%s): no plan made for --train-model=%s --train-batch=%s; trainrun plan ... --format json gives one, and --train-layout applies its degrees", s.AutoPlan.Source, r.Model, r.Batch())}, nil
 	}
-	m, err := loadModel(r.Model)
+	m, err := loadModel(c, r.Model)
 	if err != nil {
 		return nil, nil, err
 	}
 	so := plan.SearchOptions{TopK: plan.DefaultTop}
 	if r.LayoutSet {
-		so.Pins = pinsOf(r.Layout)
+		so.Pins = r.Pins
 		if so.FullyPinned(m) {
-			return nil, []string{fmt.Sprintf("--train-layout=%s pins every degree: used as given, not planned", LayoutString(r.Layout))}, nil
+			return nil, []string{fmt.Sprintf("--train-layout=%s pins every degree: used as given, not planned", r.Pins)}, nil
 		}
 	}
 	g, from, notes, err := stepGPU(s, node)
@@ -77,10 +76,6 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
 		return nil, nil, fmt.Errorf("the plan %s uses %d GPUs but the step has %d tasks", res.Plan.Layout.Config(), n, world)
 	}
-	if ga := r.Layout.GradAccum; r.LayoutSet && ga > 0 && ga != res.Plan.GradAccum {
-		return nil, nil, fmt.Errorf("--train-layout grad_accum=%d, but --train-batch=%s with dp=%d and mbs=%d gives grad_accum=%d: leave grad_accum out (the batch decides it) or change the batch",
-			ga, r.Batch(), res.Plan.DP, res.Plan.MicroBatch, res.Plan.GradAccum)
-	}
 	var js bytes.Buffer
 	if err := plan.RenderJSON(&js, res); err != nil {
 		return nil, nil, err
@@ -91,16 +86,11 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 
 // loadModel reads --train-model as Validate accepted it: a preset, or the
 // absolute path of a Hugging Face config.json.
-func loadModel(name string) (plan.Model, error) {
+func loadModel(c *Config, name string) (plan.Model, error) {
 	var m plan.Model
 	var err error
 	if strings.HasPrefix(name, "/") {
-		f, oerr := os.Open(name)
-		if oerr != nil {
-			return m, fmt.Errorf("--train-model=%s: cannot read the model config: %v", name, oerr)
-		}
-		defer f.Close()
-		m, err = plan.ParseHFConfig(f, name)
+		m, err = readModelConfig(c, name)
 	} else {
 		m, err = plan.LookupModel(name)
 	}
@@ -113,22 +103,15 @@ func loadModel(name string) (plan.Model, error) {
 	return m, nil
 }
 
-// pinsOf turns --train-layout's degrees into the planner's pins (a degree
-// left out is searched; dp is the data-parallel degree of the whole step).
-func pinsOf(l plan.Layout) plan.Pins {
-	var p plan.Pins
-	pin := func(v int) *int {
-		if v <= 0 {
-			return nil
-		}
-		return &v
+// readModelConfig reads a config.json path the user gave with the job's
+// credentials (c.As; ReadUserFile: no link followed by root, no FIFO, at
+// most plan.MaxConfigBytes) and parses it.
+func readModelConfig(c *Config, path string) (plan.Model, error) {
+	data, err := ReadUserFile(c.As, path, plan.MaxConfigBytes)
+	if err != nil {
+		return plan.Model{}, fmt.Errorf("cannot read the model config as the job's user: %v", err)
 	}
-	p.TP, p.PP, p.VPP, p.CP, p.EP, p.DP, p.MicroBatch = pin(l.TP), pin(l.PP), pin(l.VPP), pin(l.CP), pin(l.EP), pin(l.DP), pin(l.MicroBatch)
-	if l.Recompute != "" {
-		rc := l.Recompute
-		p.Recompute = &rc
-	}
-	return p
+	return plan.ParseHFConfig(bytes.NewReader(data), path)
 }
 
 // stepGPU is the GPU type to plan for: this node's, when every GPU's name
@@ -189,12 +172,13 @@ func stepGPU(s policy.Settings, node *topo.Node) (plan.GPU, string, []string, er
 }
 
 // WritePlan writes a step's plan JSON to JobDir(cacheDir, job)/plan-STEP.json
-// (0644, atomically: a task never reads half a file) and returns its path,
-// the value of TRAINRUN_PLAN.
-func WritePlan(cacheDir string, st Step, data []byte) (string, error) {
+// (atomically: a task never reads half a file; given to owner, the job's
+// user, mode 0600, or with no owner 0644) and returns its path, the value of
+// TRAINRUN_PLAN.
+func WritePlan(cacheDir string, st Step, data []byte, owner *Cred) (string, error) {
 	if cacheDir == "" {
 		return "", fmt.Errorf("no cache directory for the plan file (plugstack.conf cache=)")
 	}
 	path := filepath.Join(JobDir(cacheDir, st.JobID), fmt.Sprintf("plan-%d.json", st.StepID))
-	return path, writeFileAtomic(path, data, 0o644)
+	return path, writeFileAtomic(path, data, 0o644, owner)
 }

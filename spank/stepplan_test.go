@@ -196,7 +196,7 @@ func TestPlanStepPinsAndNoFit(t *testing.T) {
 	}
 
 	_, _, err = PlanStep(c, resolveWith(t, c, map[string]string{"train-model": "llama3-8b", "train-batch": "256x4096", "train-layout": "tp=1,grad_accum=3"}), st, fake)
-	if err == nil || !strings.Contains(err.Error(), "--train-layout grad_accum=3, but --train-batch=256x4096 with dp=") {
+	if err == nil || !strings.Contains(err.Error(), "grad_accum=3 pinned, but global batch 256 over micro_batch·dp = 1·16 gives 16") {
 		t.Errorf("grad_accum=3 against the batch: err = %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -14,11 +15,12 @@ import (
 )
 
 // Capture copies the part of a machine's /sys, /proc and /etc that Discover
-// reads into dst (which must not exist or be empty), keeping sysfs's symlinks,
+// reads (CaptureContents says exactly what) into dst (which must not exist or be empty), keeping sysfs's symlinks,
 // and records NVML's answers into dst/nvml.json when src is not nil. The result
 // is a captured tree: `trainrun topo --root dst` on any machine shows what
 // Discover saw here. It copies attribute files only (no config space, no
-// resources, no counters), a few hundred kilobytes for an 8-GPU node.
+// resources, no counters), a few hundred kilobytes for an 8-GPU node, and
+// lists every copied path in dst/CAPTURE.txt.
 func Capture(root, dst string, src NVMLSource) error {
 	if root == "" {
 		root = "/"
@@ -52,22 +54,65 @@ func Capture(root, dst string, src NVMLSource) error {
 		}
 	}
 	for _, p := range []string{"sys/devices/system/node/online", "sys/devices/system/cpu/online", "proc/cpuinfo",
-		"proc/net/fib_trie", "proc/net/route", "proc/sys/kernel/hostname", "etc/hostname"} {
+		"proc/net/fib_trie", "proc/net/route", "proc/sys/kernel/hostname", "etc/hostname", "etc/nccl.conf"} {
 		c.copyFile(p)
+	}
+	// The platform's NCCL topology file, where /etc/nccl.conf names one.
+	if p := ncclConfValue(filepath.Join(root, "etc/nccl.conf"), "NCCL_TOPO_FILE"); p != "" && !strings.Contains(p, "..") {
+		c.copyFile(strings.TrimPrefix(filepath.Clean(p), "/"))
 	}
 	if c.err != nil {
 		return c.err
 	}
 	if src != nil {
-		return recordNVML(src, filepath.Join(dst, snapshot.RecordedNVMLFile))
+		if err := recordNVML(src, filepath.Join(dst, snapshot.RecordedNVMLFile)); err != nil {
+			return err
+		}
+		c.copied = append(c.copied, snapshot.RecordedNVMLFile+" (NVML's answers, recorded)")
 	}
-	return nil
+	return c.writeManifest()
+}
+
+// CaptureManifest is the file in a capture that lists exactly what was
+// copied, one path a line, for an admin to review before sending it.
+const CaptureManifest = "CAPTURE.txt"
+
+// CaptureContents says what Capture copies (trainrun topo --help and the
+// manifest's header print it).
+const CaptureContents = `trainrun topo --capture copies, keeping sysfs's symlinks as links:
+  - for every /sys/bus/pci/devices entry, the function and every PCI function above it:
+    class vendor device subsystem_vendor subsystem_device revision numa_node local_cpulist
+    local_cpus max_link_speed max_link_width current_link_speed current_link_width, the driver link
+  - for every /sys/class/infiniband device: fw_ver node_guid hca_type board_id node_type, the
+    device link, and per port link_layer state phys_state rate lid sm_lid cap_mask and the set
+    (non-zero) GID table entries with their gid_attrs/types and gid_attrs/ndevs
+  - for every /sys/class/net interface: operstate speed type ifindex address dev_port, the
+    device link, and whether it is a bridge or a bond (an empty bridge/ or bonding/ directory)
+  - /sys/devices/system/node/node*/cpulist, /sys/devices/system/{node,cpu}/online
+  - /proc/cpuinfo, /proc/net/fib_trie (interface addresses), /proc/net/route,
+    /proc/sys/kernel/hostname, /etc/hostname, /etc/nccl.conf and the NCCL_TOPO_FILE it names
+  - nvml.json: NVML's answers per GPU (name, UUID, memory, bus id, NVLink peers, fabric clique),
+    when NVML loads
+Nothing else: no PCI config space, resources or counters, no other files of /proc or /etc.
+It holds host names, interface addresses (fib_trie, route), MAC addresses (net/*/address), GPU
+UUIDs and NIC GUIDs: review or redact before sending.`
+
+func (c *capturer) writeManifest() error {
+	sort.Strings(c.copied)
+	var b strings.Builder
+	b.WriteString("# " + strings.ReplaceAll(CaptureContents, "\n", "\n# ") + "\n#\n")
+	fmt.Fprintf(&b, "# Copied from %s: %d entries. Read it with: trainrun topo --root DIR --explain\n", c.root, len(c.copied))
+	for _, p := range c.copied {
+		b.WriteString(p + "\n")
+	}
+	return os.WriteFile(filepath.Join(c.dst, CaptureManifest), []byte(b.String()), 0o444)
 }
 
 type capturer struct {
 	root, dst string
 	done      map[string]bool
 	err       error
+	copied    []string // what was copied, for the manifest
 }
 
 // rel turns an absolute path below root into a path relative to it.
@@ -97,7 +142,9 @@ func (c *capturer) copyFile(rel string) {
 	}
 	if err := os.WriteFile(out, b, 0o444); err != nil {
 		c.err = err
+		return
 	}
+	c.copied = append(c.copied, rel)
 }
 
 // copyLink recreates the symlink root/rel in dst with the same target text.
@@ -121,6 +168,7 @@ func (c *capturer) copyLink(rel string) {
 		c.err = err
 		return
 	}
+	c.copied = append(c.copied, rel+" -> "+target)
 	// Make sure the link resolves in the copy.
 	dir := filepath.Join(filepath.Dir(out), target)
 	if !strings.HasPrefix(filepath.Clean(dir), filepath.Clean(c.dst)) {

@@ -12,8 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/prometheus/procfs/sysfs"
 )
 
 // Options says where to read a node from.
@@ -32,89 +30,68 @@ type Options struct {
 
 // pciFn is one PCI function as sysfs shows it.
 type pciFn struct {
-	bdf       string
-	class     uint32 // 24-bit class code, 0x030200
-	vendor    string // 0x10de
-	device    string
-	subVendor string
-	subDevice string
-	numa      *int
-	localCPUs CPUList
-	speed     string
-	width     int
-	host      string   // pci0000:15
-	path      []string // functions from the root port down to this one
+	bdf        string
+	class      uint32 // 24-bit class code, 0x030200
+	classKnown bool   // class was read
+	vendor     string // 0x10de
+	device     string
+	subVendor  string
+	subDevice  string
+	numa       *int
+	localCPUs  CPUList
+	speed      string
+	width      int
+	host       string   // pci0000:15
+	driver     string   // basename of the driver link ("nvidia"); "" unbound
+	path       []string // functions from the root port down to this one
 }
 
 // bdfRe matches a PCI function name. Domains may be longer than four digits:
 // Intel VMD puts NVMe drives in domains such as 10000.
 var bdfRe = regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
-// Discover reads one node. Errors name the file and what to do.
+// Discover reads one node. Only a root that is not a sysfs tree (no
+// sys/bus/pci/devices directory) is an error: a device whose path or attributes are not what
+// discovery expects is kept with what could be read, and Node.Degraded says
+// what was not.
 func Discover(opts Options) (*Node, error) {
 	root := opts.Root
 	if root == "" {
 		root = "/"
 	}
 	sysDir := filepath.Join(root, "sys")
-	pciDir := filepath.Join(sysDir, "bus/pci/devices")
-	if st, err := os.Stat(pciDir); err != nil || !st.IsDir() {
+	busDir := filepath.Join(sysDir, "bus/pci/devices")
+	if st, err := os.Stat(busDir); err != nil || !st.IsDir() {
 		why := "missing"
 		if err == nil {
 			why = "not a directory"
+		} else if !errors.Is(err, os.ErrNotExist) {
+			why = "unreadable: " + err.Error()
 		}
-		return nil, fmt.Errorf("%s: not a sysfs tree (%s); pass the root of a captured machine, the directory that holds sys/", pciDir, why)
+		return nil, fmt.Errorf("%s: not a sysfs tree (%s); pass the root of a captured machine, the directory that holds sys/", busDir, why)
 	}
 	n := &Node{Root: root, Source: "sysfs", NUMANodes: []NUMANode{}, GPUs: []GPU{}, RDMA: []RDMADevice{}, NetIfs: []NetInterface{}}
-	fns, err := readPCI(sysDir)
-	if err != nil {
-		return nil, err
-	}
-	byBDF := map[string]*pciFn{}
-	for _, f := range fns {
-		byBDF[f.bdf] = f
-	}
-	if n.NUMANodes, err = readNUMA(sysDir); err != nil {
-		return nil, err
-	}
-	n.CPU = readCPUInfo(filepath.Join(root, "proc/cpuinfo"))
-	n.Hostname = readHostname(root)
-
-	// GPUs and NVSwitches, in bus order (what CUDA_DEVICE_ORDER=PCI_BUS_ID gives).
-	var gpuFns []*pciFn
-	for _, f := range fns {
-		cls := f.class >> 8
-		switch {
-		case f.vendor == "0x10de" && (cls == 0x0300 || cls == 0x0302):
-			gpuFns = append(gpuFns, f)
-		case f.vendor == "0x10de" && cls == 0x0680:
-			n.NVSwitches = append(n.NVSwitches, NVSwitch{BusID: f.bdf, PCIDevice: f.device, NUMANode: f.numa})
-		}
-	}
-	for i, f := range gpuFns {
-		info := gpuTable[f.device]
-		n.GPUs = append(n.GPUs, GPU{
-			Index: i, Name: info.name, Arch: info.arch, SM: info.sm, BusID: f.bdf, PCIDevice: f.device,
-			PCIClass: fmt.Sprintf("0x%06x", f.class), NUMANode: f.numa, LocalCPUs: f.localCPUs,
-			LinkSpeed: f.speed, LinkWidth: f.width, PCIPath: f.path, HostBridge: f.host,
-		})
-	}
-
 	src := opts.NVML
 	if src == nil && root != "/" {
-		rec, err := LoadRecordedNVML(root)
-		if err != nil {
-			return nil, err
-		}
-		if rec != nil {
+		if rec, err := LoadRecordedNVML(root); err != nil {
+			n.degrade("nvml", "%v: NVML facts (names, UUIDs, memory, NVLink) unknown", err)
+		} else if rec != nil {
 			src = rec
 		}
 	}
+	fns := readPCI(n, sysDir)
+	byBDF := make(map[string]*pciFn, len(fns))
+	for _, f := range fns {
+		byBDF[f.bdf] = f
+	}
+	n.NUMANodes = readNUMA(n, sysDir)
+	n.CPU = readCPUInfo(filepath.Join(root, "proc/cpuinfo"))
+	n.Hostname = readHostname(root)
+	sysfsGPUs(n, fns, nvmlBusIDs(src))
+
 	nvmlAncestors := map[[2]int]PathType{}
 	if src != nil {
-		if err := mergeNVML(n, src, byBDF, nvmlAncestors); err != nil {
-			return nil, err
-		}
+		mergeNVML(n, src, byBDF, nvmlAncestors)
 		n.Source = src.Kind() + "+sysfs"
 	} else {
 		n.NVLinkUnavailable = opts.NVMLUnavailable
@@ -122,8 +99,6 @@ func Discover(opts Options) (*Node, error) {
 			n.NVLinkUnavailable = "no NVML source (the tree carries no nvml.json): NVLink, UUIDs and memory come only from NVML"
 		}
 	}
-
-	// The GPU matrix.
 	n.GPULinks = make([][]Link, len(n.GPUs))
 	for i := range n.GPUs {
 		n.GPULinks[i] = make([]Link, len(n.GPUs))
@@ -131,12 +106,86 @@ func Discover(opts Options) (*Node, error) {
 			n.GPULinks[i][j] = gpuLink(n, i, j, byBDF, nvmlAncestors)
 		}
 	}
-
-	var rdmaNotes []string
-	if n.RDMA, rdmaNotes, err = readRDMA(sysDir, byBDF); err != nil {
-		return nil, err
+	n.RDMA = readRDMA(n, sysDir, byBDF)
+	pcieRelations(n, byBDF)
+	n.NetIfs = readNetIfs(n, root, sysDir)
+	n.platformTopo = readPlatformTopo(n, root)
+	nearestNICs(n)
+	assignRoles(n)
+	if len(n.NUMANodes) == 0 {
+		n.Notes = append(n.Notes, "no NUMA nodes in "+filepath.Join(sysDir, "devices/system/node")+": affinity unknown")
 	}
-	n.Notes = append(n.Notes, rdmaNotes...)
+	if len(n.Degraded) > 0 {
+		n.Notes = append(n.Notes, fmt.Sprintf("%d fact(s) could not be read and were left out (trainrun topo --explain lists them); the rest of the node is unaffected", len(n.Degraded)))
+	}
+	return n, nil
+}
+
+// nvmlBusIDs is the set of GPU bus ids an NVML source lists (sysfs form),
+// used to recognise a GPU whose own identity files are unreadable.
+func nvmlBusIDs(src NVMLSource) map[string]bool {
+	out := map[string]bool{}
+	if src == nil {
+		return out
+	}
+	c, err := src.DeviceCount()
+	if err != nil {
+		return out
+	}
+	for i := 0; i < c; i++ {
+		d, err := src.Device(i)
+		if err != nil {
+			continue
+		}
+		if raw, err := d.PCIBusID(); err == nil {
+			if b, err := NormalizeBusID(raw); err == nil {
+				out[b] = true
+			}
+		}
+	}
+	return out
+}
+
+// sysfsGPUs lists the GPUs and NVSwitches in bus order (what
+// CUDA_DEVICE_ORDER=PCI_BUS_ID gives).
+func sysfsGPUs(n *Node, fns []*pciFn, nvmlBus map[string]bool) {
+	var gpuFns []*pciFn
+	for _, f := range fns {
+		k, via := f.kind(nvmlBus)
+		if via != "" {
+			n.degrade(f.bdf, "taken for a %s from %s", k, via)
+		}
+		switch k {
+		case "gpu":
+			gpuFns = append(gpuFns, f)
+		case "nvswitch":
+			n.NVSwitches = append(n.NVSwitches, NVSwitch{BusID: f.bdf, PCIDevice: f.device, NUMANode: f.numa})
+		}
+	}
+	for i, f := range gpuFns {
+		info := gpuTable[f.device]
+		cls := ""
+		if f.classKnown {
+			cls = fmt.Sprintf("0x%06x", f.class)
+		}
+		n.GPUs = append(n.GPUs, GPU{
+			Index: i, Name: info.name, Arch: info.arch, SM: info.sm, BusID: f.bdf, PCIDevice: f.device,
+			PCIClass: cls, NUMANode: f.numa, LocalCPUs: nonNilCPUs(f.localCPUs),
+			LinkSpeed: f.speed, LinkWidth: f.width, PCIPath: f.path, HostBridge: f.host,
+		})
+	}
+}
+
+func nonNilCPUs(l CPUList) CPUList {
+	if l == nil {
+		return CPUList{}
+	}
+	return l
+}
+
+// pcieRelations fills the GPU-NIC and NIC-NIC PCIe relations and the PCI
+// functions an NCCL topology file describes.
+func pcieRelations(n *Node, byBDF map[string]*pciFn) {
 	for d := range n.RDMA {
 		rd := &n.RDMA[d]
 		f := byBDF[rd.BusID]
@@ -156,7 +205,11 @@ func Discover(opts Options) (*Node, error) {
 	addFn := func(path []string) {
 		for _, b := range path {
 			if f := byBDF[b]; f != nil {
-				n.PCIFunctions[b] = PCIFunction{BusID: b, Class: fmt.Sprintf("0x%06x", f.class), Vendor: f.vendor, Device: f.device,
+				cls := ""
+				if f.classKnown {
+					cls = fmt.Sprintf("0x%06x", f.class)
+				}
+				n.PCIFunctions[b] = PCIFunction{BusID: b, Class: cls, Vendor: f.vendor, Device: f.device,
 					SubsystemVendor: f.subVendor, SubsystemDevice: f.subDevice, LinkSpeed: f.speed, LinkWidth: f.width, NUMANode: f.numa}
 			}
 		}
@@ -167,6 +220,12 @@ func Discover(opts Options) (*Node, error) {
 	for _, d := range n.RDMA {
 		addFn(d.PCIPath)
 	}
+}
+
+// nearestNICs sets each GPU's nearest RDMA devices: by PCIe distance, or by
+// the platform's own NCCL topology file where it pairs GPUs and NICs that
+// sysfs shows only across host bridges (a VM's flat bus).
+func nearestNICs(n *Node) {
 	for i := range n.GPUs {
 		best := PathUnknown
 		var names []string
@@ -183,16 +242,17 @@ func Discover(opts Options) (*Node, error) {
 		}
 		n.GPUs[i].NearestPath = best
 		n.GPUs[i].NearestNICs = nonNil(names)
+		n.GPUs[i].NearestFrom = "sysfs"
+		if len(names) == 0 {
+			n.GPUs[i].NearestFrom = ""
+		}
+		if pt := n.platformTopo; pt != nil && best > PathPXB {
+			if nics := pt.nicsFor(n, n.GPUs[i].BusID); len(nics) > 0 {
+				n.GPUs[i].NearestNICs, n.GPUs[i].NearestPath = nics, PathPIX
+				n.GPUs[i].NearestFrom = "NCCL_TOPO_FILE " + pt.Path
+			}
+		}
 	}
-
-	if n.NetIfs, err = readNetIfs(root, sysDir); err != nil {
-		return nil, err
-	}
-	assignRoles(n)
-	if len(n.NUMANodes) == 0 {
-		n.Notes = append(n.Notes, "no NUMA nodes in "+filepath.Join(sysDir, "devices/system/node")+": affinity unknown")
-	}
-	return n, nil
 }
 
 func nonNil(s []string) []string {
@@ -203,108 +263,53 @@ func nonNil(s []string) []string {
 }
 
 // readPCI resolves every /sys/bus/pci/devices link into its path below
-// /sys/devices and reads the attributes topo needs.
+// /sys/devices and reads the attributes topo needs. An entry that is not a
+// PCI address or whose link dangles is left out with a note; every other
+// function is kept with what could be read.
 //
 // procfs's PciDevices is not used here: it keeps one parent level only (the
 // switch hierarchy is the point), and one device with an old-style
 // current_link_speed ("8 GT/s", kernels ≤5.6, common in cloud VMs) fails the
 // whole call.
-func readPCI(sysDir string) ([]*pciFn, error) {
+func readPCI(n *Node, sysDir string) []*pciFn {
 	pciDir := filepath.Join(sysDir, "bus/pci/devices")
 	ents, err := os.ReadDir(pciDir)
 	if err != nil {
-		return nil, err
+		n.degrade("pci", "%s: %v: no PCI function is known", pciDir, err)
+		return nil
 	}
 	devRoot, err := filepath.EvalSymlinks(filepath.Join(sysDir, "devices"))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w; pass the root of a captured machine, the directory that holds sys/", filepath.Join(sysDir, "devices"), err)
+		devRoot = filepath.Join(sysDir, "devices")
 	}
-	var out []*pciFn
+	out := make([]*pciFn, 0, len(ents))
 	for _, e := range ents {
 		p := filepath.Join(pciDir, e.Name())
+		bdf := strings.ToLower(e.Name())
+		if !bdfRe.MatchString(bdf) {
+			n.degrade(e.Name(), "%s: not a PCI address (want DDDD:BB:DD.F): left out", p)
+			continue
+		}
 		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: dangling link: %w", p, err)
+		if err != nil || !isDir(real) {
+			n.degrade(bdf, "%s: dangling link or not a directory: left out", p)
+			continue
 		}
-		rel, err := filepath.Rel(devRoot, real)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			return nil, fmt.Errorf("%s: resolves to %s, outside %s", p, real, devRoot)
+		f := &pciFn{bdf: bdf}
+		var note string
+		if f.host, f.path, note = pciPlacement(devRoot, real, bdf); note != "" {
+			n.degrade(bdf, "%s", note)
 		}
-		parts := strings.Split(rel, string(filepath.Separator))
-		f := &pciFn{bdf: strings.ToLower(e.Name())}
-		if !bdfRe.MatchString(f.bdf) {
-			return nil, fmt.Errorf("%s: not a PCI address (want DDDD:BB:DD.F)", p)
-		}
-		if len(parts) < 2 || !strings.HasPrefix(parts[0], "pci") {
-			return nil, fmt.Errorf("%s: resolves to %s, which is not under a pciDDDD:BB host bridge", p, real)
-		}
-		f.host = parts[0]
-		for _, c := range parts[1:] {
-			if bdfRe.MatchString(c) {
-				f.path = append(f.path, c)
-			}
-		}
-		cls, err := readHex(real, "class")
-		if err != nil {
-			return nil, err
-		}
-		f.class = uint32(cls)
-		if f.vendor, err = readHexStr(real, "vendor", 4); err != nil {
-			return nil, err
-		}
-		if f.device, err = readHexStr(real, "device", 4); err != nil {
-			return nil, err
-		}
-		f.subVendor, _ = readHexStr(real, "subsystem_vendor", 4)
-		f.subDevice, _ = readHexStr(real, "subsystem_device", 4)
-		if s, err := readTrim(filepath.Join(real, "numa_node")); err == nil {
-			v, err := strconv.Atoi(s)
-			if err != nil {
-				return nil, fmt.Errorf("%s/numa_node: %q is not a number", real, s)
-			}
-			if v >= 0 {
-				f.numa = &v
-			}
-		}
-		if s, err := readTrim(filepath.Join(real, "local_cpulist")); err == nil {
-			if f.localCPUs, err = ParseCPUList(s); err != nil {
-				return nil, fmt.Errorf("%s/local_cpulist: %w", real, err)
-			}
-		}
-		f.speed, _ = readTrim(filepath.Join(real, "max_link_speed"))
-		if w, err := readTrim(filepath.Join(real, "max_link_width")); err == nil {
-			f.width, _ = strconv.Atoi(w)
-		}
+		readFnAttrs(n, f, real)
 		out = append(out, f)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].bdf < out[j].bdf })
-	return out, nil
+	return out
 }
 
 func readTrim(p string) (string, error) {
 	b, err := os.ReadFile(p)
 	return strings.TrimSpace(string(b)), err
-}
-
-func readHex(dir, name string) (uint64, error) {
-	p := filepath.Join(dir, name)
-	s, err := readTrim(p)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p, err)
-	}
-	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a hex number", p, s)
-	}
-	return v, nil
-}
-
-func readHexStr(dir, name string, digits int) (string, error) {
-	v, err := readHex(dir, name)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("0x%0*x", digits, v), nil
 }
 
 // pciPath classifies the PCIe relation of two functions as nvidia-smi does.
@@ -371,11 +376,13 @@ func gpuLink(n *Node, i, j int, byBDF map[string]*pciFn, anc map[[2]int]PathType
 }
 
 // mergeNVML fills the GPUs' NVML facts, matched to sysfs by bus id, and
-// orders them by NVML index.
-func mergeNVML(n *Node, src NVMLSource, byBDF map[string]*pciFn, anc map[[2]int]PathType) error {
+// orders them by NVML index. A device NVML cannot describe keeps its sysfs
+// facts; what NVML did not answer is recorded in Node.Degraded.
+func mergeNVML(n *Node, src NVMLSource, byBDF map[string]*pciFn, anc map[[2]int]PathType) {
 	count, err := src.DeviceCount()
 	if err != nil {
-		return fmt.Errorf("%s: device count: %w", src.Kind(), err)
+		n.degrade("nvml", "%s: device count: %v: GPUs from sysfs only", src.Kind(), err)
+		return
 	}
 	bySys := map[string]GPU{}
 	for _, g := range n.GPUs {
@@ -386,53 +393,43 @@ func mergeNVML(n *Node, src NVMLSource, byBDF map[string]*pciFn, anc map[[2]int]
 	for i := 0; i < count; i++ {
 		d, err := src.Device(i)
 		if err != nil {
-			return fmt.Errorf("%s: device %d: %w", src.Kind(), i, err)
+			n.degrade("nvml", "%s: device %d: %v: left out", src.Kind(), i, err)
+			continue
 		}
 		raw, err := d.PCIBusID()
 		if err != nil {
-			return fmt.Errorf("%s: device %d: bus id: %w", src.Kind(), i, err)
+			n.degrade("nvml", "%s: device %d: bus id: %v: not matched to sysfs, left out", src.Kind(), i, err)
+			continue
 		}
 		bus, err := NormalizeBusID(raw)
 		if err != nil {
-			return fmt.Errorf("%s: device %d: %w", src.Kind(), i, err)
+			n.degrade("nvml", "%s: device %d: %v: not matched to sysfs, left out", src.Kind(), i, err)
+			continue
 		}
 		g, ok := bySys[bus]
 		if !ok {
+			if _, dup := byBusID(gpus, bus); dup {
+				n.degrade(bus, "%s lists bus id %s twice (device %d): the second is left out", src.Kind(), bus, i)
+				continue
+			}
 			n.Notes = append(n.Notes, fmt.Sprintf("GPU %d (%s) is known to NVML but not in sysfs: its PCIe placement is unknown", i, bus))
-			g = GPU{BusID: bus, PCIPath: []string{}, LocalCPUs: CPUList{}}
+			g = GPU{BusID: bus, PCIPath: []string{}, LocalCPUs: CPUList{}, NearestNICs: []string{}}
 		}
 		delete(bySys, bus)
-		g.Index = i
-		if v, err := d.UUID(); err == nil {
-			g.UUID = v
-		}
-		if v, err := d.Name(); err == nil && v != "" {
-			g.Name = v
-		}
-		if v, err := d.Architecture(); err == nil && v != "" {
-			g.Arch = v
-		}
-		if ma, mi, err := d.ComputeCapability(); err == nil && ma > 0 {
-			g.SM = ma*10 + mi
-		}
-		if v, err := d.MemoryBytes(); err == nil {
-			g.MemoryBytes = v
-		}
-		links, err := d.NVLinks()
-		if err != nil {
-			return fmt.Errorf("%s: device %d: NVLinks: %w", src.Kind(), i, err)
-		}
-		g.NVLinks = links
-		if f, err := d.Fabric(); err == nil {
-			g.Fabric = f
-		}
+		g.Index = len(gpus)
+		nvmlFacts(n, &g, d, src.Kind(), i)
 		gpus = append(gpus, g)
 		devs = append(devs, d)
 	}
+	var left []string
 	for bus := range bySys {
+		left = append(left, bus)
+	}
+	sort.Strings(left)
+	for _, bus := range left {
 		n.Notes = append(n.Notes, fmt.Sprintf("GPU %s is in sysfs but NVML does not list it (driver not bound, or hidden from this process)", bus))
 	}
-	n.GPUs = gpus
+	n.GPUs = nonNilGPUs(gpus)
 	for i := range devs {
 		for j := range devs {
 			if i != j {
@@ -442,29 +439,67 @@ func mergeNVML(n *Node, src NVMLSource, byBDF map[string]*pciFn, anc map[[2]int]
 			}
 		}
 	}
-	return nil
 }
 
-// readRDMA reads /sys/class/infiniband. Ports come from procfs's
-// InfiniBandDevice (state, phys_state, rate, link_layer); the PCI function,
-// the netdevs and the GID table are read here because procfs does not.
+func nonNilGPUs(g []GPU) []GPU {
+	if g == nil {
+		return []GPU{}
+	}
+	return g
+}
+
+func byBusID(gpus []GPU, bus string) (int, bool) {
+	for i, g := range gpus {
+		if g.BusID == bus {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// nvmlFacts copies one device's NVML answers onto g.
+func nvmlFacts(n *Node, g *GPU, d NVMLDevice, kind string, i int) {
+	if v, err := d.UUID(); err == nil {
+		g.UUID = v
+	}
+	if v, err := d.Name(); err == nil && v != "" {
+		g.Name = v
+	}
+	if v, err := d.Architecture(); err == nil && v != "" {
+		g.Arch = v
+	}
+	if ma, mi, err := d.ComputeCapability(); err == nil && ma > 0 {
+		g.SM = ma*10 + mi
+	}
+	if v, err := d.MemoryBytes(); err == nil {
+		g.MemoryBytes = v
+	}
+	if links, err := d.NVLinks(); err != nil {
+		n.degrade(g.BusID, "%s: device %d: NVLinks: %v: NVLink peers unknown", kind, i, err)
+	} else {
+		g.NVLinks = links
+	}
+	if f, err := d.Fabric(); err == nil {
+		g.Fabric = f
+	}
+}
+
+// readRDMA reads /sys/class/infiniband: each device's PCI function, its
+// ports (state, phys_state, rate, link_layer), netdevs and GID table.
 //
-// A device that cannot be read (a software RDMA device such as rxe0 with no
-// PCI function, a driver that omits a port attribute) is skipped with a note
-// naming the file, so one odd device does not hide the rest of the node.
-func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, []string, error) {
-	var notes []string
+// A device that cannot be tied to a PCI function (a software RDMA device
+// such as rxe0) is skipped with a note; a device with unreadable port
+// attributes is kept with what could be read (procfs's InfiniBandDevice, used
+// before, failed the whole device on one missing attribute).
+func readRDMA(n *Node, sysDir string, byBDF map[string]*pciFn) []RDMADevice {
 	cls := filepath.Join(sysDir, "class/infiniband")
 	ents, err := os.ReadDir(cls)
 	if errors.Is(err, os.ErrNotExist) {
-		return []RDMADevice{}, nil, nil
+		return []RDMADevice{}
 	}
 	if err != nil {
-		return nil, nil, err
-	}
-	fs, err := sysfs.NewFS(sysDir)
-	if err != nil {
-		return nil, nil, err
+		n.degrade("rdma", "%s: %v: no RDMA device is known", cls, err)
+		return []RDMADevice{}
 	}
 	out := []RDMADevice{}
 	for _, e := range ents {
@@ -472,47 +507,33 @@ func readRDMA(sysDir string, byBDF map[string]*pciFn) ([]RDMADevice, []string, e
 		devLink := filepath.Join(cls, name, "device")
 		real, err := filepath.EvalSymlinks(devLink)
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s: no PCI device (software RDMA?)", name, devLink))
+			n.Notes = append(n.Notes, fmt.Sprintf("RDMA device %s skipped: %s: no PCI device (software RDMA?)", name, devLink))
 			continue
 		}
 		bdf := pciAncestor(real)
 		f := byBDF[bdf]
 		if f == nil {
-			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s resolves to %s, not a PCI function", name, devLink, real))
-			continue
-		}
-		ib, err := fs.InfiniBandDevice(name)
-		if err != nil {
-			notes = append(notes, fmt.Sprintf("RDMA device %s skipped: %s: %v", name, filepath.Join(cls, name), err))
+			n.Notes = append(n.Notes, fmt.Sprintf("RDMA device %s skipped: %s resolves to %s, not a PCI function", name, devLink, real))
 			continue
 		}
 		info := nicTable[f.vendor+":"+f.device]
+		cl := ""
+		if f.classKnown {
+			cl = fmt.Sprintf("0x%06x", f.class)
+		}
 		d := RDMADevice{
-			Name: name, BusID: bdf, Vendor: f.vendor, PCIDevice: f.device, PCIClass: fmt.Sprintf("0x%06x", f.class),
-			Product: info, NodeGUID: ib.NodeGUID, NUMANode: f.numa, LocalCPUs: f.localCPUs,
+			Name: name, BusID: bdf, Vendor: f.vendor, PCIDevice: f.device, PCIClass: cl,
+			Product: info, NUMANode: f.numa, LocalCPUs: nonNilCPUs(f.localCPUs),
 			LinkSpeed: f.speed, LinkWidth: f.width, PCIPath: f.path, HostBridge: f.host, Role: RoleUnknown,
 		}
-		netdevs := listDir(filepath.Join(real, "net"))
-		var nums []int
-		for num := range ib.Ports {
-			nums = append(nums, int(num))
+		if g, why := readAttr(filepath.Join(cls, name), "node_guid"); why == "" {
+			d.NodeGUID = g
 		}
-		sort.Ints(nums)
-		for k, num := range nums {
-			p := ib.Ports[uint(num)]
-			port := RDMAPort{Number: num, LinkLayer: p.LinkLayer, State: p.State, PhysState: p.PhysState,
-				RateGbps: float64(p.Rate) * 8 / 1e9}
-			pdir := filepath.Join(cls, name, "ports", strconv.Itoa(num))
-			port.NetDev = portNetDev(pdir, real, netdevs, k)
-			if p.LinkLayer == "Ethernet" {
-				port.RoCEv2GIDIndex, port.RoCEv2IPv4 = roceV2GID(pdir)
-			}
-			d.Ports = append(d.Ports, port)
-		}
+		d.Ports = readPorts(n, filepath.Join(cls, name), real, name)
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i].Name, out[j].Name) })
-	return out, notes, nil
+	return out
 }
 
 // pciAncestor returns the nearest path component that is a PCI address
@@ -623,7 +644,10 @@ func digitRun(s string) int {
 	return i
 }
 
-func readNUMA(sysDir string) ([]NUMANode, error) {
+// readNUMA reads the NUMA nodes' CPU lists. A memory-only node (Grace
+// Blackwell exposes each GPU's memory as CPU-less nodes) has an empty list;
+// a node whose cpulist cannot be read is kept with an empty list and a note.
+func readNUMA(n *Node, sysDir string) []NUMANode {
 	dir := filepath.Join(sysDir, "devices/system/node")
 	out := []NUMANode{}
 	for _, name := range listDir(dir) {
@@ -632,18 +656,18 @@ func readNUMA(sysDir string) ([]NUMANode, error) {
 			continue
 		}
 		p := filepath.Join(dir, name, "cpulist")
-		s, err := readTrim(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		cpus, err := ParseCPUList(s)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
+		cpus := CPUList{}
+		if b, err := os.ReadFile(p); err != nil {
+			n.degrade("numa", "%s: %v: node %d's CPUs unknown", p, err, id)
+		} else if l, err := ParseCPUList(string(b)); err != nil {
+			n.degrade("numa", "%s: %v: node %d's CPUs unknown", p, err, id)
+		} else {
+			cpus = l
 		}
 		out = append(out, NUMANode{ID: id, CPUs: cpus})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out
 }
 
 func readCPUInfo(p string) CPUInfo {
@@ -699,11 +723,15 @@ func readHostname(root string) string {
 // readNetIfs reads /sys/class/net and the IPv4 addresses: from the live
 // interfaces when root is "/", else from root/proc/net/fib_trie (the LOCAL
 // entries) and root/proc/net/route (which subnet is on which interface).
+// Without fib_trie (containers and some captures hide it) the addresses are
+// unknown and Node.Routes still says which subnet is on which interface.
 //
 // procfs's NetClass is not used: it reads some thirty attributes per
 // interface where three are needed, and does not resolve the device link.
-func readNetIfs(root, sysDir string) ([]NetInterface, error) {
+func readNetIfs(n *Node, root, sysDir string) []NetInterface {
 	cls := filepath.Join(sysDir, "class/net")
+	routePath := filepath.Join(root, "proc/net/route")
+	n.Routes = readRoutes(routePath)
 	addrs := map[string][]string{}
 	if root == "/" {
 		ifs, _ := net.Interfaces()
@@ -716,14 +744,20 @@ func readNetIfs(root, sysDir string) ([]NetInterface, error) {
 			}
 		}
 	} else {
-		addrs = readFibAddrs(filepath.Join(root, "proc/net/fib_trie"), filepath.Join(root, "proc/net/route"))
+		triePath := filepath.Join(root, "proc/net/fib_trie")
+		b, err := os.ReadFile(triePath)
+		if err != nil {
+			n.degrade("net", "%s: %v: interface addresses unknown; the node's address is matched to an interface by the subnets in %s instead", triePath, errShort(err), routePath)
+		}
+		addrs = fibAddrs(b, n.Routes)
 	}
 	out := []NetInterface{}
 	for _, name := range listDir(cls) {
 		p := filepath.Join(cls, name)
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
+			n.degrade(name, "%s: dangling link: interface left out", p)
+			continue
 		}
 		if !isDir(real) { // bonding_masters is a file in /sys/class/net
 			continue
@@ -755,7 +789,14 @@ func readNetIfs(root, sysDir string) ([]NetInterface, error) {
 		}
 		out = append(out, ni)
 	}
-	return out, nil
+	return out
+}
+
+func errShort(err error) string {
+	if errors.Is(err, os.ErrNotExist) {
+		return "missing"
+	}
+	return err.Error()
 }
 
 func isDir(p string) bool {
@@ -763,39 +804,12 @@ func isDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
-func readFibAddrs(triePath, routePath string) map[string][]string {
+// fibAddrs reads the LOCAL entries of /proc/net/fib_trie and puts each
+// address on the interface whose route holds it (longest prefix).
+func fibAddrs(b []byte, routes []Route) map[string][]string {
 	out := map[string][]string{}
-	b, err := os.ReadFile(triePath)
-	if err != nil {
+	if len(b) == 0 {
 		return out
-	}
-	type route struct {
-		ifname string
-		pfx    netip.Prefix
-	}
-	var routes []route
-	if rb, err := os.ReadFile(routePath); err == nil {
-		for _, line := range strings.Split(string(rb), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 8 {
-				continue
-			}
-			dst, e1 := strconv.ParseUint(f[1], 16, 32)
-			mask, e2 := strconv.ParseUint(f[7], 16, 32)
-			if e1 != nil || e2 != nil {
-				continue
-			}
-			le := func(v uint64) [4]byte { return [4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
-			m := le(mask)
-			bits := 0
-			for _, x := range m {
-				for x&0x80 != 0 {
-					bits++
-					x <<= 1
-				}
-			}
-			routes = append(routes, route{f[0], netip.PrefixFrom(netip.AddrFrom4(le(dst)), bits)})
-		}
 	}
 	lines := strings.Split(string(b), "\n")
 	seen := map[string]bool{}
@@ -814,14 +828,8 @@ func readFibAddrs(triePath, routePath string) map[string][]string {
 			out["lo"] = append(out["lo"], a+"/8")
 			continue
 		}
-		best := -1
-		for k, r := range routes {
-			if r.pfx.Contains(ip) && (best < 0 || r.pfx.Bits() > routes[best].pfx.Bits()) && r.pfx.Bits() > 0 {
-				best = k
-			}
-		}
-		if best >= 0 {
-			out[routes[best].ifname] = append(out[routes[best].ifname], netip.PrefixFrom(ip, routes[best].pfx.Bits()).String())
+		if r := routeFor(routes, ip); r != nil {
+			out[r.Iface] = append(out[r.Iface], netip.PrefixFrom(ip, r.Prefix.Bits()).String())
 		}
 	}
 	return out

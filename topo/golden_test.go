@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/trainrun/trainrun/topo/snapshot"
 )
@@ -57,22 +59,31 @@ func TestDiscoverBadRoot(t *testing.T) {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
 
-	// A captured tree with a damaged attribute names the file and value.
+	// A damaged attribute no longer fails the node (issue 14): the GPU is
+	// kept, identified by its device id, and Degraded names the file and
+	// the value.
 	dir := t.TempDir()
 	if err := snapshot.Unpack("hgx-h100", dir); err != nil {
 		t.Fatal(err)
 	}
 	class := filepath.Join(dir, "sys/bus/pci/devices/0000:19:00.0/class")
-	os.Chmod(class, 0o644)
+	os.Remove(class)
 	if err := os.WriteFile(class, []byte("zz\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Discover(Options{Root: dir})
-	if err == nil || !strings.Contains(err.Error(), "0000:19:00.0/class") || !strings.Contains(err.Error(), `"zz" is not a hex number`) {
-		t.Fatalf("err = %v", err)
+	n, err := Discover(Options{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.GPUs) != 8 || n.GPUByBusID("0000:19:00.0") == nil {
+		t.Fatalf("GPU 0000:19:00.0 lost: %d GPUs", len(n.GPUs))
+	}
+	got := strings.Join(n.DegradedFor("0000:19:00.0"), "\n")
+	if !strings.Contains(got, "0000:19:00.0/class") || !strings.Contains(got, `"zz" is not a 6-digit 0x hex number`) || !strings.Contains(got, "taken for a gpu from its NVIDIA GPU device id 0x2330") {
+		t.Fatalf("degraded notes for 0000:19:00.0:\n%s", got)
 	}
 
-	// A dangling device link names the link.
+	// A dangling device link is left out, named, and the rest is read.
 	dir2 := t.TempDir()
 	if err := snapshot.Unpack("aws-p4d", dir2); err != nil {
 		t.Fatal(err)
@@ -81,9 +92,12 @@ func TestDiscoverBadRoot(t *testing.T) {
 	if err := os.Symlink("../../../devices/pci0000:99/0000:99:00.0", link); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Discover(Options{Root: dir2})
-	if err == nil || !strings.Contains(err.Error(), link+": dangling link") {
-		t.Fatalf("err = %v", err)
+	n, err = Discover(Options{Root: dir2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(n.DegradedFor("0000:99:00.0"), "\n"); !strings.Contains(got, link+": dangling link") || len(n.GPUs) != 8 {
+		t.Fatalf("%d GPUs, degraded %q", len(n.GPUs), got)
 	}
 }
 
@@ -126,14 +140,23 @@ func TestDiscoverSysfsOnly(t *testing.T) {
 	}
 }
 
+// Discovery of one 8-GPU node must stay under 100 ms (issue 14). Besides
+// wall time it reports the process's CPU time per discovery (user+system,
+// getrusage), which a loaded build machine inflates far less than ns/op.
 func BenchmarkDiscoverHGXH100(b *testing.B) {
 	dir := machineTree(b, "hgx-h100")
+	var r0, r1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := Discover(Options{Root: dir}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	cpu := time.Duration(r1.Utime.Nano() - r0.Utime.Nano() + r1.Stime.Nano() - r0.Stime.Nano())
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
 
 func BenchmarkUnpackHGXH100(b *testing.B) {

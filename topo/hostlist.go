@@ -55,6 +55,16 @@ const (
 	// a[0-65535]b[0-65535] fails fast instead of allocating 4 billion strings.
 	// The largest Slurm clusters have tens of thousands of nodes.
 	MaxHostlistNames = 1 << 20
+	// MaxHostNameLen is the longest host name an expansion may produce:
+	// 255 bytes, the longest DNS name (RFC 1035 2.3.4) and Linux's
+	// HOST_NAME_MAX is 64, so no real node name comes near it. A range's
+	// zero-pad width counts towards it before anything is allocated.
+	MaxHostNameLen = 255
+	// MaxHostlistBytes caps the bytes of all names one expansion produces
+	// (16 MiB: a million names of 16 bytes). A 4 KB SLURM_STEP_NODELIST
+	// written by a user reaches root slurmstepd, and widths alone once
+	// made 4 KB expand to 259 MiB; the cap is checked before allocating.
+	MaxHostlistBytes = 16 << 20
 )
 
 // HostlistError is a malformed hostlist expression. Pos is the 0-based byte
@@ -66,7 +76,11 @@ type HostlistError struct {
 }
 
 func (e *HostlistError) Error() string {
-	return fmt.Sprintf("hostlist %q, column %d: %s", e.Expr, e.Pos+1, e.Msg)
+	expr := e.Expr
+	if len(expr) > 120 { // a hostile nodelist is not copied whole into root's logs
+		expr = expr[:120] + fmt.Sprintf("...(%d bytes)", len(e.Expr))
+	}
+	return fmt.Sprintf("hostlist %q, column %d: %s", expr, e.Pos+1, e.Msg)
 }
 
 func hlErr(expr string, pos int, format string, a ...any) error {
@@ -83,13 +97,17 @@ func ExpandHostlist(expr string) ([]string, error) {
 	expr = strings.TrimRight(expr, "\r\n") // as read from a file or a command's output
 	var out []string
 	depth, start, open := 0, -1, 0
+	var bytes uint64 // of the names in out, for MaxHostlistBytes
 	flush := func(end int) error {
 		if start < 0 {
 			return nil
 		}
-		names, err := expandItem(expr, start, end, len(out))
+		names, err := expandItem(expr, start, end, len(out), bytes)
 		if err != nil {
 			return err
+		}
+		for _, n := range names {
+			bytes += uint64(len(n))
 		}
 		out = append(out, names...)
 		start = -1
@@ -150,8 +168,9 @@ type hlGroup struct {
 }
 
 // expandItem expands expr[start:end], which holds no top-level separator and
-// balanced brackets. have is the number of names already expanded, for the cap.
-func expandItem(expr string, start, end, have int) ([]string, error) {
+// balanced brackets. have and haveBytes are the names and bytes already
+// expanded, for the caps.
+func expandItem(expr string, start, end, have int, haveBytes uint64) ([]string, error) {
 	item := expr[start:end]
 	var groups []hlGroup
 	textStart := 0
@@ -169,6 +188,12 @@ func expandItem(expr string, start, end, have int) ([]string, error) {
 		i = j
 	}
 	if len(groups) == 0 {
+		if len(item) > MaxHostNameLen {
+			return nil, hlErr(expr, start, "host name of %d bytes; a host name has at most %d", len(item), MaxHostNameLen)
+		}
+		if uint64(have)+1 > MaxHostlistNames || haveBytes+uint64(len(item)) > MaxHostlistBytes {
+			return nil, hlErr(expr, start, "expands to more than %d names or %d bytes (trainrun's limit)", MaxHostlistNames, MaxHostlistBytes)
+		}
 		return []string{item}, nil
 	}
 	if textStart < len(item) {
@@ -189,6 +214,9 @@ func expandItem(expr string, start, end, have int) ([]string, error) {
 		if total > MaxHostlistNames || uint64(have)+total > MaxHostlistNames {
 			return nil, hlErr(expr, start, "expands to more than %d names (trainrun's limit)", MaxHostlistNames)
 		}
+	}
+	if err := checkItemSize(expr, start, groups, total, haveBytes); err != nil {
+		return nil, err
 	}
 	vals := make([][]string, len(groups))
 	for gi, g := range groups {
@@ -236,6 +264,31 @@ func expandItem(expr string, start, end, have int) ([]string, error) {
 	}
 }
 
+// checkItemSize refuses, before anything is allocated, an item whose longest
+// name exceeds MaxHostNameLen or whose names, with haveBytes already
+// expanded, exceed MaxHostlistBytes. total is the item's name count.
+func checkItemSize(expr string, start int, groups []hlGroup, total, haveBytes uint64) error {
+	longest, bytes := 0, uint64(0)
+	for _, g := range groups {
+		w, sum := 0, uint64(0) // widest value of the group; bytes of all its values
+		for _, r := range g.ranges {
+			rw := max(r.width, len(strconv.FormatUint(r.hi, 10)))
+			w = max(w, rw)
+			sum += (r.hi - r.lo + 1) * uint64(rw) // an upper bound; rw <= 20 + MaxHostNameLen
+		}
+		longest += len(g.text) + w
+		// every value of g appears total/g.count times, each text total times
+		bytes += uint64(len(g.text))*total + sum*(total/g.count)
+	}
+	if longest > MaxHostNameLen {
+		return hlErr(expr, start, "names up to %d bytes long; a host name has at most %d (check the ranges' zero padding)", longest, MaxHostNameLen)
+	}
+	if haveBytes+bytes > MaxHostlistBytes {
+		return hlErr(expr, start, "expands to about %d bytes of names; trainrun's limit is %d", haveBytes+bytes, MaxHostlistBytes)
+	}
+	return nil
+}
+
 // parseRanges parses the inside of one bracket, which starts at expr[pos].
 func parseRanges(expr string, pos int, s string) ([]hlRange, uint64, error) {
 	var out []hlRange
@@ -273,6 +326,9 @@ func parseRanges(expr string, pos int, s string) ([]hlRange, uint64, error) {
 func parseBound(expr string, pos int, part, s string) (uint64, error) {
 	if s == "" {
 		return 0, hlErr(expr, pos, "bad range %q: a bound is missing; write a-b with decimal numbers", part)
+	}
+	if len(s) > MaxHostNameLen {
+		return 0, hlErr(expr, pos, "bad range %q: a bound of %d digits; a host name has at most %d bytes", part, len(s), MaxHostNameLen)
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {

@@ -162,10 +162,12 @@ var machineWants = map[string]machineWant{
 	"azure-ndv5": {
 		gpus: 8, numa: map[int]string{0: "0-47", 1: "48-95"},
 		gpuNUMA: []int{0, 0, 0, 0, 1, 1, 1, 1},
-		nearest: [][]string{
-			ids("mlx5_ib", 0, 1, 2, 3), ids("mlx5_ib", 0, 1, 2, 3), ids("mlx5_ib", 0, 1, 2, 3), ids("mlx5_ib", 0, 1, 2, 3),
-			ids("mlx5_ib", 4, 5, 6, 7), ids("mlx5_ib", 4, 5, 6, 7), ids("mlx5_ib", 4, 5, 6, 7), ids("mlx5_ib", 4, 5, 6, 7)},
-		nearPath: repeatPath(PathNODE, 8),
+		// The VM's bus is flat (sysfs: NODE to the 4 NICs of the NUMA node);
+		// the pairing comes from /opt/microsoft/ndv5/topo.xml, which
+		// /etc/nccl.conf names, as NCCL reads it: GPU 0008:00:00.0 with NIC
+		// 0104:00:00.0 (mlx5_ib3) and so on, one each.
+		nearest:  one(ids("mlx5_ib", 0, 1, 2, 3, 4, 5, 6, 7)...),
+		nearPath: repeatPath(PathPIX, 8),
 		ncclNICs: ids("mlx5_ib", 0, 1, 2, 3, 4, 5, 6, 7),
 		roles:    merge(roles(RoleCompute, ids("mlx5_ib", 0, 1, 2, 3, 4, 5, 6, 7)...), roles(RoleManagement, "mlx5_an0")),
 		gidIndex: -1, socket: []string{"eth0"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
@@ -208,6 +210,27 @@ var machineWants = map[string]machineWant{
 		roles:    roles(RoleCompute, all8...),
 		gidIndex: 3, socket: []string{"eno1"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
 	},
+	"gb200-nvl72": {
+		// Grace Blackwell: GPUs on NVLink-C2C, so PCIe shows no GPU-NIC
+		// switch (nvidia-smi prints SYS); pairing is by the Grace NUMA node.
+		gpus: 4, numa: graceNUMA(),
+		gpuNUMA:  []int{0, 0, 1, 1},
+		nearest:  [][]string{ids("mlx5_", 0, 1, 4), ids("mlx5_", 0, 1, 4), ids("mlx5_", 2, 3, 5), ids("mlx5_", 2, 3, 5)},
+		nearPath: repeatPath(PathNODE, 4),
+		ncclNICs: ids("mlx5_", 0, 1, 2, 3),
+		roles:    merge(roles(RoleCompute, ids("mlx5_", 0, 1, 2, 3)...), roles(RoleStorage, "mlx5_4", "mlx5_5")),
+		gidIndex: -1, socket: []string{"enP6p3s0f0np0"}, source: "recorded-nvml+sysfs", gpuLink01: "NV18",
+		notes: []string{"NVLink-C2C"},
+	},
+	"h200-nvl": {
+		gpus: 8, numa: map[int]string{0: "0-47,96-143", 1: "48-95,144-191"},
+		gpuNUMA:  []int{0, 0, 0, 0, 1, 1, 1, 1},
+		nearest:  one(all8...),
+		nearPath: repeatPath(PathPIX, 8),
+		ncclNICs: all8,
+		roles:    roles(RoleCompute, all8...),
+		gidIndex: -1, socket: []string{"eno1"}, source: "recorded-nvml+sysfs", gpuLink01: "NV6",
+	},
 	"aws-p4d": {
 		gpus: 8, numa: map[int]string{0: "0-23,48-71", 1: "24-47,72-95"},
 		gpuNUMA: []int{0, 0, 0, 0, 1, 1, 1, 1},
@@ -219,6 +242,16 @@ var machineWants = map[string]machineWant{
 		gidIndex: -1, socket: []string{"eth0"}, source: "recorded-nvml+sysfs", gpuLink01: "NV12",
 		notes: []string{"NCCL_TOPO_FILE"},
 	},
+}
+
+// graceNUMA is a GB200 tray's NUMA layout: the two Graces' cores, then
+// nodes 2-33 without CPUs (8 per GPU for its memory).
+func graceNUMA() map[int]string {
+	m := map[int]string{0: "0-71", 1: "72-143"}
+	for i := 2; i < 34; i++ {
+		m[i] = ""
+	}
+	return m
 }
 
 func TestEveryBuiltInMachineHasExpectations(t *testing.T) {

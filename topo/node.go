@@ -43,6 +43,20 @@ type Node struct {
 	// Notes are facts a reader should know that are not errors (e.g. the VM has
 	// no NUMA information). One line each.
 	Notes []string `json:"notes,omitempty"`
+	// Degraded lists, per device, what discovery could not read (a missing
+	// or malformed attribute, a path it did not expect). The device is kept
+	// with the rest of its facts; `trainrun topo --explain` prints these.
+	Degraded []Degraded `json:"degraded,omitempty"`
+	// Routes is DIR/proc/net/route: which subnet is on which interface, and
+	// the default route. It matches the node's address to an interface when
+	// fib_trie (the addresses) is hidden.
+	Routes []Route `json:"routes,omitempty"`
+	// PlatformTopoFile is the NCCL topology file the platform ships
+	// (NCCL_TOPO_FILE in DIR/etc/nccl.conf, e.g. Azure's
+	// /opt/microsoft/ndv5/topo.xml), when it could be read.
+	PlatformTopoFile string `json:"platform_topo_file,omitempty"`
+
+	platformTopo *platformTopo
 }
 
 // CPUInfo is what NCCL's topology XML wants to know of the CPU
@@ -85,6 +99,10 @@ type GPU struct {
 	// distance from this GPU, and NearestPath that distance.
 	NearestNICs []string `json:"nearest_nics"`
 	NearestPath PathType `json:"nearest_path"`
+	// NearestFrom says where the pairing comes from: "sysfs" (PCIe
+	// distance), or "NCCL_TOPO_FILE <path>" when the platform's topology
+	// file pairs GPUs and NICs a VM's flat bus does not show.
+	NearestFrom string `json:"nearest_from,omitempty"`
 	// NCCLNICs are the nearest of the NICs NCCL should use (Node.NCCLNICs).
 	NCCLNICs []string `json:"nccl_nics"`
 
@@ -461,7 +479,8 @@ func (n *Node) GPUByBusID(busID string) *GPU {
 }
 
 // NormalizeBusID turns NVML's "00000000:07:00.0" (or upper case, or a bus id
-// without domain) into sysfs's "0000:07:00.0".
+// without domain) into sysfs's "0000:07:00.0" ("10000:01:00.0" for a domain
+// above 0xffff).
 func NormalizeBusID(s string) (string, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	parts := strings.Split(s, ":")
@@ -482,8 +501,7 @@ func NormalizeBusID(s string) (string, error) {
 	if !ok || err1 != nil || err2 != nil || err3 != nil || err4 != nil || v > 0x1f || f > 7 {
 		return "", fmt.Errorf("PCI bus id %q: want DDDD:BB:DD.F in hex", s)
 	}
-	if d > 0xffff {
-		return "", fmt.Errorf("PCI bus id %q: domain above ffff", s)
-	}
+	// Domains above 0xffff exist (Intel VMD's 10000, some VMs); sysfs and
+	// NCCL print them with as many digits as they need.
 	return fmt.Sprintf("%04x:%02x:%02x.%x", d, b, v, f), nil
 }

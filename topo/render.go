@@ -34,8 +34,12 @@ func WriteMatrix(w io.Writer, n *Node) error {
 			if g.MemoryBytes > 0 {
 				mem = fmt.Sprintf("%d MiB", g.MemoryBytes>>20)
 			}
+			near := g.NearestPath.String()
+			if f, ok := strings.CutPrefix(g.NearestFrom, "NCCL_TOPO_FILE "); ok {
+				near += " per " + f
+			}
 			fmt.Fprintf(tw, "  GPU%d:\t%s\t%s\t%s\tnearest NIC %s (%s)\tNCCL NIC %s\n", g.Index, orNA(g.Name), g.BusID, orNA(mem),
-				orNA(strings.Join(g.NearestNICs, ",")), g.NearestPath, orNA(strings.Join(g.NCCLNICs, ",")))
+				orNA(strings.Join(g.NearestNICs, ",")), near, orNA(strings.Join(g.NCCLNICs, ",")))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -120,7 +124,12 @@ func writeTail(ew *errWriter, n *Node) error {
 	if len(n.NUMANodes) > 0 {
 		ew.printf("\nNUMA nodes:\n\n")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		var memOnly []int
 		for _, nn := range n.NUMANodes {
+			if len(nn.CPUs) == 0 && !numaUsed(n, nn.ID) {
+				memOnly = append(memOnly, nn.ID)
+				continue
+			}
 			var gpus, nics []string
 			for _, g := range n.GPUs {
 				if g.NUMANode != nil && *g.NUMANode == nn.ID {
@@ -133,6 +142,9 @@ func writeTail(ew *errWriter, n *Node) error {
 				}
 			}
 			fmt.Fprintf(tw, "  node%d:\tCPUs %s\tGPUs %s\tNICs %s\n", nn.ID, nn.CPUs, orNA(strings.Join(gpus, ",")), orNA(strings.Join(nics, ",")))
+		}
+		if len(memOnly) > 0 { // Grace Blackwell: each GPU's memory as CPU-less nodes
+			fmt.Fprintf(tw, "  %d memory-only node(s), no CPUs, no devices: %s\n", len(memOnly), CPUList(memOnly))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -156,6 +168,20 @@ func writeTail(ew *errWriter, n *Node) error {
 		ew.printf("\nNote: %s\n", note)
 	}
 	return ew.err
+}
+
+func numaUsed(n *Node, id int) bool {
+	for _, g := range n.GPUs {
+		if g.NUMANode != nil && *g.NUMANode == id {
+			return true
+		}
+	}
+	for _, d := range n.RDMA {
+		if d.NUMANode != nil && *d.NUMANode == id {
+			return true
+		}
+	}
+	return false
 }
 
 func orNA(s string) string {
@@ -187,3 +213,59 @@ func (e *errWriter) Write(b []byte) (int, error) {
 }
 
 func (e *errWriter) printf(format string, a ...any) { fmt.Fprintf(e, format, a...) }
+
+// WriteExplain says how discovery read the node: which devices degraded
+// (facts it could not read, grouped per device, and what that means), where
+// each GPU's NIC pairing comes from, and the node's notes. It is what
+// `trainrun topo --explain` prints after the node.
+func WriteExplain(w io.Writer, n *Node) error {
+	ew := &errWriter{w: w}
+	ew.printf("\nExplain (%s, source %s):\n\n", orNA(n.Root), n.Source)
+	if len(n.Degraded) == 0 {
+		ew.printf("  Every device was read in full: nothing degraded.\n")
+	} else {
+		var order []string
+		by := map[string][]string{}
+		for _, d := range n.Degraded {
+			if _, ok := by[d.Device]; !ok {
+				order = append(order, d.Device)
+			}
+			by[d.Device] = append(by[d.Device], d.What)
+		}
+		ew.printf("  %d device(s) degraded: kept with what could be read, the rest of the node unaffected.\n", len(order))
+		for _, dev := range order {
+			ew.printf("  %s%s:\n", dev, deviceKind(n, dev))
+			for _, what := range by[dev] {
+				ew.printf("    - %s\n", what)
+			}
+		}
+	}
+	if why := n.RDMAUndecided(); why != "" {
+		ew.printf("\n  NCCL_IB_HCA is left to NCCL: %s\n", why)
+	}
+	if n.AddressesUnknown() {
+		ew.printf("\n  Interface addresses unknown: NCCL_SOCKET_IFNAME comes from the route table (Node.InterfaceFor)\n")
+	}
+	if len(n.GPUs) > 0 {
+		ew.printf("\n  GPU-NIC pairing:\n")
+		for _, g := range n.GPUs {
+			ew.printf("    GPU%d %s: %s (%s) from %s\n", g.Index, g.BusID, orNA(strings.Join(g.NearestNICs, ",")), g.NearestPath, orNA(g.NearestFrom))
+		}
+	}
+	if d := n.NVLinkDomain(); d != "" {
+		ew.printf("\n  Multi-node NVLink clique %s: nodes reporting it share NVLink (placement may put TP/EP across them)\n", d)
+	}
+	return ew.err
+}
+
+func deviceKind(n *Node, dev string) string {
+	if g := n.GPUByBusID(dev); g != nil {
+		return fmt.Sprintf(" (GPU%d)", g.Index)
+	}
+	for _, d := range n.RDMA {
+		if d.BusID == dev {
+			return " (" + d.Name + ")"
+		}
+	}
+	return ""
+}

@@ -156,10 +156,40 @@ func assignRoles(n *Node) {
 			}
 		}
 	}
-	// Per GPU: the nearest NCCL devices.
+	gpuNCCLNICs(n)
+	if haveRail && railCount > 0 && len(n.NCCLNICs()) == 0 {
+		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
+	}
+	if n.FlatPCIe() {
+		if n.CPU.Arch == "arm64" && minGPUSM(n) >= 90 {
+			n.Notes = append(n.Notes, "the GPUs attach to the Grace CPUs over NVLink-C2C, not to a PCIe switch shared with a NIC: the nearest NICs are those of the GPU's NUMA node (NODE)")
+		} else if n.PlatformTopoFile != "" {
+			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus): the nearest NICs come from the platform's topology file "+n.PlatformTopoFile+" (NCCL_TOPO_FILE in /etc/nccl.conf), which NCCL reads too")
+		} else {
+			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
+		}
+	}
+
+	netRoles(n)
+}
+
+// gpuNCCLNICs sets each GPU's nearest NICs among those NCCL should use.
+func gpuNCCLNICs(n *Node) {
+	// Per GPU: the nearest NCCL devices (the platform file's pairing first).
 	for i := range n.GPUs {
 		best := PathUnknown
 		names := []string{}
+		if g := &n.GPUs[i]; g.NearestFrom != "" && g.NearestFrom != "sysfs" {
+			for _, name := range g.NearestNICs {
+				if d := n.RDMAByName(name); d != nil && d.NCCL {
+					names = append(names, name)
+				}
+			}
+			if len(names) > 0 {
+				g.NCCLNICs = names
+				continue
+			}
+		}
 		for _, d := range n.RDMA {
 			if !d.NCCL {
 				continue
@@ -173,13 +203,11 @@ func assignRoles(n *Node) {
 		}
 		n.GPUs[i].NCCLNICs = names
 	}
-	if haveRail && railCount > 0 && len(n.NCCLNICs()) == 0 {
-		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
-	}
-	if n.FlatPCIe() {
-		n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
-	}
+}
 
+// netRoles gives network interfaces the role of their RDMA port, and picks
+// the bootstrap (socket) interfaces.
+func netRoles(n *Node) {
 	// Network interfaces inherit the role of their RDMA port.
 	byNet := map[string]*RDMADevice{}
 	byBus := map[string]*RDMADevice{}
@@ -261,16 +289,28 @@ func nearGPUs(n *Node, d *RDMADevice, p PathType) []string {
 }
 
 // FlatPCIe reports whether the node has GPUs and NICs but no GPU shares a
-// PCIe switch with any NIC: the VM case, where the pairing NCCL needs is not
-// visible in sysfs.
+// PCIe switch with any NIC in sysfs: the VM case, where the pairing NCCL
+// needs is not visible (a platform topology file may still supply it).
 func (n *Node) FlatPCIe() bool {
 	if len(n.GPUs) == 0 || len(n.RDMA) == 0 {
 		return false
 	}
-	for _, g := range n.GPUs {
-		if g.NearestPath != PathUnknown && g.NearestPath <= PathPXB {
-			return false
+	for _, d := range n.RDMA {
+		for _, p := range d.GPUPaths {
+			if p != PathUnknown && p <= PathPXB {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+func minGPUSM(n *Node) int {
+	m := 0
+	for _, g := range n.GPUs {
+		if g.SM > 0 && (m == 0 || g.SM < m) {
+			m = g.SM
+		}
+	}
+	return m
 }

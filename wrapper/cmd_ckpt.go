@@ -24,7 +24,7 @@ func init() {
 // ckptNow is the clock of `ckpt list`'s age column (tests fix it).
 var ckptNow = time.Now
 
-const ckptSynopsis = "ckpt list|verify|prune|latest|request [flags]"
+const ckptSynopsis = "ckpt list|verify|prune|latest|request|drain|compress|restore [flags]"
 
 func ckptHelp(w io.Writer) {
 	fmt.Fprint(w, joinLines(
@@ -42,6 +42,7 @@ func ckptHelp(w io.Writer) {
 		"  drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--json]",
 		"                       copy this node's finished node-local checkpoints into the store's staging",
 		"                       (the job epilog's last pass); a tag is committed once every node drained it",
+		ckptCompressHelp,
 		"",
 		"Every subcommand takes --ckpt-dir DIR (default $TRAINRUN_CKPT_DIR).",
 		"",
@@ -78,8 +79,12 @@ func runCkpt(ctx context.Context, env *runEnv, args []string) error {
 		return runCkptRequest(ctx, env, rest)
 	case "drain":
 		return runCkptDrain(ctx, env, rest)
+	case "compress":
+		return runCkptCompress(ctx, env, rest)
+	case "restore":
+		return runCkptRestore(ctx, env, rest)
 	}
-	return usageErrorf("ckpt %q: unknown subcommand; use list, verify, prune, latest, request or drain", sub)
+	return usageErrorf("ckpt %q: unknown subcommand; use list, verify, prune, latest, request, drain, compress or restore", sub)
 }
 
 // ckptFlags are the flags every ckpt subcommand shares.
@@ -107,11 +112,20 @@ func (o *ckptFlags) open() (*checkpoint.Store, error) {
 func runCkptList(_ context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var asJSON bool
-	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--json]", env.stderr)
+	var format string
+	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--format text|json]", env.stderr)
 	o.AddFlags(fs, env)
-	fs.BoolVar(&asJSON, "json", false, "print JSON, one object per checkpoint")
+	fs.BoolVar(&asJSON, "json", false, "print JSON, one object per checkpoint (--format json)")
+	fs.StringVar(&format, "format", "text", "text (a table) or json (a list of objects with raw_bytes and stored_bytes)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch format {
+	case "json":
+		asJSON = true
+	case "text":
+	default:
+		return usageErrorf("--format %q: use text or json", format)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("ckpt list takes no arguments, got %q", fs.Args())
@@ -135,6 +149,8 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 			WorldSize int       `json:"world_size"`
 			Files     int       `json:"files"`
 			Bytes     int64     `json:"bytes"`
+			Raw       int64     `json:"raw_bytes"`    // the trainer's bytes (= bytes)
+			Stored    int64     `json:"stored_bytes"` // on disk: less once compressed
 			Time      time.Time `json:"time"`
 			Latest    bool      `json:"latest"`
 			Note      string    `json:"note,omitempty"`
@@ -142,7 +158,7 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 		rows := []row{}
 		for _, in := range list {
 			rows = append(rows, row{in.Tag, in.Dir, string(in.State), string(in.Kind), in.Step, in.Ranks, in.WorldSize,
-				in.Files, in.Bytes, in.ModTime.UTC(), in.Latest, in.Note})
+				in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note})
 		}
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -154,7 +170,7 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 	}
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TAG\tSTATE\tKIND\tSTEP\tRANKS\tFILES\tSIZE\tAGE\tLATEST")
+	fmt.Fprintln(tw, "TAG\tSTATE\tKIND\tSTEP\tRANKS\tFILES\tSIZE\tSTORED\tAGE\tLATEST")
 	now := ckptNow()
 	var notes []string
 	for _, in := range list {
@@ -171,8 +187,8 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 		if in.Latest {
 			latest = "latest"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", in.Tag, in.State, in.Kind, step, ranks, in.Files,
-			humanBytes(in.Bytes), age(now.Sub(in.ModTime)), latest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", in.Tag, in.State, in.Kind, step, ranks, in.Files,
+			humanBytes(in.Bytes), humanBytes(in.Stored), age(now.Sub(in.ModTime)), latest)
 		if in.Note != "" && (in.State != checkpoint.Committed || in.Kind != checkpoint.KindTrainrun) {
 			notes = append(notes, fmt.Sprintf("  %s: %s", in.Tag, in.Note))
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 )
 
 // The -update flag may be defined by another test file of this package.
@@ -44,29 +45,29 @@ func ckptFixture(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	save := func(base string, ranks ...int) {
-		for _, r := range ranks {
-			write(filepath.Join(base, "rank"+strconv.Itoa(r)+".pt"), strings.Repeat("w", 1500*(r+1)))
-			write(filepath.Join(base, ".trainrun", "done."+strconv.Itoa(r)), "")
-		}
-	}
-	save("step-100", 0, 1)
-	save("step-200", 0, 1)
-	save("step-300", 1)
-	save(".trainrun/staging/step-400", 0)
-	write("dcp-50/.metadata", "m")
-	write("dcp-50/__0_0.distcp", "d")
 	s, err := checkpoint.OpenWith(dir, checkpoint.Options{Now: func() time.Time { return ckptT0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	weights := func(r int) checkpointtest.File {
+		return checkpointtest.File{Name: "rank" + strconv.Itoa(r) + ".pt", Data: strings.Repeat("w", 1500*(r+1))}
+	}
+	for _, tag := range []string{"step-100", "step-200"} {
+		for r := range 2 {
+			checkpointtest.SaveRank(t, s.TagDir(tag), r, weights(r))
+		}
+	}
+	checkpointtest.SaveRank(t, s.TagDir("step-300"), 1, weights(1))
+	checkpointtest.SaveRank(t, s.StagingDir("step-400"), 0, weights(0))
+	write("dcp-50/.metadata", "m")
+	write("dcp-50/__0_0.distcp", "d")
 	for _, tag := range []string{"step-100", "step-200"} {
 		if _, err := s.Commit(tag, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, p := range []string{"step-300", ".trainrun/staging/step-400", "dcp-50"} {
-		if err := os.Chtimes(filepath.Join(dir, p), ckptT0, ckptT0.Add(-30*time.Minute)); err != nil {
+	for _, p := range []string{s.TagDir("step-300"), s.StagingDir("step-400"), s.TagDir("dcp-50")} {
+		if err := os.Chtimes(p, ckptT0, ckptT0.Add(-30*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -192,14 +193,8 @@ func TestCkptDrain(t *testing.T) {
 	dir, local := t.TempDir(), t.TempDir()
 	for r, node := range []string{"a", "b"} {
 		src := filepath.Join(local, node, "step-5")
-		for _, f := range []string{"rank" + strconv.Itoa(r) + ".pt", ".trainrun/done." + strconv.Itoa(r)} {
-			if err := os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		name := "rank" + strconv.Itoa(r) + ".pt"
+		checkpointtest.SaveRank(t, src, r, checkpointtest.File{Name: name, Data: name})
 		code, out, errs := runCkptCmd(t, dir, "drain", "--local", filepath.Join(local, node), "--node", node)
 		if code != ExitOK || !strings.Contains(out, "drained step-5") {
 			t.Fatalf("drain on %s: exit %d\n%s%s", node, code, out, errs)
@@ -224,11 +219,7 @@ func TestCkptDrainJSON(t *testing.T) {
 	t.Parallel()
 	dir, local := t.TempDir(), t.TempDir()
 	done := filepath.Join(local, "step-7")
-	if err := os.MkdirAll(filepath.Join(done, ".trainrun"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(done, "w.bin"), []byte("0123456789"), 0o644)
-	os.WriteFile(filepath.Join(done, ".trainrun", "done.3"), nil, 0o644)
+	checkpointtest.SaveRank(t, done, 3, checkpointtest.File{Name: "w.bin", Data: "0123456789"})
 	os.MkdirAll(filepath.Join(local, "step-8"), 0o755) // being written when the job died
 	code, out, errs := runCkptCmd(t, dir, "drain", "--json", "--local="+local, "--node=n2")
 	if code != ExitOK {
@@ -246,8 +237,7 @@ func TestCkptDrainJSON(t *testing.T) {
 		t.Errorf("the drained local copy %s is still there", done)
 	}
 	// A store that is not there: a non-zero exit, and the object says why.
-	os.MkdirAll(filepath.Join(local, "step-9", ".trainrun"), 0o755)
-	os.WriteFile(filepath.Join(local, "step-9", ".trainrun", "done.3"), nil, 0o644)
+	checkpointtest.MarkDone(t, filepath.Join(local, "step-9"), 3)
 	code, out, _ = runCkptCmd(t, filepath.Join(dir, "no", "such"), "drain", "--json", "--local="+local, "--node=n2")
 	rep = checkpoint.DrainReport{}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == ExitOK || rep.Error == "" || !reflect.DeepEqual(rep.Left, []string{"step-8", "step-9"}) {

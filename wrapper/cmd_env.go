@@ -344,23 +344,6 @@ func readPlanFile(path string) (*plan.Evaluation, error) {
 	return r.Plan, nil
 }
 
-// parseDegrees reads --fix style degrees over base; dp defaults to what the
-// other degrees leave of world.
-func parseDegrees(s string, base plan.Layout, world int) (plan.Layout, error) {
-	l, dpSet, err := plan.ParseDegrees(s, base)
-	if err != nil {
-		return l, usageErrorf("--fix %q: %v", s, err)
-	}
-	if !dpSet && base.DP == 0 {
-		mp := max(l.TP, 1) * max(l.CP, 1) * max(l.PP, 1)
-		if world%mp != 0 {
-			return l, usageErrorf("--fix %q: tp·cp·pp = %d does not divide the job's %d GPUs", s, mp, world)
-		}
-		l.DP = world / mp
-	}
-	return l, nil
-}
-
 // writeEnvShell prints KEY=VALUE lines, quoted for a POSIX shell where
 // needed; with explain, a comment before each says why, and the variables
 // left to someone else are listed as comments.

@@ -87,7 +87,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.InterNodeBW, "inter-node-bw", 0, "inter-node bandwidth per GPU, GB/s per direction (default: the GPU type's usual fabric)")
 	fs.Float64Var(&o.HostMemoryGB, "host-memory", 0, "host memory per node in GB, for offload (default: the GPU type's usual node)")
 
-	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep dp mbs recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params)")
+	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params)")
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
 	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|env|sbatch|hostfile|placement")
@@ -494,84 +494,4 @@ func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, 
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-var fixKeys = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "mbs", "recompute", "zero", "sp", "offload"}
-
-// parseFix reads --fix key=value,... into the planner's pins (nil = search).
-func parseFix(s string) (plan.Pins, error) {
-	var f plan.Pins
-	if strings.TrimSpace(s) == "" {
-		return f, nil
-	}
-	seen := map[string]bool{}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		k = strings.ToLower(strings.TrimSpace(k))
-		v = strings.TrimSpace(v)
-		if !ok || v == "" {
-			return f, usageErrorf("--fix %q: want key=value, e.g. --fix tp=8,pp=4", kv)
-		}
-		if seen[k] {
-			return f, usageErrorf("--fix: %s given twice", k)
-		}
-		seen[k] = true
-		posInt := func(dst **int) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return usageErrorf("--fix %s=%s: want a positive integer", k, v)
-			}
-			*dst = &n
-			return nil
-		}
-		var err error
-		switch k {
-		case "tp":
-			err = posInt(&f.TP)
-		case "pp":
-			err = posInt(&f.PP)
-		case "vpp":
-			err = posInt(&f.VPP)
-		case "cp":
-			err = posInt(&f.CP)
-		case "ep":
-			err = posInt(&f.EP)
-		case "dp":
-			err = posInt(&f.DP)
-		case "mbs", "micro_batch":
-			err = posInt(&f.MicroBatch)
-		case "recompute":
-			switch v {
-			case "none", "selective", "full":
-				f.Recompute = &v
-			default:
-				err = usageErrorf("--fix recompute=%s: accepted: none, selective, full", v)
-			}
-		case "offload":
-			switch v {
-			case "none", "optimizer", "params":
-				f.Offload = &v
-			default:
-				err = usageErrorf("--fix offload=%s: accepted: none, optimizer, params", v)
-			}
-		case "zero":
-			n, e := strconv.Atoi(v)
-			if e != nil || n < 0 || n > 3 {
-				err = usageErrorf("--fix zero=%s: accepted: 0, 1, 2, 3", v)
-			}
-			f.Zero = &n
-		case "sp":
-			b, e := strconv.ParseBool(v)
-			if e != nil {
-				err = usageErrorf("--fix sp=%s: accepted: true, false", v)
-			}
-			f.SP = &b
-		default:
-			err = usageErrorf("--fix: unknown key %q; accepted: %s", k, strings.Join(fixKeys, ", "))
-		}
-		if err != nil {
-			return f, err
-		}
-	}
-	return f, nil
 }

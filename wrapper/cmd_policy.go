@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
 func init() {
@@ -138,7 +139,7 @@ func runPolicyShow(env *runEnv, args []string) error {
 				may = "yes"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Key, r.Value, r.Source, may)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Key, obs.RedactURLs(r.Value), r.Source, may) // webhook tokens
 	}
 	return tw.Flush()
 }

@@ -42,6 +42,7 @@ type runOptions struct {
 	maxFailures int
 	ckptKeep    int
 	ckptEvery   int
+	compress    string
 	policy      string
 	jobDir      string
 	probe       string
@@ -75,6 +76,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.IntVar(&o.maxRequeue, "max-requeue", 10, "requeue at most this many times (SLURM_RESTART_COUNT), then stop")
 	fs.IntVar(&o.ckptKeep, "ckpt-keep", 0, "after each commit keep the newest N committed checkpoints and prune older ones (0 = keep all; the policy's CkptKeep when it has one)")
 	fs.IntVar(&o.ckptEvery, "ckpt-keep-every", 0, "with --ckpt-keep: also keep one checkpoint per K steps, for loss curves and scaling-law analysis")
+	fs.StringVar(&o.compress, "ckpt-compress", "no", "lossless compression of checkpoints: no; archive (retained older checkpoints, in the background; the newest stays raw); auto (archive, and the tiered drain compresses when the target is slower than the compressor); always (archive, and every drain compresses); the policy's CkptCompress when it has one")
 	fs.IntVar(&o.maxFailures, "max-failures", 3, "after a failed step, requeue (resuming from the latest checkpoint) until this many runs in a row failed without progress; 0 = never requeue a failure")
 	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
@@ -143,6 +145,9 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	}
 	if launch.SignalByName(o.ckptSignal) == nil {
 		return usageErrorf("--ckpt-signal %q: want a signal name such as USR2 or TERM", o.ckptSignal)
+	}
+	if err := checkCompressMode(o.compress); err != nil {
+		return err
 	}
 	if o.plan.Fix != "" && o.planFile != "" {
 		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
@@ -274,12 +279,15 @@ func (r *runner) makeDirs() (finished bool, err error) {
 	if r.jobDir, err = filepath.Abs(r.jobDir); err != nil {
 		return false, err
 	}
-	if err := mkdirUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
+	if err := mkdirOwnUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
 		return false, withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
 	}
 	r.ckptDir = r.opts.ckptDir
 	if r.ckptDir == "" {
 		r.ckptDir = filepath.Join(r.jobDir, "checkpoints")
+		if err := mkdirOwnUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
+			return false, withCode(ExitUsage, fmt.Errorf("default --ckpt-dir: %w", err))
+		}
 	}
 	if r.ckptDir, err = filepath.Abs(r.ckptDir); err != nil {
 		return false, err
@@ -416,6 +424,7 @@ func (r *runner) openRunStore() (*observedStore, error) {
 		r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
 	}
 	r.store = store.st
+	r.setCompressMode()
 	var notes []string
 	if r.resume, notes, err = store.Latest(); err != nil {
 		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
@@ -851,6 +860,9 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	}
 	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
+	if o.CommitErr == nil && code == 0 && reason == stopNone {
+		r.compressKick(true) // a finished run compresses what it retains before it ends
+	}
 	if o.CheckpointStop() {
 		took := time.Since(stopAt)
 		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), cmp.Or(o.Latest, "none"))
@@ -1058,6 +1070,7 @@ func (r *runner) ckptSignalName() string {
 var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
+	{"ckpt-compress", "CkptCompress"},
 }
 
 // applyPolicy reads the site's trainrun.conf (--policy) for the job's
@@ -1105,6 +1118,9 @@ func (r *runner) applyPolicy() error {
 	}
 	if !r.fs.Changed("ckpt-keep-every") {
 		r.opts.ckptEvery = st.CkptKeepEvery.Value
+	}
+	if !r.fs.Changed("ckpt-compress") && st.CkptCompress.Value != "" {
+		r.opts.compress = st.CkptCompress.Value
 	}
 	if !r.fs.Changed("max-failures") {
 		r.opts.maxFailures = st.MaxFailuresNoProgress.Value

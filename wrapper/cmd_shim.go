@@ -153,6 +153,9 @@ func taskEnv(env *runEnv, common *launchCommon, me *launchRank, rank int, node s
 	if common.LocalDir != "" {
 		localDir = expandLocalDir(common.LocalDir, node, common.JobID, slurm.TaskFromEnv(env.getenv).Restart)
 		envm["TRAINRUN_CKPT_LOCAL_DIR"] = localDir
+		if err := ensureLocalDir(localDir, node); err != nil {
+			return nil, "", withCode(ExitUsage, err)
+		}
 	}
 	envl = make([]string, 0, len(envm))
 	for k, v := range envm {

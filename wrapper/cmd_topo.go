@@ -28,7 +28,8 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 	format := fs.String("format", "matrix", "output: matrix (like nvidia-smi topo -m), json, or nccl-xml (an NCCL_TOPO_FILE)")
 	cluster := fs.Bool("cluster", false, "show the cluster model (switch tree, NVLink blocks) from the local Slurm's 'scontrol show topology' instead of one node")
 	topoConf := fs.String("topology-conf", "", "with --cluster: read this topology.conf instead of asking scontrol")
-	capture := fs.String("capture", "", "copy what topo reads of this machine (sysfs, cpuinfo, addresses, NVML's answers) into DIR, for --root DIR elsewhere")
+	capture := fs.String("capture", "", "copy what topo reads of this machine (or of --root) into DIR, for --root DIR elsewhere; DIR/"+topo.CaptureManifest+" lists every path copied.\n"+topo.CaptureContents)
+	explain := fs.Bool("explain", false, "after the node, say which devices degraded (facts that could not be read) and why, and where each GPU-NIC pairing comes from")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,7 +82,10 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 		_, err = env.stdout.Write(b)
 		return err
 	}
-	return topo.WriteMatrix(env.stdout, n)
+	if err := topo.WriteMatrix(env.stdout, n); err != nil || !*explain {
+		return err
+	}
+	return topo.WriteExplain(env.stdout, n)
 }
 
 // discoverNode reads the node named by --root or --machine, or this machine
@@ -148,7 +152,7 @@ func captureNode(env *runEnv, root, dir string) error {
 	if err := topo.Capture(root, dir, src); err != nil {
 		return usageErrorf("--capture %s: %v", dir, err)
 	}
-	fmt.Fprintf(env.stdout, "captured %s into %s; read it with: trainrun topo --root %s\n", cmp.Or(root, "this machine"), dir, dir)
+	fmt.Fprintf(env.stdout, "captured %s into %s (every path copied is listed in %s/%s); read it with: trainrun topo --root %s --explain\n", cmp.Or(root, "this machine"), dir, dir, topo.CaptureManifest, dir)
 	return nil
 }
 

@@ -44,6 +44,9 @@ func register(c *command) {
 }
 
 func main() {
+	if code, ok := resumeHelper(os.Args[1:]); ok { // run by the SPANK plugin as the job's user
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	env := &runEnv{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv, slurm: slurm.New()}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -49,6 +50,9 @@ func (a storeAdapter) Latest() (string, []string, error) {
 	}
 	for _, e := range r.Skipped {
 		notes = append(notes, fmt.Sprintf("skipped a newer checkpoint that does not verify: %v", e))
+	}
+	if err := a.s.EnsureRaw(context.Background(), r.Tag); err != nil { // the trainer reads raw files
+		return "", notes, fmt.Errorf("decompress the resume checkpoint %s: %w", r.Tag, err)
 	}
 	return r.Dir, notes, nil
 }

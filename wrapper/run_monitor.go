@@ -315,6 +315,7 @@ func (m *monitor) commitBG() {
 			r.setLastTag(tag)
 			r.logf("checkpoint %s complete and committed as latest", tag)
 			r.prune()
+			r.compressKick(false)
 			select {
 			case m.committed <- tag:
 			default:

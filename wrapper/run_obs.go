@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"errors"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -205,26 +204,13 @@ func (s *observedStore) CommitComplete(world int) (string, bool, error) {
 			for _, in := range list {
 				if in.Tag == tag {
 					c.Step, c.Bytes = in.Step, in.Bytes
-					c.CompleteAt = newestDoneMarker(in.Dir)
+					c.CompleteAt = checkpoint.CompletedAt(in.Dir)
 				}
 			}
 		}
 		s.r.observe(obs.Event{Kind: obs.KindCkptCommit, Ckpt: c})
 	}
 	return tag, changed, err
-}
-
-// newestDoneMarker is the modification time of the newest
-// <dir>/.trainrun/done.<RANK> (zero if none).
-func newestDoneMarker(dir string) time.Time {
-	ms, _ := filepath.Glob(filepath.Join(dir, ".trainrun", "done.*"))
-	var t time.Time
-	for _, m := range ms {
-		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(t) {
-			t = fi.ModTime()
-		}
-	}
-	return t
 }
 
 // unwrapStore finds the checkpoint.Store adapter under the observing one.

@@ -3,12 +3,13 @@ package main
 import (
 	"errors"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -76,13 +77,9 @@ func TestObservedStoreReportsCommit(t *testing.T) {
 	}
 	done := time.Now().Add(-3 * time.Second).Truncate(time.Second)
 	for rank, size := range []int{1000, 2500} {
-		p := filepath.Join(dir, "step-120", "rank"+string(rune('0'+rank))+".pt")
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, make([]byte, size), 0o644)
-		m := filepath.Join(dir, "step-120", ".trainrun", "done."+string(rune('0'+rank)))
-		os.MkdirAll(filepath.Dir(m), 0o755)
-		os.WriteFile(m, nil, 0o644)
-		os.Chtimes(m, done.Add(time.Duration(rank)*time.Second), done.Add(time.Duration(rank)*time.Second))
+		ckpt := st.TagDir("step-120")
+		checkpointtest.SaveRank(t, ckpt, rank, checkpointtest.File{Name: "rank" + strconv.Itoa(rank) + ".pt", Data: string(make([]byte, size))})
+		os.Chtimes(checkpoint.DoneMarkerPath(ckpt, rank), done.Add(time.Duration(rank)*time.Second), done.Add(time.Duration(rank)*time.Second))
 	}
 	rec := &recorder{}
 	r := &runner{obs: rec}

@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
@@ -55,12 +55,12 @@ func TestFixedLayout(t *testing.T) {
 		{name: "everything", fix: "tp=2,pp=2,vpp=2,cp=2,ep=2,dp=2,mbs=1,recompute=selective,zero=1,sp=true,offload=optimizer", world: 16,
 			want: plan.Layout{TP: 2, PP: 2, VPP: 2, CP: 2, EP: 2, DP: 2, SP: true, MicroBatch: 1, GradAccum: 1, Recompute: "selective", Zero: 1, Offload: "optimizer"}},
 		{name: "does not divide", fix: "tp=3", world: 8, code: ExitNoFit, msgContains: "does not divide the 8 GPUs"},
-		{name: "dp mismatch", fix: "tp=2,dp=2", world: 8, code: ExitNoFit, msgContains: "tp×pp×cp×dp = 4 but the allocation has 8"},
+		{name: "dp mismatch", fix: "tp=2,dp=2", world: 8, code: ExitNoFit, msgContains: "tp=2 pp=1 cp=1 dp=2 uses 4 GPUs, but there are 8"},
 		{name: "ep must divide dp·cp", fix: "tp=2,ep=3", world: 8, code: ExitNoFit, msgContains: "ep=3 must divide"},
 		{name: "global batch", fix: "tp=2", world: 8, gb: 6, code: ExitNoFit, msgContains: "not a multiple of micro_batch×dp"},
 		{name: "unknown key", fix: "tp=2,tensor=4", world: 8, code: ExitUsage, msgContains: `unknown key "tensor"`},
 		{name: "bad value", fix: "tp=0", world: 8, code: ExitUsage, msgContains: `tp="0"`},
-		{name: "bad recompute", fix: "recompute=some", world: 8, code: ExitUsage, msgContains: "none, selective or full"},
+		{name: "bad recompute", fix: "recompute=some", world: 8, code: ExitUsage, msgContains: "accepted: none, selective, full"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,13 +179,7 @@ func TestStoreAdapter(t *testing.T) {
 	if l, _, err := s.Latest(); l != "" || err != nil {
 		t.Fatalf("empty store: %q %v", l, err)
 	}
-	mark := func(tag string, ranks ...int) {
-		os.MkdirAll(filepath.Join(dir, tag, ".trainrun"), 0o755)
-		for _, r := range ranks {
-			os.WriteFile(filepath.Join(dir, tag, "rank-"+strconv.Itoa(r)+".pt"), []byte("weights"), 0o644)
-			os.WriteFile(filepath.Join(dir, tag, ".trainrun", "done."+strconv.Itoa(r)), nil, 0o644)
-		}
-	}
+	mark := func(tag string, ranks ...int) { checkpointtest.SaveRanks(t, filepath.Join(dir, tag), tag, ranks...) }
 	mark("step-10", 0, 1)
 	mark("step-20", 0) // incomplete: rank 1 missing
 	tag, changed, err := s.CommitComplete(2)

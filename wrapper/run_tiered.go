@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 )
 
@@ -51,6 +52,19 @@ func expandLocalDir(dir, node, jobID, restart string) string {
 	return b.String()
 }
 
+// ensureLocalDir makes the node-local checkpoint directory before any
+// trainer of the node writes into it: created fresh (0700) or, existing,
+// the user's own and not writable by others. Every rank's shim calls it, so
+// whichever runs first creates it; a directory another local user created
+// first (a predictable /dev/shm/trainrun-%j) fails the rank instead of
+// receiving, and injecting, its checkpoints (issue 12, finding 2).
+func ensureLocalDir(dir, node string) error {
+	if err := safefs.MkdirOwn(dir, "--ckpt-local-dir"); err != nil {
+		return fmt.Errorf("on %s: %w", node, err)
+	}
+	return nil
+}
+
 // drainPoll is how often the node's drainer looks for finished local saves.
 const drainPoll = 100 * time.Millisecond
 
@@ -78,8 +92,8 @@ func startNodeDrainer(root, ckptDir, node string, ranks []int, started time.Time
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store %s: %w", ckptDir, err)
 	}
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("--ckpt-local-dir %s on %s: %w; it must be writable node-local storage (/dev/shm, local NVMe)", root, node, err)
+	if err := safefs.MkdirOwn(root, "--ckpt-local-dir"); err != nil { // issue 12, finding 2
+		return nil, fmt.Errorf("on %s: %w; it must be your own writable node-local storage (/dev/shm, local NVMe)", node, err)
 	}
 	if ents, err := os.ReadDir(root); err == nil {
 		for _, e := range ents {
@@ -124,18 +138,12 @@ func (d *nodeDrainer) loop() {
 // pending lists local tags that some rank marked done but that are not all
 // drained yet.
 func (d *nodeDrainer) pending() []string {
-	ents, err := os.ReadDir(d.root)
-	if err != nil {
-		return nil
-	}
+	tags, _ := checkpoint.MarkedTags(d.root)
 	var out []string
-	for _, e := range ents {
-		if !e.IsDir() || checkpoint.CheckTag(e.Name()) != nil {
-			continue
-		}
-		marks, _ := filepath.Glob(filepath.Join(d.root, e.Name(), ".trainrun", "done.*"))
-		if len(marks) > 0 {
-			out = append(out, e.Name())
+	for _, tag := range tags {
+		marks, _ := checkpoint.DoneRanks(filepath.Join(d.root, tag))
+		if len(onlyNodeRanks(marks, d.ranks)) > 0 { // this node's ranks only (issue 12)
+			out = append(out, tag)
 		}
 	}
 	return out
@@ -191,4 +199,34 @@ func writeDrainHandoff(env *runEnv, c *launchCommon, node, localDir string, rank
 		return ""
 	}
 	return path
+}
+
+// onlyNodeRanks is marks restricted to the node's ranks (all of marks when
+// ranks is empty): a marker of a rank that runs elsewhere is not pending here.
+func onlyNodeRanks(marks, ranks []int) []int {
+	if len(ranks) == 0 {
+		return marks
+	}
+	var out []int
+	for _, m := range marks {
+		for _, r := range ranks {
+			if m == r {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// mkdirOwnUnlessDry creates a directory trainrun makes for the user (the
+// job directory, the default store under it) fresh with mode 0700, or
+// accepts an existing one only when it is the user's own and not writable by
+// others (issue 12, finding 3: a job directory another uid pre-created
+// would let it plant launch files and checkpoints).
+func mkdirOwnUnlessDry(dry bool, dir string) error {
+	if dry {
+		return nil
+	}
+	return safefs.MkdirOwn(dir, "directory")
 }

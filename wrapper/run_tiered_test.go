@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/plan"
 )
 
@@ -34,15 +36,7 @@ func TestExpandLocalDir(t *testing.T) {
 // saveLocal writes what one rank of the example trainer writes, in the local dir.
 func saveLocal(t *testing.T, root, tag string, rank int, data string) {
 	t.Helper()
-	d := filepath.Join(root, tag)
-	must := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.MkdirAll(filepath.Join(d, ".trainrun"), 0o755))
-	must(os.WriteFile(filepath.Join(d, "rank"+string(rune('0'+rank))+".pt"), []byte(data), 0o644))
-	must(os.WriteFile(checkpoint.DoneMarkerPath(d, rank), nil, 0o644))
+	checkpointtest.SaveRank(t, filepath.Join(root, tag), rank, checkpointtest.File{Name: "rank" + strconv.Itoa(rank) + ".pt", Data: data})
 }
 
 // Two "nodes" of two ranks each save locally; each node's drainer carries its

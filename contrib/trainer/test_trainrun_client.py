@@ -120,6 +120,34 @@ class ClientTest(unittest.TestCase):
         other = trainrun_client.Checkpointer(self.env, install=False)  # rank 1
         self.assertFalse(other.report_progress(15))
 
+    # Issue 12 (low): the client writes its temporary files without following
+    # a link planted under their names, and refuses an empty tag.
+    def test_planted_tmp_links_not_followed(self):
+        victim = os.path.join(self.dir, "victim")
+        with open(victim, "w") as f:
+            f.write("precious")
+        env = dict(self.env, RANK="0")
+        ck = trainrun_client.Checkpointer(env, install=False)
+        meta = os.path.join(ck.save_dir("step-5"), ".trainrun")
+        os.makedirs(meta, exist_ok=True)
+        os.symlink(victim, os.path.join(meta, "done.0.tmp%d" % os.getpid()))
+        os.symlink(victim, os.path.join(meta, "done.0.tmp"))
+        progress = os.path.join(self.dir, "job", "launch", "progress")
+        os.symlink(victim, "%s.tmp%d" % (progress, os.getpid()))
+        ck.mark_done("step-5")
+        self.assertTrue(ck.report_progress(3, min_interval=0))
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious")
+        self.assertFalse(os.path.islink(os.path.join(meta, "done.0")))
+        self.assertFalse(os.path.islink(progress))
+        self.assertEqual(os.stat(os.path.join(meta, "done.0")).st_mode & 0o777, 0o644)
+
+    def test_empty_tag_refused(self):
+        ck = trainrun_client.Checkpointer(self.env, install=False)
+        for tag in ("", ".", "..", "a/b", ".trainrun"):
+            with self.assertRaises(ValueError):
+                ck.save_dir(tag)
+
 
 if __name__ == "__main__":
     unittest.main()

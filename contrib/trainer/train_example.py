@@ -137,6 +137,7 @@ def main():
     ap.add_argument("--sleep", type=float, default=0.0, help="seconds per step, to make a short job last")
     ap.add_argument("--report", default="", help="directory for rank-<RANK>.json")
     ap.add_argument("--out", default="", help="rank 0 writes the final weights' SHA-256 here")
+    ap.add_argument("--ballast-kb", type=int, default=0, help="also save a fixed BF16 tensor of this many KiB in each checkpoint (weights-like bytes for the store's compression)")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
     args = ap.parse_args()
 
@@ -192,6 +193,11 @@ def main():
     ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=groups["dp"])
     dp_rank = checks["dp"]["ranks"].index(rank)
 
+    ballast = {}
+    if args.ballast_kb:
+        g = torch.Generator().manual_seed(17 + rank)
+        ballast["ballast"] = (torch.randn(args.ballast_kb * 512, generator=g) * 0.02).to(torch.bfloat16)
+
     def save(step):
         tag = "step-%d" % step
         if step == start and ck.resume_dir:
@@ -200,7 +206,7 @@ def main():
         d = ck.save_dir(tag)
         path = os.path.join(d, "rank-%d.pt" % rank)
         buf = io.BytesIO()
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, buf)
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, **ballast}, buf)
         with open(path + ".tmp", "wb") as f:
             f.write(buf.getvalue())
         os.replace(path + ".tmp", path)

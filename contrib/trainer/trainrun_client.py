@@ -64,6 +64,33 @@ def _signum(name):
     return int(getattr(signal, name))
 
 
+def _write_new(path, data, mode=0o644, fsync=False):
+    """Write data to path atomically without following a symbolic link: a
+    fresh temporary file (O_CREAT|O_EXCL|O_NOFOLLOW, so a link or file
+    planted under its name is never opened through), fchmod to mode (not
+    the umask's choice), write, optionally fsync, rename over path."""
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, mode)
+    except FileExistsError:
+        os.unlink(tmp)  # a stale temporary file, or a planted link: unlink removes the link itself
+        fd = os.open(tmp, flags, mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if fsync:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+
+
 def _fsync_path(path):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -185,8 +212,9 @@ class Checkpointer:
         root = self.local_dir or self.ckpt_dir
         if not root:
             raise RuntimeError("TRAINRUN_CKPT_DIR is not set: run under 'trainrun run' or set it")
-        if "/" in tag or tag.startswith("."):
-            raise ValueError("checkpoint tag %r: one path component not starting with '.'" % tag)
+        if not tag or "/" in tag or "\0" in tag or tag.startswith("."):
+            # "" would name the store's root itself, "." and ".." worse.
+            raise ValueError("checkpoint tag %r: one non-empty path component not starting with '.', e.g. step-1200" % tag)
         d = os.path.join(root, tag)
         os.makedirs(d, exist_ok=True)
         return d
@@ -203,11 +231,7 @@ class Checkpointer:
         meta = os.path.join(d, ".trainrun")
         os.makedirs(meta, exist_ok=True)
         marker = os.path.join(meta, "done.%d" % self.rank)
-        tmp = marker + ".tmp"
-        with open(tmp, "wb") as f:
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, marker)
+        _write_new(marker, b"", fsync=True)
         _fsync_path(meta)
         _fsync_path(d)
         return marker
@@ -228,11 +252,8 @@ class Checkpointer:
             return False
         self._progress_at = now
         path = os.path.join(self.job_dir, "launch", "progress")
-        tmp = "%s.tmp%d" % (path, os.getpid())
         try:
-            with open(tmp, "w") as f:
-                f.write("%d %d %.3f\n" % (int(step), int(tokens), now))
-            os.replace(tmp, path)
+            _write_new(path, ("%d %d %.3f\n" % (int(step), int(tokens), now)).encode())
         except OSError:
             return False
         return True

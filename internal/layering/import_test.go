@@ -114,6 +114,7 @@ func TestCheckpointKnowsNoPlanner(t *testing.T) {
 var execAllowed = map[string]string{
 	"wrapper/cmd_shim.go": "the exec-task shim starts the trainer",
 	"spank/epilog.go":     "the SPANK epilog runs trainrun",
+	"spank/userio.go":     "slurmstepd reads the job's checkpoint store as the job's user through `trainrun __resume-dir`",
 }
 
 var slurmCommands = []string{"scontrol", "srun", "sbatch", "scancel", "sinfo", "squeue"}

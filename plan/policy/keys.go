@@ -67,6 +67,11 @@ func init() {
 			Format: "a whole number; 0 = off",
 			Why:    "also keep every K-th checkpoint for loss-curve and scaling analysis; off unless asked, as it grows without bound",
 			parse:  intAtLeast(0), set: func(s *Settings, v any, src Source) { s.CkptKeepEvery = Setting[int]{v.(int), src} }},
+		{Name: "CkptCompress", Default: "no", User: true,
+			Format: "no, auto, archive or always",
+			Why: "no: checkpoints stay as the trainer wrote them; archive: retained older checkpoints are compressed losslessly in the background (the newest stays raw); " +
+				"auto: archive, and the tiered drain also compresses when it measures the target slower than the compressor; always: archive, and every drain compresses. Off by default: it spends the batch host's CPU",
+			parse: parseCompress, set: func(s *Settings, v any, src Source) { s.CkptCompress = Setting[string]{v.(string), src} }},
 		{Name: "MaxRequeue", Default: "100", User: true,
 			Format: "a whole number; 0 = never requeue",
 			Why:    "time-limit requeues are normal progress (two weeks in 4-hour slices is 84), so the cap is loose; loops are caught by MaxFailuresNoProgress",
@@ -146,7 +151,7 @@ func Keys() []Key {
 // userKeys are the keys users may be allowed to override. A function, not
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
-	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "MaxRequeue", "MaxFailuresNoProgress",
+	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
 		"InjectEnv", "AutoPlan", "Webhook"}
 }
 
@@ -235,6 +240,17 @@ func oneOf(vals ...string) func(string) (any, error) {
 		}
 		return nil, bad("not one of the accepted values")
 	}
+}
+
+// CompressModes are CkptCompress's values.
+var CompressModes = []string{"no", "auto", "archive", "always"}
+
+func parseCompress(v string) (any, error) {
+	v = strings.ToLower(v)
+	if slices.Contains(CompressModes, v) {
+		return v, nil
+	}
+	return nil, bad("%q is not one of %s", v, strings.Join(CompressModes, ", "))
 }
 
 func parseYesNo(v string) (any, error) {

@@ -97,7 +97,8 @@ type Settings struct {
 	CkptDir               Setting[string]        // may hold %u %j %x; see ExpandCkptDir
 	CkptRoots             Setting[[]string]      // cleaned absolute paths; nil = any
 	CkptKeep              Setting[int]
-	CkptKeepEvery         Setting[int] // 0 = off
+	CkptKeepEvery         Setting[int]    // 0 = off
+	CkptCompress          Setting[string] // "no", "auto", "archive" or "always"
 	MaxRequeue            Setting[int]
 	MaxFailuresNoProgress Setting[int]
 	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
@@ -431,6 +432,7 @@ func (s Settings) Rows() []Row {
 		{"CkptRoots", str(strings.Join(s.CkptRoots.Value, ","), "any"), s.CkptRoots.Source},
 		{"CkptKeep", strconv.Itoa(s.CkptKeep.Value), s.CkptKeep.Source},
 		{"CkptKeepEvery", str(zeroOff(s.CkptKeepEvery.Value), "off"), s.CkptKeepEvery.Source},
+		{"CkptCompress", s.CkptCompress.Value, s.CkptCompress.Source},
 		{"MaxRequeue", strconv.Itoa(s.MaxRequeue.Value), s.MaxRequeue.Source},
 		{"MaxFailuresNoProgress", strconv.Itoa(s.MaxFailuresNoProgress.Value), s.MaxFailuresNoProgress.Source},
 	}

@@ -21,7 +21,10 @@
 //	remote     init_post_opt (batch)     no   export #SBATCH values as their twins to the script
 //	remote     init_post_opt (step)      yes  topology (cached), policy, placement, every local
 //	                                          task's environment -> C arrays; errors kept;
-//	                                          config stamp written when the config loaded
+//	                                          config stamp written when the config loaded;
+//	                                          user paths read as the job's user (spank/doc.go:
+//	                                          a locked thread with the user's fs ids, and
+//	                                          `trainrun __resume-dir` exec'd as the user)
 //	remote     task_init (forked child)  no   spank_setenv the task's prepared array, or
 //	                                          return the kept error (required: task fails;
 //	                                          optional: Slurm only warns)

@@ -142,7 +142,13 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 	if err != nil {
 		return C.CString("trainrun: config: " + err.Error() + "; no trainrun environment injected")
 	}
+	if err := spank.CheckCacheDir(c.CacheDir); err != nil {
+		return C.CString("trainrun: config: " + err.Error() + "; no trainrun environment injected")
+	}
 	st.config_ok = 1
+	// In slurmstepd (root), what the user names is read as the user
+	// (spank/doc.go): the model's config.json, the checkpoint store.
+	c.As = spank.JobCred(uint32(st.uid), uint32(st.gid))
 	buf := make([]byte, 64<<10)
 	getenv := func(k string) (string, bool) {
 		ck := C.CString(k)
@@ -163,7 +169,7 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 		NodeID: int(st.node_id), NNodes: int(st.nnodes),
 		LocalTasks: int(st.local_tasks), TotalTasks: int(st.total_tasks),
 		Restart: int(st.restart), Nodelist: get("SLURM_STEP_NODELIST"),
-		User: get("SLURM_JOB_USER"), JobName: get("SLURM_JOB_NAME"), Getenv: getenv,
+		User: spank.UserName(uint32(st.uid)), JobName: get("SLURM_JOB_NAME"), Getenv: getenv,
 	}
 	// S_SLURM_RESTART_COUNT is the batch step's; an srun step inside a
 	// requeued job has 0 there but inherits SLURM_RESTART_COUNT.
@@ -215,7 +221,7 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 			C.free(unsafe.Pointer(ce))
 		}
 	}
-	if err := spank.WriteStepEnv(c.CacheDir, step, tasks); err != nil {
+	if err := spank.WriteStepEnv(c.CacheDir, step, tasks, c.As); err != nil {
 		logInfo("trainrun: step: note: cannot record the step's environment: " + err.Error())
 	}
 	return nil

@@ -396,15 +396,7 @@ func TestSecondClusterCoexistsAndStopsClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pids []int
-	out = ""
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		out = c2.JobOutput(id)
-		if strings.Contains(out, "bg=") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	out = waitLog(t, c2, id, "bg=", 20*time.Second)
 	for _, w := range strings.Fields(out) {
 		if _, v, ok := strings.Cut(w, "="); ok {
 			if p, err := strconv.Atoi(v); err == nil {
@@ -441,45 +433,4 @@ func isZombie(stat string) bool {
 	i := strings.LastIndexByte(stat, ')')
 	f := strings.Fields(stat[i+1:])
 	return len(f) > 0 && f[0] == "Z"
-}
-
-func cancelJobs(t *testing.T, ids ...int) {
-	t.Helper()
-	cancelJobsOn(t, cluster, ids...)
-}
-
-// cancelJobsOn kills the jobs on cluster c and waits until each has ended.
-func cancelJobsOn(t *testing.T, c *harness.Cluster, ids ...int) {
-	t.Helper()
-	if len(ids) == 0 {
-		return
-	}
-	args := []string{"--signal=KILL", "--full"}
-	for _, id := range ids {
-		args = append(args, strconv.Itoa(id))
-	}
-	ctx := context.Background()
-	_, _ = c.Run(ctx, "scancel", args...)
-	_, _ = c.Run(ctx, "scancel", args[2:]...)
-	for _, id := range ids {
-		if _, err := c.WaitJob(ctx, id, 30*time.Second, harness.FinalStates...); err != nil {
-			t.Errorf("cancel job %d: %v", id, err)
-		}
-	}
-}
-
-// waitOutput waits until the job's output contains s and returns it.
-func waitOutput(t *testing.T, id int, s string) string {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out := cluster.JobOutput(id)
-		if strings.Contains(out, s) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d: output %s has no %q after 20 s; it holds:\n%s", id, cluster.OutputPath(id), s, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -59,13 +59,7 @@ exec %s run --probe none --fix tp=1 --job-dir %s --pushgateway %s --webhook %s -
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(cluster.JobOutput(id), "all 1 ranks started") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not start:\n%s", cluster.JobOutput(id))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	waitLog(t, cluster, id, "all 1 ranks started", 2*time.Minute)
 	time.Sleep(8 * time.Second)
 	high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n2", "--exclusive", "--time=2")
 	if err != nil {

@@ -47,19 +47,8 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.4 --out %s/%
 
 	// Preempt twice, each time once the trainers are past their start (the
 	// log says all ranks of that run started, plus torch's import).
-	for i, restart := range []string{"restart 0", "restart 1"} {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			log := cluster.JobOutput(low)
-			at := strings.LastIndex(log, restart)
-			if at >= 0 && strings.Contains(log[at:], "all 2 ranks started") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %d of the low job did not start:\n%s", i, log)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+	for _, restart := range []string{"restart 0", "restart 1"} {
+		waitStarted(t, cluster, low, restart, 2, 2*time.Minute)
 		time.Sleep(12 * time.Second)
 		high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2")
 		if err != nil {

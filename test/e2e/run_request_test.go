@@ -31,16 +31,7 @@ exec %s run --fix tp=1 --ckpt-dir %s -- /usr/bin/python3 %s --steps 400 --sleep 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
-	waitLog := func(what string, d time.Duration) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !strings.Contains(cluster.JobOutput(id), what) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the job log after %v:\n%s", what, d, cluster.JobOutput(id))
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-	}
+	waitLog := func(what string, d time.Duration) { t.Helper(); waitLog(t, cluster, id, what, d) }
 	waitLog("all 2 ranks started", 90*time.Second)
 	time.Sleep(10 * time.Second) // past torch's import and the rendezvous
 	if _, err := cluster.Run(ctx, bin, "ckpt", "request", "--then", "continue", "--ckpt-dir", ckpt); err != nil {

@@ -44,29 +44,12 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 120 --sleep 0.3
 		{"restart 1", []string{"--signal=USR2"}, "SIGUSR2 from Slurm reached the step"},
 	}
 	for _, sg := range signals {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			log := cluster.JobOutput(id)
-			at := strings.LastIndex(log, sg.restart)
-			if at >= 0 && strings.Contains(log[at:], "all 2 ranks started") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s of the job did not start:\n%s", sg.restart, log)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+		waitStarted(t, cluster, id, sg.restart, 2, 2*time.Minute)
 		time.Sleep(10 * time.Second)
 		if _, err := cluster.Run(ctx, "scancel", append(sg.args, strconv.Itoa(id))...); err != nil {
 			t.Fatal(err)
 		}
-		deadline = time.Now().Add(time.Minute)
-		for !strings.Contains(cluster.JobOutput(id), sg.want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("scancel %v: no %q in the job log:\n%s", sg.args, sg.want, cluster.JobOutput(id))
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
+		waitLog(t, cluster, id, sg.want, time.Minute)
 	}
 	if _, err := cluster.WaitJob(ctx, id, 3*time.Minute, "COMPLETED"); err != nil {
 		t.Fatal(err)

@@ -3,88 +3,21 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/test/harness"
 )
-
-// The trainrun binary the jobs run, built once into the cluster directory
-// (the emulated nodes share this machine's file system).
-var (
-	trainrunOnce sync.Once
-	trainrunBin  string
-	trainrunErr  error
-)
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-func trainrun(t testing.TB) string {
-	t.Helper()
-	trainrunOnce.Do(func() {
-		trainrunBin = filepath.Join(cluster.Dir(), "bin", "trainrun")
-		cmd := exec.Command("go", "build", "-o", trainrunBin, "./wrapper")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			trainrunErr = fmt.Errorf("go build ./wrapper: %v\n%s", err, out)
-		}
-	})
-	if trainrunErr != nil {
-		t.Fatal(trainrunErr)
-	}
-	return trainrunBin
-}
-
-// runJob submits a batch script and waits for it to end; it returns the
-// final state, the exit code of the script and its output.
-func runJob(t testing.TB, script string, timeout time.Duration, sbatchArgs ...string) (state string, exit int, output string, jobID int) {
-	t.Helper()
-	ctx := context.Background()
-	id, err := cluster.SubmitBatch(ctx, script, sbatchArgs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
-	state, _ = cluster.WaitJob(ctx, id, timeout, "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
-	info, err := cluster.JobInfo(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, _, _ := strings.Cut(info["ExitCode"], ":")
-	exit, _ = strconv.Atoi(code)
-	return state, exit, cluster.JobOutput(id), id
-}
-
-func readEnvFile(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			m[k] = v
-		}
-	}
-	return m
-}
 
 // A plain job on all 4 nodes × 8 GPUs: every rank reports its environment.
 func TestRunPlainJob(t *testing.T) {
@@ -296,21 +229,16 @@ exec %s run --probe none --fix tp=2 -- /bin/sh -c 'touch %s.$RANK; while :; do s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		n := 0
+	allStarted := func() bool {
 		for r := 0; r < 4; r++ {
-			if _, err := os.Stat(fmt.Sprintf("%s.%d", started, r)); err == nil {
-				n++
+			if _, err := os.Stat(fmt.Sprintf("%s.%d", started, r)); err != nil {
+				return false
 			}
 		}
-		if n == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the 4 tasks did not start:\n%s", cluster.JobOutput(id))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true
+	}
+	if err := harness.WaitFor(ctx, 60*time.Second, "the 4 tasks to start", allStarted); err != nil {
+		t.Fatalf("%v:\n%s", err, cluster.JobOutput(id))
 	}
 	// The marker is in the tasks' shells, their shims, srun and the controller.
 	if n := countProcs(marker); n < 4 {

@@ -59,18 +59,7 @@ exec %s run --fix tp=1 %s -- /usr/bin/python3 %s --steps 80 --save-every 20 --sl
 	}
 	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(low)) })
 
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		log := cluster.JobOutput(low)
-		at := strings.LastIndex(log, "restart 0")
-		if at >= 0 && strings.Contains(log[at:], fmt.Sprintf("all %d ranks started", 2*perNode)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tiered job did not start:\n%s", log)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	waitStarted(t, cluster, low, "restart 0", 2*perNode, 2*time.Minute)
 	time.Sleep(18 * time.Second) // past the first periodic save (step 20)
 	high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2")
 	if err != nil {

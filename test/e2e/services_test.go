@@ -44,25 +44,25 @@ func TestPrometheusScrapesPushgateway(t *testing.T) {
 	defer prom.Stop()
 	q := prom.URL + "/api/v1/query?query=" + url.QueryEscape(`trainrun_e2e_probe{exported_job="e2e"}`)
 	var last string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	answered := func() bool {
 		resp, err := http.Get(q)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			last = string(b)
-			var r struct {
-				Data struct {
-					Result []struct {
-						Value [2]any `json:"value"`
-					} `json:"result"`
-				} `json:"data"`
-			}
-			if json.Unmarshal(b, &r) == nil && len(r.Data.Result) == 1 && fmt.Sprint(r.Data.Result[0].Value[1]) == "42" {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(200 * time.Millisecond)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = string(b)
+		var r struct {
+			Data struct {
+				Result []struct {
+					Value [2]any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		return json.Unmarshal(b, &r) == nil && len(r.Data.Result) == 1 && fmt.Sprint(r.Data.Result[0].Value[1]) == "42"
+	}
+	if harness.WaitFor(ctx, 30*time.Second, "Prometheus to return the pushed value", answered) == nil {
+		return
 	}
 	t.Fatalf("Prometheus at %s never returned the pushed value 42 for %s; last answer: %s (logs %s, %s)", prom.URL, q, last, prom.LogPath(), pg.LogPath())
 }

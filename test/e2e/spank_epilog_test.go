@@ -163,15 +163,9 @@ exec %s run --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 -- %s %s
 	// With the plugin: each node's epilog drains its part.
 	id, store, local := killedJob("with-plugin")
 	jobDir := filepath.Join(cache, fmt.Sprintf("job-%d", id))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Lstat(jobDir); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still there 30 s after job %d ended: the job epilog did not finish\n%s", jobDir, id, cluster.LogTail(30))
-		}
-		time.Sleep(200 * time.Millisecond)
+	gone := func() bool { _, err := os.Lstat(jobDir); return os.IsNotExist(err) }
+	if err := harness.WaitFor(context.Background(), 30*time.Second, fmt.Sprintf("job %d's epilog to remove %s", id, jobDir), gone); err != nil {
+		t.Fatalf("%v\n%s", err, cluster.LogTail(30))
 	}
 	for i, n := range []string{"n1", "n2"} {
 		if ents, err := os.ReadDir(filepath.Join(local, n)); err != nil || len(ents) != 0 {

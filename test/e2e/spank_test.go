@@ -534,12 +534,9 @@ echo "steps failed: $fail"
 			}
 			ids = append(ids, low)
 			waitStarts := func(n int) {
-				deadline := time.Now().Add(60 * time.Second)
-				for strings.Count(cluster.JobOutput(low), "start restart=") < n {
-					if time.Now().After(deadline) {
-						t.Fatalf("job %d: fewer than %d task starts after 60 s:\n%s", low, n, cluster.JobOutput(low))
-					}
-					time.Sleep(100 * time.Millisecond)
+				started := func(out string) bool { return strings.Count(out, "start restart=") >= n }
+				if _, err := cluster.WaitOutputFunc(ctx, low, 60*time.Second, fmt.Sprintf("%d task starts", n), started); err != nil {
+					t.Fatal(err)
 				}
 			}
 			waitStarts(4) // every task runs before the preemption
@@ -660,58 +657,6 @@ echo "steps failed: $fail"
 			t.Errorf("explain: stdout %q, stderr:\n%s", stdout, stderr)
 		}
 	})
-}
-
-// waitGone waits for the job epilog to remove a per-job directory.
-func waitGone(t *testing.T, path string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(path); os.IsNotExist(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s still there 20 s after the job ended: the job epilog did not clean it", path)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// waitNoJobProcesses waits until no process has SLURM_JOB_ID=id in its
-// environment and no slurmstepd serves the job.
-func waitNoJobProcesses(t *testing.T, id int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	marker := []byte("SLURM_JOB_ID=" + strconv.Itoa(id) + "\x00")
-	stepd := fmt.Sprintf("[%d.", id)
-	for {
-		var left []string
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			if len(stat) > 0 && isZombie(string(stat)) {
-				continue
-			}
-			if slices.Contains(strings.Split(string(env), "\x00"), strings.TrimSuffix(string(marker), "\x00")) || strings.Contains(string(cmdline), stepd) {
-				left = append(left, fmt.Sprintf("%d %q", pid, strings.ReplaceAll(string(cmdline), "\x00", " ")))
-			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("job %d: processes left 20 s after it ended:\n%s", id, strings.Join(left, "\n"))
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // BenchmarkSpankSrunTrue times `srun -N1 true` without and with the plugin

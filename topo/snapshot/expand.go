@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -87,7 +88,13 @@ func Expand(s *Spec, dir string) error {
 		}
 	}
 	for _, h := range s.Hosts {
-		hdir := filepath.Join(e.sys, "devices", h.Addr)
+		// parent= puts the root bus below a non-PCI device: Hyper-V hangs
+		// each PCI domain under a VMBus device.
+		par := h.Attrs["parent"]
+		if strings.Contains(par, "..") || strings.HasPrefix(par, "/") {
+			return fmt.Errorf("spec %s line %d: parent=%q: want a path below sys/devices", s.Name, h.Line, par)
+		}
+		hdir := filepath.Join(e.sys, "devices", par, h.Addr)
 		if err := os.MkdirAll(hdir, 0o755); err != nil {
 			return err
 		}
@@ -113,12 +120,33 @@ func Expand(s *Spec, dir string) error {
 	if err := e.system(); err != nil {
 		return err
 	}
+	if err := e.files(); err != nil {
+		return err
+	}
 	return e.nvml()
+}
+
+// files copies the platform files (file DEST src=NAME) into the tree.
+func (e *expander) files() error {
+	for _, f := range e.s.Files {
+		b, err := machines.ReadFile(path.Join("machines/files", f.Src))
+		if err != nil {
+			return fmt.Errorf("spec %s line %d: file %s: no machines/files/%s", e.s.Name, f.Line, f.Dest, f.Src)
+		}
+		if err := e.write(filepath.Join(e.root, f.Dest), string(b)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *expander) cpuSets() error {
 	seen := map[int]bool{}
 	for _, n := range e.s.NUMA {
+		if n.CPUs == "" { // a memory-only node (Grace Blackwell GPU memory)
+			e.numa[n.ID] = []int{}
+			continue
+		}
 		l, err := parseList(n.CPUs)
 		if err != nil {
 			return fmt.Errorf("spec %s: numa %d: %w", e.s.Name, n.ID, err)
@@ -233,7 +261,8 @@ func (e *expander) function(n *PCISpec, parentDir string, numa int) error {
 	}
 	// A switch: downstream port k (device k on the bus below the upstream port)
 	// leads to the k-th distinct child bus.
-	upBus, _ := strconv.ParseUint(bdf[5:7], 16, 8)
+	dom, rest, _ := strings.Cut(bdf, ":")
+	upBus, _ := strconv.ParseUint(rest[:2], 16, 8)
 	var buses []string
 	group := map[string][]*PCISpec{}
 	for _, c := range n.Children {
@@ -241,14 +270,14 @@ func (e *expander) function(n *PCISpec, parentDir string, numa int) error {
 		if err != nil {
 			return fmt.Errorf("spec %s line %d: %v", e.s.Name, c.Line, err)
 		}
-		bus := cb[:7]
+		bus := cb[:strings.LastIndex(cb, ":")]
 		if _, ok := group[bus]; !ok {
 			buses = append(buses, bus)
 		}
 		group[bus] = append(group[bus], c)
 	}
 	for k, bus := range buses {
-		down := fmt.Sprintf("%s:%02x:%02x.0", bdf[:4], upBus+1, k)
+		down := fmt.Sprintf("%s:%02x:%02x.0", dom, upBus+1, k)
 		if prev, dup := e.addrs[down]; dup {
 			return fmt.Errorf("spec %s line %d: downstream port %s of switch %s collides with line %d", e.s.Name, n.Line, down, bdf, prev)
 		}
@@ -601,6 +630,11 @@ func (e *expander) system() error {
 	var b strings.Builder
 	c := e.s.CPU
 	for _, cpu := range e.cpus {
+		if c["arch"] == "arm64" { // arm64 cpuinfo: no vendor_id/model name, an implementer code
+			fmt.Fprintf(&b, "processor\t: %d\nBogoMIPS\t: 2000.00\nCPU implementer\t: %s\nCPU architecture: 8\nCPU part\t: %s\n\n",
+				cpu, orDefault(c["implementer"], "0x41"), orDefault(c["part"], "0xd4f"))
+			continue
+		}
 		fmt.Fprintf(&b, "processor\t: %d\nvendor_id\t: %s\ncpu family\t: %s\nmodel\t\t: %s\nmodel name\t: %s\nphysical id\t: %d\n\n",
 			cpu, c["vendor"], c["family"], c["model"], c["name"], socketOf[cpu])
 	}
@@ -648,7 +682,7 @@ func (e *expander) nvml() error {
 			uuid = fakeUUID("GPU-", e.s.Name+g.bdf)
 		}
 		r := RecordedGPU{Index: i, UUID: uuid, Name: a["name"], Arch: a["arch"], SM: sm,
-			MemoryBytes: mib << 20, BusID: "0000" + strings.ToUpper(g.bdf)}
+			MemoryBytes: mib << 20, BusID: nvmlBusID(g.bdf)}
 		links := e.s.NVLinks[g.bdf]
 		if links == nil {
 			links = e.s.NVLinks["all"]
@@ -662,7 +696,7 @@ func (e *expander) nvml() error {
 			if strings.HasPrefix(id, "fffffff") {
 				typ = "unknown"
 			} else {
-				id = "0000" + strings.ToUpper(id)
+				id = nvmlBusID(id)
 			}
 			r.NVLinks = append(r.NVLinks, RecordedNVLink{RemoteBusID: id, RemoteType: typ, Count: l.Count})
 		}
@@ -679,16 +713,22 @@ func (e *expander) nvml() error {
 	return e.write(filepath.Join(e.root, RecordedNVMLFile), string(b)+"\n")
 }
 
+// nvmlBusID writes a bus id as NVML does: an 8-digit upper-case domain.
+func nvmlBusID(bdf string) string {
+	dom, rest, _ := strings.Cut(bdf, ":")
+	return fmt.Sprintf("%08s:%s", strings.ToUpper(dom), strings.ToUpper(rest))
+}
+
 func normBDF(s string) (string, error) {
 	s = strings.ToLower(s)
 	var d, b, v, f uint64
 	parts := strings.Split(s, ":")
-	if len(parts) != 3 || len(parts[0]) != 4 || len(parts[1]) != 2 {
+	if len(parts) != 3 || len(parts[0]) < 4 || len(parts[0]) > 8 || len(parts[1]) != 2 {
 		return "", fmt.Errorf("PCI address %q: want DDDD:BB:DD.F", s)
 	}
 	dev, fn, ok := strings.Cut(parts[2], ".")
 	var err error
-	if d, err = strconv.ParseUint(parts[0], 16, 16); err == nil {
+	if d, err = strconv.ParseUint(parts[0], 16, 32); err == nil {
 		if b, err = strconv.ParseUint(parts[1], 16, 8); err == nil {
 			if v, err = strconv.ParseUint(dev, 16, 8); err == nil {
 				f, err = strconv.ParseUint(fn, 16, 8)

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-//go:embed machines/*.spec
+//go:embed machines/*.spec machines/files
 var machines embed.FS
 
 // Names lists the built-in machines, sorted.

@@ -34,6 +34,15 @@ type Spec struct {
 	NVML     map[string]string // nil: no recorded NVML answers
 	NVLinks  map[string][]NVLinkSpec
 	Fabric   map[string]string
+	Files    []FileSpec
+}
+
+// FileSpec is a platform file the machine carries (file DEST src=NAME):
+// DEST inside the tree gets machines/files/NAME, e.g. Azure's
+// /etc/nccl.conf and the NCCL_TOPO_FILE it names.
+type FileSpec struct {
+	Dest, Src string
+	Line      int
 }
 
 // NUMASpec is one NUMA node.
@@ -146,16 +155,12 @@ func Parse(name string, data []byte) (*Spec, error) {
 				return nil, errf("%v", err)
 			}
 		case "nvlinks":
-			if len(rest) < 2 {
-				return nil, errf("want: nvlinks all|GPU-BDF TARGET*COUNT...")
+			if err := parseNVLinks(s, rest); err != nil {
+				return nil, errf("%v", err)
 			}
-			for _, t := range rest[1:] {
-				tgt, cnt, ok := strings.Cut(t, "*")
-				n, err := strconv.Atoi(cnt)
-				if !ok || err != nil || n <= 0 {
-					return nil, errf("bad link %q, want BUSID*COUNT", t)
-				}
-				s.NVLinks[rest[0]] = append(s.NVLinks[rest[0]], NVLinkSpec{Target: tgt, Count: n})
+		case "file":
+			if err := parseFile(s, rest, ln); err != nil {
+				return nil, errf("%v", err)
 			}
 		case "netif":
 			if len(rest) < 1 {
@@ -213,7 +218,7 @@ func Parse(name string, data []byte) (*Spec, error) {
 			nic := stack[len(stack)-1].node
 			nic.Ports = append(nic.Ports, IBPortSpec{Num: num, Attrs: a, Line: ln})
 		default:
-			return nil, errf("unknown keyword; accepted: name title source hostname cpu numa nvml nvlinks fabric netif host port switch gpu nvswitch nic dev ibport")
+			return nil, errf("unknown keyword; accepted: name title source hostname cpu numa nvml nvlinks fabric file netif host port switch gpu nvswitch nic dev ibport")
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -223,6 +228,33 @@ func Parse(name string, data []byte) (*Spec, error) {
 		return nil, fmt.Errorf("%s: no 'name' line", name)
 	}
 	return s, nil
+}
+
+func parseNVLinks(s *Spec, rest []string) error {
+	if len(rest) < 2 {
+		return fmt.Errorf("want: nvlinks all|GPU-BDF TARGET*COUNT...")
+	}
+	for _, t := range rest[1:] {
+		tgt, cnt, ok := strings.Cut(t, "*")
+		n, err := strconv.Atoi(cnt)
+		if !ok || err != nil || n <= 0 {
+			return fmt.Errorf("bad link %q, want BUSID*COUNT", t)
+		}
+		s.NVLinks[rest[0]] = append(s.NVLinks[rest[0]], NVLinkSpec{Target: tgt, Count: n})
+	}
+	return nil
+}
+
+func parseFile(s *Spec, rest []string, ln int) error {
+	if len(rest) != 2 || !strings.HasPrefix(rest[1], "src=") {
+		return fmt.Errorf("want: file /DEST/PATH src=NAME")
+	}
+	dest, src := rest[0], strings.TrimPrefix(rest[1], "src=")
+	if !strings.HasPrefix(dest, "/") || strings.Contains(dest, "..") || src == "" || strings.ContainsAny(src, "/\\") {
+		return fmt.Errorf("dest %q must be absolute without '..', src %q a file name in machines/files", dest, src)
+	}
+	s.Files = append(s.Files, FileSpec{Dest: dest, Src: src, Line: ln})
+	return nil
 }
 
 // stripComment cuts a '#' that starts the line or follows a space, outside

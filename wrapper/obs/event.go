@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // Kind is what happened.
@@ -180,11 +182,20 @@ func lastByte(path string, size int64) (byte, error) {
 	return b[0], err
 }
 
-// ReadEvents reads JOBDIR/events.jsonl; a missing file is no events, lines
+// MaxEventsBytes and MaxEvents bound what ReadEvents reads (a run that
+// requeues hourly for a year logs tens of thousands of events); a line is
+// at most 4 MiB.
+const (
+	MaxEventsBytes = 64 << 20
+	MaxEvents      = 1 << 18
+)
+
+// ReadEvents reads JOBDIR/events.jsonl (a plain file, not a link or a FIFO,
+// at most MaxEventsBytes); a missing file is no events, lines
 // that do not parse are skipped (a torn write).
 func ReadEvents(jobDir string) ([]Event, error) {
 	p := filepath.Join(jobDir, EventsFile)
-	b, err := os.ReadFile(p)
+	b, err := safefs.ReadFile(p, MaxEventsBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -197,6 +208,9 @@ func ReadEvents(jobDir string) ([]Event, error) {
 	for sc.Scan() {
 		var e Event
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind != "" {
+			if len(out) == MaxEvents {
+				return out, fmt.Errorf("event log %s: more than %d events; the report shows the first %d", p, MaxEvents, MaxEvents)
+			}
 			out = append(out, e)
 		}
 	}

@@ -61,6 +61,7 @@ func newRetryClient(cfg Config) *retryablehttp.Client {
 }
 
 func newNotifier(cfg Config, g prometheus.Gatherer) *notifier {
+	cfg.Logf, cfg.Debugf = redacting(cfg.Logf), redacting(cfg.Debugf) // URLs hold tokens: never logged whole
 	n := &notifier{cfg: cfg, client: newRetryClient(cfg), kick: make(chan struct{}, 1),
 		loop: make(chan struct{}), stop: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())

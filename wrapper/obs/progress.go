@@ -2,10 +2,11 @@ package obs
 
 import (
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // ProgressFile is the progress file's name in JOBDIR/launch (see the
@@ -23,12 +24,19 @@ func ParseProgress(line string) (step, tokens int64, at time.Time, ok bool) {
 	step, err1 := strconv.ParseInt(f[0], 10, 64)
 	tokens, err2 := strconv.ParseInt(f[1], 10, 64)
 	sec, err3 := strconv.ParseFloat(f[2], 64)
-	if err1 != nil || err2 != nil || err3 != nil || step < 0 || tokens < 0 || sec <= 0 || math.IsInf(sec, 0) || math.IsNaN(sec) {
+	if err1 != nil || err2 != nil || err3 != nil || step < 0 || tokens < 0 || sec <= 0 || !(sec < maxProgressUnix) {
 		return 0, 0, time.Time{}, false
 	}
 	whole, frac := math.Modf(sec)
 	return step, tokens, time.Unix(int64(whole), int64(frac*1e9)), true
 }
+
+// maxProgressUnix bounds a progress line's time (the year 5138): larger
+// values, Inf and NaN would overflow time.Unix into nonsense.
+const maxProgressUnix = 1e11
+
+// maxProgressBytes bounds the progress file: one line of three numbers.
+const maxProgressBytes = 4096
 
 // ProgressReader polls the progress file and turns a new line into an
 // event.
@@ -42,7 +50,7 @@ type ProgressReader struct {
 // previous incarnation's last step is not progress of this one.
 func NewProgressReader(path string) *ProgressReader {
 	p := &ProgressReader{Path: path}
-	if b, err := os.ReadFile(path); err == nil {
+	if b, err := safefs.ReadFile(path, maxProgressBytes); err == nil {
 		p.last = strings.TrimSpace(string(b))
 	}
 	return p
@@ -50,7 +58,7 @@ func NewProgressReader(path string) *ProgressReader {
 
 // Poll returns a progress event when the file holds a new valid line.
 func (p *ProgressReader) Poll() (Event, bool) {
-	b, err := os.ReadFile(p.Path)
+	b, err := safefs.ReadFile(p.Path, maxProgressBytes) // the trainer writes it: no link, FIFO or huge file
 	if err != nil {
 		return Event{}, false
 	}

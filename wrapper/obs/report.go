@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -209,6 +210,11 @@ func (r *Report) Totals() Totals {
 
 func fmtDur(d time.Duration) string {
 	if d < 0 {
+		// -minDuration is itself: an event without a time gives a
+		// saturated difference, which recursed until the stack overflowed.
+		if d == math.MinInt64 {
+			d = -math.MaxInt64
+		}
 		return "-" + fmtDur(-d)
 	}
 	switch {

@@ -179,7 +179,7 @@ func (r *Report) drawAxis(b *strings.Builder, span time.Duration) {
 	// Time axis: elapsed since the first start.
 	fmt.Fprintf(b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#333"/>`+"\n", plotX0, axisY, plotX1, axisY)
 	tick := niceTick(span)
-	for d := time.Duration(0); d <= span; d += tick {
+	for d := time.Duration(0); d >= 0 && d <= span; d += tick { // d < 0: the sum wrapped (a span of centuries from an event without a time)
 		xt := plotX0 + (plotX1-plotX0)*d.Seconds()/span.Seconds()
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#333"/>`+"\n", xt, axisY, xt, axisY+5)
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#eeeeee"/>`+"\n", xt, chartTop, xt, chartBot)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // The launch directory (JOBDIR/launch) is how the controller hands each task
@@ -16,8 +18,8 @@ import (
 // by SLURM_PROCID. One file per node (not per rank) keeps a 16k-rank job to a
 // few thousand small files on the shared file system.
 const (
-	commonFile = "common.json"
-	nodeDir    = "node"
+	CommonFile = "common.json" // the launch's common part
+	NodeDir    = "node"        // one file per node: node/<node>.json
 )
 
 // Common is common.json: what every task of the launch shares.
@@ -53,10 +55,15 @@ type node struct {
 // WriteDir writes common.json and one file per node (the ranks grouped by
 // their Node, in the order given), each atomically.
 func WriteDir(dir string, common Common, ranks []Rank) error {
-	if err := os.MkdirAll(filepath.Join(dir, nodeDir), 0o755); err != nil {
-		return err
+	// Created fresh, or accepted only as the user's own and not writable by
+	// others (issue 12, finding 3: a launch directory another uid created
+	// first would let it plant launch files).
+	for _, d := range []string{dir, filepath.Join(dir, NodeDir)} {
+		if err := safefs.MkdirOwn(d, "launch directory"); err != nil {
+			return err
+		}
 	}
-	if err := WriteJSONAtomic(filepath.Join(dir, commonFile), common, 0o600); err != nil {
+	if err := WriteJSONAtomic(filepath.Join(dir, CommonFile), common, 0o600); err != nil {
 		return err
 	}
 	byNode := map[string]*node{}
@@ -72,7 +79,7 @@ func WriteDir(dir string, common Common, ranks []Rank) error {
 		if strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
 			return fmt.Errorf("node name %q cannot be a file name", name)
 		}
-		if err := WriteJSONAtomic(filepath.Join(dir, nodeDir, name+".json"), n, 0o644); err != nil {
+		if err := WriteJSONAtomic(filepath.Join(dir, NodeDir, name+".json"), n, 0o644); err != nil {
 			return err
 		}
 	}
@@ -82,14 +89,17 @@ func WriteDir(dir string, common Common, ranks []Rank) error {
 // Read finds a task's entry: rank from SLURM_PROCID on node SLURMD_NODENAME.
 func Read(dir, nodeName string, rank int) (*Common, *Rank, error) {
 	var c Common
-	if err := ReadJSON(filepath.Join(dir, commonFile), &c); err != nil {
+	if err := safefs.CheckOwnDir(dir, "launch directory"); err != nil {
+		return nil, nil, err
+	}
+	if err := ReadJSON(filepath.Join(dir, CommonFile), &c); err != nil {
 		return nil, nil, err
 	}
 	var n node
-	if err := ReadJSON(filepath.Join(dir, nodeDir, nodeName+".json"), &n); err != nil {
+	if err := ReadJSON(filepath.Join(dir, NodeDir, nodeName+".json"), &n); err != nil {
 		if os.IsNotExist(err) {
 			return &c, nil, fmt.Errorf("rank %d started on node %s, which has no rank in this plan (%s): srun placed the task elsewhere than the hostfile says",
-				rank, nodeName, filepath.Join(dir, nodeDir))
+				rank, nodeName, filepath.Join(dir, NodeDir))
 		}
 		return nil, nil, err
 	}
@@ -105,7 +115,7 @@ func Read(dir, nodeName string, rank int) (*Common, *Rank, error) {
 // NodeRanks lists the ranks the launch puts on node.
 func NodeRanks(dir, nodeName string) ([]int, error) {
 	var n node
-	if err := ReadJSON(filepath.Join(dir, nodeDir, nodeName+".json"), &n); err != nil {
+	if err := ReadJSON(filepath.Join(dir, NodeDir, nodeName+".json"), &n); err != nil {
 		return nil, err
 	}
 	var out []int
@@ -168,9 +178,17 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return nil
 }
 
-// ReadJSON reads path into v; a syntax error names the file.
+// MaxFileBytes bounds one launch or probe file (a node's file for a few
+// ranks with their environments is kilobytes).
+const MaxFileBytes = 64 << 20
+
+// ReadJSON reads a file of the job directory into v: it must be a plain
+// file of the user's own, not writable by others (issue 12, finding 3: the
+// shim merges launch files into the trainer's environment, so a file
+// another uid planted would choose its PATH and LD_PRELOAD). A syntax error
+// names the file.
 func ReadJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := safefs.ReadOwnFile(path, "launch file", MaxFileBytes)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func TestWriteDirRead(t *testing.T) {
 	if got, err := NodeRanks(dir, "n1"); err != nil || !slices.Equal(got, []int{0, 1}) {
 		t.Errorf("NodeRanks(n1) = %v, %v", got, err)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, commonFile)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(dir, CommonFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("common.json holds the token: mode %v, %v; want 0600", fi.Mode(), err)
 	}
 	if _, _, err := Read(dir, "n3", 0); err == nil || !strings.Contains(err.Error(), "has no rank in this plan") {

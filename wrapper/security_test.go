@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
+)
+
+// asNobody makes p another uid's (nobody's), as another local user who
+// created it first would have it; it needs root.
+func asNobody(t *testing.T, p string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another uid")
+	}
+	if err := os.Lchown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 12, finding 3: the shim merges launch files into the trainer's
+// environment; a file another uid planted (or one anyone can write) would
+// set PATH and LD_PRELOAD. launch.Read refuses both.
+func TestSecShimRefusesForeignLaunchFiles(t *testing.T) {
+	for _, c := range []struct{ name, file string }{
+		{"common.json of another uid", launch.CommonFile},
+		{"node file of another uid", filepath.Join(launch.NodeDir, "n1.json")},
+		{"world-writable common.json", launch.CommonFile + "+w"},
+		{"launch dir of another uid", "."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeTestLaunch(t)
+			if strings.HasSuffix(c.file, "+w") {
+				p := filepath.Join(dir, strings.TrimSuffix(c.file, "+w"))
+				os.Chmod(p, 0o666)
+			} else {
+				asNobody(t, filepath.Join(dir, c.file))
+			}
+			if _, _, err := launch.Read(dir, "n1", 0); err == nil {
+				t.Fatalf("the shim accepted launch files when %s", c.name)
+			}
+		})
+	}
+}
+
+// writeLaunchDir into a job directory whose launch/ another uid created
+// first fails instead of writing into it.
+func TestSecLaunchDirPrecreated(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "launch")
+	os.Mkdir(dir, 0o777)
+	os.Chmod(dir, 0o777)
+	asNobody(t, dir)
+	if err := writeLaunchDir(dir, launchCommon{JobID: "7", World: 1}, nil, rankEnv{}); err == nil {
+		t.Fatal("wrote launch files into another uid's directory")
+	}
+}
+
+// Issue 12, finding 2: another local user pre-creates the predictable
+// node-local directory (/dev/shm/trainrun-%j) and plants a checkpoint with
+// every rank's marker. The drainer refuses the directory.
+func TestSecPrecreatedLocalDirRefused(t *testing.T) {
+	for _, how := range []string{"other uid", "world-writable", "symlink"} {
+		t.Run(how, func(t *testing.T) {
+			base := t.TempDir()
+			store := filepath.Join(base, "store")
+			os.Mkdir(store, 0o700)
+			local := filepath.Join(base, "shm-trainrun-42")
+			switch how {
+			case "symlink":
+				real := filepath.Join(base, "elsewhere")
+				os.Mkdir(real, 0o700)
+				os.Symlink(real, local)
+			default:
+				os.Mkdir(local, 0o700)
+				os.Chmod(local, 0o777)
+				if how == "other uid" {
+					os.Chmod(local, 0o755)
+					asNobody(t, local)
+				}
+			}
+			var log bytes.Buffer
+			d, err := startNodeDrainer(local, store, "n1", []int{0}, time.Now(), &log)
+			if err == nil {
+				d.finish(0)
+				t.Fatalf("the drainer accepted a %s node-local directory", how)
+			}
+			if !strings.Contains(err.Error(), local) {
+				t.Fatalf("error does not name the directory: %v", err)
+			}
+		})
+	}
+}
