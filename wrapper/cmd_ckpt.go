@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 func init() {
@@ -423,7 +424,7 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 	fs := newFlags("ckpt drain", "ckpt drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--json] [--ckpt-dir DIR]", env.stderr)
 	o.AddFlags(fs, env)
 	fs.StringVar(&local, "local", env.getenv("TRAINRUN_CKPT_LOCAL_DIR"), "node-local checkpoint directory (env TRAINRUN_CKPT_LOCAL_DIR)")
-	fs.StringVar(&node, "node", env.getenv("SLURMD_NODENAME"), "this node's name for its drain record (env SLURMD_NODENAME; default the host name)")
+	fs.StringVar(&node, "node", slurm.TaskFromEnv(env.getenv).Node, "this node's name for its drain record (env SLURMD_NODENAME; default the host name)")
 	fs.IntSliceVar(&ranks, "ranks", nil, "this node's ranks: drain a tag only once all of them are done (default: any done rank, the last pass)")
 	fs.BoolVar(&keepLocal, "keep-local", false, "keep the node-local copy after it is drained")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object: what was drained (tag, files, bytes, seconds) and what is left (the job epilog reads it)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 )
@@ -116,7 +118,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 		G = len(node.GPUs)
 	}
 	if G < 1 {
-		return nil, nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", orDefaultStr(node.Root, "this machine"))
+		return nil, nil, usageErrorf("no GPUs found on %s: pass --gpus-per-node to describe the job anyway", cmp.Or(node.Root, "this machine"))
 	}
 	hosts, err := envHosts(env, o, node)
 	if err != nil {
@@ -154,7 +156,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 	port := o.MasterPort
 	if port == 0 {
 		port = 29500
-		if id := env.getenv("SLURM_JOB_ID"); id != "" {
+		if id := slurm.JobFromEnv(env.getenv).ID; id != "" {
 			port = plan.MasterPort(id)
 		}
 	}
@@ -171,7 +173,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 		fmt.Sprintf("rank %d of %d on %s (node rank %d), local rank %d, GPU %d; tp=%d cp=%d ep=%d dp=%d pp=%d",
 			rp.Rank, len(p.Ranks), rp.Node, rp.NodeRank, rp.LocalRank, rp.GPU, rp.TP, rp.CP, rp.EP, rp.DP, rp.PP),
 		"placement: " + p.Order,
-		"machine read: " + orDefaultStr(node.Root, "/") + " (every node of the job is taken to be built like it)",
+		"machine read: " + cmp.Or(node.Root, "/") + " (every node of the job is taken to be built like it)",
 	}
 	return e, header, nil
 }
@@ -181,10 +183,10 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 func envHosts(env *runEnv, o *envOptions, node *topo.Node) ([]string, error) {
 	expr := o.Nodelist
 	if expr == "" {
-		expr = env.getenv("SLURM_JOB_NODELIST")
+		expr = slurm.JobFromEnv(env.getenv).NodeList
 	}
 	if expr == "" {
-		return []string{orDefaultStr(node.Hostname, "localhost")}, nil
+		return []string{cmp.Or(node.Hostname, "localhost")}, nil
 	}
 	hosts, err := topo.ExpandHostlist(expr)
 	if err != nil {
@@ -247,7 +249,7 @@ func envPlacement(env *runEnv, o *envOptions, node *topo.Node, hosts []string, G
 func envRank(env *runEnv, o *envOptions, ranks int) error {
 	if o.Rank == -1 {
 		o.Rank = 0
-		if v := env.getenv("SLURM_PROCID"); v != "" {
+		if v := slurm.TaskFromEnv(env.getenv).ProcID; v != "" {
 			var err error
 			if o.Rank, err = strconv.Atoi(v); err != nil {
 				return withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q is not a number", v))
@@ -301,19 +303,12 @@ func envPolicy(env *runEnv, o *envOptions) (plan.NCCLPolicy, error) {
 	}
 	part := o.Partition
 	if part == "" {
-		part = env.getenv("SLURM_JOB_PARTITION")
+		part = slurm.JobFromEnv(env.getenv).Partition
 	}
 	if part != "" && !pf.HasPartition(part) {
 		fmt.Fprintf(env.stderr, "trainrun: env: note: %s has no PartitionName=%s line: its site-wide settings apply\n", o.Policy, part)
 	}
 	return pf.Effective(part).NCCL(), nil
-}
-
-func orDefaultStr(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // resolve looks the node's name up (IPv4 only), briefly.

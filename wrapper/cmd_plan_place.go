@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 )
@@ -50,7 +51,7 @@ func writePlacement(env *runEnv, format string, p *plan.Placement) error {
 func placementInput(env *runEnv, o *planPlaceOptions, gpusPerNode int, l plan.Layout, tr plan.Traffic) (plan.PlaceInput, error) {
 	expr, from := o.Nodelist, "--nodelist"
 	if expr == "" {
-		expr, from = env.getenv("SLURM_JOB_NODELIST"), "SLURM_JOB_NODELIST"
+		expr, from = slurm.JobFromEnv(env.getenv).NodeList, "SLURM_JOB_NODELIST"
 	}
 	if expr == "" {
 		return plan.PlaceInput{}, usageErrorf("placement needs the nodes: pass --nodelist 'gpu[001-016]' or run inside an allocation (SLURM_JOB_NODELIST)")
@@ -104,7 +105,7 @@ func clusterModel(env *runEnv, path string) (*topo.Cluster, error) {
 		}
 		return c, nil
 	}
-	if env.getenv("SLURM_JOB_ID") == "" {
+	if slurm.JobFromEnv(env.getenv).ID == "" {
 		return nil, nil
 	}
 	c, err := env.slurm.Topology(context.Background())

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -60,7 +61,7 @@ func runReport(ctx context.Context, env *runEnv, args []string) error {
 		if err := rep.WriteSVG(&b); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(*svg, b.Bytes(), 0o644); err != nil {
+		if err := launch.WriteFileAtomic(*svg, b.Bytes(), 0o644); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return usageErrorf("--svg %s: directory %s does not exist", *svg, filepath.Dir(*svg))
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -254,7 +255,7 @@ func (r *runner) setup() error {
 		return err
 	}
 	if a.InStep {
-		return withCode(ExitSlurm, fmt.Errorf("trainrun run is running inside a job step (SLURM_STEP_ID=%s): call it once from the batch script, not under srun; it starts the step itself", r.env.getenv("SLURM_STEP_ID")))
+		return withCode(ExitSlurm, fmt.Errorf("trainrun run is running inside a job step (SLURM_STEP_ID=%s): call it once from the batch script, not under srun; it starts the step itself", slurm.JobFromEnv(r.env.getenv).StepID))
 	}
 	r.alloc = a
 	if r.self, err = os.Executable(); err != nil {
@@ -298,7 +299,7 @@ func (r *runner) makeDirs() (finished bool, err error) {
 		if st, err := checkpoint.Open(r.ckptDir); err == nil {
 			if f, ok, _ := st.Finished(); ok {
 				r.logf("this run already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again",
-					f.JobID, f.Restart, f.Time.Format(time.RFC3339), orText(f.Tag, "none"))
+					f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none"))
 				return true, nil
 			}
 		}
@@ -414,7 +415,7 @@ func (r *runner) openRunStore() (*observedStore, error) {
 			r.logf("warning: recovering the checkpoint store: %v", err)
 		} else if len(rep.Committed)+len(rep.Discarded) > 0 {
 			r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
-				orText(strings.Join(rep.Committed, ", "), "none"), orText(strings.Join(rep.Discarded, ", "), "none"))
+				cmp.Or(strings.Join(rep.Committed, ", "), "none"), cmp.Or(strings.Join(rep.Discarded, ", "), "none"))
 		}
 	}
 	if tag, changed, err := store.CommitComplete(a.World()); err != nil {
@@ -456,7 +457,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 		if err := r.writePlan(planPath); err != nil {
 			return rankEnv{}, err
 		}
-		if err := writeFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
+		if err := launch.WriteFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
 			return rankEnv{}, err
 		}
 	}
@@ -478,7 +479,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 			bindInShim = true
 		}
 	}
-	r.srunArgv, r.srunEnv = srunCommand(stepSpec{
+	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
 		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
 	})
@@ -512,7 +513,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
 	summary := r.summary()
-	if err := writeFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err != nil {
+	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprint(r.env.stdout, summary)
@@ -713,7 +714,7 @@ func (r *runner) writePlan(path string) error {
 	} else {
 		d.Plan = r.layout
 	}
-	return writeJSONAtomic(path, d, 0o644)
+	return launch.WriteJSONAtomic(path, d, 0o644)
 }
 
 // summary is the one page printed to the job log and written to summary.txt.
@@ -742,7 +743,7 @@ func (r *runner) summary() string {
 	for _, line := range nodeTable(r.slots, 8) {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
-	fmt.Fprintf(&b, "  resume      %s\n", orText(r.resume, "(none: first start)"))
+	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.resume, "(none: first start)"))
 	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.opts.ckptSignal))
 	if r.opts.ckptLocal != "" {
 		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.opts.ckptLocal)
@@ -800,13 +801,7 @@ func nodeTable(slots []rankSlot, maxLines int) []string {
 	return lines
 }
 
-func orDash(s string) string { return orText(s, "-") }
-func orText(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
+func orDash(s string) string { return cmp.Or(s, "-") }
 
 func fmtLimit(d time.Duration) string {
 	if d == 0 {
@@ -829,7 +824,7 @@ func (r *runner) printDryRun(renv rankEnv) error {
 	fmt.Fprintln(w, line)
 	s := r.slots[r.opts.rank]
 	fmt.Fprintf(w, "\n# environment of rank %d (node %s, local rank %d, GPU %d), besides what Slurm sets:\n", s.Rank, s.Node, s.LocalRank, s.GPU)
-	for _, kv := range mergedEnv(renv.Common, renv.Ranks[r.opts.rank]) {
+	for _, kv := range launch.MergedEnv(renv.Common, renv.Ranks[r.opts.rank]) {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(w, "%s=%s\n", k, shellQuote(v))
 	}
@@ -870,7 +865,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	}
 	if o.CheckpointStop() {
 		took := time.Since(stopAt)
-		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), orText(o.Latest, "none"))
+		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), cmp.Or(o.Latest, "none"))
 		if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
 			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
 		}
@@ -1131,11 +1126,11 @@ func (r *runner) applyPolicy() error {
 		r.opts.maxFailures = st.MaxFailuresNoProgress.Value
 	}
 	if !r.fs.Changed("ckpt-dir") && r.env.getenv("TRAINRUN_CKPT_DIR") == "" && st.CkptDir.Value != "" {
-		user := r.env.getenv("SLURM_JOB_USER")
+		user := slurm.JobFromEnv(r.env.getenv).User
 		if user == "" {
 			user = r.env.getenv("USER")
 		}
-		r.opts.ckptDir = policy.ExpandCkptDir(st.CkptDir.Value, user, r.alloc.JobID, r.env.getenv("SLURM_JOB_NAME"))
+		r.opts.ckptDir = policy.ExpandCkptDir(st.CkptDir.Value, user, r.alloc.JobID, slurm.JobFromEnv(r.env.getenv).Name)
 	}
 	if roots := st.CkptRoots.Value; roots != nil && r.opts.ckptDir != "" {
 		dir, _ := filepath.Abs(r.opts.ckptDir)

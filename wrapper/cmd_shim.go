@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -53,16 +54,17 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	if *launchDir == "" || len(argv) == 0 {
 		return usageErrorf("exec-task needs --launch DIR and a command after --")
 	}
-	procid := env.getenv("SLURM_PROCID")
+	task := slurm.TaskFromEnv(env.getenv)
+	procid := task.ProcID
 	rank, err := strconv.Atoi(procid)
 	if err != nil {
 		return withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q: exec-task runs as a task of srun, started by 'trainrun run'", procid))
 	}
-	node := env.getenv("SLURMD_NODENAME")
+	node := task.Node
 	if node == "" {
 		node, _ = os.Hostname()
 	}
-	common, me, err := readLaunch(*launchDir, node, rank)
+	common, me, err := launch.Read(*launchDir, node, rank)
 	if err != nil {
 		return withCode(ExitSlurm, err)
 	}
@@ -77,7 +79,7 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	}
 
 	ckptSig := launch.SignalByName(common.Signal)
-	inStep := env.getenv("SLURM_STEP_ID") != ""
+	inStep := task.StepID != ""
 	forward := !inStep || env.getenv("TRAINRUN_SHIM_FORWARD") == "1"
 
 	sigc := make(chan os.Signal, 16)
@@ -134,25 +136,22 @@ func taskEnv(env *runEnv, common *launchCommon, me *launchRank, rank int, node s
 		envm[k] = v
 	}
 	if cvd := env.getenv("CUDA_VISIBLE_DEVICES"); cvd != "" {
-		stepGPUs := env.getenv("SLURM_STEP_GPUS")
-		if stepGPUs == "" {
-			stepGPUs = env.getenv("SLURM_JOB_GPUS")
-		}
-		v, err := visibleDevicesFor(cvd, stepGPUs, me.GPU, me.GPUSlot, me.LocalRank)
+		stepGPUs := slurm.TaskFromEnv(env.getenv).StepGPUs
+		v, err := launch.VisibleDevicesFor(cvd, stepGPUs, me.GPU, me.GPUSlot, me.LocalRank)
 		if err != nil {
 			return nil, "", withCode(ExitSlurm, fmt.Errorf("rank %d on %s: %w", rank, node, err))
 		}
 		envm["CUDA_VISIBLE_DEVICES"] = v
 		if me.GPU < 0 { // not probed: this rank drives the step's GPUSlot-th GPU
-			if ids := splitList(stepGPUs); me.GPUSlot < len(ids) {
+			if ids := launch.SplitList(stepGPUs); me.GPUSlot < len(ids) {
 				envm["TRAINRUN_GPU"] = ids[me.GPUSlot]
-			} else if l := splitList(cvd); me.GPUSlot < len(l) {
+			} else if l := launch.SplitList(cvd); me.GPUSlot < len(l) {
 				envm["TRAINRUN_GPU"] = l[me.GPUSlot]
 			}
 		}
 	}
 	if common.LocalDir != "" {
-		localDir = expandLocalDir(common.LocalDir, node, common.JobID, env.getenv("SLURM_RESTART_COUNT"))
+		localDir = expandLocalDir(common.LocalDir, node, common.JobID, slurm.TaskFromEnv(env.getenv).Restart)
 		envm["TRAINRUN_CKPT_LOCAL_DIR"] = localDir
 		if err := ensureLocalDir(localDir, node); err != nil {
 			return nil, "", withCode(ExitUsage, err)
@@ -198,7 +197,7 @@ func startDrain(env *runEnv, common *launchCommon, me *launchRank, launchDir, no
 	var drainer *nodeDrainer
 	var handoff string
 	if localDir != "" && me.LocalRank == 0 {
-		ranks, err := nodeRanks(launchDir, node)
+		ranks, err := launch.NodeRanks(launchDir, node)
 		if err == nil {
 			drainer, err = startNodeDrainer(localDir, common.CkptDir, node, ranks, shimStart, env.stderr)
 		}
@@ -335,7 +334,7 @@ func dialControl(c *launchCommon, rank, pid int, node string, env *runEnv) *laun
 	if c.Control == "" {
 		return nil
 	}
-	conn, err := launch.Dial(c.Control, launch.Msg{Token: c.Token, Rank: rank, PID: pid, Node: node, StepID: env.getenv("SLURM_STEP_ID")})
+	conn, err := launch.Dial(c.Control, launch.Msg{Token: c.Token, Rank: rank, PID: pid, Node: node, StepID: slurm.TaskFromEnv(env.getenv).StepID})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s: cannot reach the controller at %s (%v); running without checkpoint requests from trainrun\n",
 			rank, node, c.Control, err)

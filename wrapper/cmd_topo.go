@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,7 +152,7 @@ func captureNode(env *runEnv, root, dir string) error {
 	if err := topo.Capture(root, dir, src); err != nil {
 		return usageErrorf("--capture %s: %v", dir, err)
 	}
-	fmt.Fprintf(env.stdout, "captured %s into %s (every path copied is listed in %s/%s); read it with: trainrun topo --root %s --explain\n", orDefaultStr(root, "this machine"), dir, dir, topo.CaptureManifest, dir)
+	fmt.Fprintf(env.stdout, "captured %s into %s (every path copied is listed in %s/%s); read it with: trainrun topo --root %s --explain\n", cmp.Or(root, "this machine"), dir, dir, topo.CaptureManifest, dir)
 	return nil
 }
 
@@ -182,7 +183,7 @@ func showCluster(ctx context.Context, env *runEnv, path, format string) error {
 		_, err = fmt.Fprintf(env.stdout, "%s\n", b)
 		return err
 	}
-	fmt.Fprintf(env.stdout, "Cluster (source: %s): %d nodes, %d switch level(s)\n", orDefaultStr(view.Source, "none"), len(view.Nodes), view.Levels)
+	fmt.Fprintf(env.stdout, "Cluster (source: %s): %d nodes, %d switch level(s)\n", cmp.Or(view.Source, "none"), len(view.Nodes), view.Levels)
 	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
 	if len(view.Switches) > 0 {
 		fmt.Fprintln(tw, "\nSwitches (leaves first):")

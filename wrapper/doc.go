@@ -1,4 +1,39 @@
 // Command trainrun is the composition root: it reads Slurm's environment, builds
 // the real adapters (sysfs, NVML, srun, scontrol), runs the planner and the
 // checkpoint lifecycle, and owns signals and exit codes.
+//
+// # Architecture
+//
+// Each cmd_*.go file is one command: its options, flags, help and a
+// run function; main.go dispatches and is the only place that turns errors
+// into exit codes (internal/exitcode holds the codes). The machinery lives
+// in packages below:
+//
+//	../internal/slurm   the only code that runs scontrol, srun, scancel or
+//	                    reads an allocation's SLURM_* (Client, Runner, ParseRecord)
+//	internal/launch     the controller ↔ shim contract: the launch files
+//	                    (Common, Rank, WriteDir, Read), control messages (Msg,
+//	                    Encode, Parse), Server, Client, signal names, srun argv
+//	internal/run        the run's decisions: Decide(Outcome) Decision
+//	internal/exitcode   the exit codes
+//	obs                 metrics, webhooks, event log, report
+//
+// `trainrun run` (cmd_run.go: options, flags, help) runs these phases, each
+// a method of runner handing its result to the next:
+//
+//	setup     srun, the allocation, the policy             cmd_run.go  runner.setup
+//	dirs      job and checkpoint directories; finished?    cmd_run.go  runner.makeDirs
+//	gather    Slurm queries and the probe, in parallel     cmd_run.go  runner.gather → runFacts
+//	choose    --plan, the planner, or --fix                cmd_run.go  runner.choosePlan
+//	place     ranks onto GPUs                              cmd_run.go  runner.place, run_place.go
+//	store     recover, commit, resume point                cmd_run.go  runner.openRunStore
+//	prepare   templates, plan.json, rank env, srun argv    cmd_run.go  runner.prepare → rankEnv
+//	launch    control channel, launch files, the step      cmd_run.go  runner.startStep
+//	monitor   the event loop, one method per event         run_monitor.go  monitor.on*
+//	decide    finish, stop or requeue; the exit code       internal/run  Decide (pure)
+//	act       history, finished marker, scontrol requeue   cmd_run.go  runner.afterStep, runner.act
+//
+// `trainrun exec-task` (cmd_shim.go) is the shim srun starts once per task:
+// taskEnv, resolveCommand, startDrain, then superviseTask relays signals and
+// the exit over internal/launch.
 package main

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -99,7 +100,7 @@ func graceBudget(in graceInput) graceAdvice {
 		}
 	}
 	if lim.GraceTime >= 0 && (lim.Preemptable || lim.GraceSource != "") && lim.GraceTime < adv.Need {
-		src := orText(lim.GraceSource, "the partition's GraceTime")
+		src := cmp.Or(lim.GraceSource, "the partition's GraceTime")
 		adv.Warnings = append(adv.Warnings, fmt.Sprintf("%s is %s, shorter than a checkpoint needs (%s): a preemption would kill the trainers before their save is done; ask the admins for a longer GraceTime, or save more often", src, lim.GraceTime, need))
 	}
 	if lim.KillWait >= 0 && lim.KillWait < adv.Need {

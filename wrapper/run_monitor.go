@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -163,7 +164,7 @@ func (m *monitor) onRequestTick() {
 	if req == nil || m.reason != stopNone {
 		return
 	}
-	by := "request" + orText(" by "+req.By, "")
+	by := "request" + cmp.Or(" by "+req.By, "")
 	switch req.Then {
 	case "continue":
 		m.ask(by, "continue")
@@ -244,7 +245,7 @@ func (m *monitor) onJobState(st string) {
 		m.reason, m.stopAt = stopTermLimit, time.Now()
 	default:
 		m.reason, m.stopAt = stopPreempted, m.termAt
-		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", orText(st, "state unknown"))
+		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
 	}
 	r.observeInterrupt(m.reason)
 }
@@ -271,7 +272,7 @@ func (m *monitor) ask(why, then string) {
 	r := m.r
 	m.ckptID++
 	line := fmt.Sprintf("%d %s\n", m.ckptID, then)
-	if err := writeFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
+	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)
 	}
 	if then == "continue" {
@@ -296,7 +297,7 @@ func (m *monitor) requestCkpt(why string) {
 // (Slurm's --signal=USR2@T to the step) means stop: once a "continue"
 // request is served, the request file says stop again.
 func (m *monitor) resetRequest() {
-	writeFileAtomic(filepath.Join(m.r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
+	launch.WriteFileAtomic(filepath.Join(m.r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
 }
 
 // commitBG commits complete checkpoints in the background, one commit at a

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -86,8 +88,8 @@ func (r *runner) closeObserver() {
 func (r *runner) observeStart() {
 	l := r.layout
 	s := &obs.Start{
-		Partition: r.partition(), JobName: orText(r.env.getenv("SLURM_JOB_NAME"), r.job.Name),
-		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: orText(r.opts.plan.GPU, r.probedGPUName()),
+		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.job.Name),
+		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: cmp.Or(r.opts.plan.GPU, r.probedGPUName()),
 		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
 		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,
 		GraceBudget: r.opts.obs.graceBudget, ResumeFrom: r.resume, CkptDir: r.ckptDir,
@@ -245,5 +247,5 @@ func (r *runner) obsPolicy(st policy.Settings) {
 
 // partition is the job's partition: SLURM_JOB_PARTITION, else scontrol's.
 func (r *runner) partition() string {
-	return orText(r.alloc.Partition, r.job.Partition)
+	return cmp.Or(r.alloc.Partition, r.job.Partition)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // nodeFacts is what the probe learns on one node of the allocation.
@@ -29,16 +30,14 @@ type nodeFacts struct {
 
 // runProbeNode runs on each node (one task per node) and writes DIR/<node>.json.
 func runProbeNode(env *runEnv, dir string) error {
-	f := nodeFacts{Node: env.getenv("SLURMD_NODENAME")}
+	task := slurm.TaskFromEnv(env.getenv)
+	f := nodeFacts{Node: task.Node}
 	f.Hostname, _ = os.Hostname()
 	if f.Node == "" {
 		f.Node = f.Hostname
 	}
-	ids := env.getenv("SLURM_STEP_GPUS")
-	if ids == "" {
-		ids = env.getenv("SLURM_JOB_GPUS")
-	}
-	for _, s := range splitList(ids) {
+	ids := task.StepGPUs
+	for _, s := range launch.SplitList(ids) {
 		if n, err := strconv.Atoi(s); err == nil {
 			f.GPUs = append(f.GPUs, n)
 		}
@@ -58,7 +57,7 @@ func runProbeNode(env *runEnv, dir string) error {
 	if strings.ContainsAny(f.Node, "/\x00") {
 		return withCode(ExitSlurm, fmt.Errorf("node name %q", f.Node))
 	}
-	return writeJSONAtomic(filepath.Join(dir, f.Node+".json"), f, 0o644)
+	return launch.WriteJSONAtomic(filepath.Join(dir, f.Node+".json"), f, 0o644)
 }
 
 // probeNodes runs the probe on every node in one step (one task per node,
@@ -79,7 +78,7 @@ func probeNodes(ctx context.Context, sc slurm.Client, a *allocation, self, dir s
 	facts := map[string]nodeFacts{}
 	for _, node := range a.Nodes {
 		var f nodeFacts
-		if err := readJSON(filepath.Join(dir, node+".json"), &f); err != nil {
+		if err := launch.ReadJSON(filepath.Join(dir, node+".json"), &f); err != nil {
 			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %s wrote no facts (%v); its slurmd may call itself another name", node, err))
 		}
 		facts[node] = f
@@ -93,7 +92,7 @@ func readProbeCache(a *allocation, dir string) (map[string]nodeFacts, bool) {
 	facts := map[string]nodeFacts{}
 	for _, node := range a.Nodes {
 		var f nodeFacts
-		if readJSON(filepath.Join(dir, node+".json"), &f) != nil {
+		if launch.ReadJSON(filepath.Join(dir, node+".json"), &f) != nil {
 			return nil, false
 		}
 		facts[node] = f

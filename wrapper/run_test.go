@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // -update is shared by the package's golden tests; whichever file runs first defines it.
@@ -159,23 +160,11 @@ func TestVisibleDevicesFor(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := visibleDevicesFor(tc.cvd, tc.step, tc.gpu, tc.slot, tc.local)
+			got, err := launch.VisibleDevicesFor(tc.cvd, tc.step, tc.gpu, tc.slot, tc.local)
 			if tc.bad != (err != nil) || got != tc.want {
 				t.Errorf("got %q, %v; want %q (bad=%v)", got, err, tc.want, tc.bad)
 			}
 		})
-	}
-}
-
-func TestSrunCommand(t *testing.T) {
-	argv, env := srunCommand(stepSpec{Self: "/bin/trainrun", LaunchDir: "/j/launch", Hostfile: "/j/hostfile", Nodes: 2, Tasks: 16, PerNode: 8, Argv: []string{"python", "t.py"}})
-	if got := strings.Join(argv, " "); got != "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --distribution=block --kill-on-bad-exit=1 --input=none /bin/trainrun exec-task --launch /j/launch -- python t.py" || env != nil {
-		t.Errorf("block: %s %v", got, env)
-	}
-	argv, env = srunCommand(stepSpec{Self: "/bin/trainrun", LaunchDir: "/j/launch", Hostfile: "/j/hostfile", Arbitrary: true, BindInShim: true, Nodes: 2, Tasks: 16, PerNode: 8, Argv: []string{"x"}})
-	if got := strings.Join(argv, " "); got != "srun --nodes=2 --ntasks=16 --distribution=arbitrary --cpu-bind=none --kill-on-bad-exit=1 --input=none /bin/trainrun exec-task --launch /j/launch -- x" ||
-		!slices.Equal(env, []string{"SLURM_HOSTFILE=/j/hostfile"}) {
-		t.Errorf("arbitrary: %s %v", got, env)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/safefs"
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 // Tiered checkpoints (--ckpt-local-dir): the trainer saves into node-local
@@ -182,7 +183,7 @@ func writeDrainHandoff(env *runEnv, c *launchCommon, node, localDir string, rank
 		return ""
 	}
 	job, _ := strconv.ParseUint(c.JobID, 10, 32)
-	restart, _ := strconv.Atoi(env.getenv("SLURM_RESTART_COUNT"))
+	restart, _ := strconv.Atoi(slurm.TaskFromEnv(env.getenv).Restart)
 	abs := func(p string) string {
 		if a, err := filepath.Abs(p); err == nil {
 			return a

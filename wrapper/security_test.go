@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // asNobody makes p another uid's (nobody's), as another local user who
@@ -23,12 +25,12 @@ func asNobody(t *testing.T, p string) {
 
 // Issue 12, finding 3: the shim merges launch files into the trainer's
 // environment; a file another uid planted (or one anyone can write) would
-// set PATH and LD_PRELOAD. readLaunch refuses both.
+// set PATH and LD_PRELOAD. launch.Read refuses both.
 func TestSecShimRefusesForeignLaunchFiles(t *testing.T) {
 	for _, c := range []struct{ name, file string }{
-		{"common.json of another uid", launchCommonFile},
-		{"node file of another uid", filepath.Join(launchNodeDir, "n1.json")},
-		{"world-writable common.json", launchCommonFile + "+w"},
+		{"common.json of another uid", launch.CommonFile},
+		{"node file of another uid", filepath.Join(launch.NodeDir, "n1.json")},
+		{"world-writable common.json", launch.CommonFile + "+w"},
 		{"launch dir of another uid", "."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -39,7 +41,7 @@ func TestSecShimRefusesForeignLaunchFiles(t *testing.T) {
 			} else {
 				asNobody(t, filepath.Join(dir, c.file))
 			}
-			if _, _, err := readLaunch(dir, "n1", 0); err == nil {
+			if _, _, err := launch.Read(dir, "n1", 0); err == nil {
 				t.Fatalf("the shim accepted launch files when %s", c.name)
 			}
 		})

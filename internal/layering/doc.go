@@ -9,5 +9,6 @@
 //     client commands), the exec-task shim (the trainer) and the SPANK
 //     epilog (trainrun itself); test/ is exempt;
 //   - Slurm's client commands are named (as a command to run) in
-//     internal/slurm only.
+//     internal/slurm only, and Slurm's environment (SLURM_*) is read there
+//     only (spank/, which reads it through Slurm's own API, excepted).
 package layering

@@ -206,3 +206,36 @@ func keys(m map[string]string) []string {
 	slices.Sort(ks)
 	return ks
 }
+
+// Slurm's environment (SLURM_*, SLURMD_*) is read in internal/slurm only;
+// spank/ is exempt (the plugin reads the job's environment through Slurm's
+// own spank_getenv, which its package owns).
+func TestSlurmEnvReadInSlurmOnly(t *testing.T) {
+	for _, f := range moduleFiles(t) {
+		if under(f.rel, "test", "internal/slurm", "spank") {
+			continue
+		}
+		ast.Inspect(f.ast, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			var name string
+			switch fn := call.Fun.(type) {
+			case *ast.SelectorExpr:
+				name = fn.Sel.Name
+			case *ast.Ident:
+				name = fn.Name
+			}
+			if name != "getenv" && name != "Getenv" && name != "LookupEnv" {
+				return true
+			}
+			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if v, _ := strconv.Unquote(lit.Value); strings.HasPrefix(v, "SLURM") {
+					t.Errorf("%s reads %s: read Slurm's environment through internal/slurm (AllocationFromEnv, JobFromEnv, TaskFromEnv)", f.rel, v)
+				}
+			}
+			return true
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -238,4 +239,38 @@ func gpusPerNode(g Getenv) (n int, ids []int, src string, err error) {
 		return n, nil, "SLURM_GPUS_PER_NODE=" + v, nil
 	}
 	return 0, nil, "none of SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, SLURM_GPUS_PER_NODE is set", nil
+}
+
+// JobEnv is the job's own SLURM_* variables that the commands other than
+// `trainrun run` read, as given (not checked: each caller says what it
+// needs).
+type JobEnv struct {
+	ID        string // SLURM_JOB_ID
+	Name      string // SLURM_JOB_NAME
+	User      string // SLURM_JOB_USER
+	NodeList  string // SLURM_JOB_NODELIST
+	Partition string // SLURM_JOB_PARTITION
+	StepID    string // SLURM_STEP_ID ("" in the batch script outside a step)
+}
+
+// JobFromEnv reads JobEnv.
+func JobFromEnv(getenv func(string) string) JobEnv {
+	return JobEnv{ID: getenv("SLURM_JOB_ID"), Name: getenv("SLURM_JOB_NAME"), User: getenv("SLURM_JOB_USER"),
+		NodeList: getenv("SLURM_JOB_NODELIST"), Partition: getenv("SLURM_JOB_PARTITION"), StepID: getenv("SLURM_STEP_ID")}
+}
+
+// Task is what one task of a step knows of itself from Slurm's
+// environment, as given.
+type Task struct {
+	ProcID   string // SLURM_PROCID: the task's rank in the step
+	Node     string // SLURMD_NODENAME: the node, by Slurm's name for it
+	StepID   string // SLURM_STEP_ID ("" outside a step)
+	StepGPUs string // SLURM_STEP_GPUS, else SLURM_JOB_GPUS: the node's GPU indices the step holds
+	Restart  string // SLURM_RESTART_COUNT ("" on a first start)
+}
+
+// TaskFromEnv reads Task.
+func TaskFromEnv(getenv func(string) string) Task {
+	return Task{ProcID: getenv("SLURM_PROCID"), Node: getenv("SLURMD_NODENAME"), StepID: getenv("SLURM_STEP_ID"),
+		StepGPUs: cmp.Or(getenv("SLURM_STEP_GPUS"), getenv("SLURM_JOB_GPUS")), Restart: getenv("SLURM_RESTART_COUNT")}
 }

@@ -146,3 +146,19 @@ func FuzzAllocationFromEnv(f *testing.F) {
 		}
 	})
 }
+
+func TestJobAndTaskFromEnv(t *testing.T) {
+	m := capturedEnv(t)
+	j := JobFromEnv(getenvOf(m))
+	if j.ID != "1" || j.Name != "run two.sh" || j.User != "root" || j.NodeList != "n[1-4]" || j.Partition != "low" || j.StepID != "" {
+		t.Errorf("JobFromEnv: %+v", j)
+	}
+	task := TaskFromEnv(getenvOf(m))
+	if task.ProcID != "0" || task.Node != "n1" || task.StepGPUs != "0,1,2,3,4,5,6,7" || task.Restart != "" {
+		t.Errorf("TaskFromEnv: %+v", task)
+	}
+	m["SLURM_STEP_GPUS"] = "4,5"
+	if got := TaskFromEnv(getenvOf(m)).StepGPUs; got != "4,5" {
+		t.Errorf("SLURM_STEP_GPUS first: %q", got)
+	}
+}

@@ -2,6 +2,7 @@ package obs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,7 +166,7 @@ type WebhookPayload struct {
 
 func webhookBody(format, name string, e Event, s Start) ([]byte, error) {
 	p := WebhookPayload{Event: name, JobID: e.JobID, JobName: s.JobName, Partition: s.Partition, Restart: e.Restart,
-		Time: e.Time.UTC(), Cause: orText(e.Crash, e.Cause), Exit: e.Exit, Message: e.Message, Requeued: e.Requeued}
+		Time: e.Time.UTC(), Cause: cmp.Or(e.Crash, e.Cause), Exit: e.Exit, Message: e.Message, Requeued: e.Requeued}
 	if format != "slack" {
 		return json.Marshal(p)
 	}

@@ -1,6 +1,7 @@
 package obs
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -106,7 +107,7 @@ func BuildReport(evs []Event) *Report {
 			if s := e.Start; s != nil {
 				r.Start = s
 				cur.ResumeFrom = s.ResumeFrom
-				r.JobName, r.Partition = orText(s.JobName, r.JobName), orText(s.Partition, r.Partition)
+				r.JobName, r.Partition = cmp.Or(s.JobName, r.JobName), cmp.Or(s.Partition, r.Partition)
 			}
 		case KindCkptRequest:
 			asked = e.Time
@@ -246,7 +247,7 @@ func (in Incarnation) EndText() string {
 	case c == "":
 		return "killed (no end recorded)"
 	case c == EndCrash:
-		c = "failed: " + orText(in.Crash, CrashStepFailed)
+		c = "failed: " + cmp.Or(in.Crash, CrashStepFailed)
 	}
 	if in.Interrupt != "" && c != EndFinished {
 		c += " after " + in.Interrupt
@@ -297,7 +298,7 @@ func (r *Report) WriteText(w io.Writer) {
 			steps = fmt.Sprintf("%d..%d", in.FirstStep, in.LastStep)
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Restart, in.Start.UTC().Format("2006-01-02 15:04:05Z"), fmtDur(end.Sub(in.Start)),
-			in.EndText(), steps, fmtDur(in.Lost), orText(in.ResumeFrom, "-"))
+			in.EndText(), steps, fmtDur(in.Lost), cmp.Or(in.ResumeFrom, "-"))
 	}
 	tw.Flush()
 	for _, in := range r.Incarnations {

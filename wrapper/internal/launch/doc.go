@@ -1,7 +1,8 @@
 // Package launch is the contract between `trainrun run` (the controller, in
 // the batch step) and `trainrun exec-task` (the shim, one per task of the
-// step): the control channel's messages, its server and client, and the
-// signal names both sides use.
+// step): the launch files, the control channel's messages, its server and
+// client, the signal names both sides use, and the srun command line that
+// starts the shims.
 //
 // # The control channel
 //

@@ -1,0 +1,272 @@
+package launch
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/trainrun/trainrun/internal/safefs"
+)
+
+// The launch directory (JOBDIR/launch) is how the controller hands each task
+// its environment: the shim `trainrun exec-task`, exec'd by slurmstepd as an
+// ordinary process, reads common.json and its node's file and finds its entry
+// by SLURM_PROCID. One file per node (not per rank) keeps a 16k-rank job to a
+// few thousand small files on the shared file system.
+const (
+	CommonFile = "common.json" // the launch's common part
+	NodeDir    = "node"        // one file per node: node/<node>.json
+)
+
+// Common is common.json: what every task of the launch shares.
+type Common struct {
+	JobID   string `json:"job_id"`
+	World   int    `json:"world"`
+	Control string `json:"control,omitempty"` // host:port of the controller; empty = none
+	Token   string `json:"token,omitempty"`   // proves a shim belongs to this launch
+	Signal  string `json:"ckpt_signal"`       // TRAINRUN_CKPT_SIGNAL, e.g. "USR2"
+	// LocalDir is --ckpt-local-dir as given (%n, %j, %r expanded by each
+	// node's shim); CkptDir is the durable store the shims drain into.
+	LocalDir string            `json:"ckpt_local_dir,omitempty"`
+	CkptDir  string            `json:"ckpt_dir,omitempty"`
+	Env      map[string]string `json:"env"`
+}
+
+// Rank is one rank's entry in node/<node>.json.
+type Rank struct {
+	Rank      int               `json:"rank"`
+	Node      string            `json:"node"`
+	LocalRank int               `json:"local_rank"`
+	GPU       int               `json:"gpu"`
+	GPUSlot   int               `json:"gpu_slot"`
+	CPUs      string            `json:"cpus,omitempty"`
+	Env       map[string]string `json:"env"`
+}
+
+type node struct {
+	Node  string `json:"node"`
+	Ranks []Rank `json:"ranks"`
+}
+
+// WriteDir writes common.json and one file per node (the ranks grouped by
+// their Node, in the order given), each atomically.
+func WriteDir(dir string, common Common, ranks []Rank) error {
+	// Created fresh, or accepted only as the user's own and not writable by
+	// others (issue 12, finding 3: a launch directory another uid created
+	// first would let it plant launch files).
+	for _, d := range []string{dir, filepath.Join(dir, NodeDir)} {
+		if err := safefs.MkdirOwn(d, "launch directory"); err != nil {
+			return err
+		}
+	}
+	if err := WriteJSONAtomic(filepath.Join(dir, CommonFile), common, 0o600); err != nil {
+		return err
+	}
+	byNode := map[string]*node{}
+	for _, r := range ranks {
+		n := byNode[r.Node]
+		if n == nil {
+			n = &node{Node: r.Node}
+			byNode[r.Node] = n
+		}
+		n.Ranks = append(n.Ranks, r)
+	}
+	for name, n := range byNode {
+		if strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+			return fmt.Errorf("node name %q cannot be a file name", name)
+		}
+		if err := WriteJSONAtomic(filepath.Join(dir, NodeDir, name+".json"), n, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Read finds a task's entry: rank from SLURM_PROCID on node SLURMD_NODENAME.
+func Read(dir, nodeName string, rank int) (*Common, *Rank, error) {
+	var c Common
+	if err := safefs.CheckOwnDir(dir, "launch directory"); err != nil {
+		return nil, nil, err
+	}
+	if err := ReadJSON(filepath.Join(dir, CommonFile), &c); err != nil {
+		return nil, nil, err
+	}
+	var n node
+	if err := ReadJSON(filepath.Join(dir, NodeDir, nodeName+".json"), &n); err != nil {
+		if os.IsNotExist(err) {
+			return &c, nil, fmt.Errorf("rank %d started on node %s, which has no rank in this plan (%s): srun placed the task elsewhere than the hostfile says",
+				rank, nodeName, filepath.Join(dir, NodeDir))
+		}
+		return nil, nil, err
+	}
+	for i := range n.Ranks {
+		if n.Ranks[i].Rank == rank {
+			return &c, &n.Ranks[i], nil
+		}
+	}
+	return &c, nil, fmt.Errorf("rank %d started on node %s but the plan puts it elsewhere (ranks on %s: %s): srun did not follow the hostfile",
+		rank, nodeName, nodeName, rankList(n.Ranks))
+}
+
+// NodeRanks lists the ranks the launch puts on node.
+func NodeRanks(dir, nodeName string) ([]int, error) {
+	var n node
+	if err := ReadJSON(filepath.Join(dir, NodeDir, nodeName+".json"), &n); err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, r := range n.Ranks {
+		out = append(out, r.Rank)
+	}
+	return out, nil
+}
+
+func rankList(rs []Rank) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, strconv.Itoa(r.Rank))
+	}
+	return strings.Join(s, ",")
+}
+
+// WriteJSONAtomic writes v as indented JSON with WriteFileAtomic.
+func WriteJSONAtomic(path string, v any, mode os.FileMode) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, append(b, '\n'), mode)
+}
+
+// WriteFileAtomic writes via a temporary file in the same directory, fsyncs it
+// and renames it into place, then fsyncs the directory: readers on other
+// nodes see the old file or the whole new one, never a part.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// MaxFileBytes bounds one launch or probe file (a node's file for a few
+// ranks with their environments is kilobytes).
+const MaxFileBytes = 64 << 20
+
+// ReadJSON reads a file of the job directory into v: it must be a plain
+// file of the user's own, not writable by others (issue 12, finding 3: the
+// shim merges launch files into the trainer's environment, so a file
+// another uid planted would choose its PATH and LD_PRELOAD). A syntax error
+// names the file.
+func ReadJSON(path string, v any) error {
+	b, err := safefs.ReadOwnFile(path, "launch file", MaxFileBytes)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// MergedEnv is the environment of one rank as KEY=VALUE lines in key order.
+func MergedEnv(common, rank map[string]string) []string {
+	m := map[string]string{}
+	for k, v := range common {
+		m[k] = v
+	}
+	for k, v := range rank {
+		m[k] = v
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + m[k]
+	}
+	return out
+}
+
+// VisibleDevicesFor reorders the step's CUDA_VISIBLE_DEVICES so that device
+// number localRank is the rank's GPU, keeping the node's other GPUs visible
+// (CUDA IPC and NVLink peer access between the node's ranks need them, and
+// frameworks call torch.cuda.set_device(LOCAL_RANK)). cvd is the list Slurm
+// gave the step (global indices, or 0..n-1 when cgroups renumber them);
+// stepGPUs is SLURM_STEP_GPUS / SLURM_JOB_GPUS, the node's indices in the same
+// order. gpu is the node's index the plan chose; when it is -1 (the node was
+// not probed) the rank takes the step's slot-th GPU.
+func VisibleDevicesFor(cvd, stepGPUs string, gpu, slot, localRank int) (string, error) {
+	list := SplitList(cvd)
+	ids := SplitList(stepGPUs)
+	if len(list) == 0 {
+		return "", fmt.Errorf("CUDA_VISIBLE_DEVICES is empty: the step holds no GPUs on this node")
+	}
+	if len(ids) != len(list) {
+		ids = list // no separate numbering known: CUDA_VISIBLE_DEVICES holds the node's indices
+	}
+	if localRank >= len(list) {
+		return "", fmt.Errorf("LOCAL_RANK %d but only %d GPUs are visible (%s)", localRank, len(list), cvd)
+	}
+	pos := -1
+	if gpu < 0 {
+		if slot < 0 || slot >= len(ids) {
+			return "", fmt.Errorf("GPU slot %d but the step holds only GPUs %s on this node", slot, strings.Join(ids, ","))
+		}
+		pos = slot
+	} else {
+		want := strconv.Itoa(gpu)
+		for i, id := range ids {
+			if id == want {
+				pos = i
+			}
+		}
+		if pos < 0 {
+			return "", fmt.Errorf("the plan gives this rank GPU %d but the step holds GPUs %s on this node", gpu, strings.Join(ids, ","))
+		}
+	}
+	list[localRank], list[pos] = list[pos], list[localRank]
+	return strings.Join(list, ","), nil
+}
+
+// SplitList splits a comma-separated list, dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

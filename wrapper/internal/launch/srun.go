@@ -1,0 +1,57 @@
+package launch
+
+import (
+	"strconv"
+
+	"github.com/trainrun/trainrun/internal/slurm"
+)
+
+// StepSpec is everything the main srun needs.
+type StepSpec struct {
+	Self       string // path of this trainrun binary (it must exist on every node)
+	LaunchDir  string
+	Hostfile   string // path of the hostfile; used when Arbitrary
+	Arbitrary  bool   // the rank order differs from Slurm's block order
+	Nodes      int
+	Tasks      int
+	PerNode    int
+	BindInShim bool // the shim binds each rank to its GPU's NUMA CPUs: srun must not bind
+	Argv       []string
+}
+
+// SrunCommand builds the main step's command line and the extra environment
+// srun needs. Choices:
+//   - one task per GPU (--ntasks, --ntasks-per-node); with a placement that
+//     differs from Slurm's block order, --distribution=arbitrary and
+//     SLURM_HOSTFILE (line i = host of rank i), as srun(1) documents;
+//   - no --gpus-per-task: a step gets all the job's GPUs on each node by
+//     default (srun(1), --gres), and the shim makes device LOCAL_RANK the
+//     rank's planned GPU while the node's other GPUs stay visible for CUDA IPC
+//     and NVLink peer access; --gpus-per-task would hide them and let Slurm,
+//     not the plan, choose each task's GPU;
+//   - --cpu-bind=none when the shim binds each rank to its GPU's NUMA node
+//     (Slurm's per-task binding would forbid the shim's mask);
+//   - --kill-on-bad-exit=1: one failed rank ends the step instead of leaving
+//     the others hanging in a collective;
+//   - --input=none: srun runs in its own process group (so a Ctrl-C goes to
+//     the controller, which stops the step once); a background srun reading
+//     the terminal would be stopped by SIGTTIN.
+func SrunCommand(s StepSpec) (argv []string, env []string) {
+	argv = []string{slurm.Srun,
+		"--nodes=" + strconv.Itoa(s.Nodes),
+		"--ntasks=" + strconv.Itoa(s.Tasks),
+	}
+	if s.Arbitrary {
+		argv = append(argv, "--distribution=arbitrary")
+		env = append(env, "SLURM_HOSTFILE="+s.Hostfile)
+	} else {
+		argv = append(argv, "--ntasks-per-node="+strconv.Itoa(s.PerNode), "--distribution=block")
+	}
+	if s.BindInShim {
+		argv = append(argv, "--cpu-bind=none")
+	}
+	argv = append(argv, "--kill-on-bad-exit=1", "--input=none",
+		s.Self, "exec-task", "--launch", s.LaunchDir, "--")
+	argv = append(argv, s.Argv...)
+	return argv, env
+}

@@ -1,0 +1,19 @@
+package launch
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSrunCommand(t *testing.T) {
+	argv, env := SrunCommand(StepSpec{Self: "/bin/trainrun", LaunchDir: "/j/launch", Hostfile: "/j/hostfile", Nodes: 2, Tasks: 16, PerNode: 8, Argv: []string{"python", "t.py"}})
+	if got := strings.Join(argv, " "); got != "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --distribution=block --kill-on-bad-exit=1 --input=none /bin/trainrun exec-task --launch /j/launch -- python t.py" || env != nil {
+		t.Errorf("block: %s %v", got, env)
+	}
+	argv, env = SrunCommand(StepSpec{Self: "/bin/trainrun", LaunchDir: "/j/launch", Hostfile: "/j/hostfile", Arbitrary: true, BindInShim: true, Nodes: 2, Tasks: 16, PerNode: 8, Argv: []string{"x"}})
+	if got := strings.Join(argv, " "); got != "srun --nodes=2 --ntasks=16 --distribution=arbitrary --cpu-bind=none --kill-on-bad-exit=1 --input=none /bin/trainrun exec-task --launch /j/launch -- x" ||
+		!slices.Equal(env, []string{"SLURM_HOSTFILE=/j/hostfile"}) {
+		t.Errorf("arbitrary: %s %v", got, env)
+	}
+}
