@@ -33,9 +33,11 @@ type monitor struct {
 
 	reason       string    // why the step is being stopped (stopNone, ...)
 	stopAt       time.Time // when it was
-	termAt       time.Time // when Slurm's SIGTERM first reached the step
-	termSeen     bool
-	tagAtStop    string // the latest committed when the stop was first asked for or signalled
+	termAt       time.Time // when Slurm's SIGTERM first reached the step or trainrun
+	stepTerm     bool      // a shim saw SIGTERM: Slurm signalled the step's tasks
+	ownTerm      bool      // trainrun itself got SIGTERM
+	stateAsked   bool      // the job's state was asked for (once per step)
+	tagAtStop    string    // the latest committed when the stop was first asked for or signalled
 	stopMarked   bool
 	ckptID       int       // the last checkpoint request's id
 	askedAt      time.Time // the last "continue" request, until its commit
@@ -123,15 +125,59 @@ func (m *monitor) start() error {
 	return nil
 }
 
-// onSignal: USR1/USR2 to trainrun ask for a checkpoint and stop; TERM, INT
-// and HUP stop the step (a second one kills it).
+// onSignal: USR1/USR2 to trainrun ask for a checkpoint and stop; INT and
+// HUP stop the step (a second one kills it). SIGTERM is Slurm's word at the
+// time limit, at preemption and at scancel alike, so the job's record says
+// which (onTerm); a second SIGTERM stops the step.
 func (m *monitor) onSignal(s os.Signal) {
 	switch s {
 	case syscall.SIGUSR1, syscall.SIGUSR2:
 		m.requestCkpt(stopSignal)
-	case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+	case syscall.SIGTERM:
+		m.onTerm()
+	case syscall.SIGINT, syscall.SIGHUP:
 		m.stopStep(stopCancelled)
 	}
+}
+
+// onTerm: SIGTERM to trainrun itself (the batch step). Reading it as a
+// cancellation lost runs: at the time limit Slurm's SIGTERM arrived while
+// the checkpoint the own clock had asked for was being written, the run
+// was reported cancelled and never requeued (issue 21). Now only the job's
+// record says cancelled (onJobState).
+func (m *monitor) onTerm() {
+	if m.ownTerm || m.killing > 0 {
+		m.stopStep(stopCancelled) // the second SIGTERM: someone insists
+		return
+	}
+	m.ownTerm = true
+	if m.termAt.IsZero() {
+		m.termAt = time.Now()
+	}
+	m.markStop()
+	m.r.logf("SIGTERM to trainrun: asking Slurm why (time limit, preemption or cancellation)")
+	m.askJobState()
+}
+
+// askJobState asks slurmctld, once per step and in the background, for the
+// job's state; onJobState reads the answer.
+func (m *monitor) askJobState() {
+	if m.stateAsked {
+		return
+	}
+	m.stateAsked = true
+	r := m.r
+	go func() {
+		st := ""
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if ji, err := r.env.slurm.Job(ctx, r.alloc.JobID); err == nil {
+			st = ji.State
+		} else {
+			r.logf("warning: asking Slurm for the job's state: %v", err)
+		}
+		m.stateCh <- st
+	}()
 }
 
 // onCommitted: a background commit committed tag; a "continue" request is
@@ -219,35 +265,64 @@ func (m *monitor) onShimSignal(ev launch.Event) {
 		m.markStop()
 		r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
 	}
-	if ev.Signal == "TERM" && !m.termSeen {
-		m.termSeen, m.termAt = true, time.Now()
+	if ev.Signal == "TERM" && !m.stepTerm {
+		m.stepTerm = true
+		if m.termAt.IsZero() {
+			m.termAt = time.Now()
+		}
 		m.markStop()
 		// Slurm signalled the whole step. Ask slurmctld why: a cancelled job
-		// is CANCELLED; a preempted one stays RUNNING.
-		go func() {
-			st := ""
-			if ji, err := r.env.slurm.Job(context.Background(), r.alloc.JobID); err == nil {
-				st = ji.State
-			}
-			m.stateCh <- st
-		}()
+		// is CANCELLED, a timed-out one TIMEOUT; a preempted one stays RUNNING.
+		m.askJobState()
 	}
 }
 
-// onJobState: why Slurm's SIGTERM came, from the job's state.
+// onJobState: why Slurm's SIGTERM came, from the job's state (termCause).
+// A cancellation wins over any stop already under way; a time limit or a
+// preemption keeps a stop the own clock or a request already asked for
+// (its checkpoint is in flight, and its commit leads to the requeue).
 func (m *monitor) onJobState(st string) {
 	r := m.r
+	cause := termCause(st, r.alloc.EndTime, time.Now(), m.killing > 0)
 	switch {
-	case m.reason != stopNone:
-	case st == "CANCELLED" || st == "COMPLETING" && m.killing > 0:
+	case cause == stopCancelled:
 		m.reason = stopCancelled
-	case !r.alloc.EndTime.IsZero() && time.Now().After(r.alloc.EndTime.Add(-5*time.Second)):
+		r.logf("cancelled (job %s): the step is stopped", cmp.Or(st, "state unknown"))
+		if m.ownTerm && !m.stepTerm && m.killing == 0 {
+			m.stopStep(stopCancelled) // Slurm signalled only the batch step
+		}
+	case m.reason != stopNone:
+		r.logf("SIGTERM from Slurm (job %s) while the %s checkpoint is under way: it is committed, then the job is requeued", cmp.Or(st, "state unknown"), m.reason)
+	case cause == stopTermLimit:
 		m.reason, m.stopAt = stopTermLimit, time.Now()
+		r.logf("time limit (job %s): the trainers checkpoint on SIGTERM; it is committed, then the job is requeued", cmp.Or(st, "state unknown"))
 	default:
 		m.reason, m.stopAt = stopPreempted, m.termAt
-		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
+		r.logf("preempted (SIGTERM from Slurm, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
+	}
+	if m.ownTerm && !m.stepTerm && (m.reason == stopPreempted || m.reason == stopTermLimit) && m.ckptID == 0 {
+		// Only trainrun got the SIGTERM (a kill of the batch step, or Slurm
+		// signalling it first): the trainers are asked, as at a time limit.
+		m.ask(m.reason, "stop")
 	}
 	r.observeInterrupt(m.reason)
+}
+
+// termCause reads why SIGTERM came from the job's state st (scontrol's
+// JobState; "" when Slurm could not be asked), its end time and whether
+// trainrun is already stopping the step itself: CANCELLED (or COMPLETING
+// after trainrun's own stop) is a cancellation; TIMEOUT or DEADLINE, or an
+// end time reached (5 s of clock skew allowed), the time limit; anything
+// else (RUNNING through the grace time, PREEMPTED, REQUEUED) a preemption.
+func termCause(st string, end, now time.Time, stopping bool) string {
+	switch {
+	case st == "CANCELLED" || st == "COMPLETING" && stopping:
+		return stopCancelled
+	case st == "TIMEOUT" || st == "DEADLINE" || !end.IsZero() && now.After(end.Add(-5*time.Second)):
+		return stopTermLimit
+	default:
+		return stopPreempted
+	}
 }
 
 // regrace: after a measured checkpoint, the grace budget may raise the lead
