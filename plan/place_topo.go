@@ -2,7 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/trainrun/trainrun/topo"
 )
@@ -16,9 +18,14 @@ import (
 // distance, so two NICs under one switch with two GPUs (DGX A100) pair up in
 // order. GPU indices are PCI order (CUDA_DEVICE_ORDER=PCI_BUS_ID).
 //
+// Where the platform's own NCCL_TOPO_FILE pairs a GPU with NICs that sysfs
+// shows only across host bridges (Azure ND H100 v5: every device in its own
+// Hyper-V PCI domain; topo.GPU.NearestFrom names the file), those NICs count
+// as sharing the GPU's switch, as NCCL itself reads that file.
+//
 // It returns nil (identity: local rank i drives GPU i) with a reason when the
 // node has no usable rail per GPU, e.g. 4 NICs for 8 GPUs or a VM whose flat
-// bus hides which NIC is near which GPU.
+// bus hides which NIC is near which GPU and ships no topology file.
 func RailsOf(n *topo.Node) ([]int, string) {
 	if n == nil || len(n.GPUs) == 0 {
 		return nil, "no GPUs"
@@ -51,7 +58,7 @@ func RailsOf(n *topo.Node) ([]int, string) {
 			if used[gi] || gi >= len(d.GPUPaths) {
 				continue
 			}
-			p := d.GPUPaths[gi]
+			p := railPath(n, d, gi)
 			if p == topo.PathUnknown {
 				continue
 			}
@@ -66,6 +73,16 @@ func RailsOf(n *topo.Node) ([]int, string) {
 		rails[r] = pciIndex[best]
 	}
 	return rails, ""
+}
+
+// railPath is the PCIe distance RailsOf pairs by: the sysfs one, or PIX
+// where the platform's topology file pairs the GPU with the NIC.
+func railPath(n *topo.Node, d *topo.RDMADevice, gi int) topo.PathType {
+	g := &n.GPUs[gi]
+	if strings.HasPrefix(g.NearestFrom, "NCCL_TOPO_FILE ") && slices.Contains(g.NearestNICs, d.Name) {
+		return topo.PathPIX
+	}
+	return d.GPUPaths[gi]
 }
 
 // PlaceNodes describes the job's hosts (Slurm's order) for Place: leaf switch
