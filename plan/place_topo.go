@@ -118,3 +118,30 @@ func NVLinkBlocks(nodes []PlaceNode, domain map[string]string) {
 		}
 	}
 }
+
+// LocalNVLinkBlocks is NVLinkBlocks for a caller that read one node only
+// (trainrun env, the plugin), which takes every node of the job to be built
+// like the one read: every host gets that node's NVLink domain. It does
+// nothing where the cluster model gave any host a block (Slurm's
+// topology/block, one BlockName per NVL72 rack, knows every host: it
+// governs) or the node is not fabric attached. The note says what was
+// assumed ("" when nothing was): a job spanning cliques needs the block
+// model for its TP and EP groups to stay inside each.
+func LocalNVLinkBlocks(nodes []PlaceNode, local *topo.Node) string {
+	if local == nil || len(nodes) < 2 {
+		return ""
+	}
+	d := local.NVLinkDomain()
+	if d == "" {
+		return ""
+	}
+	domain := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		if n.Block != "" {
+			return ""
+		}
+		domain[n.Name] = d
+	}
+	NVLinkBlocks(nodes, domain)
+	return fmt.Sprintf("NVLink clique %s of this node taken for all %d nodes (the cluster model has no topology/block); a job spanning cliques needs Slurm's topology/block, one BlockName per clique", d, len(nodes))
+}
