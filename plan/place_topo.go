@@ -2,7 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/trainrun/trainrun/topo"
 )
@@ -16,9 +18,14 @@ import (
 // distance, so two NICs under one switch with two GPUs (DGX A100) pair up in
 // order. GPU indices are PCI order (CUDA_DEVICE_ORDER=PCI_BUS_ID).
 //
+// Where the platform's own NCCL_TOPO_FILE pairs a GPU with NICs that sysfs
+// shows only across host bridges (Azure ND H100 v5: every device in its own
+// Hyper-V PCI domain; topo.GPU.NearestFrom names the file), those NICs count
+// as sharing the GPU's switch, as NCCL itself reads that file.
+//
 // It returns nil (identity: local rank i drives GPU i) with a reason when the
 // node has no usable rail per GPU, e.g. 4 NICs for 8 GPUs or a VM whose flat
-// bus hides which NIC is near which GPU.
+// bus hides which NIC is near which GPU and ships no topology file.
 func RailsOf(n *topo.Node) ([]int, string) {
 	if n == nil || len(n.GPUs) == 0 {
 		return nil, "no GPUs"
@@ -51,7 +58,7 @@ func RailsOf(n *topo.Node) ([]int, string) {
 			if used[gi] || gi >= len(d.GPUPaths) {
 				continue
 			}
-			p := d.GPUPaths[gi]
+			p := railPath(n, d, gi)
 			if p == topo.PathUnknown {
 				continue
 			}
@@ -66,6 +73,16 @@ func RailsOf(n *topo.Node) ([]int, string) {
 		rails[r] = pciIndex[best]
 	}
 	return rails, ""
+}
+
+// railPath is the PCIe distance RailsOf pairs by: the sysfs one, or PIX
+// where the platform's topology file pairs the GPU with the NIC.
+func railPath(n *topo.Node, d *topo.RDMADevice, gi int) topo.PathType {
+	g := &n.GPUs[gi]
+	if strings.HasPrefix(g.NearestFrom, "NCCL_TOPO_FILE ") && slices.Contains(g.NearestNICs, d.Name) {
+		return topo.PathPIX
+	}
+	return d.GPUPaths[gi]
 }
 
 // PlaceNodes describes the job's hosts (Slurm's order) for Place: leaf switch
@@ -100,4 +117,31 @@ func NVLinkBlocks(nodes []PlaceNode, domain map[string]string) {
 			nodes[i].Block = "nvlink:" + d
 		}
 	}
+}
+
+// LocalNVLinkBlocks is NVLinkBlocks for a caller that read one node only
+// (trainrun env, the plugin), which takes every node of the job to be built
+// like the one read: every host gets that node's NVLink domain. It does
+// nothing where the cluster model gave any host a block (Slurm's
+// topology/block, one BlockName per NVL72 rack, knows every host: it
+// governs) or the node is not fabric attached. The note says what was
+// assumed ("" when nothing was): a job spanning cliques needs the block
+// model for its TP and EP groups to stay inside each.
+func LocalNVLinkBlocks(nodes []PlaceNode, local *topo.Node) string {
+	if local == nil || len(nodes) < 2 {
+		return ""
+	}
+	d := local.NVLinkDomain()
+	if d == "" {
+		return ""
+	}
+	domain := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		if n.Block != "" {
+			return ""
+		}
+		domain[n.Name] = d
+	}
+	NVLinkBlocks(nodes, domain)
+	return fmt.Sprintf("NVLink clique %s of this node taken for all %d nodes (the cluster model has no topology/block); a job spanning cliques needs Slurm's topology/block, one BlockName per clique", d, len(nodes))
 }

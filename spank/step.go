@@ -105,18 +105,11 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	if err != nil {
 		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", l.Config(), err, len(hosts), G, world)
 	}
-	rails, _ := plan.RailsOf(node)
-	if len(rails) != G {
-		rails = nil // fewer ranks than GPUs: local rank i drives GPU i
-	}
-	nodes, err := plan.PlaceNodes(hosts, c.Cluster, rails)
+	p, pnotes, err := stepPlacement(c, sp, hosts, node, G, ml)
 	if err != nil {
-		return nil, nil, fmt.Errorf("placement: %v", err)
+		return nil, nil, err
 	}
-	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes})
-	if err != nil {
-		return nil, nil, fmt.Errorf("placement: %v", err)
-	}
+	notes = append(notes, pnotes...)
 
 	root := orStr(st.Root, "/")
 	var conf map[string]string
@@ -330,4 +323,31 @@ func Resolve4(host string, timeout time.Duration) []string {
 		out = append(out, ip.String())
 	}
 	return out
+}
+
+// stepPlacement places the step's ranks as trainrun env does: the node's
+// rails, the cluster model, the node's NVLink clique where the model has no
+// blocks, and the plan's traffic when there is a plan.
+func stepPlacement(c *Config, sp *StepPlan, hosts []string, node *topo.Node, G int, ml plan.Layout) (*plan.Placement, []string, error) {
+	var notes []string
+	rails, _ := plan.RailsOf(node)
+	if len(rails) != G {
+		rails = nil // fewer ranks than GPUs: local rank i drives GPU i
+	}
+	nodes, err := plan.PlaceNodes(hosts, c.Cluster, rails)
+	if err != nil {
+		return nil, nil, fmt.Errorf("placement: %v", err)
+	}
+	if note := plan.LocalNVLinkBlocks(nodes, node); note != "" {
+		notes = append(notes, note)
+	}
+	var traffic plan.Traffic // the plan's bytes, as trainrun env --plan weighs them
+	if sp != nil {
+		traffic = sp.Result.Plan.Traffic
+	}
+	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
+	if err != nil {
+		return nil, nil, fmt.Errorf("placement: %v", err)
+	}
+	return p, notes, nil
 }

@@ -175,6 +175,9 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 		"placement: " + p.Order,
 		"machine read: " + cmp.Or(node.Root, "/") + " (every node of the job is taken to be built like it)",
 	}
+	for _, w := range p.Why {
+		header = append(header, "placement: "+w)
+	}
 	return e, header, nil
 }
 
@@ -238,9 +241,13 @@ func envPlacement(env *runEnv, o *envOptions, node *topo.Node, hosts []string, G
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
+	clique := plan.LocalNVLinkBlocks(nodes, node)
 	p, err := plan.Place(plan.PlaceInput{Layout: ml, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
 	if err != nil {
 		return nil, usageErrorf("%v", err)
+	}
+	if clique != "" {
+		p.Why = append(p.Why, clique)
 	}
 	return p, nil
 }

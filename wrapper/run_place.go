@@ -190,6 +190,7 @@ func placeRanks(a *allocation, l plan.Layout, traffic plan.Traffic, facts map[st
 		}
 		nodes[i] = pn
 	}
+	plan.NVLinkBlocks(nodes, nvlinkDomains(facts))
 	p, err := plan.Place(plan.PlaceInput{Layout: l, GPUsPerNode: G, Nodes: nodes, Traffic: traffic})
 	if err != nil {
 		slots, berr := blockPlacement(a, l, gpuIDsOf(facts))
@@ -215,6 +216,19 @@ func placeRanks(a *allocation, l plan.Layout, traffic plan.Traffic, facts map[st
 		slots[i] = s
 	}
 	return slots, p, notes, nil
+}
+
+// nvlinkDomains maps each probed node to its NVLink clique ("" when not
+// fabric attached or not probed): trays of one GB200 NVL72 clique are one
+// placement block, trays of another clique never share one.
+func nvlinkDomains(facts map[string]nodeFacts) map[string]string {
+	m := make(map[string]string, len(facts))
+	for n, f := range facts {
+		if f.Topo != nil {
+			m[n] = f.Topo.NVLinkDomain()
+		}
+	}
+	return m
 }
 
 // wholeNode: the job holds GPUs 0..G-1 of the node (or it is not known).

@@ -12,6 +12,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/topo/nvml"
 )
 
 // nodeFacts is what the probe learns on one node of the allocation.
@@ -43,7 +44,16 @@ func runProbeNode(env *runEnv, dir string) error {
 		}
 	}
 	f.CVD = env.getenv("CUDA_VISIBLE_DEVICES")
-	if n, err := topo.Discover(topo.Options{NVMLUnavailable: "trainrun's probe reads sysfs only"}); err != nil {
+	// NVML where the driver loads: the GPUs' NVLink fabric (GB200 NVL72
+	// clique) places TP/EP across trays of one clique; sysfs always.
+	opts := topo.Options{}
+	if src, err := nvml.Open(); err != nil {
+		opts.NVMLUnavailable = strings.TrimPrefix(err.Error(), topo.ErrNVMLUnavailable.Error()+": ")
+	} else {
+		defer src.Close()
+		opts.NVML = src
+	}
+	if n, err := topo.Discover(opts); err != nil {
 		f.TopoError = err.Error()
 	} else {
 		f.Topo = n
