@@ -11,8 +11,8 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
-	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/topo/nvml"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // nodeFacts is what the probe learns on one node of the allocation.
