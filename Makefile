@@ -35,7 +35,7 @@ help:
 	@echo "build      build bin/trainrun, bin/spank_trainrun.so and bin/libtrainrun-spank.so (the SPANK plugin)"
 	@echo "deps       install what the tests need (Debian packages; root)"
 	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
-	@echo "test-unit  go test ./..."
+	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
@@ -68,8 +68,12 @@ deps:
 
 test: deps test-unit test-e2e
 
+# The unit tests run hermetic (test/hermetic.sh: Slurm's client commands on
+# PATH replaced by recorders that fail; a call recorded fails the target),
+# then the harness's own unit tests.
 test-unit:
-	$(GO) test -count=1 ./...
+	@bash test/hermetic.sh
+	$(GO) test -count=1 ./test/...
 
 test-hermetic:
 	@bash test/hermetic.sh

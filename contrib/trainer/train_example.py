@@ -138,6 +138,8 @@ def main():
     ap.add_argument("--report", default="", help="directory for rank-<RANK>.json")
     ap.add_argument("--out", default="", help="rank 0 writes the final weights' SHA-256 here")
     ap.add_argument("--ballast-kb", type=int, default=0, help="also save a fixed BF16 tensor of this many KiB in each checkpoint (weights-like bytes for the store's compression)")
+    ap.add_argument("--save-wait-term", type=float, default=0.0,
+                    help="a checkpoint for a stop waits up to this many seconds for Slurm's SIGTERM before saving (tests a time limit that strikes while a checkpoint is in flight)")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
     args = ap.parse_args()
 
@@ -221,6 +223,10 @@ def main():
         except StopIteration:
             break
         if ck.should_save():  # collective: all ranks agree on the step
+            if ck.stop and args.save_wait_term:
+                deadline = time.time() + args.save_wait_term
+                while not getattr(ck, "_term", False) and time.time() < deadline:
+                    time.sleep(0.1)
             if step != start or not ck.resume_dir or ck.stop:
                 saved = save(step)
             if ck.stop:
