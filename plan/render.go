@@ -173,22 +173,11 @@ func LayoutGPUs(l Layout) int { return l.TP * l.PP * l.CP * l.DP }
 // TRAINRUN_OFFLOAD are added beyond the contract's list so a trainer other
 // than Megatron can apply the whole plan.
 func PlanEnv(e Evaluation) [][2]string {
-	i := strconv.Itoa
-	return [][2]string{
-		{"TRAINRUN_TP", i(e.TP)},
-		{"TRAINRUN_PP", i(e.PP)},
-		{"TRAINRUN_VPP", i(e.VPP)},
-		{"TRAINRUN_CP", i(e.CP)},
-		{"TRAINRUN_EP", i(e.EP)},
-		{"TRAINRUN_DP", i(e.DP)},
-		{"TRAINRUN_MICRO_BATCH", i(e.MicroBatch)},
-		{"TRAINRUN_GRAD_ACCUM", i(e.GradAccum)},
-		{"TRAINRUN_RECOMPUTE", e.Recompute},
-		{"TRAINRUN_RECOMPUTE_LAYERS", i(e.RecomputeLayers)},
-		{"TRAINRUN_SP", strconv.FormatBool(e.SP)},
-		{"TRAINRUN_ZERO", i(e.Zero)},
-		{"TRAINRUN_OFFLOAD", e.Offload},
+	var out [][2]string
+	for _, v := range PlanVars(e.Layout) {
+		out = append(out, [2]string{v.Key, v.Value})
 	}
+	return out
 }
 
 // RenderEnv writes PlanEnv as KEY=VALUE lines (values are plain words and
