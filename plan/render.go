@@ -191,6 +191,43 @@ func RenderEnv(w io.Writer, e Evaluation) error {
 	return err
 }
 
+// MegatronLayoutArgs renders a layout alone as Megatron-LM flags, for a
+// run whose layout is fixed without a model (`trainrun run --fix`): no
+// model, so no layer counts, and flags Megatron defaults (cp 1, ep 1) left
+// out. With a model and job, MegatronArgs gives the plan's full set; the
+// two differ in those flags (--num-virtual-stages-per-pipeline-rank here,
+// --num-layers-per-virtual-pipeline-stage there), so they are kept apart.
+func MegatronLayoutArgs(l Layout) []string {
+	a := []string{
+		"--tensor-model-parallel-size", strconv.Itoa(l.TP),
+		"--pipeline-model-parallel-size", strconv.Itoa(l.PP),
+	}
+	if l.VPP > 1 {
+		a = append(a, "--num-virtual-stages-per-pipeline-rank", strconv.Itoa(l.VPP))
+	}
+	if l.CP > 1 {
+		a = append(a, "--context-parallel-size", strconv.Itoa(l.CP))
+	}
+	if l.EP > 1 {
+		a = append(a, "--expert-model-parallel-size", strconv.Itoa(l.EP))
+	}
+	a = append(a, "--micro-batch-size", strconv.Itoa(l.MicroBatch),
+		"--global-batch-size", strconv.Itoa(l.MicroBatch*l.DP*l.GradAccum))
+	if l.SP && l.TP > 1 {
+		a = append(a, "--sequence-parallel")
+	}
+	switch l.Recompute {
+	case "selective":
+		a = append(a, "--recompute-granularity", "selective")
+	case "full":
+		a = append(a, "--recompute-granularity", "full", "--recompute-method", "uniform")
+	}
+	if l.Zero >= 1 {
+		a = append(a, "--use-distributed-optimizer")
+	}
+	return a
+}
+
 // MegatronArgs returns the Megatron-LM (megatron/training/arguments.py)
 // flags that apply the plan, one argv element each, for the launcher's
 // {megatron_args}. It covers parallelism, batch, recompute, optimizer
