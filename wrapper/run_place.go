@@ -119,19 +119,24 @@ func runRankEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
 	l.VPP = max(l.VPP, 1)
 	job := plan.RunJob{PlanPath: in.PlanPath, CkptDir: in.CkptDir, ResumeDir: in.ResumeDir, CkptSignal: in.CkptSignal,
 		JobDir: in.JobDir, RestartCount: in.RestartCount}
-	env := rankEnv{Common: map[string]string{}, Ranks: make([]map[string]string, len(slots))}
-	for i, s := range slots {
+	rows := func(s rankSlot) []plan.RankVar {
 		rp := plan.RankPlacement{Rank: s.Rank, Node: s.Node, NodeRank: s.NodeRank, LocalRank: s.LocalRank, GPU: s.GPU,
 			TP: s.TP, CP: s.CP, EP: s.EP, DP: s.DP, PP: s.PP}
-		rows := plan.LauncherVars(rp, len(slots), a.TasksPerNode, in.MasterAddr, in.MasterPort, "")
-		rows = append(rows, plan.PlanVars(l)[:plan.ContractPlanVars]...)
-		rows = append(rows, plan.RunVars(job, s.Node, s.GPU)...)
+		v := plan.LauncherVars(rp, len(slots), a.TasksPerNode, in.MasterAddr, in.MasterPort, "")
+		v = append(v, plan.PlanVars(l)[:plan.ContractPlanVars]...)
+		return append(v, plan.RunVars(job, s.Node, s.GPU)...)
+	}
+	env := rankEnv{Common: map[string]string{}, Ranks: make([]map[string]string, len(slots))}
+	for _, v := range rows(rankSlot{GPU: -1}) {
+		if !v.PerRank {
+			env.Common[v.Key] = v.Value
+		}
+	}
+	for i, s := range slots {
 		env.Ranks[i] = map[string]string{}
-		for _, v := range rows {
+		for _, v := range rows(s) {
 			if v.PerRank {
 				env.Ranks[i][v.Key] = v.Value
-			} else if i == 0 {
-				env.Common[v.Key] = v.Value
 			}
 		}
 	}
