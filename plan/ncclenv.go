@@ -214,33 +214,19 @@ func RankEnv(in EnvInput) (*Env, error) {
 	b := &envBuilder{in: in}
 
 	// torchrun's variables: facts of the placement, always trainrun's.
-	addr, port := in.MasterAddr, strconv.Itoa(in.MasterPort)
+	addr, port := in.MasterAddr, in.MasterPort
 	if addr == "" {
 		addr = p.Ranks[0].Node
 	}
-	b.launcher("MASTER_ADDR", addr, "rendezvous host: the node of rank 0 ("+p.Ranks[0].Node+")", true)
-	b.launcher("MASTER_PORT", port, "rendezvous port on MASTER_ADDR", true)
-	b.launcher("WORLD_SIZE", strconv.Itoa(len(p.Ranks)), "ranks in the job: tp·cp·dp·pp", false)
-	b.launcher("RANK", strconv.Itoa(rp.Rank), fmt.Sprintf("global rank in Megatron's tp-cp-ep-dp-pp order: tp=%d cp=%d ep=%d dp=%d pp=%d", rp.TP, rp.CP, rp.EP, rp.DP, rp.PP), false)
-	b.launcher("LOCAL_RANK", strconv.Itoa(rp.LocalRank), fmt.Sprintf("slot on %s; it drives GPU %d, the one nearest rail %d", rp.Node, rp.GPU, rp.LocalRank), false)
-	b.launcher("LOCAL_WORLD_SIZE", strconv.Itoa(localWorld), "ranks on this node", false)
-	b.launcher("NODE_RANK", strconv.Itoa(rp.NodeRank), "this node's index in rank order (the node of rank 0 is 0)", false)
-	b.launcher("GROUP_RANK", strconv.Itoa(rp.NodeRank), "torchrun's name for NODE_RANK", false)
+	for _, v := range LauncherVars(rp, len(p.Ranks), localWorld, addr, port, p.Ranks[0].Node) {
+		b.launcher(v.Key, v.Value, v.Why, v.KeepUser)
+	}
 
-	// The plan.
+	// The plan: zero degrees and sizes count as 1, no recompute as "none".
 	l := normLayout(in.Plan)
-	for _, kv := range []struct{ k, v, why string }{
-		{"TRAINRUN_TP", strconv.Itoa(l.TP), "tensor-parallel degree"},
-		{"TRAINRUN_PP", strconv.Itoa(l.PP), "pipeline-parallel degree"},
-		{"TRAINRUN_VPP", strconv.Itoa(l.VPP), "virtual pipeline stages per rank"},
-		{"TRAINRUN_CP", strconv.Itoa(l.CP), "context-parallel degree"},
-		{"TRAINRUN_EP", strconv.Itoa(l.EP), "expert-parallel degree"},
-		{"TRAINRUN_DP", strconv.Itoa(l.DP), "data-parallel degree"},
-		{"TRAINRUN_MICRO_BATCH", strconv.Itoa(max(in.Plan.MicroBatch, 1)), "micro-batch size"},
-		{"TRAINRUN_GRAD_ACCUM", strconv.Itoa(max(in.Plan.GradAccum, 1)), "micro-batches per step per data-parallel rank"},
-		{"TRAINRUN_RECOMPUTE", orDefault(in.Plan.Recompute, "none"), "activation recomputation"},
-	} {
-		b.launcher(kv.k, kv.v, "the plan's "+kv.why, false)
+	l.MicroBatch, l.GradAccum, l.Recompute = max(l.MicroBatch, 1), max(l.GradAccum, 1), orDefault(l.Recompute, "none")
+	for _, v := range PlanVars(l)[:ContractPlanVars] {
+		b.launcher(v.Key, v.Value, v.Why, v.KeepUser)
 	}
 	if in.PlanPath != "" {
 		b.launcher("TRAINRUN_PLAN", in.PlanPath, "the plan JSON this layout comes from", false)
@@ -253,7 +239,7 @@ func RankEnv(in EnvInput) (*Env, error) {
 	}
 
 	// CUDA device numbering.
-	b.nccl("CUDA_DEVICE_ORDER", "PCI_BUS_ID", "CUDA numbers GPUs fastest-first by default; PCI bus order is the order nvidia-smi, NVML and this placement use, so LOCAL_RANK i means the same GPU to all of them")
+	b.nccl("CUDA_DEVICE_ORDER", CUDADeviceOrder, "CUDA numbers GPUs fastest-first by default; PCI bus order is the order nvidia-smi, NVML and this placement use, so LOCAL_RANK i means the same GPU to all of them")
 	b.visibleDevices(p, rp)
 
 	b.ibHCA(n)

@@ -173,22 +173,11 @@ func LayoutGPUs(l Layout) int { return l.TP * l.PP * l.CP * l.DP }
 // TRAINRUN_OFFLOAD are added beyond the contract's list so a trainer other
 // than Megatron can apply the whole plan.
 func PlanEnv(e Evaluation) [][2]string {
-	i := strconv.Itoa
-	return [][2]string{
-		{"TRAINRUN_TP", i(e.TP)},
-		{"TRAINRUN_PP", i(e.PP)},
-		{"TRAINRUN_VPP", i(e.VPP)},
-		{"TRAINRUN_CP", i(e.CP)},
-		{"TRAINRUN_EP", i(e.EP)},
-		{"TRAINRUN_DP", i(e.DP)},
-		{"TRAINRUN_MICRO_BATCH", i(e.MicroBatch)},
-		{"TRAINRUN_GRAD_ACCUM", i(e.GradAccum)},
-		{"TRAINRUN_RECOMPUTE", e.Recompute},
-		{"TRAINRUN_RECOMPUTE_LAYERS", i(e.RecomputeLayers)},
-		{"TRAINRUN_SP", strconv.FormatBool(e.SP)},
-		{"TRAINRUN_ZERO", i(e.Zero)},
-		{"TRAINRUN_OFFLOAD", e.Offload},
+	var out [][2]string
+	for _, v := range PlanVars(e.Layout) {
+		out = append(out, [2]string{v.Key, v.Value})
 	}
+	return out
 }
 
 // RenderEnv writes PlanEnv as KEY=VALUE lines (values are plain words and
@@ -200,6 +189,43 @@ func RenderEnv(w io.Writer, e Evaluation) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// MegatronLayoutArgs renders a layout alone as Megatron-LM flags, for a
+// run whose layout is fixed without a model (`trainrun run --fix`): no
+// model, so no layer counts, and flags Megatron defaults (cp 1, ep 1) left
+// out. With a model and job, MegatronArgs gives the plan's full set; the
+// two differ in those flags (--num-virtual-stages-per-pipeline-rank here,
+// --num-layers-per-virtual-pipeline-stage there), so they are kept apart.
+func MegatronLayoutArgs(l Layout) []string {
+	a := []string{
+		"--tensor-model-parallel-size", strconv.Itoa(l.TP),
+		"--pipeline-model-parallel-size", strconv.Itoa(l.PP),
+	}
+	if l.VPP > 1 {
+		a = append(a, "--num-virtual-stages-per-pipeline-rank", strconv.Itoa(l.VPP))
+	}
+	if l.CP > 1 {
+		a = append(a, "--context-parallel-size", strconv.Itoa(l.CP))
+	}
+	if l.EP > 1 {
+		a = append(a, "--expert-model-parallel-size", strconv.Itoa(l.EP))
+	}
+	a = append(a, "--micro-batch-size", strconv.Itoa(l.MicroBatch),
+		"--global-batch-size", strconv.Itoa(l.MicroBatch*l.DP*l.GradAccum))
+	if l.SP && l.TP > 1 {
+		a = append(a, "--sequence-parallel")
+	}
+	switch l.Recompute {
+	case "selective":
+		a = append(a, "--recompute-granularity", "selective")
+	case "full":
+		a = append(a, "--recompute-granularity", "full", "--recompute-method", "uniform")
+	}
+	if l.Zero >= 1 {
+		a = append(a, "--use-distributed-optimizer")
+	}
+	return a
 }
 
 // MegatronArgs returns the Megatron-LM (megatron/training/arguments.py)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -279,35 +278,16 @@ func explain(e *plan.Env, extra, stepNotes []string, r *Request) string {
 	return b.String()
 }
 
-// MegatronLayout checks that the degrees use exactly world tasks (as
-// `trainrun env` does); with ep > 1, dp may be given per expert group.
+// MegatronLayout is plan.MegatronLayout counting the step's tasks: the
+// degrees must use exactly world tasks (as `trainrun env` checks GPUs);
+// with ep > 1, dp may be given per expert group.
 func MegatronLayout(l plan.Layout, world int) (plan.Layout, error) {
-	one := func(v int) int { return max(v, 1) }
-	tp, cp, ep, dp, pp := one(l.TP), one(l.CP), one(l.EP), one(l.DP), one(l.PP)
-	n, ok := checkedMul(tp, cp, dp, pp)
-	withEP, okEP := checkedMul(n, ep)
-	switch {
-	case ok && n == world:
-	case ok && okEP && ep > 1 && withEP == world:
-		l.DP = dp * ep
-	case !ok:
-		return l, fmt.Errorf("tp=%d cp=%d dp=%d pp=%d: the product overflows; the step has %d tasks", tp, cp, dp, pp, world)
-	default:
-		return l, fmt.Errorf("tp=%d cp=%d dp=%d pp=%d (ep=%d) uses %d tasks", tp, cp, dp, pp, ep, n)
+	ml, err := plan.MegatronLayout(l, world)
+	var se *plan.LayoutSizeError
+	if errors.As(err, &se) {
+		se.Unit = "tasks"
 	}
-	return l, nil
-}
-
-// checkedMul is the product of positive vs, ok false when it overflows an int.
-func checkedMul(vs ...int) (int, bool) {
-	p := 1
-	for _, v := range vs {
-		if v > 0 && p > math.MaxInt/v {
-			return 0, false
-		}
-		p *= v
-	}
-	return p, true
+	return ml, err
 }
 
 // Resolve4 looks a node's name up (IPv4), within timeout; nil on failure.

@@ -220,8 +220,8 @@ func envLayout(o *envOptions, nodes, G int) (ml plan.Layout, traffic plan.Traffi
 	} else if o.PlanFile == "" {
 		layout = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
 	}
-	if ml, err = megatronLayout(layout, world); err != nil {
-		return ml, traffic, "", usageErrorf("%v; the job has %d nodes × %d GPUs = %d (use --nodelist/--gpus-per-node, or --fix with dp=%d)", err, nodes, G, world, world/max(1, layout.TP*max(layout.CP, 1)*max(layout.PP, 1)))
+	if ml, err = plan.MegatronLayout(layout, world); err != nil {
+		return ml, traffic, "", usageErrorf("the layout %v; the job has %d nodes × %d GPUs = %d (use --nodelist/--gpus-per-node, or --fix with dp=%d)", err, nodes, G, world, world/max(1, layout.TP*max(layout.CP, 1)*max(layout.PP, 1)))
 	}
 	return ml, traffic, planPath, nil
 }

@@ -72,27 +72,11 @@ func placementInput(env *runEnv, o *planPlaceOptions, gpusPerNode int, l plan.La
 		return plan.PlaceInput{}, usageErrorf("%v", err)
 	}
 	world := len(hosts) * gpusPerNode
-	ml, err := megatronLayout(l, world)
+	ml, err := plan.MegatronLayout(l, world)
 	if err != nil {
-		return plan.PlaceInput{}, usageErrorf("%v; the node list has %d nodes × %d GPUs", err, len(hosts), gpusPerNode)
+		return plan.PlaceInput{}, usageErrorf("the layout %v; the node list has %d nodes × %d GPUs", err, len(hosts), gpusPerNode)
 	}
 	return plan.PlaceInput{Layout: ml, GPUsPerNode: gpusPerNode, Nodes: nodes, Traffic: tr}, nil
-}
-
-// megatronLayout returns l with DP as Megatron's data-parallel size
-// world/(TP·CP·PP). A layout whose DP excludes EP (world = TP·CP·EP·DP·PP,
-// DP being the expert-data-parallel size) is converted.
-func megatronLayout(l plan.Layout, world int) (plan.Layout, error) {
-	one := func(v int) int { return max(v, 1) }
-	tp, cp, ep, dp, pp := one(l.TP), one(l.CP), one(l.EP), one(l.DP), one(l.PP)
-	switch {
-	case tp*cp*dp*pp == world:
-	case ep > 1 && tp*cp*ep*dp*pp == world:
-		l.DP = dp * ep
-	default:
-		return l, fmt.Errorf("the layout tp=%d cp=%d dp=%d pp=%d (ep=%d) uses %d GPUs", tp, cp, dp, pp, ep, tp*cp*dp*pp)
-	}
-	return l, nil
 }
 
 // clusterModel loads topology.conf, or asks the live Slurm, or returns nil

@@ -443,7 +443,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	var unknown []string
 	megatron := r.megatron
 	if megatron == nil {
-		megatron = megatronArgsFallback(r.layout)
+		megatron = plan.MegatronLayoutArgs(r.layout)
 	}
 	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.layout, r.resume, r.ckptDir), megatron)
 	for _, u := range unknown {
@@ -466,7 +466,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	if v := f.addrs[master]; v != "" {
 		masterAddr = v
 	}
-	renv := computeRankEnv(a, r.slots, envInputs{
+	renv := runRankEnv(a, r.slots, envInputs{
 		Layout: r.layout, MasterAddr: masterAddr, MasterPort: masterPort(a.JobID), PlanPath: planPath,
 		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
 		JobDir: r.jobDir, RestartCount: a.RestartCount,

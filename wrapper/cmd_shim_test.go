@@ -24,7 +24,7 @@ func writeTestLaunch(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	renv := computeRankEnv(a, slots, envInputs{Layout: l, MasterAddr: "127.0.0.1", MasterPort: 29999, CkptSignal: "USR2", CkptDir: dir})
+	renv := runRankEnv(a, slots, envInputs{Layout: l, MasterAddr: "127.0.0.1", MasterPort: 29999, CkptSignal: "USR2", CkptDir: dir})
 	if err := writeLaunchDir(dir, launchCommon{JobID: "7", World: 4, Signal: "USR2"}, slots, renv); err != nil {
 		t.Fatal(err)
 	}

@@ -91,36 +91,3 @@ func templateValues(l plan.Layout, resume, ckptDir string) map[string]string {
 		"resume": resume, "ckpt_dir": ckptDir,
 	}
 }
-
-// megatronArgsFallback renders the layout as Megatron-LM flags. It is used
-// until the planner's plan.MegatronArgs is available in this build.
-func megatronArgsFallback(l plan.Layout) []string {
-	a := []string{
-		"--tensor-model-parallel-size", strconv.Itoa(l.TP),
-		"--pipeline-model-parallel-size", strconv.Itoa(l.PP),
-	}
-	if l.VPP > 1 {
-		a = append(a, "--num-virtual-stages-per-pipeline-rank", strconv.Itoa(l.VPP))
-	}
-	if l.CP > 1 {
-		a = append(a, "--context-parallel-size", strconv.Itoa(l.CP))
-	}
-	if l.EP > 1 {
-		a = append(a, "--expert-model-parallel-size", strconv.Itoa(l.EP))
-	}
-	a = append(a, "--micro-batch-size", strconv.Itoa(l.MicroBatch),
-		"--global-batch-size", strconv.Itoa(l.MicroBatch*l.DP*l.GradAccum))
-	if l.SP && l.TP > 1 {
-		a = append(a, "--sequence-parallel")
-	}
-	switch l.Recompute {
-	case "selective":
-		a = append(a, "--recompute-granularity", "selective")
-	case "full":
-		a = append(a, "--recompute-granularity", "full", "--recompute-method", "uniform")
-	}
-	if l.Zero >= 1 {
-		a = append(a, "--use-distributed-optimizer")
-	}
-	return a
-}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/trainrun/trainrun/plan"
@@ -25,23 +24,6 @@ type rankSlot struct {
 	PP        int    `json:"pp"`
 }
 
-// megatronCoords decomposes a global rank in Megatron's order tp-cp-ep-dp-pp
-// (TP fastest). For dense layers Megatron's groups are tp-cp-dp-pp; EP splits
-// the data-parallel ranks (ep is the position inside the dp·cp block modulo ep).
-func megatronCoords(rank int, l plan.Layout) (tp, cp, ep, dp, pp int) {
-	tp = rank % l.TP
-	r := rank / l.TP
-	cp = r % l.CP
-	r /= l.CP
-	dp = r % l.DP
-	pp = r / l.DP
-	ep = 0
-	if l.EP > 1 {
-		ep = (dp*l.CP + cp) % l.EP
-	}
-	return
-}
-
 // blockPlacement is Slurm's default block order: ranks fill node 0's GPUs,
 // then node 1's, in the allocation's node order, local rank i on the node's
 // i-th GPU. With Megatron's rank order this keeps each TP group on one node
@@ -62,7 +44,7 @@ func blockPlacement(a *allocation, l plan.Layout, gpuIDs map[string][]int) ([]ra
 		} else if node == a.BatchNode && len(a.GPUIDs) == a.TasksPerNode {
 			gpu = a.GPUIDs[lr]
 		}
-		tp, cp, ep, dp, pp := megatronCoords(r, l)
+		tp, cp, ep, dp, pp := plan.MegatronCoords(l, r)
 		slots[r] = rankSlot{Rank: r, Node: node, NodeRank: ni, LocalRank: lr, GPU: gpu, GPUSlot: lr, TP: tp, CP: cp, EP: ep, DP: dp, PP: pp}
 	}
 	return slots, nil
@@ -128,46 +110,37 @@ type envInputs struct {
 	RestartCount int
 }
 
-// computeRankEnv gives each rank the torchrun-compatible and TRAINRUN_* variables
-// of PRODUCT.md ("Environment of every training process").
-func computeRankEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
+// runRankEnv gives each rank the torchrun-compatible and TRAINRUN_* variables
+// of PRODUCT.md ("Environment of every training process") from plan's one
+// table, as the plugin's plan.RankEnv does: the launcher and plan rows, then
+// run's own. Rows that differ between ranks go to Ranks, the rest to Common.
+func runRankEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
 	l := in.Layout
-	c := map[string]string{
-		"MASTER_ADDR":            in.MasterAddr,
-		"MASTER_PORT":            strconv.Itoa(in.MasterPort),
-		"WORLD_SIZE":             strconv.Itoa(len(slots)),
-		"LOCAL_WORLD_SIZE":       strconv.Itoa(a.TasksPerNode),
-		"TRAINRUN_TP":            strconv.Itoa(l.TP),
-		"TRAINRUN_PP":            strconv.Itoa(l.PP),
-		"TRAINRUN_VPP":           strconv.Itoa(max(l.VPP, 1)),
-		"TRAINRUN_CP":            strconv.Itoa(l.CP),
-		"TRAINRUN_EP":            strconv.Itoa(l.EP),
-		"TRAINRUN_DP":            strconv.Itoa(l.DP),
-		"TRAINRUN_MICRO_BATCH":   strconv.Itoa(l.MicroBatch),
-		"TRAINRUN_GRAD_ACCUM":    strconv.Itoa(l.GradAccum),
-		"TRAINRUN_RECOMPUTE":     l.Recompute,
-		"TRAINRUN_PLAN":          in.PlanPath,
-		"TRAINRUN_CKPT_DIR":      in.CkptDir,
-		"TRAINRUN_RESUME_DIR":    in.ResumeDir,
-		"TRAINRUN_RESTART_COUNT": strconv.Itoa(in.RestartCount),
-		"TRAINRUN_CKPT_SIGNAL":   in.CkptSignal,
-		"TRAINRUN_JOB_DIR":       in.JobDir,
-		"CUDA_DEVICE_ORDER":      "PCI_BUS_ID",
+	l.VPP = max(l.VPP, 1)
+	job := plan.RunJob{PlanPath: in.PlanPath, CkptDir: in.CkptDir, ResumeDir: in.ResumeDir, CkptSignal: in.CkptSignal,
+		JobDir: in.JobDir, RestartCount: in.RestartCount}
+	rows := func(s rankSlot) []plan.RankVar {
+		rp := plan.RankPlacement{Rank: s.Rank, Node: s.Node, NodeRank: s.NodeRank, LocalRank: s.LocalRank, GPU: s.GPU,
+			TP: s.TP, CP: s.CP, EP: s.EP, DP: s.DP, PP: s.PP}
+		v := plan.LauncherVars(rp, len(slots), a.TasksPerNode, in.MasterAddr, in.MasterPort, "")
+		v = append(v, plan.PlanVars(l)[:plan.ContractPlanVars]...)
+		return append(v, plan.RunVars(job, s.Node, s.GPU)...)
 	}
-	ranks := make([]map[string]string, len(slots))
+	env := rankEnv{Common: map[string]string{}, Ranks: make([]map[string]string, len(slots))}
+	for _, v := range rows(rankSlot{GPU: -1}) {
+		if !v.PerRank {
+			env.Common[v.Key] = v.Value
+		}
+	}
 	for i, s := range slots {
-		ranks[i] = map[string]string{
-			"RANK":          strconv.Itoa(s.Rank),
-			"LOCAL_RANK":    strconv.Itoa(s.LocalRank),
-			"NODE_RANK":     strconv.Itoa(s.NodeRank),
-			"GROUP_RANK":    strconv.Itoa(s.NodeRank),
-			"TRAINRUN_NODE": s.Node,
-		}
-		if s.GPU >= 0 {
-			ranks[i]["TRAINRUN_GPU"] = strconv.Itoa(s.GPU)
+		env.Ranks[i] = map[string]string{}
+		for _, v := range rows(s) {
+			if v.PerRank {
+				env.Ranks[i][v.Key] = v.Value
+			}
 		}
 	}
-	return rankEnv{Common: c, Ranks: ranks}
+	return env
 }
 
 // placeRanks places the ranks with the topology-aware placement (plan.Place:

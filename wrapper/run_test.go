@@ -104,19 +104,6 @@ func TestSubstituteTemplates(t *testing.T) {
 	}
 }
 
-// Megatron's RankGenerator with order tp-cp-ep-dp-pp: TP varies fastest, PP slowest.
-func TestMegatronCoords(t *testing.T) {
-	l := plan.Layout{TP: 2, CP: 2, DP: 2, PP: 2, EP: 1}
-	type c struct{ tp, cp, ep, dp, pp int }
-	want := map[int]c{0: {0, 0, 0, 0, 0}, 1: {1, 0, 0, 0, 0}, 2: {0, 1, 0, 0, 0}, 4: {0, 0, 0, 1, 0}, 7: {1, 1, 0, 1, 0}, 8: {0, 0, 0, 0, 1}, 15: {1, 1, 0, 1, 1}}
-	for r, w := range want {
-		tp, cp, ep, dp, pp := megatronCoords(r, l)
-		if (c{tp, cp, ep, dp, pp}) != w {
-			t.Errorf("rank %d: got tp%d cp%d ep%d dp%d pp%d, want %+v", r, tp, cp, ep, dp, pp, w)
-		}
-	}
-}
-
 func TestBlockPlacement(t *testing.T) {
 	a := &allocation{Nodes: []string{"n1", "n2"}, TasksPerNode: 4, GPUsPerNode: 4}
 	l := plan.Layout{TP: 2, PP: 2, CP: 1, DP: 2, EP: 1}

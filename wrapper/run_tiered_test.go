@@ -122,7 +122,7 @@ func tieredLaunch(t *testing.T) (launch, local, store string) {
 	if err := os.MkdirAll(store, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	renv := computeRankEnv(a, slots, envInputs{Layout: l, MasterAddr: "127.0.0.1", MasterPort: 29999, CkptSignal: "USR2", CkptDir: store})
+	renv := runRankEnv(a, slots, envInputs{Layout: l, MasterAddr: "127.0.0.1", MasterPort: 29999, CkptSignal: "USR2", CkptDir: store})
 	launch = filepath.Join(dir, "launch")
 	c := launchCommon{JobID: "7", World: 4, Signal: "USR2", LocalDir: filepath.Join(dir, "local", "%n"), CkptDir: store}
 	if err := writeLaunchDir(launch, c, slots, renv); err != nil {
