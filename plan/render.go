@@ -231,6 +231,9 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	add("--context-parallel-size", e.CP)
 	if m.Experts > 0 {
 		add("--expert-model-parallel-size", e.EP)
+		if e.ETP > 0 {
+			add("--expert-tensor-parallel-size", e.ETP)
+		}
 	}
 	if e.SP && e.TP > 1 {
 		add("--sequence-parallel")

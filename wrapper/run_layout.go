@@ -108,6 +108,9 @@ func megatronArgsFallback(l plan.Layout) []string {
 	if l.EP > 1 {
 		a = append(a, "--expert-model-parallel-size", strconv.Itoa(l.EP))
 	}
+	if l.ETP > 0 {
+		a = append(a, "--expert-tensor-parallel-size", strconv.Itoa(l.ETP))
+	}
 	a = append(a, "--micro-batch-size", strconv.Itoa(l.MicroBatch),
 		"--global-batch-size", strconv.Itoa(l.MicroBatch*l.DP*l.GradAccum))
 	if l.SP && l.TP > 1 {
