@@ -627,7 +627,9 @@ func (r *runner) planFromModel(modelFromEnv bool) error {
 	// The allocation decides the GPUs per node, as if --gpus-per-node
 	// gave it.
 	po.GPUsPerNode = r.alloc.TasksPerNode
-	clusters, err := po.clusters(func(name string) bool { return name == "gpus-per-node" || r.fs.Changed(name) })
+	clusters, err := po.clusters(func(name string) bool {
+		return name == "gpus-per-node" || r.fs.Changed(name) || name == "nvme-bw" && po.NVMeBW > 0 // the policy's NVMeBW
+	})
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ var softwareInputs = []softwareInput{
 // planSoftware sets the stack, precision and fine-tuning mode the planner
 // assumes: each from its flag, else its TRAINRUN_* twin (the plugin's
 // #SBATCH --train-* option), else the partition's policy, else the flag's
-// default. A bad value is refused naming where it came from, and a value
+// default; and --nvme-bw from the policy's NVMeBW where it is not given. A bad value is refused naming where it came from, and a value
 // that differs from the policy's must be one UserOverride allows.
 func (r *runner) planSoftware() error {
 	po := &r.opts.plan
@@ -78,7 +78,18 @@ func (r *runner) planSoftware() error {
 			r.logf("planning with %s %s, from %s", in.flag, *dst, src)
 		}
 	}
+	if r.policy != nil {
+		policyNVMeBW(po, r.fs.Changed("nvme-bw"), r.policy.st)
+	}
 	return nil
+}
+
+// policyNVMeBW makes the partition's NVMeBW (GB/s per node) the default of
+// --nvme-bw; o.NVMeBW > 0 afterwards says that a bandwidth was given.
+func policyNVMeBW(o *planOptions, flagGiven bool, st policy.Settings) {
+	if !flagGiven && st.NVMeBW.Value > 0 {
+		o.NVMeBW = st.NVMeBW.Value
+	}
 }
 
 // addSoftwareUsage says in run's help where --stack, --precision and
