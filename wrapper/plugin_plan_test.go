@@ -115,6 +115,8 @@ func TestPluginPlanIsTrainrunPlan(t *testing.T) {
 		{"llama3-8b, ZeRO-3 and FP8 from the options", &topo.Node{}, "", "GPUType=h100-sxm\n", "llama3-8b", "256x4096", "", 4, 8,
 			[]string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "256", "--stack", "deepspeed:zero3", "--precision", "fp8"},
 			map[string]string{"train-stack": "deepspeed:zero3", "train-precision": "fp8"}},
+		{"llama3-70b offloaded to NVMe at the policy's NVMeBW", &topo.Node{}, "", "GPUType=h100-sxm\nNVMeBW=5\n", "llama3-70b", "256x4096", "offload=nvme", 4, 8,
+			[]string{"--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "256", "--fix", "offload=nvme", "--nvme-bw", "5"}, nil},
 		{"llama3-70b, FSDP compile and LoRA from the policy", &topo.Node{}, "", "GPUType=a100-80gb\nStack=fsdp:compile\nFinetune=lora:8\n", "llama3-70b", "512x4096", "", 4, 8,
 			[]string{"--model", "llama3-70b", "--gpu", "a100-80gb", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "512", "--stack", "fsdp:compile", "--finetune", "lora:8"}, nil},
 	} {
