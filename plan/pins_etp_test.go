@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,10 @@ func TestSearchHonoursETP(t *testing.T) {
 	args := strings.Join(MegatronArgs(deepseekV3, j, *r.Plan), " ")
 	if !strings.Contains(args, "--expert-model-parallel-size 64 --expert-tensor-parallel-size 1") {
 		t.Errorf("Megatron flags lack the expert TP size: %s", args)
+	}
+	var js bytes.Buffer
+	if err := RenderJSON(&js, r); err != nil || !strings.Contains(js.String(), `"ep": 64,`) || !strings.Contains(js.String(), `"etp": 1`) {
+		t.Errorf("JSON lacks etp (%v):\n%.400s", err, js.String())
 	}
 	if r := Search(deepseekV3, j, c, fix("tp=2,pp=8,ep=64,mbs=1,recompute=selective")); r.Plan != nil {
 		t.Errorf("ep=64 without etp on dp 32 was planned: %s", r.Plan.Layout.Config())

@@ -35,6 +35,9 @@ type jsonPlan struct {
 	ModelTFLOPSPerGPU  float64    `json:"model_tflops_per_gpu"`
 	MFU                float64    `json:"mfu"`
 	Why                []string   `json:"why"`
+	// Added by issue 13 (a new key only): the expert layers' tensor-parallel
+	// size, present when it is set (absent: it is tp).
+	ETP int `json:"etp,omitempty"`
 }
 
 // jsonMemory and jsonTime are the contract's "memory" and "time" objects.
@@ -98,7 +101,7 @@ func toJSONPlan(e Evaluation) jsonPlan {
 		why = []string{}
 	}
 	return jsonPlan{
-		TP: e.TP, PP: e.PP, VPP: e.VPP, CP: e.CP, EP: e.EP, DP: e.DP, SP: e.SP,
+		TP: e.TP, PP: e.PP, VPP: e.VPP, CP: e.CP, EP: e.EP, ETP: e.ETP, DP: e.DP, SP: e.SP,
 		MicroBatch: e.MicroBatch, GradAccum: e.GradAccum, Recompute: e.Recompute, Zero: e.Zero, Offload: e.Offload,
 		Memory: jsonMemory(e.Memory), Time: toJSONTime(e.Time),
 		TokensPerSPerGPU: e.TokensPerSPerGPU, ModelFlopsPerToken: e.ModelFlopsPerToken,
