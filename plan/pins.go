@@ -12,8 +12,10 @@ import (
 // plugin's --train-layout, so that a key one of them accepts is accepted by all.
 
 // PinKeys are the keys ParsePins accepts, in the order Pins.String writes them.
-// mbs is also read as micro_batch, grad_accum as grad-accum.
-const PinKeys = "tp pp vpp cp ep dp mbs grad_accum recompute zero sp offload"
+// mbs is also read as micro_batch, grad_accum as grad-accum. etp is the
+// expert layers' tensor-parallel size (Megatron-Core
+// --expert-tensor-parallel-size; left out, it is tp).
+const PinKeys = "tp pp vpp cp ep etp dp mbs grad_accum recompute zero sp offload"
 
 // MaxLayoutGPUs caps every degree and every product of degrees a layout
 // states: 2^20 GPUs is ten times the largest training cluster built, and it
@@ -102,6 +104,8 @@ func (p *Pins) set(k, v string) error {
 		return degree(&p.CP, MaxLayoutGPUs)
 	case "ep":
 		return degree(&p.EP, MaxLayoutGPUs)
+	case "etp":
+		return degree(&p.ETP, MaxLayoutGPUs)
 	case "dp":
 		return degree(&p.DP, MaxLayoutGPUs)
 	case "mbs":
@@ -151,6 +155,7 @@ func (p Pins) String() string {
 	num("vpp", p.VPP)
 	num("cp", p.CP)
 	num("ep", p.EP)
+	num("etp", p.ETP)
 	num("dp", p.DP)
 	num("mbs", p.MicroBatch)
 	num("grad_accum", p.GradAccum)
@@ -175,6 +180,7 @@ func (p Pins) Apply(l Layout) Layout {
 	setInt(&l.VPP, p.VPP)
 	setInt(&l.CP, p.CP)
 	setInt(&l.EP, p.EP)
+	setInt(&l.ETP, p.ETP)
 	setInt(&l.DP, p.DP)
 	setInt(&l.MicroBatch, p.MicroBatch)
 	setInt(&l.GradAccum, p.GradAccum)
@@ -192,7 +198,7 @@ func (p Pins) Apply(l Layout) Layout {
 }
 
 // Layout is the layout the pins state for world GPUs (one process per GPU),
-// unevaluated: a degree left out is 1, mbs 1, recompute and offload "none",
+// unevaluated: a degree left out is 1 (etp: 0, meaning tp), mbs 1, recompute and offload "none",
 // zero 0; dp, when not pinned, is what tp·pp·cp leaves of world. With ep > 1,
 // dp may also be given per expert group (tp·pp·cp·ep·dp = world, as
 // Megatron's --expert-model-parallel-size counts it); it is returned as the
@@ -226,8 +232,8 @@ func (p Pins) Layout(world, globalBatch int) (Layout, error) {
 		}
 		l.DP *= l.EP // dp was per expert group
 	}
-	if (l.DP*l.CP)%l.EP != 0 {
-		return l, fmt.Errorf("ep=%d must divide dp×cp = %d (Megatron takes expert-parallel ranks from the data-parallel ones)", l.EP, l.DP*l.CP)
+	if err := checkExpertDegrees(l); err != nil {
+		return l, err
 	}
 	ga := 1
 	if globalBatch > 0 {
@@ -245,6 +251,26 @@ func (p Pins) Layout(world, globalBatch int) (Layout, error) {
 	}
 	l.GradAccum = ga
 	return l, nil
+}
+
+// checkExpertDegrees holds ep (and etp, when given) to Megatron-Core's
+// rules: without etp the expert-parallel ranks come from the data-parallel
+// ones (ep divides dp×cp); with etp (MoE parallel folding) etp divides tp
+// and ep×etp divides tp×dp×cp.
+func checkExpertDegrees(l Layout) error {
+	if l.ETP == 0 {
+		if (l.DP*l.CP)%l.EP != 0 {
+			return fmt.Errorf("ep=%d must divide dp×cp = %d (Megatron takes expert-parallel ranks from the data-parallel ones)", l.EP, l.DP*l.CP)
+		}
+		return nil
+	}
+	if l.TP%l.ETP != 0 {
+		return fmt.Errorf("etp=%d must divide tp=%d (the expert layers' tensor-parallel groups lie inside the dense layers' ones)", l.ETP, l.TP)
+	}
+	if (l.TP*l.DP*l.CP)%(l.EP*l.ETP) != 0 {
+		return fmt.Errorf("ep×etp = %d×%d must divide tp×dp×cp = %d (Megatron-Core MoE parallel folding)", l.EP, l.ETP, l.TP*l.DP*l.CP)
+	}
+	return nil
 }
 
 // errTooMany is wrapped by the products of degrees that pass MaxLayoutGPUs.

@@ -35,6 +35,9 @@ type jsonPlan struct {
 	ModelTFLOPSPerGPU  float64    `json:"model_tflops_per_gpu"`
 	MFU                float64    `json:"mfu"`
 	Why                []string   `json:"why"`
+	// Added by issue 13 (a new key only): the expert layers' tensor-parallel
+	// size, present when it is set (absent: it is tp).
+	ETP int `json:"etp,omitempty"`
 }
 
 // jsonMemory and jsonTime are the contract's "memory" and "time" objects.
@@ -98,7 +101,7 @@ func toJSONPlan(e Evaluation) jsonPlan {
 		why = []string{}
 	}
 	return jsonPlan{
-		TP: e.TP, PP: e.PP, VPP: e.VPP, CP: e.CP, EP: e.EP, DP: e.DP, SP: e.SP,
+		TP: e.TP, PP: e.PP, VPP: e.VPP, CP: e.CP, EP: e.EP, ETP: e.ETP, DP: e.DP, SP: e.SP,
 		MicroBatch: e.MicroBatch, GradAccum: e.GradAccum, Recompute: e.Recompute, Zero: e.Zero, Offload: e.Offload,
 		Memory: jsonMemory(e.Memory), Time: toJSONTime(e.Time),
 		TokensPerSPerGPU: e.TokensPerSPerGPU, ModelFlopsPerToken: e.ModelFlopsPerToken,
@@ -211,6 +214,9 @@ func MegatronLayoutArgs(l Layout) []string {
 	if l.EP > 1 {
 		a = append(a, "--expert-model-parallel-size", strconv.Itoa(l.EP))
 	}
+	if l.ETP > 0 {
+		a = append(a, "--expert-tensor-parallel-size", strconv.Itoa(l.ETP))
+	}
 	a = append(a, "--micro-batch-size", strconv.Itoa(l.MicroBatch),
 		"--global-batch-size", strconv.Itoa(l.MicroBatch*l.DP*l.GradAccum))
 	if l.SP && l.TP > 1 {
@@ -257,6 +263,9 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 	add("--context-parallel-size", e.CP)
 	if m.Experts > 0 {
 		add("--expert-model-parallel-size", e.EP)
+		if e.ETP > 0 {
+			add("--expert-tensor-parallel-size", e.ETP)
+		}
 	}
 	if e.SP && e.TP > 1 {
 		add("--sequence-parallel")

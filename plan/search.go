@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -11,6 +12,7 @@ import (
 // (pins.go) reads them.
 type Pins struct {
 	TP, PP, VPP, CP, EP, DP, MicroBatch, Zero *int
+	ETP                                       *int // expert tensor parallel size (nil: tp)
 	GradAccum                                 *int // micro-batches per step per data-parallel rank
 	Recompute, Offload                        *string
 	SP                                        *bool
@@ -39,8 +41,12 @@ func (l Layout) Config() string {
 	if rc == "full" && l.RecomputeLayers > 0 {
 		rc = fmt.Sprintf("full:%d", l.RecomputeLayers)
 	}
-	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%d,dp=%d,mbs=%d,sp=%t,recompute=%s,zero=%d,offload=%s",
-		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.SP, rc, l.Zero, l.Offload)
+	ep := strconv.Itoa(l.EP)
+	if l.ETP > 0 {
+		ep += ",etp=" + strconv.Itoa(l.ETP)
+	}
+	return fmt.Sprintf("tp=%d,pp=%d,vpp=%d,cp=%d,ep=%s,dp=%d,mbs=%d,sp=%t,recompute=%s,zero=%d,offload=%s",
+		l.TP, l.PP, l.VPP, l.CP, ep, l.DP, l.MicroBatch, l.SP, rc, l.Zero, l.Offload)
 }
 
 func pinOr(p *int, all []int) []int {
@@ -289,11 +295,15 @@ func (s *searcher) run(offloads []string) {
 				if j.GlobalBatch%dp != 0 {
 					continue
 				}
+				etp := 0 // = tp
+				if p.ETP != nil {
+					etp = *p.ETP
+				}
 				eps := []int{1}
 				if m.isMoE() {
 					eps = nil
 					for _, ep := range divisors(m.Experts) {
-						if (dp*cp)%ep == 0 {
+						if etp == 0 && (dp*cp)%ep == 0 || etp > 0 && (tp*dp*cp)%(ep*etp) == 0 {
 							eps = append(eps, ep)
 						}
 					}
@@ -326,7 +336,7 @@ func (s *searcher) run(offloads []string) {
 						for _, vpp := range vpps {
 							for _, sp := range sps {
 								for _, off := range offloads {
-									s.mbsLoop(&x, &e, Layout{TP: tp, PP: pp, VPP: vpp, CP: cp, EP: ep, DP: dp, SP: sp, Zero: zero, Offload: off}, recs)
+									s.mbsLoop(&x, &e, Layout{TP: tp, PP: pp, VPP: vpp, CP: cp, EP: ep, ETP: etp, DP: dp, SP: sp, Zero: zero, Offload: off}, recs)
 								}
 							}
 						}

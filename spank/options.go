@@ -31,7 +31,7 @@ var Options = []Option{
 	{Name: "train-model", Arg: "NAME", HasArg: true, Env: "TRAINRUN_MODEL", Example: "llama3-8b",
 		Usage: "model to train: a trainrun preset (trainrun plan --list-models) or an absolute path of a Hugging Face config.json; exported as TRAINRUN_MODEL"},
 	{Name: "train-layout", Arg: "tp=N,pp=N,...", HasArg: true, Env: "TRAINRUN_LAYOUT", Example: "tp=2,pp=1",
-		Usage: "parallel layout, as trainrun run --fix: tp pp vpp cp ep dp mbs grad_accum recompute zero sp offload (dp defaults to the tasks left over); sets RANK order and TRAINRUN_TP..."},
+		Usage: "parallel layout, as trainrun run --fix: tp pp vpp cp ep etp dp mbs grad_accum recompute zero sp offload (dp defaults to the tasks left over); sets RANK order and TRAINRUN_TP..."},
 	{Name: "train-ckpt", Arg: "DIR", HasArg: true, Env: "TRAINRUN_CKPT_DIR", Example: "/tmp/ckpt/%u/%j",
 		Usage: "checkpoint directory (absolute; %u user, %j job id, %x job name), within the site's CkptRoots; exported as TRAINRUN_CKPT_DIR"},
 	{Name: "train-ckpt-signal", Arg: "SIG[@LEAD]", HasArg: true, Env: "TRAINRUN_CKPT_SIGNAL", Example: "USR2@5m",

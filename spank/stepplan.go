@@ -68,6 +68,9 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	}
 	world, perNode := st.TotalTasks, st.LocalTasks
 	cl := plan.ClusterFor(g, world, perNode)
+	if bw := s.NVMeBW.Value; bw > 0 {
+		cl.NVMeBW = bw * 1e9 // the partition's NVMeBW, GB/s per node
+	}
 	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: orPrecision(r.Precision), Stack: r.Stack, LoRARank: r.LoRARank}
 	res := plan.Search(m, j, cl, so)
 	if msg := plan.NoFit(m, j, cl, so, res); msg != "" {

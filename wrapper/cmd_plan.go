@@ -92,9 +92,9 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.NVLinkDomain, "nvlink-domain", 0, "GPUs per NVLink domain (default: the node; 72 for gb200)")
 	fs.Float64Var(&o.InterNodeBW, "inter-node-bw", 0, "inter-node bandwidth per GPU, GB/s per direction (default: the GPU type's usual fabric)")
 	fs.Float64Var(&o.HostMemoryGB, "host-memory", 0, "host memory per node in GB, for offload (default: the GPU type's usual node)")
-	fs.Float64Var(&o.NVMeBW, "nvme-bw", 0, "local NVMe bandwidth per node in GB/s, for offload=nvme (ZeRO-Infinity; default 25)")
+	fs.Float64Var(&o.NVMeBW, "nvme-bw", 0, "local NVMe bandwidth per node in GB/s, for offload=nvme (ZeRO-Infinity; default: the policy's NVMeBW, else 25)")
 
-	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params|nvme)")
+	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep etp(expert TP, default tp) dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params|nvme)")
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
 	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|env|sbatch|hostfile|placement")
@@ -109,6 +109,8 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	fs := newFlags("plan", "plan --model NAME|PATH --gpu TYPE --gpus N --seq-len S --global-batch B [flags]", env.stderr)
 	var o planOptions
 	o.AddFlags(fs)
+	var pol planPolicyOptions
+	pol.addFlags(fs, env.getenv)
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
 		flagsUsage()
@@ -137,11 +139,14 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := pol.apply(env, fs, &o); err != nil {
+		return err
+	}
 	j, err := o.job()
 	if err != nil {
 		return err
 	}
-	clusters, err := o.clusters(fs.Changed)
+	clusters, err := o.clusters(func(name string) bool { return fs.Changed(name) || name == "nvme-bw" && o.NVMeBW > 0 })
 	if err != nil {
 		return err
 	}

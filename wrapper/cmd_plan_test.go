@@ -243,7 +243,7 @@ func TestPlanErrors(t *testing.T) {
 		{"no gpu count", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm"}, job...), ExitUsage,
 			[]string{"--gpu h100-sxm: how many? give --gpus N or --gpu h100-sxm:N"}, ""},
 		{"bad fix key", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--fix", "tp=2,ppp=2"}, job...), ExitUsage,
-			[]string{`--fix "tp=2,ppp=2": unknown key "ppp"; accepted: tp pp vpp cp ep dp mbs grad_accum recompute zero sp offload`}, ""},
+			[]string{`--fix "tp=2,ppp=2": unknown key "ppp"; accepted: tp pp vpp cp ep etp dp mbs grad_accum recompute zero sp offload`}, ""},
 		{"bad format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "yaml"}, job...), ExitUsage,
 			[]string{`--format "yaml": accepted: table, json`}, ""},
 		{"bad stack", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--stack", "pytorch-lightning"}, job...), ExitUsage,

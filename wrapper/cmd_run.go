@@ -67,7 +67,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.Lookup("model").Usage += " (default: TRAINRUN_MODEL, which the plugin's #SBATCH --train-model sets)"
 	fs.Lookup("seq-len").Usage += " (default: from TRAINRUN_BATCH=GLOBALxSEQLEN, which #SBATCH --train-batch sets)"
 	fs.Lookup("global-batch").Usage += " (default: from TRAINRUN_BATCH=GLOBALxSEQLEN, which #SBATCH --train-batch sets)"
-	fs.Lookup("fix").Usage = "pin the layout: tp=,pp=,vpp=,cp=,ep=,dp=,mbs=,recompute=,zero=,sp=,offload=; without a model (--model or shape flags) the degrees are used as given (dp defaults to GPUs/(tp·pp·cp)) and not evaluated"
+	addSoftwareUsage(fs)
+	fs.Lookup("fix").Usage = "pin the layout: tp=,pp=,vpp=,cp=,ep=,etp=,dp=,mbs=,recompute=,zero=,sp=,offload=; without a model (--model or shape flags) the degrees are used as given (dp defaults to GPUs/(tp·pp·cp)) and not evaluated"
 	fs.Lookup("ckpt-lead").Usage = "ask for the checkpoint this long before the job's end time, by trainrun's own clock (default: 10m or a quarter of the time limit, whichever is less)"
 	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning")
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "durable checkpoint store of the run (env TRAINRUN_CKPT_DIR; default JOBDIR/checkpoints)")
@@ -105,7 +106,10 @@ var runHelpTail = joinLines(
 	"With the SPANK plugin, '#SBATCH --train-model=NAME --train-batch=GLOBALxSEQLEN' reach trainrun run",
 	"as TRAINRUN_MODEL and TRAINRUN_BATCH: they stand for --model and --seq-len/--global-batch where",
 	"those flags are not given (so '#SBATCH --train-model=llama3-70b' then 'trainrun run --seq-len 8192",
-	"--global-batch 1024 -- ...' plans llama3-70b).",
+	"--global-batch 1024 -- ...' plans llama3-70b). Likewise --train-stack, --train-precision and",
+	"--train-finetune reach it as TRAINRUN_STACK, TRAINRUN_PRECISION and TRAINRUN_FINETUNE: each of",
+	"--stack, --precision and --finetune comes from its flag, else that twin, else the partition's",
+	"policy (Stack=, Precision=, Finetune=), else the flag's default.",
 	"",
 	"Templates in CMD: {tp} {pp} {vpp} {cp} {ep} {dp} {micro_batch} {grad_accum} {resume} {ckpt_dir}",
 	"{megatron_args} ({megatron_args} as a whole argument expands to one argument per flag).",
@@ -168,6 +172,7 @@ type runner struct {
 	leadFixed  bool                   // the lead came from the policy: no shortening for short jobs
 	leadAdapt  bool                   // the policy's CkptLeadAdapt: raise the lead to fit measured checkpoints
 	policyGPU  policy.Setting[string] // the policy's GPUType ("" = auto): the planner's GPU type when the probe finds none
+	policy     *partPolicy            // the partition's policy (nil without --policy): defaults of --stack, --precision, --finetune, --nvme-bw
 	grace      graceLimits
 	graceBudg  time.Duration // the policy's CkptGraceBudget (0: auto, the partition's GraceTime)
 	tagMu      sync.Mutex
@@ -600,6 +605,9 @@ func (r *runner) planFromModel(modelFromEnv bool) error {
 	if err != nil {
 		return err
 	}
+	if err := r.planSoftware(); err != nil {
+		return err
+	}
 	j, err := po.job()
 	if err != nil {
 		if modelFromEnv {
@@ -619,7 +627,9 @@ func (r *runner) planFromModel(modelFromEnv bool) error {
 	// The allocation decides the GPUs per node, as if --gpus-per-node
 	// gave it.
 	po.GPUsPerNode = r.alloc.TasksPerNode
-	clusters, err := po.clusters(func(name string) bool { return name == "gpus-per-node" || r.fs.Changed(name) })
+	clusters, err := po.clusters(func(name string) bool {
+		return name == "gpus-per-node" || r.fs.Changed(name) || name == "nvme-bw" && po.NVMeBW > 0 // the policy's NVMeBW
+	})
 	if err != nil {
 		return err
 	}
@@ -1087,6 +1097,7 @@ func (r *runner) applyPolicy() error {
 	}
 	st := pf.Effective(r.alloc.Partition)
 	r.policyGPU = st.GPUType
+	r.policy = &partPolicy{pol: pf, st: st, file: r.opts.policy}
 	ov := st.UserOverride.Value
 	for _, pfl := range policyFlags {
 		if !r.fs.Changed(pfl.flag) {

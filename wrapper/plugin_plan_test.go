@@ -101,16 +101,24 @@ func TestPluginPlanIsTrainrunPlan(t *testing.T) {
 		model, batch   string
 		layout         string
 		nodes, perNode int
-		planArgs       []string // beyond --format json
+		planArgs       []string          // beyond --format json
+		options        map[string]string // more of the job's --train-* options
 	}{
 		{"llama3-8b on fake GPUs, policy GPUType", &topo.Node{}, "", "GPUType=h100-sxm\n", "llama3-8b", "256x4096", "", 4, 8,
-			[]string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "256"}},
+			[]string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "256"}, nil},
 		{"llama3-70b on named H100s", h100, dir, "", "llama3-70b", "1024x8192", "", 8, 8,
-			[]string{"--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--gpus-per-node", "8", "--seq-len", "8192", "--global-batch", "1024"}},
+			[]string{"--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--gpus-per-node", "8", "--seq-len", "8192", "--global-batch", "1024"}, nil},
 		{"pins from --train-layout, 4 tasks a node", &topo.Node{}, "", "PartitionName=p GPUType=a100-80gb\nGPUType=h200\n", "llama3-70b", "512x4096", "tp=4,recompute=full", 4, 4,
-			[]string{"--model", "llama3-70b", "--gpu", "h200", "--gpus", "16", "--gpus-per-node", "4", "--seq-len", "4096", "--global-batch", "512", "--fix", "tp=4,recompute=full"}},
+			[]string{"--model", "llama3-70b", "--gpu", "h200", "--gpus", "16", "--gpus-per-node", "4", "--seq-len", "4096", "--global-batch", "512", "--fix", "tp=4,recompute=full"}, nil},
 		{"mixtral, MoE", &topo.Node{}, "", "GPUType=h100-sxm\n", "mixtral-8x7b", "512x4096", "", 4, 8,
-			[]string{"--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "512"}},
+			[]string{"--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "512"}, nil},
+		{"llama3-8b, ZeRO-3 and FP8 from the options", &topo.Node{}, "", "GPUType=h100-sxm\n", "llama3-8b", "256x4096", "", 4, 8,
+			[]string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "256", "--stack", "deepspeed:zero3", "--precision", "fp8"},
+			map[string]string{"train-stack": "deepspeed:zero3", "train-precision": "fp8"}},
+		{"llama3-70b offloaded to NVMe at the policy's NVMeBW", &topo.Node{}, "", "GPUType=h100-sxm\nNVMeBW=5\n", "llama3-70b", "256x4096", "offload=nvme", 4, 8,
+			[]string{"--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "256", "--fix", "offload=nvme", "--nvme-bw", "5"}, nil},
+		{"llama3-70b, FSDP compile and LoRA from the policy", &topo.Node{}, "", "GPUType=a100-80gb\nStack=fsdp:compile\nFinetune=lora:8\n", "llama3-70b", "512x4096", "", 4, 8,
+			[]string{"--model", "llama3-70b", "--gpu", "a100-80gb", "--gpus", "32", "--gpus-per-node", "8", "--seq-len", "4096", "--global-batch", "512", "--stack", "fsdp:compile", "--finetune", "lora:8"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pol, err := policy.Parse(strings.NewReader(tc.policy), "trainrun.conf")
@@ -121,6 +129,9 @@ func TestPluginPlanIsTrainrunPlan(t *testing.T) {
 			given := map[string]string{"train-model": tc.model, "train-batch": tc.batch}
 			if tc.layout != "" {
 				given["train-layout"] = tc.layout
+			}
+			for k, v := range tc.options {
+				given[k] = v
 			}
 			r, err := spank.Resolve(c, "", given, func(string) string { return "" })
 			if err != nil {
@@ -296,4 +307,62 @@ func TestRunPlanInputsFromPluginTwins(t *testing.T) {
 			}
 		}
 	})
+}
+
+// For one job, the plugin's step plan and trainrun run's plan (the batch
+// script sees the #SBATCH --train-* options as their TRAINRUN_* twins) use
+// the same stack, precision and fine-tuning mode, from the option or the
+// partition's policy: the tasks get the same degrees.
+func TestPluginAndRunPlanTheSameSoftware(t *testing.T) {
+	for _, tc := range []struct {
+		name, policy string
+		options      map[string]string
+	}{
+		{"options", "PartitionName=low GPUType=h100-sxm\n", map[string]string{"train-stack": "deepspeed:zero3", "train-precision": "fp8", "train-finetune": "full"}},
+		{"the partition's policy", "PartitionName=low GPUType=a100-80gb Stack=fsdp:compile Finetune=lora:8\n", nil},
+		{"an option over the policy", "PartitionName=low GPUType=a100-80gb Stack=fsdp:compile Finetune=lora:8\n", map[string]string{"train-finetune": "full"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			polFile := filepath.Join(t.TempDir(), "trainrun.conf")
+			if err := os.WriteFile(polFile, []byte(tc.policy), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pol, err := policy.Parse(strings.NewReader(tc.policy), polFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &spank.Config{Policy: pol, CacheDir: t.TempDir()}
+			given := map[string]string{"train-model": "llama3-70b", "train-batch": "512x4096"}
+			twins := map[string]string{}
+			for k, v := range tc.options {
+				given[k] = v
+			}
+			for k, v := range given {
+				twins["TRAINRUN_"+strings.ToUpper(strings.TrimPrefix(k, "train-"))] = v
+			}
+			r, err := spank.Resolve(c, "low", given, func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := spank.Step{JobID: 42, StepID: 0, NodeID: 0, NNodes: 4, LocalTasks: 8, TotalTasks: 32, Nodelist: "n[1-4]", NodeAddrs: []string{"10.0.0.9"}}
+			tasks, _, err := spank.ComputeStep(c, r, st, &topo.Node{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plugin := map[string]string{}
+			for _, kv := range tasks[0].Vars {
+				k, v, _ := strings.Cut(kv, "=")
+				plugin[k] = v
+			}
+			vars, errOut, err := dryRunEnv(t, twins, "--policy", polFile, "--", "true")
+			if err != nil {
+				t.Fatalf("trainrun run: %v\n%s", err, errOut)
+			}
+			for _, k := range []string{"TRAINRUN_TP", "TRAINRUN_PP", "TRAINRUN_VPP", "TRAINRUN_CP", "TRAINRUN_EP", "TRAINRUN_DP", "TRAINRUN_MICRO_BATCH", "TRAINRUN_GRAD_ACCUM", "TRAINRUN_RECOMPUTE"} {
+				if plugin[k] == "" || vars[k] != plugin[k] {
+					t.Errorf("%s: the plugin's step has %q, trainrun run %q", k, plugin[k], vars[k])
+				}
+			}
+		})
+	}
 }

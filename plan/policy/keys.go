@@ -100,6 +100,10 @@ func init() {
 			Format: "auto, or a GPU type of the planner: " + strings.Join(plan.GPUNames(), ", "),
 			Why:    "auto: from the nodes' GPU names (NVML, else the PCI id table); name it where they cannot be identified (VMs, fake or unlisted devices), so the plugin can plan for the partition's nodes",
 			parse:  parseGPUType, set: func(s *Settings, v any, src Source) { s.GPUType = Setting[string]{v.(string), src} }},
+		{Name: "NVMeBW", Default: "auto",
+			Format: "auto, or the nodes' local NVMe bandwidth in GB/s per node (a positive number, at most 10000)",
+			Why:    "auto: the planner's 25 GB/s (8 PCIe Gen4 drives); the time offload=nvme (ZeRO-Infinity) costs where trainrun plan/run get no --nvme-bw",
+			parse:  parseNVMeBW, set: func(s *Settings, v any, src Source) { s.NVMeBW = Setting[float64]{v.(float64), src} }},
 		{Name: "InjectEnv", Default: "yes", User: true,
 			Format: "yes or no",
 			Why:    "yes: the plugin puts the NCCL and launcher environment into every task; no: it only reports what it would set",
@@ -488,6 +492,18 @@ func parseFinetune(v string) (any, error) {
 		return nil, bad("%v", err)
 	}
 	return strings.ToLower(strings.TrimSpace(v)), nil
+}
+
+// parseNVMeBW reads auto (0) or a bandwidth in GB/s per node.
+func parseNVMeBW(v string) (any, error) {
+	if strings.EqualFold(v, "auto") {
+		return 0.0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0) || f > 10000 {
+		return nil, bad("want auto or a positive number of GB/s per node, at most 10000 (e.g. 25)")
+	}
+	return f, nil
 }
 
 // parseGPUType reads auto ("") or a GPU type of the planner's catalog, as

@@ -103,10 +103,11 @@ type Settings struct {
 	MaxFailuresNoProgress Setting[int]
 	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
-	NCCLPrecedence        Setting[string] // "user" or "site"
-	Fabric                Setting[string] // "auto", "ib", "roce", "efa", "tcp"
-	GPUType               Setting[string] // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
-	InjectEnv             Setting[bool]   // the plugin injects the environment (else it only reports)
+	NCCLPrecedence        Setting[string]  // "user" or "site"
+	Fabric                Setting[string]  // "auto", "ib", "roce", "efa", "tcp"
+	GPUType               Setting[string]  // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
+	NVMeBW                Setting[float64] // the nodes' NVMe bandwidth, GB/s per node, for offload=nvme; 0 = auto (the planner's default)
+	InjectEnv             Setting[bool]    // the plugin injects the environment (else it only reports)
 	AutoPlan              Setting[bool]
 	Stack                 Setting[string] // the planner's stack name (plan.ParseStack), canonical spelling
 	Precision             Setting[string] // bf16, fp16, fp8
@@ -454,6 +455,7 @@ func (s Settings) Rows() []Row {
 		Row{"NCCLPrecedence", s.NCCLPrecedence.Value, s.NCCLPrecedence.Source},
 		Row{"Fabric", s.Fabric.Value, s.Fabric.Source},
 		Row{"GPUType", str(s.GPUType.Value, "auto"), s.GPUType.Source},
+		Row{"NVMeBW", nvmeBW(s.NVMeBW.Value), s.NVMeBW.Source},
 		Row{"InjectEnv", yesno[s.InjectEnv.Value], s.InjectEnv.Source},
 		Row{"AutoPlan", yesno[s.AutoPlan.Value], s.AutoPlan.Source},
 		Row{"Stack", s.Stack.Value, s.Stack.Source},
@@ -466,6 +468,14 @@ func (s Settings) Rows() []Row {
 		Row{"MaxCkptAge", dur(s.MaxCkptAge.Value, "off"), s.MaxCkptAge.Source},
 	)
 	return rows
+}
+
+// nvmeBW is NVMeBW as the policy file writes it: auto, or GB/s.
+func nvmeBW(f float64) string {
+	if f == 0 {
+		return "auto"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 func zeroOff(n int) string {

@@ -169,9 +169,9 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
-			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
 		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: CkptLead: "min" after CkptLead=5 is not Key=Value (a value with spaces needs quotes)`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
@@ -182,6 +182,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown GPU type", "PartitionName=vm GPUType=h100-nvl\n", []string{`trainrun.conf:1: GPUType: bad value "h100-nvl": unknown GPU type "h100-nvl"; did you mean "h100-sxm"?; accepted: auto, or a GPU type of the planner: a100-40gb, a100-80gb, b200, gb200, h100-pcie, h100-sxm, h200, h800, l40s, mi300x, v100-32gb`}},
 		{"GPU type by count", "GPUType=8\n", []string{`trainrun.conf:1: GPUType: bad value "8": unknown GPU type "8"`}},
 		{"unknown stack", "PartitionName=a100 Stack=lightning\n", []string{`trainrun.conf:1: Stack: bad value "lightning": stack "lightning": accepted: megatron-core, nemo, megatron-2022, fsdp, fsdp:eager, fsdp:compile, deepspeed, deepspeed:zero1, deepspeed:zero2, deepspeed:zero3, deepspeed:pipe, jax`}},
+		{"bad NVMe bandwidth", "PartitionName=vm NVMeBW=fast\n", []string{`trainrun.conf:1: NVMeBW: bad value "fast": want auto or a positive number of GB/s per node, at most 10000 (e.g. 25)`}},
+		{"zero NVMe bandwidth", "NVMeBW=0\n", []string{`trainrun.conf:1: NVMeBW: bad value "0": want auto or a positive number`}},
 		{"bad precision", "Precision=int8\n", []string{`trainrun.conf:1: Precision: bad value "int8"`}},
 		{"bad LoRA rank", "Finetune=lora:0\n", []string{`trainrun.conf:1: Finetune: bad value "lora:0": finetune "lora:0": the LoRA rank must be a positive integer, e.g. lora:16`}},
 		{"relative root", "CkptRoots=/lustre,scratch\n", []string{`trainrun.conf:1: CkptRoots: bad value "/lustre,scratch": "scratch" is not an absolute path; accepted: any, or a comma-separated list of absolute paths`}},
@@ -330,5 +332,32 @@ func TestGPUType(t *testing.T) {
 	}
 	if p.MayOverride("GPUType", "vm") {
 		t.Error("users may override GPUType: it describes the site's hardware")
+	}
+}
+
+// NVMeBW: auto (0, the planner's default) unless given; GB/s per node,
+// per partition over the site-wide value.
+func TestNVMeBW(t *testing.T) {
+	p := mustParse(t, "NVMeBW=12.5\nPartitionName=fast NVMeBW=50\nPartitionName=plain NVMeBW=auto\nPartitionName=bare MaxRequeue=1\n")
+	for _, tc := range []struct {
+		part string
+		want float64
+		row  string
+		src  string
+	}{{"fast", 50, "50", "partition fast (trainrun.conf:2)"}, {"plain", 0, "auto", "partition plain (trainrun.conf:3)"}, {"bare", 12.5, "12.5", "site (trainrun.conf:1)"}} {
+		s := p.Effective(tc.part)
+		if s.NVMeBW.Value != tc.want || s.NVMeBW.Source.String() != tc.src {
+			t.Errorf("partition %s: NVMeBW %g from %s; want %g from %s", tc.part, s.NVMeBW.Value, s.NVMeBW.Source, tc.want, tc.src)
+		}
+		i := slices.IndexFunc(s.Rows(), func(r Row) bool { return r.Key == "NVMeBW" })
+		if i < 0 || s.Rows()[i].Value != tc.row {
+			t.Errorf("partition %s: Rows show NVMeBW as %+v, want %q", tc.part, s.Rows(), tc.row)
+		}
+	}
+	if d := Default().Effective("x").NVMeBW; d.Value != 0 || d.Source.Kind != FromDefault {
+		t.Errorf("default NVMeBW %+v, want auto", d)
+	}
+	if p.MayOverride("NVMeBW", "fast") {
+		t.Error("users may override NVMeBW: it describes the site's hardware (--nvme-bw still wins for one run)")
 	}
 }

@@ -7,7 +7,7 @@ static const struct tr_opt tr_opts[] = {
 	  "model to train: a trainrun preset (trainrun plan --list-models) or an absolute path of a Hugging Face config.json; exported as TRAINRUN_MODEL [env TRAINRUN_MODEL]",
 	  "TRAINRUN_MODEL", 1 },
 	{ "train-layout", "tp=N,pp=N,...",
-	  "parallel layout, as trainrun run --fix: tp pp vpp cp ep dp mbs grad_accum recompute zero sp offload (dp defaults to the tasks left over); sets RANK order and TRAINRUN_TP... [env TRAINRUN_LAYOUT]",
+	  "parallel layout, as trainrun run --fix: tp pp vpp cp ep etp dp mbs grad_accum recompute zero sp offload (dp defaults to the tasks left over); sets RANK order and TRAINRUN_TP... [env TRAINRUN_LAYOUT]",
 	  "TRAINRUN_LAYOUT", 1 },
 	{ "train-ckpt", "DIR",
 	  "checkpoint directory (absolute; %u user, %j job id, %x job name), within the site's CkptRoots; exported as TRAINRUN_CKPT_DIR [env TRAINRUN_CKPT_DIR]",
