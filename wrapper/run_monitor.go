@@ -37,6 +37,7 @@ type monitor struct {
 	stepTerm     bool      // a shim saw SIGTERM: Slurm signalled the step's tasks
 	ownTerm      bool      // trainrun itself got SIGTERM
 	stateAsked   bool      // the job's state was asked for (once per step)
+	stateDone    bool      // and its answer was read (onJobState)
 	tagAtStop    string    // the latest committed when the stop was first asked for or signalled
 	stopMarked   bool
 	ckptID       int       // the last checkpoint request's id
@@ -140,14 +141,15 @@ func (m *monitor) onSignal(s os.Signal) {
 	}
 }
 
-// onTerm: SIGTERM to trainrun itself (the batch step). Reading it as a
-// cancellation lost runs: at the time limit Slurm's SIGTERM arrived while
-// the checkpoint the own clock had asked for was being written, the run
-// was reported cancelled and never requeued (issue 21). Now only the job's
-// record says cancelled (onJobState).
+// onTerm: SIGTERM to trainrun itself (the batch step). At the time limit
+// Slurm's SIGTERM used to be read as a cancellation: it arrived while the
+// checkpoint the own clock had asked for was being written, the run was
+// reported cancelled and never requeued (issue 21). Now the job's record
+// decides (onJobState): the time limit keeps the run going to its requeue;
+// anything else is a cancellation, as before.
 func (m *monitor) onTerm() {
-	if m.ownTerm || m.killing > 0 {
-		m.stopStep(stopCancelled) // the second SIGTERM: someone insists
+	if m.ownTerm || m.killing > 0 || m.stateDone {
+		m.stopStep(stopCancelled) // a second SIGTERM, or Slurm's answer already read
 		return
 	}
 	m.ownTerm = true
@@ -155,7 +157,7 @@ func (m *monitor) onTerm() {
 		m.termAt = time.Now()
 	}
 	m.markStop()
-	m.r.logf("SIGTERM to trainrun: asking Slurm why (time limit, preemption or cancellation)")
+	m.r.logf("SIGTERM to trainrun: asking Slurm why (time limit or cancellation)")
 	m.askJobState()
 }
 
@@ -283,43 +285,46 @@ func (m *monitor) onShimSignal(ev launch.Event) {
 // (its checkpoint is in flight, and its commit leads to the requeue).
 func (m *monitor) onJobState(st string) {
 	r := m.r
-	cause := termCause(st, r.alloc.EndTime, time.Now(), m.killing > 0)
+	m.stateDone = true
+	cause := termCause(st, r.alloc.EndTime, time.Now(), m.killing > 0, m.ownTerm)
 	switch {
 	case cause == stopCancelled:
-		m.reason = stopCancelled
-		r.logf("cancelled (job %s): the step is stopped", cmp.Or(st, "state unknown"))
-		if m.ownTerm && !m.stepTerm && m.killing == 0 {
-			m.stopStep(stopCancelled) // Slurm signalled only the batch step
+		if m.ownTerm {
+			m.stopStep(stopCancelled) // SIGTERM to srun, as a cancellation always did
+			return
 		}
+		m.reason = stopCancelled
 	case m.reason != stopNone:
 		r.logf("SIGTERM from Slurm (job %s) while the %s checkpoint is under way: it is committed, then the job is requeued", cmp.Or(st, "state unknown"), m.reason)
 	case cause == stopTermLimit:
 		m.reason, m.stopAt = stopTermLimit, time.Now()
 		r.logf("time limit (job %s): the trainers checkpoint on SIGTERM; it is committed, then the job is requeued", cmp.Or(st, "state unknown"))
+		if m.ownTerm && m.ckptID == 0 {
+			m.ask(m.reason, "stop") // Slurm's SIGTERM may reach the trainers later than trainrun
+		}
 	default:
 		m.reason, m.stopAt = stopPreempted, m.termAt
-		r.logf("preempted (SIGTERM from Slurm, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
-	}
-	if m.ownTerm && !m.stepTerm && (m.reason == stopPreempted || m.reason == stopTermLimit) && m.ckptID == 0 {
-		// Only trainrun got the SIGTERM (a kill of the batch step, or Slurm
-		// signalling it first): the trainers are asked, as at a time limit.
-		m.ask(m.reason, "stop")
+		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
 	}
 	r.observeInterrupt(m.reason)
 }
 
 // termCause reads why SIGTERM came from the job's state st (scontrol's
-// JobState; "" when Slurm could not be asked), its end time and whether
-// trainrun is already stopping the step itself: CANCELLED (or COMPLETING
-// after trainrun's own stop) is a cancellation; TIMEOUT or DEADLINE, or an
-// end time reached (5 s of clock skew allowed), the time limit; anything
-// else (RUNNING through the grace time, PREEMPTED, REQUEUED) a preemption.
-func termCause(st string, end, now time.Time, stopping bool) string {
+// JobState; "" when Slurm could not be asked), its end time, whether
+// trainrun is already stopping the step itself, and whether trainrun itself
+// got the signal (own): CANCELLED (or COMPLETING after trainrun's own stop)
+// is a cancellation; TIMEOUT or DEADLINE, or an end time reached (5 s of
+// clock skew allowed), the time limit; otherwise a SIGTERM to trainrun is a
+// cancellation, and one that reached only the step a preemption (the job
+// stays RUNNING through its grace time).
+func termCause(st string, end, now time.Time, stopping, own bool) string {
 	switch {
 	case st == "CANCELLED" || st == "COMPLETING" && stopping:
 		return stopCancelled
 	case st == "TIMEOUT" || st == "DEADLINE" || !end.IsZero() && now.After(end.Add(-5*time.Second)):
 		return stopTermLimit
+	case own:
+		return stopCancelled
 	default:
 		return stopPreempted
 	}

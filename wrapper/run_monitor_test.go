@@ -1,0 +1,38 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// Slurm's SIGTERM means a time limit, a preemption or a cancellation; the
+// job's record and the clock tell which (issue 21: the time limit's SIGTERM
+// to trainrun was taken for a cancellation and the run never requeued).
+func TestTermCause(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name     string
+		state    string
+		end      time.Time
+		stopping bool
+		own      bool
+		want     string
+	}{
+		{"scancel", "CANCELLED", now.Add(time.Hour), false, true, stopCancelled},
+		{"scancel, seen by the step only", "CANCELLED", now.Add(time.Hour), false, false, stopCancelled},
+		{"completing after trainrun's own stop", "COMPLETING", now.Add(time.Hour), true, false, stopCancelled},
+		{"time limit, Slurm's state", "TIMEOUT", now.Add(time.Hour), false, true, stopTermLimit},
+		{"deadline", "DEADLINE", time.Time{}, false, true, stopTermLimit},
+		{"time limit, end time reached", "RUNNING", now.Add(-time.Second), false, true, stopTermLimit},
+		{"time limit, state unknown", "", now.Add(2 * time.Second), false, true, stopTermLimit},
+		{"cancelled even at the end time", "CANCELLED", now, false, true, stopCancelled},
+		{"preemption: the step's TERM, job still RUNNING", "RUNNING", now.Add(time.Hour), false, false, stopPreempted},
+		{"preemption, no end time", "RUNNING", time.Time{}, false, false, stopPreempted},
+		{"SIGTERM to trainrun, job RUNNING", "RUNNING", now.Add(time.Hour), false, true, stopCancelled},
+		{"SIGTERM to trainrun, Slurm not answering", "", now.Add(time.Hour), false, true, stopCancelled},
+	} {
+		if got := termCause(c.state, c.end, now, c.stopping, c.own); got != c.want {
+			t.Errorf("%s: termCause(%q) = %s, want %s", c.name, c.state, got, c.want)
+		}
+	}
+}
