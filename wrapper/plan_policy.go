@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 // planPolicyOptions are trainrun plan's --policy and --partition: the
@@ -13,7 +14,7 @@ type planPolicyOptions struct {
 
 func (o *planPolicyOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.file, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): the partition's NVMeBW is the default of --nvme-bw")
-	fs.StringVar(&o.partition, "partition", getenv("SLURM_JOB_PARTITION"), "with --policy: the partition whose settings apply (env SLURM_JOB_PARTITION; a partition the policy does not name, or none, gets the site-wide ones)")
+	fs.StringVar(&o.partition, "partition", slurm.JobFromEnv(getenv).Partition, "with --policy: the partition whose settings apply (env SLURM_JOB_PARTITION; a partition the policy does not name, or none, gets the site-wide ones)")
 }
 
 // apply sets what the policy gives to the plan's options where their
