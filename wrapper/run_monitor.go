@@ -38,6 +38,7 @@ type monitor struct {
 	ownTerm      bool      // trainrun itself got SIGTERM
 	stateAsked   bool      // the job's state was asked for (once per step)
 	stateDone    bool      // and its answer was read (onJobState)
+	lastState    string    // that answer
 	tagAtStop    string    // the latest committed when the stop was first asked for or signalled
 	stopMarked   bool
 	ckptID       int       // the last checkpoint request's id
@@ -148,8 +149,8 @@ func (m *monitor) onSignal(s os.Signal) {
 // decides (onJobState): the time limit keeps the run going to its requeue;
 // anything else is a cancellation, as before.
 func (m *monitor) onTerm() {
-	if m.ownTerm || m.killing > 0 || m.stateDone {
-		m.stopStep(stopCancelled) // a second SIGTERM, or Slurm's answer already read
+	if m.ownTerm || m.killing > 0 {
+		m.stopStep(stopCancelled) // a second SIGTERM: someone insists
 		return
 	}
 	m.ownTerm = true
@@ -157,6 +158,16 @@ func (m *monitor) onTerm() {
 		m.termAt = time.Now()
 	}
 	m.markStop()
+	if m.stateDone {
+		// The step's SIGTERM came first and Slurm's answer is in: read it
+		// again as trainrun's own SIGTERM.
+		if termCause(m.lastState, m.r.alloc.EndTime, time.Now(), false, true) == stopCancelled {
+			m.stopStep(stopCancelled)
+		} else {
+			m.r.logf("SIGTERM to trainrun at the time limit: the %s checkpoint is committed, then the job is requeued", cmp.Or(m.reason, stopTermLimit))
+		}
+		return
+	}
 	m.r.logf("SIGTERM to trainrun: asking Slurm why (time limit or cancellation)")
 	m.askJobState()
 }
@@ -285,7 +296,7 @@ func (m *monitor) onShimSignal(ev launch.Event) {
 // (its checkpoint is in flight, and its commit leads to the requeue).
 func (m *monitor) onJobState(st string) {
 	r := m.r
-	m.stateDone = true
+	m.stateDone, m.lastState = true, st
 	cause := termCause(st, r.alloc.EndTime, time.Now(), m.killing > 0, m.ownTerm)
 	switch {
 	case cause == stopCancelled:
