@@ -42,20 +42,3 @@ func FuzzParseNCCLConf(f *testing.F) {
 		}
 	})
 }
-
-// FuzzParseDegrees: no layout string panics or overflows; an accepted one
-// is within the limits.
-func FuzzParseDegrees(f *testing.F) {
-	for _, s := range []string{"tp=8,pp=2", "tp=8,pp=2305843009213693953", "tp=2,pp=2,vpp=4,cp=2,ep=8,dp=16,mbs=2,grad_accum=8,recompute=full"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		l, err := parseDegrees(s)
-		if err != nil {
-			return
-		}
-		if err := CheckLayoutLimits(l); err != nil {
-			t.Fatalf("parseDegrees(%q) accepted %+v: %v", s, l, err)
-		}
-	})
-}

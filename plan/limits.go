@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"io"
-	"math/bits"
 )
 
 // Limits on what the planner accepts from a user (issue 12 finding 6).
@@ -38,9 +37,6 @@ const (
 	// (Kimi K2); MaxTopK of them per token.
 	MaxExperts = 4096
 	MaxTopK    = 256
-	// MaxGPUs bounds every degree and the product tp·pp·cp·ep·dp: the
-	// largest training jobs run on about 100,000 GPUs.
-	MaxGPUs = 1 << 20
 	// MaxSeqLen and MaxGlobalBatch bound --train-batch (longest context
 	// trained: 1M-10M tokens; the largest batches about 16M tokens).
 	MaxSeqLen      = 1 << 26
@@ -86,30 +82,6 @@ func ReadConfigBytes(r io.Reader, file string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes; a config.json is a few KB", file, MaxConfigBytes)
 	}
 	return data, nil
-}
-
-// CheckLayoutLimits refuses degrees beyond MaxGPUs, and a product
-// tp·pp·cp·ep·dp beyond it, computed without overflow (tp=8,pp=2^61+1 once
-// wrapped to 8 and panicked in placement).
-func CheckLayoutLimits(l Layout) error {
-	prod := uint64(1)
-	for _, d := range []struct {
-		name string
-		v    int
-	}{{"tp", l.TP}, {"pp", l.PP}, {"cp", l.CP}, {"ep", l.EP}, {"dp", l.DP}, {"vpp", l.VPP}, {"mbs", l.MicroBatch}, {"grad_accum", l.GradAccum}} {
-		if d.v > MaxGPUs {
-			return fmt.Errorf("%s=%d is beyond trainrun's limit of %d", d.name, d.v, MaxGPUs)
-		}
-		if d.name == "vpp" || d.name == "mbs" || d.name == "grad_accum" || d.v <= 1 {
-			continue
-		}
-		hi, lo := bits.Mul64(prod, uint64(d.v))
-		if hi != 0 || lo > MaxGPUs {
-			return fmt.Errorf("tp·pp·cp·ep·dp of tp=%d,pp=%d,cp=%d,ep=%d,dp=%d is beyond trainrun's limit of %d GPUs", l.TP, l.PP, l.CP, l.EP, l.DP, MaxGPUs)
-		}
-		prod = lo
-	}
-	return nil
 }
 
 // CheckBatchLimits refuses a global batch or sequence length beyond the caps.

@@ -134,13 +134,15 @@ func BenchmarkPlanWorstConfig(b *testing.B) {
 	}
 }
 
-// parseDegrees reads a layout with ParsePins and checks the degrees it pins
-// against the layout limits, as the callers of the grammar do.
+// parseDegrees reads a layout with ParsePins (per-degree caps) and
+// multiplies its GPU degrees as Pins.Layout does (checkedProduct, capped at
+// MaxLayoutGPUs): the one grammar's two checks.
 func parseDegrees(s string) (Layout, error) {
 	p, err := ParsePins(s)
 	if err != nil {
 		return Layout{}, err
 	}
 	l := p.Apply(Layout{TP: 1, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 1, MicroBatch: 1})
-	return l, CheckLayoutLimits(l)
+	_, err = checkedProduct("tp×pp×cp×ep×dp", l.TP, l.PP, l.CP, l.EP, l.DP)
+	return l, err
 }
