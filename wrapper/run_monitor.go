@@ -185,7 +185,7 @@ func (m *monitor) askJobState() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if ji, err := r.env.slurm.Job(ctx, r.alloc.JobID); err == nil {
-			st = ji.State
+			st = jobState(ji.State, ji.Restarts, r.alloc.RestartCount)
 		} else {
 			r.logf("warning: asking Slurm for the job's state: %v", err)
 		}
@@ -320,20 +320,45 @@ func (m *monitor) onJobState(st string) {
 	r.observeInterrupt(m.reason)
 }
 
-// termCause reads why SIGTERM came from the job's state st (scontrol's
-// JobState; "" when Slurm could not be asked), its end time, whether
-// trainrun is already stopping the step itself, and whether trainrun itself
-// got the signal (own): CANCELLED (or COMPLETING after trainrun's own stop)
-// is a cancellation; TIMEOUT or DEADLINE, or an end time reached (5 s of
-// clock skew allowed), the time limit; otherwise a SIGTERM to trainrun is a
-// cancellation, and one that reached only the step a preemption (the job
-// stays RUNNING through its grace time).
+// slurmRequeued is the state jobState gives a job Slurm has requeued itself
+// while it still completes (scontrol shows COMPLETING either way).
+const slurmRequeued = "REQUEUED"
+
+// jobState is the job's state as termCause reads it: scontrol shows
+// COMPLETING while a cancelled, timed-out or requeued job's steps end (the
+// flag hides the state under it). Restarts tells a requeue by Slurm (a
+// preemption past its grace time, `scontrol requeue`) from the rest: it
+// counts up at once. Seen on the harness's Slurm 22.05: scancel gives
+// COMPLETING with Restarts unchanged, scontrol requeue COMPLETING with
+// Restarts one more.
+func jobState(state string, restarts, ownRestart int) string {
+	if state == "COMPLETING" && restarts > ownRestart {
+		return slurmRequeued
+	}
+	return state
+}
+
+// termCause reads why SIGTERM came from the job's state st (jobState; ""
+// when Slurm could not be asked), its end time, whether trainrun is already
+// stopping the step itself, and whether trainrun itself got the signal
+// (own): CANCELLED, or COMPLETING after trainrun's own stop, is a
+// cancellation; TIMEOUT or DEADLINE, or an end time reached (5 s of clock
+// skew allowed), the time limit; COMPLETING otherwise is a cancellation too
+// (a preemption's SIGTERM comes while the job stays RUNNING through its
+// grace time; CI once saw the step's TERM of a scancel, COMPLETING, read as
+// a preemption and the cancelled job requeued); a requeue by Slurm is a
+// preemption; otherwise a SIGTERM to trainrun is a cancellation, and one
+// that reached only the step a preemption.
 func termCause(st string, end, now time.Time, stopping, own bool) string {
 	switch {
 	case st == "CANCELLED" || st == "COMPLETING" && stopping:
 		return stopCancelled
 	case st == "TIMEOUT" || st == "DEADLINE" || !end.IsZero() && now.After(end.Add(-5*time.Second)):
 		return stopTermLimit
+	case st == "COMPLETING":
+		return stopCancelled
+	case st == slurmRequeued:
+		return stopPreempted
 	case own:
 		return stopCancelled
 	default:

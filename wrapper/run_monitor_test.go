@@ -30,6 +30,12 @@ func TestTermCause(t *testing.T) {
 		{"preemption, no end time", "RUNNING", time.Time{}, false, false, stopPreempted},
 		{"SIGTERM to trainrun, job RUNNING", "RUNNING", now.Add(time.Hour), false, true, stopCancelled},
 		{"SIGTERM to trainrun, Slurm not answering", "", now.Add(time.Hour), false, true, stopCancelled},
+		// scancel as CI saw it: the step's TERM first, the job COMPLETING.
+		{"scancel, the step's TERM first", jobState("COMPLETING", 0, 0), now.Add(time.Hour), false, false, stopCancelled},
+		{"scancel of a requeued run", jobState("COMPLETING", 2, 2), now.Add(time.Hour), false, true, stopCancelled},
+		{"time limit, completing", jobState("COMPLETING", 0, 0), now, false, false, stopTermLimit},
+		{"requeued by Slurm past the grace time", jobState("COMPLETING", 1, 0), now.Add(time.Hour), false, false, stopPreempted},
+		{"requeued by Slurm, then trainrun's TERM", jobState("COMPLETING", 3, 2), now.Add(time.Hour), false, true, stopPreempted},
 	} {
 		if got := termCause(c.state, c.end, now, c.stopping, c.own); got != c.want {
 			t.Errorf("%s: termCause(%q) = %s, want %s", c.name, c.state, got, c.want)
