@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"go/format"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/internal/golden"
 )
 
 // Calibration against both published-run files, in-sample and
@@ -149,23 +150,9 @@ func TestCalibration(t *testing.T) {
 
 	doc := calibrationDoc(t, runs, rows, eff, pooled)
 	fit := stackFitSource(eff, pooled, rows)
-	check := func(path, got string) {
-		if updating() {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./plan -run TestCalibration -update)", err)
-		}
-		if string(want) != got {
-			t.Errorf("%s is stale: the model or the data changed; rerun go test ./plan -run TestCalibration -update and review the diff", path)
-		}
-	}
-	check(filepath.Join("testdata", "calibration.md"), doc)
-	check("stackfit.go", fit)
+	// Stale when the model or the data changed: -update rewrites both.
+	golden.CheckString(t, filepath.Join("testdata", "calibration.md"), doc)
+	golden.CheckString(t, "stackfit.go", fit)
 
 	var in, lofo []float64
 	evaluable := 0

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -24,18 +23,6 @@ import (
 // figure using ONE set of constants (gpus.go, time.go, memory.go), writes
 // testdata/calibration.md (go test ./plan -run Calibration -update) and
 // otherwise compares it, and fails when the errors exceed the bars of issue 3.
-
-func init() {
-	// The renderers' golden tests may define -update too; share one flag.
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files")
-	}
-}
-
-func updating() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 type publishedRun struct {
 	ID             string   `json:"id"`

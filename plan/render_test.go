@@ -3,8 +3,6 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -12,38 +10,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/golden"
 )
 
-// The -update flag may also be defined by another test file of this package
-// (package-level flag.Bool runs before any init), so define it only if absent.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files under testdata/")
-	}
-}
-
-func rdUpdating() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
-
-// golden compares got with testdata/render/name, or rewrites it with -update.
+// rdGolden compares got with testdata/render/name (internal/golden).
 func rdGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "render", name)
-	if rdUpdating() {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./plan -run %s -update)", err, t.Name())
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file (rerun with -update if intended)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.CheckString(t, filepath.Join("testdata", "render", name), got)
 }
 
 // Hand-built inputs: the renderers' tests must not depend on the model's

@@ -1,14 +1,13 @@
 package spank
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite spank/plugin/options.h from spank.Options")
+	"github.com/trainrun/trainrun/internal/golden"
+)
 
 // cOptionTable renders Options as the C half registers them: srun --help
 // and sbatch --help must list the options without loading Go, so the C
@@ -59,7 +58,7 @@ func cQuote(s string) string {
 func TestCOptionTable(t *testing.T) {
 	const path = "plugin/options.h"
 	want := cOptionTable()
-	if *update {
+	if golden.Update() {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -9,28 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/golden"
 	"github.com/trainrun/trainrun/topo/snapshot"
 )
 
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./topo -run Golden -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file; if the change is intended run go test ./topo -run Golden -update\n--- got\n%s", path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "golden", name), got)
 }
 
 func TestGoldenMatrix(t *testing.T) {

@@ -363,7 +363,7 @@ func generatedCompressInput(r *rand.Rand, names []string) []string {
 func TestHostlistLiveScontrol(t *testing.T) {
 	run := scontrolRunner(t)
 	n := 30 // the e2e suite compares hundreds more
-	if *update {
+	if update() {
 		n = 250
 	}
 	r := rand.New(rand.NewPCG(22, 5))
@@ -406,7 +406,7 @@ func TestHostlistLiveScontrol(t *testing.T) {
 	for _, c := range cases {
 		checkScontrolCase(t, "live scontrol", c)
 	}
-	if !*update {
+	if !update() {
 		return
 	}
 	var b strings.Builder

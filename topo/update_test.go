@@ -1,7 +1,7 @@
 package topo
 
-import "flag"
+import "github.com/trainrun/trainrun/internal/golden"
 
-// update rewrites golden files and, where scontrol runs, the captured Slurm
-// outputs. One flag for the whole package's tests.
-var update = flag.Bool("update", false, "rewrite golden files under testdata and, where scontrol runs, the captured Slurm outputs")
+// update: -update (internal/golden) rewrites the golden files and, where
+// scontrol runs, the captured Slurm outputs.
+var update = golden.Update

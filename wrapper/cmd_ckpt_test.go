@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,19 +14,8 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
+	"github.com/trainrun/trainrun/internal/golden"
 )
-
-// The -update flag may be defined by another test file of this package.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files under testdata/")
-	}
-}
-
-func updateGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 var ckptT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -96,19 +84,7 @@ func TestCkptList(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	golden := filepath.Join("testdata", "ckpt_list.golden")
-	if updateGolden() {
-		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != string(want) {
-		t.Fatalf("ckpt list:\n%s\nwant (%s, -update to rewrite):\n%s", out, golden, want)
-	}
+	golden.CheckString(t, filepath.Join("testdata", "ckpt_list.golden"), out)
 }
 
 func TestCkptCommands(t *testing.T) {

@@ -3,26 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/golden"
 	"github.com/trainrun/trainrun/topo/snapshot"
 )
-
-// The -update flag may be defined by another test file of this package.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files under testdata/")
-	}
-}
-
-func envGoldenUpdate() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 // runTrainrun runs a subcommand in-process with the given environment.
 func runWithEnv(t *testing.T, vars map[string]string, args ...string) (stdout, stderr string, code int) {
@@ -210,19 +197,7 @@ func TestEnvExplainGolden(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	golden := filepath.Join("testdata", "env-hgx-h100-rank17.golden")
-	if envGoldenUpdate() {
-		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./wrapper -run EnvExplainGolden -update)", err)
-	}
-	if out != string(want) {
-		t.Errorf("output differs from %s (rerun with -update if intended):\n%s", golden, out)
-	}
+	golden.CheckString(t, filepath.Join("testdata", "env-hgx-h100-rank17.golden"), out)
 }
 
 func TestEnvErrors(t *testing.T) {

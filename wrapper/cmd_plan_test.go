@@ -4,44 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/internal/golden"
 )
-
-// The -update flag may be defined by another test file of this package
-// (package-level flag.Bool runs before any init), so define it only if absent.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files under testdata/")
-	}
-}
-
-func updating() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 func planGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "plan", name)
-	if updating() {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./wrapper -run %s -update)", err, t.Name())
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (rerun with -update if intended)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.CheckString(t, filepath.Join("testdata", "plan", name), got)
 }
 
 // runPlanCmd runs `trainrun args...` in-process.

@@ -3,24 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/internal/golden"
 )
-
-// -update-policy rewrites the golden files of this file; a shared -update
-// flag defined elsewhere in the package works too.
-var updatePolicyGolden = flag.Bool("update-policy", false, "rewrite testdata/policy/*.golden")
-
-func policyGoldenUpdate() bool {
-	if *updatePolicyGolden {
-		return true
-	}
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 const examplePolicy = "../contrib/trainrun.conf.example"
 
@@ -118,22 +107,7 @@ func TestPolicyShowGolden(t *testing.T) {
 			if code != ExitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}
-			golden := filepath.Join("testdata", "policy", "show-"+name+".golden")
-			if policyGoldenUpdate() {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./wrapper -run TestPolicyShowGolden -update-policy)", err)
-			}
-			if out != string(want) {
-				t.Errorf("policy show differs from %s:\n%s", golden, out)
-			}
+			golden.CheckString(t, filepath.Join("testdata", "policy", "show-"+name+".golden"), out)
 		})
 	}
 }

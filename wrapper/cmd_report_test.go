@@ -27,12 +27,12 @@ func TestReportGolden(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	golden(t, "report/report.golden", strings.ReplaceAll(out, svg, "TIMELINE.svg"))
+	checkGolden(t, "report/report.golden", strings.ReplaceAll(out, svg, "TIMELINE.svg"))
 	b, err := os.ReadFile(svg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report/timeline.svg", string(b))
+	checkGolden(t, "report/timeline.svg", string(b))
 	for _, want := range []string{"requeued after time-limit", "requeued after preempted", "failed: step-failed", "lost  ",
 		"requeue waits: 27s, 3m10s, 2m30s", "effective over the run: 2.89 s/step", "69% of predicted"} {
 		if !strings.Contains(out, want) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/golden"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
 )
@@ -140,19 +141,7 @@ func TestTopoClusterFromFile(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	golden := filepath.Join("testdata", "topo-cluster-interleaved-64.golden")
-	if updateGolden() {
-		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != string(want) {
-		t.Fatalf("differs from %s (go test ./wrapper -run TopoCluster -update):\n%s", golden, out)
-	}
+	golden.CheckString(t, filepath.Join("testdata", "topo-cluster-interleaved-64.golden"), out)
 	code, out, errs = runTopoCmd(t, "topo", "--cluster", "--topology-conf", "testdata/topology-interleaved-64.conf", "--format", "json")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,34 +10,16 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
+	"github.com/trainrun/trainrun/internal/golden"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
-// -update is shared by the package's golden tests; whichever file runs first defines it.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files under testdata/")
-	}
-}
-
-// golden compares got with testdata/name, rewriting it with -update.
-func golden(t *testing.T, name, got string) {
+// checkGolden compares got with testdata/name (internal/golden: -update
+// rewrites it).
+func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		os.MkdirAll("testdata", 0o755)
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.CheckString(t, filepath.Join("testdata", name), got)
 }
 
 func TestFixedLayout(t *testing.T) {
@@ -197,7 +178,7 @@ func TestRunDryRun(t *testing.T) {
 	}
 	self, _ := os.Executable()
 	got := strings.ReplaceAll(out.String(), self, "TRAINRUN")
-	golden(t, "run_dryrun.golden", got)
+	checkGolden(t, "run_dryrun.golden", got)
 }
 
 func TestRunUserErrors(t *testing.T) {

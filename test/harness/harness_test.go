@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,9 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/trainrun/trainrun/internal/golden"
+)
 
 func testLayout() *layout {
 	return &layout{
@@ -21,21 +20,9 @@ func testLayout() *layout {
 	}
 }
 
-func golden(t *testing.T, name, got string) {
+func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file (go test ./test/harness -update rewrites it):\n--- got:\n%s", path, got)
-	}
+	golden.CheckString(t, filepath.Join("testdata", name), got)
 }
 
 func TestConfigFiles(t *testing.T) {
@@ -63,8 +50,8 @@ func TestConfigFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := testLayout()
 			tc.adjust(l)
-			golden(t, tc.name+".slurm.conf", l.slurmConf())
-			golden(t, tc.name+".gres.conf", l.gresConf())
+			checkGolden(t, tc.name+".slurm.conf", l.slurmConf())
+			checkGolden(t, tc.name+".gres.conf", l.gresConf())
 		})
 	}
 }
