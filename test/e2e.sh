@@ -31,9 +31,13 @@ done
 
 export GOFLAGS="${GOFLAGS:--mod=mod}"
 log=$(mktemp -t trainrun-e2e.XXXXXX.log)
-# The suite takes about a minute; -timeout leaves room on a loaded machine,
-# and the harness stops the cluster shortly before it fires.
-go test -tags e2e -count=1 -timeout 14m -v "$@" ./test/e2e/... 2>&1 | tee "$log"
+# -timeout leaves room on a loaded machine, and the harness stops the cluster
+# shortly before it fires. The parallel tests (each on a cluster of its own)
+# mostly wait on Slurm's clocks (time limits, grace times, requeue delays),
+# not on the CPU: go test's default of GOMAXPROCS at a time (2 here) left the
+# suite's wall time the sum of their waits; E2E_PARALLEL sets how many run at
+# once.
+go test -tags e2e -count=1 -timeout 14m -parallel "${E2E_PARALLEL:-4}" -v "$@" ./test/e2e/... 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 pass=$(grep -c '^--- PASS' "$log")
 fail=$(grep -c '^--- FAIL' "$log")

@@ -27,7 +27,7 @@ func TestRunTimeLimitDuringCheckpoint(t *testing.T) {
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=1 --requeue --open-mode=append
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --ckpt-lead 20s -- /usr/bin/python3 %s --steps 160 --sleep 0.5 --save-wait-term 60 --out %s/lim.weights
+exec %s run --fix tp=1 --ckpt-lead 20s -- /usr/bin/python3 %s --steps 120 --sleep 0.5 --save-wait-term 60 --out %s/lim.weights
 `, bin, trainer, dir)
 	ctx := context.Background()
 	id, err := cluster.SubmitBatch(ctx, script, "--nodelist=n1,n2")
