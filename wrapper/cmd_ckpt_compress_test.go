@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -121,11 +120,9 @@ func TestCkptCompressListRestore(t *testing.T) {
 }
 
 func TestRunRefusesABadCompressMode(t *testing.T) {
-	var out, errb bytes.Buffer
-	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
-	code := dispatch(context.Background(), env, []string{"run", "--ckpt-compress", "sometimes", "--", "true"})
-	if code != ExitUsage || !strings.Contains(errb.String(), `--ckpt-compress "sometimes"`) || !strings.Contains(errb.String(), "archive") {
-		t.Fatalf("exit %d: %s", code, errb.String())
+	code, _, errs := cli{}.run("run", "--ckpt-compress", "sometimes", "--", "true")
+	if code != ExitUsage || !strings.Contains(errs, `--ckpt-compress "sometimes"`) || !strings.Contains(errs, "archive") {
+		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -64,16 +62,7 @@ func ckptFixture(t *testing.T) string {
 
 func runCkptCmd(t *testing.T, dir string, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""),
-		getenv: func(k string) string {
-			if k == "TRAINRUN_CKPT_DIR" {
-				return dir
-			}
-			return ""
-		}}
-	code := dispatch(context.Background(), env, append([]string{"ckpt"}, args...))
-	return code, out.String(), errb.String()
+	return cli{vars: map[string]string{"TRAINRUN_CKPT_DIR": dir}}.run(append([]string{"ckpt"}, args...)...)
 }
 
 func TestCkptList(t *testing.T) {

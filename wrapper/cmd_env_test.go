@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,10 +12,8 @@ import (
 // runTrainrun runs a subcommand in-process with the given environment.
 func runWithEnv(t *testing.T, vars map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(k string) string { return vars[k] }}
-	code = dispatch(context.Background(), env, args)
-	return out.String(), errb.String(), code
+	code, stdout, stderr = cli{vars: vars}.run(args...)
+	return stdout, stderr, code
 }
 
 // shellVars reads KEY=VALUE lines (comments skipped).

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -21,8 +20,7 @@ func TestRenderPlacementInterleavedLeaves(t *testing.T) {
 	e := &plan.Evaluation{Layout: plan.Layout{TP: 8, PP: 4, DP: 16, CP: 1, EP: 1, VPP: 1}, Traffic: tr}
 	o := &planPlaceOptions{Nodelist: "node[001-064]", TopologyConf: "testdata/topology-interleaved-64.conf"}
 	render := func(format string) string {
-		var out, errb bytes.Buffer
-		env := &runEnv{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+		env, out, errb := cli{}.env()
 		if err := renderPlacement(env, format, o, plan.Model{}, plan.Job{}, plan.Cluster{GPUsPerNode: 8}, e); err != nil {
 			t.Fatalf("%s: %v (%s)", format, err, errb.String())
 		}
@@ -83,8 +81,7 @@ func TestRenderPlacementErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			env := &runEnv{stdout: &out, stderr: &errb, getenv: func(k string) string { return tc.vars[k] }}
+			env, _, _ := cli{vars: tc.vars}.env()
 			err := renderPlacement(env, "hostfile", &tc.o, plan.Model{}, plan.Job{}, plan.Cluster{GPUsPerNode: 8}, e)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || exitCodeOf(err) != ExitUsage {
 				t.Fatalf("err = %v (code %d), want usage error containing %q", err, exitCodeOf(err), tc.want)
@@ -126,9 +123,7 @@ func TestPlanHostfileCommand(t *testing.T) {
 
 // Inside an allocation the nodes come from SLURM_JOB_NODELIST.
 func TestRenderPlacementFromAllocation(t *testing.T) {
-	var out, errb bytes.Buffer
-	vars := map[string]string{"SLURM_JOB_NODELIST": "gpu[07-08]"}
-	env := &runEnv{stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}
+	env, out, _ := cli{vars: map[string]string{"SLURM_JOB_NODELIST": "gpu[07-08]"}}.env()
 	e := &plan.Evaluation{Layout: plan.Layout{TP: 8, DP: 2}, Traffic: plan.Traffic{TP: 1, DP: 1}}
 	if err := renderPlacement(env, "hostfile", &planPlaceOptions{}, plan.Model{}, plan.Job{}, plan.Cluster{GPUsPerNode: 8}, e); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -22,10 +20,8 @@ func planGolden(t *testing.T, name, got string) {
 // runPlanCmd runs `trainrun args...` in-process.
 func runPlanCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var o, e bytes.Buffer
-	env := &runEnv{stdout: &o, stderr: &e, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
-	code = dispatch(context.Background(), env, args)
-	return o.String(), e.String(), code
+	code, stdout, stderr = cli{}.run(args...)
+	return stdout, stderr, code
 }
 
 // The issue's acceptance command.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +12,7 @@ import (
 const examplePolicy = "../contrib/trainrun.conf.example"
 
 func runPolicyCLI(args ...string) (code int, stdout, stderr string) {
-	var o, e bytes.Buffer
-	env := &runEnv{stdout: &o, stderr: &e, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
-	code = dispatch(context.Background(), env, args)
-	return code, o.String(), e.String()
+	return cli{}.run(args...)
 }
 
 func TestPolicyCheckExample(t *testing.T) {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +10,7 @@ import (
 
 func runReportCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
-	code := dispatch(context.Background(), env, append([]string{"report"}, args...))
-	return code, out.String(), errb.String()
+	return cli{}.run(append([]string{"report"}, args...)...)
 }
 
 // testdata/report/job/events.jsonl is a four-incarnation run (time limit,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -56,8 +55,7 @@ func TestExecTask(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(out)
-			var so, se bytes.Buffer
-			env := &runEnv{stdout: &so, stderr: &se, getenv: envMap(tc.env)}
+			env, _, se := cli{vars: tc.env}.env()
 			err := runExecTask(context.Background(), env, append([]string{"--launch", dir, "--"}, tc.argv...))
 			if got := exitCodeOf(err); err != nil && got != tc.code || err == nil && tc.code != 0 {
 				t.Fatalf("exit %d (%v), want %d; stderr %s", got, err, tc.code, se.String())

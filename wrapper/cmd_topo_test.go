@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,10 +14,7 @@ import (
 
 func runTopoCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
-	code := dispatch(context.Background(), env, args)
-	return code, out.String(), errb.String()
+	return cli{}.run(args...)
 }
 
 func TestTopoMachineMatrixIsTheGolden(t *testing.T) {
@@ -159,9 +154,7 @@ func TestTopoClusterFromFile(t *testing.T) {
 // read a file instead.
 func TestTopoClusterWithoutScontrol(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	var out, errb bytes.Buffer
-	env := &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }, slurm: slurm.New()}
-	code, errs := dispatch(context.Background(), env, []string{"topo", "--cluster"}), errb.String()
+	code, _, errs := cli{slurm: slurm.New()}.run("topo", "--cluster")
 	if code != ExitSlurm || !strings.Contains(errs, "scontrol not found") || !strings.Contains(errs, "--topology-conf FILE") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

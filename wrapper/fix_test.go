@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 
@@ -20,7 +18,7 @@ func TestFixOneGrammar(t *testing.T) {
 		"env":  {"env", "--machine", "hgx-h100", "--nodelist", "gpu[01-04]", "--node-addr", "10.0.0.11"},
 		"run":  {"run", "--dry-run", "--probe", "none", "--global-batch", "16"},
 	}
-	cli := func(t *testing.T, args []string, fix string) (string, int) {
+	try := func(t *testing.T, args []string, fix string) (string, int) {
 		t.Helper()
 		m := slurmEnv4x8()
 		m["TRAINRUN_JOB_DIR"] = t.TempDir()
@@ -31,23 +29,22 @@ func TestFixOneGrammar(t *testing.T) {
 		if args[0] == "run" {
 			args = append(args, "--", "true")
 		}
-		var out, errb bytes.Buffer
-		code := dispatch(context.Background(), &runEnv{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: envMap(m)}, args)
-		return errb.String(), code
+		code, _, errs := cli{vars: m}.run(args...)
+		return errs, code
 	}
 	for name, args := range commands {
 		t.Run(name, func(t *testing.T) {
-			errs, code := cli(t, args, "bogus=1")
+			errs, code := try(t, args, "bogus=1")
 			want := `--fix "bogus=1": unknown key "bogus"; accepted: ` + plan.PinKeys
 			if code != ExitUsage || !strings.Contains(errs, want) {
 				t.Errorf("--fix bogus=1: exit %d, stderr %q; want %d and %q", code, errs, ExitUsage, want)
 			}
 			for _, fix := range []string{"tp=8,grad_accum=4", "tp=8,zero=1"} {
-				if errs, code := cli(t, args, fix); code != ExitOK {
+				if errs, code := try(t, args, fix); code != ExitOK {
 					t.Errorf("--fix %s: exit %d, stderr:\n%s", fix, code, errs)
 				}
 			}
-			errs, code = cli(t, args, "tp=8,pp=2305843009213693953")
+			errs, code = try(t, args, "tp=8,pp=2305843009213693953")
 			if want := "pp=2305843009213693953: larger than 1048576"; code != ExitUsage || !strings.Contains(errs, want) {
 				t.Errorf("overflowing pp: exit %d, stderr %q; want %d and %q", code, errs, ExitUsage, want)
 			}

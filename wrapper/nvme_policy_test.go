@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -63,17 +61,17 @@ func TestPolicyNVMeBW(t *testing.T) {
 			t.Helper()
 			m := slurmEnv4x8() // partition low
 			m["TRAINRUN_JOB_DIR"] = t.TempDir()
-			var out, errb bytes.Buffer
 			argv := append(append([]string{"--dry-run", "--probe", "none"}, base...), args...)
-			if err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)}, append(argv, "--", "true")); err != nil {
-				t.Fatalf("%v\n%s", err, errb.String())
+			out, errb, err := cli{vars: m}.runRun(append(argv, "--", "true")...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, errb)
 			}
-			for _, l := range strings.Split(out.String(), "\n") {
+			for _, l := range strings.Split(out, "\n") {
 				if _, after, ok := strings.Cut(l, "predicted   step "); ok {
 					return strings.Fields(after)[0]
 				}
 			}
-			t.Fatalf("no predicted step in\n%s", out.String())
+			t.Fatalf("no predicted step in\n%s", out)
 			return ""
 		}
 		for _, tc := range []struct {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -203,15 +201,14 @@ func dryRunEnv(t *testing.T, env map[string]string, args ...string) (map[string]
 	for k, v := range env {
 		m[k] = v
 	}
-	var out, errb bytes.Buffer
-	err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)}, append([]string{"--dry-run", "--probe", "none"}, args...))
+	out, errb, err := cli{vars: m}.runRun(append([]string{"--dry-run", "--probe", "none"}, args...)...)
 	vars := map[string]string{}
-	for _, l := range strings.Split(out.String(), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if k, v, ok := strings.Cut(l, "="); ok && strings.HasPrefix(k, "TRAINRUN_") {
 			vars[k] = v
 		}
 	}
-	return vars, errb.String(), err
+	return vars, errb, err
 }
 
 // trainrun run takes --model from TRAINRUN_MODEL and --seq-len and
@@ -299,10 +296,9 @@ func TestRunPlanInputsFromPluginTwins(t *testing.T) {
 		})
 	}
 	t.Run("help", func(t *testing.T) {
-		var out, errb bytes.Buffer
-		dispatch(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(nil)}, []string{"run", "--help"})
+		_, _, help := cli{}.run("run", "--help")
 		for _, w := range []string{"default: TRAINRUN_MODEL, which the plugin's #SBATCH --train-model sets", "default: from TRAINRUN_BATCH=GLOBALxSEQLEN", "#SBATCH --train-model=NAME --train-batch=GLOBALxSEQLEN"} {
-			if !strings.Contains(errb.String(), w) {
+			if !strings.Contains(help, w) {
 				t.Errorf("trainrun run --help lacks %q", w)
 			}
 		}

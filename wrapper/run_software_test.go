@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,16 +44,15 @@ func TestRunSoftwareInputsPrecedence(t *testing.T) {
 		for k, v := range env {
 			m[k] = v
 		}
-		var out, errb bytes.Buffer
 		argv := append(append([]string{"--dry-run", "--probe", "none"}, strings.Fields(base)...), args...)
 		argv = append(argv, "--", "train", "{megatron_args}")
-		err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)}, argv)
-		for _, l := range strings.Split(out.String(), "\n") {
+		out, errb, err := cli{vars: m}.runRun(argv...)
+		for _, l := range strings.Split(out, "\n") {
 			if _, after, ok := strings.Cut(l, " train "); ok {
-				return strings.ReplaceAll(after, "'", ""), errb.String(), err
+				return strings.ReplaceAll(after, "'", ""), errb, err
 			}
 		}
-		return "", errb.String(), err
+		return "", errb, err
 	}
 	zero3fp8, lora8 := "--stack deepspeed:zero3 --precision fp8", "--finetune lora:8"
 	if megatronOf(t, zero3fp8) == megatronOf(t, "") || megatronOf(t, lora8) == megatronOf(t, "") || megatronOf(t, "--precision fp8") == megatronOf(t, "") {
@@ -127,11 +124,10 @@ func TestRunSoftwareInputsPrecedence(t *testing.T) {
 		})
 	}
 	t.Run("help", func(t *testing.T) {
-		var out, errb bytes.Buffer
-		dispatch(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(nil)}, []string{"run", "--help"})
+		_, _, help := cli{}.run("run", "--help")
 		for _, w := range []string{"default: TRAINRUN_STACK, which the plugin's #SBATCH --train-stack sets, else the partition's policy Stack=",
 			"default: TRAINRUN_FINETUNE", "else that twin, else the partition's"} {
-			if !strings.Contains(errb.String(), w) {
+			if !strings.Contains(help, w) {
 				t.Errorf("trainrun run --help lacks %q", w)
 			}
 		}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,15 +167,13 @@ func TestRunDryRun(t *testing.T) {
 	m["SLURM_JOB_NODELIST"], m["SLURM_JOB_NUM_NODES"], m["SLURM_TASKS_PER_NODE"] = "n[1-2]", "2", "8(x2)"
 	m["TRAINRUN_JOB_DIR"] = "/shared/job42"
 	m["SLURM_RESTART_COUNT"] = "1"
-	var out, errb bytes.Buffer
-	env := &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)}
-	err := runRun(context.Background(), env, []string{"--dry-run", "--probe", "none", "--rank", "5", "--fix", "tp=4,pp=2", "--global-batch", "16",
-		"--ckpt-dir", "/shared/ck", "--", "python", "train.py", "--tp", "{tp}", "--pp", "{pp}", "--dp", "{dp}", "--load", "{resume}", "{megatron_args}"})
+	out, errb, err := cli{vars: m}.runRun([]string{"--dry-run", "--probe", "none", "--rank", "5", "--fix", "tp=4,pp=2", "--global-batch", "16",
+		"--ckpt-dir", "/shared/ck", "--", "python", "train.py", "--tp", "{tp}", "--pp", "{pp}", "--dp", "{dp}", "--load", "{resume}", "{megatron_args}"}...)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, errb.String())
+		t.Fatalf("%v\n%s", err, errb)
 	}
 	self, _ := os.Executable()
-	got := strings.ReplaceAll(out.String(), self, "TRAINRUN")
+	got := strings.ReplaceAll(out, self, "TRAINRUN")
 	checkGolden(t, "run_dryrun.golden", got)
 }
 
@@ -213,8 +209,7 @@ func TestRunUserErrors(t *testing.T) {
 					m[k] = v
 				}
 			}
-			var out, errb bytes.Buffer
-			err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)}, tc.args)
+			_, _, err := cli{vars: m}.runRun(tc.args...)
 			if err == nil || exitCodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("got %v (code %d), want code %d with %q", err, exitCodeOf(err), tc.code, tc.msg)
 			}
@@ -223,10 +218,9 @@ func TestRunUserErrors(t *testing.T) {
 }
 
 func TestRunHelpShowsExitCodes(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := dispatch(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(nil)}, []string{"run", "--help"})
-	if code != ExitOK || !strings.Contains(errb.String(), "Exit codes:") || !strings.Contains(errb.String(), "127  not-found") || !strings.Contains(errb.String(), "{megatron_args}") {
-		t.Errorf("code %d, help:\n%s", code, errb.String())
+	code, _, help := cli{}.run("run", "--help")
+	if code != ExitOK || !strings.Contains(help, "Exit codes:") || !strings.Contains(help, "127  not-found") || !strings.Contains(help, "{megatron_args}") {
+		t.Errorf("code %d, help:\n%s", code, help)
 	}
 }
 
@@ -236,15 +230,13 @@ func TestRunPolicyDefaults(t *testing.T) {
 	m := slurmEnv4x8()
 	m["SLURM_JOB_PARTITION"], m["SLURM_JOB_USER"], m["SLURM_JOB_NAME"] = "preempt", "alice", "llm"
 	m["TRAINRUN_JOB_DIR"] = t.TempDir()
-	var out, errb bytes.Buffer
-	err := runRun(context.Background(), &runEnv{stdout: &out, stderr: &errb, getenv: envMap(m)},
-		[]string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--fix", "tp=8", "--", "true"})
+	out, errb, err := cli{vars: m}.runRun("--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--fix", "tp=8", "--", "true")
 	if err != nil {
-		t.Fatalf("%v\n%s", err, errb.String())
+		t.Fatalf("%v\n%s", err, errb)
 	}
 	for _, want := range []string{"checkpoints /lustre/ckpt/alice/llm (signal USR2)", "TRAINRUN_CKPT_DIR=/lustre/ckpt/alice/llm"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("dry run lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -161,8 +161,7 @@ for r in %s; do touch "$d/.trainrun/done.$r"; done`, rec, seen, tc.ranks)
 			if tc.handoff {
 				vars["TRAINRUN_HANDOFF_DIR"] = hdir
 			}
-			var so, se bytes.Buffer
-			env := &runEnv{stdout: &so, stderr: &se, getenv: envMap(vars)}
+			env, _, se := cli{vars: vars}.env()
 			if err := runExecTask(context.Background(), env, []string{"--launch", launch, "--", "sh", "-c", script}); err != nil {
 				t.Fatalf("exec-task: %v\n%s", err, se.String())
 			}
