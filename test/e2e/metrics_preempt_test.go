@@ -59,15 +59,7 @@ exec %s run --probe none --fix tp=1 --job-dir %s --pushgateway %s --webhook %s -
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
-	waitLog(t, cluster, id, "all 1 ranks started", 2*time.Minute)
-	time.Sleep(8 * time.Second)
-	high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n2", "--exclusive", "--time=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
-		t.Fatal(err)
-	}
+	preempt(t, cluster, id, "restart 0", 1, 8*time.Second, "n2")
 	if _, err := cluster.WaitJob(ctx, id, 4*time.Minute, "COMPLETED"); err != nil {
 		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
 	}

@@ -3,13 +3,11 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,52 +38,16 @@ export GLOO_SOCKET_IFNAME=lo
 exec %s run --policy %s --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.4 --ballast-kb 512 --out %s/%s.weights --report %s/%s
 `, bin, conf, trainer, dir, name, dir, name)
 	}
-	ctx := context.Background()
-	ref, err := cluster.SubmitBatch(ctx, job("ref"), "--nodelist=n3,n4")
-	if err != nil {
-		t.Fatal(err)
+	ref, low := refAndRun(t, cluster, job("ref"), job("low"))
+	for _, restart := range []string{"restart 0", "restart 1"} {
+		preempt(t, cluster, low, restart, 2, 12*time.Second, "n1")
 	}
-	low, err := cluster.SubmitBatch(ctx, job("low"), "--nodelist=n1,n2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(low)) })
-	for i, restart := range []string{"restart 0", "restart 1"} {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			log := cluster.JobOutput(low)
-			at := strings.LastIndex(log, restart)
-			if at >= 0 && strings.Contains(log[at:], "all 2 ranks started") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %d of the low job did not start:\n%s", i, log)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		time.Sleep(12 * time.Second)
-		high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cluster.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, id := range []int{ref, low} {
-		if _, err := cluster.WaitJob(ctx, id, 5*time.Minute, "COMPLETED"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitCompleted(t, cluster, 5*time.Minute, ref, low)
 	log := cluster.JobOutput(low)
 	if n := strings.Count(log, "preempted (SIGTERM from Slurm to the step"); n != 2 {
 		t.Errorf("%d preemptions in the job log, want 2:\n%s", n, log)
 	}
-	a, errA := os.ReadFile(filepath.Join(dir, "ref.weights"))
-	b, errB := os.ReadFile(filepath.Join(dir, "low.weights"))
-	if errA != nil || errB != nil || len(a) == 0 || string(a) != string(b) {
-		t.Errorf("final weights differ: uninterrupted %q (%v), preempted %q (%v)\n%s", a, errA, b, errB, log)
-	}
+	sameWeights(t, dir, "low", log)
 
 	store := filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", low), "checkpoints")
 	out, err := exec.Command(bin, "ckpt", "list", "--format", "json", "--ckpt-dir", store).Output()

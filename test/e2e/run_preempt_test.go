@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,37 +33,15 @@ export GLOO_SOCKET_IFNAME=lo
 exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.4 --out %s/%s.weights --report %s/%s
 `, bin, trainer, dir, name, dir, name)
 	}
-	ctx := context.Background()
-	ref, err := cluster.SubmitBatch(ctx, job("ref"), "--nodelist=n3,n4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	low, err := cluster.SubmitBatch(ctx, job("low"), "--nodelist=n1,n2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(low)) })
-
+	ref, low := refAndRun(t, cluster, job("ref"), job("low"))
 	// Preempt twice, each time once the trainers are past their start (the
 	// log says all ranks of that run started, plus torch's import).
 	for _, restart := range []string{"restart 0", "restart 1"} {
-		waitStarted(t, cluster, low, restart, 2, 2*time.Minute)
-		time.Sleep(12 * time.Second)
-		high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cluster.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
-			t.Fatal(err)
-		}
+		preempt(t, cluster, low, restart, 2, 12*time.Second, "n1")
 	}
-	for _, id := range []int{ref, low} {
-		if _, err := cluster.WaitJob(ctx, id, 5*time.Minute, "COMPLETED"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitCompleted(t, cluster, 5*time.Minute, ref, low)
 	log := cluster.JobOutput(low)
-	info, _ := cluster.JobInfo(ctx, low)
+	info, _ := cluster.JobInfo(context.Background(), low)
 	if n, _ := strconv.Atoi(info["Restarts"]); n < 2 {
 		t.Errorf("the job was preempted twice but requeued %q times:\n%s", info["Restarts"], log)
 	}
@@ -76,9 +53,5 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.4 --out %s/%
 			t.Errorf("job log lacks %q:\n%s", want, log)
 		}
 	}
-	a, errA := os.ReadFile(filepath.Join(dir, "ref.weights"))
-	b, errB := os.ReadFile(filepath.Join(dir, "low.weights"))
-	if errA != nil || errB != nil || len(a) == 0 || string(a) != string(b) {
-		t.Errorf("final weights differ: uninterrupted %q (%v), preempted %q (%v)\n%s", a, errA, b, errB, log)
-	}
+	sameWeights(t, dir, "low", log)
 }

@@ -44,37 +44,15 @@ export GLOO_SOCKET_IFNAME=lo
 exec %s run --fix tp=1 %s -- /usr/bin/python3 %s --steps 80 --save-every 20 --sleep 0.4 --out %s/%s.weights
 `, perNode, perNode, bin, flags, trainer, dir, name)
 	}
-	ctx := context.Background()
-	ref, err := cluster.SubmitBatch(ctx, job("ref", ""), "--nodelist=n3,n4")
-	if err != nil {
-		t.Fatal(err)
-	}
 	flag := "--ckpt-local-dir " + local + "/%n"
 	if localFlag == "-" {
 		flag = ""
 	}
-	low, err := cluster.SubmitBatch(ctx, job("tiered", flag), "--nodelist=n1,n2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(low)) })
-
-	waitStarted(t, cluster, low, "restart 0", 2*perNode, 2*time.Minute)
-	time.Sleep(18 * time.Second) // past the first periodic save (step 20)
-	high, err := cluster.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist=n1", "--exclusive", "--time=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []int{ref, low} {
-		if _, err := cluster.WaitJob(ctx, id, 6*time.Minute, "COMPLETED"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ref, low := refAndRun(t, cluster, job("ref", ""), job("tiered", flag))
+	preempt(t, cluster, low, "restart 0", 2*perNode, 18*time.Second, "n1") // past the first periodic save (step 20)
+	waitCompleted(t, cluster, 6*time.Minute, ref, low)
 	log := cluster.JobOutput(low)
-	info, _ := cluster.JobInfo(ctx, low)
+	info, _ := cluster.JobInfo(context.Background(), low)
 	if n, _ := strconv.Atoi(info["Restarts"]); n < 1 {
 		t.Errorf("the job was preempted but requeued %q times:\n%s", info["Restarts"], log)
 	}
@@ -111,9 +89,5 @@ exec %s run --fix tp=1 %s -- /usr/bin/python3 %s --steps 80 --save-every 20 --sl
 	if err != nil {
 		t.Errorf("trainrun ckpt verify: %v\n%s", err, out)
 	}
-	a, errA := os.ReadFile(filepath.Join(dir, "ref.weights"))
-	b, errB := os.ReadFile(filepath.Join(dir, "tiered.weights"))
-	if errA != nil || errB != nil || len(a) == 0 || string(a) != string(b) {
-		t.Errorf("final weights differ: uninterrupted %q (%v), tiered and preempted %q (%v)\n%s", a, errA, b, errB, log)
-	}
+	sameWeights(t, dir, "tiered", log)
 }

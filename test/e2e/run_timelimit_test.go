@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,22 +32,9 @@ export GLOO_SOCKET_IFNAME=lo
 exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.5 --out %s/%s.weights
 `, limit, bin, trainer, dir, name)
 	}
-	ctx := context.Background()
-	ref, err := cluster.SubmitBatch(ctx, job("ref", "10"), "--nodelist=n3,n4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim, err := cluster.SubmitBatch(ctx, job("lim", "1"), "--nodelist=n1,n2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(lim)) })
-	for _, id := range []int{ref, lim} {
-		if _, err := cluster.WaitJob(ctx, id, 5*time.Minute, "COMPLETED"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	info, err := cluster.JobInfo(ctx, lim)
+	ref, lim := refAndRun(t, cluster, job("ref", "10"), job("lim", "1"))
+	waitCompleted(t, cluster, 5*time.Minute, ref, lim)
+	info, err := cluster.JobInfo(context.Background(), lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +47,5 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.5 --out %s/%
 			t.Errorf("job log lacks %q:\n%s", want, log)
 		}
 	}
-	a, errA := os.ReadFile(filepath.Join(dir, "ref.weights"))
-	b, errB := os.ReadFile(filepath.Join(dir, "lim.weights"))
-	if errA != nil || errB != nil || len(a) == 0 || string(a) != string(b) {
-		t.Errorf("final weights differ: uninterrupted %q (%v), interrupted %q (%v)\n%s", a, errA, b, errB, log)
-	}
+	sameWeights(t, dir, "lim", log)
 }
