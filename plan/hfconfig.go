@@ -54,6 +54,7 @@ type hfFamily struct {
 	gated                 bool // MLP has gate, up and down projections
 	tieDefault            bool // transformers' default for tie_word_embeddings
 	moe                   string
+	mla                   bool     // multi-head latent attention (hfMLA reads its widths)
 	read                  []string // all fields the parser reads (for the unknown-field check)
 	harmless              []string // family-specific known-harmless fields
 }
@@ -62,6 +63,7 @@ const (
 	moeNone     = ""
 	moeMixtral  = "mixtral"   // num_local_experts, num_experts_per_tok; expert size = intermediate_size
 	moeQwen2MoE = "qwen2_moe" // num_experts, moe_intermediate_size, shared expert
+	moeDeepSeek = "deepseek"  // n_routed_experts, n_shared_experts × moe_intermediate_size, first_k_dense_replace
 )
 
 var llamaLike = hfFamily{
@@ -79,10 +81,34 @@ func withMoE(f hfFamily, kind string, read, harmless []string) hfFamily {
 	return f
 }
 
+// deepseekLike is DeepSeek-V2/V3's config.json (also Kimi-K2's, which uses
+// model_type deepseek_v3): multi-head latent attention, DeepSeekMoE with
+// shared experts and leading dense layers. Known-harmless here: the router's
+// training knobs (n_group, topk_group, topk_method, scoring_func,
+// routed_scaling_factor, aux_loss_alpha, seq_aux, norm_topk_prob), ep_size (a
+// parallelism hint of the reference code; the layout is trainrun's), and
+// quantization_config (how the released weights are stored, FP8 blocks for
+// V3, accepted for every family by hfQuantization; the training precision
+// comes from --precision). Accepted but not
+// modelled: num_nextn_predict_layers, the multi-token-prediction modules
+// (DeepSeek-V3 §2.2: one more MoE block each, about 1/61 of V3's compute).
+var deepseekLike = hfFamily{
+	hidden: []string{"hidden_size"}, layers: []string{"num_hidden_layers"}, heads: []string{"num_attention_heads"},
+	kvHeads: "num_key_value_heads", ffn: "intermediate_size", act: "hidden_act", actDefault: "silu", gated: true, moe: moeDeepSeek, mla: true,
+	read: []string{"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size",
+		"tie_word_embeddings", "hidden_act", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
+		"first_k_dense_replace", "moe_layer_freq", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+	harmless: []string{"rms_norm_eps", "rope_theta", "rope_scaling", "rope_interleave", "attention_bias", "pretraining_tp", "ep_size",
+		"n_group", "topk_group", "topk_method", "scoring_func", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "norm_topk_prob",
+		"num_nextn_predict_layers"},
+}
+
 var hfFamilies = map[string]hfFamily{
-	"llama":   llamaLike,
-	"mistral": llamaLike,
-	"qwen2":   llamaLike,
+	"deepseek_v2": deepseekLike,
+	"deepseek_v3": deepseekLike,
+	"llama":       llamaLike,
+	"mistral":     llamaLike,
+	"qwen2":       llamaLike,
 	"mixtral": withMoE(llamaLike, moeMixtral, []string{"num_local_experts", "num_experts_per_tok"},
 		[]string{"output_router_logits", "router_aux_loss_coef", "router_jitter_noise"}),
 	"qwen2_moe": withMoE(llamaLike, moeQwen2MoE,
@@ -135,13 +161,13 @@ func hfHarmlessPattern(k string) bool {
 		strings.HasSuffix(k, "_eps") || strings.HasSuffix(k, "epsilon")
 }
 
-// hfMLAFields belong to multi-head latent attention (DeepSeek-V2/V3).
+// hfMLAFields belong to multi-head latent attention (DeepSeek-V2/V3): only
+// the deepseek model types read them.
 var hfMLAFields = map[string]bool{"kv_lora_rank": true, "q_lora_rank": true, "qk_rope_head_dim": true, "qk_nope_head_dim": true, "v_head_dim": true}
 
-var hfUnsupportedTypes = map[string]string{
-	"deepseek_v2": "not supported: MLA attention is not modelled",
-	"deepseek_v3": "not supported: MLA attention is not modelled",
-}
+// hfUnsupportedTypes are model types refused with a reason (none today:
+// DeepSeek-V2/V3 were, until MLA was modelled).
+var hfUnsupportedTypes = map[string]string{}
 
 // HFModelTypes lists the config.json model_type values ParseHFConfig reads.
 func HFModelTypes() []string {
@@ -350,7 +376,7 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 	if m.TiedEmbeddings, err = d.boolean("tie_word_embeddings", fam.tieDefault); err != nil {
 		return Model{}, err
 	}
-	for _, step := range []func(*hfDoc, hfFamily, *Model) error{hfAttention, hfMLP, hfMoE} {
+	for _, step := range []func(*hfDoc, hfFamily, *Model) error{hfAttention, hfMLA, hfMLP, hfMoE} {
 		if err := step(d, fam, &m); err != nil {
 			return Model{}, err
 		}
@@ -385,8 +411,13 @@ func hfFamilyOf(d *hfDoc, name string) (hfFamily, error) {
 	for _, k := range d.keys {
 		switch {
 		case strings.HasPrefix(k, "_") || known[k] || hfHarmlessPattern(k):
+		case k == "quantization_config":
+			if err := hfQuantization(d); err != nil {
+				return hfFamily{}, err
+			}
 		case hfMLAFields[k]:
-			return hfFamily{}, d.errf(k, "field %q: not supported: MLA attention is not modelled", k)
+			return hfFamily{}, d.errf(k, "field %q is multi-head latent attention's, which model_type %s does not have: "+
+				"use model_type deepseek_v3 (or deepseek_v2) if this is such a model, or describe it with --kv-lora-rank ... flags", k, mt)
 		default:
 			return hfFamily{}, d.errf(k, "unknown field %q for model_type %s: it may change the architecture, so the planner will not guess; "+
 				"remove it if you know it is harmless, or describe the model with --layers, --hidden, --heads, ... flags", k, mt)
@@ -394,6 +425,22 @@ func hfFamilyOf(d *hfDoc, name string) (hfFamily, error) {
 	}
 
 	return fam, nil
+}
+
+// hfQuantization accepts the quantization_config of weights released in
+// FP8 blocks (DeepSeek-V3's): how the checkpoint is stored, not what is
+// trained; the training precision comes from --precision. Any other method
+// (4-bit GPTQ/AWQ/bitsandbytes bases) is refused: training on a quantised
+// base keeps it in that format, which the memory model does not represent.
+func hfQuantization(d *hfDoc) error {
+	var q struct {
+		Method string `json:"quant_method"`
+	}
+	if err := json.Unmarshal(d.vals["quantization_config"], &q); err != nil || q.Method != "fp8" {
+		return d.errf("quantization_config", "quantization_config: a quantised base (quant_method %q) is not modelled, only weights released in FP8 blocks "+
+			"(quant_method \"fp8\"); the planner models training at --precision from full-precision weights: remove the field to plan that", q.Method)
+	}
+	return nil
 }
 
 // hfAttention reads the attention shape: KV heads and the head size.
@@ -426,6 +473,41 @@ func hfAttention(d *hfDoc, fam hfFamily, m *Model) error {
 			return d.errf(headsKey, "%s = %d does not divide %s = %d and no head_dim is given", headsKey, m.Heads, hiddenKey, m.Hidden)
 		}
 		m.HeadDim = m.Hidden / m.Heads
+	}
+	return nil
+}
+
+// hfMLA reads multi-head latent attention's widths (DeepSeek-V2 §2.1):
+// the KV latent (kv_lora_rank, required), the Q latent (q_lora_rank; null
+// or absent is a full-rank Q, as in DeepSeek-V2-Lite), each head's no-RoPE
+// query/key part (qk_nope_head_dim, the planner's HeadDim), its RoPE part
+// and the value width. Every head has its own keys and values (the latent
+// is shared instead): num_key_value_heads must equal the heads.
+func hfMLA(d *hfDoc, fam hfFamily, m *Model) error {
+	if !fam.mla {
+		return nil
+	}
+	var err error
+	if m.KVLoRA, _, err = d.size("kv_lora_rank", true); err != nil {
+		return err
+	}
+	if v, ok, err := d.size("q_lora_rank", false); err != nil {
+		return err
+	} else if ok {
+		m.QLoRA = v
+	}
+	if m.HeadDim, _, err = d.size("qk_nope_head_dim", true); err != nil {
+		return err
+	}
+	if m.QKRopeDim, _, err = d.size("qk_rope_head_dim", true); err != nil {
+		return err
+	}
+	if m.VHeadDim, _, err = d.size("v_head_dim", true); err != nil {
+		return err
+	}
+	if m.KVHeads != m.Heads {
+		return d.errf(fam.kvHeads, "%s = %d: multi-head latent attention gives every one of the %d heads its keys and values; want %d",
+			fam.kvHeads, m.KVHeads, m.Heads, m.Heads)
 	}
 	return nil
 }
@@ -525,9 +607,52 @@ func hfMoE(d *hfDoc, fam hfFamily, m *Model) error {
 			}
 			m.DenseLayers = len(dense)
 		}
+	case moeDeepSeek:
+		if err := hfDeepSeekMoE(d, m); err != nil {
+			return err
+		}
 	}
 	if m.Experts > 0 && m.TopK > m.Experts {
 		return d.errf("num_experts_per_tok", "num_experts_per_tok = %d exceeds the %d experts", m.TopK, m.Experts)
+	}
+	return nil
+}
+
+// hfDeepSeekMoE reads DeepSeekMoE: routed experts and top-k, each expert's
+// width, n_shared_experts shared experts of that width (the planner's
+// SharedFFN is their total width), and first_k_dense_replace leading dense
+// layers of intermediate_size; moe_layer_freq must be 1 (absent: 1).
+func hfDeepSeekMoE(d *hfDoc, m *Model) error {
+	var err error
+	if m.Experts, _, err = d.size("n_routed_experts", true); err != nil {
+		return err
+	}
+	if m.TopK, _, err = d.size("num_experts_per_tok", true); err != nil {
+		return err
+	}
+	if m.MoEFFN, _, err = d.size("moe_intermediate_size", true); err != nil {
+		return err
+	}
+	if v, ok, err := d.int("n_shared_experts"); err != nil {
+		return err
+	} else if ok {
+		if v < 0 || v > 1<<10 {
+			return d.errf("n_shared_experts", "n_shared_experts = %d: want 0 to 1024", v)
+		}
+		m.SharedFFN = v * m.MoEFFN
+	}
+	if v, ok, err := d.int("first_k_dense_replace"); err != nil {
+		return err
+	} else if ok {
+		if v < 0 || v > m.Layers {
+			return d.errf("first_k_dense_replace", "first_k_dense_replace = %d: want 0 to num_hidden_layers = %d", v, m.Layers)
+		}
+		m.DenseLayers = v
+	}
+	if v, ok, err := d.int("moe_layer_freq"); err != nil {
+		return err
+	} else if ok && v != 1 {
+		return d.errf("moe_layer_freq", "moe_layer_freq = %d: MoE on every %d-th layer is not modelled (only leading dense layers are); use 1", v, v)
 	}
 	return nil
 }

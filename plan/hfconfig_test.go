@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,6 +19,15 @@ func hfParseFile(t *testing.T, file string) (Model, error) {
 	return ParseHFConfig(f, file)
 }
 
+// deepseekV3JSON is testdata/hf/deepseek-v3.json, for mutations.
+func deepseekV3JSON(t *testing.T) string {
+	b, err := os.ReadFile(filepath.Join("testdata", "hf", "deepseek-v3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // Configs of models we have presets for must give exactly the preset.
 func TestHFConfigMatchesPreset(t *testing.T) {
 	cases := []struct{ file, preset string }{
@@ -27,6 +37,7 @@ func TestHFConfigMatchesPreset(t *testing.T) {
 		{"mixtral-8x7b-v0.1.json", "mixtral-8x7b"},
 		{"qwen2.5-72b.json", "qwen2.5-72b"},
 		{"bloom.json", "bloom-176b"},
+		{"deepseek-v3.json", "deepseek-v3"},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -51,11 +62,15 @@ func TestHFConfigParamCounts(t *testing.T) {
 		ffnType       FFNType
 		tied          bool
 		source        string
+		activeTol     float64 // 0: half a unit of the published figure's last digit
 	}{
-		{"gpt2.json", 124.44e6, 0, FFNGelu, true, "HF openai-community/gpt2: 124,439,808 (incl. position embeddings and biases)"},
-		{"gpt-neox-20b.json", 20.55e9, 0, FFNGelu, false, "Black et al. 2022: 20,554,567,680"},
-		{"qwen1.5-moe-a2.7b.json", 14.3e9, 2.7e9, FFNSwiGLU, false, "Qwen1.5-MoE-A2.7B model card: 14.3B total, 2.7B activated"},
-		{"minitron-4b-base.json", 4.19e9, 0, FFNSquaredReLU, false, "HF nvidia/Minitron-4B-Base: 4.19B"},
+		{"gpt2.json", 124.44e6, 0, FFNGelu, true, "HF openai-community/gpt2: 124,439,808 (incl. position embeddings and biases)", 0},
+		{"gpt-neox-20b.json", 20.55e9, 0, FFNGelu, false, "Black et al. 2022: 20,554,567,680", 0},
+		{"qwen1.5-moe-a2.7b.json", 14.3e9, 2.7e9, FFNSwiGLU, false, "Qwen1.5-MoE-A2.7B model card: 14.3B total, 2.7B activated", 0},
+		{"minitron-4b-base.json", 4.19e9, 0, FFNSquaredReLU, false, "HF nvidia/Minitron-4B-Base: 4.19B", 0},
+		{"deepseek-v2-lite.json", 15.7e9, 2.4e9, FFNSwiGLU, false, "HF deepseek-ai/DeepSeek-V2-Lite: 15.7B total, 2.4B activated (full-rank Q: q_lora_rank null)",
+			// 2.451B here without the input embedding: the card's 2.4B is 2.1 % below, just past half a unit.
+			0.025},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -71,8 +86,8 @@ func TestHFConfigParamCounts(t *testing.T) {
 				t.Errorf("total %.4g, published %.4g (%s): %+.2f%%", total, c.total, c.source, 100*e)
 			}
 			if c.active > 0 {
-				// 2.7B is printed to two digits: half a unit is 1.9 %.
-				if e := active/c.active - 1; math.Abs(e) > 0.05/2.7 {
+				tol := cmp.Or(c.activeTol, 0.05/(c.active/1e9)) // 2.7B: printed to two digits, half a unit is 1.9 %
+				if e := activeAsPublished(m, active)/c.active - 1; math.Abs(e) > tol {
 					t.Errorf("active %.4g, published %.4g (%s): %+.2f%%", active, c.active, c.source, 100*e)
 				}
 			}
@@ -118,9 +133,13 @@ func TestHFConfigErrors(t *testing.T) {
 		{"unknown field", extra(`,
   "num_experts_per_layer": 4`), `c.json:9:3: unknown field "num_experts_per_layer" for model_type llama`},
 		{"MLA field", extra(`,
-  "kv_lora_rank": 512`), `c.json:9:3: field "kv_lora_rank": not supported: MLA attention is not modelled`},
+  "kv_lora_rank": 512`), `c.json:9:3: field "kv_lora_rank" is multi-head latent attention's, which model_type llama does not have`},
 		{"quantised base is not harmless", extra(`,
-  "quantization_config": {"bits": 4}`), `unknown field "quantization_config"`},
+  "quantization_config": {"bits": 4}`), `quantization_config: a quantised base (quant_method "") is not modelled`},
+		{"4-bit base refused", extra(`,
+  "quantization_config": {"quant_method": "gptq", "bits": 4}`), `a quantised base (quant_method "gptq")`},
+		{"FP8-released weights accepted", extra(`,
+  "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}`), ""},
 		{"harmless fields ignored", extra(`,
   "rope_theta": 500000.0, "torch_dtype": "bfloat16", "_name_or_path": "x", "rope_scaling": null`), ""},
 		{"harmless name patterns", extra(`,
@@ -139,8 +158,13 @@ func TestHFConfigErrors(t *testing.T) {
   "hidden_act": "gelu"`), `hidden_act = "gelu": only a SiLU-gated MLP`},
 		{"tie wrong type", extra(`,
   "tie_word_embeddings": "yes"`), `tie_word_embeddings = "yes": want true or false`},
-		{"unknown model_type", `{"model_type": "t5"}`, `model_type "t5" is not supported; supported: bloom, gpt2, gpt_neox, llama`},
-		{"deepseek refused", `{"model_type": "deepseek_v3", "kv_lora_rank": 512}`, `model_type "deepseek_v3": not supported: MLA attention is not modelled`},
+		{"unknown model_type", `{"model_type": "t5"}`, `model_type "t5" is not supported; supported: bloom, deepseek_v2, deepseek_v3, gpt2, gpt_neox, llama`},
+		{"deepseek without its latent", strings.Replace(deepseekV3JSON(t), `"kv_lora_rank": 512,`, ``, 1), "kv_lora_rank is missing (model_type deepseek_v3 needs it)"},
+		{"deepseek with grouped KV", strings.Replace(deepseekV3JSON(t), `"num_key_value_heads": 128`, `"num_key_value_heads": 8`, 1),
+			"num_key_value_heads = 8: multi-head latent attention gives every one of the 128 heads its keys and values"},
+		{"deepseek interleaved MoE", strings.Replace(deepseekV3JSON(t), `"moe_layer_freq": 1`, `"moe_layer_freq": 2`, 1), "moe_layer_freq = 2: MoE on every 2-th layer is not modelled"},
+		{"deepseek dense layers beyond depth", strings.Replace(deepseekV3JSON(t), `"first_k_dense_replace": 3`, `"first_k_dense_replace": 62`, 1),
+			"first_k_dense_replace = 62: want 0 to num_hidden_layers = 61"},
 		{"no model_type", `{"hidden_size": 1}`, "model_type is missing"},
 		{"bloom aliases disagree", `{"model_type": "bloom", "n_embed": 14336, "hidden_size": 4096, "n_layer": 2, "n_head": 112, "vocab_size": 10}`,
 			"n_embed = 14336 contradicts hidden_size = 4096"},

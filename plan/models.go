@@ -112,6 +112,19 @@ var presets = map[string]modelPreset{
 		FFN: 73728, FFNType: FFNSquaredReLU, Vocab: 256000},
 		"Nemotron-4 340B Technical Report (arXiv 2406.11704) Table 1"},
 
+	// DeepSeek: multi-head latent attention and DeepSeekMoE (routed experts,
+	// shared experts of the routed width, leading dense layers). V3's
+	// multi-token-prediction module (num_nextn_predict_layers 1, 14B of HF's
+	// 685B) is not part of the preset: the main model is 671B.
+	"deepseek-v3": {deepseekV3Model("deepseek-v3"),
+		"HF deepseek-ai/DeepSeek-V3 config.json; DeepSeek-V3 report (arXiv 2412.19437) §2, §4.2 (MTP module not included)"},
+	"deepseek-r1": {deepseekV3Model("deepseek-r1"),
+		"HF deepseek-ai/DeepSeek-R1 config.json (DeepSeek-V3's architecture)"},
+	"deepseek-v2": {Model{Name: "deepseek-v2", Layers: 60, Hidden: 5120, Heads: 128, KVHeads: 128, HeadDim: 128,
+		FFN: 12288, FFNType: FFNSwiGLU, Vocab: 102400, Experts: 160, TopK: 6, MoEFFN: 1536, SharedFFN: 2 * 1536, DenseLayers: 1,
+		QLoRA: 1536, KVLoRA: 512, QKRopeDim: 64, VHeadDim: 128},
+		"HF deepseek-ai/DeepSeek-V2 config.json; DeepSeek-V2 paper (arXiv 2405.04434) §3.1.2"},
+
 	// BLOOM: HF bigscience/bloom config.json (n_embed 14336, n_layer 70,
 	// 112 heads, vocab 250880); FFN = 4·h with GeLU (BloomMLP), tied embeddings.
 	"bloom-176b": {Model{Name: "bloom-176b", Layers: 70, Hidden: 14336, Heads: 112, KVHeads: 112, HeadDim: 128,
@@ -119,13 +132,16 @@ var presets = map[string]modelPreset{
 		"HF bigscience/bloom config.json (MLP 4h fixed by BloomMLP)"},
 }
 
-// unsupportedModels are known names the planner refuses, with the reason.
-var unsupportedModels = map[string]string{
-	"deepseek-v3": "not supported: MLA attention is not modelled (DeepSeek-V3's multi-head latent attention " +
-		"compresses K/V through low-rank projections that the planner's attention, memory and FLOP formulas do not represent)",
-	"deepseek-r1": "not supported: MLA attention is not modelled (same architecture as DeepSeek-V3)",
-	"deepseek-v2": "not supported: MLA attention is not modelled",
+// deepseekV3Model is DeepSeek-V3's (and R1's) architecture.
+func deepseekV3Model(name string) Model {
+	return Model{Name: name, Layers: 61, Hidden: 7168, Heads: 128, KVHeads: 128, HeadDim: 128,
+		FFN: 18432, FFNType: FFNSwiGLU, Vocab: 129280, Experts: 256, TopK: 8, MoEFFN: 2048, SharedFFN: 2048, DenseLayers: 3,
+		QLoRA: 1536, KVLoRA: 512, QKRopeDim: 64, VHeadDim: 128}
 }
+
+// unsupportedModels are known names the planner refuses, with the reason
+// (none today: the DeepSeek models were, until MLA was modelled).
+var unsupportedModels = map[string]string{}
 
 // normName folds case and the separators people type differently
 // ("Llama-3-70B", "llama3_70b"); dots are kept so gpt3-1.3b and gpt3-13b stay apart.
