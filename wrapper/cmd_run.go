@@ -70,7 +70,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	addSoftwareUsage(fs)
 	fs.Lookup("fix").Usage = "pin the layout: tp=,pp=,vpp=,cp=,ep=,etp=,dp=,mbs=,recompute=,zero=,sp=,offload=; without a model (--model or shape flags) the degrees are used as given (dp defaults to GPUs/(tp·pp·cp)) and not evaluated"
 	fs.Lookup("ckpt-lead").Usage = "ask for the checkpoint this long before the job's end time, by trainrun's own clock (default: 10m or a quarter of the time limit, whichever is less)"
-	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning")
+	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning (default: TRAINRUN_PLAN, which trainrun submit exports, when its layout has the allocation's GPUs)")
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "durable checkpoint store of the run (env TRAINRUN_CKPT_DIR; default JOBDIR/checkpoints)")
 	fs.StringVar(&o.ckptLocal, "ckpt-local-dir", getenv("TRAINRUN_CKPT_LOCAL_DIR"), "tiered checkpoints: the trainer saves into this node-local directory (e.g. /dev/shm/trainrun-%j; %n node, %j job id, %r restart; env TRAINRUN_CKPT_LOCAL_DIR) and trainrun drains each node's part into --ckpt-dir in the background and commits it")
 	fs.StringVar(&o.ckptSignal, "ckpt-signal", envOr(getenv, "TRAINRUN_CKPT_SIGNAL", "USR2"), "signal that asks the trainer to checkpoint (env TRAINRUN_CKPT_SIGNAL); not USR1, which NCCL uses")
@@ -549,6 +549,9 @@ func (r *runner) choosePlan() error {
 	modelFromEnv, err := r.planInputsFromEnv()
 	if err != nil {
 		return err
+	}
+	if r.opts.planFile == "" {
+		r.opts.planFile = r.submittedPlan(world)
 	}
 	hasModel := po.Model != ""
 	for _, f := range modelFlags {
