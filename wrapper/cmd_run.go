@@ -749,6 +749,9 @@ func (r *runner) summary() string {
 		fmt.Fprintf(&b, " (pinned with --fix; not evaluated: no prediction)\n")
 	}
 	fmt.Fprintf(&b, "  placement   rank order tp-cp-ep-dp-pp; %s\n", placementLine(r.slots, l))
+	for _, w := range tpSlowLinks(r.slots, r.facts, 4) {
+		fmt.Fprintf(&b, "  warning     %s\n", w)
+	}
 	if p := r.placement; p != nil && r.eval != nil {
 		fmt.Fprintf(&b, "  traffic     per step: NVLink %s, PCIe %s, leaf %s, spine %s (Slurm's block order: leaf %s, spine %s)\n",
 			gib(p.Traffic.NVLink), gib(p.Traffic.PCIe), gib(p.Traffic.Leaf), gib(p.Traffic.Spine), gib(p.Baseline.Leaf), gib(p.Baseline.Spine))
