@@ -43,7 +43,7 @@ func (o *schedOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	}
 	fs.Lookup("format").Usage = "table|json"
 	fs.Lookup("gpu").Usage = "GPU type for partitions whose nodes' GRES has no type (or an ambiguous one) and whose policy has no GPUType (" + strings.Join(plan.GPUNames(), " ") + ")"
-	fs.Lookup("gpus").Usage = "plan for this many GPUs (default: each partition's whole size)"
+	fs.Lookup("gpus").Usage = "exactly this many GPUs (submit: the one size tried; partitions: planned on instead of the whole partition)"
 	fs.StringVar(&o.policyFile, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): each partition's GPUType and GPUHourCost")
 }
 

@@ -230,3 +230,20 @@ func TestChooseMutated(t *testing.T) {
 		}
 	}
 }
+
+// The time limit is train time + margin + lead, at most the partition's
+// MaxTime (the run then continues by requeue).
+func TestTimeLimit(t *testing.T) {
+	if got := TimeLimit(3000, plan.SbatchOptions{Margin: 0.1, Lead: 10 * time.Minute}); got != 65*time.Minute {
+		t.Errorf("TimeLimit(3000 s) = %v, want 55m+10m", got)
+	}
+	if got := TimeLimit(1, plan.SbatchOptions{}); got != time.Minute {
+		t.Errorf("TimeLimit(1 s) = %v, want 1m", got)
+	}
+	r := req70b(t)
+	r.MinGPUs, r.MaxGPUs = 16, 16
+	cs := Candidates([]Partition{{Name: "short", GPU: gpu(t, "h100"), GPUsPerNode: 8, Nodes: 2, MaxTime: 30 * time.Minute, Cost: 1}}, r)
+	if len(cs) != 1 || !cs[0].Capped || cs[0].TimeLimit != 30*time.Minute || cs[0].Cost <= 0 {
+		t.Errorf("%+v", cs)
+	}
+}
