@@ -234,8 +234,8 @@ func TestChooseMutated(t *testing.T) {
 // The time limit is train time + margin + lead, at most the partition's
 // MaxTime (the run then continues by requeue).
 func TestTimeLimit(t *testing.T) {
-	if got := TimeLimit(3000, plan.SbatchOptions{Margin: 0.1, Lead: 10 * time.Minute}); got != 65*time.Minute {
-		t.Errorf("TimeLimit(3000 s) = %v, want 55m+10m", got)
+	if got := TimeLimit(3000, plan.SbatchOptions{Margin: 0.5, Lead: 10 * time.Minute}); got != 85*time.Minute {
+		t.Errorf("TimeLimit(3000 s) = %v, want 75m+10m", got)
 	}
 	if got := TimeLimit(1, plan.SbatchOptions{}); got != time.Minute {
 		t.Errorf("TimeLimit(1 s) = %v, want 1m", got)
