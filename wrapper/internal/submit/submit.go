@@ -185,14 +185,7 @@ func Choose(cands []Candidate, objective string, now time.Time) (int, error) {
 		}
 	}
 	if len(ok) == 0 {
-		var whys []string
-		for _, c := range cands {
-			whys = append(whys, fmt.Sprintf("%s×%d: %s", c.Partition, c.GPUs, c.Why))
-		}
-		if len(whys) == 0 {
-			return -1, fmt.Errorf("no candidate: no partition has a size within --min-gpus/--max-gpus")
-		}
-		return -1, fmt.Errorf("no candidate qualifies: %s", strings.Join(whys, "; "))
+		return -1, noneQualifies(cands)
 	}
 	less := func(a, b *Candidate) bool {
 		if objective == Cost && a.Cost != b.Cost {
@@ -225,6 +218,27 @@ func Choose(cands []Candidate, objective string, now time.Time) (int, error) {
 		}
 	}
 	return ok[0], nil
+}
+
+// noneQualifies says why each candidate lost, the candidates that lost for
+// the same reason (sbatch's one message, say) named together.
+func noneQualifies(cands []Candidate) error {
+	if len(cands) == 0 {
+		return fmt.Errorf("no candidate: no partition has a size within --min-gpus/--max-gpus")
+	}
+	var whys []string
+	by := map[string][]string{}
+	for _, c := range cands {
+		if _, seen := by[c.Why]; !seen {
+			whys = append(whys, c.Why)
+		}
+		by[c.Why] = append(by[c.Why], fmt.Sprintf("%s×%d", c.Partition, c.GPUs))
+	}
+	parts := make([]string, len(whys))
+	for i, w := range whys {
+		parts[i] = strings.Join(by[w], ", ") + ": " + w
+	}
+	return fmt.Errorf("no candidate qualifies: %s", strings.Join(parts, "; "))
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Ceil(s)) * time.Second }

@@ -175,6 +175,10 @@ func TestChoose(t *testing.T) {
 	if _, err := Choose([]Candidate{{Partition: "h", Why: "does not fit: y", GPUs: 8}}, Finish, now); err == nil || !strings.Contains(err.Error(), "h×8: does not fit: y") {
 		t.Errorf("nothing qualifies: %v", err)
 	}
+	refused := []Candidate{{Partition: "h", GPUs: 8, Fits: true, StartErr: "sbatch: error: x"}, {Partition: "h", GPUs: 16, Fits: true, StartErr: "sbatch: error: x"}}
+	if _, err := Choose(refused, Finish, now); err == nil || err.Error() != "no candidate qualifies: h×8, h×16: Slurm would not start it: sbatch: error: x" {
+		t.Errorf("all refused alike: %v", err)
+	}
 	if _, err := Choose(nil, "fastest", now); err == nil || !strings.Contains(err.Error(), `--objective "fastest"`) {
 		t.Errorf("bad objective: %v", err)
 	}
@@ -246,4 +250,25 @@ func TestTimeLimit(t *testing.T) {
 	if len(cs) != 1 || !cs[0].Capped || cs[0].TimeLimit != 30*time.Minute || cs[0].Cost <= 0 {
 		t.Errorf("%+v", cs)
 	}
+}
+
+// Any GRES type, policy type and features give a catalog type or an error
+// naming the partition, never a panic or a type outside the catalog.
+func FuzzGPUType(f *testing.F) {
+	for _, s := range []string{"h100", "a100", "a100_80gb", "", "t4", "gpu:x", "A100-PCIE"} {
+		f.Add(s, "", "80gb")
+	}
+	f.Add("a100", "a100-40gb", "")
+	f.Fuzz(func(t *testing.T, gres, policy, feature string) {
+		got, err := GPUType("p", gres, policy, []string{feature}, "")
+		if err != nil {
+			if !strings.Contains(err.Error(), "partition p") {
+				t.Fatalf("error without the partition: %v", err)
+			}
+			return
+		}
+		if _, lerr := plan.LookupGPU(got); lerr != nil {
+			t.Fatalf("GPUType(%q, %q, %q) = %q, not in the catalog", gres, policy, feature, got)
+		}
+	})
 }
