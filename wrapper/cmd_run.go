@@ -70,7 +70,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	addSoftwareUsage(fs)
 	fs.Lookup("fix").Usage = "pin the layout: tp=,pp=,vpp=,cp=,ep=,etp=,dp=,mbs=,recompute=,zero=,sp=,offload=; without a model (--model or shape flags) the degrees are used as given (dp defaults to GPUs/(tp·pp·cp)) and not evaluated"
 	fs.Lookup("ckpt-lead").Usage = "ask for the checkpoint this long before the job's end time, by trainrun's own clock (default: 10m or a quarter of the time limit, whichever is less)"
-	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning")
+	fs.StringVar(&o.planFile, "plan", "", "use this plan (the JSON of 'trainrun plan --format json') instead of planning (default: TRAINRUN_PLAN, which trainrun submit exports, when its layout has the allocation's GPUs)")
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "durable checkpoint store of the run (env TRAINRUN_CKPT_DIR; default JOBDIR/checkpoints)")
 	fs.StringVar(&o.ckptLocal, "ckpt-local-dir", getenv("TRAINRUN_CKPT_LOCAL_DIR"), "tiered checkpoints: the trainer saves into this node-local directory (e.g. /dev/shm/trainrun-%j; %n node, %j job id, %r restart; env TRAINRUN_CKPT_LOCAL_DIR) and trainrun drains each node's part into --ckpt-dir in the background and commits it")
 	fs.StringVar(&o.ckptSignal, "ckpt-signal", envOr(getenv, "TRAINRUN_CKPT_SIGNAL", "USR2"), "signal that asks the trainer to checkpoint (env TRAINRUN_CKPT_SIGNAL); not USR1, which NCCL uses")
@@ -550,6 +550,9 @@ func (r *runner) choosePlan() error {
 	if err != nil {
 		return err
 	}
+	if r.opts.planFile == "" {
+		r.opts.planFile = r.submittedPlan(world)
+	}
 	hasModel := po.Model != ""
 	for _, f := range modelFlags {
 		hasModel = hasModel || r.fs.Changed(f)
@@ -746,6 +749,9 @@ func (r *runner) summary() string {
 		fmt.Fprintf(&b, " (pinned with --fix; not evaluated: no prediction)\n")
 	}
 	fmt.Fprintf(&b, "  placement   rank order tp-cp-ep-dp-pp; %s\n", placementLine(r.slots, l))
+	for _, w := range tpSlowLinks(r.slots, r.facts, 4) {
+		fmt.Fprintf(&b, "  warning     %s\n", w)
+	}
 	if p := r.placement; p != nil && r.eval != nil {
 		fmt.Fprintf(&b, "  traffic     per step: NVLink %s, PCIe %s, leaf %s, spine %s (Slurm's block order: leaf %s, spine %s)\n",
 			gib(p.Traffic.NVLink), gib(p.Traffic.PCIe), gib(p.Traffic.Leaf), gib(p.Traffic.Spine), gib(p.Baseline.Leaf), gib(p.Baseline.Spine))

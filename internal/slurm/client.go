@@ -16,13 +16,16 @@ import (
 // *Error, as on a machine without Slurm (what unit tests of its callers get
 // unless they pass a Runner). New is the real Slurm.
 type Client struct {
-	Run      Runner
-	Timeout  time.Duration  // per query; DefaultTimeout when zero
-	Location *time.Location // the zone scontrol prints times in; time.Local when nil
+	Run Runner
+	// RunStderr runs the commands whose answer is on stderr (sbatch
+	// --test-only) or whose warnings matter (sbatch); nil fails them.
+	RunStderr StderrRunner
+	Timeout   time.Duration  // per query; DefaultTimeout when zero
+	Location  *time.Location // the zone scontrol prints times in; time.Local when nil
 }
 
 // New is a Client of the real Slurm.
-func New() Client { return Client{Run: Exec} }
+func New() Client { return Client{Run: Exec, RunStderr: ExecStderr} }
 
 func (c Client) query(ctx context.Context, name string, args ...string) ([]byte, error) {
 	if c.Run == nil {

@@ -17,6 +17,10 @@
 //	Client.Topology   scontrol show topology          topo.ParseScontrolTopology
 //	Client.Requeue    scontrol requeue ID
 //	Client.KillStep   scancel --signal=KILL ID.STEP
+//	Client.Partitions scontrol show partition -o      ParsePartitions
+//	Client.Nodes      scontrol -d show node -o        ParseNodes: typed Gres, GresUsed
+//	Client.TestOnly   sbatch --test-only ARGS         ParseTestOnly (its answer is on stderr)
+//	Client.Submit     sbatch --parsable ARGS          the job id; sbatch's errors as printed
 //	Client.Srun       srun ARGS (a short step run to completion: the probe)
 //	StepCommand       srun ARGS (the training step, started and watched by the caller)
 //

@@ -68,6 +68,25 @@ func Exec(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
+// A StderrRunner runs one client command and returns its standard output
+// and standard error; a failure is an *Error (with the stderr in it).
+type StderrRunner func(ctx context.Context, name string, args ...string) (stdout, stderr []byte, err error)
+
+// ExecStderr runs the real command, keeping its stderr on success too.
+func ExecStderr(ctx context.Context, name string, args ...string) ([]byte, []byte, error) {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return out, stderr.Bytes(), &Error{Args: append([]string{name}, args...), Err: err, Stderr: strings.TrimSpace(stderr.String())}
+	}
+	return out, stderr.Bytes(), nil
+}
+
 // HaveSrun says whether srun is in PATH (it is looked up, not run).
 func HaveSrun() bool {
 	_, err := exec.LookPath(Srun)
@@ -87,6 +106,7 @@ func StepCommand(args []string) *exec.Cmd {
 type Canned struct {
 	Out   map[string]string // command line → stdout
 	Fail  map[string]string // command line → stderr of a failure (exit status 1)
+	Err   map[string]string // command line → stderr of a success (RunStderr only)
 	Calls []string          // every command line asked, in order
 
 	mu sync.Mutex
@@ -109,6 +129,27 @@ func (c *Canned) Run(ctx context.Context, name string, args ...string) ([]byte, 
 		stderr = "no canned output for this command (slurm.Canned)"
 	}
 	return nil, &Error{Args: append([]string{name}, args...), Err: errors.New("exit status 1"), Stderr: stderr}
+}
+
+// RunStderr is the StderrRunner: Out and Err answer a success, Fail a
+// failure.
+func (c *Canned) RunStderr(ctx context.Context, name string, args ...string) ([]byte, []byte, error) {
+	line := strings.Join(append([]string{name}, args...), " ")
+	c.mu.Lock()
+	stderr, ok := c.Err[line]
+	c.mu.Unlock()
+	if !ok {
+		out, err := c.Run(ctx, name, args...)
+		var se *Error
+		if errors.As(err, &se) {
+			return out, []byte(se.Stderr), err
+		}
+		return out, nil, err
+	}
+	c.mu.Lock()
+	c.Calls = append(c.Calls, line)
+	c.mu.Unlock()
+	return []byte(c.Out[line]), []byte(stderr), nil
 }
 
 // ExitCode is how a command started with StepCommand ended, from its Wait

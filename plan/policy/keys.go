@@ -104,6 +104,10 @@ func init() {
 			Format: "auto, or the nodes' local NVMe bandwidth in GB/s per node (a positive number, at most 10000)",
 			Why:    "auto: the planner's 25 GB/s (8 PCIe Gen4 drives); the time offload=nvme (ZeRO-Infinity) costs where trainrun plan/run get no --nvme-bw",
 			parse:  parseNVMeBW, set: func(s *Settings, v any, src Source) { s.NVMeBW = Setting[float64]{v.(float64), src} }},
+		{Name: "GPUHourCost", Default: "none",
+			Format: "none, or the price of one GPU-hour on the partition's nodes in any currency unit (a number, 0 or more, at most 1e9)",
+			Why:    "none: trainrun submit --objective cost cannot price the partition and says so; set it on each PartitionName= line to let cost choose",
+			parse:  parseGPUHourCost, set: func(s *Settings, v any, src Source) { s.GPUHourCost = Setting[float64]{v.(float64), src} }},
 		{Name: "InjectEnv", Default: "yes", User: true,
 			Format: "yes or no",
 			Why:    "yes: the plugin puts the NCCL and launcher environment into every task; no: it only reports what it would set",
@@ -502,6 +506,18 @@ func parseNVMeBW(v string) (any, error) {
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || !(f > 0) || f > 10000 {
 		return nil, bad("want auto or a positive number of GB/s per node, at most 10000 (e.g. 25)")
+	}
+	return f, nil
+}
+
+// parseGPUHourCost reads none (-1) or a price per GPU-hour.
+func parseGPUHourCost(v string) (any, error) {
+	if strings.EqualFold(v, "none") {
+		return -1.0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0) || f > 1e9 {
+		return nil, bad("want none or a price per GPU-hour, a number from 0 to 1e9 (e.g. 2.5)")
 	}
 	return f, nil
 }

@@ -107,6 +107,7 @@ type Settings struct {
 	Fabric                Setting[string]  // "auto", "ib", "roce", "efa", "tcp"
 	GPUType               Setting[string]  // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
 	NVMeBW                Setting[float64] // the nodes' NVMe bandwidth, GB/s per node, for offload=nvme; 0 = auto (the planner's default)
+	GPUHourCost           Setting[float64] // price of one GPU-hour (any unit), for trainrun submit --objective cost; -1 = none
 	InjectEnv             Setting[bool]    // the plugin injects the environment (else it only reports)
 	AutoPlan              Setting[bool]
 	Stack                 Setting[string] // the planner's stack name (plan.ParseStack), canonical spelling
@@ -456,6 +457,7 @@ func (s Settings) Rows() []Row {
 		Row{"Fabric", s.Fabric.Value, s.Fabric.Source},
 		Row{"GPUType", str(s.GPUType.Value, "auto"), s.GPUType.Source},
 		Row{"NVMeBW", nvmeBW(s.NVMeBW.Value), s.NVMeBW.Source},
+		Row{"GPUHourCost", gpuHourCost(s.GPUHourCost.Value), s.GPUHourCost.Source},
 		Row{"InjectEnv", yesno[s.InjectEnv.Value], s.InjectEnv.Source},
 		Row{"AutoPlan", yesno[s.AutoPlan.Value], s.AutoPlan.Source},
 		Row{"Stack", s.Stack.Value, s.Stack.Source},
@@ -468,6 +470,14 @@ func (s Settings) Rows() []Row {
 		Row{"MaxCkptAge", dur(s.MaxCkptAge.Value, "off"), s.MaxCkptAge.Source},
 	)
 	return rows
+}
+
+// gpuHourCost is GPUHourCost as the policy file writes it: none, or the price.
+func gpuHourCost(f float64) string {
+	if f < 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // nvmeBW is NVMeBW as the policy file writes it: auto, or GB/s.

@@ -169,9 +169,9 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
-			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
 		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: CkptLead: "min" after CkptLead=5 is not Key=Value (a value with spaces needs quotes)`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
@@ -359,5 +359,33 @@ func TestNVMeBW(t *testing.T) {
 	}
 	if p.MayOverride("NVMeBW", "fast") {
 		t.Error("users may override NVMeBW: it describes the site's hardware (--nvme-bw still wins for one run)")
+	}
+}
+
+// GPUHourCost: none (-1) unless given; a price per partition over the
+// site-wide one; 0 is a price (free), not none.
+func TestGPUHourCost(t *testing.T) {
+	p := mustParse(t, "GPUHourCost=1.5\nPartitionName=hopper GPUHourCost=4\nPartitionName=free GPUHourCost=0\nPartitionName=unpriced GPUHourCost=none\nPartitionName=bare MaxRequeue=1\n")
+	for _, tc := range []struct {
+		part string
+		want float64
+		row  string
+	}{{"hopper", 4, "4"}, {"free", 0, "0"}, {"unpriced", -1, "none"}, {"bare", 1.5, "1.5"}} {
+		s := p.Effective(tc.part)
+		if s.GPUHourCost.Value != tc.want {
+			t.Errorf("partition %s: GPUHourCost %g, want %g", tc.part, s.GPUHourCost.Value, tc.want)
+		}
+		i := slices.IndexFunc(s.Rows(), func(r Row) bool { return r.Key == "GPUHourCost" })
+		if i < 0 || s.Rows()[i].Value != tc.row {
+			t.Errorf("partition %s: Rows show GPUHourCost as %+v, want %q", tc.part, s.Rows(), tc.row)
+		}
+	}
+	if d := Default().Effective("x").GPUHourCost; d.Value != -1 || d.Source.Kind != FromDefault {
+		t.Errorf("default GPUHourCost %+v, want none", d)
+	}
+	for _, bad := range []string{"cheap", "-1", "NaN", "2e9"} {
+		if _, err := Parse(strings.NewReader("GPUHourCost="+bad+"\n"), "trainrun.conf"); err == nil || !strings.Contains(err.Error(), "want none or a price per GPU-hour") {
+			t.Errorf("GPUHourCost=%s: %v", bad, err)
+		}
 	}
 }

@@ -43,6 +43,7 @@ type layout struct {
 	extra       []string // Options.ExtraSlurmConf
 	partitions  []string // Options.Partitions, or nil for the defaults
 	topology    bool     // a topology.conf is written
+	hetero      bool     // Options.Heterogeneous: typed GRES, partitions hopper and ampere
 }
 
 func (l *layout) nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
@@ -156,11 +157,15 @@ func (l *layout) slurmConf() string {
 		b.WriteByte('\n')
 	}
 	for i, port := range l.nodePorts {
-		fmt.Fprintf(&b, "NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=%d Boards=1 SocketsPerBoard=%d CoresPerSocket=%d ThreadsPerCore=1 RealMemory=%d Gres=gpu:%d State=UNKNOWN\n",
-			l.nodeName(i), l.host, port, socketsPerNode*coresPerSocket, socketsPerNode, coresPerSocket, nodeMemoryMB, l.gpus)
+		fmt.Fprintf(&b, "NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=%d Boards=1 SocketsPerBoard=%d CoresPerSocket=%d ThreadsPerCore=1 RealMemory=%d Gres=gpu:%s%d State=UNKNOWN\n",
+			l.nodeName(i), l.host, port, socketsPerNode*coresPerSocket, socketsPerNode, coresPerSocket, nodeMemoryMB, l.gresType(i, ":"), l.gpus)
 	}
 	parts := l.partitions
-	if parts == nil {
+	switch {
+	case parts != nil:
+	case l.hetero:
+		parts = l.heteroPartitions()
+	default:
 		parts = l.defaultPartitions()
 	}
 	for _, p := range append(parts, tail...) {
@@ -186,6 +191,49 @@ func (l *layout) defaultPartitions() []string {
 	}
 }
 
+// Partition names and GRES types of the heterogeneous mode
+// (Options.Heterogeneous): the first half of the nodes are "hopper" with
+// gpu:h100, the rest "ampere" with gpu:a100.
+const (
+	HopperPartition = "hopper"
+	AmperePartition = "ampere"
+	HopperGresType  = "h100"
+	AmpereGresType  = "a100"
+)
+
+// gresType is node i's GRES type followed by sep ("" when untyped, the
+// default mode).
+func (l *layout) gresType(i int, sep string) string {
+	if !l.hetero {
+		return ""
+	}
+	if i < l.hopperNodes() {
+		return HopperGresType + sep
+	}
+	return AmpereGresType + sep
+}
+
+// hopperNodes is how many of the nodes are in the hopper partition: half,
+// and at least one.
+func (l *layout) hopperNodes() int { return max(1, len(l.nodePorts)/2) }
+
+// heteroPartitions are hopper (the first half of the nodes, default) and
+// ampere (the rest). Neither preempts the other.
+func (l *layout) heteroPartitions() []string {
+	h := l.hopperNodes()
+	return []string{
+		fmt.Sprintf("PartitionName=%s Nodes=%s Default=YES MaxTime=UNLIMITED State=UP", HopperPartition, nodeRange(1, h)),
+		fmt.Sprintf("PartitionName=%s Nodes=%s MaxTime=UNLIMITED State=UP", AmperePartition, nodeRange(h+1, len(l.nodePorts))),
+	}
+}
+
+func nodeRange(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprintf("n%d", lo)
+	}
+	return fmt.Sprintf("n[%d-%d]", lo, hi)
+}
+
 // gresConf names each node's fake GPU devices: 0..gpus/2-1 near socket 0,
 // the rest near socket 1, as on a two-socket 8-GPU server.
 func (l *layout) gresConf() string {
@@ -194,12 +242,16 @@ func (l *layout) gresConf() string {
 	half := l.gpus / 2
 	for i := range l.nodePorts {
 		n := l.nodeName(i)
+		typ := ""
+		if t := l.gresType(i, ""); t != "" {
+			typ = " Type=" + t
+		}
 		if half == 0 {
-			fmt.Fprintf(&b, "NodeName=%s Name=gpu File=%s\n", n, l.gpuDevice(n, 0))
+			fmt.Fprintf(&b, "NodeName=%s Name=gpu%s File=%s\n", n, typ, l.gpuDevice(n, 0))
 			continue
 		}
-		fmt.Fprintf(&b, "NodeName=%s Name=gpu File=%s Cores=0-%d\n", n, devRange(l.devDir(n), 0, half-1), coresPerSocket-1)
-		fmt.Fprintf(&b, "NodeName=%s Name=gpu File=%s Cores=%d-%d\n", n, devRange(l.devDir(n), half, l.gpus-1), coresPerSocket, 2*coresPerSocket-1)
+		fmt.Fprintf(&b, "NodeName=%s Name=gpu%s File=%s Cores=0-%d\n", n, typ, devRange(l.devDir(n), 0, half-1), coresPerSocket-1)
+		fmt.Fprintf(&b, "NodeName=%s Name=gpu%s File=%s Cores=%d-%d\n", n, typ, devRange(l.devDir(n), half, l.gpus-1), coresPerSocket, 2*coresPerSocket-1)
 	}
 	return b.String()
 }

@@ -59,6 +59,11 @@
 //     the high job's submission here, and it may take up to GraceTime+30 s.
 //     Give the low partition GraceTime=0 (Options.Partitions) where a test
 //     needs preemption to be immediate.
+//   - Options.Heterogeneous (testcluster -hetero) replaces low and high by two
+//     partitions on typed GRES: "hopper" (the first half of the nodes,
+//     Gres=gpu:h100:G, default) and "ampere" (the rest, gpu:a100:G), with
+//     gres.conf Type= lines, for trainrun submit's choice among GPU types. The
+//     default mode's configuration is unchanged (testdata/default.*).
 //   - SchedulerParameters=batch_sched_delay=0 with a 1 s scheduler interval, so
 //     a batch job starts in about a second.
 //   - CommunicationParameters=NoCtldInAddrAny,NoInAddrAny, so the daemons bind

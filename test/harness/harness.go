@@ -34,6 +34,11 @@ type Options struct {
 	// Partitions, when non-nil, replace the default partition lines (see
 	// LowPartition, HighPartition). Use Cluster.NodeList() style "n[1-4]".
 	Partitions []string
+	// Heterogeneous gives typed GRES and two partitions instead of low and
+	// high: "hopper" (the first half of the nodes, gpu:h100:G, the default)
+	// and "ampere" (the rest, gpu:a100:G), with gres.conf Type= lines.
+	// Partitions, when set, still replaces the partition lines.
+	Heterogeneous bool
 	// Plugstack lines form plugstack.conf (empty by default), e.g.
 	// "required /path/spank_trainrun.so policy=/path/trainrun.conf".
 	Plugstack []string
@@ -174,6 +179,7 @@ func start(opts Options) (c *Cluster, err error) {
 			extra:       opts.ExtraSlurmConf,
 			partitions:  opts.Partitions,
 			topology:    opts.TopologyConf != "",
+			hetero:      opts.Heterogeneous,
 		},
 		daemons: map[string]*daemon{},
 		spawn:   newSpawner(),

@@ -41,6 +41,7 @@ func TestConfigFiles(t *testing.T) {
 			l.nodePorts = l.nodePorts[:2]
 			l.gpus = 2
 		}},
+		{"hetero", func(l *layout) { l.hetero = true }},
 		{"one-node-one-gpu", func(l *layout) {
 			l.nodePorts = l.nodePorts[:1]
 			l.gpus = 1

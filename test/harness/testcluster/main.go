@@ -38,6 +38,7 @@ func run() int {
 	gpus := flag.Int("gpus", 8, "fake GPUs per node")
 	keep := flag.Bool("keep", false, "keep the cluster directory (logs, job output) after stopping")
 	quiet := flag.Bool("q", false, "do not log the harness's progress")
+	hetero := flag.Bool("hetero", false, "heterogeneous mode: partitions hopper (gpu:h100) and ampere (gpu:a100) instead of low and high")
 	var extra, plug lines
 	flag.Var(&extra, "conf", "a slurm.conf line to add or replace (repeatable), e.g. -conf KillWait=30")
 	flag.Var(&plug, "plugstack", "a plugstack.conf line (repeatable)")
@@ -46,7 +47,7 @@ func run() int {
 	if *quiet {
 		logf = func(string, ...any) {}
 	}
-	c, err := harness.Start(harness.Options{Nodes: *nodes, GPUsPerNode: *gpus, KeepDir: *keep,
+	c, err := harness.Start(harness.Options{Nodes: *nodes, GPUsPerNode: *gpus, KeepDir: *keep, Heterogeneous: *hetero,
 		ExtraSlurmConf: extra, Plugstack: plug, Logf: logf})
 	if err != nil {
 		log.Print(err)

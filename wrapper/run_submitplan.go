@@ -1,0 +1,20 @@
+package main
+
+// submittedPlan is --plan's default: the plan JSON TRAINRUN_PLAN names,
+// which `trainrun submit` exports to the job it submits with the layout it
+// chose, so that `trainrun run` inside uses exactly that layout. A plan for
+// another number of GPUs than the allocation has (the job was resized, or
+// TRAINRUN_PLAN is some other step's) is not used: the run says so and plans
+// as without it. "" when TRAINRUN_PLAN is unset or --plan is given.
+func (r *runner) submittedPlan(world int) string {
+	path := r.env.getenv("TRAINRUN_PLAN")
+	if path == "" || r.fs.Changed("plan") {
+		return ""
+	}
+	if _, err := readRunPlan(path, world); err != nil {
+		r.logf("TRAINRUN_PLAN is not used: %v", err)
+		return ""
+	}
+	r.logf("layout from TRAINRUN_PLAN=%s (trainrun submit's choice)", path)
+	return path
+}
