@@ -91,11 +91,8 @@ func runSched(t *testing.T, f *fakeSched, args ...string) (stdout, stderr string
 	old := nowFunc
 	nowFunc = func() time.Time { return captureTime }
 	t.Cleanup(func() { nowFunc = old })
-	var o, e bytes.Buffer
-	env := &runEnv{stdout: &o, stderr: &e, stdin: strings.NewReader(""), getenv: func(string) string { return "" },
-		slurm: slurm.Client{Run: f.run, RunStderr: f.runStderr, Location: time.UTC}}
-	code = dispatch(context.Background(), env, args)
-	return o.String(), e.String(), code
+	code, stdout, stderr = cli{slurm: slurm.Client{Run: f.run, RunStderr: f.runStderr, Location: time.UTC}}.run(args...)
+	return stdout, stderr, code
 }
 
 func policyFile(t *testing.T, text string) string {
