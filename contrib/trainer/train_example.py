@@ -140,6 +140,10 @@ def main():
     ap.add_argument("--ballast-kb", type=int, default=0, help="also save a fixed BF16 tensor of this many KiB in each checkpoint (weights-like bytes for the store's compression)")
     ap.add_argument("--save-wait-term", type=float, default=0.0,
                     help="a checkpoint for a stop waits up to this many seconds for Slurm's SIGTERM before saving (tests a time limit that strikes while a checkpoint is in flight)")
+    ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (a hyperparameter to sweep)")
+    ap.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (a hyperparameter to sweep)")
+    ap.add_argument("--report-loss", action="store_true",
+                    help="report the training loss as the metric \"loss\" (report_progress(metrics=...)), the final step's at the end: trainrun sweep status shows it and picks the best trial")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
     args = ap.parse_args()
 
@@ -185,7 +189,7 @@ def main():
 
     # Train with DDP over the data-parallel group; resume if asked.
     model = make_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     start = 0
     if ck.resume_dir:
         state = torch.load(os.path.join(ck.resume_dir, "rank-%d.pt" % rank))
@@ -216,7 +220,7 @@ def main():
         return tag
 
     data = StepData(start, args.steps, dp_rank)
-    step, stopped, saved = start, False, None
+    step, stopped, saved, last_loss = start, False, None, None
     while True:
         try:
             batch = ck.next_batch(data)
@@ -241,13 +245,17 @@ def main():
         loss.backward()
         opt.step()
         step += 1
-        ck.report_progress(step)  # rank 0: observed step time for trainrun's metrics
+        last_loss = loss.item()
+        # rank 0: observed step time for trainrun's metrics (and the loss, with --report-loss)
+        ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
         if args.save_every and step % args.save_every == 0 and step < args.steps:
             saved = save(step)
         if args.sleep:
             time.sleep(args.sleep)
 
     digest = weights_sha256(model)
+    if args.report_loss and last_loss is not None and not stopped:
+        ck.report_progress(step, min_interval=0, metrics={"loss": last_loss})  # the final value, past min_interval
     report = dict(me, env={k: v for k, v in env.items() if k in (
         "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
         "CUDA_VISIBLE_DEVICES") or k.startswith("TRAINRUN_")},
@@ -260,6 +268,8 @@ def main():
     if rank == 0:
         print("train_example: steps %d..%d of %d, %s, weights %s" % (
             start, step, args.steps, "stopped for a checkpoint (%s)" % saved if stopped else "finished", digest[:16]), flush=True)
+        if args.report_loss and last_loss is not None:
+            print("train_example: lr %r momentum %r final loss %r" % (args.lr, args.momentum, last_loss), flush=True)
         if args.out and not stopped:
             with open(args.out, "w") as f:
                 f.write(digest + "\n")
