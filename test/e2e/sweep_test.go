@@ -64,5 +64,167 @@ exec %[1]s run --name main --fix tp=1 -- /usr/bin/python3 %[2]s --steps 3
 			t.Errorf("%s: %s (%v), want run %q", p, b, err, run)
 		}
 	}
-	_ = context.Background
+}
+
+// sweepStatus is `trainrun sweep status DIR --format json`.
+type sweepStatus struct {
+	Trials []struct {
+		Index  int                `json:"index"`
+		Params map[string]string  `json:"params"`
+		State  string             `json:"state"`
+		Reason string             `json:"reason"`
+		Steps  int                `json:"steps"`
+		Metric map[string]float64 `json:"metric"`
+	} `json:"trials"`
+	Best *struct {
+		Index  int                `json:"index"`
+		Params map[string]string  `json:"params"`
+		Metric map[string]float64 `json:"metric"`
+	} `json:"best"`
+}
+
+// A 3 x 2 grid with --max-concurrent 2: one job array of 6 elements, never
+// more than 2 running (squeue sampled while it runs), each trial's command
+// and environment got its own values, and sweep status lists the 6 with the
+// final loss each trainer printed and names the lowest as the best.
+func TestSweepGrid3x2MaxConcurrent2(t *testing.T) {
+	requireTorch(t)
+	t.Parallel()
+	bin := trainrun(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "sweep")
+	rep := t.TempDir()
+	start := time.Now()
+	cmd := cluster.Command(ctx, bin, "sweep", "--grid", "lr=0.01,0.05,0.2", "--grid", "mom=0,0.9", "--max-concurrent", "2",
+		"--time", "3", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--format", "json", "--",
+		"/usr/bin/python3", exampleTrainer(), "--steps", "8", "--sleep", "0.2", "--lr", "{lr}", "--momentum", "{mom}", "--report-loss",
+		"--report", rep+"/{lr}-{mom}")
+	cmd.Env = append(cmd.Env, "GLOO_SOCKET_IFNAME=lo")
+	out, err := cluster.Exec(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		Dir    string `json:"sweep_dir"`
+		JobID  string `json:"job_id"`
+		Trials []struct {
+			Index  int               `json:"index"`
+			Params map[string]string `json:"params"`
+		} `json:"trials"`
+	}
+	if err := json.Unmarshal([]byte(out), &sub); err != nil || sub.JobID == "" || len(sub.Trials) != 6 || sub.Dir != dir {
+		t.Fatalf("sweep --format json: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", sub.JobID) })
+	if info, err := cluster.Run(ctx, "scontrol", "show", "job", "-o", sub.JobID); err != nil || !strings.Contains(info, "ArrayJobId="+sub.JobID) {
+		t.Fatalf("job %s is not a job array: %v\n%s", sub.JobID, err, info)
+	}
+
+	// Sample the array while it runs: how many run at once, until none is left.
+	maxRunning, seen := 0, map[string]bool{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		q, err := cluster.Run(ctx, "squeue", "-h", "-r", "-j", sub.JobID, "-o", "%i %T")
+		if err != nil {
+			break // the array left slurmctld's queue view
+		}
+		running := 0
+		for _, line := range strings.Split(strings.TrimSpace(q), "\n") {
+			if f := strings.Fields(line); len(f) == 2 {
+				seen[f[0]] = true
+				if f[1] == "RUNNING" {
+					running++
+				}
+			}
+		}
+		maxRunning = max(maxRunning, running)
+		if strings.TrimSpace(q) == "" {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("3x2 sweep, 2 at a time: %v; at most %d running; array elements seen %d", time.Since(start).Round(time.Second), maxRunning, len(seen))
+	if maxRunning > 2 || maxRunning == 0 {
+		t.Errorf("at most %d trials ran at once, want 1 or 2 (--max-concurrent 2)", maxRunning)
+	}
+	if len(seen) != 6 {
+		t.Errorf("squeue showed %d elements of array %s, want 6: %v", len(seen), sub.JobID, seen)
+	}
+	st := waitSweepFinished(t, bin, dir, 6)
+
+	// Each trial's own values reached its command and its environment, and
+	// its reported final loss is what its trainer printed.
+	best, bestLoss := -1, 0.0
+	for _, tr := range st.Trials {
+		lr, mom := tr.Params["lr"], tr.Params["mom"]
+		if lr != sub.Trials[tr.Index].Params["lr"] || mom != sub.Trials[tr.Index].Params["mom"] {
+			t.Errorf("trial %d params %v, submitted %v", tr.Index, tr.Params, sub.Trials[tr.Index].Params)
+		}
+		log, _ := os.ReadFile(filepath.Join(dir, "logs", fmt.Sprintf("trial-%d.out", tr.Index)))
+		var loss float64
+		line := fmt.Sprintf("train_example: lr %s momentum %s final loss ", pyFloat(lr), pyFloat(mom))
+		i := strings.Index(string(log), line)
+		if i < 0 {
+			t.Errorf("trial %d's log lacks %q:\n%s", tr.Index, line, log)
+			continue
+		}
+		fmt.Sscan(string(log[i+len(line):]), &loss)
+		if tr.State != "finished" || tr.Steps != 8 || tr.Metric["loss"] != loss {
+			t.Errorf("trial %d: state %s steps %d metric %v; its trainer printed loss %v", tr.Index, tr.State, tr.Steps, tr.Metric, loss)
+		}
+		var r struct {
+			Env map[string]string `json:"env"`
+		}
+		b, _ := os.ReadFile(filepath.Join(rep, lr+"-"+mom, "rank-0.json"))
+		if err := json.Unmarshal(b, &r); err != nil || r.Env["TRAINRUN_SWEEP_LR"] != lr || r.Env["TRAINRUN_SWEEP_MOM"] != mom {
+			t.Errorf("trial %d: the trainer's environment %v (%v), want TRAINRUN_SWEEP_LR=%s TRAINRUN_SWEEP_MOM=%s", tr.Index, r.Env, err, lr, mom)
+		}
+		if best < 0 || loss < bestLoss {
+			best, bestLoss = tr.Index, loss
+		}
+	}
+	if st.Best == nil || st.Best.Index != best || st.Best.Metric["loss"] != bestLoss {
+		t.Errorf("best %+v, want trial %d with loss %v", st.Best, best, bestLoss)
+	}
+}
+
+// pyFloat spells a value as Python's repr of float(value) does for the
+// grid's values (0 -> 0.0).
+func pyFloat(s string) string {
+	if !strings.ContainsAny(s, ".e") {
+		return s + ".0"
+	}
+	return s
+}
+
+// waitSweepFinished polls sweep status until n trials finished (or one failed).
+func waitSweepFinished(t *testing.T, bin, dir string, n int) sweepStatus {
+	t.Helper()
+	var st sweepStatus
+	var out string
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		var err error
+		out, err = cluster.Exec(cluster.Command(context.Background(), bin, "sweep", "status", dir, "--format", "json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("sweep status --format json: %v\n%s", err, out)
+		}
+		done := 0
+		for _, tr := range st.Trials {
+			switch tr.State {
+			case "finished":
+				done++
+			case "failed":
+				log, _ := os.ReadFile(filepath.Join(dir, "logs", fmt.Sprintf("trial-%d.out", tr.Index)))
+				t.Fatalf("trial %d failed: %s\n%s", tr.Index, tr.Reason, log)
+			}
+		}
+		if len(st.Trials) == n && done == n {
+			return st
+		}
+	}
+	t.Fatalf("the sweep did not finish:\n%s", out)
+	return st
 }
