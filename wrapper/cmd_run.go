@@ -46,6 +46,7 @@ type runOptions struct {
 	policy      string
 	jobDir      string
 	name        string
+	initFrom    string
 	probe       string
 	dryRun      bool
 	rank        int
@@ -83,6 +84,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
 	fs.StringVar(&o.name, "name", "", "the run's name, its identity inside the job: its own directory JOBDIR/runs/NAME (plan, launch files, checkpoint store) and its own \"already finished\" rule, so several runs in one batch script each run once (default: derived from the command line; an unnamed run keeps JOBDIR itself unless another unnamed command owns it)")
+	fs.StringVar(&o.initFrom, "init-from", "", "start from this committed checkpoint (STORE/TAG) while the run's own store has none: {resume} and TRAINRUN_RESUME_DIR point to it on the first start, to the run's own checkpoints after a requeue")
 	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
 	fs.IntVar(&o.rank, "rank", 0, "with --dry-run: the rank whose environment to print")
@@ -443,6 +445,9 @@ func (r *runner) openRunStore() (*observedStore, error) {
 		r.logf("warning: %s", n)
 	}
 	r.setLastTag(tagOf(r.resume))
+	if err := r.resumeOrInit(); err != nil {
+		return nil, err
+	}
 	return store, nil
 }
 

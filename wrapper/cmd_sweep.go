@@ -299,8 +299,10 @@ func writeSweepDir(s *sweepManifest, script string) error {
 			return withCode(ExitUsage, err)
 		}
 	}
-	if err := atomicfile.WriteFile(filepath.Join(s.Dir, "sweep.sbatch"), []byte(script), 0o755); err != nil {
-		return err
+	if script != "" {
+		if err := atomicfile.WriteFile(filepath.Join(s.Dir, "sweep.sbatch"), []byte(script), 0o755); err != nil {
+			return err
+		}
 	}
 	return atomicfile.WriteJSON(filepath.Join(s.Dir, sweepManifestFile), s, 0o644)
 }

@@ -30,6 +30,7 @@ import os
 import socket
 import sys
 import time
+import zlib
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the example in a read-only or shared checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -98,8 +99,8 @@ def make_model():
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
 
 
-def batch_for(step, dp_rank, size=8):
-    g = torch.Generator().manual_seed(100003 * step + dp_rank)
+def batch_for(step, dp_rank, size=8, data=0):
+    g = torch.Generator().manual_seed(100003 * step + dp_rank + 7919 * data)
     x = torch.randn(size, 16, generator=g)
     y = x.sum(dim=1, keepdim=True).sin()
     return x, y
@@ -108,8 +109,8 @@ def batch_for(step, dp_rank, size=8):
 class StepData:
     """Batches indexed by step so a resumed run sees the same data."""
 
-    def __init__(self, start, steps, dp_rank):
-        self.step, self.steps, self.dp_rank = start, steps, dp_rank
+    def __init__(self, start, steps, dp_rank, data=0):
+        self.step, self.steps, self.dp_rank, self.data = start, steps, dp_rank, data
 
     def __iter__(self):
         return self
@@ -117,7 +118,7 @@ class StepData:
     def __next__(self):
         if self.step >= self.steps:
             raise StopIteration
-        b = batch_for(self.step, self.dp_rank)
+        b = batch_for(self.step, self.dp_rank, data=self.data)
         self.step += 1
         return b
 
@@ -144,6 +145,8 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (a hyperparameter to sweep)")
     ap.add_argument("--report-loss", action="store_true",
                     help="report the training loss as the metric \"loss\" (report_progress(metrics=...)), the final step's at the end: trainrun sweep status shows it and picks the best trial")
+    ap.add_argument("--data", default="", help="name of the data to train on: each name draws its own batches (a branch of trainrun branches; default: the base data)")
+    ap.add_argument("--save-final", action="store_true", help="also checkpoint the final step (a branch's result for the merge)")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
     args = ap.parse_args()
 
@@ -219,7 +222,7 @@ def main():
         ck.mark_done(tag, [path])
         return tag
 
-    data = StepData(start, args.steps, dp_rank)
+    data = StepData(start, args.steps, dp_rank, data=zlib.crc32(args.data.encode()) if args.data else 0)
     step, stopped, saved, last_loss = start, False, None, None
     while True:
         try:
@@ -253,6 +256,8 @@ def main():
         if args.sleep:
             time.sleep(args.sleep)
 
+    if args.save_final and not stopped and step > start:
+        saved = save(step)
     digest = weights_sha256(model)
     if args.report_loss and last_loss is not None and not stopped:
         ck.report_progress(step, min_interval=0, metrics={"loss": last_loss})  # the final value, past min_interval

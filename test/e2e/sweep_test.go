@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +229,104 @@ func waitSweepFinished(t *testing.T, bin, dir string, n int) sweepStatus {
 	}
 	t.Fatalf("the sweep did not finish:\n%s", out)
 	return st
+}
+
+// Branch-train-merge: a base run's final checkpoint, three branches from it
+// on different data (one job array), and a merge job that Slurm starts only
+// after all three finished (--dependency=afterok): its output is exactly the
+// element-wise mean of the three branches' weights, committed and verified.
+func TestBranchesMergeAfterAllThree(t *testing.T) {
+	requireTorch(t)
+	t.Parallel()
+	bin := trainrun(t)
+	ctx := context.Background()
+	trainer := exampleTrainer()
+	start := time.Now()
+	state, code, out, base := runJob(t, fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=1 --ntasks-per-node=1 --gpus-per-node=1 --time=3
+export GLOO_SOCKET_IFNAME=lo
+exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 3 --save-final
+`, bin, trainer), 2*time.Minute)
+	if state != "COMPLETED" || code != 0 {
+		t.Fatalf("base run: %s exit %d\n%s", state, code, out)
+	}
+	from := filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", base), "checkpoints", "step-3")
+	dir := filepath.Join(t.TempDir(), "br")
+	merge := "/usr/bin/python3 " + filepath.Join(repoRoot(), "contrib", "trainer", "merge_checkpoints.py") + " --weights {weights} --out {out} {branches}"
+	cmd := cluster.Command(ctx, bin, "branches", "--from", from, "--data", "a=alpha,b=beta,c=gamma", "--merge", merge, "--time", "3",
+		"--gpus-per-node", "1", "--fix", "tp=1", "--branches-dir", dir, "--format", "json", "--",
+		"/usr/bin/python3", trainer, "--steps", "6", "--data", "{data}", "--save-final", "--report-loss")
+	cmd.Env = append(cmd.Env, "GLOO_SOCKET_IFNAME=lo")
+	js, err := cluster.Exec(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		JobID      string `json:"job_id"`
+		MergeJobID string `json:"merge_job_id"`
+	}
+	if err := json.Unmarshal([]byte(js), &sub); err != nil || sub.JobID == "" || sub.MergeJobID == "" {
+		t.Fatalf("branches --format json: %v\n%s", err, js)
+	}
+	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", sub.JobID, sub.MergeJobID) })
+	mid, _ := strconv.Atoi(sub.MergeJobID)
+	if st, err := cluster.WaitJob(ctx, mid, 3*time.Minute, "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"); err != nil || st != "COMPLETED" {
+		mlog, _ := os.ReadFile(filepath.Join(dir, "logs", "merge.out"))
+		t.Fatalf("merge job %s: %s %v\n%s", sub.MergeJobID, st, err, mlog)
+	}
+	t.Logf("base run, 3 branches and the merge: %v", time.Since(start).Round(time.Second))
+
+	// The merge started only after every branch ended.
+	arr, err := cluster.Run(ctx, "scontrol", "show", "job", "-o", sub.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minfo, _ := cluster.JobInfo(ctx, mid)
+	ends := 0
+	for _, line := range strings.Split(strings.TrimSpace(arr), "\n") {
+		end := field(line, "EndTime")
+		if field(line, "JobState") != "COMPLETED" || end == "" || end > minfo["StartTime"] {
+			t.Errorf("branch %s: %s ended %s; the merge started %s", field(line, "ArrayTaskId"), field(line, "JobState"), end, minfo["StartTime"])
+		}
+		ends++
+	}
+	if ends != 3 {
+		t.Errorf("%d branches in the array, want 3:\n%s", ends, arr)
+	}
+	for _, b := range []string{"a", "b", "c"} {
+		log, _ := os.ReadFile(filepath.Join(dir, "logs", fmt.Sprintf("trial-%d.out", int(b[0]-'a'))))
+		if !strings.Contains(string(log), "(--init-from;") || !strings.Contains(string(log), "train_example: steps 3..6 of 6") {
+			t.Errorf("branch %s did not start from %s:\n%s", b, from, log)
+		}
+	}
+	mstore := filepath.Join(dir, "runs", "merge", "checkpoints")
+	if v, err := cluster.Exec(cluster.Command(ctx, bin, "ckpt", "verify", "merged", "--ckpt-dir", mstore)); err != nil {
+		t.Errorf("trainrun ckpt verify merged: %v\n%s", err, v)
+	}
+	// Exactly the element-wise mean, recomputed here from the branches' own final checkpoints.
+	check := `import sys, torch
+b = [torch.load(p)["model"] for p in sys.argv[2:]]
+m = torch.load(sys.argv[1])["model"]
+bad = [k for k in m if not torch.equal(m[k], (((b[0][k].double() + b[1][k].double()) + b[2][k].double()) / 3.0).to(m[k].dtype))]
+same = [k for k in m if torch.equal(b[0][k], b[1][k])]
+print("keys", len(m), "bad", bad, "branches-equal", same)
+sys.exit(1 if bad or same or not m else 0)
+`
+	args := []string{"-c", check, filepath.Join(mstore, "merged", "rank-0.pt")}
+	for _, b := range []string{"a", "b", "c"} {
+		args = append(args, filepath.Join(dir, "runs", "branch-"+b, "checkpoints", "step-6", "rank-0.pt"))
+	}
+	if o, err := exec.Command("/usr/bin/python3", args...).CombinedOutput(); err != nil {
+		t.Errorf("the merged weights are not the exact mean of the branches': %v\n%s", err, o)
+	}
+}
+
+// field is KEY's value in one `scontrol show job -o` line.
+func field(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if k, v, ok := strings.Cut(f, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
