@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/atomicfile"
@@ -36,6 +39,8 @@ func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
 	metric := fs.String("metric", "", "rank the trials by this metric (default: the sweep's --metric)")
 	maximize := fs.Bool("maximize", false, "the best trial has the highest metric (default: the sweep's choice, else the lowest)")
 	svg := fs.String("svg", "", "also draw the metric against each swept parameter into this SVG file")
+	pushgw := fs.String("pushgateway", env.getenv("TRAINRUN_PUSHGATEWAY"), "push trainrun_sweep_trials{sweep,state} to this Pushgateway (group job=trainrun_sweep, sweep=NAME; env TRAINRUN_PUSHGATEWAY)")
+	textfile := fs.String("metrics-textfile", "", "write trainrun_sweep_trials{sweep,state} to this node_exporter textfile (.prom)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,6 +66,9 @@ func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
 		if err := atomicfile.WriteFile(*svg, []byte(sweep.SVG(m.Name, m.Keys, rows, *metric)), 0o644); err != nil {
 			return fmt.Errorf("--svg %s: %w", *svg, err)
 		}
+	}
+	if err := exportSweepMetrics(ctx, m.Name, sweep.Counts(rows), *pushgw, *textfile); err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: sweep status: warning: %v\n", err)
 	}
 	if *format == "json" {
 		out := sweepStatusJSON{Trials: rows}
@@ -196,4 +204,24 @@ func cmpOrStr(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// exportSweepMetrics pushes and writes trainrun_sweep_trials{state}.
+func exportSweepMetrics(ctx context.Context, name string, counts map[string]int, pushgw, textfile string) error {
+	if textfile != "" {
+		if !strings.HasSuffix(textfile, ".prom") {
+			return fmt.Errorf("--metrics-textfile %s: node_exporter reads only files ending in .prom", textfile)
+		}
+		if err := prometheus.WriteToTextfile(textfile, obs.SweepRegistry(name, counts)); err != nil {
+			return fmt.Errorf("--metrics-textfile %s: %w", textfile, err)
+		}
+	}
+	if pushgw != "" {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := obs.PushSweep(ctx, pushgw, name, counts, nil); err != nil {
+			return fmt.Errorf("push to the Pushgateway: %s", obs.RedactURLs(err.Error()))
+		}
+	}
+	return nil
 }

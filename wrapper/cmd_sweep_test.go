@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -214,5 +217,38 @@ func TestSweepStatus(t *testing.T) {
 	dispatch(context.Background(), env, []string{"sweep", "status", dir})
 	if !strings.Contains(out.String(), "2 finished, 0 running") || !strings.Contains(out.String(), "no longer knows") {
 		t.Errorf("after the array aged out:\n%s", out)
+	}
+}
+
+// trainrun_sweep_trials{state}: the textfile a node_exporter reads, and the
+// Pushgateway group job=trainrun_sweep, sweep=NAME.
+func TestSweepStatusMetrics(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sw")
+	f := &fakeSlurm{}
+	env, _, errb := sweepEnv(f)
+	if code := dispatch(context.Background(), env, []string{"sweep", "--name", "lrs", "--grid", "lr=0.1,0.2,0.3", "--time", "5m", "--gpus-per-node", "1", "--sweep-dir", dir, "--", "x"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	f.showJob = "JobId=78 ArrayJobId=77 ArrayTaskId=0 JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0\n" +
+		"JobId=77 ArrayJobId=77 ArrayTaskId=1-2%1 JobState=PENDING Reason=JobArrayTaskLimit Restarts=0 ExitCode=0:0\n"
+	var pushed []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		pushed = append(pushed, r.Method+" "+r.URL.Path+" "+string(b))
+	}))
+	defer srv.Close()
+	prom := filepath.Join(t.TempDir(), "sweep.prom")
+	env, _, errb = sweepEnv(f)
+	if code := dispatch(context.Background(), env, []string{"sweep", "status", dir, "--metrics-textfile", prom, "--pushgateway", srv.URL}); code != 0 || errb.Len() > 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	b, _ := os.ReadFile(prom)
+	for _, want := range []string{`trainrun_sweep_trials{state="pending",sweep="lrs"} 2`, `trainrun_sweep_trials{state="running",sweep="lrs"} 1`, `trainrun_sweep_trials{state="finished",sweep="lrs"} 0`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("textfile lacks %q:\n%s", want, b)
+		}
+	}
+	if len(pushed) != 1 || !strings.HasPrefix(pushed[0], "PUT /metrics/job/trainrun_sweep/sweep/lrs ") {
+		t.Errorf("pushes: %q", pushed)
 	}
 }
