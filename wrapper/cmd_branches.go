@@ -72,6 +72,7 @@ func (o *branchesOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.name, "name", "", "name of the branch set (the array's job name; default: the branch names and a hash)")
 	fs.StringVar(&o.partition, "partition", "", "partition of the jobs (default: Slurm's)")
 	fs.StringArrayVar(&o.runArgs, "run-arg", nil, "pass this flag on to each branch's trainrun run (repeat)")
+	fs.StringArrayVar(&o.sbatchArgs, "sbatch-arg", nil, "pass this flag on to sbatch for the branches and the merge, e.g. --sbatch-arg=--account=proj (repeat)")
 	o.metric = "loss"
 }
 
@@ -261,7 +262,7 @@ func (o *branchesOptions) mergeJob(exe string, s *sweepManifest) (string, slurm.
 	fmt.Fprintf(&b, "exec %s run --name merge --job-dir %s --fix tp=1 -- %s\n", shQuote(exe), shQuote(s.Dir), cmd)
 	req := slurm.SbatchRequest{Script: filepath.Join(s.Dir, "merge.sbatch"), JobName: "merge-" + s.Name, Partition: o.partition,
 		Nodes: 1, NtasksPerNode: 1, GPUsPerNode: 1, Time: time.Duration(s.TimeLimitS) * time.Second,
-		Output: filepath.Join(s.Dir, "logs", "merge.out"), Requeue: true}
+		Output: filepath.Join(s.Dir, "logs", "merge.out"), Requeue: true, Extra: o.sbatchArgs}
 	return b.String(), req
 }
 

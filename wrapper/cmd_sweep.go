@@ -69,6 +69,7 @@ type sweepOptions struct {
 	name       string
 	partition  string
 	runArgs    []string
+	sbatchArgs []string
 }
 
 // sweepPlanFlagsNotForRun are plan flags that size or describe the sweep
@@ -99,6 +100,7 @@ func (o *sweepOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.name, "name", "", "the sweep's name: the array's job name, TRAINRUN_SWEEP, the metrics' sweep label (default: the swept keys and a hash of the sweep)")
 	fs.StringVar(&o.partition, "partition", "", "partition of the array (default: Slurm's)")
 	fs.StringArrayVar(&o.runArgs, "run-arg", nil, "pass this flag on to each trial's trainrun run, e.g. --run-arg=--max-requeue=3 (repeat)")
+	fs.StringArrayVar(&o.sbatchArgs, "sbatch-arg", nil, "pass this flag on to sbatch, e.g. --sbatch-arg=--account=proj or --sbatch-arg=--exclusive (repeat)")
 }
 
 // sweepManifest is SWEEPDIR/sweep.json.
@@ -281,7 +283,7 @@ func (o *sweepOptions) sbatchRequest(s *sweepManifest) slurm.SbatchRequest {
 	return slurm.SbatchRequest{
 		Script: filepath.Join(s.Dir, "sweep.sbatch"), JobName: "sweep-" + s.Name, Array: s.Array, Partition: o.partition,
 		Nodes: s.Nodes, NtasksPerNode: s.GPUsPerNode, GPUsPerNode: s.GPUsPerNode, Time: time.Duration(s.TimeLimitS) * time.Second,
-		Output: filepath.Join(s.Dir, "logs", "trial-%a.out"), Requeue: true,
+		Output: filepath.Join(s.Dir, "logs", "trial-%a.out"), Requeue: true, Extra: o.sbatchArgs,
 	}
 }
 

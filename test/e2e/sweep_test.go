@@ -330,3 +330,92 @@ func field(line, key string) string {
 	}
 	return ""
 }
+
+// A trial preempted by a high-priority job is requeued, resumes from its
+// checkpoint and finishes with the same weights and final loss as its twin
+// (the same command, an unused grid key apart) that ran undisturbed on
+// another node (--cpus-per-task=32 fills a node: one trial per node). Its
+// own cluster: the preemption must not touch other tests.
+func TestSweepPreemptedTrialResumes(t *testing.T) {
+	requireTorch(t)
+	t.Parallel()
+	c := ownCluster(t)
+	bin := trainrun(t)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "sweep")
+	wdir := t.TempDir()
+	start := time.Now()
+	cmd := c.Command(ctx, bin, "sweep", "--grid", "lr=0.05", "--grid", "twin=a,b", "--time", "5", "--gpus-per-node", "1",
+		"--sbatch-arg=--cpus-per-task=32", "--sbatch-arg=--partition=low", "--fix", "tp=1", "--sweep-dir", dir, "--format", "json", "--",
+		"/usr/bin/python3", exampleTrainer(), "--steps", "30", "--sleep", "0.3", "--lr", "{lr}", "--report-loss", "--out", wdir+"/{twin}.weights")
+	cmd.Env = append(cmd.Env, "GLOO_SOCKET_IFNAME=lo")
+	out, err := c.Exec(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &sub); err != nil || sub.JobID == "" {
+		t.Fatalf("sweep --format json: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { c.Run(context.Background(), "scancel", sub.JobID) })
+
+	// Once trial 0 trained a few steps, preempt its node.
+	progress := filepath.Join(dir, "runs", "trial-0", "launch", "progress")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		b, _ := os.ReadFile(progress)
+		var step int
+		if _, err := fmt.Sscan(string(b), &step); err == nil && step >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("trial 0 reported no progress:\n%s", readFile(filepath.Join(dir, "logs", "trial-0.out")))
+		}
+	}
+	node, err := c.Run(ctx, "squeue", "-h", "-j", sub.JobID+"_0", "-o", "%N")
+	if err != nil || strings.TrimSpace(node) == "" {
+		t.Fatalf("trial 0's node: %v %q", err, node)
+	}
+	high, err := c.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist="+strings.TrimSpace(node), "--exclusive", "--time=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
+		t.Fatal(err)
+	}
+	var st sweepStatus
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		o, err := c.Exec(c.Command(ctx, bin, "sweep", "status", dir, "--format", "json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(o), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Trials) == 2 && st.Trials[0].State == "finished" && st.Trials[1].State == "finished" {
+			break
+		}
+		if st.Trials[0].State == "failed" || st.Trials[1].State == "failed" {
+			break
+		}
+	}
+	t.Logf("sweep with a preempted trial: %v", time.Since(start).Round(time.Second))
+	log0 := readFile(filepath.Join(dir, "logs", "trial-0.out"))
+	if len(st.Trials) != 2 || st.Trials[0].State != "finished" || st.Trials[1].State != "finished" {
+		t.Fatalf("trials %+v\ntrial 0:\n%s", st.Trials, log0)
+	}
+	if !strings.Contains(log0, "preempted (SIGTERM from Slurm to the step") || !strings.Contains(log0, "checkpointed; requeued") {
+		t.Errorf("trial 0 was not preempted and requeued:\n%s", log0)
+	}
+	a, b := readFile(filepath.Join(wdir, "a.weights")), readFile(filepath.Join(wdir, "b.weights"))
+	if a == "" || a != b || st.Trials[0].Metric["loss"] != st.Trials[1].Metric["loss"] || st.Trials[0].Steps != 30 {
+		t.Errorf("preempted trial: weights %q loss %v steps %d; undisturbed twin: weights %q loss %v",
+			a, st.Trials[0].Metric, st.Trials[0].Steps, b, st.Trials[1].Metric)
+	}
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
