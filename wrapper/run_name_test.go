@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/checkpoint"
 )
 
 func TestDeriveRunName(t *testing.T) {
@@ -79,5 +81,57 @@ func TestAlreadyFinishedMsgSaysHowToStartAnother(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("message %q lacks %q", m, want)
 		}
+	}
+}
+
+// makeDirs: a second run of the job gets its own store even where the
+// job's store came from TRAINRUN_CKPT_DIR, and a store that another,
+// finished run left behind (an explicit --ckpt-dir) is refused, naming both.
+func TestMakeDirsPerRunStores(t *testing.T) {
+	base := t.TempDir()
+	shared := filepath.Join(t.TempDir(), "ck")
+	newRunner := func(name string, argv []string, ckptFlag bool) *runner {
+		var log strings.Builder
+		fs := newFlags("run", runSynopsis, &log)
+		var o runOptions
+		o.addFlags(fs, func(string) string { return "" })
+		args := []string{"--job-dir", base}
+		if name != "" {
+			args = append(args, "--name", name)
+		}
+		if ckptFlag {
+			args = append(args, "--ckpt-dir", shared)
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if !ckptFlag {
+			o.ckptDir = shared // as TRAINRUN_CKPT_DIR or the policy's CkptDir would set it
+		}
+		return &runner{opts: o, fs: fs, argv: argv, alloc: &allocation{JobID: "5"}, env: &runEnv{stderr: &log}}
+	}
+	first := newRunner("", []string{"python3", "a.py"}, false)
+	if done, err := first.makeDirs(); err != nil || done || first.jobDir != base || first.ckptDir != shared {
+		t.Fatalf("first run: %v %v dirs %s %s", done, err, first.jobDir, first.ckptDir)
+	}
+	second := newRunner("eval", []string{"python3", "b.py"}, false)
+	if done, err := second.makeDirs(); err != nil || done || second.jobDir != filepath.Join(base, "runs", "eval") || second.ckptDir != filepath.Join(shared, "runs", "eval") {
+		t.Fatalf("second run: %v %v dirs %s %s", done, err, second.jobDir, second.ckptDir)
+	}
+	st, err := checkpoint.Open(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkFinished(checkpoint.Finished{JobID: "5", Run: first.runName}); err != nil {
+		t.Fatal(err)
+	}
+	again := newRunner("", []string{"python3", "a.py"}, false)
+	if done, err := again.makeDirs(); err != nil || !done {
+		t.Errorf("the finished run again: done %v err %v", done, err)
+	}
+	other := newRunner("eval", []string{"python3", "b.py"}, true) // --ckpt-dir given: used as given
+	_, err = other.makeDirs()
+	if err == nil || !strings.Contains(err.Error(), `holds run "`+first.runName+`", which finished; this run is "eval"`) {
+		t.Errorf("another run on a finished run's store: %v", err)
 	}
 }
