@@ -73,6 +73,7 @@ test: deps test-unit test-e2e
 # then the harness's own unit tests.
 test-unit:
 	@bash test/hermetic.sh
+	python3 -m unittest discover -s contrib/trainer -p 'test_*.py'
 	$(GO) test -count=1 ./test/...
 
 test-hermetic:

@@ -228,6 +228,7 @@ type Finished struct {
 	JobID   string    `json:"job_id"`
 	Restart int       `json:"restart"`
 	Tag     string    `json:"tag,omitempty"` // the final committed checkpoint, if any
+	Run     string    `json:"run,omitempty"` // the run's name (trainrun run --name); empty before names existed
 }
 
 // MarkFinished records, durably, that the run finished: it must never be

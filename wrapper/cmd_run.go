@@ -45,6 +45,8 @@ type runOptions struct {
 	compress    string
 	policy      string
 	jobDir      string
+	name        string
+	initFrom    string
 	probe       string
 	dryRun      bool
 	rank        int
@@ -81,6 +83,8 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.IntVar(&o.maxFailures, "max-failures", 3, "after a failed step, requeue (resuming from the latest checkpoint) until this many runs in a row failed without progress; 0 = never requeue a failure")
 	fs.StringVar(&o.policy, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): its settings for the job's partition are the defaults of the checkpoint flags and shape the NCCL variables")
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
+	fs.StringVar(&o.name, "name", "", "the run's name, its identity inside the job: its own directory JOBDIR/runs/NAME (plan, launch files, checkpoint store) and its own \"already finished\" rule, so several runs in one batch script each run once (default: derived from the command line; an unnamed run keeps JOBDIR itself unless another unnamed command owns it)")
+	fs.StringVar(&o.initFrom, "init-from", "", "start from this committed checkpoint (STORE/TAG) while the run's own store has none: {resume} and TRAINRUN_RESUME_DIR point to it on the first start, to the run's own checkpoints after a requeue")
 	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
 	fs.IntVar(&o.rank, "rank", 0, "with --dry-run: the rank whose environment to print")
@@ -187,6 +191,7 @@ type runner struct {
 	job        slurm.Job
 
 	jobDir   string
+	runName  string
 	ckptDir  string
 	self     string
 	layout   plan.Layout
@@ -273,19 +278,23 @@ func (r *runner) setup() error {
 // run already finished (its store says so) and must not start again.
 func (r *runner) makeDirs() (finished bool, err error) {
 	a := r.alloc
-	r.jobDir = r.opts.jobDir
-	if r.jobDir == "" {
-		base := a.SubmitDir
-		if base == "" {
-			base, _ = os.Getwd()
+	base := r.opts.jobDir
+	if base == "" {
+		sub := a.SubmitDir
+		if sub == "" {
+			sub, _ = os.Getwd()
 		}
-		r.jobDir = filepath.Join(base, "trainrun-"+a.JobID)
+		base = filepath.Join(sub, "trainrun-"+a.JobID)
 	}
-	if r.jobDir, err = filepath.Abs(r.jobDir); err != nil {
+	if base, err = filepath.Abs(base); err != nil {
 		return false, err
 	}
-	if err := mkdirOwnUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
-		return false, withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", r.jobDir, err))
+	if err := mkdirOwnUnlessDry(r.opts.dryRun, base); err != nil {
+		return false, withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", base, err))
+	}
+	primary, err := r.resolveRun(base)
+	if err != nil {
+		return false, err
 	}
 	r.ckptDir = r.opts.ckptDir
 	if r.ckptDir == "" {
@@ -293,6 +302,10 @@ func (r *runner) makeDirs() (finished bool, err error) {
 		if err := mkdirOwnUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
 			return false, withCode(ExitUsage, fmt.Errorf("default --ckpt-dir: %w", err))
 		}
+	} else if !primary && !r.fs.Changed("ckpt-dir") {
+		// TRAINRUN_CKPT_DIR or the policy's CkptDir is the job's, shared by
+		// every run in it: each run but the first gets its own store below.
+		r.ckptDir = filepath.Join(r.ckptDir, "runs", r.runName)
 	}
 	if r.ckptDir, err = filepath.Abs(r.ckptDir); err != nil {
 		return false, err
@@ -301,13 +314,7 @@ func (r *runner) makeDirs() (finished bool, err error) {
 		return false, withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
 	}
 	if !r.opts.dryRun {
-		if st, err := checkpoint.Open(r.ckptDir); err == nil {
-			if f, ok, _ := st.Finished(); ok {
-				r.logf("this run already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again",
-					f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none"))
-				return true, nil
-			}
-		}
+		return r.finishedBefore()
 	}
 	return false, nil
 }
@@ -438,6 +445,9 @@ func (r *runner) openRunStore() (*observedStore, error) {
 		r.logf("warning: %s", n)
 	}
 	r.setLastTag(tagOf(r.resume))
+	if err := r.resumeOrInit(); err != nil {
+		return nil, err
+	}
 	return store, nil
 }
 
@@ -931,7 +941,7 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 	r.recordEnd(d.Cause, d.Tag, d.Record)
 	if d.Finished {
 		if sa, ok := unwrapStore(store); ok {
-			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: d.Tag}); err != nil {
+			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: d.Tag, Run: r.runName}); err != nil {
 				r.logf("warning: writing the finished marker: %v", err)
 			}
 		}

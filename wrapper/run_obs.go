@@ -52,7 +52,7 @@ func (r *runner) startObserver() error {
 		return usageErrorf("--notify-timeout %s: want a positive duration such as 5s", o.notifyBound)
 	}
 	ob, err := obs.New(obs.Config{
-		JobDir: r.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount,
+		JobDir: r.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
 		MetricsAddr: o.metricsAddr, Textfile: o.textfile, Pushgateway: o.pushgateway,
 		Webhook: o.webhook, WebhookFormat: o.webhookFormat, ExitBound: o.notifyBound,
 		Logf: r.logf,
@@ -89,6 +89,7 @@ func (r *runner) observeStart() {
 	l := r.layout
 	s := &obs.Start{
 		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.job.Name),
+		Run: r.runName, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
 		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: cmp.Or(r.opts.plan.GPU, r.probedGPUName()),
 		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
 		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,

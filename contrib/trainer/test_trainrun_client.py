@@ -3,6 +3,7 @@
     python3 -m unittest discover -s contrib/trainer -p 'test_*.py'
 """
 
+import json
 import os
 import signal
 import tempfile
@@ -119,6 +120,31 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(os.listdir(os.path.dirname(path)), ["progress"])  # no temporary left
         other = trainrun_client.Checkpointer(self.env, install=False)  # rank 1
         self.assertFalse(other.report_progress(15))
+
+    def test_report_progress_metrics_second_line(self):
+        env = dict(self.env, RANK="0")
+        ck = trainrun_client.Checkpointer(env, install=False)
+        self.assertTrue(ck.report_progress(7, tokens=10, metrics={"loss": 0.25, "acc": 1, "div": float("nan"), "up": float("inf")}))
+        path = os.path.join(self.dir, "job", "launch", "progress")
+        with open(path) as f:
+            lines = f.read().split("\n")
+        self.assertEqual(lines[0].split()[:2], ["7", "10"])  # the first line is what it always was
+        self.assertEqual(json.loads(lines[1]), {"acc": 1.0, "div": "nan", "loss": 0.25, "up": "inf"})
+        self.assertEqual(lines[2], "")
+        # without metrics the file is the old single line
+        self.assertTrue(ck.report_progress(8, min_interval=0))
+        with open(path) as f:
+            self.assertEqual(len(f.read().splitlines()), 1)
+
+    def test_report_progress_bad_metrics(self):
+        ck = trainrun_client.Checkpointer(dict(self.env, RANK="0"), install=False)
+        for bad, word in (([1], "dict"), ({"loss": "low"}, "'loss'"), ({3: 1.0}, "3"), ({"x" * 5000: 1}, "bytes")):
+            with self.assertRaises(ValueError) as cm:
+                ck.report_progress(1, min_interval=0, metrics=bad)
+            self.assertIn(word, str(cm.exception))
+        other = trainrun_client.Checkpointer(self.env, install=False)  # rank 1 checks too
+        with self.assertRaises(ValueError):
+            other.report_progress(1, metrics={"loss": None})
 
     # Issue 12 (low): the client writes its temporary files without following
     # a link planted under their names, and refuses an empty tag.

@@ -30,6 +30,7 @@ import os
 import socket
 import sys
 import time
+import zlib
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the example in a read-only or shared checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -98,8 +99,8 @@ def make_model():
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
 
 
-def batch_for(step, dp_rank, size=8):
-    g = torch.Generator().manual_seed(100003 * step + dp_rank)
+def batch_for(step, dp_rank, size=8, data=0):
+    g = torch.Generator().manual_seed(100003 * step + dp_rank + 7919 * data)
     x = torch.randn(size, 16, generator=g)
     y = x.sum(dim=1, keepdim=True).sin()
     return x, y
@@ -108,8 +109,8 @@ def batch_for(step, dp_rank, size=8):
 class StepData:
     """Batches indexed by step so a resumed run sees the same data."""
 
-    def __init__(self, start, steps, dp_rank):
-        self.step, self.steps, self.dp_rank = start, steps, dp_rank
+    def __init__(self, start, steps, dp_rank, data=0):
+        self.step, self.steps, self.dp_rank, self.data = start, steps, dp_rank, data
 
     def __iter__(self):
         return self
@@ -117,7 +118,7 @@ class StepData:
     def __next__(self):
         if self.step >= self.steps:
             raise StopIteration
-        b = batch_for(self.step, self.dp_rank)
+        b = batch_for(self.step, self.dp_rank, data=self.data)
         self.step += 1
         return b
 
@@ -140,6 +141,12 @@ def main():
     ap.add_argument("--ballast-kb", type=int, default=0, help="also save a fixed BF16 tensor of this many KiB in each checkpoint (weights-like bytes for the store's compression)")
     ap.add_argument("--save-wait-term", type=float, default=0.0,
                     help="a checkpoint for a stop waits up to this many seconds for Slurm's SIGTERM before saving (tests a time limit that strikes while a checkpoint is in flight)")
+    ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (a hyperparameter to sweep)")
+    ap.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (a hyperparameter to sweep)")
+    ap.add_argument("--report-loss", action="store_true",
+                    help="report the training loss as the metric \"loss\" (report_progress(metrics=...)), the final step's at the end: trainrun sweep status shows it and picks the best trial")
+    ap.add_argument("--data", default="", help="name of the data to train on: each name draws its own batches (a branch of trainrun branches; default: the base data)")
+    ap.add_argument("--save-final", action="store_true", help="also checkpoint the final step (a branch's result for the merge)")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
     args = ap.parse_args()
 
@@ -185,7 +192,7 @@ def main():
 
     # Train with DDP over the data-parallel group; resume if asked.
     model = make_model()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     start = 0
     if ck.resume_dir:
         state = torch.load(os.path.join(ck.resume_dir, "rank-%d.pt" % rank))
@@ -215,8 +222,8 @@ def main():
         ck.mark_done(tag, [path])
         return tag
 
-    data = StepData(start, args.steps, dp_rank)
-    step, stopped, saved = start, False, None
+    data = StepData(start, args.steps, dp_rank, data=zlib.crc32(args.data.encode()) if args.data else 0)
+    step, stopped, saved, last_loss = start, False, None, None
     while True:
         try:
             batch = ck.next_batch(data)
@@ -241,13 +248,19 @@ def main():
         loss.backward()
         opt.step()
         step += 1
-        ck.report_progress(step)  # rank 0: observed step time for trainrun's metrics
+        last_loss = loss.item()
+        # rank 0: observed step time for trainrun's metrics (and the loss, with --report-loss)
+        ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
         if args.save_every and step % args.save_every == 0 and step < args.steps:
             saved = save(step)
         if args.sleep:
             time.sleep(args.sleep)
 
+    if args.save_final and not stopped and step > start:
+        saved = save(step)
     digest = weights_sha256(model)
+    if args.report_loss and last_loss is not None and not stopped:
+        ck.report_progress(step, min_interval=0, metrics={"loss": last_loss})  # the final value, past min_interval
     report = dict(me, env={k: v for k, v in env.items() if k in (
         "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
         "CUDA_VISIBLE_DEVICES") or k.startswith("TRAINRUN_")},
@@ -260,6 +273,8 @@ def main():
     if rank == 0:
         print("train_example: steps %d..%d of %d, %s, weights %s" % (
             start, step, args.steps, "stopped for a checkpoint (%s)" % saved if stopped else "finished", digest[:16]), flush=True)
+        if args.report_loss and last_loss is not None:
+            print("train_example: lr %r momentum %r final loss %r" % (args.lr, args.momentum, last_loss), flush=True)
         if args.out and not stopped:
             with open(args.out, "w") as f:
                 f.write(digest + "\n")

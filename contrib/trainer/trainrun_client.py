@@ -24,8 +24,9 @@ The handshake (PRODUCT.md, "The checkpoint handshake with the trainer"):
    0; trainrun decides whether the job is requeued.
 5. On restart, resume_dir is the latest committed checkpoint (None on a
    first start).
-6. Optionally, report_progress(step, tokens) after each optimizer step gives
-   trainrun the observed step time and MFU (its metrics and `trainrun report`).
+6. Optionally, report_progress(step, tokens, metrics={"loss": ...}) after each
+   optimizer step gives trainrun the observed step time and MFU (its metrics
+   and `trainrun report`) and the trainer's numbers (`trainrun sweep status`).
 
 Tiered checkpoints: when TRAINRUN_CKPT_LOCAL_DIR is set (trainrun run
 --ckpt-local-dir), save_dir(tag) is TRAINRUN_CKPT_LOCAL_DIR/<tag>/ on node-local
@@ -47,6 +48,8 @@ $TRAINRUN_CKPT_DIR/<tag>/ (or $TRAINRUN_CKPT_LOCAL_DIR/<tag>/ when set); fsync;
 create <tag>/.trainrun/done.$RANK there (fsync it and the directory); exit 0. Resume from $TRAINRUN_RESUME_DIR when it is set.
 """
 
+import json
+import math
 import os
 import signal
 import sys
@@ -89,6 +92,36 @@ def _write_new(path, data, mode=0o644, fsync=False):
         raise
     os.close(fd)
     os.replace(tmp, path)
+
+
+# The progress file is read with a 4 KiB limit: the metrics line must fit.
+_MAX_METRICS_BYTES = 3900
+
+
+def _metrics_line(metrics):
+    """The progress file's second line for metrics (a dict of name to
+    number), or "" without metrics. A name that is not a string or a value
+    that is not a number raises ValueError naming it."""
+    if not metrics:
+        return ""
+    if not isinstance(metrics, dict):
+        raise ValueError("report_progress: metrics must be a dict of name to number, got %r" % type(metrics).__name__)
+    out = {}
+    for k, v in metrics.items():
+        if not isinstance(k, str) or not k:
+            raise ValueError("report_progress: metric name %r: want a non-empty string" % (k,))
+        try:
+            x = float(v)  # int, float, numpy and 0-d torch numbers
+        except (TypeError, ValueError):
+            raise ValueError("report_progress: metric %r = %r: want a number" % (k, v)) from None
+        if isinstance(v, (str, bytes)):
+            raise ValueError("report_progress: metric %r = %r: want a number, not a string" % (k, v))
+        out[k] = x if math.isfinite(x) else ("nan" if x != x else ("inf" if x > 0 else "-inf"))
+    line = json.dumps(out, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    if len(line.encode()) > _MAX_METRICS_BYTES:
+        raise ValueError("report_progress: %d metrics take %d bytes, more than the %d the progress file holds; report fewer" % (
+            len(out), len(line.encode()), _MAX_METRICS_BYTES))
+    return line
 
 
 def _fsync_path(path):
@@ -236,15 +269,22 @@ class Checkpointer:
         _fsync_path(d)
         return marker
 
-    def report_progress(self, step, tokens=0, min_interval=1.0):
+    def report_progress(self, step, tokens=0, min_interval=1.0, metrics=None):
         """Tell trainrun the optimizer step just finished, for its observed
-        step time, MFU and stuck-job metrics. Only rank 0 writes (the others
-        return False at once); at most once per min_interval seconds.
+        step time, MFU and stuck-job metrics, and (metrics) the trainer's own
+        numbers, e.g. {"loss": 2.31}: `trainrun sweep status` shows the last
+        ones and picks the best trial by one of them. Only rank 0 writes (the
+        others return False at once); at most once per min_interval seconds,
+        so report the final step with min_interval=0.
 
-        Protocol: $TRAINRUN_JOB_DIR/launch/progress holds one line
-        "STEP TOKENS UNIX_TIME", replaced atomically (temporary file, rename).
-        TOKENS counts tokens trained since the run's first start (0 if
-        unknown). Not fsynced: it is a live signal, not state."""
+        Protocol: $TRAINRUN_JOB_DIR/launch/progress holds the line
+        "STEP TOKENS UNIX_TIME", replaced atomically (temporary file, rename);
+        with metrics, a second line holds them as one JSON object of name to
+        number (NaN and infinities as the strings "nan", "inf", "-inf").
+        Readers of the first line alone see what they always saw. TOKENS
+        counts tokens trained since the run's first start (0 if unknown). Not
+        fsynced: it is a live signal, not state."""
+        extra = _metrics_line(metrics)  # bad metrics fail on every rank, not only rank 0
         if self.rank != 0 or not self.job_dir:
             return False
         now = time.time()
@@ -253,7 +293,7 @@ class Checkpointer:
         self._progress_at = now
         path = os.path.join(self.job_dir, "launch", "progress")
         try:
-            _write_new(path, ("%d %d %.3f\n" % (int(step), int(tokens), now)).encode())
+            _write_new(path, ("%d %d %.3f\n" % (int(step), int(tokens), now) + extra).encode())
         except OSError:
             return False
         return True

@@ -97,6 +97,28 @@ func TestPlanDoesNoIO(t *testing.T) {
 	}
 }
 
+// The sweep's expansion and status aggregation are pure: `trainrun sweep`
+// reads Slurm and the trials' files and passes the facts in, so the rules
+// are tested without either.
+func TestSweepDoesNoIO(t *testing.T) {
+	banned := []string{"os", "os/exec", "net/http", "syscall", "io/fs", module + "internal/slurm"}
+	n := 0
+	for _, f := range moduleFiles(t) {
+		if !under(f.rel, "wrapper/internal/sweep") || strings.HasSuffix(f.rel, "_test.go") {
+			continue
+		}
+		n++
+		for _, im := range f.imports {
+			if slices.Contains(banned, im) {
+				t.Errorf("%s imports %s: wrapper/internal/sweep does no I/O (the sweep command reads and passes the facts in)", f.rel, im)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no files under wrapper/internal/sweep/")
+	}
+}
+
 func TestCheckpointKnowsNoPlanner(t *testing.T) {
 	for _, f := range moduleFiles(t) {
 		if !under(f.rel, "checkpoint") {

@@ -95,6 +95,8 @@ type Event struct {
 type Start struct {
 	Partition string `json:"partition,omitempty"`
 	JobName   string `json:"job_name,omitempty"`
+	Run       string `json:"run,omitempty"`   // trainrun run --name (or the derived name)
+	Sweep     string `json:"sweep,omitempty"` // TRAINRUN_SWEEP: the sweep or branch set this run is a trial of
 	Nodes     int    `json:"nodes"`
 	GPUs      int    `json:"gpus"`
 	GPUType   string `json:"gpu_type,omitempty"`

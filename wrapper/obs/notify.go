@@ -69,6 +69,9 @@ func newNotifier(cfg Config, g prometheus.Gatherer) *notifier {
 	if cfg.Pushgateway != "" {
 		n.pusher = push.New(cfg.Pushgateway, "trainrun").Grouping("job_id", cfg.JobID).
 			Gatherer(g).Client(n.client.StandardClient())
+		if cfg.Sweep != "" { // every trial of a sweep under one label: sum by (sweep)
+			n.pusher = n.pusher.Grouping("sweep", cfg.Sweep)
+		}
 	}
 	go n.pushLoop()
 	return n

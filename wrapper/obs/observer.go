@@ -22,6 +22,7 @@ type Config struct {
 	JobID     string
 	Partition string
 	Restart   int
+	Sweep     string // TRAINRUN_SWEEP: a trial's Pushgateway group also carries sweep=Sweep
 
 	// MetricsAddr is HOST:PORT to serve /metrics on ("" = off).
 	MetricsAddr string

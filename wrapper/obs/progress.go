@@ -67,7 +67,8 @@ func (p *ProgressReader) Poll() (Event, bool) {
 		return Event{}, false
 	}
 	p.last = line
-	step, tokens, at, ok := ParseProgress(line)
+	first, _, _ := strings.Cut(line, "\n") // a second line holds the trainer's metrics (ParseMetrics)
+	step, tokens, at, ok := ParseProgress(first)
 	if !ok {
 		return Event{}, false
 	}

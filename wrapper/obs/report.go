@@ -15,6 +15,7 @@ import (
 // log.
 type Report struct {
 	JobID, JobName, Partition string
+	Run, Sweep                string // the run's name and its sweep's (newest start event)
 	Start                     *Start // of the newest incarnation
 	Incarnations              []Incarnation
 	Checkpoints               []CkptRecord
@@ -108,6 +109,7 @@ func BuildReport(evs []Event) *Report {
 				r.Start = s
 				cur.ResumeFrom = s.ResumeFrom
 				r.JobName, r.Partition = cmp.Or(s.JobName, r.JobName), cmp.Or(s.Partition, r.Partition)
+				r.Run, r.Sweep = cmp.Or(s.Run, r.Run), cmp.Or(s.Sweep, r.Sweep)
 			}
 		case KindCkptRequest:
 			asked = e.Time
@@ -268,6 +270,9 @@ func (r *Report) WriteText(w io.Writer) {
 	part := ""
 	if r.Partition != "" {
 		part = " on " + r.Partition
+	}
+	if r.Sweep != "" {
+		part += ", run " + r.Run + " of sweep " + r.Sweep
 	}
 	status := "not finished"
 	if t.Finished {

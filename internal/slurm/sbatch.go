@@ -1,0 +1,227 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SbatchRequest is one `sbatch` submission. Zero fields are not passed;
+// Slurm's defaults (and the script's #SBATCH lines) apply.
+type SbatchRequest struct {
+	Script        string        // path of the batch script
+	Args          []string      // the script's arguments
+	JobName       string        // --job-name
+	Array         string        // --array, e.g. "0-5%2"
+	Dependency    string        // --dependency, e.g. "afterok:123"
+	Partition     string        // --partition
+	Nodes         int           // --nodes
+	NtasksPerNode int           // --ntasks-per-node
+	GPUsPerNode   int           // --gpus-per-node
+	Time          time.Duration // --time (rounded up to whole minutes)
+	Output        string        // --output (%A array job, %a index, %j job id)
+	Requeue       bool          // --requeue, with --open-mode=append so a requeued job's log continues
+	Signal        string        // --signal, e.g. "B:USR1@90"
+	Export        string        // --export, e.g. "ALL,TRAINRUN_SWEEP=x"
+	Extra         []string      // further sbatch flags, as given
+}
+
+// Argv is the sbatch command line of r, without the program name. It asks
+// for --parsable output: the job id alone.
+func (r SbatchRequest) Argv() []string {
+	a := []string{"--parsable"}
+	add := func(flag, v string) {
+		if v != "" {
+			a = append(a, flag+"="+v)
+		}
+	}
+	add("--job-name", r.JobName)
+	add("--array", r.Array)
+	add("--dependency", r.Dependency)
+	add("--partition", r.Partition)
+	if r.Nodes > 0 {
+		add("--nodes", strconv.Itoa(r.Nodes))
+	}
+	if r.NtasksPerNode > 0 {
+		add("--ntasks-per-node", strconv.Itoa(r.NtasksPerNode))
+	}
+	if r.GPUsPerNode > 0 {
+		add("--gpus-per-node", strconv.Itoa(r.GPUsPerNode))
+	}
+	if r.Time > 0 {
+		add("--time", strconv.Itoa(int((r.Time+time.Minute-1)/time.Minute)))
+	}
+	add("--output", r.Output)
+	if r.Requeue {
+		a = append(a, "--requeue", "--open-mode=append")
+	}
+	add("--signal", r.Signal)
+	add("--export", r.Export)
+	a = append(a, r.Extra...)
+	a = append(a, r.Script)
+	return append(a, r.Args...)
+}
+
+// Sbatch submits r and returns the job id (of an array: the array's job id).
+func (c Client) Sbatch(ctx context.Context, r SbatchRequest) (string, error) {
+	if r.Script == "" {
+		return "", fmt.Errorf("sbatch: no batch script")
+	}
+	out, err := c.query(ctx, Sbatch, r.Argv()...)
+	if err != nil {
+		return "", err
+	}
+	return ParseSbatchID(string(out))
+}
+
+// ParseSbatchID reads `sbatch --parsable` output: "ID" or "ID;CLUSTER".
+func ParseSbatchID(out string) (string, error) {
+	line := strings.TrimSpace(out)
+	if i := strings.LastIndexByte(line, '\n'); i >= 0 { // warnings before the id
+		line = strings.TrimSpace(line[i+1:])
+	}
+	id, _, _ := strings.Cut(line, ";")
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+		return "", fmt.Errorf("sbatch --parsable printed %q, not a job id", clip(out, 200))
+	}
+	return id, nil
+}
+
+// ArrayTask is one element of a job array as `scontrol show job -o ARRAY`
+// reports it.
+type ArrayTask struct {
+	Index    int
+	JobID    string // the element's own job id; "" while it has not been split off the pending rest
+	State    string // JobState
+	Reason   string // Reason (None when there is none)
+	ExitCode string // ExitCode, "STATUS:SIGNAL"
+	Restarts int
+}
+
+// ArrayTasks runs `scontrol show job -o ID` for an array job and returns
+// its elements by index. An array that Slurm no longer knows (it aged out
+// after MinJobAge) is an *Error, as for any missing job.
+func (c Client) ArrayTasks(ctx context.Context, arrayID string) (map[int]ArrayTask, error) {
+	out, err := c.query(ctx, Scontrol, "show", "job", "-o", arrayID)
+	if err != nil {
+		return nil, err
+	}
+	return ParseArrayTasks(string(out))
+}
+
+// ParseArrayTasks reads `scontrol show job -o` of an array: one line per
+// element that started, and one for the pending rest with ArrayTaskId a
+// range expression such as "2-5%2" or "3,5-7".
+func ParseArrayTasks(out string) (map[int]ArrayTask, error) {
+	m := map[int]ArrayTask{}
+	for _, r := range ParseRecords(out) {
+		spec := r["ArrayTaskId"]
+		if spec == "" {
+			continue
+		}
+		idx, err := ParseArrayIndices(spec)
+		if err != nil {
+			return nil, fmt.Errorf("scontrol show job: JobId=%s ArrayTaskId=%q: %w", r["JobId"], spec, err)
+		}
+		t := ArrayTask{State: r["JobState"], Reason: r["Reason"], ExitCode: r["ExitCode"]}
+		t.Restarts, _ = strconv.Atoi(r["Restarts"])
+		if len(idx) == 1 && !strings.ContainsAny(spec, "-,%") {
+			t.JobID = r["JobId"]
+		}
+		for _, i := range idx {
+			t.Index = i
+			m[i] = t
+		}
+	}
+	return m, nil
+}
+
+// ParseArrayIndices expands an array index expression: "0-5%2", "3",
+// "1,4-6", "0-10:2" (a step). The "%K" throttle is dropped.
+func ParseArrayIndices(spec string) ([]int, error) {
+	spec, _, _ = strings.Cut(spec, "%")
+	var out []int
+	for _, part := range strings.Split(spec, ",") {
+		rng, stepS, hasStep := strings.Cut(part, ":")
+		loS, hiS, isRange := strings.Cut(rng, "-")
+		lo, err := strconv.Atoi(loS)
+		if err != nil || lo < 0 {
+			return nil, fmt.Errorf("%q is not an index or a range LO-HI", part)
+		}
+		hi, step := lo, 1
+		if isRange {
+			if hi, err = strconv.Atoi(hiS); err != nil || hi < lo {
+				return nil, fmt.Errorf("%q: the range's end must be an integer not below its start", part)
+			}
+		}
+		if hasStep {
+			if step, err = strconv.Atoi(stepS); err != nil || step <= 0 {
+				return nil, fmt.Errorf("%q: the step must be a positive integer", part)
+			}
+		}
+		if (hi-lo)/step > 1_000_000 {
+			return nil, fmt.Errorf("%q: more than a million indices", part)
+		}
+		for i := lo; i <= hi; i += step {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// NodeGPUs is the GPU count of the partition's nodes (`scontrol show node
+// -o`, Gres=gpu[:TYPE]:N; partition "" is every node): the least of them, so
+// a trial sized by it fits on any.
+func (c Client) NodeGPUs(ctx context.Context, partition string) (int, error) {
+	out, err := c.query(ctx, Scontrol, "show", "node", "-o")
+	if err != nil {
+		return 0, err
+	}
+	n := ParseNodeGPUs(string(out), partition)
+	if n == 0 {
+		return 0, fmt.Errorf("scontrol show node: no node with GPUs (Gres=gpu:N) in partition %q", partition)
+	}
+	return n, nil
+}
+
+// ParseNodeGPUs reads the least GPU count of the nodes of partition
+// (every node when "") from `scontrol show node -o`; 0 when none has GPUs.
+func ParseNodeGPUs(out, partition string) int {
+	least := 0
+	for _, r := range ParseRecords(out) {
+		if partition != "" && !containsField(r["Partitions"], partition) {
+			continue
+		}
+		n := gresGPUs(r["Gres"])
+		if n > 0 && (least == 0 || n < least) {
+			least = n
+		}
+	}
+	return least
+}
+
+func containsField(list, v string) bool {
+	for _, x := range strings.Split(list, ",") {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// gresGPUs reads "gpu:8", "gpu:h100:8(S:0-1)" or "gpu:4,shard:8".
+func gresGPUs(gres string) int {
+	for _, g := range strings.Split(gres, ",") {
+		g, _, _ = strings.Cut(g, "(")
+		f := strings.Split(g, ":")
+		if len(f) < 2 || f[0] != "gpu" {
+			continue
+		}
+		if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/trainrun/trainrun/internal/atomicfile"
+	"github.com/trainrun/trainrun/internal/safefs"
+	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/sweep"
+)
+
+func init() {
+	register(&command{name: "sweep", short: "run a hyperparameter sweep as one Slurm job array of short trainrun runs (and 'sweep status DIR')", run: runSweep})
+}
+
+const sweepSynopsis = "sweep [plan flags] --grid KEY=V1,V2 [...] [--random N --range KEY=LO:HI[:log]] [--max-concurrent K] [--time LIMIT] [--nodes N] [--gpus-per-node G] [--format table|json] [--dry-run] -- CMD {KEY}..."
+
+var sweepHelpTail = joinLines(
+	"",
+	"Expands the grid (every combination; with --random N, N samples of the --range keys per grid point,",
+	"drawn from --seed) into trials and submits them as one job array, sbatch --array=0-(N-1)%K: Slurm",
+	"runs at most K at a time and backfills them into the gaps between larger jobs. Trial i runs",
+	"'trainrun run --name trial-i --job-dir SWEEPDIR [plan flags] -- CMD' with {KEY} replaced by its value",
+	"and TRAINRUN_SWEEP_KEY exported (also TRAINRUN_SWEEP, the sweep's name, and TRAINRUN_SWEEP_TRIAL);",
+	"its plan, launch files and checkpoint store are SWEEPDIR/runs/trial-i, and it is requeued and",
+	"resumed like any trainrun run (a preempted trial resumes, it is not lost).",
+	"",
+	"Time limit: --time, or planned: the planner's step time for the model (--model or shape flags,",
+	"--gpu, --seq-len, --global-batch) on the trial's GPUs, times --steps (or --tokens), plus",
+	"--time-margin and --ckpt-lead, rounded up to a minute. A short limit is what lets trials backfill.",
+	"--proxy-scale F plans the trials on the model scaled by F in width and depth and prints the",
+	"sweep's GPU-hours against the same sweep on the full model.",
+	"",
+	"SWEEPDIR (--sweep-dir, default ./trainrun-sweep-NAME) holds sweep.json (the trials and their",
+	"parameters), sweep.sbatch (the array's script) and logs/trial-i.out. The trainer reports metrics",
+	"with Checkpointer.report_progress(step, metrics={\"loss\": ...}); 'trainrun sweep status SWEEPDIR'",
+	"shows every trial's state, steps and last metrics, and the best trial by --metric.",
+	"",
+)
+
+// sweepOptions are the flags of `trainrun sweep`.
+type sweepOptions struct {
+	plan       planOptions
+	grid       []string
+	ranges     []string
+	random     int
+	seed       uint64
+	maxConc    int
+	timeLimit  string
+	nodes      int
+	steps      int
+	proxyScale float64
+	metric     string
+	maximize   bool
+	dryRun     bool
+	dir        string
+	name       string
+	partition  string
+	runArgs    []string
+	sbatchArgs []string
+}
+
+// sweepPlanFlagsNotForRun are plan flags that size or describe the sweep
+// itself; every other plan flag given is passed on to each trial's run.
+var sweepPlanFlagsNotForRun = append([]string{"tokens"}, planFlagsNotForRun...)
+
+func (o *sweepOptions) addFlags(fs *pflag.FlagSet) {
+	o.plan.AddFlags(fs)
+	for _, name := range []string{"top", "nodelist", "topology-conf", "gpus"} {
+		fs.MarkHidden(name)
+	}
+	fs.Lookup("format").Usage = "table|json"
+	fs.Lookup("gpus-per-node").Usage = "GPUs (and tasks) per node of each trial (default: all GPUs of a node of the partition, from scontrol show node)"
+	fs.Lookup("tokens").Usage = "tokens each trial trains, for the planned time limit (default: --steps × --global-batch × --seq-len)"
+	fs.StringArrayVar(&o.grid, "grid", nil, "KEY=V1,V2,...: sweep KEY over these values (repeat for a grid: every combination)")
+	fs.IntVar(&o.random, "random", 0, "N random samples of the --range keys (per grid point)")
+	fs.StringArrayVar(&o.ranges, "range", nil, "KEY=LO:HI[:log]: --random samples KEY uniformly (log: log-uniformly) in [LO, HI)")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the --random samples (the same seed, the same trials)")
+	fs.IntVar(&o.maxConc, "max-concurrent", 0, "run at most K trials at once (sbatch --array=...%K; 0 = as many as Slurm starts)")
+	fs.StringVar(&o.timeLimit, "time", "", "time limit of each trial (30m, 1h30m or Slurm's MM, HH:MM:SS, D-HH); default: planned, see below")
+	fs.IntVar(&o.nodes, "nodes", 1, "nodes of each trial")
+	fs.IntVar(&o.steps, "steps", 0, "optimizer steps each trial trains, for the planned time limit")
+	fs.Float64Var(&o.proxyScale, "proxy-scale", 0, "plan the trials on the model scaled by F (0 < F < 1) in width and depth, and print the sweep's cost against the full model's")
+	fs.StringVar(&o.metric, "metric", "loss", "the metric 'sweep status' ranks trials by (as the trainer reports it)")
+	fs.BoolVar(&o.maximize, "maximize", false, "the best trial has the highest --metric (default: the lowest)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the trials, the sbatch command line and the script; submit nothing, write nothing")
+	fs.StringVar(&o.dir, "sweep-dir", "", "the sweep's directory, on a file system all nodes share (default ./trainrun-sweep-NAME)")
+	fs.StringVar(&o.name, "name", "", "the sweep's name: the array's job name, TRAINRUN_SWEEP, the metrics' sweep label (default: the swept keys and a hash of the sweep)")
+	fs.StringVar(&o.partition, "partition", "", "partition of the array (default: Slurm's)")
+	fs.StringArrayVar(&o.runArgs, "run-arg", nil, "pass this flag on to each trial's trainrun run, e.g. --run-arg=--max-requeue=3 (repeat)")
+	fs.StringArrayVar(&o.sbatchArgs, "sbatch-arg", nil, "pass this flag on to sbatch, e.g. --sbatch-arg=--account=proj or --sbatch-arg=--exclusive (repeat)")
+}
+
+// sweepManifest is SWEEPDIR/sweep.json.
+type sweepManifest struct {
+	Name        string        `json:"name"`
+	Dir         string        `json:"sweep_dir"`
+	JobID       string        `json:"job_id,omitempty"`
+	Created     time.Time     `json:"created"`
+	Keys        []string      `json:"keys"`
+	Metric      string        `json:"metric"`
+	Maximize    bool          `json:"maximize,omitempty"`
+	Command     []string      `json:"command"`
+	Array       string        `json:"array"`
+	TimeLimitS  int64         `json:"time_limit_s"`
+	TimeSource  string        `json:"time_source"`
+	Cost        string        `json:"cost,omitempty"`
+	Proxy       []string      `json:"proxy_flags,omitempty"` // --proxy-scale: the scaled model's shape flags, given to each trial's run
+	Nodes       int           `json:"nodes"`
+	GPUsPerNode int           `json:"gpus_per_node"`
+	Trials      []sweepTrialM `json:"trials"`
+}
+
+type sweepTrialM struct {
+	Index  int               `json:"index"`
+	Params map[string]string `json:"params"`
+	Name   string            `json:"name"`
+	Argv   []string          `json:"argv"` // the trial's trainrun run command line
+}
+
+const sweepManifestFile = "sweep.json"
+
+func runSweep(ctx context.Context, env *runEnv, args []string) error {
+	if len(args) > 0 && args[0] == "status" {
+		return runSweepStatus(ctx, env, args[1:])
+	}
+	var o sweepOptions
+	fs := newFlags("sweep", sweepSynopsis, env.stderr)
+	o.addFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n       trainrun sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]\n\nFlags:\n", sweepSynopsis)
+		fs.PrintDefaults()
+		fmt.Fprint(env.stderr, sweepHelpTail)
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return usageErrorf("no training command: put it after --, e.g. trainrun sweep --grid lr=1e-4,3e-4 --time 20m -- python train.py --lr {lr}")
+	}
+	if o.plan.Format != "table" && o.plan.Format != "json" {
+		return usageErrorf("--format %q: accepted: table, json", o.plan.Format)
+	}
+	s, err := o.expand(argv)
+	if err != nil {
+		return err
+	}
+	if err := o.size(ctx, env, fs, s); err != nil {
+		return err
+	}
+	if err := o.planTime(env, fs, s); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	script := sweepScript(exe, s, append(o.forwardedRunFlags(fs), s.Proxy...))
+	req := o.sbatchRequest(s)
+	if o.dryRun {
+		return printSweep(env, o.plan.Format, s, req, script, true)
+	}
+	if err := writeSweepDir(s, script); err != nil {
+		return err
+	}
+	if s.JobID, err = env.slurm.Sbatch(ctx, req); err != nil {
+		return withCode(ExitSlurm, fmt.Errorf("submit the sweep's job array: %w (the sweep's files are in %s)", err, s.Dir))
+	}
+	if err := atomicfile.WriteJSON(filepath.Join(s.Dir, sweepManifestFile), s, 0o644); err != nil {
+		return fmt.Errorf("job array %s submitted, but recording its id in %s failed: %w", s.JobID, filepath.Join(s.Dir, sweepManifestFile), err)
+	}
+	return printSweep(env, o.plan.Format, s, req, script, false)
+}
+
+// expand parses the sweep flags into the manifest's trials.
+func (o *sweepOptions) expand(argv []string) (*sweepManifest, error) {
+	var grid []sweep.Param
+	for _, g := range o.grid {
+		p, err := sweep.ParseGrid(g)
+		if err != nil {
+			return nil, withCode(ExitUsage, err)
+		}
+		grid = append(grid, p)
+	}
+	var ranges []sweep.Range
+	for _, r := range o.ranges {
+		x, err := sweep.ParseRange(r)
+		if err != nil {
+			return nil, withCode(ExitUsage, err)
+		}
+		ranges = append(ranges, x)
+	}
+	trials, err := sweep.Expand(grid, o.random, ranges, o.seed)
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	if o.maxConc < 0 {
+		return nil, usageErrorf("--max-concurrent %d: want 0 (no limit) or more", o.maxConc)
+	}
+	if o.nodes <= 0 {
+		return nil, usageErrorf("--nodes %d: want 1 or more", o.nodes)
+	}
+	keys := sweep.Keys(grid, ranges)
+	name := o.name
+	if name == "" {
+		h := sha256.Sum256([]byte(strings.Join(append(append([]string{}, argv...), append(o.grid, o.ranges...)...), "\x00") + fmt.Sprint(o.random, o.seed)))
+		name = strings.Join(keys, "-")
+		if len(name) > 40 {
+			name = name[:40]
+		}
+		name += "-" + hex.EncodeToString(h[:4])
+	}
+	if err := checkRunName(name); err != nil {
+		return nil, usageErrorf("sweep --name %q: want 1 to 64 letters, digits, '.', '_' or '-'", name)
+	}
+	dir := o.dir
+	if dir == "" {
+		dir = "trainrun-sweep-" + name
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	s := &sweepManifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: keys, Metric: o.metric, Maximize: o.maximize,
+		Command: argv, Array: sweep.ArraySpec(len(trials), o.maxConc), Nodes: o.nodes}
+	for _, t := range trials {
+		s.Trials = append(s.Trials, sweepTrialM{Index: t.Index, Params: t.Params, Name: fmt.Sprintf("trial-%d", t.Index)})
+	}
+	return s, nil
+}
+
+// size sets the trial's GPUs per node: --gpus-per-node, else all GPUs of a
+// node of the partition.
+func (o *sweepOptions) size(ctx context.Context, env *runEnv, fs *pflag.FlagSet, s *sweepManifest) error {
+	if fs.Changed("gpus-per-node") {
+		if o.plan.GPUsPerNode <= 0 {
+			return usageErrorf("--gpus-per-node %d: want 1 or more", o.plan.GPUsPerNode)
+		}
+		s.GPUsPerNode = o.plan.GPUsPerNode
+		return nil
+	}
+	n, err := env.slurm.NodeGPUs(ctx, o.partition)
+	if err != nil || n <= 0 {
+		return withCode(ExitSlurm, fmt.Errorf("--gpus-per-node not given and the GPUs of a node could not be read from Slurm (%v): give --gpus-per-node G", err))
+	}
+	s.GPUsPerNode = n
+	return nil
+}
+
+// forwardedRunFlags are the plan flags given to the sweep that each trial's
+// run takes, then the --run-arg flags.
+func (o *sweepOptions) forwardedRunFlags(fs *pflag.FlagSet) []string {
+	var out []string
+	skip := map[string]bool{}
+	for _, n := range sweepPlanFlagsNotForRun {
+		skip[n] = true
+	}
+	probe := pflag.NewFlagSet("plan", pflag.ContinueOnError)
+	var po planOptions
+	po.AddFlags(probe)
+	fs.Visit(func(f *pflag.Flag) {
+		if skip[f.Name] || probe.Lookup(f.Name) == nil {
+			return
+		}
+		out = append(out, "--"+f.Name+"="+f.Value.String())
+	})
+	return append(out, o.runArgs...)
+}
+
+func (o *sweepOptions) sbatchRequest(s *sweepManifest) slurm.SbatchRequest {
+	return slurm.SbatchRequest{
+		Script: filepath.Join(s.Dir, "sweep.sbatch"), JobName: "sweep-" + s.Name, Array: s.Array, Partition: o.partition,
+		Nodes: s.Nodes, NtasksPerNode: s.GPUsPerNode, GPUsPerNode: s.GPUsPerNode, Time: time.Duration(s.TimeLimitS) * time.Second,
+		Output: filepath.Join(s.Dir, "logs", "trial-%a.out"), Requeue: true, Extra: o.sbatchArgs,
+	}
+}
+
+// writeSweepDir creates SWEEPDIR with its manifest and script; a directory
+// that already holds a sweep is refused (a second submission of the same
+// sweep is almost always a mistake).
+func writeSweepDir(s *sweepManifest, script string) error {
+	if _, err := os.Stat(filepath.Join(s.Dir, sweepManifestFile)); err == nil {
+		return usageErrorf("%s already holds a sweep (%s): see it with 'trainrun sweep status %s', or start another with --sweep-dir DIR or --name NAME", s.Dir, sweepManifestFile, s.Dir)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return withCode(ExitUsage, fmt.Errorf("sweep dir %s: %w", s.Dir, err))
+	}
+	for _, d := range []string{s.Dir, filepath.Join(s.Dir, "logs")} {
+		if err := safefs.MkdirOwn(d, "sweep directory"); err != nil {
+			return withCode(ExitUsage, err)
+		}
+	}
+	if script != "" {
+		if err := atomicfile.WriteFile(filepath.Join(s.Dir, "sweep.sbatch"), []byte(script), 0o755); err != nil {
+			return err
+		}
+	}
+	return atomicfile.WriteJSON(filepath.Join(s.Dir, sweepManifestFile), s, 0o644)
+}
+
+// sweepJSON is the contract's `trainrun sweep --format json`.
+type sweepJSON struct {
+	Dir    string        `json:"sweep_dir"`
+	JobID  string        `json:"job_id,omitempty"`
+	Trials []sweep.Trial `json:"trials"`
+}
+
+func printSweep(env *runEnv, format string, s *sweepManifest, req slurm.SbatchRequest, script string, dry bool) error {
+	if env.stdout == nil {
+		return nil
+	}
+	trials := make([]sweep.Trial, len(s.Trials))
+	for i, t := range s.Trials {
+		trials[i] = sweep.Trial{Index: t.Index, Params: t.Params}
+	}
+	w := env.stdout
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sweepJSON{Dir: s.Dir, JobID: s.JobID, Trials: trials})
+	}
+	fmt.Fprintf(w, "sweep %s: %d trials (%s), one job array --array=%s, %d node(s) x %d GPU(s) each, time limit %s (%s)\n",
+		s.Name, len(s.Trials), strings.Join(s.Keys, " x "), s.Array, s.Nodes, s.GPUsPerNode, time.Duration(s.TimeLimitS)*time.Second, s.TimeSource)
+	if s.Cost != "" {
+		fmt.Fprintf(w, "cost: %s\n", s.Cost)
+	}
+	fmt.Fprintf(w, "%-6s", "trial")
+	for _, k := range s.Keys {
+		fmt.Fprintf(w, " %-12s", k)
+	}
+	fmt.Fprintln(w)
+	for _, t := range s.Trials {
+		fmt.Fprintf(w, "%-6d", t.Index)
+		for _, k := range s.Keys {
+			fmt.Fprintf(w, " %-12s", t.Params[k])
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "sweep dir  %s\n", s.Dir)
+	if dry {
+		fmt.Fprintf(w, "dry run: would submit  sbatch %s\n\n%s", strings.Join(req.Argv(), " "), script)
+		return nil
+	}
+	fmt.Fprintf(w, "job id     %s\nstatus     trainrun sweep status %s\n", s.JobID, s.Dir)
+	return nil
+}

@@ -1,0 +1,156 @@
+package sweep
+
+import (
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func mustGrid(t *testing.T, s string) Param {
+	t.Helper()
+	p, err := ParseGrid(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExpandGrid3x2(t *testing.T) {
+	trials, err := Expand([]Param{mustGrid(t, "lr=0.01,0.05,0.2"), mustGrid(t, "mom=0,0.9")}, 0, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]string{
+		{"lr": "0.01", "mom": "0"}, {"lr": "0.01", "mom": "0.9"}, {"lr": "0.05", "mom": "0"},
+		{"lr": "0.05", "mom": "0.9"}, {"lr": "0.2", "mom": "0"}, {"lr": "0.2", "mom": "0.9"},
+	}
+	if len(trials) != 6 {
+		t.Fatalf("%d trials, want 6", len(trials))
+	}
+	for i, tr := range trials {
+		if tr.Index != i || !reflect.DeepEqual(tr.Params, want[i]) {
+			t.Errorf("trial %d = %+v, want %v", i, tr, want[i])
+		}
+	}
+}
+
+func TestExpandRandomIsSeededAndInRange(t *testing.T) {
+	r, err := ParseRange("lr=1e-5:1e-2:log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Expand([]Param{mustGrid(t, "bs=8,16")}, 5, []Range{r}, 7)
+	if err != nil || len(a) != 10 {
+		t.Fatalf("%d trials, %v", len(a), err)
+	}
+	b, _ := Expand([]Param{mustGrid(t, "bs=8,16")}, 5, []Range{r}, 7)
+	c, _ := Expand([]Param{mustGrid(t, "bs=8,16")}, 5, []Range{r}, 8)
+	if !reflect.DeepEqual(a, b) {
+		t.Error("the same seed gave two sweeps")
+	}
+	if reflect.DeepEqual(a, c) {
+		t.Error("another seed gave the same sweep")
+	}
+	lows := 0
+	for _, tr := range a {
+		v, err := strconv.ParseFloat(tr.Params["lr"], 64)
+		if err != nil || v < 1e-5 || v >= 1e-2*1.001 {
+			t.Errorf("lr %q out of [1e-5, 1e-2)", tr.Params["lr"])
+		}
+		if v < 3e-4 {
+			lows++
+		}
+	}
+	if lows == 0 || lows == len(a) {
+		t.Errorf("log sampling: %d of %d below the geometric middle", lows, len(a))
+	}
+}
+
+func TestParseErrorsNameTheInput(t *testing.T) {
+	for _, bad := range []string{"lr", "lr=", "lr=1,,2", "lr=1,1", "1x=2", "tp=1,2", "resume=a"} {
+		if _, err := ParseGrid(bad); err == nil || !strings.Contains(err.Error(), "--grid") {
+			t.Errorf("ParseGrid(%q) = %v", bad, err)
+		}
+	}
+	for _, bad := range []string{"lr=1", "lr=2:1", "lr=0:1:log", "lr=a:b", "lr=1:2:sqrt"} {
+		if _, err := ParseRange(bad); err == nil || !strings.Contains(err.Error(), "--range") {
+			t.Errorf("ParseRange(%q) = %v", bad, err)
+		}
+	}
+	if _, err := Expand(nil, 0, nil, 0); err == nil {
+		t.Error("an empty sweep expanded")
+	}
+	if _, err := Expand([]Param{mustGrid(t, "a=1,2"), mustGrid(t, "a=3")}, 0, nil, 0); err == nil {
+		t.Error("a key swept twice")
+	}
+	big := Param{Key: "x"}
+	for i := 0; i < 1001; i++ {
+		big.Values = append(big.Values, strconv.Itoa(i))
+	}
+	if _, err := Expand([]Param{big}, 0, nil, 0); err == nil || !strings.Contains(err.Error(), "MaxArraySize") {
+		t.Errorf("1001 trials: %v", err)
+	}
+}
+
+func TestSubstituteKeepsRunTemplates(t *testing.T) {
+	out, unused := Substitute([]string{"python", "t.py", "--lr={lr}", "--tp", "{tp}", "--resume", "{resume}"}, map[string]string{"lr": "0.1", "wd": "0"})
+	if !reflect.DeepEqual(out, []string{"python", "t.py", "--lr=0.1", "--tp", "{tp}", "--resume", "{resume}"}) {
+		t.Errorf("got %q", out)
+	}
+	if !reflect.DeepEqual(unused, []string{"wd"}) {
+		t.Errorf("unused %v", unused)
+	}
+	if EnvName("lr") != "TRAINRUN_SWEEP_LR" || ArraySpec(6, 2) != "0-5%2" || ArraySpec(3, 0) != "0-2" || ArraySpec(3, 5) != "0-2" {
+		t.Error("EnvName or ArraySpec")
+	}
+}
+
+func TestStateOf(t *testing.T) {
+	cases := []struct {
+		f           TrialFacts
+		state, want string
+	}{
+		{TrialFacts{InSlurm: true, State: "PENDING", Reason: "JobArrayTaskLimit"}, Pending, "JobArrayTaskLimit"},
+		{TrialFacts{InSlurm: true, State: "PENDING", Reason: "BeginTime", Restarts: 1}, Requeued, "BeginTime"},
+		{TrialFacts{InSlurm: true, State: "RUNNING"}, Running, ""},
+		{TrialFacts{InSlurm: true, State: "PREEMPTED"}, Preempted, ""},
+		{TrialFacts{InSlurm: true, State: "REQUEUED"}, Requeued, ""},
+		{TrialFacts{InSlurm: true, State: "COMPLETED", Finished: true}, Finished, ""},
+		{TrialFacts{InSlurm: true, State: "COMPLETED", ExitCode: "0:0"}, Failed, "recorded no finish"},
+		{TrialFacts{InSlurm: true, State: "FAILED", ExitCode: "5:0", Reason: "NonZeroExitCode"}, Failed, "FAILED, exit 5:0, NonZeroExitCode"},
+		{TrialFacts{InSlurm: true, State: "TIMEOUT"}, Failed, "TIMEOUT"},
+		{TrialFacts{Finished: true}, Finished, ""},
+		{TrialFacts{}, Failed, "no longer knows"},
+	}
+	for _, c := range cases {
+		s, r := StateOf(c.f)
+		if s != c.state || !strings.Contains(r, c.want) {
+			t.Errorf("StateOf(%+v) = %s %q, want %s %q", c.f, s, r, c.state, c.want)
+		}
+	}
+}
+
+func TestBest(t *testing.T) {
+	rows := []TrialStatus{
+		{Index: 0, Metric: map[string]float64{"loss": 0.5}},
+		{Index: 1, Metric: map[string]float64{"loss": math.NaN()}},
+		{Index: 2, Metric: map[string]float64{"loss": 0.2}},
+		{Index: 3, Metric: map[string]float64{"acc": 9}},
+		{Index: 4, Metric: map[string]float64{"loss": 0.9}},
+	}
+	if b, ok := Best(rows, "loss", false); !ok || b.Index != 2 {
+		t.Errorf("lowest loss: %+v %v", b, ok)
+	}
+	if b, ok := Best(rows, "loss", true); !ok || b.Index != 4 {
+		t.Errorf("highest loss: %+v %v", b, ok)
+	}
+	if _, ok := Best(rows, "ppl", false); ok {
+		t.Error("a best by a metric no trial reported")
+	}
+	c := Counts([]TrialStatus{{State: Running}, {State: Running}, {State: Finished}})
+	if c[Running] != 2 || c[Finished] != 1 || c[Pending] != 0 || len(c) != 6 {
+		t.Errorf("Counts = %v", c)
+	}
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/trainrun/trainrun/checkpoint"
+)
+
+// initialCheckpoint is --init-from: a committed checkpoint (STORE/TAG) that
+// a run starts from while its own store has none (a branch of `trainrun
+// branches`, a fine-tune of another run's result). It must verify: a run
+// that silently started from scratch instead would waste its allocation.
+func initialCheckpoint(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	st, err := checkpoint.Open(filepath.Dir(abs))
+	if err != nil {
+		return "", usageErrorf("--init-from %s: %v", dir, err)
+	}
+	if _, err := st.Verify(filepath.Base(abs)); err != nil {
+		return "", withCode(ExitCheckpoint, fmt.Errorf("--init-from %s: %w (it must be a committed checkpoint: see 'trainrun ckpt verify %s --ckpt-dir %s')",
+			dir, err, filepath.Base(abs), filepath.Dir(abs)))
+	}
+	return abs, nil
+}
+
+// resumeOrInit keeps the store's latest checkpoint as the resume point, or,
+// when the store has none and --init-from was given, starts from that.
+func (r *runner) resumeOrInit() error {
+	if r.resume != "" || r.opts.initFrom == "" {
+		return nil
+	}
+	d, err := initialCheckpoint(r.opts.initFrom)
+	if err != nil {
+		return err
+	}
+	r.resume = d
+	r.logf("starting from %s (--init-from; this run's store %s has no checkpoint yet)", d, r.ckptDir)
+	return nil
+}

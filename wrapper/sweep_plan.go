@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/plan"
+)
+
+// parseTimeLimit reads --time: a Go duration (30m, 1h30m) or Slurm's
+// formats (MM, HH:MM:SS, D-HH:MM).
+func parseTimeLimit(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		d, err = slurm.ParseDuration(s)
+	}
+	if err != nil || d <= 0 {
+		return 0, usageErrorf("--time %q: want a positive limit such as 30m, 1h30m, 45 (minutes) or 1:30:00", s)
+	}
+	return d, nil
+}
+
+// planTime sets the trial's time limit: --time, or planned from the
+// planner's step time and the trial's steps. With --proxy-scale it also
+// prices the sweep against the full model.
+func (o *sweepOptions) planTime(env *runEnv, fs *pflag.FlagSet, s *sweepManifest) error {
+	if o.proxyScale != 0 && !(o.proxyScale > 0 && o.proxyScale < 1) {
+		return usageErrorf("--proxy-scale %g: want a factor between 0 and 1 (0.25 = a quarter of the width and depth)", o.proxyScale)
+	}
+	if o.timeLimit != "" {
+		d, err := parseTimeLimit(o.timeLimit)
+		if err != nil {
+			return err
+		}
+		s.TimeLimitS, s.TimeSource = int64(d/time.Second), "given"
+		if o.proxyScale > 0 {
+			return o.priceProxy(fs, s)
+		}
+		return nil
+	}
+	step, j, err := o.trialStep(fs, s, o.proxyScale)
+	if err != nil {
+		return usageErrorf("--time not given and it cannot be planned: %v (give --time LIMIT, or the model and --steps N)", err)
+	}
+	train := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: step}})
+	lead := o.plan.CkptLead
+	if !fs.Changed("ckpt-lead") { // as trainrun run: at most a quarter of the limit
+		lead = min(lead, max(time.Minute, time.Duration(train/4)*time.Second))
+	}
+	d := time.Duration(math.Ceil(train*(1+o.plan.TimeMargin)))*time.Second + lead
+	d = ((d + time.Minute - 1) / time.Minute) * time.Minute
+	s.TimeLimitS = int64(d / time.Second)
+	s.TimeSource = fmt.Sprintf("planned: %s at %.3g s/step = %s, +%.0f%% margin, +%s checkpoint lead",
+		stepsOf(j), step, time.Duration(train)*time.Second, 100*o.plan.TimeMargin, lead)
+	if o.proxyScale > 0 {
+		s.TimeSource += fmt.Sprintf(", on the model scaled by %g", o.proxyScale)
+		return o.priceProxy(fs, s)
+	}
+	return nil
+}
+
+func stepsOf(j plan.Job) string {
+	return fmt.Sprintf("%.0f steps", math.Ceil(j.Tokens/float64(j.GlobalBatch*j.SeqLen)))
+}
+
+// trialStep plans one trial (scale 0: the model as given) on its GPUs and
+// returns the planner's step time and the trial's job.
+func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale float64) (float64, plan.Job, error) {
+	m, err := o.plan.model(fs)
+	if err != nil {
+		return 0, plan.Job{}, err
+	}
+	if scale > 0 {
+		m = scaleModel(m, scale)
+	}
+	j, err := o.plan.job()
+	if err != nil {
+		return 0, j, err
+	}
+	if o.plan.Tokens == "" {
+		if o.steps <= 0 {
+			return 0, j, fmt.Errorf("no trial length: give --steps N (or --tokens)")
+		}
+		j.Tokens = float64(o.steps) * float64(j.GlobalBatch) * float64(j.SeqLen)
+	}
+	if o.plan.GPU == "" {
+		return 0, j, fmt.Errorf("no GPU type for the planner: give --gpu TYPE (%s)", strings.Join(plan.GPUNames(), " "))
+	}
+	g, err := plan.LookupGPU(o.plan.GPU)
+	if err != nil {
+		return 0, j, err
+	}
+	pins, err := parseFix(o.plan.Fix)
+	if err != nil {
+		return 0, j, err
+	}
+	c := plan.ClusterFor(g, s.Nodes*s.GPUsPerNode, s.GPUsPerNode)
+	r := plan.Search(m, j, c, o.plan.searchOptions(pins))
+	if r.Plan == nil {
+		return 0, j, fmt.Errorf("%s does not fit on %d x %d %s: %s", m.Name, s.Nodes, s.GPUsPerNode, g.Name, plan.NoFit(m, j, c, o.plan.searchOptions(pins), r))
+	}
+	return r.Plan.Time.Step, j, nil
+}
+
+// priceProxy records the sweep's GPU-hours on the proxy and on the full model.
+func (o *sweepOptions) priceProxy(fs *pflag.FlagSet, s *sweepManifest) error {
+	gpus := float64(s.Nodes * s.GPUsPerNode * len(s.Trials))
+	ps, j, err := o.trialStep(fs, s, o.proxyScale)
+	if err != nil {
+		return usageErrorf("--proxy-scale %g: %v", o.proxyScale, err)
+	}
+	if pm, err := o.plan.model(fs); err == nil {
+		s.Proxy = proxyShapeFlags(scaleModel(pm, o.proxyScale))
+	}
+	proxyH := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: ps}}) * gpus / 3600
+	s.Cost = fmt.Sprintf("sweep on the model scaled by %g: %.3g GPU-hours", o.proxyScale, proxyH)
+	fsz, _, err := o.trialStep(fs, s, 0)
+	if err != nil {
+		s.Cost += fmt.Sprintf("; the full model: %v", err)
+		return nil
+	}
+	fullH := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: fsz}}) * gpus / 3600
+	s.Cost += fmt.Sprintf(", against %.3g GPU-hours on the full model (%.1f%%)", fullH, 100*proxyH/fullH)
+	return nil
+}
+
+// scaleModel is m scaled by f in width (heads, hence hidden, and the MLP)
+// and depth (layers), keeping the head dimension and a valid GQA ratio.
+func scaleModel(m plan.Model, f float64) plan.Model {
+	sc := func(n, min int) int { return max(min, int(math.Round(float64(n)*f))) }
+	hd := m.HeadDim
+	if hd == 0 && m.Heads > 0 {
+		hd = m.Hidden / m.Heads
+	}
+	m.Name = fmt.Sprintf("%s x%g", m.Name, f)
+	m.Layers = sc(m.Layers, 1)
+	m.DenseLayers = min(sc(m.DenseLayers, 0), m.Layers)
+	heads := sc(m.Heads, 1)
+	kv := m.KVHeads
+	if kv == 0 {
+		kv = m.Heads
+	}
+	kv = max(1, min(heads, int(math.Round(float64(kv)*f))))
+	for heads%kv != 0 {
+		kv--
+	}
+	m.Heads, m.KVHeads, m.HeadDim, m.Hidden = heads, kv, hd, heads*hd
+	round64 := func(n int) int {
+		if n == 0 {
+			return 0
+		}
+		return max(64, int(math.Round(float64(n)*f/64))*64)
+	}
+	m.FFN, m.MoEFFN, m.SharedFFN = round64(m.FFN), round64(m.MoEFFN), round64(m.SharedFFN)
+	m.QLoRA, m.KVLoRA = round64(m.QLoRA), round64(m.KVLoRA)
+	return m
+}
+
+// proxyShapeFlags are the shape flags of the scaled model, for each trial's
+// trainrun run (they override the preset's shape there) and, as
+// TRAINRUN_PROXY_* in the script, for the trainer that builds it.
+func proxyShapeFlags(m plan.Model) []string {
+	f := []string{fmt.Sprintf("--layers=%d", m.Layers), fmt.Sprintf("--hidden=%d", m.Hidden), fmt.Sprintf("--heads=%d", m.Heads),
+		fmt.Sprintf("--kv-heads=%d", m.KVHeads), fmt.Sprintf("--head-dim=%d", m.HeadDim)}
+	if m.FFN > 0 {
+		f = append(f, fmt.Sprintf("--ffn=%d", m.FFN))
+	}
+	if m.MoEFFN > 0 {
+		f = append(f, fmt.Sprintf("--moe-ffn=%d", m.MoEFFN))
+	}
+	if m.DenseLayers > 0 {
+		f = append(f, fmt.Sprintf("--dense-layers=%d", m.DenseLayers))
+	}
+	return f
+}
