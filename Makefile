@@ -12,6 +12,9 @@ export CGO_ENABLED ?= 1
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 BIN := bin/trainrun
+# Debian's python3 has python3-torch (make deps); the first python3 on PATH
+# may be another one without it, where the client's torch tests would skip.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 
 # The SPANK plugin, in two halves (spank/golib/abi.h says why): the C
 # plugin Slurm loads (spank/plugin) and the Go library it dlopen()s from its
@@ -73,7 +76,7 @@ test: deps test-unit test-e2e
 # then the harness's own unit tests.
 test-unit:
 	@bash test/hermetic.sh
-	python3 -m unittest discover -s contrib/trainer -p 'test_*.py'
+	$(PYTHON) -m unittest discover -s contrib/trainer -p 'test_*.py'
 	$(GO) test -count=1 ./test/...
 
 test-hermetic:

@@ -282,7 +282,7 @@ func printBranches(env *runEnv, format string, s *sweepManifest, out branchesJSO
 	if dry {
 		for _, r := range reqs {
 			if r.Script != "" {
-				fmt.Fprintf(w, "dry run: would submit  sbatch %s\n", strings.Join(r.Argv(), " "))
+				fmt.Fprintf(w, "dry run: would submit  sbatch --parsable %s\n", strings.Join(r.Argv(), " "))
 			}
 		}
 		fmt.Fprintf(w, "\n%s", scripts)

@@ -349,7 +349,7 @@ func printSweep(env *runEnv, format string, s *sweepManifest, req slurm.SbatchRe
 	}
 	fmt.Fprintf(w, "sweep dir  %s\n", s.Dir)
 	if dry {
-		fmt.Fprintf(w, "dry run: would submit  sbatch %s\n\n%s", strings.Join(req.Argv(), " "), script)
+		fmt.Fprintf(w, "dry run: would submit  sbatch --parsable %s\n\n%s", strings.Join(req.Argv(), " "), script)
 		return nil
 	}
 	fmt.Fprintf(w, "job id     %s\nstatus     trainrun sweep status %s\n", s.JobID, s.Dir)

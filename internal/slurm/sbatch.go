@@ -28,10 +28,10 @@ type SbatchRequest struct {
 	Extra         []string      // further sbatch flags, as given
 }
 
-// Argv is the sbatch command line of r, without the program name. It asks
-// for --parsable output: the job id alone.
+// Argv is the sbatch command line of r, without the program name and
+// without --parsable (Submit adds it).
 func (r SbatchRequest) Argv() []string {
-	a := []string{"--parsable"}
+	var a []string
 	add := func(flag, v string) {
 		if v != "" {
 			a = append(a, flag+"="+v)
@@ -69,11 +69,8 @@ func (c Client) Sbatch(ctx context.Context, r SbatchRequest) (string, error) {
 	if r.Script == "" {
 		return "", fmt.Errorf("sbatch: no batch script")
 	}
-	out, err := c.query(ctx, Sbatch, r.Argv()...)
-	if err != nil {
-		return "", err
-	}
-	return ParseSbatchID(string(out))
+	id, _, err := c.Submit(ctx, r.Argv()...)
+	return id, err
 }
 
 // ParseSbatchID reads `sbatch --parsable` output: "ID" or "ID;CLUSTER".

@@ -12,7 +12,7 @@ import (
 func TestSbatchArgv(t *testing.T) {
 	r := SbatchRequest{Script: "/s/sweep.sbatch", JobName: "sweep-lr", Array: "0-5%2", Nodes: 1, NtasksPerNode: 2, GPUsPerNode: 2,
 		Time: 90 * time.Second, Output: "/s/logs/trial-%a.out", Requeue: true, Dependency: "afterok:7"}
-	want := []string{"--parsable", "--job-name=sweep-lr", "--array=0-5%2", "--dependency=afterok:7", "--nodes=1", "--ntasks-per-node=2",
+	want := []string{"--job-name=sweep-lr", "--array=0-5%2", "--dependency=afterok:7", "--nodes=1", "--ntasks-per-node=2",
 		"--gpus-per-node=2", "--time=2", "--output=/s/logs/trial-%a.out", "--requeue", "--open-mode=append", "/s/sweep.sbatch"}
 	if got := r.Argv(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Argv\n got %q\nwant %q", got, want)

@@ -301,21 +301,23 @@ func (c Client) TestOnly(ctx context.Context, args ...string) (Estimate, error) 
 // Submit runs `sbatch --parsable ARGS` and returns the job id and what
 // sbatch printed on stderr (warnings); a refusal is an *Error whose Stderr
 // is sbatch's message as printed.
+// It is the one way trainrun submits (Sbatch builds its arguments from a
+// typed request); without RunStderr the warnings are not kept.
 func (c Client) Submit(ctx context.Context, args ...string) (id, warnings string, err error) {
+	argv := append([]string{"--parsable"}, args...)
+	var out, stderr []byte
 	if c.RunStderr == nil {
-		return "", "", &Error{Args: append([]string{Sbatch, "--parsable"}, args...), Err: errors.New("slurm.Client has no RunStderr")}
+		out, err = c.query(ctx, Sbatch, argv...)
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, cmpOr(c.Timeout, DefaultTimeout))
+		defer cancel()
+		out, stderr, err = c.RunStderr(ctx, Sbatch, argv...)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cmpOr(c.Timeout, DefaultTimeout))
-	defer cancel()
-	out, stderr, err := c.RunStderr(ctx, Sbatch, append([]string{"--parsable"}, args...)...)
 	if err != nil {
 		return "", "", err
 	}
-	id, _, _ = strings.Cut(strings.TrimSpace(string(out)), ";") // "ID;CLUSTER" on a federation
-	if _, aerr := strconv.Atoi(id); aerr != nil {
-		return "", string(stderr), fmt.Errorf("sbatch --parsable printed %q, not a job id", clip(string(out), 100))
-	}
-	return id, strings.TrimSpace(string(stderr)), nil
+	id, err = ParseSbatchID(string(out))
+	return id, strings.TrimSpace(string(stderr)), err
 }
 
 func (c Client) queryStderr(ctx context.Context, name string, args ...string) (string, error) {
