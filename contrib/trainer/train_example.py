@@ -140,6 +140,8 @@ def main():
     ap.add_argument("--ballast-kb", type=int, default=0, help="also save a fixed BF16 tensor of this many KiB in each checkpoint (weights-like bytes for the store's compression)")
     ap.add_argument("--save-wait-term", type=float, default=0.0,
                     help="a checkpoint for a stop waits up to this many seconds for Slurm's SIGTERM before saving (tests a time limit that strikes while a checkpoint is in flight)")
+    ap.add_argument("--collective-timeout", type=float, default=120.0,
+                    help="seconds gloo waits in a collective before failing (NCCL's default is 30 min; a long one makes a stopped rank hang the others)")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
     args = ap.parse_args()
 
@@ -149,7 +151,7 @@ def main():
     if args.expect_tp and args.expect_tp != tp:
         sys.exit("rank %d: --expect-tp %d but TRAINRUN_TP=%d" % (rank, args.expect_tp, tp))
     with ck.hold_signals():  # a signal during the rendezvous would fail it with EINTR
-        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=args.collective_timeout))
 
     # Where am I, and where does the plan say I should be?
     me = {"rank": rank, "node": env.get("SLURMD_NODENAME") or socket.gethostname(),
