@@ -1111,7 +1111,7 @@ func (r *runner) ckptSignalName() string {
 var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
-	{"ckpt-compress", "CkptCompress"},
+	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"},
 }
 
 // applyPolicy reads the site's trainrun.conf (--policy) for the job's
@@ -1187,6 +1187,7 @@ func (r *runner) applyPolicy() error {
 	}
 	r.ncclPolicy = st.NCCL()
 	r.obsPolicy(st)
+	r.faultPolicy(st)
 	return nil
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
@@ -51,6 +53,9 @@ func hangConfig(s string) (*health.Config, error) {
 		return nil, nil
 	}
 	d, err := time.ParseDuration(s)
+	if n, nerr := strconv.Atoi(s); nerr == nil { // a bare number is seconds, as in the policy
+		d, err = time.Duration(n)*time.Second, nil
+	}
 	if err != nil || d < time.Second {
 		return nil, usageErrorf("--hang-timeout %q: want auto, off or a duration of at least 1s such as 90s or 10m", s)
 	}
@@ -181,6 +186,19 @@ func (m *monitor) killHung() {
 		cancel()
 	}
 	syscall.Kill(-m.proc.Pid, syscall.SIGKILL)
+}
+
+// faultPolicy: HangTimeout= and MaxRestarts= are the defaults of
+// --hang-timeout and --max-restarts (both values checked by the policy's
+// parser).
+func (r *runner) faultPolicy(st policy.Settings) {
+	if !r.fs.Changed("hang-timeout") && st.HangTimeout.Value != "" {
+		r.opts.fault.hangTimeout = st.HangTimeout.Value
+		r.hangCfg, _ = hangConfig(st.HangTimeout.Value)
+	}
+	if !r.fs.Changed("max-restarts") {
+		r.opts.fault.maxRestarts = st.MaxRestarts.Value
+	}
 }
 
 // restartStep prepares the relaunch after a hang: the latest committed
