@@ -130,6 +130,10 @@ var runHelpTail = joinLines(
 	"Grace budget: each checkpoint's time from request to commit is kept in the job's history; trainrun",
 	"warns when the lead, the partition's GraceTime or KillWait is shorter (policy CkptLeadAdapt=yes",
 	"raises the lead).",
+	"Hangs: every rank's report_progress is its liveness (TRAINRUN_HEARTBEAT_FD, node-local). A step",
+	"without progress for --hang-timeout is logged (rank, node, GPU, process state), asked for a stack",
+	"dump (SIGURG, faulthandler), killed and restarted inside the job from the latest checkpoint up to",
+	"--max-restarts times, then requeued. Stragglers (1.5x their peers' step time) are logged.",
 	"",
 )
 
