@@ -121,16 +121,16 @@ func (t *Tracker) Steady() time.Duration {
 	return max(time.Duration(t.cfg.Multiple*float64(s[max(i, 0)])), t.cfg.Floor)
 }
 
-// timeout is a rank's timeout, and which one it is.
-func (t *Tracker) timeout(s *rankState, saving bool) (time.Duration, string) {
+// timeout is a rank's timeout, and which one it is; steady is Steady().
+func (t *Tracker) timeout(s *rankState, saving bool, steady time.Duration) (time.Duration, string) {
 	switch {
 	case s.Saving || saving:
 		return t.cfg.Save, "checkpoint save"
 	case s.Step < 0:
 		return t.cfg.Startup, "start-up (no step yet)"
 	}
-	if d := t.Steady(); d > 0 {
-		return d, "steady"
+	if steady > 0 {
+		return steady, "steady"
 	}
 	return t.cfg.Startup, "start-up (first steps)"
 }
@@ -170,8 +170,9 @@ func (t *Tracker) Check(now time.Time, saving bool) *Hang {
 		return nil
 	}
 	var h Hang
+	steady := t.Steady()
 	for r, s := range t.ranks {
-		d, which := t.timeout(s, saving)
+		d, which := t.timeout(s, saving, steady)
 		if since := now.Sub(s.advancedAt); d > 0 && since > d {
 			h.Stalled = append(h.Stalled, Stalled{Rank: r, Step: s.Step, Since: since, State: s.State, Timeout: d, Which: which})
 		}

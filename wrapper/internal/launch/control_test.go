@@ -239,3 +239,16 @@ func TestSignalNames(t *testing.T) {
 		t.Error("SignalName")
 	}
 }
+
+// The controller's load stays bounded: world/BeatInterval beats a second.
+func TestBeatInterval(t *testing.T) {
+	for world, want := range map[int]time.Duration{1: 2 * time.Second, 2000: 2 * time.Second, 16384: 16384 * time.Millisecond, 100000: 30 * time.Second} {
+		iv := BeatInterval(world)
+		if iv != want {
+			t.Errorf("BeatInterval(%d) = %s, want %s", world, iv, want)
+		}
+		if rate := float64(world) / iv.Seconds(); rate > 1001 && world <= 30000 {
+			t.Errorf("%d ranks: %.0f beats/s at the controller", world, rate)
+		}
+	}
+}
