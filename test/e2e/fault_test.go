@@ -22,105 +22,94 @@ import (
 // GPU or an NCCL deadlock leaves it) while the trainer's collective timeout
 // is 30 min, so the other rank waits in the all-reduce. trainrun must notice
 // within --hang-timeout, name the rank, node and GPU and the process state,
-// kill the step and restart it inside the allocation from the latest
-// checkpoint (same job, Slurm's Restarts=0) while --max-restarts allows, and
-// requeue once it does not (--max-restarts 0: Restarts=1). Both runs finish
-// by themselves, with at most one checkpoint interval redone.
+// get a stack dump from the rank that waits, kill the step and restart it
+// inside the allocation from the latest checkpoint (same job, Slurm's
+// Restarts=0) while --max-restarts allows...
 func TestFaultHungRankRestart(t *testing.T) {
+	hungRank(t, "injob", 1, "0", "restarting the step inside the allocation")
+}
+
+// ... and requeue once it does not (--max-restarts 0: Restarts=1).
+func TestFaultHungRankRequeue(t *testing.T) {
+	hungRank(t, "requeue", 0, "1", "hang: rank 1")
+}
+
+// hungRank runs the example trainer on 2 ranks, stops rank 1 after step 12,
+// and checks that steps resume within 90 s, the job finishes by itself with
+// Restarts=wantRestarts and at most one checkpoint interval redone, and the
+// log names the rank, node, GPU and state and says want.
+func hungRank(t *testing.T, name string, maxRestarts int, wantRestarts, want string) {
 	requireTorch(t)
 	t.Parallel()
 	bin := trainrun(t)
 	trainer := exampleTrainer()
 	dir := t.TempDir()
 	const every = 10
-	job := func(name string, maxRestarts int) string {
-		return fmt.Sprintf(`#!/bin/bash
+	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=5 --requeue --open-mode=append
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --job-dir %s/%s --hang-timeout 4s --max-restarts %d -- /usr/bin/python3 %s --steps 70 --sleep 0.2 --save-every %d --collective-timeout 1800 --out %s/%s.weights
-`, bin, dir, name, maxRestarts, trainer, every, dir, name)
-	}
+exec %s run --fix tp=1 --job-dir %s/job --hang-timeout 3s --max-restarts %d -- /usr/bin/python3 %s --steps 40 --sleep 0.15 --save-every %d --collective-timeout 1800 --out %s/weights
+`, bin, dir, maxRestarts, trainer, every, dir)
 	ctx := context.Background()
-	inJob, err := cluster.SubmitBatch(ctx, job("injob", 1))
+	id, err := cluster.SubmitBatch(ctx, script)
 	if err != nil {
 		t.Fatal(err)
 	}
-	requeue, err := cluster.SubmitBatch(ctx, job("requeue", 0))
+	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
+
+	progress := filepath.Join(dir, "job", "launch", "progress")
+	if err := harness.WaitFor(ctx, 90*time.Second, "step 12", func() bool { s, _ := readProgress(progress); return s >= 12 }); err != nil {
+		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
+	}
+	if err := syscall.Kill(trainerPID(t, id, 1), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+
+	// Steps resume: the second run's ranks started and rank 0 reported a step.
+	var resumed time.Duration
+	err = harness.WaitFor(ctx, 90*time.Second, "a step after the restart", func() bool {
+		_, at := readProgress(progress)
+		resumed = at.Sub(stopped)
+		return strings.Count(cluster.JobOutput(id), "all 2 ranks started") >= 2 && at.After(stopped.Add(2*time.Second))
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
+	}
+	t.Logf("steps resumed %.1f s after the SIGSTOP", resumed.Seconds())
+
+	if _, err := cluster.WaitJob(ctx, id, 2*time.Minute, "COMPLETED"); err != nil {
+		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
+	}
+	info, err := cluster.JobInfo(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(inJob), strconv.Itoa(requeue)) })
-
-	type fault struct {
-		id      int
-		name    string
-		stopped time.Time
+	log := cluster.JobOutput(id)
+	if info["Restarts"] != wantRestarts {
+		t.Errorf("Restarts=%s, want %s:\n%s", info["Restarts"], wantRestarts, log)
 	}
-	var faults []fault
-	for _, j := range []struct {
-		id   int
-		name string
-	}{{inJob, "injob"}, {requeue, "requeue"}} {
-		progress := filepath.Join(dir, j.name, "launch", "progress")
-		if err := harness.WaitFor(ctx, 90*time.Second, j.name+": step 15", func() bool { s, _ := readProgress(progress); return s >= 15 }); err != nil {
-			t.Fatalf("%v\n%s", err, cluster.JobOutput(j.id))
-		}
-		pid := trainerPID(t, j.id, 1)
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		faults = append(faults, fault{j.id, j.name, time.Now()})
+	hung := regexp.MustCompile(`hang: 2 of 2 ranks made no progress; the hang points to rank 1 \(node (n\d), GPU (-?\d+)\) stopped at step (\d+), .*process stopped \(T\)`).FindStringSubmatch(log)
+	if hung == nil {
+		t.Fatalf("the log does not name rank 1, its node and GPU, stopped (T):\n%s", log)
 	}
-
-	for _, f := range faults {
-		// Steps resume: the progress file shows a step of the new run.
-		progress := filepath.Join(dir, f.name, "launch", "progress")
-		var resumed time.Duration
-		err := harness.WaitFor(ctx, 90*time.Second, f.name+": a step after the restart", func() bool {
-			_, at := readProgress(progress)
-			resumed = at.Sub(f.stopped)
-			return strings.Count(cluster.JobOutput(f.id), "all 2 ranks started") >= 2 && at.After(f.stopped.Add(2*time.Second))
-		})
-		if err != nil {
-			t.Fatalf("%v\n%s", err, cluster.JobOutput(f.id))
-		}
-		t.Logf("%s: steps resumed %.1f s after the SIGSTOP", f.name, resumed.Seconds())
-		if resumed > 90*time.Second {
-			t.Errorf("%s: steps resumed %.0f s after the fault, want within 90 s", f.name, resumed.Seconds())
+	// "most recent call first": faulthandler's dump of the rank that waits.
+	for _, s := range []string{want, "asked 2 rank(s) for a Python stack dump", "most recent call first", "training finished"} {
+		if !strings.Contains(log, s) {
+			t.Errorf("the log lacks %q:\n%s", s, log)
 		}
 	}
-	for _, f := range faults {
-		if _, err := cluster.WaitJob(ctx, f.id, 3*time.Minute, "COMPLETED"); err != nil {
-			t.Fatalf("%v\n%s", err, cluster.JobOutput(f.id))
-		}
-		info, err := cluster.JobInfo(ctx, f.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		log := cluster.JobOutput(f.id)
-		wantRestarts := map[string]string{"injob": "0", "requeue": "1"}[f.name]
-		if info["Restarts"] != wantRestarts {
-			t.Errorf("%s: Restarts=%s, want %s:\n%s", f.name, info["Restarts"], wantRestarts, log)
-		}
-		hung := regexp.MustCompile(`hang: 2 of 2 ranks made no progress; the hang points to rank 1 \(node (n\d), GPU (-?\d+)\) stopped at step (\d+), .*process stopped \(T\)`).FindStringSubmatch(log)
-		if hung == nil {
-			t.Fatalf("%s: the log does not name rank 1, its node and GPU, stopped (T):\n%s", f.name, log)
-		}
-		want := map[string]string{"injob": "restarting the step inside the allocation", "requeue": "requeued"}[f.name]
-		for _, s := range []string{want, "stack dump", "training finished"} {
-			if !strings.Contains(log, s) {
-				t.Errorf("%s: the log lacks %q:\n%s", f.name, s, log)
-			}
-		}
-		stepAt, _ := strconv.Atoi(hung[3])
-		resumedFrom := resumeStep(t, filepath.Join(dir, f.name), log)
-		t.Logf("%s: hung at step %d, resumed from step %d", f.name, stepAt, resumedFrom)
-		if redo := stepAt - resumedFrom; redo < 0 || redo > every {
-			t.Errorf("%s: hung at step %d, resumed from %d: %d steps redone, want at most one interval (%d)", f.name, stepAt, resumedFrom, redo, every)
-		}
-		if b, err := os.ReadFile(filepath.Join(dir, f.name+".weights")); err != nil || len(bytes.TrimSpace(b)) != 64 {
-			t.Errorf("%s: no final weights (%v)", f.name, err)
-		}
+	stepAt, _ := strconv.Atoi(hung[3])
+	from := resumeStep(t, filepath.Join(dir, "job"), log)
+	t.Logf("hung at step %d on %s, resumed from step %d", stepAt, hung[1], from)
+	if redo := stepAt - from; redo < 0 || redo > every {
+		t.Errorf("hung at step %d, resumed from %d: %d steps redone, want at most one interval (%d)", stepAt, from, redo, every)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "weights")); err != nil || len(bytes.TrimSpace(b)) != 64 {
+		t.Errorf("no final weights (%v)", err)
+	}
+	if resumed > 90*time.Second {
+		t.Errorf("steps resumed %.0f s after the fault, want within 90 s", resumed.Seconds())
 	}
 }
 
