@@ -169,15 +169,22 @@ func (t *Tracker) Check(now time.Time, saving bool) *Hang {
 	if t.fired {
 		return nil
 	}
+	// The first rank past its timeout fires the hang; the ranks half-way
+	// there, or in a bad state, stalled with it: the controller's picture
+	// of each rank is up to a beat interval old, and the rank that stopped
+	// may have reported its last step a moment after the ones that wait.
 	var h Hang
-	steady := t.Steady()
+	steady, expired := t.Steady(), false
 	for r, s := range t.ranks {
 		d, which := t.timeout(s, saving, steady)
-		if since := now.Sub(s.advancedAt); d > 0 && since > d {
-			h.Stalled = append(h.Stalled, Stalled{Rank: r, Step: s.Step, Since: since, State: s.State, Timeout: d, Which: which})
+		since := now.Sub(s.advancedAt)
+		if d <= 0 || since <= d/2 && !badState(s.State) {
+			continue
 		}
+		expired = expired || since > d
+		h.Stalled = append(h.Stalled, Stalled{Rank: r, Step: s.Step, Since: since, State: s.State, Timeout: d, Which: which})
 	}
-	if len(h.Stalled) == 0 {
+	if !expired {
 		return nil
 	}
 	t.fired = true
@@ -190,7 +197,7 @@ func (t *Tracker) Check(now time.Time, saving bool) *Hang {
 // step, then longest without progress): in a collective the healthy ranks
 // wait one step ahead of, or level with, the one that stopped.
 func markSuspects(st []Stalled) {
-	bad := func(s string) bool { return s == "T" || s == "t" || s == "D" || s == "Z" || s == "X" }
+	bad := badState
 	slices.SortFunc(st, func(a, b Stalled) int {
 		return cmp.Or(cmpBool(bad(b.State), bad(a.State)), cmp.Compare(a.Step, b.Step), cmp.Compare(b.Since, a.Since), cmp.Compare(a.Rank, b.Rank))
 	})
@@ -207,6 +214,9 @@ func markSuspects(st []Stalled) {
 		st[i].Suspect = st[i].Step == st[0].Step
 	}
 }
+
+// badState: stopped, in uninterruptible sleep, or dead.
+func badState(s string) bool { return s == "T" || s == "t" || s == "D" || s == "Z" || s == "X" }
 
 func cmpBool(a, b bool) int {
 	switch {

@@ -96,6 +96,16 @@ func TestCheck(t *testing.T) {
 			return t0
 		}, DefaultStartup + time.Second, false, true, []int{0}},
 		{"fixed timeout of a few seconds", Auto(3 * time.Second), func(tr *Tracker) time.Time { return steps(tr, 2, 2, time.Second) }, 4 * time.Second, false, true, []int{0, 1}},
+		{"the stopped rank reported a moment later: still named", Auto(3 * time.Second), func(tr *Tracker) time.Time {
+			tr.Observe(Beat{Rank: 0, Step: 14, State: "S"}, t0)
+			tr.Observe(Beat{Rank: 1, Step: 14, State: "T"}, t0.Add(100*time.Millisecond))
+			return t0
+		}, 3050 * time.Millisecond, false, true, []int{1}},
+		{"a rank half-way to its timeout is listed, not a suspect", Auto(4 * time.Second), func(tr *Tracker) time.Time {
+			tr.Observe(Beat{Rank: 0, Step: 14, State: "S"}, t0)
+			tr.Observe(Beat{Rank: 1, Step: 15, State: "S"}, t0.Add(2*time.Second))
+			return t0
+		}, 4100 * time.Millisecond, false, true, []int{0}},
 		{"fixed timeout does not shorten start-up", Auto(3 * time.Second), func(tr *Tracker) time.Time {
 			tr.Observe(Beat{Rank: 0, Step: -1, State: "S"}, t0)
 			return t0
