@@ -92,7 +92,10 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	cmd.Args[0] = argv[0]
 	cmd.Env = envl
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	beats := newBeater(cmd)
+	beats := newBeater()
+	if beats != nil {
+		cmd.ExtraFiles, cmd.Env = append(cmd.ExtraFiles, beats.w), append(cmd.Env, beats.env()...)
+	}
 	if err := startPinned(cmd, me.CPUs); err != nil {
 		code := ExitFailure
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) || errors.Is(err, exec.ErrNotFound) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,16 +44,20 @@ type beater struct {
 	times      []time.Duration // recent step times
 }
 
-// newBeater makes the pipe and adds it to cmd (fd 3) and its environment;
-// nil (no heartbeat, the task still runs) if the pipe cannot be made.
-func newBeater(cmd *exec.Cmd) *beater {
+// newBeater makes the pipe; nil (no heartbeat, the task still runs) if it
+// cannot be made. The caller passes b.w as the trainer's first extra file
+// (fd heartbeatFD) and adds b.env() to its environment.
+func newBeater() *beater {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil
 	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
-	cmd.Env = append(cmd.Env, "TRAINRUN_HEARTBEAT_FD="+strconv.Itoa(heartbeatFD), "TRAINRUN_STACK_SIGNAL="+stackSigName)
 	return &beater{r: r, w: w, step: -1}
+}
+
+// env is what the trainer client reads.
+func (b *beater) env() []string {
+	return []string{"TRAINRUN_HEARTBEAT_FD=" + strconv.Itoa(heartbeatFD), "TRAINRUN_STACK_SIGNAL=" + stackSigName}
 }
 
 // run reads the trainer's lines and sends beats until the process is gone.

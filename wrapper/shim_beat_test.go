@@ -59,11 +59,11 @@ func TestBeaterLines(t *testing.T) {
 // writes arrives as a beat.
 func TestBeaterPipe(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", `echo "-1 0" >&$TRAINRUN_HEARTBEAT_FD; echo "4 0" >&$TRAINRUN_HEARTBEAT_FD; sleep 3`)
-	cmd.Env = os.Environ()
-	b := newBeater(cmd)
+	b := newBeater()
 	if b == nil {
 		t.Fatal("no pipe")
 	}
+	cmd.ExtraFiles, cmd.Env = []*os.File{b.w}, append(os.Environ(), b.env()...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
