@@ -142,11 +142,11 @@ func decideFailure(o Outcome) Decision {
 
 // decideHang: the controller stopped a hung step. It is restarted inside the
 // allocation from the latest committed checkpoint while --max-restarts
-// allows, then handled as a failure (requeued while --max-failures allows:
+// allows and the job's end is not near, then handled as a failure (requeued while --max-failures allows:
 // the history counts a hang as a failure).
 func decideHang(o Outcome) Decision {
 	what := "hang: " + cmp.Or(o.HangWhat, "no progress within the hang timeout")
-	if o.Restarts < o.MaxRestarts {
+	if o.Restarts < o.MaxRestarts && !o.EndNear { // near the end a relaunch would be cut short: requeue
 		return Decision{Exit: exitcode.StepFailed, Cause: checkpoint.CauseHang, Tag: o.Latest, Record: what, Restart: true,
 			Err: fmt.Sprintf("%s; restarting the step inside the allocation from %s (restart %d of --max-restarts %d)", what, cmp.Or(o.Latest, "the start"), o.Restarts+1, o.MaxRestarts)}
 	}

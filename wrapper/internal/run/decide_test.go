@@ -140,6 +140,7 @@ func TestDecideHang(t *testing.T) {
 		{"no restarts allowed: requeue", func(o *Outcome) { o.MaxRestarts = 0 }, exitcode.Requeued, false, true, "hang: rank 3 (node n2, GPU 1)"},
 		{"restarts used, no progress for too long", func(o *Outcome) { o.Restarts, o.History, o.Latest = 2, crashed(2), "step-100" }, exitcode.RequeueLimit, false, false, "not requeueing (--max-failures 3)"},
 		{"restarts used, may not requeue", func(o *Outcome) { o.Restarts, o.Requeue = 2, false }, exitcode.Stopped, false, false, "Requeue=0"},
+		{"near the job's end: requeue", func(o *Outcome) { o.EndNear = true }, exitcode.Requeued, false, true, "hang: rank 3"},
 		{"killed with exit 0 still counts", func(o *Outcome) { o.Restarts, o.Code = 2, 0 }, exitcode.Requeued, false, true, "srun exited with 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
