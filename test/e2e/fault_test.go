@@ -61,9 +61,14 @@ exec %s run --fix tp=1 --probe all --job-dir %s/job --hang-timeout 3s --max-rest
 	if err := harness.WaitFor(ctx, 90*time.Second, "step 12", func() bool { s, _ := readProgress(progress); return s >= 12 }); err != nil {
 		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
 	}
-	if err := syscall.Kill(trainerPID(t, id, 1), syscall.SIGSTOP); err != nil {
+	pid := trainerPID(t, id, 1)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// Should the test fail with the rank still stopped: kill it before the
+	// job is cancelled (a run with the detection off left the job's
+	// slurmstepd behind and the cluster's teardown waiting).
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	stopped := time.Now()
 
 	// Steps resume: the second run's ranks started and rank 0 reported a step.
