@@ -24,6 +24,7 @@ const (
 	CauseCrash     Cause = "crash"
 	CauseFinished  Cause = "finished"
 	CauseCancelled Cause = "cancelled"
+	CauseHang      Cause = "hang" // trainrun stopped a step whose ranks made no progress
 )
 
 // Event is one line of .trainrun/history.jsonl. An incarnation writes a
@@ -201,7 +202,7 @@ func (h History) CkptTimes() ([]Event, error) {
 }
 
 // FailuresWithoutProgress counts the incarnations at the end of incs that
-// failed (crash, node-fail, or killed before writing an end) without moving
+// failed (crash, node-fail, hang, or killed before writing an end) without moving
 // training past the best step committed by any incarnation before them. The
 // controller stops requeueing when it reaches the policy's limit.
 func FailuresWithoutProgress(incs []Incarnation) int {
@@ -213,7 +214,7 @@ func FailuresWithoutProgress(incs []Incarnation) int {
 	n := 0
 	for i := len(incs) - 1; i >= 0; i-- {
 		in := incs[i]
-		failed := in.Cause == CauseCrash || in.Cause == CauseNodeFail || in.Cause == ""
+		failed := in.Cause == CauseCrash || in.Cause == CauseNodeFail || in.Cause == CauseHang || in.Cause == ""
 		if !failed || in.Progress > best[i] {
 			return n
 		}

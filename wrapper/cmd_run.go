@@ -21,6 +21,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -51,6 +52,7 @@ type runOptions struct {
 	dryRun      bool
 	rank        int
 	obs         obsOptions
+	fault       faultOptions
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -89,6 +91,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
 	fs.IntVar(&o.rank, "rank", 0, "with --dry-run: the rank whose environment to print")
 	o.obs.addFlags(fs, getenv)
+	o.fault.addFlags(fs)
 }
 
 func envOr(getenv func(string) string, k, def string) string {
@@ -131,6 +134,10 @@ var runHelpTail = joinLines(
 	"Grace budget: each checkpoint's time from request to commit is kept in the job's history; trainrun",
 	"warns when the lead, the partition's GraceTime or KillWait is shorter (policy CkptLeadAdapt=yes",
 	"raises the lead).",
+	"Hangs: every rank's report_progress is its liveness (TRAINRUN_HEARTBEAT_FD, node-local). A step",
+	"without progress for --hang-timeout is logged (rank, node, GPU, process state), asked for a stack",
+	"dump (SIGURG, faulthandler), killed and restarted inside the job from the latest checkpoint up to",
+	"--max-restarts times, then requeued. Stragglers (1.5x their peers' step time) are logged.",
 	"",
 )
 
@@ -160,7 +167,14 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if o.plan.Fix != "" && o.planFile != "" {
 		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
 	}
-	r := &runner{opts: o, fs: fs, env: env, argv: argv, t0: time.Now()}
+	hang, err := hangConfig(o.fault.hangTimeout)
+	if err != nil {
+		return err
+	}
+	if o.fault.maxRestarts < 0 {
+		return usageErrorf("--max-restarts %d: want 0 (never restart inside the allocation) or more", o.fault.maxRestarts)
+	}
+	r := &runner{opts: o, fs: fs, env: env, argv: argv, t0: time.Now(), hangCfg: hang}
 	return r.run(ctx)
 }
 
@@ -207,6 +221,11 @@ type runner struct {
 	interrupted  map[string]bool
 	commitFailed bool
 	progress     *obs.ProgressReader
+
+	hangCfg  *health.Config // nil: --hang-timeout off
+	restarts int            // steps restarted inside this allocation (run_hang.go)
+	hangWhat string         // the ranks the last hang points to
+	faults   []rankFault    // hangs and stragglers seen, for the history and the report
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -249,7 +268,14 @@ func (r *runner) run(ctx context.Context) error {
 	if r.opts.dryRun {
 		return r.printDryRun(renv)
 	}
-	return r.startStep(ctx, f, renv, store)
+	for {
+		if err = r.startStep(ctx, f, renv, store); !errors.Is(err, errRestartStep) {
+			return err
+		}
+		if renv, err = r.restartStep(f, store); err != nil {
+			return err
+		}
+	}
 }
 
 // setup checks srun and reads the allocation.
@@ -544,9 +570,13 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 	r.recordStart()
 	r.checkGrace("start")
 	r.tReady = time.Since(r.t0)
-	r.observeStart()
+	if r.restarts == 0 { // the observer sees one run; a restart inside it is not its end
+		r.observeStart()
+	}
 	err = r.launch(ctx, ctl, store)
-	r.observeEnd(err)
+	if !errors.Is(err, errRestartStep) {
+		r.observeEnd(err)
+	}
 	return err
 }
 
@@ -909,7 +939,8 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
 	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.cmdArgv[0], CkptDir: r.ckptDir,
 		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.opts.maxRequeue, MaxFailures: r.opts.maxFailures,
-		EndNear: !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead}
+		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead,
+		HangWhat: r.hangWhat, Restarts: r.restarts, MaxRestarts: r.opts.fault.maxRestarts}
 	if firstFail != nil {
 		s := r.slots[firstFail.Rank]
 		o.FirstFail = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d", s.Rank, s.Node, s.GPU, firstFail.Code)
@@ -946,6 +977,10 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 			}
 		}
 		r.logf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
+	}
+	if d.Restart {
+		r.logf("%s", d.Err)
+		return errRestartStep
 	}
 	if d.Requeue {
 		if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
@@ -1096,7 +1131,7 @@ func (r *runner) ckptSignalName() string {
 var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
-	{"ckpt-compress", "CkptCompress"},
+	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"},
 }
 
 // applyPolicy reads the site's trainrun.conf (--policy) for the job's
@@ -1172,6 +1207,7 @@ func (r *runner) applyPolicy() error {
 	}
 	r.ncclPolicy = st.NCCL()
 	r.obsPolicy(st)
+	r.faultPolicy(st)
 	return nil
 }
 

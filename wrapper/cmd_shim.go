@@ -92,6 +92,10 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	cmd.Args[0] = argv[0]
 	cmd.Env = envl
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	beats := newBeater()
+	if beats != nil {
+		cmd.ExtraFiles, cmd.Env = append(cmd.ExtraFiles, beats.w), append(cmd.Env, beats.env()...)
+	}
 	if err := startPinned(cmd, me.CPUs); err != nil {
 		code := ExitFailure
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) || errors.Is(err, exec.ErrNotFound) {
@@ -105,8 +109,19 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 
 	ctl := dialControl(common, rank, pid, node, env)
 	var once sync.Map // checkpoint request IDs already acted on
+	if beats != nil {
+		go beats.run(pid, rank, common.World, func(m launch.Msg) {
+			if ctl != nil {
+				ctl.Send(m)
+			}
+		})
+	}
 	if ctl != nil {
 		go ctl.Receive(func(m launch.Msg) {
+			if m.Kind == launch.Stack {
+				go dumpStack(cmd.Process, rank, node, me.GPU, env)
+				return
+			}
 			if ckptSig == nil {
 				return
 			}

@@ -55,6 +55,8 @@ type monitor struct {
 	commitTick   *time.Ticker
 	requestTick  *time.Ticker
 	stepFinished chan error
+	hw           *hangWatch // hang and straggler detection (nil: --hang-timeout off)
+	stackID      int        // the last stack-dump request's id
 }
 
 // launch runs the step and decides what comes after it.
@@ -65,6 +67,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 
 	m := &monitor{r: r, ctl: ctl, store: store, world: r.alloc.World(), exits: map[int]int{},
 		stateCh: make(chan string, 1), committed: make(chan string, 4), stepFinished: make(chan error, 1)}
+	m.hw = newHangWatch(r.hangCfg, m.world)
 	if err := m.start(); err != nil {
 		return err
 	}
@@ -216,6 +219,7 @@ func (m *monitor) onRequestTick() {
 		m.commitBG() // commit (and measure) a requested checkpoint within a second
 	}
 	r.pollProgress()
+	m.checkHealth(time.Now())
 	req, err := m.store.TakeRequest()
 	if err != nil {
 		r.logf("warning: %v", err)
@@ -242,6 +246,8 @@ func (m *monitor) onShim(ev launch.Event) {
 		m.onHello(ev)
 	case launch.Signal:
 		m.onShimSignal(ev)
+	case launch.Beat:
+		m.onBeat(ev)
 	case launch.Exit:
 		m.exits[ev.Rank] = ev.Code
 		if ev.Code != 0 && m.firstFail == nil {

@@ -147,6 +147,8 @@ def main():
                     help="report the training loss as the metric \"loss\" (report_progress(metrics=...)), the final step's at the end: trainrun sweep status shows it and picks the best trial")
     ap.add_argument("--data", default="", help="name of the data to train on: each name draws its own batches (a branch of trainrun branches; default: the base data)")
     ap.add_argument("--save-final", action="store_true", help="also checkpoint the final step (a branch's result for the merge)")
+    ap.add_argument("--collective-timeout", type=float, default=120.0,
+                    help="seconds gloo waits in a collective before failing (NCCL's default is 30 min; a long one makes a stopped rank hang the others)")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
     args = ap.parse_args()
 
@@ -156,7 +158,7 @@ def main():
     if args.expect_tp and args.expect_tp != tp:
         sys.exit("rank %d: --expect-tp %d but TRAINRUN_TP=%d" % (rank, args.expect_tp, tp))
     with ck.hold_signals():  # a signal during the rendezvous would fail it with EINTR
-        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=args.collective_timeout))
 
     # Where am I, and where does the plan say I should be?
     me = {"rank": rank, "node": env.get("SLURMD_NODENAME") or socket.gethostname(),

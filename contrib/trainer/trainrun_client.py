@@ -27,6 +27,21 @@ The handshake (PRODUCT.md, "The checkpoint handshake with the trainer"):
 6. Optionally, report_progress(step, tokens, metrics={"loss": ...}) after each
    optimizer step gives trainrun the observed step time and MFU (its metrics
    and `trainrun report`) and the trainer's numbers (`trainrun sweep status`).
+   Every rank should call it: rank 0 writes $TRAINRUN_JOB_DIR/launch/progress,
+   and on every rank the call is also the liveness signal of trainrun's hang
+   detection (below).
+
+Liveness (hang detection, `trainrun run --hang-timeout`): the shim passes
+the write end of a pipe as file descriptor $TRAINRUN_HEARTBEAT_FD. Every
+rank writes one line "STEP UNIX_TIME [save|train]" to it: "-1 T" when the
+Checkpointer is made, "STEP T" on each report_progress call, "STEP T save"
+from save_dir() until mark_done(). The write is non-blocking (a full pipe
+drops the line) and costs a few microseconds; nothing goes to shared
+storage. A rank armed this way that stops making progress is reported,
+asked for a stack dump and restarted. Stack dumps: the Checkpointer
+registers Python's faulthandler on $TRAINRUN_STACK_SIGNAL (SIGURG, whose
+default action is to ignore it) so that all threads' Python stacks go to
+the rank's stderr when trainrun asks.
 
 Tiered checkpoints: when TRAINRUN_CKPT_LOCAL_DIR is set (trainrun run
 --ckpt-local-dir), save_dir(tag) is TRAINRUN_CKPT_LOCAL_DIR/<tag>/ on node-local
@@ -48,10 +63,12 @@ $TRAINRUN_CKPT_DIR/<tag>/ (or $TRAINRUN_CKPT_LOCAL_DIR/<tag>/ when set); fsync;
 create <tag>/.trainrun/done.$RANK there (fsync it and the directory); exit 0. Resume from $TRAINRUN_RESUME_DIR when it is set.
 """
 
+import faulthandler
 import json
 import math
 import os
 import signal
+import stat
 import sys
 import time
 
@@ -153,6 +170,13 @@ class Checkpointer:
         self._owner = os.getpid()
         self._progress_at = 0.0
         self.signals = {self.signum, signal.SIGTERM}
+        self._hb_fd, self._hb_step = _heartbeat_fd(env), -1
+        self._beat(-1)
+        if install and env.get("TRAINRUN_STACK_SIGNAL"):
+            try:
+                faulthandler.register(_signum(env["TRAINRUN_STACK_SIGNAL"]), all_threads=True)
+            except (AttributeError, ValueError, RuntimeError, OSError):
+                pass  # no stack dumps; training is unaffected
         if install:
             for s in self.signals:
                 signal.signal(s, self._handler)
@@ -249,6 +273,7 @@ class Checkpointer:
             # "" would name the store's root itself, "." and ".." worse.
             raise ValueError("checkpoint tag %r: one non-empty path component not starting with '.', e.g. step-1200" % tag)
         d = os.path.join(root, tag)
+        self._beat(self._hb_step, "save")
         os.makedirs(d, exist_ok=True)
         return d
 
@@ -267,6 +292,7 @@ class Checkpointer:
         _write_new(marker, b"", fsync=True)
         _fsync_path(meta)
         _fsync_path(d)
+        self._beat(self._hb_step)
         return marker
 
     def report_progress(self, step, tokens=0, min_interval=1.0, metrics=None):
@@ -283,8 +309,12 @@ class Checkpointer:
         number (NaN and infinities as the strings "nan", "inf", "-inf").
         Readers of the first line alone see what they always saw. TOKENS
         counts tokens trained since the run's first start (0 if unknown). Not
-        fsynced: it is a live signal, not state."""
+        fsynced: it is a live signal, not state.
+
+        On every rank the call is also a heartbeat to its shim (see the
+        module's "Liveness"); it never blocks."""
         extra = _metrics_line(metrics)  # bad metrics fail on every rank, not only rank 0
+        self._beat(step)
         if self.rank != 0 or not self.job_dir:
             return False
         now = time.time()
@@ -304,6 +334,39 @@ class Checkpointer:
         it)."""
         meta = os.path.join(self.ckpt_dir or "", tag, ".trainrun")
         return all(os.path.exists(os.path.join(meta, "done.%d" % r)) for r in range(self.world_size))
+
+
+    def _beat(self, step, phase=None):
+        """One heartbeat line to the shim: non-blocking, dropped when the
+        pipe is full, silent when there is no pipe (or in a forked child)."""
+        if self._hb_fd is None or os.getpid() != self._owner:
+            return
+        self._hb_step = int(step)
+        line = "%d %.3f\n" % (self._hb_step, time.time()) if phase is None else "%d %.3f %s\n" % (self._hb_step, time.time(), phase)
+        try:
+            os.write(self._hb_fd, line.encode())
+        except BlockingIOError:
+            pass  # the shim is behind: drop this one, the next says more
+        except OSError:
+            self._hb_fd = None  # the shim is gone: stop trying
+
+
+def _heartbeat_fd(env):
+    """The heartbeat pipe from TRAINRUN_HEARTBEAT_FD, made non-blocking; None
+    unless it names an open pipe (a child process that inherited the variable
+    but not the descriptor must not write into whatever file has that number).
+    The variable is removed from os.environ so that children do not inherit it."""
+    v = env.get("TRAINRUN_HEARTBEAT_FD")
+    if env is os.environ:
+        os.environ.pop("TRAINRUN_HEARTBEAT_FD", None)
+    try:
+        fd = int(v)
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, False)
+        return fd
+    except (TypeError, ValueError, OSError):
+        return None
 
 
 class _Held:

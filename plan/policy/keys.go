@@ -80,6 +80,14 @@ func init() {
 			Format: "a whole number, at least 1",
 			Why:    "give up after 3 endings in a row that committed no new checkpoint",
 			parse:  intAtLeast(1), set: func(s *Settings, v any, src Source) { s.MaxFailuresNoProgress = Setting[int]{v.(int), src} }},
+		{Name: "HangTimeout", Default: "auto", User: true,
+			Format: "auto, off, or a duration such as 90s or 10m (at least 1s)",
+			Why:    "auto: 15m until a rank's first step, then 4x the p99 of the observed step times (at least 1m), 10m while a checkpoint is written; a hung step is stopped and restarted from the latest checkpoint",
+			parse:  parseHangTimeout, set: func(s *Settings, v any, src Source) { s.HangTimeout = Setting[string]{v.(string), src} }},
+		{Name: "MaxRestarts", Default: "2", User: true,
+			Format: "a whole number; 0 = never restart inside the allocation",
+			Why:    "a hung step is relaunched inside the job twice (seconds, no queue wait) before the job is requeued",
+			parse:  intAtLeast(0), set: func(s *Settings, v any, src Source) { s.MaxRestarts = Setting[int]{v.(int), src} }},
 		{Name: "NCCLForce", Default: "none", Repeat: true,
 			Format: "NAME=VALUE, one variable per NCCLForce= (repeat the key); none clears the site's list on a partition line",
 			Why:    "variables set over anyone: the user's environment, /etc/nccl.conf, a cloud plugin and trainrun",
@@ -172,7 +180,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook"}
+		"HangTimeout", "MaxRestarts", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook"}
 }
 
 // badValue is a value error before the file and line are known.
@@ -236,6 +244,23 @@ func offDuration(v string) (any, error) {
 		return time.Duration(0), nil
 	}
 	return positiveDuration(v)
+}
+
+// parseHangTimeout reads auto, off or a duration of at least 1s, in the
+// spelling `trainrun run --hang-timeout` takes.
+func parseHangTimeout(v string) (any, error) {
+	switch strings.ToLower(v) {
+	case "auto", "off":
+		return strings.ToLower(v), nil
+	}
+	d, err := parseDuration(v)
+	if err != nil {
+		return nil, err
+	}
+	if d < time.Second {
+		return nil, bad("shorter than 1s")
+	}
+	return FormatDuration(d), nil
 }
 
 func intAtLeast(lo int) func(string) (any, error) {

@@ -101,6 +101,8 @@ type Settings struct {
 	CkptCompress          Setting[string] // "no", "auto", "archive" or "always"
 	MaxRequeue            Setting[int]
 	MaxFailuresNoProgress Setting[int]
+	HangTimeout           Setting[string]   // "auto", "off" or a duration (FormatDuration)
+	MaxRestarts           Setting[int]      // hung steps restarted inside the allocation
 	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
 	NCCLPrecedence        Setting[string]  // "user" or "site"
@@ -440,6 +442,8 @@ func (s Settings) Rows() []Row {
 		{"CkptCompress", s.CkptCompress.Value, s.CkptCompress.Source},
 		{"MaxRequeue", strconv.Itoa(s.MaxRequeue.Value), s.MaxRequeue.Source},
 		{"MaxFailuresNoProgress", strconv.Itoa(s.MaxFailuresNoProgress.Value), s.MaxFailuresNoProgress.Source},
+		{"HangTimeout", s.HangTimeout.Value, s.HangTimeout.Source},
+		{"MaxRestarts", strconv.Itoa(s.MaxRestarts.Value), s.MaxRestarts.Source},
 	}
 	for _, l := range []struct {
 		key  string

@@ -44,12 +44,13 @@ func (c *Client) Send(m Msg) error {
 	return err
 }
 
-// Receive calls f for each checkpoint request until the connection ends.
+// Receive calls f for each checkpoint or stack request until the
+// connection ends.
 func (c *Client) Receive(f func(Msg)) {
 	sc := bufio.NewScanner(c.conn)
 	sc.Buffer(make([]byte, 0, 256), MaxLine+1)
 	for sc.Scan() {
-		if m, err := Parse(sc.Text()); err == nil && m.Kind == Ckpt {
+		if m, err := Parse(sc.Text()); err == nil && (m.Kind == Ckpt || m.Kind == Stack) {
 			f(m)
 		}
 	}

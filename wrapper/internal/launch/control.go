@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Kind is a message's first word.
@@ -18,6 +19,8 @@ const (
 	Signal Kind = "signal" // shim → controller: RANK NAME
 	Exit   Kind = "exit"   // shim → controller: RANK CODE
 	Ckpt   Kind = "ckpt"   // controller → shim: ID
+	Beat   Kind = "beat"   // shim → controller: RANK STEP AGE_MS STEP_MS STATE PHASE (liveness, about one per BeatInterval)
+	Stack  Kind = "stack"  // controller → shim: ID (ask the training process for a stack dump)
 )
 
 // Msg is one line of the control channel. Which fields a kind carries is
@@ -31,8 +34,19 @@ type Msg struct {
 	StepID string // Hello: SLURM_STEP_ID
 	Signal string // Signal: TERM, USR1, ... (SignalName)
 	Code   int    // Exit: the exit code, 128+n for signal n
-	CkptID int    // Ckpt: one request; a shim acts once per ID
+	CkptID int    // Ckpt, Stack: one request; a shim acts once per ID
+	Step   int64  // Beat: the last step the trainer reported (-1: none yet)
+	AgeMS  int64  // Beat: milliseconds since the step last advanced (since the trainer started when none)
+	StepMS int64  // Beat: the trainer's recent step time in milliseconds (0: unknown)
+	State  string // Beat: the process state from /proc/PID/stat (R S D T t Z X), "-" unknown
+	Phase  string // Beat: PhaseTrain, or PhaseSave while the trainer writes a checkpoint
 }
+
+// The phases of a beat.
+const (
+	PhaseTrain = "train"
+	PhaseSave  = "save"
+)
 
 // Encode is the message's line, without the newline.
 func (m Msg) Encode() string {
@@ -45,6 +59,10 @@ func (m Msg) Encode() string {
 		return fmt.Sprintf("exit %d %d", m.Rank, m.Code)
 	case Ckpt:
 		return fmt.Sprintf("ckpt %d", m.CkptID)
+	case Stack:
+		return fmt.Sprintf("stack %d", m.CkptID)
+	case Beat:
+		return fmt.Sprintf("beat %d %d %d %d %s %s", m.Rank, m.Step, m.AgeMS, m.StepMS, cmpOr(m.State, "-"), cmpOr(m.Phase, PhaseTrain))
 	}
 	return string(m.Kind)
 }
@@ -94,17 +112,52 @@ func Parse(line string) (Msg, error) {
 		} else if m.Code, err = strconv.Atoi(f[2]); err != nil {
 			return Msg{}, fmt.Errorf("control line %q: exit code %q is not a number", clip(line), f[2])
 		}
-	case Ckpt:
+	case Ckpt, Stack:
 		if len(f) != 2 {
-			return Msg{}, fmt.Errorf("control line %q: want ckpt ID", clip(line))
+			return Msg{}, fmt.Errorf("control line %q: want %s ID", clip(line), m.Kind)
 		}
 		if m.CkptID, err = strconv.Atoi(f[1]); err != nil || m.CkptID <= 0 {
 			return Msg{}, fmt.Errorf("control line %q: request id %q is not a positive number", clip(line), f[1])
 		}
+	case Beat:
+		return parseBeat(line, f)
 	default:
 		return Msg{}, fmt.Errorf("control line %q: unknown kind %q", clip(line), f[0])
 	}
 	return m, nil
+}
+
+// parseBeat reads "beat RANK STEP AGE_MS STEP_MS STATE PHASE".
+func parseBeat(line string, f []string) (Msg, error) {
+	if len(f) != 7 {
+		return Msg{}, fmt.Errorf("control line %q: want beat RANK STEP AGE_MS STEP_MS STATE PHASE", clip(line))
+	}
+	m := Msg{Kind: Beat, State: f[5], Phase: f[6]}
+	if m.Phase != PhaseTrain && m.Phase != PhaseSave {
+		return Msg{}, fmt.Errorf("control line %q: phase %q is not %s or %s", clip(line), m.Phase, PhaseTrain, PhaseSave)
+	}
+	var err error
+	if m.Rank, err = rankOf(f[1]); err != nil {
+		return Msg{}, err
+	}
+	for i, p := range []*int64{&m.Step, &m.AgeMS, &m.StepMS} {
+		v, err := strconv.ParseInt(f[2+i], 10, 64)
+		if err != nil || v < -1 || i > 0 && v < 0 {
+			return Msg{}, fmt.Errorf("control line %q: %q is not a step or a duration in ms", clip(line), f[2+i])
+		}
+		*p = v
+	}
+	if len(m.State) != 1 && m.State != "-" {
+		return Msg{}, fmt.Errorf("control line %q: process state %q is not one letter", clip(line), m.State)
+	}
+	return m, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func rankOf(s string) (int, error) {
@@ -120,6 +173,15 @@ func clip(s string) string {
 		return s[:80] + "..."
 	}
 	return s
+}
+
+// BeatInterval is how often a shim sends a beat in a step of world ranks:
+// the controller receives at most about 1000 beats a second whatever the
+// size of the job (16,384 ranks: one beat per rank every 16.4 s, about 50
+// KB/s), and at least one every 2 s per rank in small jobs. A state change
+// (stopped, uninterruptible, exited) is sent at once; those are rare.
+func BeatInterval(world int) time.Duration {
+	return min(max(time.Duration(world)*time.Millisecond, 2*time.Second), 30*time.Second)
 }
 
 // NewToken is a fresh secret for one run's hello lines.

@@ -16,6 +16,9 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 		{Kind: Signal, Rank: 3, Signal: "TERM"},
 		{Kind: Exit, Rank: 3, Code: 143},
 		{Kind: Ckpt, CkptID: 7},
+		{Kind: Stack, CkptID: 2},
+		{Kind: Beat, Rank: 9, Step: 120, AgeMS: 3500, StepMS: 210, State: "T", Phase: PhaseTrain},
+		{Kind: Beat, Rank: 0, Step: -1, AgeMS: 0, StepMS: 0, State: "-", Phase: PhaseSave},
 	} {
 		line := m.Encode()
 		got, err := Parse(line)
@@ -28,11 +31,13 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 // The lines today's shims and controller write parse as they did.
 func TestParseWireLines(t *testing.T) {
 	for line, want := range map[string]Msg{
-		"hello tok 5 99 n2 12\n": {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2", StepID: "12"},
-		"hello tok 5 99 n2 ":     {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2"},
-		"signal 5 USR2":          {Kind: Signal, Rank: 5, Signal: "USR2"},
-		"exit 5 0":               {Kind: Exit, Rank: 5},
-		"ckpt 1":                 {Kind: Ckpt, CkptID: 1},
+		"hello tok 5 99 n2 12\n":   {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2", StepID: "12"},
+		"hello tok 5 99 n2 ":       {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2"},
+		"signal 5 USR2":            {Kind: Signal, Rank: 5, Signal: "USR2"},
+		"exit 5 0":                 {Kind: Exit, Rank: 5},
+		"ckpt 1":                   {Kind: Ckpt, CkptID: 1},
+		"stack 3":                  {Kind: Stack, CkptID: 3},
+		"beat 2 40 1200 95 S save": {Kind: Beat, Rank: 2, Step: 40, AgeMS: 1200, StepMS: 95, State: "S", Phase: PhaseSave},
 	} {
 		got, err := Parse(line)
 		if err != nil || got != want {
@@ -40,7 +45,7 @@ func TestParseWireLines(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "hello", "hello tok", "hello tok -1", "signal x TERM", "exit 1", "exit 1 x", "ckpt", "ckpt 0", "ckpt x", "boom 1 2",
-		"signal 1 TERM extra", strings.Repeat("x", MaxLine+1)} {
+		"signal 1 TERM extra", "stack 0", "beat 1 2 3 4 S", "beat 1 2 -3 4 S train", "beat 1 -2 3 4 S train", "beat 1 2 3 4 SS train", "beat x 2 3 4 S train", "beat 1 2 3 4 S nap", strings.Repeat("x", MaxLine+1)} {
 		if m, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) = %+v, want an error", bad, m)
 		}
@@ -48,7 +53,7 @@ func TestParseWireLines(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999"} {
+	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
@@ -56,7 +61,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if m.Rank < 0 || m.Kind == Ckpt && m.CkptID <= 0 {
+		if m.Rank < 0 || (m.Kind == Ckpt || m.Kind == Stack) && m.CkptID <= 0 || m.Kind == Beat && (m.Step < -1 || m.AgeMS < 0 || m.StepMS < 0) {
 			t.Fatalf("%q accepted as %+v", line, m)
 		}
 		// What parses encodes to a line that parses to the same message.
@@ -232,5 +237,18 @@ func TestSignalNames(t *testing.T) {
 	}
 	if SignalName(syscall.SIGUSR2) != "USR2" || SignalName(syscall.Signal(40)) != "40" {
 		t.Error("SignalName")
+	}
+}
+
+// The controller's load stays bounded: world/BeatInterval beats a second.
+func TestBeatInterval(t *testing.T) {
+	for world, want := range map[int]time.Duration{1: 2 * time.Second, 2000: 2 * time.Second, 16384: 16384 * time.Millisecond, 100000: 30 * time.Second} {
+		iv := BeatInterval(world)
+		if iv != want {
+			t.Errorf("BeatInterval(%d) = %s, want %s", world, iv, want)
+		}
+		if rate := float64(world) / iv.Seconds(); rate > 1001 && world <= 30000 {
+			t.Errorf("%d ranks: %.0f beats/s at the controller", world, rate)
+		}
 	}
 }

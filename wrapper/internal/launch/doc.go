@@ -18,7 +18,12 @@
 //	shim → controller:  hello TOKEN RANK PID NODE STEPID
 //	                    signal RANK NAME          (the shim received a signal)
 //	                    exit RANK CODE            (the training process ended; CODE 128+n for signal n)
+//	                    beat RANK STEP AGE_MS STEP_MS STATE PHASE
+//	                                              (liveness: the trainer's last step, ms since it
+//	                                              advanced, its recent step time, /proc state,
+//	                                              train or save; about one per BeatInterval)
 //	controller → shim:  ckpt ID                   (send TRAINRUN_CKPT_SIGNAL once per ID)
+//	                    stack ID                  (send the stack-dump signal once per ID)
 //
 // The server listens on the batch node's own address, not on every
 // interface; a connection must say hello with the job's token and a rank of

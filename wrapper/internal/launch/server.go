@@ -118,7 +118,7 @@ func (s *Server) serve(c net.Conn) {
 	s.Events <- Event{Msg: h, At: time.Now()}
 	for sc.Scan() {
 		m, err := Parse(sc.Text())
-		if err != nil || m.Kind == Hello || m.Kind == Ckpt || m.Rank != rank {
+		if err != nil || m.Kind == Hello || m.Kind == Ckpt || m.Kind == Stack || m.Rank != rank {
 			continue // a shim speaks for its own rank only
 		}
 		s.Events <- Event{Msg: m, At: time.Now()}

@@ -18,6 +18,7 @@ const (
 	Cancelled = "cancelled"    // scancel / Ctrl-C
 	TermLimit = "killed-limit" // Slurm's SIGTERM at the time limit (the own clock was too late)
 	Requested = "request-stop" // trainrun ckpt request --then stop
+	Hang      = "hang"         // no rank made progress within the hang timeout (wrapper/internal/health)
 )
 
 // Outcome is how the step ended, and what of the job and its policy the
@@ -35,10 +36,13 @@ type Outcome struct {
 	CkptDir   string      // the checkpoint directory, for messages
 
 	JobID        string
-	RestartCount int  // SLURM_RESTART_COUNT
-	Requeue      bool // the job may be requeued (Requeue=1)
-	MaxRequeue   int  // --max-requeue
-	MaxFailures  int  // --max-failures; 0: never requeue after a failure
+	RestartCount int    // SLURM_RESTART_COUNT
+	Requeue      bool   // the job may be requeued (Requeue=1)
+	MaxRequeue   int    // --max-requeue
+	MaxFailures  int    // --max-failures; 0: never requeue after a failure
+	HangWhat     string // Reason Hang: which ranks stopped ("rank 3 (node n1, GPU 3) ...")
+	Restarts     int    // steps restarted inside this allocation so far
+	MaxRestarts  int    // --max-restarts: restart a hung step inside the allocation this often, then requeue
 	// History is the job's history before this run's end is recorded
 	// (Decide adds it); HistoryErr why it could not be read; without a
 	// store (HaveHistory false) failures are not requeued.
@@ -56,6 +60,7 @@ type Decision struct {
 	Record   string           // the end's message
 	Finished bool             // write the finished marker: never run again
 	Requeue  bool             // ask Slurm to requeue the job; Err says what for
+	Restart  bool             // relaunch the step inside this allocation from Tag; Err says what for
 }
 
 // Failed says whether the step failed (not stopped, not cancelled).
@@ -77,6 +82,8 @@ func Decide(o Outcome) Decision {
 	case o.Reason == Requested && o.Code == 0:
 		return Decision{Exit: exitcode.Stopped, Err: fmt.Sprintf("checkpointed (latest %s) and stopped as requested", cmp.Or(o.Latest, "none")),
 			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "stopped by trainrun ckpt request"}
+	case o.Reason == Hang:
+		return decideHang(o)
 	case o.Reason == Cancelled:
 		return Decision{Exit: exitcode.Stopped, Err: fmt.Sprintf("cancelled; the step was stopped (srun exit %d)", o.Code),
 			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "cancelled"}
@@ -133,6 +140,27 @@ func decideFailure(o Outcome) Decision {
 	return requeue(d, o, what+fmt.Sprintf(" (failure %d of at most %d in a row without progress)", n, o.MaxFailures))
 }
 
+// decideHang: the controller stopped a hung step. It is restarted inside the
+// allocation from the latest committed checkpoint while --max-restarts
+// allows and the job's end is not near, then handled as a failure (requeued while --max-failures allows:
+// the history counts a hang as a failure).
+func decideHang(o Outcome) Decision {
+	what := "hang: " + cmp.Or(o.HangWhat, "no progress within the hang timeout")
+	if o.Restarts < o.MaxRestarts && !o.EndNear { // near the end a relaunch would be cut short: requeue
+		return Decision{Exit: exitcode.StepFailed, Cause: checkpoint.CauseHang, Tag: o.Latest, Record: what, Restart: true,
+			Err: fmt.Sprintf("%s; restarting the step inside the allocation from %s (restart %d of --max-restarts %d)", what, cmp.Or(o.Latest, "the start"), o.Restarts+1, o.MaxRestarts)}
+	}
+	o.FirstFail = what
+	if o.MaxRestarts > 0 {
+		o.FirstFail += fmt.Sprintf(" (%d restart(s) inside the allocation used, --max-restarts %d)", o.Restarts, o.MaxRestarts)
+	}
+	o.Reason = None
+	o.Code = max(o.Code, 1)
+	d := decideFailure(o)
+	d.Cause = checkpoint.CauseHang
+	return d
+}
+
 // requeue: requeue unless the job may not be or its limit is reached.
 func requeue(d Decision, o Outcome, what string) Decision {
 	switch {
@@ -166,6 +194,6 @@ func withEnd(incs []checkpoint.Incarnation, job string, restart int, latest stri
 		progress = checkpoint.StepOf(latest)
 	}
 	in := &out[i]
-	in.End, in.Cause, in.LastCommitted, in.Progress = time.Now(), checkpoint.CauseCrash, latest, progress
+	in.End, in.Cause, in.LastCommitted, in.Progress = time.Now(), checkpoint.CauseCrash, latest, progress // a hang counts the same
 	return out
 }

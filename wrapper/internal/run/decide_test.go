@@ -120,3 +120,40 @@ func TestDecideLeavesHistoryAlone(t *testing.T) {
 		}
 	}
 }
+
+func TestDecideHang(t *testing.T) {
+	hung := func(o *Outcome) {
+		o.Reason, o.Code, o.Latest, o.MaxRestarts = Hang, 137, "step-200", 2
+		o.HangWhat = "rank 3 (node n2, GPU 1) stopped at step 210"
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func(o *Outcome)
+		exit    int
+		restart bool
+		req     bool
+		msg     string
+	}{
+		{"restart inside the allocation", func(o *Outcome) {}, exitcode.StepFailed, true, false, "restarting the step inside the allocation from step-200 (restart 1 of --max-restarts 2)"},
+		{"second restart", func(o *Outcome) { o.Restarts = 1 }, exitcode.StepFailed, true, false, "restart 2 of --max-restarts 2"},
+		{"restarts used: requeue", func(o *Outcome) { o.Restarts = 2 }, exitcode.Requeued, false, true, "2 restart(s) inside the allocation used"},
+		{"no restarts allowed: requeue", func(o *Outcome) { o.MaxRestarts = 0 }, exitcode.Requeued, false, true, "hang: rank 3 (node n2, GPU 1)"},
+		{"restarts used, no progress for too long", func(o *Outcome) { o.Restarts, o.History, o.Latest = 2, crashed(2), "step-100" }, exitcode.RequeueLimit, false, false, "not requeueing (--max-failures 3)"},
+		{"restarts used, may not requeue", func(o *Outcome) { o.Restarts, o.Requeue = 2, false }, exitcode.Stopped, false, false, "Requeue=0"},
+		{"near the job's end: requeue", func(o *Outcome) { o.EndNear = true }, exitcode.Requeued, false, true, "hang: rank 3"},
+		{"killed with exit 0 still counts", func(o *Outcome) { o.Restarts, o.Code = 2, 0 }, exitcode.Requeued, false, true, "srun exited with 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base()
+			hung(&o)
+			tc.change(&o)
+			d := Decide(o)
+			if d.Exit != tc.exit || d.Restart != tc.restart || d.Requeue != tc.req || d.Cause != checkpoint.CauseHang || !strings.Contains(d.Err, tc.msg) {
+				t.Errorf("Decide = %+v; want exit %d restart %v requeue %v cause hang, Err containing %q", d, tc.exit, tc.restart, tc.req, tc.msg)
+			}
+			if d.Restart && d.Tag != "step-200" {
+				t.Errorf("restart from %q, want step-200", d.Tag)
+			}
+		})
+	}
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/health"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
+)
+
+// Hang detection, restarts inside the allocation and stragglers (issue 21,
+// part A). The shims' beats (shim_beat.go) feed a health.Tracker; when it
+// reports a hang the controller names the ranks that stopped, asks them for a
+// stack dump, kills the step, and run.Decide restarts it inside the
+// allocation (errRestartStep) from the latest committed checkpoint.
+
+const (
+	stopHang  = run.Hang
+	stackWait = 3 * time.Second // for the stack dumps to reach the log before the kill
+	maxDumps  = 16              // stack dumps asked for at most (the suspects first)
+)
+
+// errRestartStep: the step is to be relaunched inside the allocation.
+var errRestartStep = errors.New("restart the step inside the allocation")
+
+// faultOptions are the flags of part A.
+type faultOptions struct {
+	hangTimeout string
+	maxRestarts int
+}
+
+func (o *faultOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.hangTimeout, "hang-timeout", "auto", "a step whose ranks make no progress (Checkpointer.report_progress on every rank) for this long is hung: trainrun names the ranks that stopped, asks them for a stack dump, stops the step and restarts it from the latest checkpoint. auto: 15m until the first step, then 4x the p99 step time (at least 1m), 10m while a checkpoint is written; D (e.g. 90s): D once steps run (start-up and save at least D); off: no hang detection")
+	fs.IntVar(&o.maxRestarts, "max-restarts", 2, "restart a hung step inside the allocation (same job, no requeue) at most this many times, then requeue")
+}
+
+// hangConfig reads --hang-timeout: the tracker's configuration, or nil for off.
+func hangConfig(s string) (*health.Config, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "auto", "":
+		c := health.Auto(0)
+		return &c, nil
+	case "off", "0":
+		return nil, nil
+	}
+	d, err := time.ParseDuration(s)
+	if n, nerr := strconv.Atoi(s); nerr == nil { // a bare number is seconds, as in the policy
+		d, err = time.Duration(n)*time.Second, nil
+	}
+	if err != nil || d < time.Second {
+		return nil, usageErrorf("--hang-timeout %q: want auto, off or a duration of at least 1s such as 90s or 10m", s)
+	}
+	c := health.Auto(d)
+	return &c, nil
+}
+
+// hangWatch is the monitor's hang and straggler state for one step.
+type hangWatch struct {
+	tr        *health.Tracker
+	interval  time.Duration // the shims' beat interval: stragglers are checked this often
+	nextCheck time.Time
+	killAt    time.Time // a hang was found: kill the step then (after the stack dumps)
+}
+
+func newHangWatch(cfg *health.Config, world int) *hangWatch {
+	if cfg == nil {
+		return nil
+	}
+	iv := launch.BeatInterval(world)
+	return &hangWatch{tr: health.New(*cfg), interval: iv, nextCheck: time.Now().Add(iv)}
+}
+
+// rankFault is one rank a fault points to, for the log, the history and
+// the report (part B records it): Kind is "hang" or "straggler".
+type rankFault struct {
+	Kind   string
+	Rank   int
+	Node   string
+	GPU    int
+	Detail string
+	Ratio  float64 // straggler: its step time over its peers' median
+}
+
+func (f rankFault) String() string {
+	return fmt.Sprintf("rank %d (node %s, GPU %d) %s", f.Rank, f.Node, f.GPU, f.Detail)
+}
+
+func (r *runner) fault(kind string, rank int, detail string, ratio float64) rankFault {
+	f := rankFault{Kind: kind, Rank: rank, Detail: detail, Ratio: ratio, GPU: -1}
+	if rank >= 0 && rank < len(r.slots) {
+		f.Node, f.GPU = r.slots[rank].Node, r.slots[rank].GPU
+	}
+	r.faults = append(r.faults, f)
+	return f
+}
+
+// onBeat takes a shim's beat.
+func (m *monitor) onBeat(ev launch.Event) {
+	if m.hw == nil {
+		return
+	}
+	m.hw.tr.Observe(health.Beat{Rank: ev.Rank, Step: ev.Step, Age: time.Duration(ev.AgeMS) * time.Millisecond,
+		StepTime: time.Duration(ev.StepMS) * time.Millisecond, State: ev.State, Saving: ev.Phase == launch.PhaseSave}, ev.At)
+}
+
+// checkHealth runs every second (onRequestTick): a hang found asks for
+// stack dumps and kills the step stackWait later; stragglers are logged once
+// per beat interval.
+func (m *monitor) checkHealth(now time.Time) {
+	hw := m.hw
+	if hw == nil || m.killing > 0 {
+		return
+	}
+	if !hw.killAt.IsZero() {
+		if now.After(hw.killAt) {
+			m.killHung()
+		}
+		return
+	}
+	if m.reason != stopNone && m.reason != stopTimeLimit && m.reason != stopSignal && m.reason != stopRequested {
+		return // Slurm is ending the step (preemption, time limit, cancellation): nothing to restart
+	}
+	if h := hw.tr.Check(now, m.reason != stopNone || m.continuing); h != nil {
+		m.onHang(h)
+		return
+	}
+	if now.After(hw.nextCheck) {
+		hw.nextCheck = now.Add(hw.interval)
+		for _, s := range hw.tr.Stragglers() {
+			f := m.r.fault("straggler", s.Rank, fmt.Sprintf("straggles: %.2f s per step, %.1fx its peers' median %.2f s", s.StepTime.Seconds(), s.Ratio, s.PeerMedian.Seconds()), s.Ratio)
+			m.r.logf("straggler: %s", f)
+		}
+	}
+}
+
+// onHang logs the ranks that stopped, asks the suspects for a stack dump,
+// and schedules the kill.
+func (m *monitor) onHang(h *health.Hang) {
+	r := m.r
+	sus := h.Suspects()
+	var names []string
+	for _, s := range sus {
+		f := r.fault("hang", s.Rank, "stopped "+s.Describe(), 0)
+		names = append(names, f.String())
+	}
+	r.hangWhat = strings.Join(names, "; ")
+	r.logf("hang: %d of %d ranks made no progress; the hang points to %s", len(h.Stalled), m.world, r.hangWhat)
+	for _, s := range h.Stalled[:min(len(h.Stalled), 8)] {
+		if !s.Suspect {
+			r.logf("hang: also waiting: rank %d (node %s) %s", s.Rank, r.slots[s.Rank].Node, s.Describe())
+		}
+	}
+	m.stackID++
+	n := 0
+	for _, s := range h.Stalled[:min(len(h.Stalled), maxDumps)] {
+		if m.ctl.SendTo(s.Rank, launch.Msg{Kind: launch.Stack, CkptID: m.stackID}) {
+			n++
+		}
+	}
+	r.logf("hang: asked %d rank(s) for a Python stack dump (SIG%s, faulthandler); stopping the step in %s and restarting from the latest checkpoint", n, stackSigName, stackWait)
+	m.hw.killAt = time.Now().Add(stackWait)
+	m.markStop()
+}
+
+// killHung kills the hung step at once: a stopped or deadlocked trainer
+// cannot act on SIGTERM, and the healthy ranks would take it for a
+// checkpoint request whose collective never completes.
+func (m *monitor) killHung() {
+	r := m.r
+	m.reason = stopHang
+	m.killing++
+	r.observeInterrupt(stopHang)
+	r.logf("hang: killing the step")
+	if m.stepID != "" {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = r.env.slurm.KillStep(c, r.alloc.JobID, m.stepID)
+		cancel()
+	}
+	syscall.Kill(-m.proc.Pid, syscall.SIGKILL)
+}
+
+// faultPolicy: HangTimeout= and MaxRestarts= are the defaults of
+// --hang-timeout and --max-restarts (both values checked by the policy's
+// parser).
+func (r *runner) faultPolicy(st policy.Settings) {
+	if !r.fs.Changed("hang-timeout") && st.HangTimeout.Value != "" {
+		r.opts.fault.hangTimeout = st.HangTimeout.Value
+		r.hangCfg, _ = hangConfig(st.HangTimeout.Value)
+	}
+	if !r.fs.Changed("max-restarts") {
+		r.opts.fault.maxRestarts = st.MaxRestarts.Value
+	}
+}
+
+// restartStep prepares the relaunch after a hang: the latest committed
+// checkpoint is resumed from, with the same placement.
+func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) {
+	r.restarts++
+	r.hangWhat = ""
+	latest, notes, err := store.Latest()
+	if err != nil {
+		return rankEnv{}, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	}
+	for _, n := range notes {
+		r.logf("warning: %s", n)
+	}
+	r.resume = latest
+	r.setLastTag(tagOf(latest))
+	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.restarts, r.opts.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
+	return r.prepare(f)
+}
