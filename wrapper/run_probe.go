@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ type nodeFacts struct {
 	CVD      string `json:"cuda_visible"`        // CUDA_VISIBLE_DEVICES as Slurm set it for the probe step
 	GPUName  string `json:"gpu_name,omitempty"`  // the first GPU's name in the node topology
 	NCCLConf string `json:"nccl_conf,omitempty"` // /etc/nccl.conf, when present
+	Restart  string `json:"restart"`             // SLURM_RESTART_COUNT of the probe ("" on a first start): the incarnation whose GPUs these are
 	// Topo is the node's topology (topo.Discover on the node); nil when
 	// discovery failed (TopoError says why).
 	Topo      *topo.Node `json:"topo,omitempty"`
@@ -44,6 +46,7 @@ func runProbeNode(env *runEnv, dir string) error {
 		}
 	}
 	f.CVD = env.getenv("CUDA_VISIBLE_DEVICES")
+	f.Restart = task.Restart
 	// NVML where the driver loads: the GPUs' NVLink fabric (GB200 NVL72
 	// clique) places TP/EP across trays of one clique; sysfs always.
 	opts := topo.Options{}
@@ -96,13 +99,20 @@ func probeNodes(ctx context.Context, sc slurm.Client, a *allocation, self, dir s
 	return facts, nil
 }
 
-// readProbeCache reads a previous probe of the same nodes (a requeued job
-// reruns on possibly different nodes: every node must be present).
+// readProbeCache reads a previous probe of the same incarnation (a restart
+// of the step inside the allocation, which holds the same GPUs). A requeued
+// job reruns on possibly other nodes, and on the same nodes possibly on
+// other GPUs (the 21-A hang test saw GPU 4 planned while the step held GPU
+// 0): a probe of another restart count, a missing node, or a batch node
+// whose GPUs differ from SLURM_JOB_GPUS is no cache.
 func readProbeCache(a *allocation, dir string) (map[string]nodeFacts, bool) {
 	facts := map[string]nodeFacts{}
 	for _, node := range a.Nodes {
 		var f nodeFacts
-		if launch.ReadJSON(filepath.Join(dir, node+".json"), &f) != nil {
+		if launch.ReadJSON(filepath.Join(dir, node+".json"), &f) != nil || f.Restart != strconv.Itoa(a.RestartCount) && !(f.Restart == "" && a.RestartCount == 0) {
+			return nil, false
+		}
+		if node == a.BatchNode && a.GPUIDs != nil && !slices.Equal(f.GPUs, a.GPUIDs) {
 			return nil, false
 		}
 		facts[node] = f
