@@ -97,7 +97,7 @@ func (s *Store) CommitComplete(world int) (latest string, changed bool, err erro
 	if world > 0 {
 		o := s.opts
 		o.WorldSize = world
-		s = &Store{dir: s.dir, opts: o, hook: s.hook}
+		s = &Store{dir: s.dir, opts: o, hook: s.hook, fault: s.fault}
 	}
 	list, err := s.List()
 	if err != nil {
