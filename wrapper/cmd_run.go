@@ -201,6 +201,7 @@ type runner struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
+	faults       faultState // failed saves and nodes (run_faults.go)
 	progress     *obs.ProgressReader
 }
 
@@ -870,6 +871,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	}
 	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
+	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, exits, firstFail)
 	if o.CommitErr == nil && code == 0 && reason == stopNone {
 		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
@@ -880,7 +882,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
 		}
 	}
-	if o.Failed() && o.MaxFailures > 0 && r.store != nil {
+	if (o.Failed() || o.DiskFailed()) && o.MaxFailures > 0 && r.store != nil {
 		o.HaveHistory = true
 		if o.History, o.HistoryErr = r.store.History().Load(); o.HistoryErr != nil {
 			r.logf("warning: %v", o.HistoryErr)
@@ -905,6 +907,7 @@ func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, 
 // when it was made for the stop.
 func (r *runner) commitAfterStep(store ckptStore, reason string, stopAt time.Time, tagAtStop string) (string, error) {
 	world := r.alloc.World()
+	r.discardFailedSaves()
 	latest, changed, err := store.CommitComplete(world)
 	if err != nil || !changed {
 		return latest, err
@@ -936,6 +939,7 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 			return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
 		}
 		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.opts.maxRequeue)
+		r.excludeBadNodes()
 		return withCode(ExitRequeued, errSilent)
 	}
 	if d.Exit == ExitOK {
@@ -966,7 +970,7 @@ func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
 		progress = checkpoint.StepOf(latest)
 	}
 	if err := r.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
-		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg}); err != nil {
+		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg, FailedNodes: r.failedNodes()}); err != nil {
 		r.logf("warning: %v", err)
 	}
 }

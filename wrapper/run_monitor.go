@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -425,8 +426,11 @@ func (m *monitor) commitBG() {
 	r := m.r
 	go func() {
 		defer m.commitMu.Unlock()
+		r.discardFailedSaves()
 		if tag, changed, err := m.store.CommitComplete(m.world); err != nil {
-			r.logf("warning: %v", err)
+			if checkpoint.DiskCause(err) == "" { // a disk fault is reported once (commitDiskFault)
+				r.logf("warning: %v", err)
+			}
 		} else if changed {
 			r.setLastTag(tag)
 			r.logf("checkpoint %s complete and committed as latest", tag)

@@ -195,7 +195,9 @@ func (s *observedStore) CommitComplete(world int) (string, bool, error) {
 	d := time.Since(t0)
 	if err != nil {
 		s.r.commitFailed = true
-		s.r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "commit", Message: err.Error()})
+		if cause, first := s.r.commitDiskFault(err); first {
+			s.r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: cause, Message: err.Error()})
+		}
 		return tag, changed, err
 	}
 	if changed && tag != "" {

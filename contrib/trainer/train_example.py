@@ -209,10 +209,17 @@ def main():
         path = os.path.join(d, "rank-%d.pt" % rank)
         buf = io.BytesIO()
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, **ballast}, buf)
-        with open(path + ".tmp", "wb") as f:
-            f.write(buf.getvalue())
-        os.replace(path + ".tmp", path)
-        ck.mark_done(tag, [path])
+        try:
+            with open(path + ".tmp", "wb") as f:
+                f.write(buf.getvalue())
+                f.flush()
+                os.fsync(f.fileno())  # a full disk answers here at the latest
+            os.replace(path + ".tmp", path)
+            ck.mark_done(tag, [path])
+        except OSError as e:
+            if not ck.save_failed(tag, e, [path]):  # a full or failing disk: keep training
+                raise
+            return None
         return tag
 
     data = StepData(start, args.steps, dp_rank)
@@ -228,7 +235,7 @@ def main():
                 while not getattr(ck, "_term", False) and time.time() < deadline:
                     time.sleep(0.1)
             if step != start or not ck.resume_dir or ck.stop:
-                saved = save(step)
+                saved = save(step) or saved
             if ck.stop:
                 stopped = True
                 break
@@ -243,7 +250,7 @@ def main():
         step += 1
         ck.report_progress(step)  # rank 0: observed step time for trainrun's metrics
         if args.save_every and step % args.save_every == 0 and step < args.steps:
-            saved = save(step)
+            saved = save(step) or saved
         if args.sleep:
             time.sleep(args.sleep)
 

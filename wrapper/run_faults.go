@@ -1,0 +1,210 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/obs"
+)
+
+// Faults beyond preemption (issue 21, part B): a save that a full or failing
+// disk stopped, and the nodes a failure points to.
+
+// faultState is what the controller learns of faults during an incarnation.
+// The monitor's goroutines (background commits) write it too: mu guards it.
+type faultState struct {
+	mu          sync.Mutex
+	saveFailAt  time.Time // the last failed save (trainer side or commit)
+	saveFailMsg string
+	seen        map[string]bool // commit errors already counted
+	nodes       []checkpoint.FailedNode
+}
+
+// NoteFailedNode records a node a failure points to, for the job history
+// (its end event), the report, the metrics and the exclusion of the node
+// from a requeued job (checkpoint.ExcludedNodes). Hang and straggler
+// detection call it with checkpoint.CauseHang and Detail naming the rank
+// and GPU, e.g. "rank 3 (GPU 1) made no progress for 95 s".
+func (r *runner) NoteFailedNode(f checkpoint.FailedNode) {
+	fs := &r.faults
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, g := range fs.nodes {
+		if g.Node == f.Node && g.Cause == f.Cause {
+			return
+		}
+	}
+	fs.nodes = append(fs.nodes, f)
+	r.logf("node %s: %s (%s)", f.Node, f.Cause, cmp.Or(f.Detail, "no detail"))
+}
+
+func (r *runner) failedNodes() []checkpoint.FailedNode {
+	r.faults.mu.Lock()
+	defer r.faults.mu.Unlock()
+	return append([]checkpoint.FailedNode(nil), r.faults.nodes...)
+}
+
+// noteSaveFailed records a failed save: the log, the metric (failed saves by
+// cause), and the time, which tells a stop whose checkpoint failed
+// (saveFailedSince) from one whose trainers saved nothing.
+func (r *runner) noteSaveFailed(cause, msg string) {
+	fs := &r.faults
+	fs.mu.Lock()
+	fs.saveFailAt, fs.saveFailMsg = time.Now(), msg
+	fs.mu.Unlock()
+	r.logf("warning: %s", msg)
+	r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: cause, Message: msg})
+}
+
+// saveFailedSince is the message of a save that failed at or after t ("" if none).
+func (r *runner) saveFailedSince(t time.Time) string {
+	r.faults.mu.Lock()
+	defer r.faults.mu.Unlock()
+	if r.faults.saveFailMsg == "" || t.IsZero() || r.faults.saveFailAt.Before(t) {
+		return ""
+	}
+	return r.faults.saveFailMsg
+}
+
+// discardFailedSaves removes the checkpoints the trainers could not save
+// (checkpoint.DiscardFailed: every rank answered, some failed), reports each,
+// and applies the retention: what it frees the next save can use.
+func (r *runner) discardFailedSaves() {
+	if r.store == nil {
+		return
+	}
+	failed, err := r.store.DiscardFailed(r.alloc.World())
+	if err != nil {
+		r.logf("warning: %v", err)
+	}
+	for _, f := range failed {
+		msg := checkpoint.DiskMessage(r.ckptDir, f.Tag, f.Cause, r.getLastTag())
+		msg += fmt.Sprintf(" (ranks %s failed; %s of partial files removed)", rankList(f.Ranks), fmtSize(f.Bytes))
+		r.noteSaveFailed(f.Cause, msg)
+	}
+	if len(failed) > 0 {
+		r.prune()
+	}
+}
+
+// commitDiskFault handles a commit that failed: a disk fault is reported
+// once per distinct error with the file system's state and what to do (the
+// checkpoint stays uncommitted and the next commit retries it); retention
+// frees what it may. It returns the metric's cause.
+func (r *runner) commitDiskFault(err error) (cause string, first bool) {
+	cause = checkpoint.DiskCause(err)
+	key := err.Error()
+	r.faults.mu.Lock()
+	if r.faults.seen == nil {
+		r.faults.seen = map[string]bool{}
+	}
+	first = !r.faults.seen[key]
+	r.faults.seen[key] = true
+	r.faults.mu.Unlock()
+	if cause == "" {
+		return "commit", first
+	}
+	if first {
+		msg := checkpoint.DiskMessage(r.ckptDir, "commit", cause, r.getLastTag())
+		msg = strings.Replace(msg, "checkpoint commit was not saved", "a checkpoint could not be committed", 1) + ": " + err.Error()
+		r.faults.mu.Lock()
+		r.faults.saveFailAt, r.faults.saveFailMsg = time.Now(), msg
+		r.faults.mu.Unlock()
+		r.logf("warning: %s", msg)
+		r.prune()
+	}
+	return cause, first
+}
+
+// stepFailedNodes finds the nodes a failed step points to: a node none of
+// whose ranks reported an exit while others did (lost: its slurmd or its
+// processes died with it), else the first failing rank's node.
+func (r *runner) stepFailedNodes(code int, reason string, exits map[int]int, firstFail *launch.Event) []checkpoint.FailedNode {
+	if code == 0 || reason == stopCancelled || len(exits) == 0 {
+		return r.failedNodes()
+	}
+	silent := map[string][]int{} // a node's ranks without an exit report
+	reported := map[string]bool{}
+	var order []string
+	for _, sl := range r.slots {
+		if _, ok := silent[sl.Node]; !ok && !reported[sl.Node] {
+			order = append(order, sl.Node)
+		}
+		if _, ok := exits[sl.Rank]; ok {
+			reported[sl.Node] = true
+		} else {
+			silent[sl.Node] = append(silent[sl.Node], sl.Rank)
+		}
+	}
+	lost := false
+	for _, n := range order {
+		if !reported[n] && len(silent[n]) > 0 {
+			lost = true
+			r.NoteFailedNode(checkpoint.FailedNode{Node: n, Cause: checkpoint.CauseNodeFail,
+				Detail: fmt.Sprintf("ranks %s never reported an exit: the node or its processes were lost", rankList(silent[n]))})
+		}
+	}
+	if !lost && firstFail != nil && firstFail.Rank >= 0 && firstFail.Rank < len(r.slots) {
+		s := r.slots[firstFail.Rank]
+		r.NoteFailedNode(checkpoint.FailedNode{Node: s.Node, Cause: checkpoint.CauseCrash,
+			Detail: fmt.Sprintf("rank %d (GPU %d) failed first with exit %d", s.Rank, s.GPU, firstFail.Code)})
+	}
+	return r.failedNodes()
+}
+
+// excludeBadNodes keeps the nodes the history blames (checkpoint.ExcludedNodes)
+// out of the requeued job: `scontrol update jobid=J ExcNodeList=...`, merged
+// with the job's own exclusions. Slurm takes it only once the job is pending
+// again, so it runs right after the requeue: the job stays COMPLETING, and
+// cannot start elsewhere, until this batch step (trainrun) exits.
+func (r *runner) excludeBadNodes() {
+	if r.store == nil {
+		return
+	}
+	incs, err := r.store.History().Load()
+	if err != nil {
+		r.logf("warning: %v", err)
+		return
+	}
+	nodes := checkpoint.ExcludedNodes(incs)
+	if len(nodes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	all, err := r.env.slurm.ExcludeNodes(ctx, r.alloc.JobID, nodes)
+	if err != nil {
+		r.logf("warning: keeping the failed node(s) %s out of the requeued job: %v", strings.Join(nodes, ","), err)
+		return
+	}
+	r.logf("the requeued job excludes %s (ExcNodeList=%s); an admin can drain them: scontrol update nodename=%s state=drain reason=\"trainrun: failed in job %s\"",
+		strings.Join(nodes, ","), all, strings.Join(nodes, ","), r.alloc.JobID)
+}
+
+func rankList(ranks []int) string {
+	s := make([]string, 0, len(ranks))
+	sort.Ints(ranks)
+	for _, r := range ranks {
+		s = append(s, fmt.Sprint(r))
+	}
+	return strings.Join(s, ",")
+}
+
+func fmtSize(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
