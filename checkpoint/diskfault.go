@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -171,23 +172,28 @@ func DiskAdvice(cause string, sp Space) string {
 // with cause: what filled (the mount point, its type, its free space), that
 // the latest committed checkpoint stays, and what to do.
 func DiskMessage(dir, tag, cause, latest string) string {
-	sp, err := SpaceOf(dir)
-	where := fmt.Sprintf("the file system of %s", dir)
-	if err == nil {
-		where = fmt.Sprintf("%s (%s) holding %s, %s free of %s", sp.Mount, sp.FSType, dir, fmtBytes(sp.Free), fmtBytes(sp.Total))
-	} else {
-		sp.Mount = dir
-	}
 	what := map[string]string{DiskFull: "is full", DiskQuota: "is over quota", DiskIOError: "failed with an I/O error"}[cause]
 	if what == "" {
 		what = "failed"
+	}
+	sp, err := SpaceOf(dir)
+	where := fmt.Sprintf("the file system of %s %s", dir, what)
+	if err == nil {
+		holds := ""
+		if sp.Mount != filepath.Clean(dir) {
+			holds = ", which holds " + dir + ","
+		}
+		where = fmt.Sprintf("file system %s (%s)%s %s (%s free of %s once the partial files are removed)",
+			sp.Mount, cmp.Or(sp.FSType, "type unknown"), holds, what, fmtBytes(sp.Free), fmtBytes(sp.Total))
+	} else {
+		sp.Mount = dir
 	}
 	keep := "there is no committed checkpoint yet"
 	if latest != "" {
 		keep = "the latest committed checkpoint stays " + latest
 	}
-	return fmt.Sprintf("checkpoint %s was not saved: %s %s; %s, training goes on and the next save retries; %s",
-		tag, where, what, keep, DiskAdvice(cause, sp))
+	return fmt.Sprintf("checkpoint %s was not saved: %s; %s, training goes on and the next save retries; %s",
+		tag, where, keep, DiskAdvice(cause, sp))
 }
 
 func fmtBytes(b uint64) string {

@@ -193,7 +193,7 @@ func TestDiskMessage(t *testing.T) {
 	msg := DiskMessage(dir, "step-20", DiskFull, "step-10")
 	sp, err := SpaceOf(dir)
 	must(t, err)
-	for _, want := range []string{"checkpoint step-20 was not saved", sp.Mount + " (" + sp.FSType + ")", "free of", "is full",
+	for _, want := range []string{"checkpoint step-20 was not saved: file system " + sp.Mount + " (" + sp.FSType + ")", "free of", "is full",
 		"the latest committed checkpoint stays step-10", "next save retries", "free space on " + sp.Mount} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

@@ -215,6 +215,9 @@ func (m *monitor) onRequestTick() {
 	r := m.r
 	if m.continuing {
 		m.commitBG() // commit (and measure) a requested checkpoint within a second
+	} else if m.commitMu.TryLock() {
+		r.discardFailedSaves() // a save the disk refused: free its bytes before the next save
+		m.commitMu.Unlock()
 	}
 	r.pollProgress()
 	req, err := m.store.TakeRequest()

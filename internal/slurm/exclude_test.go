@@ -12,7 +12,7 @@ func TestExcludeNodes(t *testing.T) {
 	id := strings.TrimSpace(readTestdata(t, "jobid.txt"))
 	job := readTestdata(t, "show-job-o.txt")
 	fake := &Canned{Out: map[string]string{
-		"scontrol show job -o " + id:                           job,
+		"scontrol show job -o " + id:                          job,
 		"scontrol update jobid=" + id + " ExcNodeList=n[2-3]": "",
 	}}
 	all, err := Client{Run: fake.Run}.ExcludeNodes(context.Background(), id, []string{"n3", "n2"})
@@ -22,7 +22,7 @@ func TestExcludeNodes(t *testing.T) {
 	// The job's own exclusions stay.
 	withExc := strings.Replace(job, "ExcNodeList=(null)", "ExcNodeList=n[7-8]", 1)
 	fake = &Canned{Out: map[string]string{
-		"scontrol show job -o " + id:                              withExc,
+		"scontrol show job -o " + id:                            withExc,
 		"scontrol update jobid=" + id + " ExcNodeList=n[2,7-8]": "",
 	}}
 	if all, err := (Client{Run: fake.Run}).ExcludeNodes(context.Background(), id, []string{"n2", "n8"}); err != nil || all != "n[2,7-8]" {

@@ -37,8 +37,8 @@ type Outcome struct {
 	// FailedNodes are the nodes the step's failure points to (lost, hung,
 	// the first failing rank's): the history's end event records them.
 	FailedNodes []checkpoint.FailedNode
-	Command   string      // the training command, for "not found"
-	CkptDir   string      // the checkpoint directory, for messages
+	Command     string // the training command, for "not found"
+	CkptDir     string // the checkpoint directory, for messages
 
 	JobID        string
 	RestartCount int  // SLURM_RESTART_COUNT
