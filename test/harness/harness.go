@@ -423,6 +423,17 @@ func (c *Cluster) StopSlurmd(node string) error {
 	return nil
 }
 
+// StartSlurmd starts node's slurmd again after StopSlurmd (a node that
+// comes back after a failure) and waits until the node is up.
+func (c *Cluster) StartSlurmd(ctx context.Context, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := c.startSlurmd(node); err != nil {
+		return err
+	}
+	return c.waitNodesUp(ctx, []string{node}, false)
+}
+
 // RestartSlurmd stops node's slurmd (StopSlurmd), starts it again and waits
 // until slurmctld has its new registration (SlurmdStartTime changed) and the
 // node is up (idle, or mixed/allocated if jobs run there). Use it after
