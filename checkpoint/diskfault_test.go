@@ -234,3 +234,21 @@ func TestHistoryFailedNodes(t *testing.T) {
 		t.Errorf("FailuresWithoutProgress of a disk and a hang failure = %d, want 2", n)
 	}
 }
+
+// A failed save that DiscardFailed never saw answered by every rank (one
+// crashed) is discarded by the next incarnation's Recover.
+func TestRecoverDiscardsFailedSave(t *testing.T) {
+	s := newStore(t)
+	saveCkpt(t, s, "step-10", 2, 1)
+	_, _, err := s.CommitComplete(2)
+	must(t, err)
+	markFailed(t, s.tagDir("step-20"), 1, DiskQuota)
+	rep, err := s.Recover(2, false)
+	must(t, err)
+	if fmt.Sprint(rep.Discarded) != "[step-20]" || exists(s.tagDir("step-20")) {
+		t.Errorf("Recover = %+v; step-20 still there: %v", rep, exists(s.tagDir("step-20")))
+	}
+	if r, err := s.Latest(); err != nil || r.Tag != "step-10" {
+		t.Errorf("Latest = %q %v", r.Tag, err)
+	}
+}
