@@ -935,11 +935,12 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 		r.logf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
 	}
 	if d.Requeue {
+		excl, nodes := r.badNodesToExclude()
 		if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
 			return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
 		}
 		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.opts.maxRequeue)
-		r.excludeBadNodes()
+		r.excludeBadNodes(excl, nodes)
 		return withCode(ExitRequeued, errSilent)
 	}
 	if d.Exit == ExitOK {

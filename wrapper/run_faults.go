@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -159,33 +160,59 @@ func (r *runner) stepFailedNodes(code int, reason string, exits map[int]int, fir
 	return r.failedNodes()
 }
 
-// excludeBadNodes keeps the nodes the history blames (checkpoint.ExcludedNodes)
-// out of the requeued job: `scontrol update jobid=J ExcNodeList=...`, merged
-// with the job's own exclusions. Slurm takes it only once the job is pending
-// again, so it runs right after the requeue: the job stays COMPLETING, and
-// cannot start elsewhere, until this batch step (trainrun) exits.
-func (r *runner) excludeBadNodes() {
+// badNodesToExclude is the job's ExcNodeList with the nodes the history
+// blames (checkpoint.ExcludedNodes) added, read before the requeue: after
+// it Slurm's SIGTERM to the batch step's processes kills the queries
+// trainrun starts (seen on Slurm 22.05); "" when there is nothing to add.
+func (r *runner) badNodesToExclude() (list string, nodes []string) {
 	if r.store == nil {
-		return
+		return "", nil
 	}
 	incs, err := r.store.History().Load()
 	if err != nil {
 		r.logf("warning: %v", err)
-		return
+		return "", nil
 	}
-	nodes := checkpoint.ExcludedNodes(incs)
-	if len(nodes) == 0 {
-		return
+	if nodes = checkpoint.ExcludedNodes(incs); len(nodes) == 0 {
+		return "", nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	all, err := r.env.slurm.ExcludeNodes(ctx, r.alloc.JobID, nodes)
+	j, err := r.env.slurm.Job(ctx, r.alloc.JobID)
 	if err != nil {
 		r.logf("warning: keeping the failed node(s) %s out of the requeued job: %v", strings.Join(nodes, ","), err)
+		return "", nil
+	}
+	list, err = slurm.MergeHostlists(j.Record["ExcNodeList"], nodes)
+	if err != nil {
+		r.logf("warning: keeping the failed node(s) %s out of the requeued job: %v", strings.Join(nodes, ","), err)
+		return "", nil
+	}
+	return list, nodes
+}
+
+// excludeBadNodes keeps the nodes out of the requeued job (`scontrol update
+// jobid=J ExcNodeList=...`). Slurm takes it only once the job is pending
+// again, so it runs right after the requeue: the job stays COMPLETING, and
+// cannot start elsewhere, until this batch step (trainrun) exits. The
+// requeue's SIGTERM may kill the first scontrol: it is tried three times.
+func (r *runner) excludeBadNodes(list string, nodes []string) {
+	if list == "" {
 		return
 	}
-	r.logf("the requeued job excludes %s (ExcNodeList=%s); an admin can drain them: scontrol update nodename=%s state=drain reason=\"trainrun: failed in job %s\"",
-		strings.Join(nodes, ","), all, strings.Join(nodes, ","), r.alloc.JobID)
+	var err error
+	for try := 0; try < 3; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = r.env.slurm.SetExcNodeList(ctx, r.alloc.JobID, list)
+		cancel()
+		if err == nil {
+			r.logf("the requeued job excludes %s (ExcNodeList=%s); an admin can drain them: scontrol update nodename=%s state=drain reason=\"trainrun: failed in job %s\"",
+				strings.Join(nodes, ","), list, strings.Join(nodes, ","), r.alloc.JobID)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.logf("warning: keeping the failed node(s) %s out of the requeued job: %v", strings.Join(nodes, ","), err)
 }
 
 func rankList(ranks []int) string {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,7 +72,7 @@ func TestExcludeBadNodes(t *testing.T) {
 		"scontrol update jobid=77 ExcNodeList=n[2,9]": "",
 	}}
 	r.env.slurm = slurm.Client{Run: fake.Run}
-	r.excludeBadNodes()
+	r.excludeBadNodes(r.badNodesToExclude())
 	if fmt.Sprint(fake.Calls) != "[scontrol show job -o 77 scontrol update jobid=77 ExcNodeList=n[2,9]]" {
 		t.Errorf("calls %v", fake.Calls)
 	}
@@ -129,5 +131,23 @@ func mustWrite(t *testing.T, p string) {
 	}
 	if err := os.WriteFile(p, nil, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The requeue's SIGTERM kills the first scontrol update: it is retried.
+func TestExcludeBadNodesRetries(t *testing.T) {
+	var log bytes.Buffer
+	r := faultRunner(t, &log)
+	var calls []string
+	r.env.slurm = slurm.Client{Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		calls = append(calls, name+" "+strings.Join(args, " "))
+		if len(calls) == 1 {
+			return nil, errors.New("signal: terminated")
+		}
+		return nil, nil
+	}}
+	r.excludeBadNodes("n2", []string{"n2"})
+	if len(calls) != 2 || calls[1] != "scontrol update jobid=77 ExcNodeList=n2" || !strings.Contains(log.String(), "the requeued job excludes n2") {
+		t.Errorf("calls %q, log %s", calls, log.String())
 	}
 }

@@ -235,7 +235,8 @@ func clip(s string, n int) string {
 // jobid=ID ExcNodeList=...`), merged with what the job already excludes,
 // and returns the list set. Slurm takes it only for a pending job (a
 // running one answers "Job is no longer pending execution"): call it after
-// Requeue, while the job is still COMPLETING.
+// Requeue, while the job is still COMPLETING, or read the job first (Job)
+// and SetExcNodeList after the requeue.
 func (c Client) ExcludeNodes(ctx context.Context, jobID string, nodes []string) (string, error) {
 	j, err := c.Job(ctx, jobID)
 	if err != nil {
@@ -245,10 +246,13 @@ func (c Client) ExcludeNodes(ctx context.Context, jobID string, nodes []string) 
 	if err != nil {
 		return "", err
 	}
-	if _, err := c.query(ctx, Scontrol, "update", "jobid="+jobID, "ExcNodeList="+all); err != nil {
-		return "", err
-	}
-	return all, nil
+	return all, c.SetExcNodeList(ctx, jobID, all)
+}
+
+// SetExcNodeList sets the job's ExcNodeList to the hostlist expression list.
+func (c Client) SetExcNodeList(ctx context.Context, jobID, list string) error {
+	_, err := c.query(ctx, Scontrol, "update", "jobid="+jobID, "ExcNodeList="+list)
+	return err
 }
 
 // MergeHostlists adds nodes to the hostlist expression have ("" or

@@ -140,6 +140,12 @@ func decideFailure(o Outcome) Decision {
 	if o.Reason != None {
 		what += fmt.Sprintf(" after the %s checkpoint request", o.Reason)
 	}
+	for _, f := range o.FailedNodes {
+		if f.Cause == checkpoint.CauseNodeFail { // the first failure seen is then only its echo
+			what = fmt.Sprintf("node %s was lost (%s); %s", f.Node, f.Detail, what)
+			break
+		}
+	}
 	d := Decision{Exit: exitcode.StepFailed, Err: what, Cause: failureCause(o.FailedNodes), Tag: o.Latest, Record: what}
 	if o.MaxFailures <= 0 || !o.HaveHistory || o.HistoryErr != nil {
 		return d

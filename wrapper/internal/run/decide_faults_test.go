@@ -59,8 +59,8 @@ func TestDecideFailedNodeCause(t *testing.T) {
 	o := base()
 	o.Code = 1
 	o.FailedNodes = []checkpoint.FailedNode{{Node: "n2", Cause: checkpoint.CauseNodeFail}}
-	if d := Decide(o); d.Cause != checkpoint.CauseNodeFail || !d.Requeue {
-		t.Errorf("lost node: %+v, want cause node-fail and a requeue", d)
+	if d := Decide(o); d.Cause != checkpoint.CauseNodeFail || !d.Requeue || !strings.HasPrefix(d.Err, "node n2 was lost") {
+		t.Errorf("lost node: %+v, want cause node-fail, a requeue, and the node named first", d)
 	}
 	o.FailedNodes = []checkpoint.FailedNode{{Node: "n2", Cause: checkpoint.CauseHang}}
 	if d := Decide(o); d.Cause != checkpoint.CauseHang {
