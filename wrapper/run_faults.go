@@ -194,20 +194,30 @@ func (r *runner) badNodesToExclude() (list string, nodes []string) {
 // excludeBadNodes keeps the nodes out of the requeued job (`scontrol update
 // jobid=J ExcNodeList=...`). Slurm takes it only once the job is pending
 // again, so it runs right after the requeue: the job stays COMPLETING, and
-// cannot start elsewhere, until this batch step (trainrun) exits. The
-// requeue's SIGTERM may kill the first scontrol: it is tried three times.
+// cannot start elsewhere, until this batch step (trainrun) has exited. Seen
+// on Slurm 22.05 after a node failure: slurmctld answers the update only
+// once the batch step is gone (KillWait after the requeue's SIGTERM), and
+// applies it even when the client was killed meanwhile. So the intent is
+// logged first, the answer awaited briefly, and a client killed at once
+// (the requeue's SIGTERM reaches trainrun's children) is started again.
 func (r *runner) excludeBadNodes(list string, nodes []string) {
 	if list == "" {
 		return
 	}
+	r.logf("excluding %s from the requeued job (ExcNodeList=%s); an admin can drain them: scontrol update nodename=%s state=drain reason=\"trainrun: failed in job %s\"",
+		strings.Join(nodes, ","), list, strings.Join(nodes, ","), r.alloc.JobID)
 	var err error
 	for try := 0; try < 3; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		t0 := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		err = r.env.slurm.SetExcNodeList(ctx, r.alloc.JobID, list)
 		cancel()
-		if err == nil {
-			r.logf("the requeued job excludes %s (ExcNodeList=%s); an admin can drain them: scontrol update nodename=%s state=drain reason=\"trainrun: failed in job %s\"",
-				strings.Join(nodes, ","), list, strings.Join(nodes, ","), r.alloc.JobID)
+		switch {
+		case err == nil:
+			r.logf("the requeued job excludes %s", strings.Join(nodes, ","))
+			return
+		case time.Since(t0) >= time.Second:
+			r.logf("Slurm has not confirmed the exclusion yet (it applies it once the job has completed): check with scontrol show job %s", r.alloc.JobID)
 			return
 		}
 		time.Sleep(200 * time.Millisecond)

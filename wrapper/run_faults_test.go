@@ -76,7 +76,7 @@ func TestExcludeBadNodes(t *testing.T) {
 	if fmt.Sprint(fake.Calls) != "[scontrol show job -o 77 scontrol update jobid=77 ExcNodeList=n[2,9]]" {
 		t.Errorf("calls %v", fake.Calls)
 	}
-	if !strings.Contains(log.String(), "the requeued job excludes n2 (ExcNodeList=n[2,9])") || !strings.Contains(log.String(), "state=drain") {
+	if !strings.Contains(log.String(), "excluding n2 from the requeued job (ExcNodeList=n[2,9])") || !strings.Contains(log.String(), "the requeued job excludes n2") || !strings.Contains(log.String(), "state=drain") {
 		t.Errorf("log: %s", log.String())
 	}
 }

@@ -120,7 +120,7 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 %s --ckp
 				t.Fatal(err)
 			}
 			killJobProcs(id, node)
-			waitLog(t, c, id, "the requeued job excludes", 2*time.Minute)
+			waitLog(t, c, id, "from the requeued job", 2*time.Minute)
 			if err := c.StartSlurmd(ctx, node); err != nil {
 				t.Fatal(err)
 			}

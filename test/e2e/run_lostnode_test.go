@@ -70,7 +70,7 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 120 --sleep 0.3 --save-eve
 	if n := killJobProcs(id, "n2"); n == 0 {
 		t.Fatalf("found no process of job %d on n2 to kill", id)
 	}
-	waitLog(t, c, id, "the requeued job excludes n2", 90*time.Second)
+	waitLog(t, c, id, "excluding n2 from the requeued job", 90*time.Second)
 	if err := c.StartSlurmd(ctx, "n2"); err != nil { // the node is back: only the exclusion keeps the job off it
 		t.Fatal(err)
 	}
