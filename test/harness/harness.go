@@ -424,14 +424,31 @@ func (c *Cluster) StopSlurmd(node string) error {
 }
 
 // StartSlurmd starts node's slurmd again after StopSlurmd (a node that
-// comes back after a failure) and waits until the node is up.
+// comes back after a failure) and waits until the node is up. A node that
+// slurmctld marked DOWN while its slurmd was away is resumed as an admin
+// would (scontrol update state=resume) if registering did not return it.
 func (c *Cluster) StartSlurmd(ctx context.Context, node string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := c.startSlurmd(node); err != nil {
 		return err
 	}
-	return c.waitNodesUp(ctx, []string{node}, false)
+	t0, resumed := time.Now(), false
+	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		info, err := c.nodeInfo(ctx)
+		if err != nil {
+			return false, nil
+		}
+		st := info[node].State
+		if strings.HasPrefix(st, "DOWN") {
+			if !resumed && time.Since(t0) > 3*time.Second {
+				resumed = true
+				c.Run(ctx, "scontrol", "update", "nodename="+node, "state=resume")
+			}
+			return false, nil
+		}
+		return strings.HasPrefix(st, "IDLE") || strings.HasPrefix(st, "MIXED") || strings.HasPrefix(st, "ALLOCATED"), nil
+	}, "node "+node+" up again")
 }
 
 // RestartSlurmd stops node's slurmd (StopSlurmd), starts it again and waits
