@@ -127,6 +127,10 @@ var runHelpTail = joinLines(
 	"Grace budget: each checkpoint's time from request to commit is kept in the job's history; trainrun",
 	"warns when the lead, the partition's GraceTime or KillWait is shorter (policy CkptLeadAdapt=yes",
 	"raises the lead).",
+	"Faults: a save the disk refuses (ENOSPC, EDQUOT, EIO; the trainer marks <tag>/.trainrun/failed.<RANK>.<CAUSE>)",
+	"is discarded and reported with the file system's free space; the latest stays, the next save retries, and a",
+	"stop whose save failed requeues from it. A failed step's node (lost, or its rank failed first) is kept in the",
+	"history; a requeued job excludes lost nodes (scontrol update ExcNodeList; use #SBATCH --no-kill).",
 	"",
 )
 
