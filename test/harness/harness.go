@@ -610,7 +610,12 @@ func (c *Cluster) stop() error {
 			_ = d.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	deadline := time.After(3 * time.Second)
+	// A closed channel, not time.After: its one value let only the first
+	// slow daemon go, and Stop hung on the second (seen with a slurmctld and
+	// a slurmd both slow after a node failure).
+	deadline := make(chan struct{})
+	stopT := time.AfterFunc(3*time.Second, func() { close(deadline) })
+	defer stopT.Stop()
 	for _, d := range ds {
 		if d.name == "munged" {
 			continue
