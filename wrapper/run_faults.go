@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -187,6 +189,15 @@ func (r *runner) badNodesToExclude() (list string, nodes []string) {
 	if err != nil {
 		r.logf("warning: keeping the failed node(s) %s out of the requeued job: %v", strings.Join(nodes, ","), err)
 		return "", nil
+	}
+	if req := j.Record["ReqNodeList"]; req != "" && req != "(null)" {
+		if asked, err := topo.ExpandHostlist(req); err == nil {
+			for _, n := range asked {
+				if slices.Contains(nodes, n) {
+					r.logf("warning: the job asks for %s by name (--nodelist=%s): excluding it, the requeued job cannot start until the request changes (scontrol update jobid=%s ReqNodeList=...)", n, req, r.alloc.JobID)
+				}
+			}
+		}
 	}
 	return list, nodes
 }

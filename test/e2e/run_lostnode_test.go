@@ -48,7 +48,7 @@ export GLOO_SOCKET_IFNAME=lo
 exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 120 --sleep 0.3 --save-every 10
 `, bin, trainer)
 	ctx := context.Background()
-	id, err := c.SubmitBatch(ctx, script, "--nodelist=n1,n2")
+	id, err := c.SubmitBatch(ctx, script) // Slurm picks n1,n2 (no --nodelist: it would conflict with the exclusion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +62,10 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 120 --sleep 0.3 --save-eve
 		return e0 == nil && e1 == nil
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, c.JobOutput(id))
+	}
+	info0, _ := c.JobInfo(ctx, id)
+	if info0["NodeList"] != "n[1-2]" {
+		t.Fatalf("the job runs on %s, want n[1-2]", info0["NodeList"])
 	}
 	fault := time.Now()
 	if err := c.StopSlurmd("n2"); err != nil {
