@@ -68,13 +68,16 @@ func TestExcludeBadNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := &slurm.Canned{Out: map[string]string{
-		"scontrol show job -o 77":                     "JobId=77 JobName=x JobState=PENDING ExcNodeList=n9 NodeList=(null)",
+		"scontrol show job -o 77":                     "JobId=77 JobName=x JobState=RUNNING ReqNodeList=n[1-2] ExcNodeList=n9 NodeList=n[1-2]",
 		"scontrol update jobid=77 ExcNodeList=n[2,9]": "",
 	}}
 	r.env.slurm = slurm.Client{Run: fake.Run}
 	r.excludeBadNodes(r.badNodesToExclude())
 	if fmt.Sprint(fake.Calls) != "[scontrol show job -o 77 scontrol update jobid=77 ExcNodeList=n[2,9]]" {
 		t.Errorf("calls %v", fake.Calls)
+	}
+	if !strings.Contains(log.String(), "the job asks for n2 by name (--nodelist=n[1-2])") {
+		t.Errorf("no warning about the job's own request for n2: %s", log.String())
 	}
 	if !strings.Contains(log.String(), "excluding n2 from the requeued job (ExcNodeList=n[2,9])") || !strings.Contains(log.String(), "the requeued job excludes n2") || !strings.Contains(log.String(), "state=drain") {
 		t.Errorf("log: %s", log.String())
