@@ -911,7 +911,7 @@ func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, 
 // when it was made for the stop.
 func (r *runner) commitAfterStep(store ckptStore, reason string, stopAt time.Time, tagAtStop string) (string, error) {
 	world := r.alloc.World()
-	r.discardFailedSaves()
+	r.discardFailedSaves(store)
 	latest, changed, err := store.CommitComplete(world)
 	if err != nil || !changed {
 		return latest, err

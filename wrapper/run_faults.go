@@ -79,13 +79,24 @@ func (r *runner) saveFailedSince(t time.Time) string {
 // discardFailedSaves removes the checkpoints the trainers could not save
 // (checkpoint.DiscardFailed: every rank answered, some failed), reports each,
 // and applies the retention: what it frees the next save can use.
-func (r *runner) discardFailedSaves() {
+//
+// A checkpoint complete but not yet committed (background commits run every
+// 15 s) is committed first, through store: the message then names the
+// latest that stays, and the trainer's resume point is never left behind a
+// failed save.
+func (r *runner) discardFailedSaves(store ckptStore) {
 	if r.store == nil {
 		return
 	}
 	failed, err := r.store.DiscardFailed(r.alloc.World())
 	if err != nil {
 		r.logf("warning: %v", err)
+	}
+	if len(failed) > 0 && store != nil {
+		if tag, changed, err := store.CommitComplete(r.alloc.World()); err == nil && changed {
+			r.setLastTag(tag)
+			r.logf("checkpoint %s complete and committed as latest", tag)
+		}
 	}
 	for _, f := range failed {
 		msg := checkpoint.DiskMessage(r.ckptDir, f.Tag, f.Cause, r.getLastTag())

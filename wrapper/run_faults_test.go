@@ -101,7 +101,7 @@ func TestDiscardFailedSavesReports(t *testing.T) {
 		p := checkpoint.FailedMarkerPath(s.TagDir("step-20"), rank, checkpoint.DiskFull)
 		mustWrite(t, p)
 	}
-	r.discardFailedSaves()
+	r.discardFailedSaves(nil)
 	if !strings.Contains(log.String(), "checkpoint step-20 was not saved: file system") || !strings.Contains(log.String(), "ranks 0,1,2,3 failed") {
 		t.Errorf("log: %s", log.String())
 	}
@@ -111,7 +111,7 @@ func TestDiscardFailedSavesReports(t *testing.T) {
 	if r.saveFailedSince(r.faults.saveFailAt) == "" {
 		t.Error("the failed save is not visible to the stop")
 	}
-	r.discardFailedSaves() // nothing left: no second report
+	r.discardFailedSaves(nil) // nothing left: no second report
 	if n := countEvents(rec, "ckpt-fail", checkpoint.DiskFull); n != 1 {
 		t.Errorf("%d disk-full ckpt-fail events after a second pass, want 1", n)
 	}
@@ -152,5 +152,26 @@ func TestExcludeBadNodesRetries(t *testing.T) {
 	r.excludeBadNodes("n2", []string{"n2"})
 	if len(calls) != 2 || calls[1] != "scontrol update jobid=77 ExcNodeList=n2" || !strings.Contains(log.String(), "the requeued job excludes n2") {
 		t.Errorf("calls %q, log %s", calls, log.String())
+	}
+}
+
+// A checkpoint complete but not committed yet when a later save fails is
+// committed first: the message names it as the latest that stays.
+func TestDiscardFailedSavesCommitsFirst(t *testing.T) {
+	var log bytes.Buffer
+	r := faultRunner(t, &log)
+	dir := t.TempDir()
+	s, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.store, r.ckptDir = s, dir
+	for rank := 0; rank < 4; rank++ {
+		mustWrite(t, checkpoint.DoneMarkerPath(s.TagDir("step-10"), rank))
+		mustWrite(t, checkpoint.FailedMarkerPath(s.TagDir("step-20"), rank, checkpoint.DiskFull))
+	}
+	r.discardFailedSaves(storeAdapter{s})
+	if r.getLastTag() != "step-10" || !strings.Contains(log.String(), "the latest committed checkpoint stays step-10") {
+		t.Errorf("latest %q; log: %s", r.getLastTag(), log.String())
 	}
 }

@@ -216,7 +216,7 @@ func (m *monitor) onRequestTick() {
 	if m.continuing {
 		m.commitBG() // commit (and measure) a requested checkpoint within a second
 	} else if m.commitMu.TryLock() {
-		r.discardFailedSaves() // a save the disk refused: free its bytes before the next save
+		r.discardFailedSaves(m.store) // a save the disk refused: free its bytes before the next save
 		m.commitMu.Unlock()
 	}
 	r.pollProgress()
@@ -429,7 +429,7 @@ func (m *monitor) commitBG() {
 	r := m.r
 	go func() {
 		defer m.commitMu.Unlock()
-		r.discardFailedSaves()
+		r.discardFailedSaves(m.store)
 		if tag, changed, err := m.store.CommitComplete(m.world); err != nil {
 			if checkpoint.DiskCause(err) == "" { // a disk fault is reported once (commitDiskFault)
 				r.logf("warning: %v", err)
