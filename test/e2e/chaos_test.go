@@ -62,7 +62,7 @@ func TestChaos(t *testing.T) {
 		return fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=15 --requeue --no-kill --open-mode=append -p low
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 %s --ckpt-dir %s -- /usr/bin/python3 %s --steps 300 --sleep 0.2 --save-every 10 --ballast-kb 128 --out %s/%s.weights
+exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 %s --ckpt-dir %s -- /usr/bin/python3 %s --steps 700 --sleep 0.15 --save-every 10 --ballast-kb 128 --out %s/%s.weights
 `, bin, extra, store, trainer, dir, name)
 	}
 	ctx := context.Background()
@@ -119,7 +119,9 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 %s --ckp
 			if err := c.StopSlurmd(node); err != nil {
 				t.Fatal(err)
 			}
-			killJobProcs(id, node)
+			if killJobProcs(id, node) == 0 {
+				t.Fatalf("fault %d: no process of job %d on %s to kill", i, id, node)
+			}
 			waitLog(t, c, id, "from the requeued job", 2*time.Minute)
 			if err := c.StartSlurmd(ctx, node); err != nil {
 				t.Fatal(err)
