@@ -30,7 +30,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-hermetic test-e2e bench lint install clean demo fuzz
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench lint install clean demo fuzz
 
 all: build
 
@@ -41,6 +41,7 @@ help:
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
+	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
 	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
 	@echo "lint       gofmt + go vet"
@@ -100,6 +101,11 @@ E2E_FLAGS ?=
 
 test-e2e: build
 	@bash test/e2e.sh $(E2E_FLAGS)
+
+# Six random faults (seeded, logged) in one run (test/e2e/chaos_test.go):
+# minutes of requeues, so outside test-e2e. TRAINRUN_CHAOS_SEED=N repeats one.
+chaos: build
+	@TRAINRUN_CHAOS=1 bash test/e2e.sh -run '^TestChaos$$'
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./plan/... ./topo/... ./checkpoint/...

@@ -23,6 +23,11 @@ func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
 // Recover and the listing know it; the store's hook runs at every step as
 // "what:step" so the crash test can die there.
 func (s *Store) writeFileAtomic(path string, data []byte, what string) error {
+	if s.fault != nil {
+		if err := s.fault(what); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
 	return atomicfile.WriteFile(path, data, 0o600, atomicfile.Durable(), atomicfile.TempInfix(tmpInfix),
 		atomicfile.Hook(func(step string) { s.step(what + ":" + step) }))
 }

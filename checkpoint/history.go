@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/trainrun/trainrun/internal/safefs"
@@ -24,8 +25,23 @@ const (
 	CauseCrash     Cause = "crash"
 	CauseFinished  Cause = "finished"
 	CauseCancelled Cause = "cancelled"
-	CauseHang      Cause = "hang" // trainrun stopped a step whose ranks made no progress
+	// CauseDisk: a checkpoint the run needed could not be saved or
+	// committed (full, over-quota or failing file system); the job is
+	// requeued from the previous latest.
+	CauseDisk Cause = "disk"
+	// CauseHang: ranks stopped making progress (hang detection).
+	CauseHang Cause = "hang"
 )
+
+// FailedNode is a node a failure points to: the first failing rank's node
+// (CauseCrash), a node lost with the job's processes on it (CauseNodeFail),
+// the node of a hung or straggling rank (CauseHang; Detail says which rank
+// and GPU). A requeued job excludes the nodes ExcludedNodes picks.
+type FailedNode struct {
+	Node   string `json:"node"`
+	Cause  Cause  `json:"cause"`
+	Detail string `json:"detail,omitempty"` // e.g. "rank 3 (GPU 1) exited 1 first"
+}
 
 // Event is one line of .trainrun/history.jsonl. An incarnation writes a
 // "start" event when it begins and an "end" event when it ends; an
@@ -42,10 +58,11 @@ type Event struct {
 	WorldSize  int    `json:"world_size,omitempty"`
 	ResumeFrom string `json:"resume_from,omitempty"` // the tag resumed from, "" on a first start
 	// end events
-	Cause         Cause  `json:"cause,omitempty"`
-	LastCommitted string `json:"last_committed,omitempty"` // newest committed tag at the end
-	Progress      int64  `json:"progress,omitempty"`       // its step (StepOf), -1 if unknown
-	Message       string `json:"message,omitempty"`
+	Cause         Cause        `json:"cause,omitempty"`
+	LastCommitted string       `json:"last_committed,omitempty"` // newest committed tag at the end
+	Progress      int64        `json:"progress,omitempty"`       // its step (StepOf), -1 if unknown
+	Message       string       `json:"message,omitempty"`
+	FailedNodes   []FailedNode `json:"failed_nodes,omitempty"`
 	// ckpt events
 	Tag         string  `json:"tag,omitempty"`          // the committed checkpoint
 	CkptSeconds float64 `json:"ckpt_seconds,omitempty"` // request or signal -> committed
@@ -65,6 +82,7 @@ type Incarnation struct {
 	LastCommitted string
 	Progress      int64
 	Message       string
+	FailedNodes   []FailedNode
 }
 
 // History is the store's job history file.
@@ -180,6 +198,7 @@ func (h History) Load() ([]Incarnation, error) {
 			in.Start, in.WorldSize, in.ResumeFrom = e.Time, e.WorldSize, e.ResumeFrom
 		case "end":
 			in.End, in.Cause, in.LastCommitted, in.Progress, in.Message = e.Time, e.Cause, e.LastCommitted, e.Progress, e.Message
+			in.FailedNodes = e.FailedNodes
 		}
 	}
 	return out, nil
@@ -202,7 +221,7 @@ func (h History) CkptTimes() ([]Event, error) {
 }
 
 // FailuresWithoutProgress counts the incarnations at the end of incs that
-// failed (crash, node-fail, hang, or killed before writing an end) without moving
+// failed (crash, node-fail, disk, hang, or killed before writing an end) without moving
 // training past the best step committed by any incarnation before them. The
 // controller stops requeueing when it reaches the policy's limit.
 func FailuresWithoutProgress(incs []Incarnation) int {
@@ -214,7 +233,7 @@ func FailuresWithoutProgress(incs []Incarnation) int {
 	n := 0
 	for i := len(incs) - 1; i >= 0; i-- {
 		in := incs[i]
-		failed := in.Cause == CauseCrash || in.Cause == CauseNodeFail || in.Cause == CauseHang || in.Cause == ""
+		failed := in.Cause == CauseCrash || in.Cause == CauseNodeFail || in.Cause == CauseDisk || in.Cause == CauseHang || in.Cause == ""
 		if !failed || in.Progress > best[i] {
 			return n
 		}
@@ -322,4 +341,38 @@ func (s *Store) TakeRequest() (*Request, error) {
 		return nil, fmt.Errorf("checkpoint request %s is not valid JSON: %v", s.requestPath(), err)
 	}
 	return &r, nil
+}
+
+// ExcludedNodes picks, from the history's failed nodes, those a requeued
+// job keeps out of its allocation, sorted: every node lost (CauseNodeFail)
+// or hung (CauseHang), and a node whose rank failed first (CauseCrash) in
+// two incarnations: one crash is as likely the trainer's own bug, which no
+// node exclusion cures, and excluding on it would walk a job off a
+// healthy partition.
+func ExcludedNodes(incs []Incarnation) []string {
+	crashes := map[string]int{}
+	out := map[string]bool{}
+	for _, in := range incs {
+		seen := map[string]bool{}
+		for _, f := range in.FailedNodes {
+			if f.Node == "" || seen[f.Node+string(f.Cause)] {
+				continue
+			}
+			seen[f.Node+string(f.Cause)] = true
+			switch f.Cause {
+			case CauseNodeFail, CauseHang:
+				out[f.Node] = true
+			case CauseCrash:
+				if crashes[f.Node]++; crashes[f.Node] >= 2 {
+					out[f.Node] = true
+				}
+			}
+		}
+	}
+	var ns []string
+	for n := range out {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
 }

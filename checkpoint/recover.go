@@ -43,6 +43,14 @@ func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, erro
 		}
 		tag := e.Name()
 		ranks, err := doneRanks(s.tagDir(tag))
+		if failed, _ := failedRanks(s.tagDir(tag)); err == nil && len(failed) > 0 {
+			// A save some rank could not write (diskfault.go): never complete.
+			if err := s.trash(s.tagDir(tag), tag); err != nil {
+				return rep, fmt.Errorf("recover: discard failed %s: %w", tag, err)
+			}
+			rep.Discarded = append(rep.Discarded, tag)
+			continue
+		}
 		if err != nil || len(ranks) == 0 {
 			continue
 		}
@@ -97,7 +105,7 @@ func (s *Store) CommitComplete(world int) (latest string, changed bool, err erro
 	if world > 0 {
 		o := s.opts
 		o.WorldSize = world
-		s = &Store{dir: s.dir, opts: o, hook: s.hook}
+		s = &Store{dir: s.dir, opts: o, hook: s.hook, fault: s.fault}
 	}
 	list, err := s.List()
 	if err != nil {

@@ -42,6 +42,10 @@ type Store struct {
 	// crash test can kill the process exactly there. The drain's workers
 	// call it concurrently.
 	hook func(step string)
+	// fault, when set (tests only), is asked before each atomic file write
+	// ("commit:manifest", "pointer", ...): an error it returns is the
+	// write's, as a full or failing file system would return it.
+	fault func(what string) error
 	// budget, when set, is how many manifest bytes committed() may still
 	// read: LatestCommitted's fallback runs in slurmstepd on every node, and
 	// a store of a thousand 16 MiB manifests must not cost it minutes.

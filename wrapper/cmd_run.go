@@ -138,6 +138,10 @@ var runHelpTail = joinLines(
 	"without progress for --hang-timeout is logged (rank, node, GPU, process state), asked for a stack",
 	"dump (SIGURG, faulthandler), killed and restarted inside the job from the latest checkpoint up to",
 	"--max-restarts times, then requeued. Stragglers (1.5x their peers' step time) are logged.",
+	"Faults: a save the disk refuses (ENOSPC, EDQUOT, EIO; the trainer marks <tag>/.trainrun/failed.<RANK>.<CAUSE>)",
+	"is discarded and reported with the file system's free space; the latest stays, the next save retries, and a",
+	"stop whose save failed requeues from it. A failed step's node (lost, or its rank failed first) is kept in the",
+	"history; a requeued job excludes lost nodes (scontrol update ExcNodeList; use #SBATCH --no-kill).",
 	"",
 )
 
@@ -220,12 +224,13 @@ type runner struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
+	faults       faultState // failed saves and nodes (run_faults.go)
 	progress     *obs.ProgressReader
 
-	hangCfg  *health.Config // nil: --hang-timeout off
-	restarts int            // steps restarted inside this allocation (run_hang.go)
-	hangWhat string         // the ranks the last hang points to
-	faults   []rankFault    // hangs and stragglers seen, for the history and the report
+	hangCfg    *health.Config // nil: --hang-timeout off
+	restarts   int            // steps restarted inside this allocation (run_hang.go)
+	hangWhat   string         // the ranks the last hang points to
+	rankFaults []rankFault    // hangs and stragglers seen, for the log and the report
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -916,6 +921,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	}
 	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
+	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, exits, firstFail)
 	if o.CommitErr == nil && code == 0 && reason == stopNone {
 		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
@@ -926,7 +932,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
 		}
 	}
-	if o.Failed() && o.MaxFailures > 0 && r.store != nil {
+	if (o.Failed() || o.DiskFailed()) && o.MaxFailures > 0 && r.store != nil {
 		o.HaveHistory = true
 		if o.History, o.HistoryErr = r.store.History().Load(); o.HistoryErr != nil {
 			r.logf("warning: %v", o.HistoryErr)
@@ -952,6 +958,7 @@ func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, 
 // when it was made for the stop.
 func (r *runner) commitAfterStep(store ckptStore, reason string, stopAt time.Time, tagAtStop string) (string, error) {
 	world := r.alloc.World()
+	r.discardFailedSaves(store)
 	latest, changed, err := store.CommitComplete(world)
 	if err != nil || !changed {
 		return latest, err
@@ -983,10 +990,12 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 		return errRestartStep
 	}
 	if d.Requeue {
+		excl, nodes := r.badNodesToExclude()
 		if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
 			return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
 		}
 		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.opts.maxRequeue)
+		r.excludeBadNodes(excl, nodes)
 		return withCode(ExitRequeued, errSilent)
 	}
 	if d.Exit == ExitOK {
@@ -1017,7 +1026,7 @@ func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
 		progress = checkpoint.StepOf(latest)
 	}
 	if err := r.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
-		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg}); err != nil {
+		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg, FailedNodes: r.failedNodes()}); err != nil {
 		r.logf("warning: %v", err)
 	}
 }

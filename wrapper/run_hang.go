@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
@@ -99,7 +100,12 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64) rank
 	if rank >= 0 && rank < len(r.slots) {
 		f.Node, f.GPU = r.slots[rank].Node, r.slots[rank].GPU
 	}
-	r.faults = append(r.faults, f)
+	r.rankFaults = append(r.rankFaults, f)
+	if kind == "hang" && f.Node != "" {
+		// The history's failed nodes (run_faults.go): a requeued job keeps
+		// out the node a hang points to, and the report names it.
+		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseHang, Detail: f.String()})
+	}
 	return f
 }
 

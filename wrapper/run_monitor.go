@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -217,6 +218,9 @@ func (m *monitor) onRequestTick() {
 	r := m.r
 	if m.continuing {
 		m.commitBG() // commit (and measure) a requested checkpoint within a second
+	} else if m.commitMu.TryLock() {
+		r.discardFailedSaves(m.store) // a save the disk refused: free its bytes before the next save
+		m.commitMu.Unlock()
 	}
 	r.pollProgress()
 	m.checkHealth(time.Now())
@@ -431,8 +435,11 @@ func (m *monitor) commitBG() {
 	r := m.r
 	go func() {
 		defer m.commitMu.Unlock()
+		r.discardFailedSaves(m.store)
 		if tag, changed, err := m.store.CommitComplete(m.world); err != nil {
-			r.logf("warning: %v", err)
+			if checkpoint.DiskCause(err) == "" { // a disk fault is reported once (commitDiskFault)
+				r.logf("warning: %v", err)
+			}
 		} else if changed {
 			r.setLastTag(tag)
 			r.logf("checkpoint %s complete and committed as latest", tag)

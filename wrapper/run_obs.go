@@ -150,11 +150,19 @@ func (r *runner) observeEnd(err error) {
 	default:
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
 	}
+	e.Fault = faultOf[r.endCause]
+	for _, f := range r.failedNodes() {
+		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
+	}
 	if e.Exit == ExitCheckpoint && !r.commitFailed {
 		r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "incomplete", Message: e.Message})
 	}
 	r.observe(e)
 }
+
+// faultOf maps the history's failure causes onto the event's.
+var faultOf = map[checkpoint.Cause]string{checkpoint.CauseCrash: obs.FaultCrash, checkpoint.CauseNodeFail: obs.FaultNode,
+	checkpoint.CauseHang: obs.FaultHang, checkpoint.CauseDisk: obs.FaultDisk}
 
 func crashCause(code int) string {
 	switch code {
@@ -196,7 +204,9 @@ func (s *observedStore) CommitComplete(world int) (string, bool, error) {
 	d := time.Since(t0)
 	if err != nil {
 		s.r.commitFailed = true
-		s.r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "commit", Message: err.Error()})
+		if cause, first := s.r.commitDiskFault(err); first {
+			s.r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: cause, Message: err.Error()})
+		}
 		return tag, changed, err
 	}
 	if changed && tag != "" {

@@ -3,6 +3,7 @@
     python3 -m unittest discover -s contrib/trainer -p 'test_*.py'
 """
 
+import errno
 import json
 import os
 import signal
@@ -28,6 +29,23 @@ class ClientTest(unittest.TestCase):
     def request_file(self, text):
         with open(os.path.join(self.dir, "job", "launch", "ckpt-request"), "w") as f:
             f.write(text)
+
+    def test_save_failed_disk_full(self):
+        ck = trainrun_client.Checkpointer(self.env)
+        d = ck.save_dir("step-20")
+        part = os.path.join(d, "rank-1.pt")
+        with open(part + ".tmp", "wb") as f:
+            f.write(b"half a checkpoint")
+        self.assertTrue(ck.save_failed("step-20", OSError(errno.ENOSPC, "No space left on device"), [part]))
+        self.assertFalse(os.path.exists(part + ".tmp"), "the partial file is what filled the disk")
+        self.assertTrue(os.path.exists(os.path.join(d, ".trainrun", "failed.1.disk-full")))
+        self.assertFalse(os.path.exists(os.path.join(d, ".trainrun", "done.1")))
+        self.assertTrue(ck.save_failed("step-30", OSError(errno.EDQUOT, "quota"), []))
+        self.assertTrue(os.path.exists(os.path.join(ck.ckpt_dir, "step-30", ".trainrun", "failed.1.quota")))
+        # Anything else is the trainer's to raise.
+        self.assertFalse(ck.save_failed("step-40", OSError(errno.EACCES, "denied"), []))
+        self.assertFalse(ck.save_failed("step-40", ValueError("bug"), []))
+        self.assertFalse(os.path.exists(os.path.join(ck.ckpt_dir, "step-40", ".trainrun")))
 
     def test_no_signal_no_save(self):
         ck = trainrun_client.Checkpointer(self.env)

@@ -218,10 +218,17 @@ def main():
         path = os.path.join(d, "rank-%d.pt" % rank)
         buf = io.BytesIO()
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, **ballast}, buf)
-        with open(path + ".tmp", "wb") as f:
-            f.write(buf.getvalue())
-        os.replace(path + ".tmp", path)
-        ck.mark_done(tag, [path])
+        try:
+            with open(path + ".tmp", "wb") as f:
+                f.write(buf.getvalue())
+                f.flush()
+                os.fsync(f.fileno())  # a full disk answers here at the latest
+            os.replace(path + ".tmp", path)
+            ck.mark_done(tag, [path])
+        except OSError as e:
+            if not ck.save_failed(tag, e, [path]):  # a full or failing disk: keep training
+                raise
+            return None
         return tag
 
     data = StepData(start, args.steps, dp_rank, data=zlib.crc32(args.data.encode()) if args.data else 0)
@@ -237,7 +244,7 @@ def main():
                 while not getattr(ck, "_term", False) and time.time() < deadline:
                     time.sleep(0.1)
             if step != start or not ck.resume_dir or ck.stop:
-                saved = save(step)
+                saved = save(step) or saved
             if ck.stop:
                 stopped = True
                 break
@@ -254,7 +261,7 @@ def main():
         # rank 0: observed step time for trainrun's metrics (and the loss, with --report-loss)
         ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
         if args.save_every and step % args.save_every == 0 and step < args.steps:
-            saved = save(step)
+            saved = save(step) or saved
         if args.sleep:
             time.sleep(args.sleep)
 

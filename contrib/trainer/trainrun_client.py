@@ -20,6 +20,10 @@ The handshake (PRODUCT.md, "The checkpoint handshake with the trainer"):
    mark_done(tag, paths): its files are fsynced, then the empty file
    <tag>/.trainrun/done.<RANK> is created durably. The checkpoint is complete
    when all WORLD_SIZE markers exist; trainrun verifies and commits it.
+   A save the disk refuses (ENOSPC, EDQUOT, EIO): save_failed(tag, exc,
+   paths) removes the rank's partial files and creates
+   <tag>/.trainrun/failed.<RANK>.<CAUSE>; trainrun discards the checkpoint,
+   the previous latest stays, training goes on and the next save retries.
 4. After a checkpoint asked for because the job must stop, the trainer exits
    0; trainrun decides whether the job is requeued.
 5. On restart, resume_dir is the latest committed checkpoint (None on a
@@ -63,6 +67,7 @@ $TRAINRUN_CKPT_DIR/<tag>/ (or $TRAINRUN_CKPT_LOCAL_DIR/<tag>/ when set); fsync;
 create <tag>/.trainrun/done.$RANK there (fsync it and the directory); exit 0. Resume from $TRAINRUN_RESUME_DIR when it is set.
 """
 
+import errno
 import faulthandler
 import json
 import math
@@ -294,6 +299,44 @@ class Checkpointer:
         _fsync_path(d)
         self._beat(self._hb_step)
         return marker
+
+    # errno -> the cause trainrun reports for a save the disk refused
+    DISK_FAULTS = {errno.ENOSPC: "disk-full", errno.EDQUOT: "quota", errno.EIO: "io-error"}
+
+    def save_failed(self, tag, exc, paths=()):
+        """A save of tag failed with exc. When the disk refused it (ENOSPC,
+        EDQUOT, EIO), remove this rank's partial files (paths, and their
+        .tmp twins), create <tag>/.trainrun/failed.<RANK>.<CAUSE> (an empty
+        file: a full disk still has inodes) and return True: keep training;
+        trainrun discards the checkpoint once every rank answered, keeps the
+        previous latest, and the next save retries. Any other error: False
+        (the caller re-raises it).
+
+            try:
+                save(tag)
+            except OSError as e:
+                if not ck.save_failed(tag, e, [path]):
+                    raise
+        """
+        cause = self.DISK_FAULTS.get(getattr(exc, "errno", None))
+        if cause is None:
+            return False
+        for p in paths:
+            for q in (p, p + ".tmp"):
+                try:
+                    os.remove(q)
+                except OSError:
+                    pass
+        root = self.local_dir or self.ckpt_dir
+        meta = os.path.join(root or "", tag, ".trainrun")
+        try:
+            os.makedirs(meta, exist_ok=True)
+            _write_new(os.path.join(meta, "failed.%d.%s" % (self.rank, cause)), b"")
+        except OSError as e2:
+            print("trainrun_client: rank %d: cannot mark the failed save of %s: %s" % (self.rank, tag, e2), file=sys.stderr, flush=True)
+        print("trainrun_client: rank %d: save of %s failed (%s): %s; the previous checkpoint stays, training goes on" % (
+            self.rank, tag, cause, exc), file=sys.stderr, flush=True)
+        return True
 
     def report_progress(self, step, tokens=0, min_interval=1.0, metrics=None):
         """Tell trainrun the optimizer step just finished, for its observed

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -231,4 +232,51 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// ExcludeNodes adds nodes to the job's ExcNodeList (`scontrol update
+// jobid=ID ExcNodeList=...`), merged with what the job already excludes,
+// and returns the list set. Slurm takes it only for a pending job (a
+// running one answers "Job is no longer pending execution"): call it after
+// Requeue, while the job is still COMPLETING, or read the job first (Job)
+// and SetExcNodeList after the requeue.
+func (c Client) ExcludeNodes(ctx context.Context, jobID string, nodes []string) (string, error) {
+	j, err := c.Job(ctx, jobID)
+	if err != nil {
+		return "", err
+	}
+	all, err := MergeHostlists(j.Record["ExcNodeList"], nodes)
+	if err != nil {
+		return "", err
+	}
+	return all, c.SetExcNodeList(ctx, jobID, all)
+}
+
+// SetExcNodeList sets the job's ExcNodeList to the hostlist expression list.
+func (c Client) SetExcNodeList(ctx context.Context, jobID, list string) error {
+	_, err := c.query(ctx, Scontrol, "update", "jobid="+jobID, "ExcNodeList="+list)
+	return err
+}
+
+// MergeHostlists adds nodes to the hostlist expression have ("" or
+// "(null)": none) and compresses the union.
+func MergeHostlists(have string, nodes []string) (string, error) {
+	var all []string
+	if have != "" && have != "(null)" {
+		h, err := topo.ExpandHostlist(have)
+		if err != nil {
+			return "", fmt.Errorf("the job's ExcNodeList=%q: %w", have, err)
+		}
+		all = h
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range append(all, nodes...) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return topo.CompressHostlist(out), nil
 }

@@ -429,6 +429,34 @@ func (c *Cluster) StopSlurmd(node string) error {
 	return nil
 }
 
+// StartSlurmd starts node's slurmd again after StopSlurmd (a node that
+// comes back after a failure) and waits until the node is up. A node that
+// slurmctld marked DOWN while its slurmd was away is resumed as an admin
+// would (scontrol update state=resume) if registering did not return it.
+func (c *Cluster) StartSlurmd(ctx context.Context, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := c.startSlurmd(node); err != nil {
+		return err
+	}
+	t0, resumed := time.Now(), false
+	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		info, err := c.nodeInfo(ctx)
+		if err != nil {
+			return false, nil
+		}
+		st := info[node].State
+		if strings.HasPrefix(st, "DOWN") {
+			if !resumed && time.Since(t0) > 3*time.Second {
+				resumed = true
+				c.Run(ctx, "scontrol", "update", "nodename="+node, "state=resume")
+			}
+			return false, nil
+		}
+		return strings.HasPrefix(st, "IDLE") || strings.HasPrefix(st, "MIXED") || strings.HasPrefix(st, "ALLOCATED"), nil
+	}, "node "+node+" up again")
+}
+
 // RestartSlurmd stops node's slurmd (StopSlurmd), starts it again and waits
 // until slurmctld has its new registration (SlurmdStartTime changed) and the
 // node is up (idle, or mixed/allocated if jobs run there). Use it after
@@ -588,7 +616,12 @@ func (c *Cluster) stop() error {
 			_ = d.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	deadline := time.After(3 * time.Second)
+	// A closed channel, not time.After: its one value let only the first
+	// slow daemon go, and Stop hung on the second (seen with a slurmctld and
+	// a slurmd both slow after a node failure).
+	deadline := make(chan struct{})
+	stopT := time.AfterFunc(3*time.Second, func() { close(deadline) })
+	defer stopT.Stop()
 	for _, d := range ds {
 		if d.name == "munged" {
 			continue

@@ -89,6 +89,27 @@ type Event struct {
 	Step     int64  `json:"step,omitempty"`   // progress
 	Tokens   int64  `json:"tokens,omitempty"` // progress
 	Requeued bool   `json:"requeued,omitempty"`
+	// end: what a failure points to. Fault is the failure's cause (one of
+	// the Fault* values); FailedNodes the nodes it blames.
+	Fault       string       `json:"fault,omitempty"`
+	FailedNodes []FailedNode `json:"failed_nodes,omitempty"`
+}
+
+// Restart and failure causes (Event.Fault of a KindEnd; the cause label of
+// trainrun_restarts_total, with the interruptions').
+const (
+	FaultHang  = "hang"  // ranks stopped making progress
+	FaultNode  = "node"  // a node was lost with the job's processes
+	FaultCrash = "crash" // a rank failed
+	FaultDisk  = "disk"  // the checkpoint the stop needed could not be saved
+)
+
+// FailedNode is a node a failure points to (the job history's
+// checkpoint.FailedNode): an admin drains it.
+type FailedNode struct {
+	Node   string `json:"node"`
+	Cause  string `json:"cause"` // node-fail, hang, crash (the history's causes)
+	Detail string `json:"detail,omitempty"`
 }
 
 // Start describes an incarnation as it begins.

@@ -54,6 +54,7 @@ type Metrics struct {
 	lost         prometheus.Histogram
 	graceMargin  optGauge
 	graceBudget  optGauge
+	faultMetrics // goodput_metrics.go
 }
 
 // States of trainrun_state (one is 1, the others 0).
@@ -120,7 +121,7 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 	m.ckptLast = og("trainrun_checkpoint_last_commit_timestamp_seconds", "When the newest checkpoint was committed (Unix time); absent before the first.")
 	m.ckptMaxAge = og("trainrun_checkpoint_max_age_seconds", "The policy's bound on the newest checkpoint's age (MaxCkptAge); absent when off.")
 	m.ckptFail = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_checkpoint_failures_total",
-		Help: "Checkpoints that could not be completed or committed, by cause (commit, incomplete)."}, []string{"cause"})
+		Help: "Checkpoints that could not be completed or committed, by cause (commit, incomplete; disk-full, quota, io-error: saves a full, over-quota or failing disk refused)."}, []string{"cause"})
 	r.MustRegister(m.ckptFail)
 	m.drainBytes = c("trainrun_drain_bytes_total", "Bytes drained from node-local storage to the durable store.")
 	m.drainSeconds = c("trainrun_drain_seconds_total", "Time spent draining (sum over drains; rate(bytes)/rate(seconds) is the throughput).")
@@ -141,6 +142,7 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "trainrun_checkpoint_age_seconds",
 		Help: "Age of the newest committed checkpoint at scrape time (-1 before the first). In a textfile or a Pushgateway it is the age when written: alert on time() - trainrun_checkpoint_last_commit_timestamp_seconds instead."},
 		func() float64 { return m.age(now()) }))
+	m.registerFaults(r, og)
 	m.setState("running")
 	return m
 }

@@ -70,6 +70,7 @@ type Observer struct {
 	srv      *http.Server
 	ln       net.Listener
 	notify   *notifier
+	goodput  goodputLog // the events the goodput is computed from
 	stopTick chan struct{}
 	tickDone chan struct{}
 	closed   bool
@@ -234,6 +235,8 @@ func (o *Observer) replay(evs []Event) {
 // the log of earlier incarnations (the gauges of the present one are then
 // set again by its own events).
 func (o *Observer) apply(e *Event, live bool) {
+	o.goodput.add(*e)
+	defer o.setGoodput(e, live)
 	switch e.Kind {
 	case KindStart:
 		o.onStart(e, live)
@@ -382,6 +385,7 @@ func (o *Observer) onEnd(e *Event, live bool) {
 	if e.Cause != EndFinished && !st.incStart.IsZero() {
 		m.lost.Observe(o.lostWork(e.Time).Seconds())
 	}
+	o.onEndFaults(e)
 	if live {
 		m.setState(endState(e))
 	}

@@ -22,6 +22,8 @@ type Report struct {
 	Interrupts                []Interrupt
 	Progress                  []Event // progress samples, in time order
 	First, Last               time.Time
+	FailedSaves               []FailedSave // checkpoints the disk refused
+	Goodput                   Goodput
 }
 
 // Incarnation is one run of the job.
@@ -38,10 +40,13 @@ type Incarnation struct {
 	StoppedAt  time.Time // when training stopped (the interruption, else End)
 	// Lost is the work lost: from the newest checkpoint's state (or the
 	// start) to StoppedAt; 0 for a finished incarnation.
-	Lost       time.Duration
-	FirstStep  int64 // -1 if no progress was reported
-	LastStep   int64
-	LastTokens int64
+	Lost        time.Duration
+	FirstStep   int64 // -1 if no progress was reported
+	LastStep    int64
+	LastTokens  int64
+	GPUs        int          // from its start
+	Fault       string       // a failure's cause (Fault*), "" if none
+	FailedNodes []FailedNode // the nodes its failure points to
 }
 
 // CkptRecord is one committed checkpoint.
@@ -107,7 +112,7 @@ func BuildReport(evs []Event) *Report {
 		case KindStart:
 			if s := e.Start; s != nil {
 				r.Start = s
-				cur.ResumeFrom = s.ResumeFrom
+				cur.ResumeFrom, cur.GPUs = s.ResumeFrom, s.GPUs
 				r.JobName, r.Partition = cmp.Or(s.JobName, r.JobName), cmp.Or(s.Partition, r.Partition)
 				r.Run, r.Sweep = cmp.Or(s.Run, r.Run), cmp.Or(s.Sweep, r.Sweep)
 			}
@@ -136,6 +141,10 @@ func BuildReport(evs []Event) *Report {
 			}
 			captured = c.Captured
 			r.Checkpoints = append(r.Checkpoints, c)
+		case KindCkptFail:
+			if diskCauses[e.Cause] {
+				r.FailedSaves = append(r.FailedSaves, FailedSave{Restart: cur.Restart, Time: e.Time, Cause: e.Cause, Message: e.Message})
+			}
 		case KindProgress:
 			r.Progress = append(r.Progress, e)
 			if cur.FirstStep < 0 {
@@ -144,6 +153,7 @@ func BuildReport(evs []Event) *Report {
 			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
 		case KindEnd:
 			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
+			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
 			if cur.StoppedAt.IsZero() {
 				cur.StoppedAt = e.Time
 			}
@@ -151,6 +161,7 @@ func BuildReport(evs []Event) *Report {
 		}
 	}
 	closeInc(lastSeen)
+	r.Goodput = r.buildGoodput()
 	return r
 }
 
@@ -333,6 +344,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\ntime: %s running, %s waiting in requeue, %s of work lost, %s saving and %s committing checkpoints\n",
 		fmtDur(t.Running), fmtDur(t.Waiting), fmtDur(t.Lost), fmtDur(t.Saving), fmtDur(t.Committing))
+	r.writeFaults(w)
 	fmt.Fprintln(w, "\nthroughput:")
 	pred := 0.0
 	if r.Start != nil {

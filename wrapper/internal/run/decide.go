@@ -32,8 +32,14 @@ type Outcome struct {
 	FirstFail string      // who failed first ("rank 3 (node n1, GPU 3) failed first with exit 1"); "" unknown
 	EndNear   bool        // the job's end time is known and less than two leads away
 	CommitErr error       // committing the latest checkpoint failed
-	Command   string      // the training command, for "not found"
-	CkptDir   string      // the checkpoint directory, for messages
+	// SaveFailed says why the checkpoint asked for the stop could not be
+	// saved (a full, over-quota or failing disk); "" if none failed.
+	SaveFailed string
+	// FailedNodes are the nodes the step's failure points to (lost, hung,
+	// the first failing rank's): the history's end event records them.
+	FailedNodes []checkpoint.FailedNode
+	Command     string // the training command, for "not found"
+	CkptDir     string // the checkpoint directory, for messages
 
 	JobID        string
 	RestartCount int    // SLURM_RESTART_COUNT
@@ -68,6 +74,19 @@ func (o Outcome) Failed() bool {
 	return o.CommitErr == nil && o.Reason != Cancelled && o.Code != 0
 }
 
+// DiskFailed says whether a checkpoint the stop needed could not be saved or
+// committed because of the disk: the job is then requeued from the previous
+// latest (decideDisk), never failed for it.
+func (o Outcome) DiskFailed() bool {
+	if o.Reason == Cancelled {
+		return false
+	}
+	if o.CommitErr != nil {
+		return checkpoint.DiskCause(o.CommitErr) != ""
+	}
+	return o.SaveFailed != "" && o.Code == 0 && o.Reason != None && o.Reason != Requested && (o.Latest == "" || o.Latest == o.TagAtStop)
+}
+
 // CheckpointStop says whether the step ended for a checkpoint the
 // controller asked for or Slurm signalled, and the trainers exited 0.
 func (o Outcome) CheckpointStop() bool {
@@ -77,6 +96,8 @@ func (o Outcome) CheckpointStop() bool {
 // Decide decides after the step. It reads only o.
 func Decide(o Outcome) Decision {
 	switch {
+	case o.DiskFailed():
+		return decideDisk(o)
 	case o.CommitErr != nil:
 		return Decision{Exit: exitcode.Checkpoint, Err: o.CommitErr.Error(), Cause: checkpoint.CauseCrash, Record: o.CommitErr.Error()}
 	case o.Reason == Requested && o.Code == 0:
@@ -126,7 +147,13 @@ func decideFailure(o Outcome) Decision {
 	if o.Reason != None {
 		what += fmt.Sprintf(" after the %s checkpoint request", o.Reason)
 	}
-	d := Decision{Exit: exitcode.StepFailed, Err: what, Cause: checkpoint.CauseCrash, Tag: o.Latest, Record: what}
+	for _, f := range o.FailedNodes {
+		if f.Cause == checkpoint.CauseNodeFail { // the first failure seen is then only its echo
+			what = fmt.Sprintf("node %s was lost (%s); %s", f.Node, f.Detail, what)
+			break
+		}
+	}
+	d := Decision{Exit: exitcode.StepFailed, Err: what, Cause: failureCause(o.FailedNodes), Tag: o.Latest, Record: what}
 	if o.MaxFailures <= 0 || !o.HaveHistory || o.HistoryErr != nil {
 		return d
 	}
@@ -159,6 +186,43 @@ func decideHang(o Outcome) Decision {
 	d := decideFailure(o)
 	d.Cause = checkpoint.CauseHang
 	return d
+}
+
+// failureCause is the history's cause of a failed step: a lost node or a
+// hang when a failed node says so, else a crash.
+func failureCause(nodes []checkpoint.FailedNode) checkpoint.Cause {
+	cause := checkpoint.CauseCrash
+	for _, f := range nodes {
+		switch f.Cause {
+		case checkpoint.CauseNodeFail:
+			return f.Cause
+		case checkpoint.CauseHang:
+			cause = f.Cause
+		}
+	}
+	return cause
+}
+
+// decideDisk: the stop's checkpoint could not be saved or committed (a full,
+// over-quota or failing disk). The previous latest is intact: requeue from it
+// (the next run's save retries, its start commits a checkpoint left
+// complete) unless --max-failures runs in a row got no further, the job may
+// not be requeued or its limit is reached.
+func decideDisk(o Outcome) Decision {
+	why := o.SaveFailed
+	if o.CommitErr != nil {
+		why = o.CommitErr.Error()
+	}
+	what := fmt.Sprintf("%s: the checkpoint could not be saved (%s); the latest stays %s", cmp.Or(o.Reason, "end"), why, cmp.Or(o.TagAtStop, o.Latest, "none"))
+	d := Decision{Exit: exitcode.Checkpoint, Err: what, Cause: checkpoint.CauseDisk, Tag: o.Latest, Record: what}
+	if o.MaxFailures > 0 && o.HaveHistory && o.HistoryErr == nil {
+		if n := checkpoint.FailuresWithoutProgress(withEnd(o.History, o.JobID, o.RestartCount, o.Latest)); n >= o.MaxFailures {
+			d.Exit = exitcode.RequeueLimit
+			d.Err = fmt.Sprintf("%s; %d run(s) in a row got no further: not requeueing (--max-failures %d)", what, n, o.MaxFailures)
+			return d
+		}
+	}
+	return requeue(d, o, what+"; requeueing from it")
 }
 
 // requeue: requeue unless the job may not be or its limit is reached.

@@ -2,6 +2,7 @@ package run
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -115,7 +116,7 @@ func TestDecideLeavesHistoryAlone(t *testing.T) {
 	before := append([]checkpoint.Incarnation(nil), o.History...)
 	Decide(o)
 	for i := range before {
-		if o.History[i] != before[i] {
+		if !reflect.DeepEqual(o.History[i], before[i]) {
 			t.Fatalf("history[%d] changed: %+v → %+v", i, before[i], o.History[i])
 		}
 	}

@@ -1,0 +1,192 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trainrun/trainrun/test/harness"
+)
+
+// Chaos (issue 21): one training run takes six random faults (seeded,
+// logged: TRAINRUN_CHAOS_SEED repeats a run) of the kinds trainrun handles:
+// a rank killed (crash), a preemption, a lost node, a full disk at a save.
+// Each fault comes once the run has committed a checkpoint since the last
+// one. The run must finish by itself with the weights of an uninterrupted
+// run, bit for bit; its goodput is printed. Minutes of Slurm's clocks: it
+// runs only with TRAINRUN_CHAOS=1 (`make chaos`).
+func TestChaos(t *testing.T) {
+	if os.Getenv("TRAINRUN_CHAOS") != "1" {
+		t.Skip("set TRAINRUN_CHAOS=1 (make chaos): several minutes of requeues")
+	}
+	requireTorch(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the disk fault mounts a tmpfs: needs root")
+	}
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("TRAINRUN_CHAOS_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	rng := rand.New(rand.NewSource(seed))
+	kinds := []string{"crash", "crash", "preempt", "preempt", "disk", "node"}
+	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	t.Logf("chaos seed %d (TRAINRUN_CHAOS_SEED=%d repeats it): faults %v", seed, seed, kinds)
+
+	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1))
+	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, Logf: t.Logf,
+		ExtraSlurmConf: []string{first, "SlurmdTimeout=5", "MessageTimeout=5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	c.LogOnFailure(t)
+	bin, trainer, dir := trainrun(t), exampleTrainer(), t.TempDir()
+	ckpt := filepath.Join(dir, "ck")
+	os.Mkdir(ckpt, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", ckpt).CombinedOutput(); err != nil {
+		t.Fatalf("mount -t tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", ckpt).Run() })
+	job := func(name, store, extra string) string {
+		return fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=15 --requeue --no-kill --open-mode=append -p low
+export GLOO_SOCKET_IFNAME=lo
+exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 %s --ckpt-dir %s -- /usr/bin/python3 %s --steps 700 --sleep 0.15 --save-every 10 --ballast-kb 128 --out %s/%s.weights
+`, bin, extra, store, trainer, dir, name)
+	}
+	ctx := context.Background()
+	os.Mkdir(filepath.Join(dir, "ref-ck"), 0o755)
+	ref, err := c.SubmitBatch(ctx, job("ref", filepath.Join(dir, "ref-ck"), ""), "--nodelist=n3,n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.SubmitBatch(ctx, job("chaos", ckpt, "")) // no --nodelist: it would conflict with a lost node's exclusion
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(id)) })
+	commits := func() int { return strings.Count(c.JobOutput(id), "committed as latest") }
+	restart := 0
+	t0 := time.Now()
+	for i, kind := range kinds {
+		// A checkpoint of its own since the last fault: every incarnation
+		// makes progress, so --max-failures never gives up.
+		n := commits()
+		waitStarted(t, c, id, fmt.Sprintf("restart %d", restart), 2, 3*time.Minute)
+		if err := harness.WaitFor(ctx, 2*time.Minute, "a new commit", func() bool { return commits() > n }); err != nil {
+			t.Fatalf("before fault %d (%s): %v\n%s", i, kind, err, c.JobOutput(id))
+		}
+		t.Logf("fault %d at %.0f s: %s", i, time.Since(t0).Seconds(), kind)
+		switch kind {
+		case "crash":
+			if killJobRank(id, rng.Intn(2)) == 0 {
+				t.Fatalf("fault %d: no rank process of job %d to kill", i, id)
+			}
+			restart++
+		case "preempt":
+			info, _ := c.JobInfo(ctx, id)
+			node := strings.Split(expandNodes(info["NodeList"]), ",")[0]
+			high, err := c.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist="+node, "--exclusive", "--time=2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.WaitJob(ctx, high, 2*time.Minute, "COMPLETED"); err != nil {
+				t.Fatal(err)
+			}
+			restart++
+		case "disk":
+			var st syscall.Statfs_t
+			syscall.Statfs(ckpt, &st)
+			filler := filepath.Join(ckpt, "filler.bin")
+			os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-64<<10), 0o644)
+			waitLog(t, c, id, "was not saved", 2*time.Minute)
+			os.Remove(filler)
+		case "node":
+			info, _ := c.JobInfo(ctx, id)
+			nodes := strings.Split(expandNodes(info["NodeList"]), ",")
+			node := nodes[len(nodes)-1] // never the batch node
+			if err := c.StopSlurmd(node); err != nil {
+				t.Fatal(err)
+			}
+			if killJobProcs(id, node) == 0 {
+				t.Fatalf("fault %d: no process of job %d on %s to kill", i, id, node)
+			}
+			waitLog(t, c, id, "from the requeued job", 2*time.Minute)
+			if err := c.StartSlurmd(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+			restart++
+		}
+	}
+	for _, j := range []int{ref, id} {
+		if _, err := c.WaitJob(ctx, j, 5*time.Minute, "COMPLETED"); err != nil {
+			t.Fatalf("%v\n%s", err, c.JobOutput(j))
+		}
+	}
+	took := time.Since(t0)
+	a, _ := os.ReadFile(filepath.Join(dir, "ref.weights"))
+	b, _ := os.ReadFile(filepath.Join(dir, "chaos.weights"))
+	if len(a) == 0 || string(a) != string(b) {
+		t.Errorf("weights after chaos %q, uninterrupted %q: not bit-identical\n%s", b, a, c.JobOutput(id))
+	}
+	rep, _ := exec.Command(bin, "report", filepath.Join(c.JobsDir(), fmt.Sprintf("trainrun-%d", id))).CombinedOutput()
+	g := regexp.MustCompile(`(?m)^goodput: .*$`).Find(rep)
+	if g == nil {
+		t.Errorf("the report prints no goodput:\n%s", rep)
+	}
+	t.Logf("chaos run (seed %d, faults %v) finished in %.0f s, weights %s; %s\nreport:\n%s", seed, kinds, took.Seconds(), strings.TrimSpace(string(b)), g, rep)
+}
+
+// killJobRank SIGKILLs the training process of rank (RANK=... in its
+// environment; not the shim, which reports its exit) of job id.
+func killJobRank(id, rank int) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(cmd), "train_example.py") || !strings.Contains(string(env), fmt.Sprintf("SLURM_JOB_ID=%d\x00", id)) ||
+			!strings.Contains(string(env), fmt.Sprintf("\x00RANK=%d\x00", rank)) {
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+		n++
+	}
+	return n
+}
+
+// expandNodes expands a simple n[1-2] or n[1,3] hostlist of the harness.
+func expandNodes(l string) string {
+	m := regexp.MustCompile(`^(\w+)\[([\d,-]+)\]$`).FindStringSubmatch(l)
+	if m == nil {
+		return l
+	}
+	var out []string
+	for _, part := range strings.Split(m[2], ",") {
+		lo, hi, found := strings.Cut(part, "-")
+		a, _ := strconv.Atoi(lo)
+		b := a
+		if found {
+			b, _ = strconv.Atoi(hi)
+		}
+		for i := a; i <= b; i++ {
+			out = append(out, m[1]+strconv.Itoa(i))
+		}
+	}
+	return strings.Join(out, ",")
+}
