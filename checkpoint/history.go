@@ -31,6 +31,10 @@ const (
 	CauseDisk Cause = "disk"
 	// CauseHang: ranks stopped making progress (hang detection).
 	CauseHang Cause = "hang"
+	// CauseStraggler: a failed node only, never an end: a rank whose step
+	// time stayed well above its peers' (recorded under the policy's
+	// StragglerAction=exclude).
+	CauseStraggler Cause = "straggler"
 )
 
 // FailedNode is a node a failure points to: the first failing rank's node
@@ -360,7 +364,7 @@ func ExcludedNodes(incs []Incarnation) []string {
 			}
 			seen[f.Node+string(f.Cause)] = true
 			switch f.Cause {
-			case CauseNodeFail, CauseHang:
+			case CauseNodeFail, CauseHang, CauseStraggler:
 				out[f.Node] = true
 			case CauseCrash:
 				if crashes[f.Node]++; crashes[f.Node] >= 2 {

@@ -231,6 +231,8 @@ type runner struct {
 	restarts   int            // steps restarted inside this allocation (run_hang.go)
 	hangWhat   string         // the ranks the last hang points to
 	rankFaults []rankFault    // hangs and stragglers seen, for the log and the report
+	// excludeStragglers: the policy's StragglerAction=exclude.
+	excludeStragglers bool
 }
 
 func (r *runner) logf(format string, a ...any) {

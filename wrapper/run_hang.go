@@ -101,10 +101,15 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64) rank
 		f.Node, f.GPU = r.slots[rank].Node, r.slots[rank].GPU
 	}
 	r.rankFaults = append(r.rankFaults, f)
-	if kind == "hang" && f.Node != "" {
-		// The history's failed nodes (run_faults.go): a requeued job keeps
-		// out the node a hang points to, and the report names it.
+	// The history's failed nodes (run_faults.go): a requeued job keeps out
+	// the node a hang points to (a straggler's under StragglerAction=exclude),
+	// and the report names it.
+	switch {
+	case f.Node == "":
+	case kind == "hang":
 		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseHang, Detail: f.String()})
+	case kind == "straggler" && r.excludeStragglers:
+		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseStraggler, Detail: f.String()})
 	}
 	return f
 }
@@ -205,6 +210,7 @@ func (r *runner) faultPolicy(st policy.Settings) {
 	if !r.fs.Changed("max-restarts") {
 		r.opts.fault.maxRestarts = st.MaxRestarts.Value
 	}
+	r.excludeStragglers = st.StragglerAction.Value == "exclude"
 }
 
 // restartStep prepares the relaunch after a hang: the latest committed

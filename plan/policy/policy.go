@@ -103,6 +103,7 @@ type Settings struct {
 	MaxFailuresNoProgress Setting[int]
 	HangTimeout           Setting[string]   // "auto", "off" or a duration (FormatDuration)
 	MaxRestarts           Setting[int]      // hung steps restarted inside the allocation
+	StragglerAction       Setting[string]   // "report" or "exclude" (a straggler's node from the next requeue)
 	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
 	NCCLPrecedence        Setting[string]  // "user" or "site"
@@ -444,6 +445,7 @@ func (s Settings) Rows() []Row {
 		{"MaxFailuresNoProgress", strconv.Itoa(s.MaxFailuresNoProgress.Value), s.MaxFailuresNoProgress.Source},
 		{"HangTimeout", s.HangTimeout.Value, s.HangTimeout.Source},
 		{"MaxRestarts", strconv.Itoa(s.MaxRestarts.Value), s.MaxRestarts.Source},
+		{"StragglerAction", s.StragglerAction.Value, s.StragglerAction.Source},
 	}
 	for _, l := range []struct {
 		key  string

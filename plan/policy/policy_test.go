@@ -170,9 +170,9 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
-			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
 		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: CkptLead: "min" after CkptLead=5 is not Key=Value (a value with spaces needs quotes)`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
@@ -411,5 +411,21 @@ func TestHangKeys(t *testing.T) {
 		if _, err := Parse(strings.NewReader(bad+"\n"), "trainrun.conf"); err == nil || !strings.Contains(err.Error(), "trainrun.conf:1") {
 			t.Errorf("%s: err %v, want one naming the line", bad, err)
 		}
+	}
+}
+
+// StragglerAction= (issue 21): report by default, exclude per partition;
+// anything else refused with the accepted values.
+func TestStragglerAction(t *testing.T) {
+	p := mustParse(t, "PartitionName=big StragglerAction=exclude\n")
+	if got := p.Effective("big").StragglerAction.Value; got != "exclude" {
+		t.Errorf("big: %q, want exclude", got)
+	}
+	if got := p.Effective("other").StragglerAction; got.Value != "report" || got.Source.Kind != FromDefault {
+		t.Errorf("default: %+v, want report", got)
+	}
+	if _, err := Parse(strings.NewReader("StragglerAction=drain\n"), "trainrun.conf"); err == nil ||
+		!strings.Contains(err.Error(), "trainrun.conf:1") || !strings.Contains(err.Error(), "exclude") {
+		t.Errorf("StragglerAction=drain: %v", err)
 	}
 }
