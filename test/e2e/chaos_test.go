@@ -122,7 +122,10 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 %s --ckp
 			if killJobProcs(id, node) == 0 {
 				t.Fatalf("fault %d: no process of job %d on %s to kill", i, id, node)
 			}
-			waitLog(t, c, id, "from the requeued job", 2*time.Minute)
+			// This incarnation's exclusion (an earlier one may have excluded a node too).
+			if _, err := c.WaitOutputFunc(ctx, id, 2*time.Minute, "the exclusion of "+node, harness.OutputAfter(fmt.Sprintf("restart %d", restart), "excluding "+node)); err != nil {
+				t.Fatal(err)
+			}
 			if err := c.StartSlurmd(ctx, node); err != nil {
 				t.Fatal(err)
 			}
