@@ -67,7 +67,8 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 --ckpt-d
 	}
 	ctx := context.Background()
 	os.Mkdir(filepath.Join(dir, "ref-ck"), 0o755)
-	ref, err := c.SubmitBatch(ctx, job("ref", filepath.Join(dir, "ref-ck"), "high"), "--nodelist=n3,n4")
+	ref, err := c.SubmitBatch(ctx, job("ref", filepath.Join(dir, "ref-ck"), "high"), // both ranks on n4: a preemption's node is never its
+		"--nodelist=n4", "--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=2")
 	if err != nil {
 		t.Fatal(err)
 	}
