@@ -58,20 +58,21 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("mount -t tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", ckpt).Run() })
-	job := func(name, store, extra string) string {
+	job := func(name, store, part string) string {
 		return fmt.Sprintf(`#!/bin/bash
-#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=15 --requeue --no-kill --open-mode=append -p low
+#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=15 --requeue --no-kill --open-mode=append -p %s
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 %s --ckpt-dir %s -- /usr/bin/python3 %s --steps 700 --sleep 0.15 --save-every 10 --ballast-kb 128 --out %s/%s.weights
-`, bin, extra, store, trainer, dir, name)
+exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 --ckpt-dir %s -- /usr/bin/python3 %s --steps 700 --sleep 0.15 --save-every 10 --ballast-kb 128 --out %s/%s.weights
+`, part, bin, store, trainer, dir, name)
 	}
 	ctx := context.Background()
 	os.Mkdir(filepath.Join(dir, "ref-ck"), 0o755)
-	ref, err := c.SubmitBatch(ctx, job("ref", filepath.Join(dir, "ref-ck"), ""), "--nodelist=n3,n4")
+	ref, err := c.SubmitBatch(ctx, job("ref", filepath.Join(dir, "ref-ck"), "high"), // both ranks on n4: a preemption's node is never its
+		"--nodelist=n4", "--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := c.SubmitBatch(ctx, job("chaos", ckpt, "")) // no --nodelist: it would conflict with a lost node's exclusion
+	id, err := c.SubmitBatch(ctx, job("chaos", ckpt, "low")) // no --nodelist: it would conflict with a lost node's exclusion
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,10 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 %s --ckp
 			if killJobProcs(id, node) == 0 {
 				t.Fatalf("fault %d: no process of job %d on %s to kill", i, id, node)
 			}
-			waitLog(t, c, id, "from the requeued job", 2*time.Minute)
+			// This incarnation's exclusion (an earlier one may have excluded a node too).
+			if _, err := c.WaitOutputFunc(ctx, id, 2*time.Minute, "the exclusion of "+node, harness.OutputAfter(fmt.Sprintf("restart %d", restart), "excluding "+node)); err != nil {
+				t.Fatal(err)
+			}
 			if err := c.StartSlurmd(ctx, node); err != nil {
 				t.Fatal(err)
 			}
