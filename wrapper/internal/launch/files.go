@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
 )
 
@@ -142,40 +143,16 @@ func WriteJSONAtomic(path string, v any, mode os.FileMode) error {
 	return WriteFileAtomic(path, append(b, '\n'), mode)
 }
 
-// WriteFileAtomic writes via a temporary file in the same directory, fsyncs it
-// and renames it into place, then fsyncs the directory: readers on other
-// nodes see the old file or the whole new one, never a part.
+// WriteFileAtomic replaces path through a temporary file and a rename
+// (internal/atomicfile): a reader on another node sees the old file or the
+// whole new one, never a part (the writer's close and the rename reach the
+// file server before any shim opens it: NFS's close-to-open, Lustre's POSIX
+// coherence). Not fsynced: every file written here is made again by the
+// next step or run (launch files, the hostfile, the probe's facts, the
+// summary), so a crash loses nothing and the step's start need not wait on
+// a dozen fsyncs.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, mode)
 }
 
 // MaxFileBytes bounds one launch or probe file (a node's file for a few
