@@ -100,7 +100,7 @@ func (r *runner) discardFailedSaves(store ckptStore) {
 	}
 	for _, f := range failed {
 		msg := checkpoint.DiskMessage(r.ckptDir, f.Tag, f.Cause, r.getLastTag())
-		msg += fmt.Sprintf(" (ranks %s failed; %s of partial files removed)", rankList(f.Ranks), fmtSize(f.Bytes))
+		msg += fmt.Sprintf(" (ranks %s failed; %s of partial files removed)", rankList(f.Ranks), humanBytes(f.Bytes))
 		r.noteSaveFailed(f.Cause, msg)
 	}
 	if len(failed) > 0 {
@@ -254,16 +254,4 @@ func rankList(ranks []int) string {
 		s = append(s, fmt.Sprint(r))
 	}
 	return strings.Join(s, ",")
-}
-
-func fmtSize(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
 }
