@@ -231,6 +231,7 @@ type runner struct {
 	restarts   int            // steps restarted inside this allocation (run_hang.go)
 	hangWhat   string         // the ranks the last hang points to
 	rankFaults []rankFault    // hangs and stragglers seen, for the log and the report
+	masterPort int            // the step's MASTER_PORT (freeMasterPort)
 	// excludeStragglers: the policy's StragglerAction=exclude.
 	excludeStragglers bool
 }
@@ -514,8 +515,12 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	if v := f.addrs[master]; v != "" {
 		masterAddr = v
 	}
+	r.masterPort = masterPort(a.JobID)
+	if !r.opts.dryRun {
+		r.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
+	}
 	renv := runRankEnv(a, r.slots, envInputs{
-		Layout: r.layout, MasterAddr: masterAddr, MasterPort: masterPort(a.JobID), PlanPath: planPath,
+		Layout: r.layout, MasterAddr: masterAddr, MasterPort: r.masterPort, PlanPath: planPath,
 		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
 		JobDir: r.jobDir, RestartCount: a.RestartCount,
 	})
@@ -1105,7 +1110,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 			nodeAddrs = []string{a}
 		}
 		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placement, Rank: s.Rank, Plan: r.layout, PlanPath: planPath,
-			MasterAddr: masterAddr, MasterPort: masterPort(r.alloc.JobID), NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
+			MasterAddr: masterAddr, MasterPort: r.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
 		if err != nil {
 			if !reported {
 				r.logf("warning: NCCL environment not computed: %v", err)

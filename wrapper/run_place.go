@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/trainrun/trainrun/plan"
@@ -90,6 +91,34 @@ func hostfile(slots []rankSlot) string {
 // that share a node do not collide; a requeued job (same id) reuses its port,
 // which the rendezvous store opens with SO_REUSEADDR.
 func masterPort(jobID string) int { return plan.MasterPort(jobID) }
+
+// freeMasterPort is the step's MASTER_PORT: masterPort(job), unless rank 0
+// runs on this node (the batch step's, which is the allocation's first) and
+// something already listens on that port here, when it is the next port up
+// that is free (at most 64 tries, wrapping within 20000-29999), and the log
+// says so. Two jobs on one node hash to the same port about once in 10,000
+// pairs: CI saw job 44's rendezvous fail on 20725, job 20000's port. The
+// launch files carry the port to every rank; trainrun env and the plugin
+// keep the derived one. listen is net.Listen (tests replace it).
+func freeMasterPort(jobID string, local bool, listen func(network, addr string) (net.Listener, error), logf func(string, ...any)) int {
+	p := masterPort(jobID)
+	if !local {
+		return p
+	}
+	for i := 0; i < 64; i++ {
+		q := 20000 + (p-20000+i)%10000
+		l, err := listen("tcp", fmt.Sprintf(":%d", q))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		if i > 0 {
+			logf("MASTER_PORT %d (derived from job %s) is in use on this node, the rendezvous host: using %d", p, jobID, q)
+		}
+		return q
+	}
+	return p
+}
 
 // rankEnv is the environment of every process: common to all plus per rank.
 type rankEnv struct {

@@ -771,9 +771,12 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// The port range freePorts draws from: above the well-known and common
-// service ports, below Linux's default ephemeral range.
-const portLo, portHi = 20000, 32768
+// The port range freePorts draws from: below Linux's default ephemeral
+// range, and above trainrun's MASTER_PORT range (plan.MasterPort: 20000 to
+// 29999), which the test jobs' trainers bind on this same machine. CI once
+// saw a trainer's rendezvous fail with "Address already in use" on 20725
+// while the range was 20000-32767.
+const portLo, portHi = 30000, 32768
 
 // selfOwner identifies this process for ownerFile: pid and start time (so a
 // reused pid is not taken for the owner).
