@@ -72,12 +72,23 @@ type hangWatch struct {
 	killAt    time.Time // a hang was found: kill the step then (after the stack dumps)
 }
 
-func newHangWatch(cfg *health.Config, world int) *hangWatch {
+//
+// A fixed --hang-timeout shorter than three beat intervals is raised to
+// that, and the log says so: a rank is judged by its shim's beats, and
+// under load one beat late made the least advanced rank look hung instead
+// of the stopped one (seen in CI with --hang-timeout 3s and 2 s beats).
+func newHangWatch(cfg *health.Config, world int, logf func(string, ...any)) *hangWatch {
 	if cfg == nil {
 		return nil
 	}
 	iv := launch.BeatInterval(world)
-	return &hangWatch{tr: health.New(*cfg), interval: iv, nextCheck: time.Now().Add(iv)}
+	c := *cfg
+	if least := 3 * iv; c.Fixed > 0 && c.Fixed < least {
+		logf("--hang-timeout %s is shorter than three beats of the shims (%s each at %d ranks): using %s", c.Fixed, iv, world, least)
+		c.Fixed = least
+		c.Startup, c.Save = max(c.Startup, least), max(c.Save, least)
+	}
+	return &hangWatch{tr: health.New(c), interval: iv, nextCheck: time.Now().Add(iv)}
 }
 
 // rankFault is one rank a fault points to, for the log, the history and

@@ -68,7 +68,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 
 	m := &monitor{r: r, ctl: ctl, store: store, world: r.alloc.World(), exits: map[int]int{},
 		stateCh: make(chan string, 1), committed: make(chan string, 4), stepFinished: make(chan error, 1)}
-	m.hw = newHangWatch(r.hangCfg, m.world)
+	m.hw = newHangWatch(r.hangCfg, m.world, r.logf)
 	if err := m.start(); err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func hungRank(t *testing.T, name string, maxRestarts int, wantRestarts, want str
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=5 --requeue --open-mode=append
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --probe all --job-dir %s/job --hang-timeout 3s --max-restarts %d -- /usr/bin/python3 %s --steps 40 --sleep 0.15 --save-every %d --collective-timeout 1800 --out %s/weights
+exec %s run --fix tp=1 --probe all --job-dir %s/job --hang-timeout 8s --max-restarts %d -- /usr/bin/python3 %s --steps 40 --sleep 0.15 --save-every %d --collective-timeout 1800 --out %s/weights
 `, bin, dir, maxRestarts, trainer, every, dir)
 	ctx := context.Background()
 	id, err := cluster.SubmitBatch(ctx, script)
