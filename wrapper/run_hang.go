@@ -72,7 +72,6 @@ type hangWatch struct {
 	killAt    time.Time // a hang was found: kill the step then (after the stack dumps)
 }
 
-//
 // A fixed --hang-timeout shorter than three beat intervals is raised to
 // that, and the log says so: a rank is judged by its shim's beats, and
 // under load one beat late made the least advanced rank look hung instead
