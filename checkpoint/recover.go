@@ -43,7 +43,7 @@ func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, erro
 		}
 		tag := e.Name()
 		ranks, err := doneRanks(s.tagDir(tag))
-		if failed, _ := failedRanks(s.tagDir(tag)); err == nil && len(failed) > 0 {
+		if failed, _ := failedRanks(s.tagDir(tag)); len(failed) > 0 {
 			// A save some rank could not write (diskfault.go): never complete.
 			if err := s.trash(s.tagDir(tag), tag); err != nil {
 				return rep, fmt.Errorf("recover: discard failed %s: %w", tag, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
@@ -363,18 +365,17 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
 	}
-	f, err := os.CreateTemp(dir, fmt.Sprintf("plan-%s-%dgpus-*.json", c.Partition, c.GPUs))
-	if err != nil {
+	// Rendered first, then written whole (temporary file and rename): a
+	// failed render or a full disk leaves no partial plan for the job to read.
+	var b bytes.Buffer
+	if err := plan.RenderJSON(&b, c.Result); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("plan-%s-%dgpus-%d.json", c.Partition, c.GPUs, nowFunc().UnixNano()))
+	if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
 	}
-	if err := plan.RenderJSON(f, c.Result); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	args := requestArgs(c, withPlanExport(extra, f.Name()))
+	args := requestArgs(c, withPlanExport(extra, path))
 	id, warnings, err := env.slurm.Submit(ctx, append(args, script...)...)
 	if warnings != "" {
 		fmt.Fprintln(env.stderr, warnings)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -171,7 +172,7 @@ func printSweepStatus(env *runEnv, m *sweepManifest, rows []sweep.TrialStatus, m
 	w := env.stdout
 	c := sweep.Counts(rows)
 	fmt.Fprintf(w, "sweep %s (job array %s): %d trials: %d finished, %d running, %d pending, %d preempted, %d requeued, %d failed\n",
-		m.Name, cmpOrStr(m.JobID, "not submitted"), len(rows), c[sweep.Finished], c[sweep.Running], c[sweep.Pending], c[sweep.Preempted], c[sweep.Requeued], c[sweep.Failed])
+		m.Name, cmp.Or(m.JobID, "not submitted"), len(rows), c[sweep.Finished], c[sweep.Running], c[sweep.Pending], c[sweep.Preempted], c[sweep.Requeued], c[sweep.Failed])
 	fmt.Fprintf(w, "%-6s", "trial")
 	for _, k := range m.Keys {
 		fmt.Fprintf(w, " %-10s", k)
@@ -197,13 +198,6 @@ func printSweepStatus(env *runEnv, m *sweepManifest, rows []sweep.TrialStatus, m
 		ps = append(ps, k+"="+best.Params[k])
 	}
 	fmt.Fprintf(w, "best: trial %d (%s) %s %s\n", best.Index, strings.Join(ps, " "), metric, strconv.FormatFloat(best.Metric[metric], 'g', 6, 64))
-}
-
-func cmpOrStr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // exportSweepMetrics pushes and writes trainrun_sweep_trials{state}.

@@ -34,7 +34,7 @@ func (f *fakeSlurm) run(_ context.Context, name string, args ...string) ([]byte,
 		return []byte("77\n"), nil
 	case strings.HasPrefix(line, "scontrol show job -o 77"):
 		return []byte(f.showJob), nil
-	case line == "scontrol show node -o" && f.nodesOut != "":
+	case line == "scontrol -d show node -o" && f.nodesOut != "":
 		return []byte(f.nodesOut), nil
 	}
 	return nil, &slurm.Error{Args: append([]string{name}, args...), Err: fmt.Errorf("exit status 1"), Stderr: "slurm_load_jobs error: Invalid job id specified"}

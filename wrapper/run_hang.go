@@ -177,7 +177,11 @@ func (m *monitor) onHang(h *health.Hang) {
 	r.logf("hang: %d of %d ranks made no progress; the hang points to %s", len(h.Stalled), m.world, r.hangWhat)
 	for _, s := range h.Stalled[:min(len(h.Stalled), 8)] {
 		if !s.Suspect {
-			r.logf("hang: also waiting: rank %d (node %s) %s", s.Rank, r.slots[s.Rank].Node, s.Describe())
+			node := "?"
+			if s.Rank >= 0 && s.Rank < len(r.slots) {
+				node = r.slots[s.Rank].Node
+			}
+			r.logf("hang: also waiting: rank %d (node %s) %s", s.Rank, node, s.Describe())
 		}
 	}
 	m.stackID++

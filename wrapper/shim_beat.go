@@ -79,7 +79,10 @@ func (b *beater) run(pid, rank, world int, send func(launch.Msg)) {
 		}
 		bad := st != lastState && (st == "T" || st == "t" || st == "D" || st == "Z")
 		lastState = st
-		if m, ok := b.beat(rank, st, now); ok && (bad || now.Sub(lastSent) >= interval) {
+		if !bad && now.Sub(lastSent) < interval {
+			continue // build a beat only when one is due
+		}
+		if m, ok := b.beat(rank, st, now); ok {
 			send(m)
 			lastSent = now
 		}

@@ -8,22 +8,6 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 )
 
-// shQuote quotes s for a POSIX shell.
-func shQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func shJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = shQuote(a)
-	}
-	return strings.Join(q, " ")
-}
-
 // sweepScript is the job array's batch script: one case per trial, each
 // exporting the trial's parameters and exec-ing its trainrun run (exec, so
 // the batch shell's signals reach trainrun). It fills each trial's Argv.
@@ -32,10 +16,10 @@ func sweepScript(exe string, s *sweepManifest, runFlags []string) string {
 	fmt.Fprintf(&b, "#!/bin/bash\n# trainrun sweep %s: %d trials (%s), written by trainrun; the trials and their parameters are in sweep.json\n",
 		s.Name, len(s.Trials), strings.Join(s.Keys, ", "))
 	b.WriteString("set -u\n")
-	fmt.Fprintf(&b, "export TRAINRUN_SWEEP=%s TRAINRUN_SWEEP_DIR=%s TRAINRUN_SWEEP_TRIAL=\"${SLURM_ARRAY_TASK_ID:-}\"\n", shQuote(s.Name), shQuote(s.Dir))
+	fmt.Fprintf(&b, "export TRAINRUN_SWEEP=%s TRAINRUN_SWEEP_DIR=%s TRAINRUN_SWEEP_TRIAL=\"${SLURM_ARRAY_TASK_ID:-}\"\n", shellQuote(s.Name), shellQuote(s.Dir))
 	for _, f := range s.Proxy { // --layers=N -> TRAINRUN_PROXY_LAYERS=N
 		k, v, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
-		fmt.Fprintf(&b, "export TRAINRUN_PROXY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), shQuote(v))
+		fmt.Fprintf(&b, "export TRAINRUN_PROXY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), shellQuote(v))
 	}
 	b.WriteString("case \"${SLURM_ARRAY_TASK_ID:-}\" in\n")
 	for i := range s.Trials {
@@ -50,9 +34,9 @@ func sweepScript(exe string, s *sweepManifest, runFlags []string) string {
 		sort.Strings(keys)
 		var exports []string
 		for _, k := range keys {
-			exports = append(exports, sweep.EnvName(k)+"="+shQuote(t.Params[k]))
+			exports = append(exports, sweep.EnvName(k)+"="+shellQuote(t.Params[k]))
 		}
-		fmt.Fprintf(&b, "%d)\n  export %s\n  exec %s ;;\n", t.Index, strings.Join(exports, " "), shJoin(t.Argv))
+		fmt.Fprintf(&b, "%d)\n  export %s\n  exec %s ;;\n", t.Index, strings.Join(exports, " "), shellJoin(t.Argv))
 	}
 	b.WriteString("*)\n  echo \"trainrun sweep: no trial '${SLURM_ARRAY_TASK_ID:-}' in this sweep (run it as the job array sweep.sbatch was written for)\" >&2\n  exit 2 ;;\nesac\n")
 	return b.String()

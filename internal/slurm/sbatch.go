@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,57 +169,25 @@ func ParseArrayIndices(spec string) ([]int, error) {
 	return out, nil
 }
 
-// NodeGPUs is the GPU count of the partition's nodes (`scontrol show node
-// -o`, Gres=gpu[:TYPE]:N; partition "" is every node): the least of them, so
-// a trial sized by it fits on any.
+// NodeGPUs is the GPU count of the partition's nodes (Nodes: typed GRES,
+// every gpu entry counted as Node.GPUs does; partition "" is every node):
+// the least of them, so a trial sized by it fits on any.
 func (c Client) NodeGPUs(ctx context.Context, partition string) (int, error) {
-	out, err := c.query(ctx, Scontrol, "show", "node", "-o")
+	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		return 0, err
 	}
-	n := ParseNodeGPUs(string(out), partition)
-	if n == 0 {
-		return 0, fmt.Errorf("scontrol show node: no node with GPUs (Gres=gpu:N) in partition %q", partition)
-	}
-	return n, nil
-}
-
-// ParseNodeGPUs reads the least GPU count of the nodes of partition
-// (every node when "") from `scontrol show node -o`; 0 when none has GPUs.
-func ParseNodeGPUs(out, partition string) int {
 	least := 0
-	for _, r := range ParseRecords(out) {
-		if partition != "" && !containsField(r["Partitions"], partition) {
+	for _, n := range nodes {
+		if partition != "" && !slices.Contains(n.Partitions, partition) {
 			continue
 		}
-		n := gresGPUs(r["Gres"])
-		if n > 0 && (least == 0 || n < least) {
-			least = n
+		if g, _ := n.GPUs(); g > 0 && (least == 0 || g < least) {
+			least = g
 		}
 	}
-	return least
-}
-
-func containsField(list, v string) bool {
-	for _, x := range strings.Split(list, ",") {
-		if x == v {
-			return true
-		}
+	if least == 0 {
+		return 0, fmt.Errorf("scontrol show node: no node with GPUs (Gres=gpu:N) in partition %q; name a partition with GPUs (--partition) or give --gpus-per-node", partition)
 	}
-	return false
-}
-
-// gresGPUs reads "gpu:8", "gpu:h100:8(S:0-1)" or "gpu:4,shard:8".
-func gresGPUs(gres string) int {
-	for _, g := range strings.Split(gres, ",") {
-		g, _, _ = strings.Cut(g, "(")
-		f := strings.Split(g, ":")
-		if len(f) < 2 || f[0] != "gpu" {
-			continue
-		}
-		if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
-			return n
-		}
-	}
-	return 0
+	return least, nil
 }
