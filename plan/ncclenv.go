@@ -837,11 +837,15 @@ func (b *envBuilder) mnnvl(n *topo.Node, p *Placement) {
 	b.nccl(k, "1", fmt.Sprintf("the GPUs are in NVLink clique %s (NVL72-class rack): 1 makes NCCL use multi-node NVLink and fail loudly if the IMEX channels are missing, instead of falling back to the network silently", clique))
 }
 
+// MasterPort's range: MasterPortBase to MasterPortBase+MasterPortSpan-1,
+// below Linux's default ephemeral range.
+const MasterPortBase, MasterPortSpan = 20000, 10000
+
 // MasterPort is the rendezvous port (MASTER_PORT) of a job: 20000 +
 // FNV-1a(job id) mod 10000, so jobs sharing a node rarely collide. trainrun
 // run, trainrun env and the plugin all use it, so their environments agree.
 func MasterPort(jobID string) int {
 	h := fnv.New32a()
 	h.Write([]byte(jobID))
-	return 20000 + int(h.Sum32()%10000)
+	return MasterPortBase + int(h.Sum32()%MasterPortSpan)
 }

@@ -106,7 +106,7 @@ func freeMasterPort(jobID string, local bool, listen func(network, addr string) 
 		return p
 	}
 	for i := 0; i < 64; i++ {
-		q := 20000 + (p-20000+i)%10000
+		q := plan.MasterPortBase + (p-plan.MasterPortBase+i)%plan.MasterPortSpan
 		l, err := listen("tcp", fmt.Sprintf(":%d", q))
 		if err != nil {
 			continue

@@ -327,8 +327,11 @@ class Checkpointer:
                     os.remove(q)
                 except OSError:
                     pass
+        self._beat(self._hb_step)  # out of the save phase: the rank trains on
         root = self.local_dir or self.ckpt_dir
-        meta = os.path.join(root or "", tag, ".trainrun")
+        if not root:
+            return False  # no store to mark (save_dir would have refused): the caller re-raises
+        meta = os.path.join(root, tag, ".trainrun")
         try:
             os.makedirs(meta, exist_ok=True)
             _write_new(os.path.join(meta, "failed.%d.%s" % (self.rank, cause)), b"")
