@@ -43,6 +43,8 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	fs := newFlags("exec-task", "exec-task --launch DIR -- CMD [ARGS...]", env.stderr)
 	launchDir := fs.String("launch", "", "launch directory written by 'trainrun run' (JOBDIR/launch)")
 	probeDir := fs.String("probe", "", "probe mode: write this node's facts into DIR/<node>.json and exit")
+	wait := fs.Bool("wait", false, "the step started before its plan: wait for the controller's go before reading the launch files")
+	probeNode := fs.String("probe-node", "", "with --wait: the node's first task probes it into DIR/<node>.json first")
 	shimStart := time.Now()
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -64,9 +66,20 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	if node == "" {
 		node, _ = os.Hostname()
 	}
+	var ctl *launch.Client // connected already when the step started before its plan
+	if *wait {
+		c, goAhead, err := shimWait(env, *launchDir, *probeNode, task, rank, node)
+		if err != nil || !goAhead {
+			return err // nil: the controller called the step off
+		}
+		ctl = c
+	}
 	common, me, err := launch.Read(*launchDir, node, rank)
 	if err != nil {
 		return withCode(ExitSlurm, err)
+	}
+	if len(common.Argv) > 0 {
+		argv = common.Argv
 	}
 
 	envl, localDir, err := taskEnv(env, common, me, rank, node)
@@ -107,7 +120,11 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 	}
 	pid := cmd.Process.Pid
 
-	ctl := dialControl(common, rank, pid, node, env)
+	if ctl != nil {
+		ctl.Send(launch.Msg{Kind: launch.Hello, Token: common.Token, Rank: rank, PID: pid, Node: node, StepID: task.StepID})
+	} else {
+		ctl = dialControl(common, rank, pid, node, env)
+	}
 	var once sync.Map // checkpoint request IDs already acted on
 	if beats != nil {
 		go beats.run(pid, rank, common.World, func(m launch.Msg) {
@@ -131,6 +148,31 @@ func runExecTask(ctx context.Context, env *runEnv, args []string) error {
 		})
 	}
 	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, rank, node, argv[0])
+}
+
+// shimWait is a task's start in a step started before its plan: the node's
+// first task probes the node (--probe-node), then every task connects, says
+// wait, and waits for the controller's go (true) or abort (false).
+func shimWait(env *runEnv, launchDir, probeDir string, task slurm.Task, rank int, node string) (*launch.Client, bool, error) {
+	c, err := launch.ReadCommon(launchDir)
+	if err != nil {
+		return nil, false, withCode(ExitSlurm, err)
+	}
+	if c.Control == "" {
+		return nil, false, withCode(ExitSlurm, fmt.Errorf("%s names no controller: a step started with --wait needs one", launchDir))
+	}
+	probed := false
+	if probeDir != "" && task.LocalID == "0" {
+		if err := runProbeNode(env, probeDir); err != nil {
+			return nil, false, err
+		}
+		probed = true
+	}
+	ctl, goAhead, err := launch.DialWait(c.Control, launch.Msg{Token: c.Token, Rank: rank, Node: node, StepID: task.StepID, Probed: probed})
+	if err != nil {
+		return nil, false, withCode(ExitSlurm, fmt.Errorf("rank %d on %s: waiting for the controller at %s: %w", rank, node, c.Control, err))
+	}
+	return ctl, goAhead, nil
 }
 
 // taskEnv is the rank's environment: inherited (Slurm's own), then the

@@ -14,9 +14,11 @@ import (
 
 // BenchmarkRunOverhead measures, inside one allocation of 2 nodes × 8 GPUs,
 // the wall time of a bare `srun true` (one task per GPU) against `trainrun
-// run -- true` with the topology probe (a first start) and without it (a
-// restart reusing the probe's cache, or --probe none), alternating so that
-// both see the same machine load. It reports medians and their ratios.
+// run -- true` with the topology probe (a first start), without it (a
+// restart reusing the probe's cache, or --probe none), and with the probe
+// but the step started after the plan as before (TRAINRUN_EARLY_STEP=0: a
+// probe step, then the main one), alternating so that all see the same
+// machine load. It reports medians and their ratios.
 //
 //	go test -tags e2e -run '^$' -bench RunOverhead -benchtime 1x ./test/e2e/
 func BenchmarkRunOverhead(b *testing.B) {
@@ -34,8 +36,9 @@ for i in $(seq %d); do
   echo "srun $(t srun --ntasks=16 --ntasks-per-node=8 true)"
   echo "probe $(t env TRAINRUN_JOB_DIR=%s/p$i %s run --probe all --fix tp=8 -- true)"
   echo "noprobe $(t env TRAINRUN_JOB_DIR=%s/n$i %s run --probe none --fix tp=8 -- true)"
+  echo "sequential $(t env TRAINRUN_EARLY_STEP=0 TRAINRUN_JOB_DIR=%s/s$i %s run --probe all --fix tp=8 -- true)"
 done
-`, rounds, dir, bin, dir, bin)
+`, rounds, dir, bin, dir, bin, dir, bin)
 	}
 	for i := 0; i < b.N; i++ {
 		state, exit, out, id := runJob(b, jobScript(b.TempDir()), 5*time.Minute)
@@ -43,7 +46,7 @@ done
 			b.Fatalf("job %d: %s exit %d\n%s", id, state, exit, out)
 		}
 		us := map[string][]float64{}
-		for _, m := range regexp.MustCompile(`(?m)^(srun|probe|noprobe) (\d+)$`).FindAllStringSubmatch(out, -1) {
+		for _, m := range regexp.MustCompile(`(?m)^(srun|probe|noprobe|sequential) (\d+)$`).FindAllStringSubmatch(out, -1) {
 			v, _ := strconv.ParseFloat(m[2], 64)
 			us[m[1]] = append(us[m[1]], v/1000)
 		}
@@ -55,11 +58,12 @@ done
 			sort.Float64s(v)
 			return v[len(v)/2]
 		}
-		s, p, n := med("srun"), med("probe"), med("noprobe")
+		s, p, n, q := med("srun"), med("probe"), med("noprobe"), med("sequential")
 		b.ReportMetric(s, "srun-ms")
 		b.ReportMetric(p, "trainrun-probe-ms")
 		b.ReportMetric(n, "trainrun-noprobe-ms")
 		b.ReportMetric(p/s, "ratio-probe")
 		b.ReportMetric(n/s, "ratio-noprobe")
+		b.ReportMetric(q/s, "ratio-probe-sequential")
 	}
 }

@@ -17,6 +17,11 @@ type StepSpec struct {
 	PerNode    int
 	BindInShim bool // the shim binds each rank to its GPU's NUMA CPUs: srun must not bind
 	Argv       []string
+	// Wait: the step starts before its plan; each shim waits for the
+	// controller's go (launch.Wait). ProbeDir: the first task of each node
+	// first probes its node into ProbeDir/<node>.json.
+	Wait     bool
+	ProbeDir string
 }
 
 // SrunCommand builds the main step's command line and the extra environment
@@ -51,7 +56,14 @@ func SrunCommand(s StepSpec) (argv []string, env []string) {
 		argv = append(argv, "--cpu-bind=none")
 	}
 	argv = append(argv, "--kill-on-bad-exit=1", "--input=none",
-		s.Self, "exec-task", "--launch", s.LaunchDir, "--")
+		s.Self, "exec-task", "--launch", s.LaunchDir)
+	if s.Wait {
+		argv = append(argv, "--wait")
+	}
+	if s.ProbeDir != "" {
+		argv = append(argv, "--probe-node", s.ProbeDir)
+	}
+	argv = append(argv, "--")
 	argv = append(argv, s.Argv...)
 	return argv, env
 }
