@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
@@ -233,6 +234,7 @@ type runner struct {
 	rankFaults []rankFault    // hangs and stragglers seen, for the log and the report
 	masterPort int            // the step's MASTER_PORT (freeMasterPort)
 	early      *earlyStep     // the main step, started before the plan (run_early.go); nil once handed to the monitor
+	shim       string         // the lean shim binary the step runs ("": trainrun exec-task)
 	// excludeStragglers: the policy's StragglerAction=exclude.
 	excludeStragglers bool
 }
@@ -310,6 +312,7 @@ func (r *runner) setup() error {
 	if r.self, err = os.Executable(); err != nil {
 		return err
 	}
+	r.shim = leanShim(r.self, r.env.getenv("TRAINRUN_SHIM"))
 	return r.applyPolicy()
 }
 
@@ -402,7 +405,10 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 			break
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); f.nodes, probeErr = probeNodes(ctx, sc, a, r.self, topoDir) }()
+		go func() {
+			defer wg.Done()
+			f.nodes, probeErr = probeNodes(ctx, sc, a, launch.ShimArgv(r.self, r.shim), topoDir)
+		}()
 	default:
 		return f, usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
 	}
@@ -548,7 +554,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 		}
 	}
 	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
-		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
+		Self: r.self, Shim: r.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
 	})
 	return renv, nil
@@ -1068,6 +1074,18 @@ func tagOf(dir string) string {
 		return ""
 	}
 	return filepath.Base(dir)
+}
+
+// mkdirOwnUnlessDry creates a directory trainrun makes for the user (the
+// job directory, the default store under it) fresh with mode 0700, or
+// accepts an existing one only when it is the user's own and not writable by
+// others (issue 12, finding 3: a job directory another uid pre-created
+// would let it plant launch files and checkpoints).
+func mkdirOwnUnlessDry(dry bool, dir string) error {
+	if dry {
+		return nil
+	}
+	return safefs.MkdirOwn(dir, "directory")
 }
 
 func mkdirUnlessDry(dry bool, dir string) error {

@@ -15,7 +15,8 @@
 //	                    (Common, Rank, WriteDir, Read), control messages (Msg,
 //	                    Encode, Parse), Server, Client, signal names, srun argv
 //	internal/run        the run's decisions: Decide(Outcome) Decision
-//	internal/exitcode   the exit codes
+//	internal/shim       the per-task shim (exec-task, trainrun-shim)
+//	internal/exitcode   the exit codes and the error that carries one
 //	obs                 metrics, webhooks, event log, report
 //
 // `trainrun run` (cmd_run.go: options, flags, help) runs these phases, each
@@ -38,8 +39,9 @@
 // The step starts before the plan (run_early.go says why and when it cannot):
 // the shims wait for the controller's go while it asks Slurm and plans.
 //
-// `trainrun exec-task` (cmd_shim.go) is the shim srun starts once per task:
-// shimWait (probe the node, say wait, wait for go), taskEnv, resolveCommand,
-// startDrain, then superviseTask relays signals and the exit over
-// internal/launch.
+// The shim srun starts once per task is internal/shim (`trainrun
+// exec-task`, cmd_shim.go, or the lean internal/shim/trainrun-shim binary
+// next to trainrun): shimWait (probe the node, say wait, wait for go),
+// taskEnv, resolveCommand, startDrain, then superviseTask relays signals
+// and the exit over internal/launch.
 package main

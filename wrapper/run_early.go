@@ -38,7 +38,7 @@ import (
 // TRAINRUN_EARLY_STEP=0 turns it off (the probe and the plan come first).
 type earlyStep struct {
 	ctl      *launch.Server
-	control  string // host:port the shims connect to
+	control  string      // host:port the shims connect to
 	proc     *os.Process // srun
 	done     chan error  // srun's end (one value)
 	started  time.Time
@@ -93,7 +93,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 		ctl.Close()
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
-	spec := launch.StepSpec{Self: r.self, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
+	spec := launch.StepSpec{Self: r.self, Shim: r.shim, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
 		BindInShim: r.guessBindInShim(topoDir), Argv: r.argv, Wait: true}
 	if e.probing {
 		spec.ProbeDir = topoDir

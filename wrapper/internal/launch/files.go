@@ -23,13 +23,20 @@ const (
 	NodeDir    = "node"        // one file per node: node/<node>.json
 )
 
+// Protocol is the version of the launch files and the control channel. The
+// controller writes it; a shim of another build (trainrun-shim installed
+// apart from trainrun) refuses the launch instead of misreading it. Raise it
+// with any change a shim of the previous build would misread.
+const Protocol = 2
+
 // Common is common.json: what every task of the launch shares.
 type Common struct {
-	JobID   string `json:"job_id"`
-	World   int    `json:"world"`
-	Control string `json:"control,omitempty"` // host:port of the controller; empty = none
-	Token   string `json:"token,omitempty"`   // proves a shim belongs to this launch
-	Signal  string `json:"ckpt_signal"`       // TRAINRUN_CKPT_SIGNAL, e.g. "USR2"
+	Protocol int    `json:"protocol"`
+	JobID    string `json:"job_id"`
+	World    int    `json:"world"`
+	Control  string `json:"control,omitempty"` // host:port of the controller; empty = none
+	Token    string `json:"token,omitempty"`   // proves a shim belongs to this launch
+	Signal   string `json:"ckpt_signal"`       // TRAINRUN_CKPT_SIGNAL, e.g. "USR2"
 	// LocalDir is --ckpt-local-dir as given (%n, %j, %r expanded by each
 	// node's shim); CkptDir is the durable store the shims drain into.
 	LocalDir string            `json:"ckpt_local_dir,omitempty"`
@@ -87,6 +94,7 @@ func WriteDir(dir string, common Common, ranks []Rank) error {
 // the shims of a step started before its plan need to reach the controller
 // (WriteDir then writes it again, whole, with the nodes' files).
 func WriteCommon(dir string, common Common) error {
+	common.Protocol = Protocol
 	// Created fresh, or accepted only as the user's own and not writable by
 	// others (issue 12, finding 3: a launch directory another uid created
 	// first would let it plant launch files).
@@ -106,6 +114,10 @@ func ReadCommon(dir string) (*Common, error) {
 	}
 	if err := ReadJSON(filepath.Join(dir, CommonFile), &c); err != nil {
 		return nil, err
+	}
+	if c.Protocol != Protocol {
+		return nil, fmt.Errorf("%s: launch protocol %d, this shim speaks %d: the trainrun that started the step and the shim (trainrun-shim or trainrun exec-task) come from different builds; install both from one build",
+			filepath.Join(dir, CommonFile), c.Protocol, Protocol)
 	}
 	return &c, nil
 }
