@@ -19,22 +19,23 @@
 //	internal/exitcode   the exit codes and the error that carries one
 //	obs                 metrics, webhooks, event log, report
 //
-// `trainrun run` (cmd_run.go: options, flags, help) runs these phases, each
-// a method of runner handing its result to the next:
+// `trainrun run` (cmd_run.go: options, flags, help and the spine, runner.run)
+// runs these phases, each a method of runner handing its result to the next
+// (run_summary.go prints what the run will do):
 //
-//	setup     srun, the allocation, the policy             cmd_run.go  runner.setup
-//	dirs      job and checkpoint directories; finished?    cmd_run.go  runner.makeDirs
-//	early     the step, its shims waiting (and probing)    run_early.go  runner.startEarly → earlyStep
-//	gather    Slurm queries and the probe, in parallel     cmd_run.go  runner.gather → runFacts
-//	choose    --plan, the planner, or --fix                cmd_run.go  runner.choosePlan
-//	place     ranks onto GPUs                              cmd_run.go  runner.place, run_place.go
-//	store     recover, commit, resume point                cmd_run.go  runner.openRunStore
-//	prepare   templates, plan.json, rank env, srun argv    cmd_run.go  runner.prepare → rankEnv
-//	launch    control channel, launch files, go (or the    cmd_run.go  runner.startStep
+//	setup     srun, the allocation, the policy             run_setup.go    runner.setup
+//	dirs      job and checkpoint directories; finished?    run_setup.go    runner.makeDirs
+//	early     the step, its shims waiting (and probing)    run_early.go    runner.startEarly → earlyStep
+//	gather    Slurm queries and the probe, in parallel     run_gather.go   runner.gather → runFacts
+//	choose    --plan, the planner, or --fix                run_choose.go   runner.choosePlan
+//	place     ranks onto GPUs                              run_prepare.go  runner.place, run_place.go
+//	store     recover, commit, resume point                run_prepare.go  runner.openRunStore
+//	prepare   templates, plan.json, rank env, srun argv    run_prepare.go  runner.prepare → rankEnv
+//	launch    control channel, launch files, go (or the    run_prepare.go  runner.startStep
 //	          step, when it did not start early)
 //	monitor   the event loop, one method per event         run_monitor.go  monitor.on*
-//	decide    finish, stop or requeue; the exit code       internal/run  Decide (pure)
-//	act       history, finished marker, scontrol requeue   cmd_run.go  runner.afterStep, runner.act
+//	decide    finish, stop or requeue; the exit code       internal/run    Decide (pure)
+//	act       history, finished marker, scontrol requeue   run_act.go      runner.afterStep, runner.act
 //
 // The step starts before the plan (run_early.go says why and when it cannot):
 // the shims wait for the controller's go while it asks Slurm and plans.
