@@ -174,60 +174,76 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	return r.run(ctx)
 }
 
+// choice is what the choose phase hands on: the layout, its evaluation
+// when the planner made one, and a planned model's Megatron arguments.
+type choice struct {
+	Layout   plan.Layout
+	Eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
+	Megatron []string         // nil: derived from the layout (plan.MegatronLayoutArgs)
+}
+
+// placed is what the place phase hands on: each rank's node and GPU, and
+// the placement's traffic model (nil when the block order fallback was used).
+type placed struct {
+	Slots     []rankSlot
+	Placement *plan.Placement
+}
+
 // runner holds one `trainrun run` from allocation to exit.
 type runner struct {
-	opts       runOptions
-	fs         *pflag.FlagSet
-	lead       time.Duration // the checkpoint lead in use
-	facts      map[string]nodeFacts
-	megatron   []string
-	store      *checkpoint.Store // nil in a dry run
-	ncclPolicy plan.NCCLPolicy
-	leadFixed  bool                   // the lead came from the policy: no shortening for short jobs
-	leadAdapt  bool                   // the policy's CkptLeadAdapt: raise the lead to fit measured checkpoints
-	policyGPU  policy.Setting[string] // the policy's GPUType ("" = auto): the planner's GPU type when the probe finds none
-	policy     *partPolicy            // the partition's policy (nil without --policy): defaults of --stack, --precision, --finetune, --nvme-bw
-	grace      graceLimits
-	graceBudg  time.Duration // the policy's CkptGraceBudget (0: auto, the partition's GraceTime)
-	tagMu      sync.Mutex
-	lastTag    string          // the latest committed checkpoint's tag known to the controller
-	tQuery     time.Duration   // from start to the end of the scontrol queries and the probe
-	tReady     time.Duration   // from start to launching srun
-	placement  *plan.Placement // nil when the block order fallback was used
-	env        *runEnv
-	argv       []string
-	t0         time.Time
-	alloc      *allocation
-	job        slurm.Job
+	// What the run was given.
+	opts runOptions
+	fs   *pflag.FlagSet
+	env  *runEnv
+	argv []string // the training command as given
+	t0   time.Time
+	self string // this trainrun binary
+	shim string // the lean shim binary the step runs ("": trainrun exec-task)
 
-	jobDir   string
+	// The site's policy for the partition (setup: applyPolicy).
+	policy     *partPolicy            // nil without --policy: defaults of --stack, --precision, --finetune, --nvme-bw
+	policyGPU  policy.Setting[string] // GPUType ("" = auto): the planner's GPU type when the probe finds none
+	ncclPolicy plan.NCCLPolicy
+	leadFixed  bool          // the lead came from the policy: no shortening for short jobs
+	leadAdapt  bool          // CkptLeadAdapt: raise the lead to fit measured checkpoints
+	graceBudg  time.Duration // CkptGraceBudget (0: auto, the partition's GraceTime)
+	// excludeStragglers: StragglerAction=exclude.
+	excludeStragglers bool
+
+	// What the phases found and chose, in their order.
+	alloc    *allocation // setup
+	jobDir   string      // dirs
 	runName  string
 	ckptDir  string
-	self     string
-	layout   plan.Layout
-	eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
-	slots    []rankSlot
-	resume   string
-	cmdArgv  []string
-	srunArgv []string
-	srunEnv  []string
+	early    *earlyStep           // early: the step started before the plan; nil once handed to the monitor
+	job      slurm.Job            // gather
+	grace    graceLimits          // gather
+	facts    map[string]nodeFacts // gather: the probe's
+	lead     time.Duration        // gather: the checkpoint lead in use
+	choice   choice               // choose
+	placed   placed               // place
+	store    *checkpoint.Store    // store; nil in a dry run
+	resume   string               // store: the checkpoint resumed from
+	cmdArgv  []string             // prepare: the command with its templates filled
+	srunArgv []string             // prepare
+	srunEnv  []string             // prepare
+	tQuery   time.Duration        // from start to the end of the scontrol queries and the probe
+	tReady   time.Duration        // from start to launching srun (or its go)
 
+	// While the step runs, and across restarts inside the allocation.
+	tagMu        sync.Mutex
+	lastTag      string      // the latest committed checkpoint's tag known to the controller
 	obs          runObserver // nil in a dry run
+	progress     *obs.ProgressReader
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	faults       faultState // failed saves and nodes (run_faults.go)
-	progress     *obs.ProgressReader
-
-	hangCfg    *health.Config // nil: --hang-timeout off
-	restarts   int            // steps restarted inside this allocation (run_hang.go)
-	hangWhat   string         // the ranks the last hang points to
-	rankFaults []rankFault    // hangs and stragglers seen, for the log and the report
-	masterPort int            // the step's MASTER_PORT (freeMasterPort)
-	early      *earlyStep     // the main step, started before the plan (run_early.go); nil once handed to the monitor
-	shim       string         // the lean shim binary the step runs ("": trainrun exec-task)
-	// excludeStragglers: the policy's StragglerAction=exclude.
-	excludeStragglers bool
+	masterPort   int            // the step's MASTER_PORT (freeMasterPort)
+	faults       faultState     // failed saves and nodes (run_faults.go)
+	hangCfg      *health.Config // nil: --hang-timeout off
+	restarts     int            // steps restarted inside this allocation (run_hang.go)
+	hangWhat     string         // the ranks the last hang points to
+	rankFaults   []rankFault    // hangs and stragglers seen, for the log and the report
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -257,10 +273,10 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		defer r.closeObserver()
 	}
-	if err := r.choosePlan(); err != nil {
+	if r.choice, err = r.choosePlan(); err != nil {
 		return err
 	}
-	if err := r.place(f); err != nil {
+	if r.placed, err = r.place(f, r.choice); err != nil {
 		return err
 	}
 	store, err := r.openRunStore()

@@ -73,7 +73,7 @@ func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, 
 		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead,
 		HangWhat: r.hangWhat, Restarts: r.restarts, MaxRestarts: r.opts.fault.maxRestarts}
 	if firstFail != nil {
-		s := r.slots[firstFail.Rank]
+		s := r.placed.Slots[firstFail.Rank]
 		o.FirstFail = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d", s.Rank, s.Node, s.GPU, firstFail.Code)
 	}
 	return o

@@ -11,15 +11,15 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
-// choosePlan sets r.layout (and r.eval when the planner evaluated it): from
-// --plan FILE; from the planner when a model is given (searching, or
+// choosePlan chooses the layout (evaluated when the planner evaluated it):
+// from --plan FILE; from the planner when a model is given (searching, or
 // evaluating what --fix pins); or from --fix alone, unevaluated.
-func (r *runner) choosePlan() error {
+func (r *runner) choosePlan() (c choice, err error) {
 	world := r.alloc.World()
 	po := &r.opts.plan
 	modelFromEnv, err := r.planInputsFromEnv()
 	if err != nil {
-		return err
+		return c, err
 	}
 	if r.opts.planFile == "" {
 		r.opts.planFile = r.submittedPlan(world)
@@ -33,69 +33,64 @@ func (r *runner) choosePlan() error {
 		// #SBATCH --train-model alone with a script that pins its layout:
 		// the layout is used as before, not evaluated.
 		r.logf("TRAINRUN_MODEL=%s is set but no batch (--seq-len, --global-batch or TRAINRUN_BATCH): --fix %s is used as given, not evaluated", po.Model, po.Fix)
-		l, err := fixedLayout(po.Fix, world, po.GlobalBatch)
-		if err != nil {
-			return err
+		if c.Layout, err = fixedLayout(po.Fix, world, po.GlobalBatch); err != nil {
+			return c, err
 		}
-		r.layout = l
 	case r.opts.planFile != "":
-		ev, err := readRunPlan(r.opts.planFile, world)
-		if err != nil {
-			return err
+		if c.Eval, err = readRunPlan(r.opts.planFile, world); err != nil {
+			return c, err
 		}
-		r.eval, r.layout = ev, ev.Layout
+		c.Layout = c.Eval.Layout
 	case hasModel:
-		if err := r.planFromModel(modelFromEnv); err != nil {
-			return err
+		if c, err = r.planFromModel(modelFromEnv); err != nil {
+			return c, err
 		}
 	case po.Fix != "":
-		l, err := fixedLayout(po.Fix, world, po.GlobalBatch)
-		if err != nil {
-			return err
+		if c.Layout, err = fixedLayout(po.Fix, world, po.GlobalBatch); err != nil {
+			return c, err
 		}
-		r.layout = l
 	default:
-		return usageErrorf("no layout: give the model (--model NAME|PATH, or --layers --hidden --heads --vocab) with --seq-len and --global-batch to plan, "+
+		return c, usageErrorf("no layout: give the model (--model NAME|PATH, or --layers --hidden --heads --vocab) with --seq-len and --global-batch to plan, "+
 			"or pin the degrees with --fix (e.g. --fix tp=%d; dp is derived from the %d GPUs), or pass --plan FILE from 'trainrun plan --format json'",
 			min(world, r.alloc.TasksPerNode), world)
 	}
-	if r.layout.VPP <= 0 {
-		r.layout.VPP = 1
+	if c.Layout.VPP <= 0 {
+		c.Layout.VPP = 1
 	}
-	if r.layout.TP > r.alloc.TasksPerNode {
-		r.logf("warning: tp=%d is larger than the %d GPUs of a node: tensor-parallel traffic will cross the network", r.layout.TP, r.alloc.TasksPerNode)
-	} else if r.alloc.TasksPerNode%r.layout.TP != 0 {
-		r.logf("warning: tp=%d does not divide the %d GPUs of a node: some TP groups will span two nodes", r.layout.TP, r.alloc.TasksPerNode)
+	if c.Layout.TP > r.alloc.TasksPerNode {
+		r.logf("warning: tp=%d is larger than the %d GPUs of a node: tensor-parallel traffic will cross the network", c.Layout.TP, r.alloc.TasksPerNode)
+	} else if r.alloc.TasksPerNode%c.Layout.TP != 0 {
+		r.logf("warning: tp=%d does not divide the %d GPUs of a node: some TP groups will span two nodes", c.Layout.TP, r.alloc.TasksPerNode)
 	}
-	return nil
+	return c, nil
 }
 
 // planFromModel plans the layout for the model on the allocation's GPUs
-// (r.eval, r.layout, r.megatron).
-func (r *runner) planFromModel(modelFromEnv bool) error {
+// (evaluated, with the model's Megatron arguments).
+func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	world := r.alloc.World()
 	po := &r.opts.plan
 	m, err := po.model(r.fs)
 	if err != nil {
-		return err
+		return choice{}, err
 	}
 	if err := r.planSoftware(); err != nil {
-		return err
+		return choice{}, err
 	}
 	j, err := po.job()
 	if err != nil {
 		if modelFromEnv {
-			return usageErrorf("%v (the model %s comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN)", err, po.Model)
+			return choice{}, usageErrorf("%v (the model %s comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN)", err, po.Model)
 		}
-		return err
+		return choice{}, err
 	}
 	if po.GPU == "" {
 		if po.GPU, err = r.plannerGPU(); err != nil {
-			return err
+			return choice{}, err
 		}
 	}
 	if strings.Contains(po.GPU, ",") || strings.Contains(po.GPU, ":") {
-		return usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
+		return choice{}, usageErrorf("--gpu %q: inside an allocation give one GPU type; the count comes from the allocation", po.GPU)
 	}
 	po.GPUs = world
 	// The allocation decides the GPUs per node, as if --gpus-per-node
@@ -105,24 +100,22 @@ func (r *runner) planFromModel(modelFromEnv bool) error {
 		return name == "gpus-per-node" || r.fs.Changed(name) || name == "nvme-bw" && po.NVMeBW > 0 // the policy's NVMeBW
 	})
 	if err != nil {
-		return err
+		return choice{}, err
 	}
 	c := clusters[0]
 	pins, err := parseFix(po.Fix)
 	if err != nil {
-		return err
+		return choice{}, err
 	}
 	so := po.searchOptions(pins)
 	res := plan.Search(m, j, c, so)
 	if err := noFitError(m, j, c, so, res); err != nil {
-		return err
+		return choice{}, err
 	}
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
-		return withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
+		return choice{}, withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
 	}
-	r.eval, r.layout = res.Plan, res.Plan.Layout
-	r.megatron = plan.MegatronArgs(m, j, *res.Plan)
-	return nil
+	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Megatron: plan.MegatronArgs(m, j, *res.Plan)}, nil
 }
 
 // plannerGPU is the GPU type to plan for: what the probe found on the
@@ -189,14 +182,14 @@ type planDoc struct {
 }
 
 func (r *runner) writePlan(path string) error {
-	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.slots, Command: r.cmdArgv, Resume: r.resume, CkptDir: r.ckptDir}
-	if r.placement != nil {
-		d.Traffic, d.Baseline = &r.placement.Traffic, &r.placement.Baseline
+	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.placed.Slots, Command: r.cmdArgv, Resume: r.resume, CkptDir: r.ckptDir}
+	if r.placed.Placement != nil {
+		d.Traffic, d.Baseline = &r.placed.Placement.Traffic, &r.placed.Placement.Baseline
 	}
-	if r.eval != nil {
-		d.Plan, d.Evaluated = r.eval, true
+	if r.choice.Eval != nil {
+		d.Plan, d.Evaluated = r.choice.Eval, true
 	} else {
-		d.Plan = r.layout
+		d.Plan = r.choice.Layout
 	}
 	return launch.WriteJSONAtomic(path, d, 0o644)
 }

@@ -209,7 +209,7 @@ func errOr(err error, s string) string {
 // earlyFits says whether the early step can run the prepared plan: its
 // ranks in Slurm's block order (no hostfile needed).
 func (r *runner) earlyFits() bool {
-	return sameOrderAsSlurm(r.alloc, r.slots)
+	return sameOrderAsSlurm(r.alloc, r.placed.Slots)
 }
 
 // abortEarly calls an early step off (no rank has started): every shim is

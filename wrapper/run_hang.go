@@ -107,8 +107,8 @@ func (f rankFault) String() string {
 
 func (r *runner) fault(kind string, rank int, detail string, ratio float64) rankFault {
 	f := rankFault{Kind: kind, Rank: rank, Detail: detail, Ratio: ratio, GPU: -1}
-	if rank >= 0 && rank < len(r.slots) {
-		f.Node, f.GPU = r.slots[rank].Node, r.slots[rank].GPU
+	if rank >= 0 && rank < len(r.placed.Slots) {
+		f.Node, f.GPU = r.placed.Slots[rank].Node, r.placed.Slots[rank].GPU
 	}
 	r.rankFaults = append(r.rankFaults, f)
 	// The history's failed nodes (run_faults.go): a requeued job keeps out
@@ -178,8 +178,8 @@ func (m *monitor) onHang(h *health.Hang) {
 	for _, s := range h.Stalled[:min(len(h.Stalled), 8)] {
 		if !s.Suspect {
 			node := "?"
-			if s.Rank >= 0 && s.Rank < len(r.slots) {
-				node = r.slots[s.Rank].Node
+			if s.Rank >= 0 && s.Rank < len(r.placed.Slots) {
+				node = r.placed.Slots[s.Rank].Node
 			}
 			r.logf("hang: also waiting: rank %d (node %s) %s", s.Rank, node, s.Describe())
 		}

@@ -21,21 +21,20 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
-// place puts the ranks on the GPUs (r.slots, r.placement).
-func (r *runner) place(f runFacts) error {
+// place puts the chosen layout's ranks on the allocation's GPUs.
+func (r *runner) place(f runFacts, c choice) (p placed, err error) {
 	var traffic plan.Traffic
-	if r.eval != nil {
-		traffic = r.eval.Traffic
+	if c.Eval != nil {
+		traffic = c.Eval.Traffic
 	}
 	var notes []string
-	var err error
-	if r.slots, r.placement, notes, err = placeRanks(r.alloc, r.layout, traffic, f.nodes, f.cluster); err != nil {
-		return withCode(ExitNoFit, err)
+	if p.Slots, p.Placement, notes, err = placeRanks(r.alloc, c.Layout, traffic, f.nodes, f.cluster); err != nil {
+		return p, withCode(ExitNoFit, err)
 	}
 	for _, n := range notes {
 		r.logf("placement: %s", n)
 	}
-	return nil
+	return p, nil
 }
 
 // openRunStore opens the checkpoint store, commits what an earlier run
@@ -90,11 +89,11 @@ func (r *runner) openRunStore() (*observedStore, error) {
 func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	a := r.alloc
 	var unknown []string
-	megatron := r.megatron
+	megatron := r.choice.Megatron
 	if megatron == nil {
-		megatron = plan.MegatronLayoutArgs(r.layout)
+		megatron = plan.MegatronLayoutArgs(r.choice.Layout)
 	}
-	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.layout, r.resume, r.ckptDir), megatron)
+	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.choice.Layout, r.resume, r.ckptDir), megatron)
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
@@ -106,11 +105,11 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 		if err := r.writePlan(planPath); err != nil {
 			return rankEnv{}, err
 		}
-		if err := launch.WriteFileAtomic(hostfilePath, []byte(hostfile(r.slots)), 0o644); err != nil {
+		if err := launch.WriteFileAtomic(hostfilePath, []byte(hostfile(r.placed.Slots)), 0o644); err != nil {
 			return rankEnv{}, err
 		}
 	}
-	master := nodesInRankOrder(r.slots)[0]
+	master := nodesInRankOrder(r.placed.Slots)[0]
 	masterAddr := master
 	if v := f.addrs[master]; v != "" {
 		masterAddr = v
@@ -119,21 +118,21 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	if !r.opts.dryRun {
 		r.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
 	}
-	renv := runRankEnv(a, r.slots, envInputs{
-		Layout: r.layout, MasterAddr: masterAddr, MasterPort: r.masterPort, PlanPath: planPath,
+	renv := runRankEnv(a, r.placed.Slots, envInputs{
+		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: r.masterPort, PlanPath: planPath,
 		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
 		JobDir: r.jobDir, RestartCount: a.RestartCount,
 	})
 	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
 	launchDir := filepath.Join(r.jobDir, "launch")
 	bindInShim := false
-	for _, s := range r.slots {
+	for _, s := range r.placed.Slots {
 		if s.CPUs != "" {
 			bindInShim = true
 		}
 	}
 	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
-		Self: r.self, Shim: r.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
+		Self: r.self, Shim: r.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
 	})
 	return renv, nil
@@ -172,7 +171,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 	if r.early != nil {
 		common.Argv = r.cmdArgv
 	}
-	if err := writeLaunchDir(launchDir, common, r.slots, renv); err != nil {
+	if err := writeLaunchDir(launchDir, common, r.placed.Slots, renv); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
 	summary := r.summary()
@@ -218,7 +217,7 @@ var ncclPrefixes = []string{"NCCL_", "TORCH_NCCL_"}
 // where the probe discovered it. Values the task inherits (the user's, the
 // site's nccl.conf) are kept: RankEnv does not inject over them.
 func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]string, planPath string) {
-	if r.placement == nil {
+	if r.placed.Placement == nil {
 		return
 	}
 	user := map[string]string{}
@@ -228,7 +227,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 		}
 	}
 	reported := false
-	for i, s := range r.slots {
+	for i, s := range r.placed.Slots {
 		f, ok := r.facts[s.Node]
 		if !ok || f.Topo == nil {
 			continue
@@ -241,7 +240,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 		if a := addrs[s.Node]; a != "" {
 			nodeAddrs = []string{a}
 		}
-		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placement, Rank: s.Rank, Plan: r.layout, PlanPath: planPath,
+		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placed.Placement, Rank: s.Rank, Plan: r.choice.Layout, PlanPath: planPath,
 			MasterAddr: masterAddr, MasterPort: r.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
 		if err != nil {
 			if !reported {

@@ -17,7 +17,7 @@ import (
 // summary is the one page printed to the job log and written to summary.txt.
 func (r *runner) summary() string {
 	var b strings.Builder
-	a, l := r.alloc, r.layout
+	a, l := r.alloc, r.choice.Layout
 	fmt.Fprintf(&b, "trainrun run: job %s, %d node(s) × %d GPU(s) = %d ranks, partition %s, restart %d\n",
 		a.JobID, len(a.Nodes), a.TasksPerNode, a.World(), orDash(a.Partition), a.RestartCount)
 	if !a.EndTime.IsZero() {
@@ -25,22 +25,22 @@ func (r *runner) summary() string {
 	}
 	fmt.Fprintf(&b, "  layout      tp=%d pp=%d vpp=%d cp=%d ep=%d dp=%d  micro_batch=%d grad_accum=%d recompute=%s zero=%d sp=%t",
 		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.GradAccum, l.Recompute, l.Zero, l.SP)
-	if r.eval != nil {
+	if r.choice.Eval != nil {
 		fmt.Fprintf(&b, "\n  predicted   step %.3f s (compute %.3f, TP comm %.3f, PP bubble %.3f, DP exposed %.3f), MFU %.1f%%, %.0f GiB/GPU of %.0f\n",
-			r.eval.Time.Step, r.eval.Time.Compute, r.eval.Time.TPComm, r.eval.Time.PPBubble, r.eval.Time.DPCommExposed, 100*r.eval.MFU,
-			r.eval.Memory.PerGPU/(1<<30), r.eval.Memory.Capacity/(1<<30))
+			r.choice.Eval.Time.Step, r.choice.Eval.Time.Compute, r.choice.Eval.Time.TPComm, r.choice.Eval.Time.PPBubble, r.choice.Eval.Time.DPCommExposed, 100*r.choice.Eval.MFU,
+			r.choice.Eval.Memory.PerGPU/(1<<30), r.choice.Eval.Memory.Capacity/(1<<30))
 	} else {
 		fmt.Fprintf(&b, " (pinned with --fix; not evaluated: no prediction)\n")
 	}
-	fmt.Fprintf(&b, "  placement   rank order tp-cp-ep-dp-pp; %s\n", placementLine(r.slots, l))
-	for _, w := range tpSlowLinks(r.slots, r.facts, 4) {
+	fmt.Fprintf(&b, "  placement   rank order tp-cp-ep-dp-pp; %s\n", placementLine(r.placed.Slots, l))
+	for _, w := range tpSlowLinks(r.placed.Slots, r.facts, 4) {
 		fmt.Fprintf(&b, "  warning     %s\n", w)
 	}
-	if p := r.placement; p != nil && r.eval != nil {
+	if p := r.placed.Placement; p != nil && r.choice.Eval != nil {
 		fmt.Fprintf(&b, "  traffic     per step: NVLink %s, PCIe %s, leaf %s, spine %s (Slurm's block order: leaf %s, spine %s)\n",
 			gib(p.Traffic.NVLink), gib(p.Traffic.PCIe), gib(p.Traffic.Leaf), gib(p.Traffic.Spine), gib(p.Baseline.Leaf), gib(p.Baseline.Spine))
 	}
-	for _, line := range nodeTable(r.slots, 8) {
+	for _, line := range nodeTable(r.placed.Slots, 8) {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
 	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.resume, "(none: first start)"))
@@ -111,8 +111,8 @@ func fmtLimit(d time.Duration) string {
 }
 
 func (r *runner) printDryRun(renv rankEnv) error {
-	if r.opts.rank < 0 || r.opts.rank >= len(r.slots) {
-		return usageErrorf("--rank %d: the job has ranks 0..%d", r.opts.rank, len(r.slots)-1)
+	if r.opts.rank < 0 || r.opts.rank >= len(r.placed.Slots) {
+		return usageErrorf("--rank %d: the job has ranks 0..%d", r.opts.rank, len(r.placed.Slots)-1)
 	}
 	w := r.env.stdout
 	fmt.Fprint(w, r.summary())
@@ -122,7 +122,7 @@ func (r *runner) printDryRun(renv rankEnv) error {
 		line = shellJoin(r.srunEnv) + " " + line
 	}
 	fmt.Fprintln(w, line)
-	s := r.slots[r.opts.rank]
+	s := r.placed.Slots[r.opts.rank]
 	fmt.Fprintf(w, "\n# environment of rank %d (node %s, local rank %d, GPU %d), besides what Slurm sets:\n", s.Rank, s.Node, s.LocalRank, s.GPU)
 	for _, kv := range launch.MergedEnv(renv.Common, renv.Ranks[r.opts.rank]) {
 		k, v, _ := strings.Cut(kv, "=")
