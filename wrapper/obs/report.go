@@ -271,9 +271,22 @@ func (in Incarnation) EndText() string {
 	return c
 }
 
-// WriteText prints the report for a person.
+// WriteText prints the report for a person: a header, then one section
+// each for incarnations, checkpoints, time, faults and throughput.
 func (r *Report) WriteText(w io.Writer) {
 	t := r.Totals()
+	r.writeHeader(w, t)
+	r.writeIncarnations(w, t)
+	r.writeCheckpoints(w)
+	fmt.Fprintf(w, "\ntime: %s running, %s waiting in requeue, %s of work lost, %s saving and %s committing checkpoints\n",
+		fmtDur(t.Running), fmtDur(t.Waiting), fmtDur(t.Lost), fmtDur(t.Saving), fmtDur(t.Committing))
+	r.writeFaults(w)
+	r.writeThroughput(w, t)
+}
+
+// writeHeader prints the job line and, when the start was recorded, the
+// layout it ran with.
+func (r *Report) writeHeader(w io.Writer, t Totals) {
 	name := ""
 	if r.JobName != "" {
 		name = " (" + r.JobName + ")"
@@ -301,6 +314,11 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "layout %s on %d GPUs, %d nodes%s\n", strings.Join(parts, " "), s.GPUs, s.Nodes, gpu)
 	}
+}
+
+// writeIncarnations prints one row per incarnation, the messages of those
+// that did not end in a plain requeue, and the waits between them.
+func (r *Report) writeIncarnations(w io.Writer, t Totals) {
 	fmt.Fprintln(w, "\nincarnations:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  restart\tstarted\tran\tended\tsteps\tlost\tresumed from")
@@ -329,22 +347,29 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "requeue waits: %s (total %s)\n", strings.Join(ds, ", "), fmtDur(t.Waiting))
 	}
+}
+
+// writeCheckpoints prints the count of committed checkpoints and a row for each.
+func (r *Report) writeCheckpoints(w io.Writer) {
 	fmt.Fprintf(w, "\ncheckpoints: %d committed\n", len(r.Checkpoints))
-	if len(r.Checkpoints) > 0 {
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  tag\tstep\tsize\tsave\tcommit\tcommitted\trestart")
-		for _, c := range r.Checkpoints {
-			save := "-"
-			if c.Save > 0 {
-				save = fmtDur(c.Save)
-			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%d\n", c.Tag, c.Step, fmtBytes(c.Bytes), save, fmtDur(c.Commit), c.Time.UTC().Format("15:04:05Z"), c.Restart)
-		}
-		tw.Flush()
+	if len(r.Checkpoints) == 0 {
+		return
 	}
-	fmt.Fprintf(w, "\ntime: %s running, %s waiting in requeue, %s of work lost, %s saving and %s committing checkpoints\n",
-		fmtDur(t.Running), fmtDur(t.Waiting), fmtDur(t.Lost), fmtDur(t.Saving), fmtDur(t.Committing))
-	r.writeFaults(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  tag\tstep\tsize\tsave\tcommit\tcommitted\trestart")
+	for _, c := range r.Checkpoints {
+		save := "-"
+		if c.Save > 0 {
+			save = fmtDur(c.Save)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%d\n", c.Tag, c.Step, fmtBytes(c.Bytes), save, fmtDur(c.Commit), c.Time.UTC().Format("15:04:05Z"), c.Restart)
+	}
+	tw.Flush()
+}
+
+// writeThroughput compares the predicted step time with the one observed
+// while training and the one the whole run achieved.
+func (r *Report) writeThroughput(w io.Writer, t Totals) {
 	fmt.Fprintln(w, "\nthroughput:")
 	pred := 0.0
 	if r.Start != nil {
