@@ -233,7 +233,7 @@ func mkUserStore(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Commit("step-1", 1); err != nil {
+	if _, err := s.Commit(t.Context(), "step-1", 1); err != nil {
 		t.Fatal(err)
 	}
 	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })

@@ -23,7 +23,7 @@ func committedCheckpoint(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Commit("step-5", 1); err != nil {
+	if _, err := st.Commit(t.Context(), "step-5", 1); err != nil {
 		t.Fatal(err)
 	}
 	return tag

@@ -242,7 +242,7 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 	}
 	var failed error
 	for _, tag := range tags {
-		m, err := s.VerifyLevel(ctx, tag, level)
+		m, err := s.Verify(ctx, tag, level)
 		if err != nil {
 			fmt.Fprintf(env.stdout, "%s: FAILED: %v\n", tag, err)
 			if failed == nil {
@@ -333,7 +333,7 @@ func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
 	if sizes {
 		level = checkpoint.Sizes
 	}
-	r, err := s.LatestLevel(ctx, level)
+	r, err := s.Latest(ctx, level)
 	for _, sk := range r.Skipped {
 		fmt.Fprintf(env.stderr, "trainrun: ckpt latest: skipped a newer checkpoint that fails verification: %v\n", sk)
 	}

@@ -43,7 +43,7 @@ func compressFixture(t *testing.T) (string, map[string][]byte) {
 		t.Fatal(err)
 	}
 	for _, tag := range []string{"step-10", "step-20"} {
-		if _, err := s.Commit(tag, 1); err != nil {
+		if _, err := s.Commit(t.Context(), tag, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

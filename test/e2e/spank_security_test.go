@@ -180,7 +180,7 @@ func mkStore(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Commit("step-1", 1); err != nil {
+	if _, err := s.Commit(t.Context(), "step-1", 1); err != nil {
 		t.Fatal(err)
 	}
 }
