@@ -188,7 +188,7 @@ func TestResumeDirChild(t *testing.T) {
 // breakManifest makes a committed checkpoint's manifest unreadable.
 func breakManifest(t *testing.T, tagDir string) {
 	t.Helper()
-	m := filepath.Join(filepath.Dir(checkpoint.DoneMarkerPath(tagDir, 0)), "manifest.json")
+	m := checkpoint.ManifestPath(tagDir)
 	if _, err := os.Stat(m); err != nil {
 		t.Fatalf("no manifest where the layout says: %v", err)
 	}

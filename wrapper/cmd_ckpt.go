@@ -385,7 +385,7 @@ func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
 	if err := s.PutRequest(checkpoint.Request{Then: then, Reason: reason, By: by}); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "checkpoint requested (then %s): the job's controller picks up %s/.trainrun/request within seconds\n", then, s.Dir())
+	fmt.Fprintf(env.stdout, "checkpoint requested (then %s): the job's controller picks up %s within seconds\n", then, s.RequestPath())
 	return nil
 }
 

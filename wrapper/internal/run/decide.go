@@ -121,7 +121,7 @@ func Decide(o Outcome) Decision {
 	d := Decision{Cause: cause, Tag: o.Latest, Record: o.Reason}
 	if o.Latest == "" || o.Latest == o.TagAtStop {
 		d.Exit = exitcode.Checkpoint
-		d.Err = fmt.Sprintf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create <tag>/.trainrun/done.<RANK>); not requeueing", o.Reason, o.CkptDir)
+		d.Err = fmt.Sprintf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create %s); not requeueing", o.Reason, o.CkptDir, checkpoint.DonePattern)
 		return d
 	}
 	return requeue(d, o, o.Reason+": checkpointed")
