@@ -479,21 +479,6 @@ func fmtMillis(s float64) string {
 	return out + "." + frac
 }
 
-// fmtDuration prints seconds as the unit a person plans with.
-func fmtDuration(s float64) string {
-	switch {
-	case math.IsNaN(s) || math.IsInf(s, 0):
-		return "n/a"
-	case s < 120:
-		return fmt.Sprintf("%.1f s", s)
-	case s < 2*3600:
-		return fmt.Sprintf("%.1f min", s/60)
-	case s < 2*86400:
-		return fmt.Sprintf("%.1f h", s/3600)
-	}
-	return fmt.Sprintf("%.1f days", s/86400)
-}
-
 // fmtTokens prints a token count the way people say it (300B, 1.5T).
 func fmtTokens(t float64) string {
 	switch {

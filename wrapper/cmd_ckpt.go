@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 func init() {
@@ -188,7 +189,7 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 			latest = "latest"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", in.Tag, in.State, in.Kind, step, ranks, in.Files,
-			humanBytes(in.Bytes), humanBytes(in.Stored), age(now.Sub(in.ModTime)), latest)
+			units.Bytes(in.Bytes), units.Bytes(in.Stored), age(now.Sub(in.ModTime)), latest)
 		if in.Note != "" && (in.State != checkpoint.Committed || in.Kind != checkpoint.KindTrainrun) {
 			notes = append(notes, fmt.Sprintf("  %s: %s", in.Tag, in.Note))
 		}
@@ -257,7 +258,7 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 		if level == checkpoint.Checksums && !m.Sealed() {
 			h = "sizes match (checksums not recorded yet: the checkpoint is being sealed)"
 		}
-		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), humanBytes(m.Bytes), h)
+		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), units.Bytes(m.Bytes), h)
 	}
 	if failed != nil {
 		return withCode(ExitCheckpoint, failed)
@@ -389,19 +390,6 @@ func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
 	return nil
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 func age(d time.Duration) string {
 	switch {
 	case d < 0:
@@ -455,7 +443,7 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 			Drained: func(tag string, r checkpoint.DrainResult) {
 				rep.Drained = append(rep.Drained, checkpoint.DrainedEntry{Tag: tag, Files: r.Files, Bytes: r.Bytes, Copied: r.Copied, Seconds: r.Elapsed.Seconds()})
 				if !asJSON {
-					fmt.Fprintf(env.stdout, "drained %s from %s into %s (%d files, %s, %.2f s)\n", tag, local, s.Dir(), r.Files, humanBytes(r.Bytes), r.Elapsed.Seconds())
+					fmt.Fprintf(env.stdout, "drained %s from %s into %s (%d files, %s, %.2f s)\n", tag, local, s.Dir(), r.Files, units.Bytes(r.Bytes), r.Elapsed.Seconds())
 				}
 			}})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
@@ -806,7 +807,7 @@ func (r *runner) summary() string {
 	}
 	if p := r.placement; p != nil && r.eval != nil {
 		fmt.Fprintf(&b, "  traffic     per step: NVLink %s, PCIe %s, leaf %s, spine %s (Slurm's block order: leaf %s, spine %s)\n",
-			gib(p.Traffic.NVLink), gib(p.Traffic.PCIe), gib(p.Traffic.Leaf), gib(p.Traffic.Spine), gib(p.Baseline.Leaf), gib(p.Baseline.Spine))
+			units.Bytes(p.Traffic.NVLink), units.Bytes(p.Traffic.PCIe), units.Bytes(p.Traffic.Leaf), units.Bytes(p.Traffic.Spine), units.Bytes(p.Baseline.Leaf), units.Bytes(p.Baseline.Spine))
 	}
 	for _, line := range nodeTable(r.slots, 8) {
 		fmt.Fprintf(&b, "    %s\n", line)
@@ -1135,8 +1136,6 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 		}
 	}
 }
-
-func gib(b float64) string { return fmt.Sprintf("%.2f GiB", b/(1<<30)) }
 
 // ckptSignalName is the checkpoint signal without "SIG", upper case.
 func (r *runner) ckptSignalName() string {
