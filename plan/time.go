@@ -431,6 +431,33 @@ func (x *shape) stageTime(kind stageKind) stageT {
 
 // timeOf fills e.Time and e.Traffic.
 func (x *shape) timeOf(e *Evaluation) {
+	st := x.slowestStage()
+	mb := x.mb
+	tm := &e.Time
+	tm.Compute = mb * st.compute
+	tm.Recompute = mb * st.recompute
+	tm.TPComm = mb * st.tp
+	tm.CPComm = mb * st.cp
+	tm.EPComm = mb * st.ep
+	perMB := st.total()
+	// Pipeline bubble: (p−1)/(v·m) of the m micro-batches' work (Narayanan 2021 §2.2).
+	tm.PPBubble = (x.p - 1) / x.v * perMB
+
+	x.layerTraffic(&e.Traffic)
+	x.pipelineComm(tm, &e.Traffic)
+	sp, dense, expert, n, ne := x.dpComm(tm, &e.Traffic, st, perMB)
+
+	x.optimizerTime(tm, sp, dense, expert, n, ne, perMB)
+	// Stragglers: every step waits for the slowest GPU (stacks.go: jitterSigma).
+	if n := float64(x.c.GPUs); n > 1 {
+		tm.Straggler = jitterSigma * math.Sqrt(2*math.Log(n)) * (tm.Compute + tm.Recompute)
+	}
+	tm.Step = tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload + tm.Straggler
+}
+
+// slowestStage is the per-micro-batch time of the slowest pipeline stage
+// (first, last or a middle one), and records the GEMMs' average efficiency.
+func (x *shape) slowestStage() stageT {
 	x.k.gemmFlops, x.k.gemmTime = 0, 0
 	st := x.stageTime(stFirst)
 	if x.p > 1 {
@@ -449,20 +476,15 @@ func (x *shape) timeOf(e *Evaluation) {
 			x.k.gemmEffAvg = x.k.gemmFlops / x.k.gemmTime / x.c.GPU.PeakFP8
 		}
 	}
-	mb := x.mb
-	tm := &e.Time
-	tm.Compute = mb * st.compute
-	tm.Recompute = mb * st.recompute
-	tm.TPComm = mb * st.tp
-	tm.CPComm = mb * st.cp
-	tm.EPComm = mb * st.ep
-	perMB := st.total()
-	// Pipeline bubble: (p−1)/(v·m) of the m micro-batches' work (Narayanan 2021 §2.2).
-	tm.PPBubble = (x.p - 1) / x.v * perMB
+	return st
+}
 
+// layerTraffic fills the bytes per step of the collectives inside the
+// layers: tensor, context and expert parallelism.
+func (x *shape) layerTraffic(tr *Traffic) {
+	mb := x.mb
 	m := &x.m
 	h := float64(m.Hidden)
-	tr := &e.Traffic
 	// TP traffic: 4 (6 with full recompute) all-reduce-equivalents per layer.
 	if x.l.TP > 1 {
 		calls := 4 + 2*x.recomputeFraction()
@@ -476,11 +498,15 @@ func (x *shape) timeOf(e *Evaluation) {
 		moeOnStage := math.Min(float64(m.moeLayers()), x.layersPerStage)
 		tr.EP = mb * moeOnStage * 4 * x.tokens / x.t * float64(m.TopK) * h * 2 * (x.ep - 1) / x.ep
 	}
+}
 
-	// Pipeline p2p: activations forward, gradients backward, per virtual stage,
-	// b·s·h/t bytes each (scatter/gather optimisation or SP shards them).
+// pipelineComm fills the exposed time and bytes of the pipeline's p2p:
+// activations forward, gradients backward, per virtual stage, b·s·h/t bytes
+// each (scatter/gather optimisation or SP shards them).
+func (x *shape) pipelineComm(tm *Time, tr *Traffic) {
+	mb := x.mb
 	if x.p > 1 {
-		bytes := x.tokens * h * 2 / x.t
+		bytes := x.tokens * float64(x.m.Hidden) * 2 / x.t
 		// Adjacent stages are t·cp·dp ranks apart: inside one fast domain
 		// (NVL72, or a node's NVLink) when that stride is smaller than it.
 		l := x.nvlink()
@@ -495,12 +521,19 @@ func (x *shape) timeOf(e *Evaluation) {
 		tm.PPComm = mb * exposed
 		tr.PP = mb * 2 * x.v * bytes
 	}
+}
 
+// dpComm fills the data-parallel gradient reduction and parameter gathers
+// (time, exposed time, bytes) and returns what the optimizer step needs:
+// the first stage's parameters, the dense and expert parameters reduced,
+// and the two group sizes.
+func (x *shape) dpComm(tm *Time, tr *Traffic, st stageT, perMB float64) (sp stageParams, dense, expert, n, ne float64) {
+	mb := x.mb
 	// Data-parallel gradient reduction and parameter gathers, over DP×CP
 	// (members t ranks apart in Megatron's tp-cp-ep-dp-pp order); expert
 	// weights over the expert-data-parallel group DP·CP/EP (members t·cp·ep apart).
-	sp := x.stage(stFirst)
-	dense, expert := sp.dense, sp.expert
+	sp = x.stage(stFirst)
+	dense, expert = sp.dense, sp.expert
 	if x.j.LoRARank > 0 {
 		dense, expert = sp.adapters, 0
 	}
@@ -508,8 +541,8 @@ func (x *shape) timeOf(e *Evaluation) {
 	if x.legacy && x.j.Precision == FP16 {
 		gB = 2 // 2021 Megatron all-reduced FP16 gradients
 	}
-	n := x.dp * x.cp
-	ne := x.edp
+	n = x.dp * x.cp
+	ne = x.edp
 	var dpTime, dpExposed float64
 	coll := func(vol, frac float64) float64 {
 		return x.collective(frac*dense*vol*(n-1)/n, n, x.t) + x.collective(frac*expert*vol*(ne-1)/math.Max(ne, 1), ne, x.expStride())
@@ -559,13 +592,7 @@ func (x *shape) timeOf(e *Evaluation) {
 	}
 	x.k.dpTotal = dpTime
 	tm.DPCommExposed = dpExposed
-
-	x.optimizerTime(tm, sp, dense, expert, n, ne, perMB)
-	// Stragglers: every step waits for the slowest GPU (stacks.go: jitterSigma).
-	if n := float64(x.c.GPUs); n > 1 {
-		tm.Straggler = jitterSigma * math.Sqrt(2*math.Log(n)) * (tm.Compute + tm.Recompute)
-	}
-	tm.Step = tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload + tm.Straggler
+	return sp, dense, expert, n, ne
 }
 
 // optimizerTime fills the optimizer step and the offload transfers:
