@@ -241,22 +241,50 @@ func (x *shape) linearsTime(moe bool) (fwd, bwd float64) {
 	return fwd, bwd
 }
 
-// layerTime times one transformer layer for one micro-batch.
+// layerTime times one transformer layer for one micro-batch: its GEMMs,
+// attention core and elementwise kernels at the stack's efficiency, the
+// recompute, and the TP, CP and EP communication that shows.
 func (x *shape) layerTime(moe bool) stageT {
-	m := &x.m
-	k := &x.k
-	T := x.tokens
-	t := x.t
-	h, d := float64(m.Hidden), float64(m.headDim())
-	n, g := float64(m.Heads), float64(m.kvHeads())
-	s := float64(x.j.SeqLen)
-	fp8 := x.fp8
 	fwd, bwd := x.linearsTime(moe)
 	add := func(f, b float64) { fwd += f; bwd += b }
 	gemmF, gemmB := fwd, bwd
+	attF, attB := x.attentionCore()
+	add(attF, attB)
+	eltF := x.elementwiseFwd(moe)
+	add(eltF, 2*eltF)
+	// Gaps between dependent kernels (stacks.go: kernelGap, kernels).
+	add(x.st.kernels*kernelGap, 2*x.st.kernels*kernelGap)
+	// The stack's fitted kernel efficiency (stacks.go: stackEff).
+	fwd /= x.st.eff
+	bwd /= x.st.eff
+	attF /= x.st.eff
+	attB /= x.st.eff
 
-	// Attention core.
-	var attF, attB float64
+	st := stageT{fwd: fwd, bwd: bwd, compute: fwd + bwd}
+	switch x.l.Recompute {
+	case "full":
+		st.recompute = x.recomputeFraction() * fwd
+	case "selective":
+		st.recompute = attF
+	}
+	if x.l.TP > 1 {
+		st.tp = x.tpComm(gemmF, gemmB)
+	}
+	if x.l.CP > 1 {
+		st.cp = x.cpComm(attF, attB)
+	}
+	if moe && x.l.EP > 1 {
+		st.ep = x.epComm()
+	}
+	return st
+}
+
+// attentionCore is the attention's forward and backward time for one
+// micro-batch: flash attention, or the unfused score GEMMs and softmax.
+func (x *shape) attentionCore() (attF, attB float64) {
+	m, k := &x.m, &x.k
+	T, t, s := x.tokens, x.t, float64(x.j.SeqLen)
+	n, d := float64(m.Heads), float64(m.headDim())
 	if x.flash {
 		flopsF := 2 * T * (s / 2) * (n / t) * float64(m.qkDim()+m.vDim()) // causal: half the keys
 		eff := s / (s + flashSeqKnee)
@@ -270,9 +298,16 @@ func (x *shape) layerTime(moe bool) stageT {
 		attF = heads*(qk+av) + unfusedFwdB*scores/k.hbmE
 		attB = heads*2*(qk+av) + unfusedBwdB*scores/k.hbmE
 	}
-	add(attF, attB)
+	return attF, attB
+}
 
-	// Elementwise kernels, bytes per token (forward).
+// elementwiseFwd is the forward time of the elementwise kernels (norms,
+// residual adds, activation, rotary, FP8 casts), from their bytes per token.
+func (x *shape) elementwiseFwd(moe bool) float64 {
+	m, k := &x.m, &x.k
+	T, t, fp8 := x.tokens, x.t, x.fp8
+	h, d := float64(m.Hidden), float64(m.headDim())
+	n, g := float64(m.Heads), float64(m.kvHeads())
 	repDiv := 1.0
 	if x.sp {
 		repDiv = t
@@ -297,83 +332,73 @@ func (x *shape) layerTime(moe bool) stageT {
 		rep += 8 * h                      // casts of the QKV and MLP inputs (read 2, write FP8 and its transpose)
 		tpE += 4 * (n*d + float64(m.FFN)) // casts of the projection and fc2 inputs
 	}
-	eltF := x.st.eltBytes * T * (rep/repDiv + tpE/t) / k.hbmE
-	add(eltF, 2*eltF)
-	// Gaps between dependent kernels (stacks.go: kernelGap, kernels).
-	add(x.st.kernels*kernelGap, 2*x.st.kernels*kernelGap)
-	// The stack's fitted kernel efficiency (stacks.go: stackEff).
-	fwd /= x.st.eff
-	bwd /= x.st.eff
-	attF /= x.st.eff
-	attB /= x.st.eff
+	return x.st.eltBytes * T * (rep/repDiv + tpE/t) / k.hbmE
+}
 
-	st := stageT{fwd: fwd, bwd: bwd, compute: fwd + bwd}
-	switch x.l.Recompute {
-	case "full":
-		st.recompute = x.recomputeFraction() * fwd
-	case "selective":
-		st.recompute = attF
+// tpComm is the time that shows of the TP collectives: 2 all-reduce-
+// equivalents forward, 2 backward, 2 more for a fully recomputed forward
+// (Shoeybi 2019; Korthikanti §4.2.2 with SP).
+func (x *shape) tpComm(gemmF, gemmB float64) float64 {
+	T, t, h := x.tokens, x.t, float64(x.m.Hidden)
+	S := T * h * 2
+	vol := 2 * (t - 1) / t * S
+	l, _ := x.groupLink(t, 1)
+	one := vol/l.bw + 2*l.lat
+	if l.lat != nvlLatency {
+		one = vol/(l.bw) + 2*l.lat
 	}
+	commF, commB := 2*one, 2*one
+	commF *= 1 + x.recomputeFraction()
+	if x.sp && !x.legacy && (x.c.GPU.Arch == "hopper" || x.c.GPU.Arch == "blackwell") {
+		// TE userbuffers (Hopper and later; not on Ampere or ROCm):
+		// all-gather/reduce-scatter pipelined with the GEMMs that consume or
+		// produce them; what exceeds the GEMMs shows, plus interference.
+		return math.Max(commF-gemmF, 0) + math.Max(commB-gemmB, 0) + tpInterfere*(commF+commB)
+	}
+	return commF + commB
+}
 
-	// TP collectives: 2 all-reduce-equivalents forward, 2 backward, 2 more for a
-	// fully recomputed forward (Shoeybi 2019; Korthikanti §4.2.2 with SP).
-	if x.l.TP > 1 {
-		S := T * h * 2
-		vol := 2 * (t - 1) / t * S
-		l, _ := x.groupLink(t, 1)
-		one := vol/l.bw + 2*l.lat
-		if l.lat != nvlLatency {
-			one = vol/(l.bw) + 2*l.lat
-		}
-		commF, commB := 2*one, 2*one
-		commF *= 1 + x.recomputeFraction()
-		if x.sp && !x.legacy && (x.c.GPU.Arch == "hopper" || x.c.GPU.Arch == "blackwell") {
-			// TE userbuffers (Hopper and later; not on Ampere or ROCm):
-			// all-gather/reduce-scatter pipelined with the GEMMs that consume or
-			// produce them; what exceeds the GEMMs shows, plus interference.
-			st.tp = math.Max(commF-gemmF, 0) + math.Max(commB-gemmB, 0) + tpInterfere*(commF+commB)
-		} else {
-			st.tp = commF + commB
-		}
-	}
+// cpComm is the time that shows of the CP ring exchange of K and V
+// (Megatron CP): cp−1 steps forward, K,V and dK,dV backward, each hidden
+// behind one block of attention.
+func (x *shape) cpComm(attF, attB float64) float64 {
+	T, t := x.tokens, x.t
+	g, d := float64(x.m.kvHeads()), float64(x.m.headDim())
+	kv := 2 * T * (g / t) * d * 2
+	l, _ := x.groupLink(x.cp, t)
+	stepF := kv/l.bw + l.lat
+	stepB := 2*kv/l.bw + l.lat
+	steps := x.cp - 1
+	shown := steps * (math.Max(stepF-attF/x.cp, 0) + math.Max(stepB-attB/x.cp, 0))
+	x.k.cpTotal = steps * (stepF + stepB)
+	x.k.cpHidden = x.k.cpTotal - shown
+	return shown
+}
 
-	// CP ring exchange of K and V (Megatron CP): cp−1 steps forward, K,V and
-	// dK,dV backward, each hidden behind one block of attention.
-	if x.l.CP > 1 {
-		kv := 2 * T * (g / t) * d * 2
-		l, _ := x.groupLink(x.cp, t)
-		stepF := kv/l.bw + l.lat
-		stepB := 2*kv/l.bw + l.lat
-		steps := x.cp - 1
-		st.cp = steps * (math.Max(stepF-attF/x.cp, 0) + math.Max(stepB-attB/x.cp, 0))
-		x.k.cpTotal = steps * (stepF + stepB)
-		x.k.cpHidden = x.k.cpTotal - st.cp
+// epComm is the time of the EP all-to-all: dispatch and combine, forward
+// and backward (+ recompute), over EP ranks etp apart (cp as well when ETP = TP, Megatron's order).
+// Each rank sends the k copies of its own sequence-parallel shard (T/t
+// tokens); with ETP > 1 the received tokens are then all-gathered (and
+// their outputs reduce-scattered) inside the ETP group, over NVLink
+// (Megatron-Core MoEAlltoAllTokenDispatcher: all-to-all over EP, then
+// gather_from_sequence_parallel_region over the expert TP group).
+func (x *shape) epComm() float64 {
+	m := &x.m
+	T, t, h := x.tokens, x.t, float64(m.Hidden)
+	kh2 := float64(m.TopK) * h * 2
+	vol := T / t * kh2 * (x.ep - 1) / x.ep
+	l, _ := x.groupLink(x.ep, x.epStride())
+	bw := l.bw
+	if l.lat != nvlLatency {
+		bw = x.c.InterNode * a2aNetEff
 	}
-
-	// EP all-to-all: dispatch and combine, forward and backward (+ recompute),
-	// over EP ranks etp apart (cp as well when ETP = TP, Megatron's order).
-	// Each rank sends the k copies of its own sequence-parallel shard (T/t
-	// tokens); with ETP > 1 the received tokens are then all-gathered (and
-	// their outputs reduce-scattered) inside the ETP group, over NVLink
-	// (Megatron-Core MoEAlltoAllTokenDispatcher: all-to-all over EP, then
-	// gather_from_sequence_parallel_region over the expert TP group).
-	if moe && x.l.EP > 1 {
-		kh2 := float64(m.TopK) * h * 2
-		vol := T / t * kh2 * (x.ep - 1) / x.ep
-		l, _ := x.groupLink(x.ep, x.epStride())
-		bw := l.bw
-		if l.lat != nvlLatency {
-			bw = x.c.InterNode * a2aNetEff
-		}
-		one := vol/bw + l.lat
-		if x.etp > 1 {
-			nv := x.nvlink()
-			one += T*x.etp/t*kh2*(x.etp-1)/x.etp/nv.bw + nv.lat
-		}
-		calls := 4 + 2*x.recomputeFraction()
-		st.ep = calls * one
+	one := vol/bw + l.lat
+	if x.etp > 1 {
+		nv := x.nvlink()
+		one += T*x.etp/t*kh2*(x.etp-1)/x.etp/nv.bw + nv.lat
 	}
-	return st
+	calls := 4 + 2*x.recomputeFraction()
+	return calls * one
 }
 
 // expStride is how many ranks apart the members of an expert-data-parallel
