@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
@@ -88,7 +89,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.jobDir, "job-dir", getenv("TRAINRUN_JOB_DIR"), "job directory for plan, hostfile, summary and launch files (env TRAINRUN_JOB_DIR; default $SLURM_SUBMIT_DIR/trainrun-<jobid>); must be on a file system all nodes share")
 	fs.StringVar(&o.name, "name", "", "the run's name, its identity inside the job: its own directory JOBDIR/runs/NAME (plan, launch files, checkpoint store) and its own \"already finished\" rule, so several runs in one batch script each run once (default: derived from the command line; an unnamed run keeps JOBDIR itself unless another unnamed command owns it)")
 	fs.StringVar(&o.initFrom, "init-from", "", "start from this committed checkpoint (STORE/TAG) while the run's own store has none: {resume} and TRAINRUN_RESUME_DIR point to it on the first start, to the run's own checkpoints after a requeue")
-	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none")
+	fs.StringVar(&o.probe, "probe", "auto", "node topology probe: auto (reuse JOBDIR/topo when it covers the nodes, else probe), all (probe every node), none; it runs in the step's first task of each node while trainrun plans (TRAINRUN_EARLY_STEP=0: in a step of its own first)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the srun command line and one rank's environment instead of launching")
 	fs.IntVar(&o.rank, "rank", 0, "with --dry-run: the rank whose environment to print")
 	o.obs.addFlags(fs, getenv)
@@ -233,6 +234,8 @@ type runner struct {
 	hangWhat   string         // the ranks the last hang points to
 	rankFaults []rankFault    // hangs and stragglers seen, for the log and the report
 	masterPort int            // the step's MASTER_PORT (freeMasterPort)
+	early      *earlyStep     // the main step, started before the plan (run_early.go); nil once handed to the monitor
+	shim       string         // the lean shim binary the step runs ("": trainrun exec-task)
 	// excludeStragglers: the policy's StragglerAction=exclude.
 	excludeStragglers bool
 }
@@ -250,6 +253,10 @@ func (r *runner) run(ctx context.Context) error {
 	if finished, err := r.makeDirs(); err != nil || finished {
 		return err
 	}
+	if err := r.startEarly(ctx); err != nil {
+		return err
+	}
+	defer r.abortEarly() // unless the monitor took the step over
 	f, err := r.gather(ctx)
 	if err != nil {
 		return err
@@ -306,6 +313,7 @@ func (r *runner) setup() error {
 	if r.self, err = os.Executable(); err != nil {
 		return err
 	}
+	r.shim = leanShim(r.self, r.env.getenv("TRAINRUN_SHIM"))
 	return r.applyPolicy()
 }
 
@@ -378,17 +386,30 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	}()
 	go func() { defer wg.Done(); f.cluster = liveTopology(ctx, sc, a.Nodes, r.logf) }()
 	go func() { defer wg.Done(); r.job, jobErr = sc.Job(ctx, a.JobID) }()
-	go func() { defer wg.Done(); f.addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
+	if e := r.early; e != nil {
+		f.addrs, addrErr = e.addrs, e.addrErr
+		wg.Done()
+	} else {
+		go func() { defer wg.Done(); f.addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
+	}
 	topoDir := filepath.Join(r.jobDir, "topo")
 	switch r.opts.probe {
 	case "none":
 	case "auto", "all":
+		if e := r.early; e != nil && e.probing {
+			wg.Add(1)
+			go func() { defer wg.Done(); f.nodes, probeErr = e.waitProbe(ctx, a, topoDir) }()
+			break
+		}
 		if c, ok := readProbeCache(a, topoDir); ok && r.opts.probe == "auto" {
 			f.nodes = c
 			break
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); f.nodes, probeErr = probeNodes(ctx, sc, a, r.self, topoDir) }()
+		go func() {
+			defer wg.Done()
+			f.nodes, probeErr = probeNodes(ctx, sc, a, launch.ShimArgv(r.self, r.shim), topoDir)
+		}()
 	default:
 		return f, usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
 	}
@@ -534,7 +555,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 		}
 	}
 	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
-		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
+		Self: r.self, Shim: r.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
 	})
 	return renv, nil
@@ -545,24 +566,34 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store *observedStore) error {
 	a := r.alloc
 	launchDir := filepath.Join(r.jobDir, "launch")
-	ctlHost := a.BatchNode
-	if v := f.addrs[a.BatchNode]; v != "" {
-		ctlHost = v
+	if r.early != nil && !r.earlyFits() {
+		r.logf("the placement's rank order is not Slurm's block order: calling off the step started before the plan, starting it again with the hostfile")
+		r.abortEarly()
 	}
-	if ctlHost == "" {
-		ctlHost, _ = os.Hostname()
+	var ctl *launch.Server
+	var control string
+	if e := r.early; e != nil {
+		ctl, control = e.ctl, e.control
+	} else {
+		bind, ctlHost := launch.ControlHost(r.controlHost(f.addrs), len(a.Nodes) > 1)
+		if bind == "" {
+			r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
+		}
+		var err error
+		if ctl, err = launch.Listen(bind, a.World()); err != nil {
+			return err
+		}
+		control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))
 	}
-	bind, ctlHost := launch.ControlHost(ctlHost, len(a.Nodes) > 1)
-	if bind == "" {
-		r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
-	}
-	ctl, err := launch.Listen(bind, a.World())
-	if err != nil {
-		return err
-	}
-	defer ctl.Close()
-	common := launchCommon{JobID: a.JobID, World: a.World(), Control: net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port())),
+	defer func() {
+		r.abortEarly() // the step did not get to the monitor: call it off before closing its channel
+		ctl.Close()
+	}()
+	common := launchCommon{JobID: a.JobID, World: a.World(), Control: control,
 		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
+	if r.early != nil {
+		common.Argv = r.cmdArgv
+	}
 	if err := writeLaunchDir(launchDir, common, r.slots, renv); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
@@ -586,7 +617,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 	if r.restarts == 0 { // the observer sees one run; a restart inside it is not its end
 		r.observeStart()
 	}
-	err = r.launch(ctx, ctl, store)
+	err := r.launch(ctx, ctl, store)
 	if !errors.Is(err, errRestartStep) {
 		r.observeEnd(err)
 	}
@@ -1044,6 +1075,18 @@ func tagOf(dir string) string {
 		return ""
 	}
 	return filepath.Base(dir)
+}
+
+// mkdirOwnUnlessDry creates a directory trainrun makes for the user (the
+// job directory, the default store under it) fresh with mode 0700, or
+// accepts an existing one only when it is the user's own and not writable by
+// others (issue 12, finding 3: a job directory another uid pre-created
+// would let it plant launch files and checkpoints).
+func mkdirOwnUnlessDry(dry bool, dir string) error {
+	if dry {
+		return nil
+	}
+	return safefs.MkdirOwn(dir, "directory")
 }
 
 func mkdirUnlessDry(dry bool, dir string) error {

@@ -191,7 +191,7 @@ func (m *monitor) onHang(h *health.Hang) {
 			n++
 		}
 	}
-	r.logf("hang: asked %d rank(s) for a Python stack dump (SIG%s, faulthandler); stopping the step in %s and restarting from the latest checkpoint", n, stackSigName, stackWait)
+	r.logf("hang: asked %d rank(s) for a Python stack dump (SIG%s, faulthandler); stopping the step in %s and restarting from the latest checkpoint", n, launch.StackSignal, stackWait)
 	m.hw.killAt = time.Now().Add(stackWait)
 	m.markStop()
 }
