@@ -137,7 +137,7 @@ func BenchmarkCommit1000Shards(b *testing.B) {
 			var tVerify time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := s.Commit("step-1000", ranks); err != nil {
+				if _, err := s.Commit(b.Context(), "step-1000", ranks); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
@@ -147,7 +147,7 @@ func BenchmarkCommit1000Shards(b *testing.B) {
 					}
 				}
 				t0 := time.Now()
-				if _, err := s.Verify("step-1000"); err != nil {
+				if _, err := s.Verify(b.Context(), "step-1000", Checksums); err != nil {
 					b.Fatal(err)
 				}
 				tVerify += time.Since(t0)
@@ -181,12 +181,12 @@ func BenchmarkVerify(b *testing.B) {
 	}
 	must(b, os.MkdirAll(ckptMeta(dir), 0o755))
 	must(b, os.WriteFile(DoneMarkerPath(dir, 0), nil, 0o644))
-	m, err := s.Commit("step-1", 1)
+	m, err := s.Commit(b.Context(), "step-1", 1)
 	must(b, err)
 	b.SetBytes(m.Bytes)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Verify("step-1"); err != nil {
+		if _, err := s.Verify(b.Context(), "step-1", Checksums); err != nil {
 			b.Fatal(err)
 		}
 	}

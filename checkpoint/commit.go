@@ -27,13 +27,9 @@ import (
 //
 // A Commit killed at any point leaves either an uncommitted checkpoint, which
 // a second Commit (or Recover) completes, or a committed one. Commit of a
-// committed tag only repairs the pointer.
-func (s *Store) Commit(tag string, worldSize int) (Manifest, error) {
-	return s.CommitContext(context.Background(), tag, worldSize)
-}
-
-// CommitContext is Commit with a context that can cancel the hashing.
-func (s *Store) CommitContext(ctx context.Context, tag string, worldSize int) (Manifest, error) {
+// committed tag only repairs the pointer. Cancelling ctx stops the hashing
+// and leaves the checkpoint uncommitted.
+func (s *Store) Commit(ctx context.Context, tag string, worldSize int) (Manifest, error) {
 	if err := CheckTag(tag); err != nil {
 		return Manifest{}, err
 	}

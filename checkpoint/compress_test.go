@@ -59,7 +59,7 @@ func TestCompressVerifyRestore(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	want := saveTensorCkpt(t, s, "step-10", 2, 1)
-	_, err := s.Commit("step-10", 2)
+	_, err := s.Commit(t.Context(), "step-10", 2)
 	must(t, err)
 	res, err := s.Compress(ctx, "step-10", CompressOptions{Workers: 3})
 	must(t, err)
@@ -75,7 +75,7 @@ func TestCompressVerifyRestore(t *testing.T) {
 			t.Errorf("%s: raw present %v, compressed present %v", rel, rawErr == nil, trzErr == nil)
 		}
 	}
-	if _, err := s.Verify("step-10"); err != nil {
+	if _, err := s.Verify(t.Context(), "step-10", Checksums); err != nil {
 		t.Fatalf("a compressed checkpoint must verify: %v", err)
 	}
 	list, err := s.List()
@@ -100,7 +100,7 @@ func TestCompressVerifyRestore(t *testing.T) {
 	_, err = s.Restore(ctx, "step-10", "", 2)
 	must(t, err)
 	checkFiles(t, dir, want)
-	m, err := s.Verify("step-10")
+	m, err := s.Verify(t.Context(), "step-10", Checksums)
 	must(t, err)
 	if m.StoredBytes() != m.Bytes {
 		t.Errorf("restored in place, yet stored %d of %d bytes", m.StoredBytes(), m.Bytes)
@@ -116,7 +116,7 @@ func TestVerifyNamesFileAndChunk(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	saveTensorCkpt(t, s, "step-10", 1, 2)
-	_, err := s.Commit("step-10", 1)
+	_, err := s.Commit(t.Context(), "step-10", 1)
 	must(t, err)
 	_, err = s.Compress(ctx, "step-10", CompressOptions{})
 	must(t, err)
@@ -128,7 +128,7 @@ func TestVerifyNamesFileAndChunk(t *testing.T) {
 	b[c.StoredOff+int64(c.StoredLen)/2] ^= 0x10
 	must(t, os.WriteFile(p, b, 0o644))
 	// The stored checksum catches it first; decoding says which chunk.
-	_, err = s.Verify("step-10")
+	_, err = s.Verify(t.Context(), "step-10", Checksums)
 	var ve *VerifyError
 	if !errors.As(err, &ve) || ve.Path != p || !strings.Contains(err.Error(), "chunk 1 ") {
 		t.Fatalf("Verify: %v, want a VerifyError naming %s and chunk 1", err, p)
@@ -150,7 +150,7 @@ func TestCompressRetainedKeepsNewestRaw(t *testing.T) {
 	s := newStore(t)
 	for i, tag := range []string{"step-10", "step-20", "step-30"} {
 		saveTensorCkpt(t, s, tag, 1, uint64(i))
-		_, err := s.Commit(tag, 1)
+		_, err := s.Commit(t.Context(), tag, 1)
 		must(t, err)
 	}
 	res, err := s.CompressRetained(ctx, CompressOptions{})
@@ -158,7 +158,7 @@ func TestCompressRetainedKeepsNewestRaw(t *testing.T) {
 	if len(res) != 2 || res[0].Tag != "step-10" || res[1].Tag != "step-20" {
 		t.Fatalf("compressed %+v, want step-10 and step-20", res)
 	}
-	r, err := s.Latest()
+	r, err := s.Latest(t.Context(), Checksums)
 	must(t, err)
 	if r.Tag != "step-30" || r.Manifest.StoredBytes() != r.Manifest.Bytes {
 		t.Fatalf("latest %s stored %d of %d: the newest must stay raw", r.Tag, r.Manifest.StoredBytes(), r.Manifest.Bytes)
@@ -166,10 +166,10 @@ func TestCompressRetainedKeepsNewestRaw(t *testing.T) {
 	// The resume point falls back to a compressed one: EnsureRaw brings it back.
 	_, err = s.Quarantine("step-30")
 	must(t, err)
-	r, err = s.Latest()
+	r, err = s.Latest(t.Context(), Checksums)
 	must(t, err)
 	must(t, s.EnsureRaw(ctx, r.Tag))
-	m, err := s.Verify(r.Tag)
+	m, err := s.Verify(t.Context(), r.Tag, Checksums)
 	must(t, err)
 	if m.StoredBytes() != m.Bytes {
 		t.Fatalf("EnsureRaw left %s compressed", r.Tag)
@@ -179,7 +179,7 @@ func TestCompressRetainedKeepsNewestRaw(t *testing.T) {
 func TestCompressRefusesAChangedFile(t *testing.T) {
 	s := newStore(t)
 	saveTensorCkpt(t, s, "step-10", 1, 3)
-	_, err := s.Commit("step-10", 1)
+	_, err := s.Commit(t.Context(), "step-10", 1)
 	must(t, err)
 	p := filepath.Join(s.tagDir("step-10"), "model", "rank0.safetensors")
 	b, _ := os.ReadFile(p)
@@ -213,7 +213,7 @@ func TestDrainCompresses(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.stagingDir("step-10"), "model", "rank0.safetensors"+TRZSuffix)); err != nil {
 		t.Fatalf("staged file is not compressed: %v", err)
 	}
-	m, err := s.Commit("step-10", 2)
+	m, err := s.Commit(t.Context(), "step-10", 2)
 	must(t, err)
 	z := 0
 	for _, f := range m.Files {
@@ -224,7 +224,7 @@ func TestDrainCompresses(t *testing.T) {
 	if z != 4 || m.Bytes != res.Bytes {
 		t.Fatalf("manifest: %d compressed files, %d bytes; want 4 and %d", z, m.Bytes, res.Bytes)
 	}
-	if _, err := s.Verify("step-10"); err != nil {
+	if _, err := s.Verify(t.Context(), "step-10", Checksums); err != nil {
 		t.Fatal(err)
 	}
 	to := t.TempDir()
@@ -244,9 +244,9 @@ func TestDrainCompresses(t *testing.T) {
 		t.Fatalf("auto: %+v", dc)
 	}
 	t.Logf("auto: compressor %.0f MB/s, target %.0f MB/s: compress %v", dc.CompressorMBps, dc.TargetMBps, dc.Compress)
-	_, err = s.Commit("step-20", 1)
+	_, err = s.Commit(t.Context(), "step-20", 1)
 	must(t, err)
-	if _, err := s.Verify("step-20"); err != nil {
+	if _, err := s.Verify(t.Context(), "step-20", Checksums); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetCompressMode("sometimes"); err == nil || !strings.Contains(err.Error(), `"sometimes"`) {

@@ -100,7 +100,7 @@ func TestCrashConsistency(t *testing.T) {
 	if compressed == 0 {
 		t.Errorf("no retained checkpoint is stored compressed: the background pass was not exercised")
 	}
-	r, err := s.Latest()
+	r, err := s.Latest(t.Context(), Checksums)
 	must(t, err)
 	// The background pass leaves the newest raw; a drain in mode always
 	// (every other drained checkpoint here) stores it compressed by design.
@@ -163,7 +163,7 @@ func checkCrashInvariants(dir string, seen map[string]bool, maxSeen *int64) erro
 	present := map[string]bool{}
 	for _, m := range ms {
 		present[m.Tag] = true
-		if _, err := s.Verify(m.Tag); err != nil {
+		if _, err := s.Verify(context.Background(), m.Tag, Checksums); err != nil {
 			return fmt.Errorf("committed checkpoint does not verify: %w", err)
 		}
 		if err := checkContent(s.tagDir(m.Tag), m.Tag, crashWorld, crashFiles); err != nil {
@@ -189,7 +189,7 @@ func checkCrashInvariants(dir string, seen map[string]bool, maxSeen *int64) erro
 	if p != "" && !present[p] {
 		return fmt.Errorf(".trainrun/latest names %q, which is not committed", p)
 	}
-	r, err := s.Latest()
+	r, err := s.Latest(context.Background(), Checksums)
 	if len(seen) > 0 || len(ms) > 0 {
 		if err != nil {
 			return fmt.Errorf("Latest: %w", err)
@@ -244,7 +244,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 
 	// A new incarnation: finish complete checkpoints, drop incomplete ones.
-	if _, err := s.Recover(crashWorld, false); err != nil {
+	if _, err := s.Recover(t.Context(), crashWorld, false); err != nil {
 		t.Fatal(err)
 	}
 	seal()
@@ -293,7 +293,7 @@ func TestHelperProcess(t *testing.T) {
 		if (step/10)%4 == 1 {
 			committer = sd
 		}
-		if _, err := committer.Commit(tag, crashWorld); err != nil {
+		if _, err := committer.Commit(t.Context(), tag, crashWorld); err != nil {
 			t.Fatal(err)
 		}
 		seal()

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // Failed saves: a save or commit that a full or failing file system stopped
@@ -184,7 +186,7 @@ func DiskMessage(dir, tag, cause, latest string) string {
 			holds = ", which holds " + dir + ","
 		}
 		where = fmt.Sprintf("file system %s (%s)%s %s (%s free of %s once the partial files are removed)",
-			sp.Mount, cmp.Or(sp.FSType, "type unknown"), holds, what, fmtBytes(sp.Free), fmtBytes(sp.Total))
+			sp.Mount, cmp.Or(sp.FSType, "type unknown"), holds, what, units.Bytes(sp.Free), units.Bytes(sp.Total))
 	} else {
 		sp.Mount = dir
 	}
@@ -194,16 +196,4 @@ func DiskMessage(dir, tag, cause, latest string) string {
 	}
 	return fmt.Sprintf("checkpoint %s was not saved: %s; %s, training goes on and the next save retries; %s",
 		tag, where, keep, DiskAdvice(cause, sp))
-}
-
-func fmtBytes(b uint64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
 }

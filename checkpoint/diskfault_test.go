@@ -63,7 +63,7 @@ func markFailed(t *testing.T, dir string, rank int, cause string) {
 func TestDiscardFailedKeepsLatest(t *testing.T) {
 	s := newStore(t)
 	saveCkpt(t, s, "step-10", 3, 2)
-	if _, _, err := s.CommitComplete(3); err != nil {
+	if _, _, err := s.CommitComplete(t.Context(), 3); err != nil {
 		t.Fatal(err)
 	}
 	dir := s.tagDir("step-20")
@@ -83,14 +83,14 @@ func TestDiscardFailedKeepsLatest(t *testing.T) {
 	if exists(dir) {
 		t.Errorf("%s is still there: its bytes are what filled the disk", dir)
 	}
-	if tag, changed, err := s.CommitComplete(3); err != nil || changed || tag != "step-10" {
+	if tag, changed, err := s.CommitComplete(t.Context(), 3); err != nil || changed || tag != "step-10" {
 		t.Errorf("CommitComplete after the discard = %q %v %v, want step-10 unchanged", tag, changed, err)
 	}
-	r, err := s.Latest()
+	r, err := s.Latest(t.Context(), Checksums)
 	if err != nil || r.Tag != "step-10" {
 		t.Fatalf("Latest = %q %v, want step-10", r.Tag, err)
 	}
-	if _, err := s.Verify("step-10"); err != nil {
+	if _, err := s.Verify(t.Context(), "step-10", Checksums); err != nil {
 		t.Errorf("step-10 no longer verifies: %v", err)
 	}
 	if ents, _ := os.ReadDir(s.trashRoot()); len(ents) != 0 {
@@ -102,7 +102,7 @@ func TestDiscardFailedKeepsLatest(t *testing.T) {
 func TestDiscardFailedNeverCommitted(t *testing.T) {
 	s := newStore(t)
 	saveCkpt(t, s, "step-10", 2, 1)
-	_, _, err := s.CommitComplete(2)
+	_, _, err := s.CommitComplete(t.Context(), 2)
 	must(t, err)
 	markFailed(t, s.tagDir("step-10"), 1, DiskFull)
 	got, err := s.DiscardFailed(2)
@@ -124,7 +124,7 @@ func TestCommitDiskFaultKeepsLatest(t *testing.T) {
 			t.Run(at+"/"+errno.Error(), func(t *testing.T) {
 				s := newStore(t)
 				saveCkpt(t, s, "step-10", 2, 2)
-				_, _, err := s.CommitComplete(2)
+				_, _, err := s.CommitComplete(t.Context(), 2)
 				must(t, err)
 				saveCkpt(t, s, "step-20", 2, 2)
 				full := true
@@ -134,7 +134,7 @@ func TestCommitDiskFaultKeepsLatest(t *testing.T) {
 					}
 					return nil
 				}
-				tag, changed, err := s.CommitComplete(2)
+				tag, changed, err := s.CommitComplete(t.Context(), 2)
 				if err == nil || DiskCause(err) == "" {
 					t.Fatalf("CommitComplete on a failing disk = %q %v %v, want a disk error", tag, changed, err)
 				}
@@ -144,24 +144,24 @@ func TestCommitDiskFaultKeepsLatest(t *testing.T) {
 				if p, _ := s.pointer(); p != "step-10" {
 					t.Errorf("latest pointer %q, want step-10", p)
 				}
-				r, err := s.Latest()
+				r, err := s.Latest(t.Context(), Checksums)
 				if at == "commit:manifest" && (err != nil || r.Tag != "step-10") {
 					// (with only the pointer write failing, step-20 is committed
 					// and the pointer repaired by the next commit: Latest already
 					// finds it by its manifest)
 					t.Errorf("Latest = %q %v, want step-10", r.Tag, err)
 				}
-				if _, err := s.Verify("step-10"); err != nil {
+				if _, err := s.Verify(t.Context(), "step-10", Checksums); err != nil {
 					t.Errorf("step-10 no longer verifies: %v", err)
 				}
 				if ents, _ := os.ReadDir(s.tagDir("step-20")); len(ents) == 0 {
 					t.Fatal("step-20's files are gone: the retry has nothing to commit")
 				}
 				full = false
-				if tag, changed, err := s.CommitComplete(2); err != nil || tag != "step-20" || !changed {
+				if tag, changed, err := s.CommitComplete(t.Context(), 2); err != nil || tag != "step-20" || !changed {
 					t.Errorf("retry = %q %v %v, want step-20 committed", tag, changed, err)
 				}
-				if _, err := s.Verify("step-20"); err != nil {
+				if _, err := s.Verify(t.Context(), "step-20", Checksums); err != nil {
 					t.Errorf("step-20 after the retry: %v", err)
 				}
 			})
@@ -241,15 +241,15 @@ func TestHistoryFailedNodes(t *testing.T) {
 func TestRecoverDiscardsFailedSave(t *testing.T) {
 	s := newStore(t)
 	saveCkpt(t, s, "step-10", 2, 1)
-	_, _, err := s.CommitComplete(2)
+	_, _, err := s.CommitComplete(t.Context(), 2)
 	must(t, err)
 	markFailed(t, s.tagDir("step-20"), 1, DiskQuota)
-	rep, err := s.Recover(2, false)
+	rep, err := s.Recover(t.Context(), 2, false)
 	must(t, err)
 	if fmt.Sprint(rep.Discarded) != "[step-20]" || exists(s.tagDir("step-20")) {
 		t.Errorf("Recover = %+v; step-20 still there: %v", rep, exists(s.tagDir("step-20")))
 	}
-	if r, err := s.Latest(); err != nil || r.Tag != "step-10" {
+	if r, err := s.Latest(t.Context(), Checksums); err != nil || r.Tag != "step-10" {
 		t.Errorf("Latest = %q %v", r.Tag, err)
 	}
 }

@@ -126,17 +126,51 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 	files, zfiles, res.Compression = dst.drainSplit(src, stage, files, o.CompressMin)
 
 	chunk := dst.opts.ChunkBytes
-	type fileState struct {
-		reuse bool
-		left  atomic.Int32 // chunks not yet done
-		sums  []uint64
+	st, units, err := stageParts(stage, files, chunk, &res)
+	if err != nil {
+		return res, fmt.Errorf("drain %s: %w", tag, err)
 	}
-	st := make([]*fileState, len(files))
-	type unit struct{ file, chunk int }
-	var units []unit
+	if err := copyChunks(ctx, dst, src, stage, tag, files, st, units, chunk, o.Workers); err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("drain %s: %w (run it again to finish)", tag, err)
+	}
+	for i := range files {
+		files[i].XXH64 = hex64(combineChunks(st[i].sums))
+	}
+	if files, err = dst.drainCompressed(ctx, src, stage, files, zfiles, &res); err != nil {
+		return res, fmt.Errorf("drain %s: %w", tag, err)
+	}
+	if err := finishDrain(dst, stage, o.Node, dirs, ranks, files); err != nil {
+		return res, err
+	}
+	res.Files = len(files)
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// drainFile is the state of one file being drained.
+type drainFile struct {
+	reuse bool         // already staged under its final name: only hashed
+	left  atomic.Int32 // chunks not yet done
+	sums  []uint64     // each chunk's xxh64
+}
+
+// drainUnit is one chunk of one file.
+type drainUnit struct{ file, chunk int }
+
+// stageParts creates each file's <name>.part-trainrun at its full size in
+// stage (or keeps a file already staged with the source's size) and returns
+// the files' states and their chunks, those of big files first so that the
+// long poles start early. It adds the files' sizes and what is to be copied
+// to res.
+func stageParts(stage string, files []File, chunk int64, res *DrainResult) ([]*drainFile, []drainUnit, error) {
+	st := make([]*drainFile, len(files))
+	var units []drainUnit
 	for i, f := range files {
 		res.Bytes += f.Size
-		fst := &fileState{}
+		fst := &drainFile{}
 		n := numChunks(f.Size, chunk)
 		fst.sums = make([]uint64, n)
 		fst.left.Store(int32(n))
@@ -153,23 +187,28 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 				}
 			}
 			if err != nil {
-				return res, fmt.Errorf("drain %s: create %s: %w", tag, part, err)
+				return nil, nil, fmt.Errorf("create %s: %w", part, err)
 			}
 			res.Copied += f.Size
 		}
 		st[i] = fst
 		for c := 0; c < n; c++ {
-			units = append(units, unit{i, c})
+			units = append(units, drainUnit{i, c})
 		}
 	}
-	// Big chunks first so that the long poles start early.
 	sort.SliceStable(units, func(a, b int) bool { return files[units[a].file].Size > files[units[b].file].Size })
+	return st, units, nil
+}
 
+// copyChunks copies (or, for a reused file, hashes) the units on workers
+// streams; the last chunk of a file fsyncs and renames its part. The first
+// error stops every stream.
+func copyChunks(ctx context.Context, dst *Store, src, stage, tag string, files []File, st []*drainFile, units []drainUnit, chunk int64, workers int) error {
 	var next atomic.Int64
 	var once sync.Once
 	var firstErr error
 	var wg sync.WaitGroup
-	for w := 0; w < o.Workers; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -202,24 +241,7 @@ func Drain(ctx context.Context, src string, dst *Store, tag string, o DrainOptio
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return res, firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("drain %s: %w (run it again to finish)", tag, err)
-	}
-	for i := range files {
-		files[i].XXH64 = hex64(combineChunks(st[i].sums))
-	}
-	if files, err = dst.drainCompressed(ctx, src, stage, files, zfiles, &res); err != nil {
-		return res, fmt.Errorf("drain %s: %w", tag, err)
-	}
-	if err := finishDrain(dst, stage, o.Node, dirs, ranks, files); err != nil {
-		return res, err
-	}
-	res.Files = len(files)
-	res.Elapsed = time.Since(start)
-	return res, nil
+	return firstErr
 }
 
 // finishDrain makes a drain's copies visible to the commit, durably and in

@@ -26,7 +26,7 @@ func TestDrainTwoNodesThenCommit(t *testing.T) {
 	if ok, _ := s.Complete("step-50", 4); ok {
 		t.Fatal("complete after one node of two drained")
 	}
-	if _, err := s.Commit("step-50", 4); err == nil || !strings.Contains(err.Error(), "ranks 2,3 of 4") {
+	if _, err := s.Commit(t.Context(), "step-50", 4); err == nil || !strings.Contains(err.Error(), "ranks 2,3 of 4") {
 		t.Fatalf("Commit after half the drains = %v", err)
 	}
 	_, err = Drain(context.Background(), nodeB, s, "step-50", DrainOptions{Node: "gpu-b"})
@@ -34,12 +34,12 @@ func TestDrainTwoNodesThenCommit(t *testing.T) {
 	if ok, _ := s.Complete("step-50", 4); !ok {
 		t.Fatal("not complete after both drains")
 	}
-	m, err := s.Commit("step-50", 4)
+	m, err := s.Commit(t.Context(), "step-50", 4)
 	must(t, err)
 	if exists(s.stagingDir("step-50")) {
 		t.Fatal("staging left behind after commit")
 	}
-	if _, err := s.Verify("step-50"); err != nil {
+	if _, err := s.Verify(t.Context(), "step-50", Checksums); err != nil {
 		t.Fatal(err)
 	}
 	must(t, checkContent(s.tagDir("step-50"), "step-50", 4, 3))
@@ -82,7 +82,7 @@ func TestDrainResumesAfterInterruption(t *testing.T) {
 	if ranks, _ := doneRanks(s.stagingDir("step-9")); len(ranks) != 0 {
 		t.Fatalf("markers %v in staging after an interrupted drain", ranks)
 	}
-	if _, err := s.Commit("step-9", 3); err == nil {
+	if _, err := s.Commit(t.Context(), "step-9", 3); err == nil {
 		t.Fatal("committed a partial drain")
 	}
 	s.hook = nil
@@ -91,10 +91,10 @@ func TestDrainResumesAfterInterruption(t *testing.T) {
 	if r.Copied >= r.Bytes || r.Copied == 0 {
 		t.Fatalf("resumed drain copied %d of %d bytes; want only the rest", r.Copied, r.Bytes)
 	}
-	_, err = s.Commit("step-9", 3)
+	_, err = s.Commit(t.Context(), "step-9", 3)
 	must(t, err)
 	must(t, checkContent(s.tagDir("step-9"), "step-9", 3, 4))
-	if _, err := s.Verify("step-9"); err != nil {
+	if _, err := s.Verify(t.Context(), "step-9", Checksums); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -113,7 +113,7 @@ func TestDrainConflictingFileNames(t *testing.T) {
 	must(t, err)
 	_, err = Drain(context.Background(), b, s, "x-1", DrainOptions{Node: "b"})
 	must(t, err)
-	_, err = s.Commit("x-1", 2)
+	_, err = s.Commit(t.Context(), "x-1", 2)
 	if err == nil || !strings.Contains(err.Error(), "meta.bin") || !strings.Contains(err.Error(), "different contents") {
 		t.Fatalf("Commit = %v, want a conflict on meta.bin", err)
 	}
@@ -159,7 +159,7 @@ func TestDrainAll(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("third DrainAll redrained %v", got)
 	}
-	latest, _, err := s.CommitComplete(2)
+	latest, _, err := s.CommitComplete(t.Context(), 2)
 	must(t, err)
 	if latest != "step-20" {
 		t.Fatalf("latest = %q", latest)

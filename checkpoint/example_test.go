@@ -36,9 +36,9 @@ func Example_controller() {
 		return
 	}
 	// Before any trainer runs: finish interrupted commits, drop debris.
-	s.Recover(world, true)
+	s.Recover(context.Background(), world, true)
 	resume := ""
-	r, err := s.LatestLevel(context.Background(), checkpoint.Sizes)
+	r, err := s.Latest(context.Background(), checkpoint.Sizes)
 	switch {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
 		fmt.Println("first start")
@@ -53,11 +53,11 @@ func Example_controller() {
 	// The trainer saves on its own schedule; the controller commits.
 	fakeTrainerSave(ckptDir, "step-100", 0, 1)
 	fakeTrainerSave(ckptDir, "step-200", 0) // rank 1 still writing
-	latest, changed, _ := s.CommitComplete(world)
+	latest, changed, _ := s.CommitComplete(context.Background(), world)
 	fmt.Println("latest:", latest, changed)
 
 	fakeTrainerSave(ckptDir, "step-200", 1)
-	latest, changed, _ = s.CommitComplete(world)
+	latest, changed, _ = s.CommitComplete(context.Background(), world)
 	fmt.Println("latest:", latest, changed)
 	s.Prune(checkpoint.Retention{KeepLast: 1})
 
@@ -98,8 +98,8 @@ func Example_tiered() {
 		complete, _ := s.Complete("step-500", 4)
 		fmt.Println(node, "drained", done, err, "complete:", complete)
 	}
-	latest, _, _ := s.CommitComplete(4)
-	m, err := s.Verify(latest)
+	latest, _, _ := s.CommitComplete(context.Background(), 4)
+	m, err := s.Verify(context.Background(), latest, checkpoint.Checksums)
 	fmt.Println(latest, len(m.Files), "files verified:", err == nil)
 	// Output:
 	// gpu001 drained [step-500] <nil> complete: false

@@ -22,7 +22,7 @@ import (
 func fuzzStore(t testing.TB) (*Store, Manifest) {
 	s := newStore(t)
 	saveCkpt(t, s, "step-1", 2, 2)
-	m, err := s.Commit("step-1", 2)
+	m, err := s.Commit(t.Context(), "step-1", 2)
 	must(t, err)
 	return s, m
 }
@@ -71,7 +71,7 @@ func FuzzReadManifest(f *testing.F) {
 			}
 		}
 		for _, lvl := range []Level{Sizes, Checksums} {
-			if _, err := s.VerifyLevel(context.Background(), "step-1", lvl); err != nil && strings.Contains(err.Error(), "..") {
+			if _, err := s.Verify(context.Background(), "step-1", lvl); err != nil && strings.Contains(err.Error(), "..") {
 				t.Fatalf("verify names a path outside the checkpoint: %v", err)
 			}
 		}
@@ -146,7 +146,7 @@ func TestSecWorstManifestBounded(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, err := s.VerifyLevel(context.Background(), "step-1", Sizes)
+	_, err := s.Verify(context.Background(), "step-1", Sizes)
 	runtime.ReadMemStats(&after)
 	if err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("verify of %d absent entries = %v", n, err)
@@ -172,7 +172,7 @@ func BenchmarkWorstManifest(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s.VerifyLevel(context.Background(), "step-1", Sizes)
+		s.Verify(context.Background(), "step-1", Sizes)
 	}
 	b.ReportMetric(float64(n), "entries")
 }

@@ -10,15 +10,11 @@ import (
 
 // Resolving the checkpoint to resume from, verification and quarantine.
 
-// Verify checks the committed checkpoint tag fully: the expected ranks'
-// markers, every file's presence, size and xxh64 against its manifest. The
-// error is a *VerifyError naming the first failing file.
-func (s *Store) Verify(tag string) (Manifest, error) {
-	return s.VerifyLevel(context.Background(), tag, Checksums)
-}
-
-// VerifyLevel is Verify at a chosen depth.
-func (s *Store) VerifyLevel(ctx context.Context, tag string, level Level) (Manifest, error) {
+// Verify checks the committed checkpoint tag to the given depth: the
+// expected ranks' markers, every file's presence and size, and at Checksums
+// its xxh64 against the manifest. The error is a *VerifyError naming the
+// first failing file.
+func (s *Store) Verify(ctx context.Context, tag string, level Level) (Manifest, error) {
 	if err := CheckTag(tag); err != nil {
 		return Manifest{}, err
 	}
@@ -47,21 +43,16 @@ type Resolved struct {
 	Pointer string
 }
 
-// Latest is the newest committed checkpoint that verifies with checksums; it
-// falls back past corrupt ones and lists them in Skipped. With none, the error
-// wraps ErrNoCheckpoint.
-func (s *Store) Latest() (Resolved, error) {
-	return s.LatestLevel(context.Background(), Checksums)
-}
-
-// LatestLevel is Latest with a chosen verification depth (Sizes avoids
-// rereading terabytes at every restart, at the cost of not detecting bit rot).
-func (s *Store) LatestLevel(ctx context.Context, level Level) (Resolved, error) {
+// Latest is the newest committed checkpoint that verifies at level
+// (Checksums rereads every byte; Sizes avoids rereading terabytes at every
+// restart, at the cost of not detecting bit rot); it falls back past corrupt
+// ones and lists them in Skipped. With none, the error wraps ErrNoCheckpoint.
+func (s *Store) Latest(ctx context.Context, level Level) (Resolved, error) {
 	p, _ := s.pointer()
 	return s.latestLevel(ctx, level, p)
 }
 
-// latestLevel is LatestLevel with the pointer already read (it is read once:
+// latestLevel is Latest with the pointer already read (it is read once:
 // a FIFO or a file swapped between two reads cannot give two answers).
 func (s *Store) latestLevel(ctx context.Context, level Level, pointer string) (Resolved, error) {
 	r := Resolved{Pointer: pointer}
@@ -107,7 +98,7 @@ func (s *Store) latestLevel(ctx context.Context, level Level, pointer string) (R
 // manifest and stat'ing every file of the newest checkpoint from every node
 // at every step is a metadata storm. Otherwise (no pointer, a dangling one,
 // or a commit cut short between its manifest and the pointer) it is
-// LatestLevel(ctx, Sizes). A manifest present means committed: the commit
+// Latest(ctx, Sizes). A manifest present means committed: the commit
 // writes it only after every file is durable, so a half-written checkpoint
 // is never returned; damage after the commit is for the full verification
 // of trainrun run's controller and `trainrun ckpt verify` to find. The

@@ -21,8 +21,10 @@ type PathRule struct {
 var Layout = []PathRule{
 	{"<tag>/", "trainer (in place) or the commit's rename from staging",
 		"one checkpoint; <tag> is one path element, not starting with '.', e.g. step-1200"},
-	{"<tag>/.trainrun/done.<RANK>", "trainer (or the drain, after that rank's files are durable in staging)",
+	{DonePattern, "trainer (or the drain, after that rank's files are durable in staging)",
 		"empty file: rank RANK's files are durable; the checkpoint is complete when all WORLD_SIZE exist"},
+	{FailedPattern, "trainer whose save the disk refused (CAUSE: disk-full, quota, io-error)",
+		"empty file: rank RANK's save failed; once every rank is done or failed the checkpoint is discarded"},
 	{"<tag>/.trainrun/drained.<NODE>.json", "drain on node NODE",
 		"the files NODE copied into staging with sizes and xxh64, written after they were fsynced"},
 	{"<tag>/.trainrun/manifest.json", "commit",
@@ -64,6 +66,13 @@ const (
 	tmpInfix     = ".tmp-trainrun-"
 )
 
+// The handshake's markers as help and messages name them to trainer
+// authors (rows of Layout).
+const (
+	DonePattern   = "<tag>/" + metaDir + "/" + doneMarker + "<RANK>"
+	FailedPattern = "<tag>/" + metaDir + "/" + failedMarker + "<RANK>.<CAUSE>"
+)
+
 func (s *Store) tagDir(tag string) string     { return filepath.Join(s.dir, tag) }
 func (s *Store) stagingRoot() string          { return filepath.Join(s.dir, metaDir, "staging") }
 func (s *Store) stagingDir(tag string) string { return filepath.Join(s.stagingRoot(), tag) }
@@ -74,8 +83,19 @@ func (s *Store) historyPath() string          { return filepath.Join(s.dir, meta
 func (s *Store) finishedPath() string         { return filepath.Join(s.dir, metaDir, "finished") }
 func (s *Store) requestPath() string          { return filepath.Join(s.dir, metaDir, "request") }
 
+// RequestPath is the file `trainrun ckpt request` writes for the controller.
+func (s *Store) RequestPath() string { return s.requestPath() }
+
+// PointerPath is the latest pointer's file (the tag of the newest committed
+// checkpoint).
+func (s *Store) PointerPath() string { return s.pointerPath() }
+
 func ckptMeta(ckptDir string) string     { return filepath.Join(ckptDir, metaDir) }
 func manifestPath(ckptDir string) string { return filepath.Join(ckptDir, metaDir, manifestName) }
+
+// ManifestPath is the manifest of the checkpoint directory ckptDir: its
+// presence is the commit.
+func ManifestPath(ckptDir string) string { return manifestPath(ckptDir) }
 
 // DoneMarkerPath is where rank writes its completion marker for the
 // checkpoint directory ckptDir (the handshake's step 2).

@@ -65,25 +65,25 @@ func TestNativeLayouts(t *testing.T) {
 		t.Fatalf("List =\n%v\nwant\n%v", got, want)
 	}
 	// A native checkpoint can be committed (hashed, fsynced, made latest)...
-	m, err := s.Commit("iter_0000100", 0)
+	m, err := s.Commit(t.Context(), "iter_0000100", 0)
 	must(t, err)
 	if m.Kind != KindMegatron || m.WorldSize != 0 || len(m.Files) != 2 {
 		t.Fatalf("manifest = %+v", m)
 	}
 	// ...but not before its framework marks it complete.
 	for _, tag := range []string{"iter_0000200", "checkpoint-600"} {
-		if _, err := s.Commit(tag, 0); err == nil || !strings.Contains(err.Error(), "completion marker is missing") {
+		if _, err := s.Commit(t.Context(), tag, 0); err == nil || !strings.Contains(err.Error(), "completion marker is missing") {
 			t.Errorf("Commit(%s) = %v", tag, err)
 		}
 	}
-	_, err = s.Commit("checkpoint-500", 0)
+	_, err = s.Commit(t.Context(), "checkpoint-500", 0)
 	must(t, err)
-	r, err := s.Latest()
+	r, err := s.Latest(t.Context(), Checksums)
 	must(t, err)
 	if r.Tag != "checkpoint-500" { // step 500 > 100
 		t.Fatalf("Latest = %s", r.Tag)
 	}
-	if _, err := s.Commit("tensorboard", 0); err == nil || !strings.Contains(err.Error(), "no done markers") {
+	if _, err := s.Commit(t.Context(), "tensorboard", 0); err == nil || !strings.Contains(err.Error(), "no done markers") {
 		t.Fatalf("Commit(tensorboard) = %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"context"
 	"fmt"
 	"os"
 )
@@ -21,7 +22,8 @@ type RecoverReport struct {
 // early), discards unfinished drains when discardStaging is set (their
 // node-local source is gone after a requeue), empties the trash and repairs
 // the pointer. Directories without trainrun markers are left alone.
-func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, error) {
+// Cancelling ctx stops a commit's hashing.
+func (s *Store) Recover(ctx context.Context, worldSize int, discardStaging bool) (RecoverReport, error) {
 	var rep RecoverReport
 	world := s.worldSize(worldSize)
 	if world <= 0 {
@@ -58,7 +60,7 @@ func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, erro
 			continue // Commit refuses both; the caller decides
 		}
 		if allDone(ranks, world) {
-			if _, err := s.Commit(tag, world); err != nil {
+			if _, err := s.Commit(ctx, tag, world); err != nil {
 				return rep, fmt.Errorf("recover: %w", err)
 			}
 			rep.Committed = append(rep.Committed, tag)
@@ -78,7 +80,7 @@ func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, erro
 			ranks, _ := doneRanks(s.stagingDir(tag))
 			switch {
 			case allDone(ranks, world) && !exists(s.tagDir(tag)):
-				if _, err := s.Commit(tag, world); err != nil {
+				if _, err := s.Commit(ctx, tag, world); err != nil {
 					return rep, fmt.Errorf("recover: %w", err)
 				}
 				rep.Committed = append(rep.Committed, tag)
@@ -100,7 +102,7 @@ func (s *Store) Recover(worldSize int, discardStaging bool) (RecoverReport, erro
 // (in place or staged) or complete by its native marker, oldest first, and
 // returns the tag the latest pointer names afterwards ("" if none) and whether
 // that changed. The controller calls it after the trainers saved (or exited).
-func (s *Store) CommitComplete(world int) (latest string, changed bool, err error) {
+func (s *Store) CommitComplete(ctx context.Context, world int) (latest string, changed bool, err error) {
 	before, _ := s.pointer()
 	if world > 0 {
 		o := s.opts
@@ -117,7 +119,7 @@ func (s *Store) CommitComplete(world int) (latest string, changed bool, err erro
 			if in.Kind == KindLightning {
 				continue
 			}
-			if _, err := s.Commit(in.Tag, world); err != nil {
+			if _, err := s.Commit(ctx, in.Tag, world); err != nil {
 				return before, false, err
 			}
 		}

@@ -23,10 +23,10 @@ func TestSecNonCanonicalMarkersDoNotComplete(t *testing.T) {
 			if ok, _ := s.Complete("step-7", 2); ok {
 				t.Fatalf("done.1 + %s counted as 2 ranks", alias)
 			}
-			if _, err := s.Commit("step-7", 2); err == nil {
+			if _, err := s.Commit(t.Context(), "step-7", 2); err == nil {
 				t.Fatalf("a checkpoint with rank 0 missing was committed (done.1 + %s)", alias)
 			}
-			if tag, _, _ := s.CommitComplete(2); tag != "" {
+			if tag, _, _ := s.CommitComplete(t.Context(), 2); tag != "" {
 				t.Fatalf("CommitComplete made %s the resume point", tag)
 			}
 			ranks, _ := DoneRanks(dir)
@@ -74,7 +74,7 @@ func TestSecDrainCarriesOnlyThisNodesRanks(t *testing.T) {
 	if ok, _ := s.Complete("step-99", 4); ok {
 		t.Fatal("one node's drain completed a 4-rank checkpoint")
 	}
-	if tag, _, _ := s.CommitComplete(4); tag != "" {
+	if tag, _, _ := s.CommitComplete(t.Context(), 4); tag != "" {
 		t.Fatalf("planted checkpoint %s committed", tag)
 	}
 }
@@ -98,7 +98,7 @@ func TestSecTrashSymlinkNotFollowed(t *testing.T) {
 				must(t, os.Symlink(victim, filepath.Join(s.dir, metaDir)))
 			}
 			saveCkpt(t, s, "step-1", 1, 1)
-			_, rerr := s.Recover(1, true)
+			_, rerr := s.Recover(t.Context(), 1, true)
 			_, perr := s.Prune(Retention{KeepLast: 1})
 			for _, p := range []string{precious, filepath.Join(victim, "dir", "f")} {
 				if _, err := os.Stat(p); err != nil {
@@ -123,7 +123,7 @@ func TestSecTrashSymlinkNotFollowed(t *testing.T) {
 func TestSecManifestPathNoOracle(t *testing.T) {
 	s := newStore(t)
 	saveCkpt(t, s, "step-3", 1, 1)
-	orig, err := s.Commit("step-3", 1)
+	orig, err := s.Commit(t.Context(), "step-3", 1)
 	must(t, err)
 	secretDir := t.TempDir()
 	secret := filepath.Join(secretDir, "key")
@@ -136,8 +136,8 @@ func TestSecManifestPathNoOracle(t *testing.T) {
 			m := orig
 			m.Files = append(append([]File(nil), orig.Files...), File{Path: entry, Size: 1})
 			must(t, s.writeManifest(s.tagDir("step-3"), m))
-			_, verr := s.VerifyLevel(context.Background(), "step-3", Sizes)
-			r, lerr := s.LatestLevel(context.Background(), Sizes)
+			_, verr := s.Verify(context.Background(), "step-3", Sizes)
+			r, lerr := s.Latest(context.Background(), Sizes)
 			msg := ""
 			if verr != nil {
 				msg += verr.Error()
@@ -168,7 +168,7 @@ func TestSecFIFONeverBlocks(t *testing.T) {
 		t.Run(which, func(t *testing.T) {
 			s := newStore(t)
 			saveCkpt(t, s, "step-1", 1, 1)
-			_, err := s.Commit("step-1", 1)
+			_, err := s.Commit(t.Context(), "step-1", 1)
 			must(t, err)
 			p := s.pointerPath()
 			if which == "manifest" {
@@ -196,12 +196,12 @@ func TestSecFIFONeverBlocks(t *testing.T) {
 func TestSecAbsurdChunkBytesRejected(t *testing.T) {
 	s := newStore(t)
 	saveCkpt(t, s, "step-1", 1, 1)
-	m, err := s.Commit("step-1", 1)
+	m, err := s.Commit(t.Context(), "step-1", 1)
 	must(t, err)
 	for _, c := range []int64{1, 4095, 1 << 50} {
 		m.ChunkBytes = c
 		must(t, s.writeManifest(s.tagDir("step-1"), m))
-		if _, err := s.Verify("step-1"); err == nil || !strings.Contains(err.Error(), "chunk") {
+		if _, err := s.Verify(t.Context(), "step-1", Checksums); err == nil || !strings.Contains(err.Error(), "chunk") {
 			t.Fatalf("chunk_bytes %d accepted: %v", c, err)
 		}
 	}

@@ -24,15 +24,15 @@ func TestCommitVerifyLatest(t *testing.T) {
 	if ok, _ := s.Complete("step-100", 5); ok {
 		t.Fatal("Complete = true for world size 5 with 4 markers")
 	}
-	m, err := s.Commit("step-100", 4)
+	m, err := s.Commit(t.Context(), "step-100", 4)
 	must(t, err)
 	if m.Seq != 1 || m.WorldSize != 4 || m.Step != 100 || len(m.Files) != 4*3+1 || m.Kind != KindTrainrun {
 		t.Fatalf("manifest = seq %d world %d step %d files %d kind %s", m.Seq, m.WorldSize, m.Step, len(m.Files), m.Kind)
 	}
-	if _, err := s.Verify("step-100"); err != nil {
+	if _, err := s.Verify(t.Context(), "step-100", Checksums); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Latest()
+	r, err := s.Latest(t.Context(), Checksums)
 	must(t, err)
 	if r.Tag != "step-100" || r.Dir != filepath.Join(s.Dir(), "step-100") || r.Pointer != "step-100" || len(r.Skipped) != 0 {
 		t.Fatalf("Latest = %+v", r)
@@ -43,7 +43,7 @@ func TestCommitVerifyLatest(t *testing.T) {
 		t.Fatalf("pointer file = %q", b)
 	}
 	// A second commit of a committed tag changes nothing.
-	m2, err := s.Commit("step-100", 4)
+	m2, err := s.Commit(t.Context(), "step-100", 4)
 	must(t, err)
 	if m2.Seq != 1 || !m2.CommittedAt.Equal(m.CommittedAt) {
 		t.Fatalf("recommit rewrote the manifest: seq %d", m2.Seq)
@@ -57,11 +57,11 @@ func TestCommitRefusesIncomplete(t *testing.T) {
 	if ok, _ := s.Complete("step-7", 4); ok {
 		t.Fatal("complete with rank 2 missing")
 	}
-	_, err := s.Commit("step-7", 4)
+	_, err := s.Commit(t.Context(), "step-7", 4)
 	if err == nil || !strings.Contains(err.Error(), "ranks 2 of 4") {
 		t.Fatalf("Commit error = %v, want it to name rank 2", err)
 	}
-	if _, err := s.Latest(); !errors.Is(err, ErrNoCheckpoint) {
+	if _, err := s.Latest(t.Context(), Checksums); !errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("Latest error = %v, want ErrNoCheckpoint", err)
 	}
 	if exists(manifestPath(s.tagDir("step-7"))) {
@@ -96,17 +96,17 @@ func TestVerifyDetectsDamageAndLatestFallsBack(t *testing.T) {
 			s := newStore(t)
 			saveCkpt(t, s, "step-10", 3, 2)
 			saveCkpt(t, s, "step-20", 3, 2)
-			_, err := s.Commit("step-10", 3)
+			_, err := s.Commit(t.Context(), "step-10", 3)
 			must(t, err)
-			_, err = s.Commit("step-20", 3)
+			_, err = s.Commit(t.Context(), "step-20", 3)
 			must(t, err)
 			must(t, c.damage(s.tagDir("step-20")))
-			_, err = s.Verify("step-20")
+			_, err = s.Verify(t.Context(), "step-20", Checksums)
 			var ve *VerifyError
 			if !errors.As(err, &ve) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Verify error = %v, want a VerifyError containing %q", err, c.want)
 			}
-			r, err := s.Latest()
+			r, err := s.Latest(t.Context(), Checksums)
 			must(t, err)
 			if r.Tag != "step-10" || len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Error(), "step-20") {
 				t.Fatalf("Latest = %s skipped %v, want step-10 skipping step-20", r.Tag, r.Skipped)
@@ -126,14 +126,14 @@ func TestOrderIsByStepNotCommitTime(t *testing.T) {
 	s := newStore(t)
 	saveCkpt(t, s, "step-300", 2, 1)
 	saveCkpt(t, s, "step-200", 2, 1)
-	_, err := s.Commit("step-300", 2)
+	_, err := s.Commit(t.Context(), "step-300", 2)
 	must(t, err)
-	m, err := s.Commit("step-200", 2) // a slower drain commits it later
+	m, err := s.Commit(t.Context(), "step-200", 2) // a slower drain commits it later
 	must(t, err)
 	if m.Seq != 2 {
 		t.Fatalf("seq = %d", m.Seq)
 	}
-	r, err := s.Latest()
+	r, err := s.Latest(t.Context(), Checksums)
 	must(t, err)
 	if r.Tag != "step-300" || r.Pointer != "step-300" {
 		t.Fatalf("Latest = %s pointer %s, want step-300", r.Tag, r.Pointer)
@@ -144,7 +144,7 @@ func TestSingleChunkDigestIsPlainXXH64(t *testing.T) {
 	t.Parallel()
 	s := newStore(t) // 4 KiB chunks
 	saveCkpt(t, s, "step-1", 1, 2)
-	m, err := s.Commit("step-1", 1)
+	m, err := s.Commit(t.Context(), "step-1", 1)
 	must(t, err)
 	for _, f := range m.Files {
 		b, err := os.ReadFile(filepath.Join(s.tagDir("step-1"), f.Path))
@@ -180,7 +180,7 @@ func TestPrune(t *testing.T) {
 			s := newStore(t)
 			for _, tag := range c.committed {
 				saveCkpt(t, s, tag, 1, 1)
-				_, err := s.Commit(tag, 1)
+				_, err := s.Commit(t.Context(), tag, 1)
 				must(t, err)
 			}
 			for _, tag := range c.other {
@@ -214,7 +214,7 @@ func TestPruneKeepsTheResumePointWhenNewerIsDamaged(t *testing.T) {
 	s := newStore(t)
 	for _, tag := range []string{"step-1", "step-2", "step-3"} {
 		saveCkpt(t, s, tag, 1, 1)
-		_, err := s.Commit(tag, 1)
+		_, err := s.Commit(t.Context(), tag, 1)
 		must(t, err)
 	}
 	must(t, os.Remove(filepath.Join(s.tagDir("step-3"), "common.json")))
@@ -238,18 +238,18 @@ func TestRecover(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	saveCkpt(t, s, "step-1", 2, 1)
-	_, err := s.Commit("step-1", 2)
+	_, err := s.Commit(t.Context(), "step-1", 2)
 	must(t, err)
 	saveCkpt(t, s, "step-2", 2, 1)                                     // complete, commit never ran
 	saveRanks(t, s.tagDir("step-3"), "step-3", []int{1}, 1)            // rank 0 never finished
 	must(t, os.MkdirAll(filepath.Join(s.Dir(), "tensorboard"), 0o755)) // not a checkpoint
 	saveRanks(t, s.stagingDir("step-4"), "step-4", []int{0}, 1)        // half drained
-	rep, err := s.Recover(2, true)
+	rep, err := s.Recover(t.Context(), 2, true)
 	must(t, err)
 	if !reflect.DeepEqual(rep.Committed, []string{"step-2"}) || !reflect.DeepEqual(rep.Discarded, []string{"step-3", "step-4"}) {
 		t.Fatalf("Recover = %+v", rep)
 	}
-	r, err := s.Latest()
+	r, err := s.Latest(t.Context(), Checksums)
 	must(t, err)
 	if r.Tag != "step-2" {
 		t.Fatalf("Latest = %s", r.Tag)
@@ -257,7 +257,7 @@ func TestRecover(t *testing.T) {
 	if !exists(filepath.Join(s.Dir(), "tensorboard")) || exists(s.tagDir("step-3")) || exists(s.stagingDir("step-4")) {
 		t.Fatal("Recover touched the wrong directories")
 	}
-	if _, err := s.Recover(0, false); err == nil {
+	if _, err := s.Recover(t.Context(), 0, false); err == nil {
 		t.Fatal("Recover without a world size must refuse")
 	}
 }
@@ -267,7 +267,7 @@ func TestListStates(t *testing.T) {
 	s, err := OpenWith(t.TempDir(), Options{WorldSize: 2, ChunkBytes: 4096})
 	must(t, err)
 	saveCkpt(t, s, "step-1", 2, 1)
-	_, err = s.Commit("step-1", 2)
+	_, err = s.Commit(t.Context(), "step-1", 2)
 	must(t, err)
 	saveCkpt(t, s, "step-2", 2, 1)
 	saveRanks(t, s.tagDir("step-3"), "step-3", []int{0}, 1)
@@ -323,12 +323,12 @@ func TestCommitComplete(t *testing.T) {
 	saveCkpt(t, s, "step-1", 2, 1)
 	saveCkpt(t, s, "step-2", 2, 1)
 	saveRanks(t, s.tagDir("step-3"), "step-3", []int{0}, 1)
-	latest, changed, err := s.CommitComplete(2)
+	latest, changed, err := s.CommitComplete(t.Context(), 2)
 	must(t, err)
 	if latest != "step-2" || !changed {
 		t.Fatalf("CommitComplete = %q %v", latest, changed)
 	}
-	latest, changed, err = s.CommitComplete(2)
+	latest, changed, err = s.CommitComplete(t.Context(), 2)
 	must(t, err)
 	if latest != "step-2" || changed {
 		t.Fatalf("second CommitComplete = %q %v", latest, changed)
@@ -345,7 +345,7 @@ func TestLatestAfterCommitCutBeforePointer(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	saveCkpt(t, s, "step-1", 1, 1)
-	_, err := s.Commit("step-1", 1)
+	_, err := s.Commit(t.Context(), "step-1", 1)
 	must(t, err)
 	saveCkpt(t, s, "step-2", 1, 1)
 	s.hook = func(step string) {
@@ -355,16 +355,16 @@ func TestLatestAfterCommitCutBeforePointer(t *testing.T) {
 	}
 	func() {
 		defer func() { recover() }()
-		s.Commit("step-2", 1)
+		s.Commit(t.Context(), "step-2", 1)
 	}()
 	s.hook = nil
 	saveCkpt(t, s, "step-3", 1, 1) // complete, not committed
-	r, err := s.Latest()
+	r, err := s.Latest(t.Context(), Checksums)
 	must(t, err)
 	if r.Tag != "step-2" || r.Pointer != "step-1" {
 		t.Fatalf("Latest = %s, pointer %s; want step-2 with the stale pointer step-1", r.Tag, r.Pointer)
 	}
-	_, err = s.Commit("step-2", 1)
+	_, err = s.Commit(t.Context(), "step-2", 1)
 	must(t, err)
 	if p, _ := s.pointer(); p != "step-2" {
 		t.Fatalf("pointer after recommit = %q", p)
@@ -376,12 +376,12 @@ func TestDeferredHashThenSeal(t *testing.T) {
 	s, err := OpenWith(t.TempDir(), Options{ChunkBytes: 4096, DeferHash: true})
 	must(t, err)
 	saveCkpt(t, s, "step-5", 2, 2)
-	m, err := s.Commit("step-5", 2)
+	m, err := s.Commit(t.Context(), "step-5", 2)
 	must(t, err)
 	if m.Sealed() {
 		t.Fatal("deferred commit recorded checksums")
 	}
-	if r, err := s.Latest(); err != nil || r.Tag != "step-5" {
+	if r, err := s.Latest(t.Context(), Checksums); err != nil || r.Tag != "step-5" {
 		t.Fatalf("Latest before sealing = %v, %v", r.Tag, err)
 	}
 	list, err := s.List()
@@ -397,7 +397,7 @@ func TestDeferredHashThenSeal(t *testing.T) {
 	// Sealed checksums equal a hashing commit's.
 	s2 := newStore(t)
 	saveCkpt(t, s2, "step-5", 2, 2)
-	m2, err := s2.Commit("step-5", 2)
+	m2, err := s2.Commit(t.Context(), "step-5", 2)
 	must(t, err)
 	if !reflect.DeepEqual(m.Files, m2.Files) {
 		t.Fatalf("sealed files %+v\nhashed files %+v", m.Files, m2.Files)
@@ -408,7 +408,7 @@ func TestDeferredHashThenSeal(t *testing.T) {
 	must(t, err)
 	b[0] ^= 0xff
 	must(t, os.WriteFile(p, b, 0o644))
-	if _, err := s.Verify("step-5"); err == nil || !strings.Contains(err.Error(), "xxh64") {
+	if _, err := s.Verify(t.Context(), "step-5", Checksums); err == nil || !strings.Contains(err.Error(), "xxh64") {
 		t.Fatalf("Verify after a flip = %v", err)
 	}
 }
@@ -423,7 +423,7 @@ func TestLatestCommitted(t *testing.T) {
 		s := newStore(t)
 		for _, tag := range []string{"step-100", "step-200"} {
 			saveCkpt(t, s, tag, 2, 2)
-			if _, err := s.Commit(tag, 2); err != nil {
+			if _, err := s.Commit(t.Context(), tag, 2); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -451,7 +451,7 @@ func TestLatestCommitted(t *testing.T) {
 		s := build(t)
 		must(t, os.WriteFile(filepath.Join(s.TagDir("step-200"), ".trainrun", "manifest.json"), []byte("{garbage"), 0o644))
 		check(t, s, "step-200", true)
-		if r, err := s.Latest(); err != nil || r.Tag != "step-100" {
+		if r, err := s.Latest(t.Context(), Checksums); err != nil || r.Tag != "step-100" {
 			t.Errorf("Latest = %s, %v; want step-100", r.Tag, err)
 		}
 	})

@@ -237,15 +237,28 @@ func (x *shape) memoryOf(e *Evaluation) (hostNeed float64) {
 	return hostNeed
 }
 
+// 16-bit weights, and Adam's FP32 master weights, momentum and variance,
+// in bytes per parameter.
+const wB, oB = 2.0, 12.0
+
+// stageMemory is the memory of one GPU of a stage of the given kind, and
+// what it keeps on the host (offload).
 func (x *shape) stageMemory(kind stageKind) (Memory, float64) {
-	first := kind == stFirst
 	sp := x.stage(kind)
-	var mem Memory
+	mem, hostPerGPU := x.modelStates(sp)
+	mem.Activations = x.stageActivations(kind)
+	mem.Other = x.allowance(sp, mem.Activations)
+	mem.PerGPU = mem.Weights + mem.Grads + mem.Optimizer + mem.Activations + mem.Other
+	return mem, hostPerGPU
+}
+
+// modelStates is the weights, gradients and optimizer states a GPU holds
+// for a stage's parameters sp (LoRA: a frozen base; ZeRO shards; FP8
+// copies; offload moves them to the host), and what it keeps on the host.
+func (x *shape) modelStates(sp stageParams) (mem Memory, hostPerGPU float64) {
 	shard := x.dp * x.cp
 	expShard := max(x.edp, 1)
-	const wB, oB = 2.0, 12.0
 	gB := x.gradBytes()
-	var hostPerGPU float64
 	lora := x.j.LoRARank > 0
 	if lora {
 		// Frozen base: 16-bit weights only; ZeRO-3 shards them.
@@ -302,8 +315,14 @@ func (x *shape) stageMemory(kind stageKind) (Memory, float64) {
 		mem.Weights = 0
 		mem.Grads = 0
 	}
+	return mem, hostPerGPU
+}
 
-	// Activations.
+// stageActivations is the activations a stage keeps: the micro-batches in
+// flight (the interleaved schedule's extra on the first stage), the working
+// set of a recomputed layer, and the logits on the stage with the output.
+func (x *shape) stageActivations(kind stageKind) float64 {
+	first := kind == stFirst
 	inflight := min(x.mb, x.p)
 	switch kind {
 	case stLast:
@@ -340,9 +359,13 @@ func (x *shape) stageMemory(kind stageKind) (Memory, float64) {
 	if x.hasOutput(kind) {
 		act += logitBytes * x.tokens * float64(m.Vocab) / x.t
 	}
-	mem.Activations = act
+	return act
+}
 
-	// Allowance.
+// allowance is what a GPU needs beyond states and activations: the CUDA
+// context, NCCL's buffers per process group, fragmentation, and gathered
+// weights under ZeRO-3 or parameter offload.
+func (x *shape) allowance(sp stageParams, act float64) float64 {
 	groups := 0.0
 	for _, s := range [...]float64{x.t, x.cp, x.ep, x.dp, x.p} {
 		if s > 1 {
@@ -354,7 +377,5 @@ func (x *shape) stageMemory(kind stageKind) (Memory, float64) {
 		// Gathered weights of the current and the prefetched module.
 		other += 2 * wB * sp.layerMax
 	}
-	mem.Other = other
-	mem.PerGPU = mem.Weights + mem.Grads + mem.Optimizer + mem.Activations + mem.Other
-	return mem, hostPerGPU
+	return other
 }

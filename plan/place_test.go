@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // megatronGroups is a line-by-line port of Megatron-LM's
@@ -199,7 +201,7 @@ func TestPlaceAcceptanceInterleavedLeaves(t *testing.T) {
 	if want := 512*tr.DP - 384*tr.PP; saved != want {
 		t.Errorf("spine saving = %g, want 512·DP − 384·PP = %g", saved, want)
 	}
-	t.Logf("order %s; spine %s vs baseline %s; why: %s", p.Order, fmtBytes(p.Traffic.Spine), fmtBytes(p.Baseline.Spine), strings.Join(p.Why, "; "))
+	t.Logf("order %s; spine %s vs baseline %s; why: %s", p.Order, units.Bytes(p.Traffic.Spine), units.Bytes(p.Baseline.Spine), strings.Join(p.Why, "; "))
 }
 
 // When pipeline traffic dominates (T_DP < 3·T_PP here), keeping PP chains in

@@ -2,7 +2,8 @@ package plan
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // The traffic model behind placement: which link level each byte of a
@@ -246,7 +247,7 @@ func explainPlacement(l Layout, G int, tr Traffic, c candidate, got, base LinkBy
 			prim, sec, pb, sb = "PP", "DP", tr.PP, tr.DP
 		}
 		why = append(why, fmt.Sprintf("across nodes %s groups are kept together first, then %s (%s %s, %s %s per GPU per step): of the orders scored, the one with the fewest spine bytes, then leaf bytes",
-			prim, sec, prim, fmtBytes(pb), sec, fmtBytes(sb)))
+			prim, sec, prim, units.Bytes(pb), sec, units.Bytes(sb)))
 	case crossDP || crossPP:
 		d := "DP"
 		if crossPP {
@@ -257,22 +258,12 @@ func explainPlacement(l Layout, G int, tr Traffic, c candidate, got, base LinkBy
 	if t.hasLeaves {
 		if base.Spine > 0 {
 			why = append(why, fmt.Sprintf("spine bytes per step %s vs %s in Slurm's block order (%.1f%% less)",
-				fmtBytes(got.Spine), fmtBytes(base.Spine), 100*(base.Spine-got.Spine)/base.Spine))
+				units.Bytes(got.Spine), units.Bytes(base.Spine), 100*(base.Spine-got.Spine)/base.Spine))
 		} else {
-			why = append(why, fmt.Sprintf("spine bytes per step %s (Slurm's block order: none either)", fmtBytes(got.Spine)))
+			why = append(why, fmt.Sprintf("spine bytes per step %s (Slurm's block order: none either)", units.Bytes(got.Spine)))
 		}
 	} else {
 		why = append(why, "one switch (no topology given): only NVLink versus network is weighed")
 	}
 	return why
-}
-
-func fmtBytes(b float64) string {
-	units := []string{"B", "KB", "MB", "GB", "TB", "PB"}
-	i := 0
-	for math.Abs(b) >= 1000 && i < len(units)-1 {
-		b /= 1000
-		i++
-	}
-	return fmt.Sprintf("%.3g %s", b, units[i])
 }

@@ -242,56 +242,78 @@ func MegatronLayoutArgs(l Layout) []string {
 // does not record them. LoRA and parameter offload have no Megatron-LM flag
 // (RenderMegatron says so in a comment).
 func MegatronArgs(m Model, j Job, e Evaluation) []string {
-	var a []string
-	add := func(flag string, v ...any) {
-		a = append(a, flag)
-		for _, x := range v {
-			a = append(a, fmt.Sprint(x))
-		}
+	var a megatronArgv
+	a.parallelism(m, e)
+	a.batch(j, e)
+	a.optimizer(j, e)
+	a.model(m, j, e)
+	return a
+}
+
+// megatronArgv is MegatronArgs' argv, built by group of flags.
+type megatronArgv []string
+
+func (a *megatronArgv) add(flag string, v ...any) {
+	*a = append(*a, flag)
+	for _, x := range v {
+		*a = append(*a, fmt.Sprint(x))
 	}
-	add("--tensor-model-parallel-size", e.TP)
-	add("--pipeline-model-parallel-size", e.PP)
+}
+
+// parallelism: TP, PP (virtual stages, an uneven split), CP, EP, SP.
+func (a *megatronArgv) parallelism(m Model, e Evaluation) {
+	a.add("--tensor-model-parallel-size", e.TP)
+	a.add("--pipeline-model-parallel-size", e.PP)
 	if e.VPP > 1 && e.PP > 1 {
-		add("--num-layers-per-virtual-pipeline-stage", m.Layers/(e.PP*e.VPP))
+		a.add("--num-layers-per-virtual-pipeline-stage", m.Layers/(e.PP*e.VPP))
 	}
 	if e.PP > 1 && m.Layers%e.PP != 0 {
 		if first, _, last, ok := unevenSplit(m.Layers, e.PP); ok {
-			add("--decoder-first-pipeline-num-layers", first)
-			add("--decoder-last-pipeline-num-layers", last)
+			a.add("--decoder-first-pipeline-num-layers", first)
+			a.add("--decoder-last-pipeline-num-layers", last)
 		}
 	}
-	add("--context-parallel-size", e.CP)
+	a.add("--context-parallel-size", e.CP)
 	if m.Experts > 0 {
-		add("--expert-model-parallel-size", e.EP)
+		a.add("--expert-model-parallel-size", e.EP)
 		if e.ETP > 0 {
-			add("--expert-tensor-parallel-size", e.ETP)
+			a.add("--expert-tensor-parallel-size", e.ETP)
 		}
 	}
 	if e.SP && e.TP > 1 {
-		add("--sequence-parallel")
+		a.add("--sequence-parallel")
 	}
-	add("--micro-batch-size", e.MicroBatch)
-	add("--global-batch-size", j.GlobalBatch)
+}
+
+// batch: the micro- and global batch, and activation recompute.
+func (a *megatronArgv) batch(j Job, e Evaluation) {
+	a.add("--micro-batch-size", e.MicroBatch)
+	a.add("--global-batch-size", j.GlobalBatch)
 	switch e.Recompute {
 	case "selective":
-		add("--recompute-granularity", "selective")
+		a.add("--recompute-granularity", "selective")
 	case "full":
-		add("--recompute-granularity", "full")
+		a.add("--recompute-granularity", "full")
 		if e.RecomputeLayers > 0 {
 			// The first N layers of each model chunk keep only their input;
 			// the rest keep all activations (the planner's least that fits).
-			add("--recompute-method", "block")
-			add("--recompute-num-layers", e.RecomputeLayers)
+			a.add("--recompute-method", "block")
+			a.add("--recompute-num-layers", e.RecomputeLayers)
 		} else {
 			// Every layer keeps only its input: the 2·s·b·h per layer of
 			// Korthikanti et al. 2022 Table 2 that the memory model assumes.
-			add("--recompute-method", "uniform")
-			add("--recompute-num-layers", 1)
+			a.add("--recompute-method", "uniform")
+			a.add("--recompute-num-layers", 1)
 		}
 	}
+}
+
+// optimizer: sharding (ZeRO as Megatron's distributed optimizer and
+// Megatron-FSDP), overlap, offload and precision.
+func (a *megatronArgv) optimizer(j Job, e Evaluation) {
 	switch e.Zero {
 	case 1:
-		add("--use-distributed-optimizer")
+		a.add("--use-distributed-optimizer")
 	case 2, 3:
 		// Megatron-FSDP (Megatron-LM core ≥ 0.14; earlier --use-custom-fsdp),
 		// which Megatron runs on top of the distributed optimizer.
@@ -299,68 +321,71 @@ func MegatronArgs(m Model, j Job, e Evaluation) []string {
 		if e.Zero == 3 {
 			strategy = "optim_grads_params"
 		}
-		add("--use-distributed-optimizer")
-		add("--use-megatron-fsdp")
-		add("--data-parallel-sharding-strategy", strategy)
+		a.add("--use-distributed-optimizer")
+		a.add("--use-megatron-fsdp")
+		a.add("--data-parallel-sharding-strategy", strategy)
 	}
 	if e.DP*e.CP > 1 {
 		// The time model hides the DP reduction behind backward: that needs these.
-		add("--overlap-grad-reduce")
+		a.add("--overlap-grad-reduce")
 		if e.Zero >= 1 {
-			add("--overlap-param-gather")
+			a.add("--overlap-param-gather")
 		}
 	}
 	if e.Offload == "optimizer" {
-		add("--optimizer-cpu-offload")
-		add("--optimizer-offload-fraction", "1.0")
+		a.add("--optimizer-cpu-offload")
+		a.add("--optimizer-offload-fraction", "1.0")
 	}
 	switch j.Precision {
 	case FP16:
-		add("--fp16")
+		a.add("--fp16")
 	case FP8:
 		// FP8 GEMMs through Transformer Engine; weights and the rest stay BF16.
-		add("--bf16")
-		add("--fp8-format", "hybrid")
+		a.add("--bf16")
+		a.add("--fp8-format", "hybrid")
 	default:
-		add("--bf16")
+		a.add("--bf16")
 	}
-	add("--seq-length", j.SeqLen)
-	add("--max-position-embeddings", j.SeqLen)
-	add("--num-layers", m.Layers)
-	add("--hidden-size", m.Hidden)
-	add("--num-attention-heads", m.Heads)
+}
+
+// model: the sequence and the model's shape (attention, MLP, experts).
+func (a *megatronArgv) model(m Model, j Job, e Evaluation) {
+	a.add("--seq-length", j.SeqLen)
+	a.add("--max-position-embeddings", j.SeqLen)
+	a.add("--num-layers", m.Layers)
+	a.add("--hidden-size", m.Hidden)
+	a.add("--num-attention-heads", m.Heads)
 	if m.HeadDim > 0 && m.HeadDim*m.Heads != m.Hidden {
-		add("--kv-channels", m.HeadDim)
+		a.add("--kv-channels", m.HeadDim)
 	}
 	if m.KVHeads > 0 && m.KVHeads < m.Heads {
-		add("--group-query-attention")
-		add("--num-query-groups", m.KVHeads)
+		a.add("--group-query-attention")
+		a.add("--num-query-groups", m.KVHeads)
 	}
-	add("--ffn-hidden-size", m.FFN)
+	a.add("--ffn-hidden-size", m.FFN)
 	switch m.FFNType {
 	case FFNSwiGLU:
-		add("--swiglu")
+		a.add("--swiglu")
 	case FFNSquaredReLU:
-		add("--squared-relu")
+		a.add("--squared-relu")
 	}
 	if !m.TiedEmbeddings {
-		add("--untie-embeddings-and-output-weights")
+		a.add("--untie-embeddings-and-output-weights")
 	}
 	if m.Experts > 0 {
-		add("--num-experts", m.Experts)
-		add("--moe-router-topk", m.TopK)
-		add("--moe-ffn-hidden-size", m.MoEFFN)
+		a.add("--num-experts", m.Experts)
+		a.add("--moe-router-topk", m.TopK)
+		a.add("--moe-ffn-hidden-size", m.MoEFFN)
 		if m.SharedFFN > 0 {
-			add("--moe-shared-expert-intermediate-size", m.SharedFFN)
+			a.add("--moe-shared-expert-intermediate-size", m.SharedFFN)
 		}
 		if m.DenseLayers > 0 {
-			add("--moe-layer-freq", fmt.Sprintf("([0]*%d+[1]*%d)", m.DenseLayers, m.Layers-m.DenseLayers))
+			a.add("--moe-layer-freq", fmt.Sprintf("([0]*%d+[1]*%d)", m.DenseLayers, m.Layers-m.DenseLayers))
 		}
 		if e.EP > 1 {
-			add("--moe-token-dispatcher-type", "alltoall")
+			a.add("--moe-token-dispatcher-type", "alltoall")
 		}
 	}
-	return a
 }
 
 // unevenSplit spreads layers over pp stages the way Megatron-LM can express
@@ -477,21 +502,6 @@ func fmtMillis(s float64) string {
 		out = "-" + out // -0.4 ms
 	}
 	return out + "." + frac
-}
-
-// fmtDuration prints seconds as the unit a person plans with.
-func fmtDuration(s float64) string {
-	switch {
-	case math.IsNaN(s) || math.IsInf(s, 0):
-		return "n/a"
-	case s < 120:
-		return fmt.Sprintf("%.1f s", s)
-	case s < 2*3600:
-		return fmt.Sprintf("%.1f min", s/60)
-	case s < 2*86400:
-		return fmt.Sprintf("%.1f h", s/3600)
-	}
-	return fmt.Sprintf("%.1f days", s/86400)
 }
 
 // fmtTokens prints a token count the way people say it (300B, 1.5T).

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // BoundBy says what limits a plan, for comparing GPU types: the seed asks that
@@ -77,7 +79,7 @@ func RenderComparison(w io.Writer, m Model, j Job, rs []GPUResult) error {
 		return fmt.Sprintf("%.1f", gpuHoursPerBillion(*e))
 	}))
 	if j.Tokens > 0 {
-		row("time to train "+fmtTokens(j.Tokens), fit(func(g GPUResult, e *Evaluation) string { return fmtDuration(TrainSeconds(j, *e)) }))
+		row("time to train "+fmtTokens(j.Tokens), fit(func(g GPUResult, e *Evaluation) string { return units.Seconds(TrainSeconds(j, *e)) }))
 	}
 
 	// The verdict.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // SbatchOptions shape the #SBATCH header.
@@ -72,7 +74,7 @@ func RenderSbatch(w io.Writer, m Model, j Job, c Cluster, e Evaluation, o Sbatch
 	fmt.Fprintf(&b, "#SBATCH --ntasks-per-node=%d\n", perNode)
 	if limit := SbatchTimeLimit(j, e, o); limit > 0 {
 		fmt.Fprintf(&b, "# --time: %s tokens predicted to take %s, +%.0f %% margin, +%s checkpoint lead\n",
-			fmtTokens(j.Tokens), fmtDuration(TrainSeconds(j, e)), 100*o.Margin, o.Lead)
+			fmtTokens(j.Tokens), units.Seconds(TrainSeconds(j, e)), 100*o.Margin, o.Lead)
 		b.WriteString("# (a partition MaxTime below it ends each job at the limit: trainrun checkpoints, requeues and resumes)\n")
 		fmt.Fprintf(&b, "#SBATCH --time=%s\n", slurmDuration(limit))
 	} else {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // maxTableRejections is how many rejections the table shows; JSON lists all.
@@ -111,7 +113,7 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 	fmt.Fprintf(b, "            model FLOPs per token %.4g (matmuls, forward+backward, causal attention, no recompute)\n", e.ModelFlopsPerToken)
 	if s := TrainSeconds(j, e); s > 0 {
 		fmt.Fprintf(b, "time to train %s tokens: %s (%s steps, %s GPU-hours)\n",
-			fmtTokens(j.Tokens), fmtDuration(s), fmtCount(s/e.Time.Step), fmtCount(s*float64(LayoutGPUs(e.Layout))/3600))
+			fmtTokens(j.Tokens), units.Seconds(s), fmtCount(s/e.Time.Step), fmtCount(s*float64(LayoutGPUs(e.Layout))/3600))
 	}
 	if len(e.Why) > 0 {
 		b.WriteString("\nwhy\n")

@@ -241,22 +241,50 @@ func (x *shape) linearsTime(moe bool) (fwd, bwd float64) {
 	return fwd, bwd
 }
 
-// layerTime times one transformer layer for one micro-batch.
+// layerTime times one transformer layer for one micro-batch: its GEMMs,
+// attention core and elementwise kernels at the stack's efficiency, the
+// recompute, and the TP, CP and EP communication that shows.
 func (x *shape) layerTime(moe bool) stageT {
-	m := &x.m
-	k := &x.k
-	T := x.tokens
-	t := x.t
-	h, d := float64(m.Hidden), float64(m.headDim())
-	n, g := float64(m.Heads), float64(m.kvHeads())
-	s := float64(x.j.SeqLen)
-	fp8 := x.fp8
 	fwd, bwd := x.linearsTime(moe)
 	add := func(f, b float64) { fwd += f; bwd += b }
 	gemmF, gemmB := fwd, bwd
+	attF, attB := x.attentionCore()
+	add(attF, attB)
+	eltF := x.elementwiseFwd(moe)
+	add(eltF, 2*eltF)
+	// Gaps between dependent kernels (stacks.go: kernelGap, kernels).
+	add(x.st.kernels*kernelGap, 2*x.st.kernels*kernelGap)
+	// The stack's fitted kernel efficiency (stacks.go: stackEff).
+	fwd /= x.st.eff
+	bwd /= x.st.eff
+	attF /= x.st.eff
+	attB /= x.st.eff
 
-	// Attention core.
-	var attF, attB float64
+	st := stageT{fwd: fwd, bwd: bwd, compute: fwd + bwd}
+	switch x.l.Recompute {
+	case "full":
+		st.recompute = x.recomputeFraction() * fwd
+	case "selective":
+		st.recompute = attF
+	}
+	if x.l.TP > 1 {
+		st.tp = x.tpComm(gemmF, gemmB)
+	}
+	if x.l.CP > 1 {
+		st.cp = x.cpComm(attF, attB)
+	}
+	if moe && x.l.EP > 1 {
+		st.ep = x.epComm()
+	}
+	return st
+}
+
+// attentionCore is the attention's forward and backward time for one
+// micro-batch: flash attention, or the unfused score GEMMs and softmax.
+func (x *shape) attentionCore() (attF, attB float64) {
+	m, k := &x.m, &x.k
+	T, t, s := x.tokens, x.t, float64(x.j.SeqLen)
+	n, d := float64(m.Heads), float64(m.headDim())
 	if x.flash {
 		flopsF := 2 * T * (s / 2) * (n / t) * float64(m.qkDim()+m.vDim()) // causal: half the keys
 		eff := s / (s + flashSeqKnee)
@@ -270,9 +298,16 @@ func (x *shape) layerTime(moe bool) stageT {
 		attF = heads*(qk+av) + unfusedFwdB*scores/k.hbmE
 		attB = heads*2*(qk+av) + unfusedBwdB*scores/k.hbmE
 	}
-	add(attF, attB)
+	return attF, attB
+}
 
-	// Elementwise kernels, bytes per token (forward).
+// elementwiseFwd is the forward time of the elementwise kernels (norms,
+// residual adds, activation, rotary, FP8 casts), from their bytes per token.
+func (x *shape) elementwiseFwd(moe bool) float64 {
+	m, k := &x.m, &x.k
+	T, t, fp8 := x.tokens, x.t, x.fp8
+	h, d := float64(m.Hidden), float64(m.headDim())
+	n, g := float64(m.Heads), float64(m.kvHeads())
 	repDiv := 1.0
 	if x.sp {
 		repDiv = t
@@ -297,83 +332,73 @@ func (x *shape) layerTime(moe bool) stageT {
 		rep += 8 * h                      // casts of the QKV and MLP inputs (read 2, write FP8 and its transpose)
 		tpE += 4 * (n*d + float64(m.FFN)) // casts of the projection and fc2 inputs
 	}
-	eltF := x.st.eltBytes * T * (rep/repDiv + tpE/t) / k.hbmE
-	add(eltF, 2*eltF)
-	// Gaps between dependent kernels (stacks.go: kernelGap, kernels).
-	add(x.st.kernels*kernelGap, 2*x.st.kernels*kernelGap)
-	// The stack's fitted kernel efficiency (stacks.go: stackEff).
-	fwd /= x.st.eff
-	bwd /= x.st.eff
-	attF /= x.st.eff
-	attB /= x.st.eff
+	return x.st.eltBytes * T * (rep/repDiv + tpE/t) / k.hbmE
+}
 
-	st := stageT{fwd: fwd, bwd: bwd, compute: fwd + bwd}
-	switch x.l.Recompute {
-	case "full":
-		st.recompute = x.recomputeFraction() * fwd
-	case "selective":
-		st.recompute = attF
+// tpComm is the time that shows of the TP collectives: 2 all-reduce-
+// equivalents forward, 2 backward, 2 more for a fully recomputed forward
+// (Shoeybi 2019; Korthikanti §4.2.2 with SP).
+func (x *shape) tpComm(gemmF, gemmB float64) float64 {
+	T, t, h := x.tokens, x.t, float64(x.m.Hidden)
+	S := T * h * 2
+	vol := 2 * (t - 1) / t * S
+	l, _ := x.groupLink(t, 1)
+	one := vol/l.bw + 2*l.lat
+	if l.lat != nvlLatency {
+		one = vol/(l.bw) + 2*l.lat
 	}
+	commF, commB := 2*one, 2*one
+	commF *= 1 + x.recomputeFraction()
+	if x.sp && !x.legacy && (x.c.GPU.Arch == "hopper" || x.c.GPU.Arch == "blackwell") {
+		// TE userbuffers (Hopper and later; not on Ampere or ROCm):
+		// all-gather/reduce-scatter pipelined with the GEMMs that consume or
+		// produce them; what exceeds the GEMMs shows, plus interference.
+		return math.Max(commF-gemmF, 0) + math.Max(commB-gemmB, 0) + tpInterfere*(commF+commB)
+	}
+	return commF + commB
+}
 
-	// TP collectives: 2 all-reduce-equivalents forward, 2 backward, 2 more for a
-	// fully recomputed forward (Shoeybi 2019; Korthikanti §4.2.2 with SP).
-	if x.l.TP > 1 {
-		S := T * h * 2
-		vol := 2 * (t - 1) / t * S
-		l, _ := x.groupLink(t, 1)
-		one := vol/l.bw + 2*l.lat
-		if l.lat != nvlLatency {
-			one = vol/(l.bw) + 2*l.lat
-		}
-		commF, commB := 2*one, 2*one
-		commF *= 1 + x.recomputeFraction()
-		if x.sp && !x.legacy && (x.c.GPU.Arch == "hopper" || x.c.GPU.Arch == "blackwell") {
-			// TE userbuffers (Hopper and later; not on Ampere or ROCm):
-			// all-gather/reduce-scatter pipelined with the GEMMs that consume or
-			// produce them; what exceeds the GEMMs shows, plus interference.
-			st.tp = math.Max(commF-gemmF, 0) + math.Max(commB-gemmB, 0) + tpInterfere*(commF+commB)
-		} else {
-			st.tp = commF + commB
-		}
-	}
+// cpComm is the time that shows of the CP ring exchange of K and V
+// (Megatron CP): cp−1 steps forward, K,V and dK,dV backward, each hidden
+// behind one block of attention.
+func (x *shape) cpComm(attF, attB float64) float64 {
+	T, t := x.tokens, x.t
+	g, d := float64(x.m.kvHeads()), float64(x.m.headDim())
+	kv := 2 * T * (g / t) * d * 2
+	l, _ := x.groupLink(x.cp, t)
+	stepF := kv/l.bw + l.lat
+	stepB := 2*kv/l.bw + l.lat
+	steps := x.cp - 1
+	shown := steps * (math.Max(stepF-attF/x.cp, 0) + math.Max(stepB-attB/x.cp, 0))
+	x.k.cpTotal = steps * (stepF + stepB)
+	x.k.cpHidden = x.k.cpTotal - shown
+	return shown
+}
 
-	// CP ring exchange of K and V (Megatron CP): cp−1 steps forward, K,V and
-	// dK,dV backward, each hidden behind one block of attention.
-	if x.l.CP > 1 {
-		kv := 2 * T * (g / t) * d * 2
-		l, _ := x.groupLink(x.cp, t)
-		stepF := kv/l.bw + l.lat
-		stepB := 2*kv/l.bw + l.lat
-		steps := x.cp - 1
-		st.cp = steps * (math.Max(stepF-attF/x.cp, 0) + math.Max(stepB-attB/x.cp, 0))
-		x.k.cpTotal = steps * (stepF + stepB)
-		x.k.cpHidden = x.k.cpTotal - st.cp
+// epComm is the time of the EP all-to-all: dispatch and combine, forward
+// and backward (+ recompute), over EP ranks etp apart (cp as well when ETP = TP, Megatron's order).
+// Each rank sends the k copies of its own sequence-parallel shard (T/t
+// tokens); with ETP > 1 the received tokens are then all-gathered (and
+// their outputs reduce-scattered) inside the ETP group, over NVLink
+// (Megatron-Core MoEAlltoAllTokenDispatcher: all-to-all over EP, then
+// gather_from_sequence_parallel_region over the expert TP group).
+func (x *shape) epComm() float64 {
+	m := &x.m
+	T, t, h := x.tokens, x.t, float64(m.Hidden)
+	kh2 := float64(m.TopK) * h * 2
+	vol := T / t * kh2 * (x.ep - 1) / x.ep
+	l, _ := x.groupLink(x.ep, x.epStride())
+	bw := l.bw
+	if l.lat != nvlLatency {
+		bw = x.c.InterNode * a2aNetEff
 	}
-
-	// EP all-to-all: dispatch and combine, forward and backward (+ recompute),
-	// over EP ranks etp apart (cp as well when ETP = TP, Megatron's order).
-	// Each rank sends the k copies of its own sequence-parallel shard (T/t
-	// tokens); with ETP > 1 the received tokens are then all-gathered (and
-	// their outputs reduce-scattered) inside the ETP group, over NVLink
-	// (Megatron-Core MoEAlltoAllTokenDispatcher: all-to-all over EP, then
-	// gather_from_sequence_parallel_region over the expert TP group).
-	if moe && x.l.EP > 1 {
-		kh2 := float64(m.TopK) * h * 2
-		vol := T / t * kh2 * (x.ep - 1) / x.ep
-		l, _ := x.groupLink(x.ep, x.epStride())
-		bw := l.bw
-		if l.lat != nvlLatency {
-			bw = x.c.InterNode * a2aNetEff
-		}
-		one := vol/bw + l.lat
-		if x.etp > 1 {
-			nv := x.nvlink()
-			one += T*x.etp/t*kh2*(x.etp-1)/x.etp/nv.bw + nv.lat
-		}
-		calls := 4 + 2*x.recomputeFraction()
-		st.ep = calls * one
+	one := vol/bw + l.lat
+	if x.etp > 1 {
+		nv := x.nvlink()
+		one += T*x.etp/t*kh2*(x.etp-1)/x.etp/nv.bw + nv.lat
 	}
-	return st
+	calls := 4 + 2*x.recomputeFraction()
+	return calls * one
 }
 
 // expStride is how many ranks apart the members of an expert-data-parallel
@@ -431,6 +456,33 @@ func (x *shape) stageTime(kind stageKind) stageT {
 
 // timeOf fills e.Time and e.Traffic.
 func (x *shape) timeOf(e *Evaluation) {
+	st := x.slowestStage()
+	mb := x.mb
+	tm := &e.Time
+	tm.Compute = mb * st.compute
+	tm.Recompute = mb * st.recompute
+	tm.TPComm = mb * st.tp
+	tm.CPComm = mb * st.cp
+	tm.EPComm = mb * st.ep
+	perMB := st.total()
+	// Pipeline bubble: (p−1)/(v·m) of the m micro-batches' work (Narayanan 2021 §2.2).
+	tm.PPBubble = (x.p - 1) / x.v * perMB
+
+	x.layerTraffic(&e.Traffic)
+	x.pipelineComm(tm, &e.Traffic)
+	sp, dense, expert, n, ne := x.dpComm(tm, &e.Traffic, st, perMB)
+
+	x.optimizerTime(tm, sp, dense, expert, n, ne, perMB)
+	// Stragglers: every step waits for the slowest GPU (stacks.go: jitterSigma).
+	if n := float64(x.c.GPUs); n > 1 {
+		tm.Straggler = jitterSigma * math.Sqrt(2*math.Log(n)) * (tm.Compute + tm.Recompute)
+	}
+	tm.Step = tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload + tm.Straggler
+}
+
+// slowestStage is the per-micro-batch time of the slowest pipeline stage
+// (first, last or a middle one), and records the GEMMs' average efficiency.
+func (x *shape) slowestStage() stageT {
 	x.k.gemmFlops, x.k.gemmTime = 0, 0
 	st := x.stageTime(stFirst)
 	if x.p > 1 {
@@ -449,20 +501,15 @@ func (x *shape) timeOf(e *Evaluation) {
 			x.k.gemmEffAvg = x.k.gemmFlops / x.k.gemmTime / x.c.GPU.PeakFP8
 		}
 	}
-	mb := x.mb
-	tm := &e.Time
-	tm.Compute = mb * st.compute
-	tm.Recompute = mb * st.recompute
-	tm.TPComm = mb * st.tp
-	tm.CPComm = mb * st.cp
-	tm.EPComm = mb * st.ep
-	perMB := st.total()
-	// Pipeline bubble: (p−1)/(v·m) of the m micro-batches' work (Narayanan 2021 §2.2).
-	tm.PPBubble = (x.p - 1) / x.v * perMB
+	return st
+}
 
+// layerTraffic fills the bytes per step of the collectives inside the
+// layers: tensor, context and expert parallelism.
+func (x *shape) layerTraffic(tr *Traffic) {
+	mb := x.mb
 	m := &x.m
 	h := float64(m.Hidden)
-	tr := &e.Traffic
 	// TP traffic: 4 (6 with full recompute) all-reduce-equivalents per layer.
 	if x.l.TP > 1 {
 		calls := 4 + 2*x.recomputeFraction()
@@ -476,11 +523,15 @@ func (x *shape) timeOf(e *Evaluation) {
 		moeOnStage := math.Min(float64(m.moeLayers()), x.layersPerStage)
 		tr.EP = mb * moeOnStage * 4 * x.tokens / x.t * float64(m.TopK) * h * 2 * (x.ep - 1) / x.ep
 	}
+}
 
-	// Pipeline p2p: activations forward, gradients backward, per virtual stage,
-	// b·s·h/t bytes each (scatter/gather optimisation or SP shards them).
+// pipelineComm fills the exposed time and bytes of the pipeline's p2p:
+// activations forward, gradients backward, per virtual stage, b·s·h/t bytes
+// each (scatter/gather optimisation or SP shards them).
+func (x *shape) pipelineComm(tm *Time, tr *Traffic) {
+	mb := x.mb
 	if x.p > 1 {
-		bytes := x.tokens * h * 2 / x.t
+		bytes := x.tokens * float64(x.m.Hidden) * 2 / x.t
 		// Adjacent stages are t·cp·dp ranks apart: inside one fast domain
 		// (NVL72, or a node's NVLink) when that stride is smaller than it.
 		l := x.nvlink()
@@ -495,12 +546,19 @@ func (x *shape) timeOf(e *Evaluation) {
 		tm.PPComm = mb * exposed
 		tr.PP = mb * 2 * x.v * bytes
 	}
+}
 
+// dpComm fills the data-parallel gradient reduction and parameter gathers
+// (time, exposed time, bytes) and returns what the optimizer step needs:
+// the first stage's parameters, the dense and expert parameters reduced,
+// and the two group sizes.
+func (x *shape) dpComm(tm *Time, tr *Traffic, st stageT, perMB float64) (sp stageParams, dense, expert, n, ne float64) {
+	mb := x.mb
 	// Data-parallel gradient reduction and parameter gathers, over DP×CP
 	// (members t ranks apart in Megatron's tp-cp-ep-dp-pp order); expert
 	// weights over the expert-data-parallel group DP·CP/EP (members t·cp·ep apart).
-	sp := x.stage(stFirst)
-	dense, expert := sp.dense, sp.expert
+	sp = x.stage(stFirst)
+	dense, expert = sp.dense, sp.expert
 	if x.j.LoRARank > 0 {
 		dense, expert = sp.adapters, 0
 	}
@@ -508,8 +566,8 @@ func (x *shape) timeOf(e *Evaluation) {
 	if x.legacy && x.j.Precision == FP16 {
 		gB = 2 // 2021 Megatron all-reduced FP16 gradients
 	}
-	n := x.dp * x.cp
-	ne := x.edp
+	n = x.dp * x.cp
+	ne = x.edp
 	var dpTime, dpExposed float64
 	coll := func(vol, frac float64) float64 {
 		return x.collective(frac*dense*vol*(n-1)/n, n, x.t) + x.collective(frac*expert*vol*(ne-1)/math.Max(ne, 1), ne, x.expStride())
@@ -559,13 +617,7 @@ func (x *shape) timeOf(e *Evaluation) {
 	}
 	x.k.dpTotal = dpTime
 	tm.DPCommExposed = dpExposed
-
-	x.optimizerTime(tm, sp, dense, expert, n, ne, perMB)
-	// Stragglers: every step waits for the slowest GPU (stacks.go: jitterSigma).
-	if n := float64(x.c.GPUs); n > 1 {
-		tm.Straggler = jitterSigma * math.Sqrt(2*math.Log(n)) * (tm.Compute + tm.Recompute)
-	}
-	tm.Step = tm.Compute + tm.Recompute + tm.TPComm + tm.PPBubble + tm.PPComm + tm.DPCommExposed + tm.CPComm + tm.EPComm + tm.Optimizer + tm.Offload + tm.Straggler
+	return sp, dense, expert, n, ne
 }
 
 // optimizerTime fills the optimizer step and the offload transfers:

@@ -50,7 +50,7 @@ func makeStore(t testing.TB, world int, tags ...string) string {
 	}
 	for _, tag := range tags {
 		trainerSave(t, dir, tag, ranks...)
-		if _, err := s.Commit(tag, world); err != nil {
+		if _, err := s.Commit(t.Context(), tag, world); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestResumeDir(t *testing.T) {
 	trainerSave(t, brokenOnly, "step-7", 0)
 	if s, err := checkpoint.Open(brokenOnly); err != nil {
 		t.Fatal(err)
-	} else if _, err := s.Commit("step-7", 1); err != nil {
+	} else if _, err := s.Commit(t.Context(), "step-7", 1); err != nil {
 		t.Fatal(err)
 	}
 	breakManifest(t, filepath.Join(brokenOnly, "step-7"))
@@ -188,7 +188,7 @@ func TestResumeDirChild(t *testing.T) {
 // breakManifest makes a committed checkpoint's manifest unreadable.
 func breakManifest(t *testing.T, tagDir string) {
 	t.Helper()
-	m := filepath.Join(filepath.Dir(checkpoint.DoneMarkerPath(tagDir, 0)), "manifest.json")
+	m := checkpoint.ManifestPath(tagDir)
 	if _, err := os.Stat(m); err != nil {
 		t.Fatalf("no manifest where the layout says: %v", err)
 	}

@@ -165,8 +165,8 @@ func TestResumeStoreReadAsUser(t *testing.T) {
 	write(t, filepath.Join(priv, "key"), strings.Repeat("k", 411), 0o600)
 
 	oracle := filepath.Join(dir, "oracle")
-	mkUserStore(t, oracle)
-	mpath := filepath.Join(oracle, "step-1", ".trainrun", "manifest.json")
+	oracleStore := mkUserStore(t, oracle)
+	mpath := checkpoint.ManifestPath(filepath.Join(oracle, "step-1"))
 	var m map[string]any
 	b, err := os.ReadFile(mpath)
 	if err != nil {
@@ -178,11 +178,10 @@ func TestResumeStoreReadAsUser(t *testing.T) {
 	m["files"] = append(m["files"].([]any), map[string]any{"path": "../../private/key", "size": 1})
 	b, _ = json.Marshal(m)
 	write(t, mpath, string(b), 0o644)
-	os.Remove(filepath.Join(oracle, ".trainrun", "latest")) // so the manifest is checked
+	os.Remove(oracleStore.PointerPath()) // so the manifest is checked
 
 	fifoStore := filepath.Join(dir, "fifo")
-	mkUserStore(t, fifoStore)
-	latest := filepath.Join(fifoStore, ".trainrun", "latest")
+	latest := mkUserStore(t, fifoStore).PointerPath()
 	os.Remove(latest)
 	if err := syscall.Mkfifo(latest, 0o666); err != nil {
 		t.Fatal(err)
@@ -223,7 +222,7 @@ func TestResumeStoreReadAsUser(t *testing.T) {
 }
 
 // mkUserStore makes a store owned by nobody with step-1 committed (world 1).
-func mkUserStore(t *testing.T, dir string) {
+func mkUserStore(t *testing.T, dir string) *checkpoint.Store {
 	t.Helper()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -233,10 +232,11 @@ func mkUserStore(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Commit("step-1", 1); err != nil {
+	if _, err := s.Commit(t.Context(), "step-1", 1); err != nil {
 		t.Fatal(err)
 	}
 	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
+	return s
 }
 
 // Issue 12 finding 4 in the step: %x from a job name "../alice/ckpt" never

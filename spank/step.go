@@ -85,24 +85,9 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 		}
 		return nil, nil, errors.New(uneven)
 	}
-	sp, notes, err := PlanStep(c, r, st, node)
+	sp, ml, notes, err := stepLayout(c, r, st, node, len(hosts), G)
 	if err != nil {
 		return nil, nil, err
-	}
-	var l plan.Layout
-	switch {
-	case sp != nil:
-		l = sp.Result.Plan.Layout
-	case !r.LayoutSet:
-		l = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
-	default:
-		if l, err = r.Pins.Layout(world, r.Global); err != nil {
-			return nil, nil, fmt.Errorf("--train-layout=%s: %v; the step has %d nodes × %d tasks = %d", r.Pins, err, len(hosts), G, world)
-		}
-	}
-	ml, err := MegatronLayout(l, world)
-	if err != nil {
-		return nil, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", l.Config(), err, len(hosts), G, world)
 	}
 	p, pnotes, err := stepPlacement(c, sp, hosts, node, G, ml)
 	if err != nil {
@@ -110,14 +95,10 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	}
 	notes = append(notes, pnotes...)
 
-	root := orStr(st.Root, "/")
-	var conf map[string]string
-	if data, err := os.ReadFile(filepath.Join(root, "etc/nccl.conf")); err == nil {
-		if conf, err = plan.ParseNCCLConf(data); err != nil {
-			return nil, nil, fmt.Errorf("%s: %v", filepath.Join(root, "etc/nccl.conf"), err)
-		}
+	conf, virtualTopo, err := ncclFiles(orStr(st.Root, "/"))
+	if err != nil {
+		return nil, nil, err
 	}
-	_, verr := os.Stat(filepath.Join(root, "var/run/nvidia-topologyd/virtualTopology.xml"))
 
 	pol := policy.Default()
 	if c.Policy != nil {
@@ -152,35 +133,47 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	if err != nil {
 		return nil, nil, err
 	}
-	resume, resumeSet := "", false
-	if ckptDir != "" {
-		var rn []string
-		if c.As != nil { // root context: the store is the user's to read, not root's
-			resume, resumeSet, rn = ResumeDirAs(c.Trainrun, c.As, ckptDir, c.ResumeTimeout)
-		} else {
-			resume, resumeSet, rn = ResumeDir(ckptDir)
-		}
-		notes = append(notes, rn...)
-	}
+	resume, resumeSet, rn := stepResume(c, ckptDir)
+	notes = append(notes, rn...)
 	extra := r.extraVars(st, ckptDir, resume, resumeSet)
 	stepNotes := slices.Clone(notes) // the plan's and the store's, for --train-explain
+	base := plan.EnvInput{
+		Node: node, Placement: p, Plan: ml,
+		MasterPort: plan.MasterPort(strconv.FormatUint(uint64(st.JobID), 10)), NodeAddrs: addrs,
+		UserEnv: user, NCCLConf: conf, Policy: npol, VirtualTopology: virtualTopo, PlanPath: planPath,
+	}
+	tasks, enotes, err := r.taskEnvs(base, here, G, extra, stepNotes)
+	if err != nil {
+		return nil, nil, err
+	}
+	notes = append(notes, enotes...)
+	if !r.Inject {
+		notes = append(notes, "the policy's InjectEnv=no: nothing injected (--train-explain shows what would be)")
+	}
+	return tasks, notes, nil
+}
+
+// taskEnvs is the environment of each of the G local tasks on node here:
+// plan.RankEnv of base for the task's rank, the launcher's variables (all
+// with --train-nccl), extra, and --train-explain's text. notes are the
+// first task's.
+func (r *Request) taskEnvs(base plan.EnvInput, here string, G int, extra, stepNotes []string) ([]TaskEnv, []string, error) {
+	var notes []string
 	byLocal := map[int]int{}
-	for i, rp := range p.Ranks {
+	for i, rp := range base.Placement.Ranks {
 		if rp.Node == here {
 			byLocal[rp.LocalRank] = i
 		}
 	}
-	tasks = make([]TaskEnv, G)
+	tasks := make([]TaskEnv, G)
 	for lr := 0; lr < G; lr++ {
 		rank, ok := byLocal[lr]
 		if !ok {
 			return nil, nil, fmt.Errorf("placement has no rank for slot %d of %s", lr, here)
 		}
-		e, err := plan.RankEnv(plan.EnvInput{
-			Node: node, Placement: p, Rank: rank, Plan: ml,
-			MasterPort: plan.MasterPort(strconv.FormatUint(uint64(st.JobID), 10)), NodeAddrs: addrs,
-			UserEnv: user, NCCLConf: conf, Policy: npol, VirtualTopology: verr == nil, PlanPath: planPath,
-		})
+		in := base
+		in.Rank = rank
+		e, err := plan.RankEnv(in)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -203,10 +196,56 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 		}
 		tasks[lr] = t
 	}
-	if !r.Inject {
-		notes = append(notes, "the policy's InjectEnv=no: nothing injected (--train-explain shows what would be)")
-	}
 	return tasks, notes, nil
+}
+
+// stepLayout is the step's layout: PlanStep's plan (sp, nil without a
+// model), else --train-layout's pins, else data parallel only; as Megatron
+// lays it out over world = nodes × G tasks.
+func stepLayout(c *Config, r *Request, st Step, node *topo.Node, nodes, G int) (sp *StepPlan, ml plan.Layout, notes []string, err error) {
+	world := nodes * G
+	if sp, notes, err = PlanStep(c, r, st, node); err != nil {
+		return nil, ml, nil, err
+	}
+	var l plan.Layout
+	switch {
+	case sp != nil:
+		l = sp.Result.Plan.Layout
+	case !r.LayoutSet:
+		l = plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: world}
+	default:
+		if l, err = r.Pins.Layout(world, r.Global); err != nil {
+			return nil, ml, nil, fmt.Errorf("--train-layout=%s: %v; the step has %d nodes × %d tasks = %d", r.Pins, err, nodes, G, world)
+		}
+	}
+	if ml, err = MegatronLayout(l, world); err != nil {
+		return nil, ml, nil, fmt.Errorf("layout %s: %v; the step has %d nodes × %d tasks = %d", l.Config(), err, nodes, G, world)
+	}
+	return sp, ml, notes, nil
+}
+
+// ncclFiles reads the node's /etc/nccl.conf (nil if absent) and whether
+// nvidia-topologyd wrote a virtual topology, under root.
+func ncclFiles(root string) (conf map[string]string, virtualTopo bool, err error) {
+	if data, err := os.ReadFile(filepath.Join(root, "etc/nccl.conf")); err == nil {
+		if conf, err = plan.ParseNCCLConf(data); err != nil {
+			return nil, false, fmt.Errorf("%s: %v", filepath.Join(root, "etc/nccl.conf"), err)
+		}
+	}
+	_, verr := os.Stat(filepath.Join(root, "var/run/nvidia-topologyd/virtualTopology.xml"))
+	return conf, verr == nil, nil
+}
+
+// stepResume is TRAINRUN_RESUME_DIR for the store ckptDir ("": none), read
+// as the user in the root context.
+func stepResume(c *Config, ckptDir string) (resume string, set bool, notes []string) {
+	if ckptDir == "" {
+		return "", false, nil
+	}
+	if c.As != nil { // root context: the store is the user's to read, not root's
+		return ResumeDirAs(c.Trainrun, c.As, ckptDir, c.ResumeTimeout)
+	}
+	return ResumeDir(ckptDir)
 }
 
 // ckptDir is TRAINRUN_CKPT_DIR: the request's, expanded for the step ("" =

@@ -11,9 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/slurm"
-	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 )
 
 func init() {
@@ -52,26 +50,21 @@ type branchesOptions struct {
 }
 
 func (o *branchesOptions) addFlags(fs *pflag.FlagSet) {
-	o.plan.AddFlags(fs)
-	for _, name := range []string{"top", "nodelist", "topology-conf", "gpus"} {
-		fs.MarkHidden(name)
-	}
-	fs.Lookup("format").Usage = "table|json"
-	fs.Lookup("gpus-per-node").Usage = "GPUs (and tasks) per node of each branch (default: all GPUs of a node of the partition)"
+	o.addArrayFlags(fs, "branch", "branches")
 	fs.StringVar(&o.from, "from", "", "the committed checkpoint every branch starts from (STORE/TAG, e.g. trainrun-123/checkpoints/step-1000)")
 	fs.StringArrayVar(&o.data, "data", nil, "NAME=SPEC,...: one branch per NAME, training on SPEC ({data} in CMD); repeatable")
 	fs.StringVar(&o.merge, "merge", "", "merge command, run after every branch finished: 'CMD {branches} {out}' (see below)")
 	fs.StringVar(&o.weights, "weights", "", "W1,W2,...: one merge weight per branch, in --data order ({weights}; default: equal)")
-	fs.StringVar(&o.timeLimit, "time", "", "time limit of each branch and of the merge (30m, 1h30m, or Slurm's formats); default: planned as for trainrun sweep")
-	fs.IntVar(&o.nodes, "nodes", 1, "nodes of each branch")
-	fs.IntVar(&o.steps, "steps", 0, "optimizer steps each branch trains, for the planned time limit")
-	fs.IntVar(&o.maxConc, "max-concurrent", 0, "run at most K branches at once (0 = as many as Slurm starts)")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print the branches, the sbatch command lines and the scripts; submit nothing, write nothing")
 	fs.StringVar(&o.dir, "branches-dir", "", "the branches' directory, on a file system all nodes share (default ./trainrun-branches-NAME)")
-	fs.StringVar(&o.name, "name", "", "name of the branch set (the array's job name; default: the branch names and a hash)")
-	fs.StringVar(&o.partition, "partition", "", "partition of the jobs (default: Slurm's)")
-	fs.StringArrayVar(&o.runArgs, "run-arg", nil, "pass this flag on to each branch's trainrun run (repeat)")
-	fs.StringArrayVar(&o.sbatchArgs, "sbatch-arg", nil, "pass this flag on to sbatch for the branches and the merge, e.g. --sbatch-arg=--account=proj (repeat)")
+	for name, usage := range map[string]string{
+		"time":       "time limit of each branch and of the merge (30m, 1h30m, or Slurm's formats); default: planned as for trainrun sweep",
+		"dry-run":    "print the branches, the sbatch command lines and the scripts; submit nothing, write nothing",
+		"name":       "name of the branch set (the array's job name; default: the branch names and a hash)",
+		"partition":  "partition of the jobs (default: Slurm's)",
+		"sbatch-arg": "pass this flag on to sbatch for the branches and the merge, e.g. --sbatch-arg=--account=proj (repeat)",
+	} {
+		fs.Lookup(name).Usage = usage
+	}
 	o.metric = "loss"
 }
 
@@ -149,10 +142,7 @@ func runBranches(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := o.size(ctx, env, fs, s); err != nil {
-		return err
-	}
-	if err := o.planTime(env, fs, s); err != nil {
+	if err := o.sizeAndTime(ctx, env, fs, s); err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -171,30 +161,23 @@ func runBranches(ctx context.Context, env *runEnv, args []string) error {
 	if o.dryRun {
 		return printBranches(env, o.plan.Format, s, out, []slurm.SbatchRequest{req, mreq}, script+"\n"+mergeScript, true)
 	}
-	if err := writeSweepDir(s, ""); err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(req.Script, []byte(script), 0o755); err != nil {
-		return err
-	}
+	scripts := map[string]string{req.Script: script}
 	if mergeScript != "" {
-		if err := atomicfile.WriteFile(mreq.Script, []byte(mergeScript), 0o755); err != nil {
-			return err
-		}
+		scripts[mreq.Script] = mergeScript
+	}
+	if err := writeSweepDir(s, scripts); err != nil {
+		return err
 	}
 	return o.submitBranches(ctx, env, s, out, req, mreq, script+"\n"+mergeScript)
 }
 
 func (o *branchesOptions) submitBranches(ctx context.Context, env *runEnv, s *sweepManifest, out branchesJSON, req, mreq slurm.SbatchRequest, scripts string) error {
-	var err error
-	if s.JobID, err = env.slurm.Sbatch(ctx, req); err != nil {
-		return withCode(ExitSlurm, fmt.Errorf("submit the branches' job array: %w (the files are in %s)", err, s.Dir))
+	if err := submitArray(ctx, env, s, req, "branches'"); err != nil {
+		return err
 	}
 	out.JobID = s.JobID
-	if err := atomicfile.WriteJSON(filepath.Join(s.Dir, sweepManifestFile), s, 0o644); err != nil {
-		return fmt.Errorf("job array %s submitted, but recording its id failed: %w", s.JobID, err)
-	}
 	if o.merge != "" {
+		var err error
 		mreq.Dependency = "afterok:" + s.JobID
 		if out.MergeJobID, err = env.slurm.Sbatch(ctx, mreq); err != nil {
 			return withCode(ExitSlurm, fmt.Errorf("branches submitted as job array %s, but the merge job was not: %w (submit %s with --dependency=afterok:%s yourself)", s.JobID, err, mreq.Script, s.JobID))
@@ -215,25 +198,14 @@ func (o *branchesOptions) manifest(argv []string) (*sweepManifest, error) {
 	if o.merge != "" && (!strings.Contains(o.merge, "{branches}") || !strings.Contains(o.merge, "{out}")) {
 		return nil, usageErrorf("--merge %q: the merge command needs {branches} (the branches' checkpoints) and {out} (where the merged one goes)", o.merge)
 	}
-	if o.nodes <= 0 || o.maxConc < 0 {
-		return nil, usageErrorf("--nodes %d --max-concurrent %d: want nodes >= 1 and max-concurrent >= 0", o.nodes, o.maxConc)
-	}
 	name := o.name
 	if name == "" {
 		name = deriveRunName(append(append([]string{strings.Join(names, "-")}, o.from), argv...))
 	}
-	if err := checkRunName(name); err != nil {
-		return nil, usageErrorf("branches --name %q: want 1 to 64 letters, digits, '.', '_' or '-'", name)
-	}
-	dir := o.dir
-	if dir == "" {
-		dir = "trainrun-branches-" + name
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
+	s, err := o.newManifest("branches", name, "trainrun-branches-", []string{"branch", "data"}, argv, len(names))
+	if err != nil {
 		return nil, err
 	}
-	s := &sweepManifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: []string{"branch", "data"}, Metric: o.metric,
-		Command: argv, Array: sweep.ArraySpec(len(names), o.maxConc), Nodes: o.nodes}
 	for i, n := range names {
 		s.Trials = append(s.Trials, sweepTrialM{Index: i, Params: map[string]string{"branch": n, "data": specs[i]}, Name: "branch-" + n})
 	}

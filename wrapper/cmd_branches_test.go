@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 )
 
 // committedCheckpoint makes STORE/step-5, committed, for --from.
@@ -16,14 +17,12 @@ func committedCheckpoint(t *testing.T) string {
 	t.Helper()
 	store := filepath.Join(t.TempDir(), "ck")
 	tag := filepath.Join(store, "step-5")
-	os.MkdirAll(filepath.Join(tag, ".trainrun"), 0o755)
-	os.WriteFile(filepath.Join(tag, "rank-0.pt"), []byte("weights"), 0o644)
-	os.WriteFile(checkpoint.DoneMarkerPath(tag, 0), nil, 0o644)
+	checkpointtest.SaveRank(t, tag, 0, checkpointtest.File{Name: "rank-0.pt", Data: "weights"})
 	st, err := checkpoint.Open(store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Commit("step-5", 1); err != nil {
+	if _, err := st.Commit(t.Context(), "step-5", 1); err != nil {
 		t.Fatal(err)
 	}
 	return tag

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
@@ -189,7 +190,7 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 			latest = "latest"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", in.Tag, in.State, in.Kind, step, ranks, in.Files,
-			humanBytes(in.Bytes), humanBytes(in.Stored), age(now.Sub(in.ModTime)), latest)
+			units.Bytes(in.Bytes), units.Bytes(in.Stored), age(now.Sub(in.ModTime)), latest)
 		if in.Note != "" && (in.State != checkpoint.Committed || in.Kind != checkpoint.KindTrainrun) {
 			notes = append(notes, fmt.Sprintf("  %s: %s", in.Tag, in.Note))
 		}
@@ -243,7 +244,7 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 	}
 	var failed error
 	for _, tag := range tags {
-		m, err := s.VerifyLevel(ctx, tag, level)
+		m, err := s.Verify(ctx, tag, level)
 		if err != nil {
 			fmt.Fprintf(env.stdout, "%s: FAILED: %v\n", tag, err)
 			if failed == nil {
@@ -258,7 +259,7 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 		if level == checkpoint.Checksums && !m.Sealed() {
 			h = "sizes match (checksums not recorded yet: the checkpoint is being sealed)"
 		}
-		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), humanBytes(m.Bytes), h)
+		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), units.Bytes(m.Bytes), h)
 	}
 	if failed != nil {
 		return withCode(ExitCheckpoint, failed)
@@ -334,7 +335,7 @@ func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
 	if sizes {
 		level = checkpoint.Sizes
 	}
-	r, err := s.LatestLevel(ctx, level)
+	r, err := s.Latest(ctx, level)
 	for _, sk := range r.Skipped {
 		fmt.Fprintf(env.stderr, "trainrun: ckpt latest: skipped a newer checkpoint that fails verification: %v\n", sk)
 	}
@@ -386,21 +387,8 @@ func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
 	if err := s.PutRequest(checkpoint.Request{Then: then, Reason: reason, By: by}); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "checkpoint requested (then %s): the job's controller picks up %s/.trainrun/request within seconds\n", then, s.Dir())
+	fmt.Fprintf(env.stdout, "checkpoint requested (then %s): the job's controller picks up %s within seconds\n", then, s.RequestPath())
 	return nil
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func age(d time.Duration) string {
@@ -456,7 +444,7 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 			Drained: func(tag string, r checkpoint.DrainResult) {
 				rep.Drained = append(rep.Drained, checkpoint.DrainedEntry{Tag: tag, Files: r.Files, Bytes: r.Bytes, Copied: r.Copied, Seconds: r.Elapsed.Seconds()})
 				if !asJSON {
-					fmt.Fprintf(env.stdout, "drained %s from %s into %s (%d files, %s, %.2f s)\n", tag, local, s.Dir(), r.Files, humanBytes(r.Bytes), r.Elapsed.Seconds())
+					fmt.Fprintf(env.stdout, "drained %s from %s into %s (%d files, %s, %.2f s)\n", tag, local, s.Dir(), r.Files, units.Bytes(r.Bytes), r.Elapsed.Seconds())
 				}
 			}})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // `trainrun ckpt compress` and `trainrun ckpt restore` (issue 17): the
@@ -50,7 +51,7 @@ func runCkptCompress(ctx context.Context, env *runEnv, args []string) error {
 	}
 	for _, r := range res {
 		fmt.Fprintf(env.stdout, "%s: %d files compressed, %s stored for %s (%.1f%%) in %.1fs\n", r.Tag, r.Files,
-			humanBytes(r.StoredBytes), humanBytes(r.RawBytes), 100*float64(r.StoredBytes)/float64(max(r.RawBytes, 1)), r.Elapsed.Seconds())
+			units.Bytes(r.StoredBytes), units.Bytes(r.RawBytes), 100*float64(r.StoredBytes)/float64(max(r.RawBytes, 1)), r.Elapsed.Seconds())
 	}
 	if all && len(res) == 0 && err == nil {
 		fmt.Fprintln(env.stdout, "nothing to compress (the newest checkpoint stays raw)")
@@ -90,6 +91,6 @@ func runCkptRestore(ctx context.Context, env *runEnv, args []string) error {
 	if to != "" {
 		where = to
 	}
-	fmt.Fprintf(env.stdout, "%s: %s restored to %s, checked against the manifest's xxh64\n", fs.Arg(0), humanBytes(n), where)
+	fmt.Fprintf(env.stdout, "%s: %s restored to %s, checked against the manifest's xxh64\n", fs.Arg(0), units.Bytes(n), where)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 )
 
 // compressFixture: two committed checkpoints of one rank, each a 1 MiB
@@ -26,16 +27,8 @@ func compressFixture(t *testing.T) (string, map[string][]byte) {
 		for i := 0; i < len(w); i += 2 {
 			binary.LittleEndian.PutUint16(w[i:], uint16(math.Float32bits(float32(r.NormFloat64()*0.02))>>16))
 		}
-		files := map[string][]byte{"weights.bin": w, "state.json": []byte(`{"tag":"` + tag + `"}`), ".trainrun/done.0": nil}
-		for name, b := range files {
-			p := filepath.Join(dir, tag, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		checkpointtest.SaveRank(t, filepath.Join(dir, tag), 0,
+			checkpointtest.File{Name: "weights.bin", Data: string(w)}, checkpointtest.File{Name: "state.json", Data: `{"tag":"` + tag + `"}`})
 		want[tag] = w
 	}
 	s, err := checkpoint.Open(dir)
@@ -43,7 +36,7 @@ func compressFixture(t *testing.T) (string, map[string][]byte) {
 		t.Fatal(err)
 	}
 	for _, tag := range []string{"step-10", "step-20"} {
-		if _, err := s.Commit(tag, 1); err != nil {
+		if _, err := s.Commit(t.Context(), tag, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

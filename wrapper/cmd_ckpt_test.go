@@ -48,7 +48,7 @@ func ckptFixture(t *testing.T) string {
 	write("dcp-50/.metadata", "m")
 	write("dcp-50/__0_0.distcp", "d")
 	for _, tag := range []string{"step-100", "step-200"} {
-		if _, err := s.Commit(tag, 2); err != nil {
+		if _, err := s.Commit(t.Context(), tag, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func TestCkptDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if latest, _, err := s.CommitComplete(2); err != nil || latest != "step-5" {
+	if latest, _, err := s.CommitComplete(t.Context(), 2); err != nil || latest != "step-5" {
 		t.Fatalf("CommitComplete = %q, %v", latest, err)
 	}
 	if code, _, errs := runCkptCmd(t, dir, "drain", "--node", "a"); code != ExitUsage || !strings.Contains(errs, "TRAINRUN_CKPT_LOCAL_DIR") {

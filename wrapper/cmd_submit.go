@@ -19,6 +19,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
@@ -555,13 +556,9 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 
 func shortDur(s float64) string {
 	if s <= 0 {
-		return "-"
+		return "-" // not estimated
 	}
-	d := time.Duration(s * float64(time.Second))
-	if d >= time.Minute {
-		return d.Round(time.Minute).String()
-	}
-	return d.Round(time.Second).String()
+	return units.Seconds(s)
 }
 
 func clock(t time.Time) string {

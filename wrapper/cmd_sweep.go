@@ -77,30 +77,17 @@ type sweepOptions struct {
 var sweepPlanFlagsNotForRun = append([]string{"tokens"}, planFlagsNotForRun...)
 
 func (o *sweepOptions) addFlags(fs *pflag.FlagSet) {
-	o.plan.AddFlags(fs)
-	for _, name := range []string{"top", "nodelist", "topology-conf", "gpus"} {
-		fs.MarkHidden(name)
-	}
-	fs.Lookup("format").Usage = "table|json"
-	fs.Lookup("gpus-per-node").Usage = "GPUs (and tasks) per node of each trial (default: all GPUs of a node of the partition, from scontrol show node)"
+	o.addArrayFlags(fs, "trial", "trials")
 	fs.Lookup("tokens").Usage = "tokens each trial trains, for the planned time limit (default: --steps × --global-batch × --seq-len)"
 	fs.StringArrayVar(&o.grid, "grid", nil, "KEY=V1,V2,...: sweep KEY over these values (repeat for a grid: every combination)")
 	fs.IntVar(&o.random, "random", 0, "N random samples of the --range keys (per grid point)")
 	fs.StringArrayVar(&o.ranges, "range", nil, "KEY=LO:HI[:log]: --random samples KEY uniformly (log: log-uniformly) in [LO, HI)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the --random samples (the same seed, the same trials)")
-	fs.IntVar(&o.maxConc, "max-concurrent", 0, "run at most K trials at once (sbatch --array=...%K; 0 = as many as Slurm starts)")
-	fs.StringVar(&o.timeLimit, "time", "", "time limit of each trial (30m, 1h30m or Slurm's MM, HH:MM:SS, D-HH); default: planned, see below")
-	fs.IntVar(&o.nodes, "nodes", 1, "nodes of each trial")
-	fs.IntVar(&o.steps, "steps", 0, "optimizer steps each trial trains, for the planned time limit")
 	fs.Float64Var(&o.proxyScale, "proxy-scale", 0, "plan the trials on the model scaled by F (0 < F < 1) in width and depth, and print the sweep's cost against the full model's")
 	fs.StringVar(&o.metric, "metric", "loss", "the metric 'sweep status' ranks trials by (as the trainer reports it)")
 	fs.BoolVar(&o.maximize, "maximize", false, "the best trial has the highest --metric (default: the lowest)")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print the trials, the sbatch command line and the script; submit nothing, write nothing")
 	fs.StringVar(&o.dir, "sweep-dir", "", "the sweep's directory, on a file system all nodes share (default ./trainrun-sweep-NAME)")
-	fs.StringVar(&o.name, "name", "", "the sweep's name: the array's job name, TRAINRUN_SWEEP, the metrics' sweep label (default: the swept keys and a hash of the sweep)")
-	fs.StringVar(&o.partition, "partition", "", "partition of the array (default: Slurm's)")
-	fs.StringArrayVar(&o.runArgs, "run-arg", nil, "pass this flag on to each trial's trainrun run, e.g. --run-arg=--max-requeue=3 (repeat)")
-	fs.StringArrayVar(&o.sbatchArgs, "sbatch-arg", nil, "pass this flag on to sbatch, e.g. --sbatch-arg=--account=proj or --sbatch-arg=--exclusive (repeat)")
+	fs.Lookup("name").Usage = "the sweep's name: the array's job name, TRAINRUN_SWEEP, the metrics' sweep label (default: the swept keys and a hash of the sweep)"
 }
 
 // sweepManifest is SWEEPDIR/sweep.json.
@@ -158,10 +145,7 @@ func runSweep(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := o.size(ctx, env, fs, s); err != nil {
-		return err
-	}
-	if err := o.planTime(env, fs, s); err != nil {
+	if err := o.sizeAndTime(ctx, env, fs, s); err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -173,14 +157,11 @@ func runSweep(ctx context.Context, env *runEnv, args []string) error {
 	if o.dryRun {
 		return printSweep(env, o.plan.Format, s, req, script, true)
 	}
-	if err := writeSweepDir(s, script); err != nil {
+	if err := writeSweepDir(s, map[string]string{req.Script: script}); err != nil {
 		return err
 	}
-	if s.JobID, err = env.slurm.Sbatch(ctx, req); err != nil {
-		return withCode(ExitSlurm, fmt.Errorf("submit the sweep's job array: %w (the sweep's files are in %s)", err, s.Dir))
-	}
-	if err := atomicfile.WriteJSON(filepath.Join(s.Dir, sweepManifestFile), s, 0o644); err != nil {
-		return fmt.Errorf("job array %s submitted, but recording its id in %s failed: %w", s.JobID, filepath.Join(s.Dir, sweepManifestFile), err)
+	if err := submitArray(ctx, env, s, req, "sweep's"); err != nil {
+		return err
 	}
 	return printSweep(env, o.plan.Format, s, req, script, false)
 }
@@ -207,12 +188,6 @@ func (o *sweepOptions) expand(argv []string) (*sweepManifest, error) {
 	if err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
-	if o.maxConc < 0 {
-		return nil, usageErrorf("--max-concurrent %d: want 0 (no limit) or more", o.maxConc)
-	}
-	if o.nodes <= 0 {
-		return nil, usageErrorf("--nodes %d: want 1 or more", o.nodes)
-	}
 	keys := sweep.Keys(grid, ranges)
 	name := o.name
 	if name == "" {
@@ -223,18 +198,10 @@ func (o *sweepOptions) expand(argv []string) (*sweepManifest, error) {
 		}
 		name += "-" + hex.EncodeToString(h[:4])
 	}
-	if err := checkRunName(name); err != nil {
-		return nil, usageErrorf("sweep --name %q: want 1 to 64 letters, digits, '.', '_' or '-'", name)
-	}
-	dir := o.dir
-	if dir == "" {
-		dir = "trainrun-sweep-" + name
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
+	s, err := o.newManifest("sweep", name, "trainrun-sweep-", keys, argv, len(trials))
+	if err != nil {
 		return nil, err
 	}
-	s := &sweepManifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: keys, Metric: o.metric, Maximize: o.maximize,
-		Command: argv, Array: sweep.ArraySpec(len(trials), o.maxConc), Nodes: o.nodes}
 	for _, t := range trials {
 		s.Trials = append(s.Trials, sweepTrialM{Index: t.Index, Params: t.Params, Name: fmt.Sprintf("trial-%d", t.Index)})
 	}
@@ -287,10 +254,10 @@ func (o *sweepOptions) sbatchRequest(s *sweepManifest) slurm.SbatchRequest {
 	}
 }
 
-// writeSweepDir creates SWEEPDIR with its manifest and script; a directory
-// that already holds a sweep is refused (a second submission of the same
-// sweep is almost always a mistake).
-func writeSweepDir(s *sweepManifest, script string) error {
+// writeSweepDir creates SWEEPDIR with its manifest and scripts (path:
+// content); a directory that already holds a sweep is refused (a second
+// submission of the same sweep is almost always a mistake).
+func writeSweepDir(s *sweepManifest, scripts map[string]string) error {
 	if _, err := os.Stat(filepath.Join(s.Dir, sweepManifestFile)); err == nil {
 		return usageErrorf("%s already holds a sweep (%s): see it with 'trainrun sweep status %s', or start another with --sweep-dir DIR or --name NAME", s.Dir, sweepManifestFile, s.Dir)
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -301,8 +268,8 @@ func writeSweepDir(s *sweepManifest, script string) error {
 			return withCode(ExitUsage, err)
 		}
 	}
-	if script != "" {
-		if err := atomicfile.WriteFile(filepath.Join(s.Dir, "sweep.sbatch"), []byte(script), 0o755); err != nil {
+	for p, script := range scripts {
+		if err := atomicfile.WriteFile(p, []byte(script), 0o755); err != nil {
 			return err
 		}
 	}

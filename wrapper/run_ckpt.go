@@ -36,7 +36,7 @@ func openStore(dir string) (storeAdapter, error) {
 }
 
 func (a storeAdapter) Latest() (string, []string, error) {
-	r, err := a.s.Latest()
+	r, err := a.s.Latest(context.Background(), checkpoint.Checksums)
 	var notes []string
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		if len(r.Skipped) > 0 {
@@ -61,7 +61,7 @@ func (a storeAdapter) Latest() (string, []string, error) {
 // node's older checkpoint is not left in staging behind a newer one), and
 // reads the latest pointer rather than re-verifying checksums on every poll.
 func (a storeAdapter) CommitComplete(world int) (string, bool, error) {
-	return a.s.CommitComplete(world)
+	return a.s.CommitComplete(context.Background(), world)
 }
 
 func (a storeAdapter) TakeRequest() (*checkpoint.Request, error) { return a.s.TakeRequest() }

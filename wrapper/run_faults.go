@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -100,7 +101,7 @@ func (r *runner) discardFailedSaves(store ckptStore) {
 	}
 	for _, f := range failed {
 		msg := checkpoint.DiskMessage(r.ckptDir, f.Tag, f.Cause, r.getLastTag())
-		msg += fmt.Sprintf(" (ranks %s failed; %s of partial files removed)", rankList(f.Ranks), humanBytes(f.Bytes))
+		msg += fmt.Sprintf(" (ranks %s failed; %s of partial files removed)", rankList(f.Ranks), units.Bytes(f.Bytes))
 		r.noteSaveFailed(f.Cause, msg)
 	}
 	if len(failed) > 0 {

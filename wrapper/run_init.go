@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -20,7 +21,7 @@ func initialCheckpoint(dir string) (string, error) {
 	if err != nil {
 		return "", usageErrorf("--init-from %s: %v", dir, err)
 	}
-	if _, err := st.Verify(filepath.Base(abs)); err != nil {
+	if _, err := st.Verify(context.Background(), filepath.Base(abs), checkpoint.Checksums); err != nil {
 		return "", withCode(ExitCheckpoint, fmt.Errorf("--init-from %s: %w (it must be a committed checkpoint: see 'trainrun ckpt verify %s --ckpt-dir %s')",
 			dir, err, filepath.Base(abs), filepath.Dir(abs)))
 	}

@@ -56,7 +56,7 @@ func (r *runner) openRunStore() (*observedStore, error) {
 	// (its source was on the nodes): Recover discards it, so that the
 	// drains of this run start from a clean staging area.
 	if r.opts.ckptLocal != "" {
-		if rep, err := sa.s.Recover(a.World(), true); err != nil {
+		if rep, err := sa.s.Recover(context.Background(), a.World(), true); err != nil {
 			r.logf("warning: recovering the checkpoint store: %v", err)
 		} else if len(rep.Committed)+len(rep.Discarded) > 0 {
 			r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",

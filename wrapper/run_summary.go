@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
@@ -38,7 +39,7 @@ func (r *runner) summary() string {
 	}
 	if p := r.placed.Placement; p != nil && r.choice.Eval != nil {
 		fmt.Fprintf(&b, "  traffic     per step: NVLink %s, PCIe %s, leaf %s, spine %s (Slurm's block order: leaf %s, spine %s)\n",
-			gib(p.Traffic.NVLink), gib(p.Traffic.PCIe), gib(p.Traffic.Leaf), gib(p.Traffic.Spine), gib(p.Baseline.Leaf), gib(p.Baseline.Spine))
+			units.Bytes(p.Traffic.NVLink), units.Bytes(p.Traffic.PCIe), units.Bytes(p.Traffic.Leaf), units.Bytes(p.Traffic.Spine), units.Bytes(p.Baseline.Leaf), units.Bytes(p.Baseline.Spine))
 	}
 	for _, line := range nodeTable(r.placed.Slots, 8) {
 		fmt.Fprintf(&b, "    %s\n", line)
@@ -131,5 +132,3 @@ func (r *runner) printDryRun(renv rankEnv) error {
 	fmt.Fprintf(w, "# CUDA_VISIBLE_DEVICES: Slurm's list for the step, reordered by the shim so that device %d (LOCAL_RANK) is GPU %d\n", s.LocalRank, s.GPU)
 	return nil
 }
-
-func gib(b float64) string { return fmt.Sprintf("%.2f GiB", b/(1<<30)) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
 // parseTimeLimit reads --time: a Go duration (30m, 1h30m) or Slurm's
@@ -27,10 +28,16 @@ func parseTimeLimit(s string) (time.Duration, error) {
 
 // planTime sets the trial's time limit: --time, or planned from the
 // planner's step time and the trial's steps. With --proxy-scale it also
-// prices the sweep against the full model.
-func (o *sweepOptions) planTime(env *runEnv, fs *pflag.FlagSet, s *sweepManifest) error {
+// prices the sweep against the full model. The trial is planned once.
+func (o *sweepOptions) planTime(fs *pflag.FlagSet, s *sweepManifest) error {
 	if o.proxyScale != 0 && !(o.proxyScale > 0 && o.proxyScale < 1) {
 		return usageErrorf("--proxy-scale %g: want a factor between 0 and 1 (0.25 = a quarter of the width and depth)", o.proxyScale)
+	}
+	var step float64
+	var j plan.Job
+	var planErr error
+	if o.timeLimit == "" || o.proxyScale > 0 {
+		step, j, planErr = o.trialStep(fs, s, o.proxyScale)
 	}
 	if o.timeLimit != "" {
 		d, err := parseTimeLimit(o.timeLimit)
@@ -38,28 +45,28 @@ func (o *sweepOptions) planTime(env *runEnv, fs *pflag.FlagSet, s *sweepManifest
 			return err
 		}
 		s.TimeLimitS, s.TimeSource = int64(d/time.Second), "given"
-		if o.proxyScale > 0 {
-			return o.priceProxy(fs, s)
+	} else {
+		if planErr != nil {
+			return usageErrorf("--time not given and it cannot be planned: %v (give --time LIMIT, or the model and --steps N)", planErr)
 		}
-		return nil
+		train := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: step}})
+		lead := o.plan.CkptLead
+		if !fs.Changed("ckpt-lead") { // as trainrun run: at most a quarter of the limit
+			lead = min(lead, max(time.Minute, time.Duration(train/4)*time.Second))
+		}
+		d := submit.TimeLimit(train, plan.SbatchOptions{Margin: o.plan.TimeMargin, Lead: lead})
+		s.TimeLimitS = int64(d / time.Second)
+		s.TimeSource = fmt.Sprintf("planned: %s at %.3g s/step = %s, +%.0f%% margin, +%s checkpoint lead",
+			stepsOf(j), step, time.Duration(train)*time.Second, 100*o.plan.TimeMargin, lead)
+		if o.proxyScale > 0 {
+			s.TimeSource += fmt.Sprintf(", on the model scaled by %g", o.proxyScale)
+		}
 	}
-	step, j, err := o.trialStep(fs, s, o.proxyScale)
-	if err != nil {
-		return usageErrorf("--time not given and it cannot be planned: %v (give --time LIMIT, or the model and --steps N)", err)
-	}
-	train := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: step}})
-	lead := o.plan.CkptLead
-	if !fs.Changed("ckpt-lead") { // as trainrun run: at most a quarter of the limit
-		lead = min(lead, max(time.Minute, time.Duration(train/4)*time.Second))
-	}
-	d := time.Duration(math.Ceil(train*(1+o.plan.TimeMargin)))*time.Second + lead
-	d = ((d + time.Minute - 1) / time.Minute) * time.Minute
-	s.TimeLimitS = int64(d / time.Second)
-	s.TimeSource = fmt.Sprintf("planned: %s at %.3g s/step = %s, +%.0f%% margin, +%s checkpoint lead",
-		stepsOf(j), step, time.Duration(train)*time.Second, 100*o.plan.TimeMargin, lead)
 	if o.proxyScale > 0 {
-		s.TimeSource += fmt.Sprintf(", on the model scaled by %g", o.proxyScale)
-		return o.priceProxy(fs, s)
+		if planErr != nil {
+			return usageErrorf("--proxy-scale %g: %v", o.proxyScale, planErr)
+		}
+		o.priceProxy(fs, s, step, j)
 	}
 	return nil
 }
@@ -107,26 +114,22 @@ func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale floa
 	return r.Plan.Time.Step, j, nil
 }
 
-// priceProxy records the sweep's GPU-hours on the proxy and on the full model.
-func (o *sweepOptions) priceProxy(fs *pflag.FlagSet, s *sweepManifest) error {
+// priceProxy records the sweep's GPU-hours on the proxy (planned at
+// proxyStep s/step for job j) and on the full model.
+func (o *sweepOptions) priceProxy(fs *pflag.FlagSet, s *sweepManifest, proxyStep float64, j plan.Job) {
 	gpus := float64(s.Nodes * s.GPUsPerNode * len(s.Trials))
-	ps, j, err := o.trialStep(fs, s, o.proxyScale)
-	if err != nil {
-		return usageErrorf("--proxy-scale %g: %v", o.proxyScale, err)
-	}
 	if pm, err := o.plan.model(fs); err == nil {
 		s.Proxy = proxyShapeFlags(scaleModel(pm, o.proxyScale))
 	}
-	proxyH := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: ps}}) * gpus / 3600
+	proxyH := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: proxyStep}}) * gpus / 3600
 	s.Cost = fmt.Sprintf("sweep on the model scaled by %g: %.3g GPU-hours", o.proxyScale, proxyH)
 	fsz, _, err := o.trialStep(fs, s, 0)
 	if err != nil {
 		s.Cost += fmt.Sprintf("; the full model: %v", err)
-		return nil
+		return
 	}
 	fullH := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: fsz}}) * gpus / 3600
 	s.Cost += fmt.Sprintf(", against %.3g GPU-hours on the full model (%.1f%%)", fullH, 100*proxyH/fullH)
-	return nil
 }
 
 // scaleModel is m scaled by f in width (heads, hence hidden, and the MLP)

@@ -106,7 +106,7 @@ func (f *Fixture) Commit(world int, tags ...string) {
 		for r := 0; r < world; r++ {
 			f.Save(tag, r)
 		}
-		if _, err := f.Store.Commit(tag, world); err != nil {
+		if _, err := f.Store.Commit(f.t.Context(), tag, world); err != nil {
 			f.t.Fatalf("commit %s: %v", tag, err)
 		}
 	}

@@ -5,6 +5,8 @@
 //     syscall;
 //   - checkpoint/... knows neither the planner nor the topology: it imports
 //     neither plan/... nor topo/...;
+//   - internal/units (sizes and durations for people, used by all of them)
+//     imports only fmt, math and time;
 //   - processes are started in three places only: internal/slurm (Slurm's
 //     client commands), the exec-task shim (wrapper/internal/shim: the
 //     trainer) and the SPANK epilog (trainrun itself); test/ is exempt;

@@ -120,6 +120,28 @@ func TestSweepDoesNoIO(t *testing.T) {
 	}
 }
 
+// internal/units is imported by plan, checkpoint, wrapper and obs alike: it
+// stays a leaf of the standard library's fmt, math and time, so that no
+// rule above is broken through it.
+func TestUnitsIsALeaf(t *testing.T) {
+	allowed := []string{"fmt", "math", "time", "testing"}
+	n := 0
+	for _, f := range moduleFiles(t) {
+		if !under(f.rel, "internal/units") {
+			continue
+		}
+		n++
+		for _, im := range f.imports {
+			if !slices.Contains(allowed, im) {
+				t.Errorf("%s imports %s: internal/units imports only %v (every package, plan included, imports it)", f.rel, im, allowed)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no files under internal/units/")
+	}
+}
+
 func TestCheckpointKnowsNoPlanner(t *testing.T) {
 	for _, f := range moduleFiles(t) {
 		if !under(f.rel, "checkpoint") {

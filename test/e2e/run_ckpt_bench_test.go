@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
 )
 
 // ckptBenchTrainer is a trainer that speaks the handshake and nothing else:
@@ -110,7 +112,7 @@ wait $pid
 					fmt.Sscan(string(f), &t0, &t1)
 					first, last = min(first, t0), max(last, t1)
 				}
-				fi, err := os.Stat(filepath.Join(round, "job", "checkpoints", "step-1", ".trainrun", "manifest.json"))
+				fi, err := os.Stat(checkpoint.ManifestPath(filepath.Join(round, "job", "checkpoints", "step-1")))
 				if err != nil {
 					b.Fatalf("%s: no committed checkpoint: %v\n%s", round, err, log)
 				}

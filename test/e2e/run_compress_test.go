@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/trainrun/trainrun/checkpoint"
 )
 
 // CkptCompress=archive (issue 17): a job preempted twice resumes and
@@ -90,7 +91,7 @@ exec %s run --policy %s --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.
 			Codec string `json:"codec"`
 		} `json:"files"`
 	}
-	mb, err := os.ReadFile(filepath.Join(store, old, ".trainrun", "manifest.json"))
+	mb, err := os.ReadFile(checkpoint.ManifestPath(filepath.Join(store, old)))
 	if err != nil || json.Unmarshal(mb, &m) != nil {
 		t.Fatalf("manifest of %s: %v", old, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/test/harness"
 )
 
@@ -55,10 +56,10 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 120 --sleep 0.3 --save-eve
 	t.Cleanup(func() { c.Run(context.Background(), "scancel", strconv.Itoa(id)) })
 	// Step-20 saved by both ranks (committed in the background, or at the
 	// step's end at the latest).
-	done := filepath.Join(c.JobsDir(), fmt.Sprintf("trainrun-%d", id), "checkpoints", "step-20", ".trainrun", "done.")
+	step20 := filepath.Join(c.JobsDir(), fmt.Sprintf("trainrun-%d", id), "checkpoints", "step-20")
 	if err := harness.WaitFor(ctx, 90*time.Second, "step-20 saved", func() bool {
-		_, e0 := os.Stat(done + "0")
-		_, e1 := os.Stat(done + "1")
+		_, e0 := os.Stat(checkpoint.DoneMarkerPath(step20, 0))
+		_, e1 := os.Stat(checkpoint.DoneMarkerPath(step20, 1))
 		return e0 == nil && e1 == nil
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, c.JobOutput(id))

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/internal/safefs/safefstest"
 )
 
@@ -48,13 +50,10 @@ exec %s run --probe none --fix tp=1 --job-dir %s -- touch %s
 	t.Run("node-local dir", func(t *testing.T) {
 		base := t.TempDir()
 		local := filepath.Join(base, "shm-trainrun")
-		planted := filepath.Join(local, "step-999", ".trainrun")
-		if err := os.MkdirAll(planted, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(local, "step-999", "model.pt"), []byte("pickle"), 0o644)
-		os.WriteFile(filepath.Join(planted, "done.0"), nil, 0o644)
-		for _, p := range []string{local, filepath.Join(local, "step-999"), planted, filepath.Join(local, "step-999", "model.pt"), filepath.Join(planted, "done.0")} {
+		planted := filepath.Join(local, "step-999")
+		checkpointtest.SaveRank(t, planted, 0, checkpointtest.File{Name: "model.pt", Data: "pickle"})
+		done := checkpoint.DoneMarkerPath(planted, 0)
+		for _, p := range []string{local, planted, filepath.Dir(done), filepath.Join(planted, "model.pt"), done} {
 			safefstest.AsNobody(t, p)
 		}
 		store := filepath.Join(base, "store")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/test/harness"
 )
 
@@ -134,7 +135,7 @@ exec %s run --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 -- %s %s
 	_, storeA, localA := killedJob("without-plugin")
 	time.Sleep(3 * time.Second) // an epilog, were there one, runs within a second of the job's end
 	for i, n := range []string{"n1", "n2"} {
-		if _, err := os.Stat(filepath.Join(localA, n, "step-10", ".trainrun", fmt.Sprintf("done.%d", i))); err != nil {
+		if _, err := os.Stat(checkpoint.DoneMarkerPath(filepath.Join(localA, n, "step-10"), i)); err != nil {
 			t.Errorf("without the plugin, %s's local step-10 is gone: %v", n, err)
 		}
 	}
@@ -171,7 +172,7 @@ exec %s run --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 -- %s %s
 		if ents, err := os.ReadDir(filepath.Join(local, n)); err != nil || len(ents) != 0 {
 			t.Errorf("%s's local directory after the epilog: %d entries, %v; want it empty (drained copies removed)", n, len(ents), err)
 		}
-		if _, err := os.Stat(filepath.Join(store, ".trainrun", "staging", "step-10", ".trainrun", fmt.Sprintf("done.%d", i))); err != nil {
+		if _, err := os.Stat(checkpoint.DoneMarkerPath(filepath.Join(store, ".trainrun", "staging", "step-10"), i)); err != nil {
 			t.Errorf("rank %d's marker is not in the store's staging: %v", i, err)
 		}
 		if b, err := os.ReadFile(filepath.Join(store, ".trainrun", "staging", "step-10", fmt.Sprintf("rank%d.bin", i))); err != nil || string(b) != fmt.Sprintf("weights of rank %d\n", i) {

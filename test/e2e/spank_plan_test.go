@@ -103,7 +103,7 @@ func TestSpankPlan(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := store.Commit(tag, 2); err != nil {
+		if _, err := store.Commit(t.Context(), tag, 2); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 )
 
 // TestSpankSecurity: issue 12 findings 1 and 4 against the real Slurm. A job
@@ -171,16 +172,12 @@ func TestSpankSecurity(t *testing.T) {
 func mkStore(t *testing.T, dir string) {
 	t.Helper()
 	tag := filepath.Join(dir, "step-1")
-	if err := os.MkdirAll(filepath.Dir(checkpoint.DoneMarkerPath(tag, 0)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(tag, "w.bin"), []byte("weights"), 0o644)
-	os.WriteFile(checkpoint.DoneMarkerPath(tag, 0), nil, 0o644)
+	checkpointtest.SaveRank(t, tag, 0, checkpointtest.File{Name: "w.bin", Data: "weights"})
 	s, err := checkpoint.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Commit("step-1", 1); err != nil {
+	if _, err := s.Commit(t.Context(), "step-1", 1); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/internal/safefs"
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // Fuzz targets for the files a trainer or a job writes and trainrun parses
@@ -62,8 +63,8 @@ func TestSecReportEventWithoutTime(t *testing.T) {
 	for _, s := range eventSeeds() {
 		report(t, []byte(s))
 	}
-	if got := fmtDur(time.Duration(-1 << 63)); !strings.HasPrefix(got, "-") {
-		t.Fatalf("fmtDur(min) = %q", got)
+	if got := units.Duration(time.Duration(-1 << 63)); !strings.HasPrefix(got, "-") {
+		t.Fatalf("units.Duration(min) = %q", got)
 	}
 }
 

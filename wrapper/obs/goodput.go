@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // Goodput is how much of the GPU time a run was given went into training
@@ -152,7 +154,7 @@ func (r *Report) writeFaults(w io.Writer) {
 	g := r.Goodput
 	if g.Ratio >= 0 {
 		fmt.Fprintf(w, "goodput: %.0f%% (productive step time %s of %s allocated GPU time), %d of %d steps run were redone\n",
-			100*g.Ratio, fmtDur(time.Duration(g.ProductiveGPUSeconds*1e9)), fmtDur(time.Duration(g.AllocatedGPUSeconds*1e9)), g.StepsRedone, g.StepsRun)
+			100*g.Ratio, units.Duration(time.Duration(g.ProductiveGPUSeconds*1e9)), units.Duration(time.Duration(g.AllocatedGPUSeconds*1e9)), g.StepsRedone, g.StepsRun)
 	} else {
 		fmt.Fprintf(w, "goodput: unknown (no step time observed: see Checkpointer.report_progress), %d of %d steps run were redone\n", g.StepsRedone, g.StepsRun)
 	}

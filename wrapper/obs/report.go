@@ -4,11 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // Report is a run's life across its incarnations, folded from the event
@@ -221,38 +222,6 @@ func (r *Report) Totals() Totals {
 	return t
 }
 
-func fmtDur(d time.Duration) string {
-	if d < 0 {
-		// -minDuration is itself: an event without a time gives a
-		// saturated difference, which recursed until the stack overflowed.
-		if d == math.MinInt64 {
-			d = -math.MaxInt64
-		}
-		return "-" + fmtDur(-d)
-	}
-	switch {
-	case d < 10*time.Second:
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()+0.5))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds()+0.5)%60)
-	}
-	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-}
-
-func fmtBytes(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
-}
-
 // EndText says how an incarnation ended, e.g. "requeued after preempted".
 func (in Incarnation) EndText() string {
 	c := in.Cause
@@ -271,9 +240,22 @@ func (in Incarnation) EndText() string {
 	return c
 }
 
-// WriteText prints the report for a person.
+// WriteText prints the report for a person: a header, then one section
+// each for incarnations, checkpoints, time, faults and throughput.
 func (r *Report) WriteText(w io.Writer) {
 	t := r.Totals()
+	r.writeHeader(w, t)
+	r.writeIncarnations(w, t)
+	r.writeCheckpoints(w)
+	fmt.Fprintf(w, "\ntime: %s running, %s waiting in requeue, %s of work lost, %s saving and %s committing checkpoints\n",
+		units.Duration(t.Running), units.Duration(t.Waiting), units.Duration(t.Lost), units.Duration(t.Saving), units.Duration(t.Committing))
+	r.writeFaults(w)
+	r.writeThroughput(w, t)
+}
+
+// writeHeader prints the job line and, when the start was recorded, the
+// layout it ran with.
+func (r *Report) writeHeader(w io.Writer, t Totals) {
 	name := ""
 	if r.JobName != "" {
 		name = " (" + r.JobName + ")"
@@ -289,7 +271,7 @@ func (r *Report) WriteText(w io.Writer) {
 	if t.Finished {
 		status = "finished"
 	}
-	fmt.Fprintf(w, "job %s%s%s: %d incarnation(s), %s from first start to last event, %s\n", r.JobID, name, part, len(r.Incarnations), fmtDur(t.Wall), status)
+	fmt.Fprintf(w, "job %s%s%s: %d incarnation(s), %s from first start to last event, %s\n", r.JobID, name, part, len(r.Incarnations), units.Duration(t.Wall), status)
 	if s := r.Start; s != nil && len(s.Layout) > 0 {
 		var parts []string
 		for _, k := range layoutKeys(s.Layout) {
@@ -301,6 +283,11 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "layout %s on %d GPUs, %d nodes%s\n", strings.Join(parts, " "), s.GPUs, s.Nodes, gpu)
 	}
+}
+
+// writeIncarnations prints one row per incarnation, the messages of those
+// that did not end in a plain requeue, and the waits between them.
+func (r *Report) writeIncarnations(w io.Writer, t Totals) {
 	fmt.Fprintln(w, "\nincarnations:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  restart\tstarted\tran\tended\tsteps\tlost\tresumed from")
@@ -313,8 +300,8 @@ func (r *Report) WriteText(w io.Writer) {
 		if in.FirstStep >= 0 {
 			steps = fmt.Sprintf("%d..%d", in.FirstStep, in.LastStep)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Restart, in.Start.UTC().Format("2006-01-02 15:04:05Z"), fmtDur(end.Sub(in.Start)),
-			in.EndText(), steps, fmtDur(in.Lost), cmp.Or(in.ResumeFrom, "-"))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Restart, in.Start.UTC().Format("2006-01-02 15:04:05Z"), units.Duration(end.Sub(in.Start)),
+			in.EndText(), steps, units.Duration(in.Lost), cmp.Or(in.ResumeFrom, "-"))
 	}
 	tw.Flush()
 	for _, in := range r.Incarnations {
@@ -325,26 +312,33 @@ func (r *Report) WriteText(w io.Writer) {
 	if ws := r.Waits(); len(ws) > 0 {
 		var ds []string
 		for _, x := range ws {
-			ds = append(ds, fmtDur(x.To.Sub(x.From)))
+			ds = append(ds, units.Duration(x.To.Sub(x.From)))
 		}
-		fmt.Fprintf(w, "requeue waits: %s (total %s)\n", strings.Join(ds, ", "), fmtDur(t.Waiting))
+		fmt.Fprintf(w, "requeue waits: %s (total %s)\n", strings.Join(ds, ", "), units.Duration(t.Waiting))
 	}
+}
+
+// writeCheckpoints prints the count of committed checkpoints and a row for each.
+func (r *Report) writeCheckpoints(w io.Writer) {
 	fmt.Fprintf(w, "\ncheckpoints: %d committed\n", len(r.Checkpoints))
-	if len(r.Checkpoints) > 0 {
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  tag\tstep\tsize\tsave\tcommit\tcommitted\trestart")
-		for _, c := range r.Checkpoints {
-			save := "-"
-			if c.Save > 0 {
-				save = fmtDur(c.Save)
-			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%d\n", c.Tag, c.Step, fmtBytes(c.Bytes), save, fmtDur(c.Commit), c.Time.UTC().Format("15:04:05Z"), c.Restart)
-		}
-		tw.Flush()
+	if len(r.Checkpoints) == 0 {
+		return
 	}
-	fmt.Fprintf(w, "\ntime: %s running, %s waiting in requeue, %s of work lost, %s saving and %s committing checkpoints\n",
-		fmtDur(t.Running), fmtDur(t.Waiting), fmtDur(t.Lost), fmtDur(t.Saving), fmtDur(t.Committing))
-	r.writeFaults(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  tag\tstep\tsize\tsave\tcommit\tcommitted\trestart")
+	for _, c := range r.Checkpoints {
+		save := "-"
+		if c.Save > 0 {
+			save = units.Duration(c.Save)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%d\n", c.Tag, c.Step, units.Bytes(c.Bytes), save, units.Duration(c.Commit), c.Time.UTC().Format("15:04:05Z"), c.Restart)
+	}
+	tw.Flush()
+}
+
+// writeThroughput compares the predicted step time with the one observed
+// while training and the one the whole run achieved.
+func (r *Report) writeThroughput(w io.Writer, t Totals) {
 	fmt.Fprintln(w, "\nthroughput:")
 	pred := 0.0
 	if r.Start != nil {
@@ -364,7 +358,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if t.Steps > 0 && t.Wall > 0 {
 		eff := t.Wall.Seconds() / float64(t.Steps)
-		fmt.Fprintf(w, "  effective over the run: %.3g s/step (%d steps in %s, with waits, losses and checkpoints)", eff, t.Steps, fmtDur(t.Wall))
+		fmt.Fprintf(w, "  effective over the run: %.3g s/step (%d steps in %s, with waits, losses and checkpoints)", eff, t.Steps, units.Duration(t.Wall))
 		if pred > 0 {
 			fmt.Fprintf(w, ": %.0f%% of predicted", 100*pred/eff)
 		}

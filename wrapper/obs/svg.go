@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/trainrun/trainrun/internal/units"
 )
 
 // The timeline is plain SVG written here by hand: it is a handful of
@@ -92,7 +94,7 @@ func (r *Report) drawTitle(b *strings.Builder, t Totals) {
 	}
 	fmt.Fprintf(b, `<text x="10" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", esc(title))
 	sub := fmt.Sprintf("%d incarnation(s), %s wall, %s · %d checkpoint(s) · %s waiting in requeue · %s of work lost",
-		len(r.Incarnations), fmtDur(t.Wall), status, len(r.Checkpoints), fmtDur(t.Waiting), fmtDur(t.Lost))
+		len(r.Incarnations), units.Duration(t.Wall), status, len(r.Checkpoints), units.Duration(t.Waiting), units.Duration(t.Lost))
 	fmt.Fprintf(b, `<text x="10" y="42" fill="#333">%s</text>`+"\n", esc(sub))
 	if line := r.throughputLine(t); line != "" {
 		fmt.Fprintf(b, `<text x="10" y="60" fill="#333">%s</text>`+"\n", esc(line))
@@ -110,7 +112,7 @@ func (r *Report) drawWaits(b *strings.Builder, x func(time.Time) float64) {
 	for _, wt := range r.Waits() {
 		x0, x1 := x(wt.From), x(wt.To)
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#wait)" stroke="#9e9e9e"/>`+"\n", x0, rowInc+6, x1-x0, rowH-12)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555" font-size="11">wait %s</text>`+"\n", (x0+x1)/2, rowInc-4, fmtDur(wt.To.Sub(wt.From)))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555" font-size="11">wait %s</text>`+"\n", (x0+x1)/2, rowInc-4, units.Duration(wt.To.Sub(wt.From)))
 	}
 }
 
@@ -129,7 +131,7 @@ func (r *Report) drawIncarnations(b *strings.Builder, x func(time.Time) float64,
 		}
 		col := causeColor[in.Cause]
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="3" fill="%s"><title>%s</title></rect>`+"\n",
-			x0, rowInc, x1-x0, rowH, col, esc(fmt.Sprintf("restart %d: %s, ran %s", in.Restart, in.EndText(), fmtDur(end.Sub(in.Start)))))
+			x0, rowInc, x1-x0, rowH, col, esc(fmt.Sprintf("restart %d: %s, ran %s", in.Restart, in.EndText(), units.Duration(end.Sub(in.Start)))))
 		if in.Lost > 0 {
 			lx1 := x(in.StoppedAt)
 			lx0 := lx1 - (plotX1-plotX0)*in.Lost.Seconds()/span.Seconds()
@@ -137,7 +139,7 @@ func (r *Report) drawIncarnations(b *strings.Builder, x func(time.Time) float64,
 		}
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="white" font-weight="bold">%s</text>`+"\n", x0+4, rowInc+rowH/2+4, esc(incarnationLabel(in, x1-x0)))
 		if in.Lost > 0 {
-			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#c62828" font-size="11">lost %s</text>`+"\n", x(in.StoppedAt)-2, rowInc+rowH+12, fmtDur(in.Lost))
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#c62828" font-size="11">lost %s</text>`+"\n", x(in.StoppedAt)-2, rowInc+rowH+12, units.Duration(in.Lost))
 		}
 	}
 }
@@ -166,13 +168,13 @@ func (r *Report) drawCheckpoints(b *strings.Builder, x func(time.Time) float64) 
 		xc := x(c.Time)
 		if !c.AskedAt.IsZero() && !c.CompleteAt.IsZero() {
 			xa, xd := x(c.AskedAt), x(c.CompleteAt)
-			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ef6c00"><title>save %s</title></rect>`+"\n", xa, rowCkpt+3, max(xd-xa, 3), ckptH-6, fmtDur(c.Save))
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ef6c00"><title>save %s</title></rect>`+"\n", xa, rowCkpt+3, max(xd-xa, 3), ckptH-6, units.Duration(c.Save))
 		}
 		if !c.CompleteAt.IsZero() {
 			xd := x(c.CompleteAt)
-			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#5d4037"><title>commit %s</title></rect>`+"\n", xd, rowCkpt+3, max(xc-xd, 1), ckptH-6, fmtDur(c.Commit))
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#5d4037"><title>commit %s</title></rect>`+"\n", xd, rowCkpt+3, max(xc-xd, 1), ckptH-6, units.Duration(c.Commit))
 		}
-		fmt.Fprintf(b, `<path d="M%.1f %.1f l6 8 l-6 8 l-6 -8 z" fill="#ffb300" stroke="#5d4037"><title>%s</title></path>`+"\n", xc, rowCkpt, esc(fmt.Sprintf("%s committed, %s", c.Tag, fmtBytes(c.Bytes))))
+		fmt.Fprintf(b, `<path d="M%.1f %.1f l6 8 l-6 8 l-6 -8 z" fill="#ffb300" stroke="#5d4037"><title>%s</title></path>`+"\n", xc, rowCkpt, esc(fmt.Sprintf("%s committed, %s", c.Tag, units.Bytes(c.Bytes))))
 		dy := 30.0
 		if i%2 == 1 {
 			dy = 43

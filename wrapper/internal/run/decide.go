@@ -121,7 +121,7 @@ func Decide(o Outcome) Decision {
 	d := Decision{Cause: cause, Tag: o.Latest, Record: o.Reason}
 	if o.Latest == "" || o.Latest == o.TagAtStop {
 		d.Exit = exitcode.Checkpoint
-		d.Err = fmt.Sprintf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create <tag>/.trainrun/done.<RANK>); not requeueing", o.Reason, o.CkptDir)
+		d.Err = fmt.Sprintf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create %s); not requeueing", o.Reason, o.CkptDir, checkpoint.DonePattern)
 		return d
 	}
 	return requeue(d, o, o.Reason+": checkpointed")
@@ -154,10 +154,10 @@ func decideFailure(o Outcome) Decision {
 		}
 	}
 	d := Decision{Exit: exitcode.StepFailed, Err: what, Cause: failureCause(o.FailedNodes), Tag: o.Latest, Record: what}
-	if o.MaxFailures <= 0 || !o.HaveHistory || o.HistoryErr != nil {
+	n, counted := failuresInARow(o)
+	if !counted {
 		return d
 	}
-	n := checkpoint.FailuresWithoutProgress(withEnd(o.History, o.JobID, o.RestartCount, o.Latest))
 	if n >= o.MaxFailures {
 		d.Exit = exitcode.RequeueLimit
 		d.Err = fmt.Sprintf("%s; %d run(s) in a row failed without progress (latest checkpoint %s): not requeueing (--max-failures %d)",
@@ -215,14 +215,22 @@ func decideDisk(o Outcome) Decision {
 	}
 	what := fmt.Sprintf("%s: the checkpoint could not be saved (%s); the latest stays %s", cmp.Or(o.Reason, "end"), why, cmp.Or(o.TagAtStop, o.Latest, "none"))
 	d := Decision{Exit: exitcode.Checkpoint, Err: what, Cause: checkpoint.CauseDisk, Tag: o.Latest, Record: what}
-	if o.MaxFailures > 0 && o.HaveHistory && o.HistoryErr == nil {
-		if n := checkpoint.FailuresWithoutProgress(withEnd(o.History, o.JobID, o.RestartCount, o.Latest)); n >= o.MaxFailures {
-			d.Exit = exitcode.RequeueLimit
-			d.Err = fmt.Sprintf("%s; %d run(s) in a row got no further: not requeueing (--max-failures %d)", what, n, o.MaxFailures)
-			return d
-		}
+	if n, counted := failuresInARow(o); counted && n >= o.MaxFailures {
+		d.Exit = exitcode.RequeueLimit
+		d.Err = fmt.Sprintf("%s; %d run(s) in a row got no further: not requeueing (--max-failures %d)", what, n, o.MaxFailures)
+		return d
 	}
 	return requeue(d, o, what+"; requeueing from it")
+}
+
+// failuresInARow is how many runs in a row, this one included, ended
+// without progress; counted is false when --max-failures is off or the
+// history could not be read (then no run is counted).
+func failuresInARow(o Outcome) (n int, counted bool) {
+	if o.MaxFailures <= 0 || !o.HaveHistory || o.HistoryErr != nil {
+		return 0, false
+	}
+	return checkpoint.FailuresWithoutProgress(withEnd(o.History, o.JobID, o.RestartCount, o.Latest)), true
 }
 
 // requeue: requeue unless the job may not be or its limit is reached.

@@ -87,7 +87,7 @@ func TestNodeDrainerTiered(t *testing.T) {
 	if ok, err := st.Complete("step-5", 4); !ok || err != nil {
 		t.Fatalf("step-5 not complete after both drains: %v", err)
 	}
-	if _, err := st.Commit("step-5", 4); err != nil {
+	if _, err := st.Commit(t.Context(), "step-5", 4); err != nil {
 		t.Fatal(err)
 	}
 	for r, want := range []string{"w0", "w1", "w2", "w3"} {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
 )
 
@@ -199,7 +200,7 @@ func Choose(cands []Candidate, objective string, now time.Time) (int, error) {
 	sort.SliceStable(ok, func(x, y int) bool { return less(&cands[ok[x]], &cands[ok[y]]) })
 	best := &cands[ok[0]]
 	wait := func(c *Candidate) string {
-		return fmt.Sprintf("start %s, train %s", rel(c.Start, now), dur(c.TrainS))
+		return fmt.Sprintf("start %s, train %s", rel(c.Start, now), units.Seconds(c.TrainS))
 	}
 	if objective == Cost {
 		best.Why = fmt.Sprintf("chosen: lowest cost %.4g (finishes %s: %s)", best.Cost, best.Finish.Format(time.RFC3339), wait(best))
@@ -212,7 +213,7 @@ func Choose(cands []Candidate, objective string, now time.Time) (int, error) {
 		case objective == Cost && c.Cost != best.Cost:
 			c.Why = fmt.Sprintf("costs %.4g, %.4g more than the chosen", c.Cost, c.Cost-best.Cost)
 		case !c.Finish.Equal(best.Finish):
-			c.Why = fmt.Sprintf("finishes %s later (%s)", dur(c.Finish.Sub(best.Finish).Seconds()), wait(c))
+			c.Why = fmt.Sprintf("finishes %s later (%s)", units.Seconds(c.Finish.Sub(best.Finish).Seconds()), wait(c))
 		default:
 			c.Why = fmt.Sprintf("finishes at the same time with %d GPUs, the chosen has %d", c.GPUs, best.GPUs)
 		}
@@ -243,18 +244,10 @@ func noneQualifies(cands []Candidate) error {
 
 func seconds(s float64) time.Duration { return time.Duration(math.Ceil(s)) * time.Second }
 
-// rel is t relative to ref: "at once" or "in 1h2m".
+// rel is t relative to ref: "at once" or "in 1h02m".
 func rel(t, ref time.Time) string {
 	if d := t.Sub(ref); d > 0 {
-		return "in " + dur(d.Seconds())
+		return "in " + units.Seconds(d.Seconds())
 	}
 	return "at once"
-}
-
-func dur(s float64) string {
-	d := seconds(s)
-	if d >= time.Minute {
-		d = d.Round(time.Minute)
-	}
-	return d.String()
 }
