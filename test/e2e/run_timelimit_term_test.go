@@ -17,6 +17,14 @@ import (
 // step), then save and exit. trainrun must read that SIGTERM from the job's
 // record as the time limit, not as a cancellation: the checkpoint is
 // committed, the job requeued, and the next run resumes and finishes.
+//
+// Timing: the limit is one minute and the clock asks 20 s before it, so
+// each incarnation trains for 40 s less its start-up s. The first must not
+// finish (110 steps of 0.4 s = 44 s > 40 s); the second must, before its own
+// clock: it has 10 + 2.5 s steps left, 4 + 2 s seconds, under 40 s while
+// start-up takes less than 18 s (with 120 steps of 0.5 s, 20 + 2 s seconds:
+// a start-up over 10 s on a loaded machine left the second incarnation
+// finishing just as its clock asked for a checkpoint).
 func TestRunTimeLimitDuringCheckpoint(t *testing.T) {
 	requireTorch(t)
 	t.Parallel()
@@ -27,7 +35,7 @@ func TestRunTimeLimitDuringCheckpoint(t *testing.T) {
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=1 --requeue --open-mode=append
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --ckpt-lead 20s -- /usr/bin/python3 %s --steps 120 --sleep 0.5 --save-wait-term 60 --out %s/lim.weights
+exec %s run --fix tp=1 --ckpt-lead 20s -- /usr/bin/python3 %s --steps 110 --sleep 0.4 --save-wait-term 60 --out %s/lim.weights
 `, bin, trainer, dir)
 	ctx := context.Background()
 	id, err := cluster.SubmitBatch(ctx, script, "--nodelist=n1,n2")

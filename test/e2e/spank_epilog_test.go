@@ -23,7 +23,8 @@ import (
 // (trainrun exec-task) and, under the plugin, that the shim left its drain
 // record; it freezes the shim (so its background drainer cannot run) and
 // saves checkpoint step-10 into the node-local directory with the
-// handshake's done.<RANK> marker. Once both ranks saved, rank 0 SIGKILLs
+// handshake's done.<RANK> marker (the shim: trainrun exec-task, or the lean
+// trainrun-shim next to trainrun). Once both ranks saved, rank 0 SIGKILLs
 // both shims in one kill(1) (every "node" is this machine): the first
 // shim's death makes Slurm terminate the step, which sends SIGCONT, and a
 // shim still alive then would drain. Only the job epilog can then carry the
@@ -33,7 +34,7 @@ trap '' TERM
 out=$1
 parent=$(tr '\0' ' ' < /proc/$PPID/cmdline)
 case "$parent" in
-*" exec-task "*) ;;
+*" exec-task "*|*trainrun-shim" "*) ;;
 *) echo "rank $RANK: parent $PPID is not the shim: $parent"; exit 3 ;;
 esac
 if [ -n "${TRAINRUN_HANDOFF_DIR:-}" ] && [ ! -f "$TRAINRUN_HANDOFF_DIR/drain-$SLURMD_NODENAME.json" ]; then
