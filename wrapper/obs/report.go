@@ -47,6 +47,7 @@ type Incarnation struct {
 	GPUs        int          // from its start
 	Fault       string       // a failure's cause (Fault*), "" if none
 	FailedNodes []FailedNode // the nodes its failure points to
+	InJob       bool         // it began with a restart inside the allocation (KindRestart), not a start
 }
 
 // CkptRecord is one committed checkpoint.
@@ -151,6 +152,17 @@ func BuildReport(evs []Event) *Report {
 				cur.FirstStep = e.Step
 			}
 			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
+		case KindRestart:
+			cur.End, cur.Cause, cur.Message, cur.Fault, cur.FailedNodes = e.Time, EndRestarted, e.Message, e.Fault, e.FailedNodes
+			if cur.StoppedAt.IsZero() {
+				cur.StoppedAt = e.Time
+			}
+			closeInc(e.Time)
+			cur = &Incarnation{Restart: e.Restart, Start: e.Time, FirstStep: -1, LastStep: -1, InJob: true}
+			if s := e.Start; s != nil {
+				cur.ResumeFrom, cur.GPUs = s.ResumeFrom, s.GPUs
+			}
+			asked = time.Time{}
 		case KindEnd:
 			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
 			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
@@ -261,6 +273,8 @@ func (in Incarnation) EndText() string {
 		return "killed (no end recorded)"
 	case c == EndCrash:
 		c = "failed: " + cmp.Or(in.Crash, CrashStepFailed)
+	case c == EndRestarted:
+		c = "restarted inside the job after " + cmp.Or(in.Fault, FaultCrash)
 	}
 	if in.Interrupt != "" && c != EndFinished {
 		c += " after " + in.Interrupt
