@@ -178,6 +178,9 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if o.fault.maxRestarts < 0 {
 		return usageErrorf("--max-restarts %d: want 0 (never restart inside the allocation) or more", o.fault.maxRestarts)
 	}
+	if o.fault.spareNodes < 0 {
+		return usageErrorf("--spare-nodes %d: want 0 (no spare nodes) or more, fewer than the job's nodes", o.fault.spareNodes)
+	}
 	r := &runner{opts: o, fs: fs, env: env, argv: argv, t0: time.Now(), hangCfg: hang}
 	return r.run(ctx)
 }
@@ -234,6 +237,7 @@ type runner struct {
 	masterPort int            // the step's MASTER_PORT (freeMasterPort)
 	// excludeStragglers: the policy's StragglerAction=exclude.
 	excludeStragglers bool
+	spare             spareState // --spare-nodes (run_spare.go)
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -251,6 +255,9 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	f, err := r.gather(ctx)
 	if err != nil {
+		return err
+	}
+	if err := r.setupSpares(ctx); err != nil {
 		return err
 	}
 	if !r.opts.dryRun {
@@ -534,7 +541,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	}
 	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
 		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
-		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
+		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv, NodeList: r.stepNodeList(),
 	})
 	return renv, nil
 }
@@ -811,6 +818,7 @@ func (r *runner) summary() string {
 	for _, line := range nodeTable(r.slots, 8) {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
+	b.WriteString(r.spareSummary())
 	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.resume, "(none: first start)"))
 	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.opts.ckptSignal))
 	if r.opts.ckptLocal != "" {
@@ -929,6 +937,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
 	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, exits, firstFail)
+	r.spareOutcome(&o)
 	if o.CommitErr == nil && code == 0 && reason == stopNone {
 		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
@@ -993,6 +1002,7 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 		r.logf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
 	}
 	if d.Restart {
+		r.spare.restartWhy = d.Err
 		r.logf("%s", d.Err)
 		return errRestartStep
 	}
@@ -1147,7 +1157,7 @@ func (r *runner) ckptSignalName() string {
 var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
-	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"},
+	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"}, {"spare-nodes", "SpareNodes"},
 }
 
 // applyPolicy reads the site's trainrun.conf (--policy) for the job's

@@ -16,6 +16,10 @@ type StepSpec struct {
 	Tasks      int
 	PerNode    int
 	BindInShim bool // the shim binds each rank to its GPU's NUMA CPUs: srun must not bind
+	// NodeList names the step's nodes when they are not all of the job's
+	// (spare or lost nodes): srun --nodelist; unused with Arbitrary, whose
+	// hostfile names them.
+	NodeList string
 	Argv       []string
 }
 
@@ -46,6 +50,9 @@ func SrunCommand(s StepSpec) (argv []string, env []string) {
 		env = append(env, "SLURM_HOSTFILE="+s.Hostfile)
 	} else {
 		argv = append(argv, "--ntasks-per-node="+strconv.Itoa(s.PerNode), "--distribution=block")
+		if s.NodeList != "" {
+			argv = append(argv, "--nodelist="+s.NodeList)
+		}
 	}
 	if s.BindInShim {
 		argv = append(argv, "--cpu-bind=none")
