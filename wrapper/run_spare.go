@@ -35,12 +35,12 @@ type spareState struct {
 	restartWhy string
 }
 
-// spareFlagName names where --spare-nodes came from, for messages.
+// spareSource names where --spare-nodes came from, for messages.
 func (r *runner) spareSource() string {
 	if r.fs.Changed("spare-nodes") || r.policy == nil {
 		return fmt.Sprintf("--spare-nodes %d", r.opts.fault.spareNodes)
 	}
-	return fmt.Sprintf("the policy's SpareNodes=%d (%s, %s)", r.opts.fault.spareNodes, r.policy.file, r.policy.st.SpareNodes.Source)
+	return fmt.Sprintf("the policy's SpareNodes=%d (%s)", r.opts.fault.spareNodes, r.policy.st.SpareNodes.Source)
 }
 
 // sparePolicy: SpareNodes= is the default of --spare-nodes.

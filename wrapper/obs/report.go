@@ -153,16 +153,9 @@ func BuildReport(evs []Event) *Report {
 			}
 			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
 		case KindRestart:
-			cur.End, cur.Cause, cur.Message, cur.Fault, cur.FailedNodes = e.Time, EndRestarted, e.Message, e.Fault, e.FailedNodes
-			if cur.StoppedAt.IsZero() {
-				cur.StoppedAt = e.Time
-			}
+			cur.endRestarted(e)
 			closeInc(e.Time)
-			cur = &Incarnation{Restart: e.Restart, Start: e.Time, FirstStep: -1, LastStep: -1, InJob: true}
-			if s := e.Start; s != nil {
-				cur.ResumeFrom, cur.GPUs = s.ResumeFrom, s.GPUs
-			}
-			asked = time.Time{}
+			cur, asked = restartedInc(e), time.Time{}
 		case KindEnd:
 			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
 			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
@@ -175,6 +168,25 @@ func BuildReport(evs []Event) *Report {
 	closeInc(lastSeen)
 	r.Goodput = r.buildGoodput()
 	return r
+}
+
+// endRestarted ends the incarnation's step at a restart inside the
+// allocation (KindRestart).
+func (in *Incarnation) endRestarted(e Event) {
+	in.End, in.Cause, in.Message, in.Fault, in.FailedNodes = e.Time, EndRestarted, e.Message, e.Fault, e.FailedNodes
+	if in.StoppedAt.IsZero() {
+		in.StoppedAt = e.Time
+	}
+}
+
+// restartedInc is the incarnation a restart inside the allocation begins:
+// the same restart count, its own start.
+func restartedInc(e Event) *Incarnation {
+	in := &Incarnation{Restart: e.Restart, Start: e.Time, FirstStep: -1, LastStep: -1, InJob: true}
+	if s := e.Start; s != nil {
+		in.ResumeFrom, in.GPUs = s.ResumeFrom, s.GPUs
+	}
+	return in
 }
 
 // Waits are the gaps between incarnations.

@@ -20,7 +20,7 @@ type StepSpec struct {
 	// (spare or lost nodes): srun --nodelist; unused with Arbitrary, whose
 	// hostfile names them.
 	NodeList string
-	Argv       []string
+	Argv     []string
 }
 
 // SrunCommand builds the main step's command line and the extra environment
