@@ -12,6 +12,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
@@ -147,4 +148,25 @@ func TestReplaceLostNodes(t *testing.T) {
 	if gone, err := r.replaceLostNodes(f); err != nil || gone != nil || r.stepNodeList() != "n1,n3" {
 		t.Errorf("no spare left: %v %v on %s", gone, err, r.stepNodeList())
 	}
+}
+
+// A SIGTERM the shims see after a rank failed is srun's --kill-on-bad-exit,
+// not Slurm's preemption or time limit: the job's state is not asked and
+// no stop is marked; before any failure it is Slurm's word.
+func TestShimTermAfterFailure(t *testing.T) {
+	var log bytes.Buffer
+	fake := &slurm.Canned{Out: map[string]string{"scontrol show job -o 77": "JobId=77 JobState=RUNNING Restarts=0"}}
+	r := spareRunner(t, &log, fake)
+	m := &monitor{r: r, exits: map[int]int{}, stateCh: make(chan string, 1)}
+	m.onShim(launch.Event{Msg: launch.Msg{Kind: launch.Exit, Rank: 1, Code: 137}})
+	m.onShim(launch.Event{Msg: launch.Msg{Kind: launch.Signal, Rank: 0, Signal: "TERM"}})
+	if m.stepTerm || m.stateAsked || m.stopMarked {
+		t.Errorf("after rank 1 failed, a SIGTERM was taken for Slurm's (stepTerm %v, state asked %v)", m.stepTerm, m.stateAsked)
+	}
+	m = &monitor{r: r, exits: map[int]int{}, stateCh: make(chan string, 1)}
+	m.onShim(launch.Event{Msg: launch.Msg{Kind: launch.Signal, Rank: 0, Signal: "TERM"}})
+	if !m.stepTerm || !m.stateAsked {
+		t.Errorf("a SIGTERM before any failure was not taken for Slurm's")
+	}
+	<-m.stateCh
 }

@@ -128,6 +128,7 @@ func TestGoodputInJobRestart(t *testing.T) {
 		{Time: at(22), Kind: KindRestart, Fault: FaultCrash, Message: "rank 1 (node n2, GPU 0) failed first with exit 1; restarting the step inside the allocation",
 			FailedNodes: []FailedNode{{Node: "n2", Cause: "crash", Detail: "rank 1 (GPU 0) failed first with exit 1"}}, Start: &Start{GPUs: 2, Nodes: 2, ResumeFrom: "/ck/step-10"}},
 		{Time: at(23), Kind: KindProgress, Step: 11},
+		{Time: at(41), Kind: KindCkptCommit, Ckpt: &Ckpt{Tag: "step-30", Step: 30}}, // the second step's: never the first's progress
 		{Time: at(42), Kind: KindProgress, Step: 30},
 		{Time: at(43), Kind: KindEnd, Cause: EndFinished},
 	}
