@@ -541,7 +541,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	}
 	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
 		Self: r.self, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.slots),
-		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv, NodeList: r.stepNodeList(),
+		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv, NodeList: r.stepNodeList(), Overlap: len(r.spare.lost) > 0,
 	})
 	return renv, nil
 }

@@ -106,19 +106,17 @@ func (r *runner) checkNoKill(ctx context.Context) {
 	}
 }
 
-// spareSummary is the summary's line for the spare nodes ("" without).
+// spareSummary is the summary's lines for the spare and lost nodes (""
+// without).
 func (r *runner) spareSummary() string {
-	var parts []string
+	var b strings.Builder
 	if len(r.spare.spare) > 0 {
-		parts = append(parts, "spare "+strings.Join(r.spare.spare, ","))
+		fmt.Fprintf(&b, "  spare       %s (idle: a step that loses a node restarts inside the job on them)\n", strings.Join(r.spare.spare, ","))
 	}
 	if len(r.spare.lost) > 0 {
-		parts = append(parts, "lost "+strings.Join(r.spare.lost, ","))
+		fmt.Fprintf(&b, "  lost        %s (failed in this job: not used again by it)\n", strings.Join(r.spare.lost, ","))
 	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("  spare nodes %s (idle; a step that loses a node restarts on them)\n", strings.Join(parts, "; "))
+	return b.String()
 }
 
 // spareOutcome completes a failed step's outcome for run.Decide: a node
@@ -211,4 +209,23 @@ func (r *runner) observeRestart(resume string) {
 	r.faults.mu.Lock()
 	r.faults.nodes = nil
 	r.faults.mu.Unlock()
+}
+
+// localDiskMessage says that a node-local save (--ckpt-local-dir) failed:
+// the file system is the failed ranks' nodes' own, which the controller
+// cannot measure from the batch node.
+func (r *runner) localDiskMessage(f checkpoint.FailedSave) string {
+	what := map[string]string{checkpoint.DiskFull: "is full", checkpoint.DiskQuota: "is over quota", checkpoint.DiskIOError: "failed with an I/O error"}[f.Cause]
+	var nodes []string
+	for _, rk := range f.Ranks {
+		if rk >= 0 && rk < len(r.slots) && !slices.Contains(nodes, r.slots[rk].Node) {
+			nodes = append(nodes, r.slots[rk].Node)
+		}
+	}
+	latest := "there is no committed checkpoint yet"
+	if t := r.getLastTag(); t != "" {
+		latest = "the latest committed checkpoint stays " + t
+	}
+	return fmt.Sprintf("checkpoint %s was not saved: the node-local --ckpt-local-dir %s on %s %s; %s, training goes on and the next save retries; free space there (df -h on the node: /dev/shm counts against the node's memory) or point --ckpt-local-dir at larger local storage",
+		f.Tag, r.opts.ckptLocal, cmp.Or(strings.Join(nodes, ","), "the failed ranks' nodes"), cmp.Or(what, "failed"), latest)
 }

@@ -67,7 +67,7 @@ func TestSetupSpares(t *testing.T) {
 		if got := strings.Contains(log.String(), "has no '#SBATCH --no-kill'"); got != tc.warn {
 			t.Errorf("script %q: warned %v, want %v:\n%s", tc.script, got, tc.warn, log.String())
 		}
-		if !strings.Contains(r.spareSummary(), "spare n3") {
+		if !strings.Contains(r.spareSummary(), "spare       n3 (idle") {
 			t.Errorf("summary line %q does not name the spare", r.spareSummary())
 		}
 	}
@@ -140,7 +140,7 @@ func TestReplaceLostNodes(t *testing.T) {
 	if len(r.slots) != 2 || r.stepNodeList() != "n1,n3" || len(r.spare.spare) != 0 || !slices.Equal(r.spare.lost, []string{"n2"}) {
 		t.Errorf("after the loss: %d slots on %q, spare %v, lost %v; want 2 on n1,n3", len(r.slots), r.stepNodeList(), r.spare.spare, r.spare.lost)
 	}
-	if !strings.Contains(r.spareSummary(), "lost n2") {
+	if !strings.Contains(r.spareSummary(), "lost        n2 (failed") || strings.Contains(r.spareSummary(), "spare ") {
 		t.Errorf("summary %q does not name the lost node", r.spareSummary())
 	}
 	// A second loss without a spare left keeps the placement (a hang's restart).

@@ -115,7 +115,7 @@ func TestRunLostNodeSpare(t *testing.T) {
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=3 --ntasks-per-node=1 --gpus-per-node=1 --time=5 --requeue --no-kill --open-mode=append
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s --steps 60 --sleep 0.2 --save-every %d
+exec %s run --fix tp=1 --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s --steps 40 --sleep 0.15 --save-every %d
 `, bin, dir, exampleTrainer(), every)
 	ctx := context.Background()
 	id, err := c.SubmitBatch(ctx, script, "--nodelist=n[1-3]")

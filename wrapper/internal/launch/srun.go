@@ -20,7 +20,13 @@ type StepSpec struct {
 	// (spare or lost nodes): srun --nodelist; unused with Arbitrary, whose
 	// hostfile names them.
 	NodeList string
-	Argv     []string
+	// Overlap: srun --overlap. A step relaunched after a lost node shares
+	// the lost step's resources, which slurmctld holds until the node is
+	// DOWN: without it the new step stayed pending for good, even after
+	// the node's removal from the job (Slurm 22.05, --no-kill; seen on
+	// the harness).
+	Overlap bool
+	Argv    []string
 }
 
 // SrunCommand builds the main step's command line and the extra environment
@@ -56,6 +62,9 @@ func SrunCommand(s StepSpec) (argv []string, env []string) {
 	}
 	if s.BindInShim {
 		argv = append(argv, "--cpu-bind=none")
+	}
+	if s.Overlap {
+		argv = append(argv, "--overlap")
 	}
 	argv = append(argv, "--kill-on-bad-exit=1", "--input=none",
 		s.Self, "exec-task", "--launch", s.LaunchDir, "--")

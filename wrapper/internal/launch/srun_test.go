@@ -31,7 +31,11 @@ func TestSrunCommandNodeList(t *testing.T) {
 		t.Errorf("arbitrary: argv %v has a --nodelist beside SLURM_HOSTFILE", argv)
 	}
 	s.Arbitrary, s.NodeList = false, ""
-	if argv, _ := SrunCommand(s); slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--nodelist") }) {
-		t.Errorf("whole allocation: argv %v has a --nodelist", argv)
+	if argv, _ := SrunCommand(s); slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--nodelist") }) || slices.Contains(argv, "--overlap") {
+		t.Errorf("whole allocation: argv %v has a --nodelist or --overlap", argv)
+	}
+	s.Overlap = true
+	if argv, _ := SrunCommand(s); !slices.Contains(argv[:slices.Index(argv, "exec-task")], "--overlap") {
+		t.Errorf("after a lost node: argv %v lacks srun's --overlap", argv)
 	}
 }
