@@ -142,6 +142,8 @@ var runHelpTail = joinLines(
 	"is discarded and reported with the file system's free space; the latest stays, the next save retries, and a",
 	"stop whose save failed requeues from it. A failed step's node (lost, or its rank failed first) is kept in the",
 	"history; a requeued job excludes lost nodes (scontrol update ExcNodeList; use #SBATCH --no-kill).",
+	"Restarts: a crash or a lost node is first restarted inside the job (--max-restarts; a lost node only",
+	"onto a --spare-nodes node, with the same world size), then the job is requeued.",
 	"",
 )
 

@@ -170,3 +170,18 @@ func TestShimTermAfterFailure(t *testing.T) {
 	}
 	<-m.stateCh
 }
+
+// A refused node-local save names --ckpt-local-dir and the failed rank's
+// node, not the store's file system.
+func TestLocalDiskMessage(t *testing.T) {
+	var log bytes.Buffer
+	r := faultRunner(t, &log)
+	r.opts.ckptLocal = "/dev/shm/trainrun-%j"
+	r.setLastTag("step-10")
+	msg := r.localDiskMessage(checkpoint.FailedSave{Tag: "step-20", Cause: checkpoint.DiskFull, Ranks: []int{3}, Local: true})
+	for _, want := range []string{"checkpoint step-20 was not saved", "--ckpt-local-dir /dev/shm/trainrun-%j on n2 is full", "the latest committed checkpoint stays step-10"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+}
