@@ -133,7 +133,7 @@ func (r *runner) spareOutcome(o *run.Outcome) {
 	nodes := append(append([]string(nil), r.alloc.Nodes...), r.spare.spare...)
 	states, err := r.env.slurm.NodeStates(ctx, strings.Join(nodes, ","))
 	if err != nil {
-		r.logf("warning: reading the nodes' state: %v; counting the spare nodes as healthy", err)
+		r.logf("warning: reading the nodes' state after the failure: %v", err)
 	}
 	o.SpareNodes = 0
 	for _, n := range r.spare.spare {
