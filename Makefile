@@ -35,7 +35,7 @@ SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib
 all: build
 
 help:
-	@echo "build      build bin/trainrun, bin/spank_trainrun.so and bin/libtrainrun-spank.so (the SPANK plugin)"
+	@echo "build      build bin/trainrun, bin/trainrun-shim, bin/spank_trainrun.so and bin/libtrainrun-spank.so (the SPANK plugin)"
 	@echo "deps       install what the tests need (Debian packages; root)"
 	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
@@ -64,6 +64,7 @@ endif
 
 $(BIN): FORCE
 	$(GO) build -o $(BIN) ./wrapper
+	$(GO) build -o $(dir $(BIN))trainrun-shim ./wrapper/internal/shim/trainrun-shim
 
 FORCE:
 
@@ -121,6 +122,7 @@ lint:
 install: build
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/trainrun
+	install -m 0755 $(dir $(BIN))trainrun-shim $(DESTDIR)$(BINDIR)/trainrun-shim
 	@if [ -f $(SPANK) ]; then \
 		install -d $(DESTDIR)$(SPANKDIR) $(DESTDIR)$(DATADIR)/trainrun && \
 		install -m 0755 $(SPANK) $(DESTDIR)$(SPANKDIR)/spank_trainrun.so && \

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func init() {
@@ -476,7 +477,7 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 		}
 	}
 	if err != nil {
-		var ee *exitError
+		var ee *exitcode.Error
 		if errors.As(err, &ee) {
 			return err
 		}

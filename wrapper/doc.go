@@ -15,25 +15,34 @@
 //	                    (Common, Rank, WriteDir, Read), control messages (Msg,
 //	                    Encode, Parse), Server, Client, signal names, srun argv
 //	internal/run        the run's decisions: Decide(Outcome) Decision
-//	internal/exitcode   the exit codes
+//	internal/shim       the per-task shim (exec-task, trainrun-shim)
+//	internal/exitcode   the exit codes and the error that carries one
 //	obs                 metrics, webhooks, event log, report
 //
-// `trainrun run` (cmd_run.go: options, flags, help) runs these phases, each
-// a method of runner handing its result to the next:
+// `trainrun run` (cmd_run.go: options, flags, help and the spine, runner.run)
+// runs these phases, each a method of runner handing its result to the next
+// (run_summary.go prints what the run will do):
 //
-//	setup     srun, the allocation, the policy             cmd_run.go  runner.setup
-//	dirs      job and checkpoint directories; finished?    cmd_run.go  runner.makeDirs
-//	gather    Slurm queries and the probe, in parallel     cmd_run.go  runner.gather → runFacts
-//	choose    --plan, the planner, or --fix                cmd_run.go  runner.choosePlan
-//	place     ranks onto GPUs                              cmd_run.go  runner.place, run_place.go
-//	store     recover, commit, resume point                cmd_run.go  runner.openRunStore
-//	prepare   templates, plan.json, rank env, srun argv    cmd_run.go  runner.prepare → rankEnv
-//	launch    control channel, launch files, the step      cmd_run.go  runner.startStep
+//	setup     srun, the allocation, the policy             run_setup.go    runner.setup
+//	dirs      job and checkpoint directories; finished?    run_setup.go    runner.makeDirs
+//	early     the step, its shims waiting (and probing)    run_early.go    runner.startEarly → earlyStep
+//	gather    Slurm queries and the probe, in parallel     run_gather.go   runner.gather → runFacts
+//	choose    --plan, the planner, or --fix                run_choose.go   runner.choosePlan
+//	place     ranks onto GPUs                              run_prepare.go  runner.place, run_place.go
+//	store     recover, commit, resume point                run_prepare.go  runner.openRunStore
+//	prepare   templates, plan.json, rank env, srun argv    run_prepare.go  runner.prepare → rankEnv
+//	launch    control channel, launch files, go (or the    run_prepare.go  runner.startStep
+//	          step, when it did not start early)
 //	monitor   the event loop, one method per event         run_monitor.go  monitor.on*
-//	decide    finish, stop or requeue; the exit code       internal/run  Decide (pure)
-//	act       history, finished marker, scontrol requeue   cmd_run.go  runner.afterStep, runner.act
+//	decide    finish, stop or requeue; the exit code       internal/run    Decide (pure)
+//	act       history, finished marker, scontrol requeue   run_act.go      runner.afterStep, runner.act
 //
-// `trainrun exec-task` (cmd_shim.go) is the shim srun starts once per task:
-// taskEnv, resolveCommand, startDrain, then superviseTask relays signals and
-// the exit over internal/launch.
+// The step starts before the plan (run_early.go says why and when it cannot):
+// the shims wait for the controller's go while it asks Slurm and plans.
+//
+// The shim srun starts once per task is internal/shim (`trainrun
+// exec-task`, cmd_shim.go, or the lean internal/shim/trainrun-shim binary
+// next to trainrun): shimWait (probe the node, say wait, wait for go),
+// taskEnv, resolveCommand, startDrain, then superviseTask relays signals
+// and the exit over internal/launch.
 package main

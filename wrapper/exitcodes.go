@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -52,22 +51,8 @@ func exitCodeTable() string {
 	return b.String()
 }
 
-// exitError carries an exit code with an error. Wrap with withCode.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-// withCode attaches an exit code to err (nil stays nil).
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
+// withCode attaches an exit code to err (nil stays nil): internal/exitcode.With.
+func withCode(code int, err error) error { return exitcode.With(code, err) }
 
 // usageErrorf is the common case: bad user input.
 func usageErrorf(format string, a ...any) error {
@@ -75,18 +60,14 @@ func usageErrorf(format string, a ...any) error {
 }
 
 // errHelpShown is returned after printing --help: exit 0, print nothing more.
-var errHelpShown = errors.New("help shown")
+var errHelpShown = exitcode.HelpShown
 
 // errSilent wraps an error already reported to the user.
-var errSilent = errors.New("already reported")
+var errSilent = exitcode.Silent
 
 func exitCodeOf(err error) int {
-	if errors.Is(err, errHelpShown) {
-		return ExitOK
+	if err == nil {
+		return ExitFailure // callers ask only for errors
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return ExitFailure
+	return exitcode.Of(err)
 }

@@ -150,7 +150,7 @@ func (r *runner) stepFailedNodes(code int, reason string, exits map[int]int, fir
 	silent := map[string][]int{} // a node's ranks without an exit report
 	reported := map[string]bool{}
 	var order []string
-	for _, sl := range r.slots {
+	for _, sl := range r.placed.Slots {
 		if _, ok := silent[sl.Node]; !ok && !reported[sl.Node] {
 			order = append(order, sl.Node)
 		}
@@ -168,8 +168,8 @@ func (r *runner) stepFailedNodes(code int, reason string, exits map[int]int, fir
 				Detail: fmt.Sprintf("ranks %s never reported an exit: the node or its processes were lost", rankList(silent[n]))})
 		}
 	}
-	if !lost && firstFail != nil && firstFail.Rank >= 0 && firstFail.Rank < len(r.slots) {
-		s := r.slots[firstFail.Rank]
+	if !lost && firstFail != nil && firstFail.Rank >= 0 && firstFail.Rank < len(r.placed.Slots) {
+		s := r.placed.Slots[firstFail.Rank]
 		r.NoteFailedNode(checkpoint.FailedNode{Node: s.Node, Cause: checkpoint.CauseCrash,
 			Detail: fmt.Sprintf("rank %d (GPU %d) failed first with exit %d", s.Rank, s.GPU, firstFail.Code)})
 	}

@@ -109,8 +109,8 @@ func (f rankFault) String() string {
 
 func (r *runner) fault(kind string, rank int, detail string, ratio float64) rankFault {
 	f := rankFault{Kind: kind, Rank: rank, Detail: detail, Ratio: ratio, GPU: -1}
-	if rank >= 0 && rank < len(r.slots) {
-		f.Node, f.GPU = r.slots[rank].Node, r.slots[rank].GPU
+	if rank >= 0 && rank < len(r.placed.Slots) {
+		f.Node, f.GPU = r.placed.Slots[rank].Node, r.placed.Slots[rank].GPU
 	}
 	r.rankFaults = append(r.rankFaults, f)
 	// The history's failed nodes (run_faults.go): a requeued job keeps out
@@ -180,8 +180,8 @@ func (m *monitor) onHang(h *health.Hang) {
 	for _, s := range h.Stalled[:min(len(h.Stalled), 8)] {
 		if !s.Suspect {
 			node := "?"
-			if s.Rank >= 0 && s.Rank < len(r.slots) {
-				node = r.slots[s.Rank].Node
+			if s.Rank >= 0 && s.Rank < len(r.placed.Slots) {
+				node = r.placed.Slots[s.Rank].Node
 			}
 			r.logf("hang: also waiting: rank %d (node %s) %s", s.Rank, node, s.Describe())
 		}
@@ -193,7 +193,7 @@ func (m *monitor) onHang(h *health.Hang) {
 			n++
 		}
 	}
-	r.logf("hang: asked %d rank(s) for a Python stack dump (SIG%s, faulthandler); stopping the step in %s and restarting from the latest checkpoint", n, stackSigName, stackWait)
+	r.logf("hang: asked %d rank(s) for a Python stack dump (SIG%s, faulthandler); stopping the step in %s and restarting from the latest checkpoint", n, launch.StackSignal, stackWait)
 	m.hw.killAt = time.Now().Add(stackWait)
 	m.markStop()
 }

@@ -110,6 +110,12 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 // start starts srun in its own process group, and the own clock.
 func (m *monitor) start() error {
 	r := m.r
+	if e := r.early; e != nil {
+		r.early = nil
+		e.handOver(m)
+		m.startClock()
+		return nil
+	}
 	cmd := slurm.StepCommand(r.srunArgv[1:])
 	cmd.Env = append(os.Environ(), r.srunEnv...)
 	cmd.Stdout, cmd.Stderr = r.env.stdout, r.env.stderr
@@ -120,6 +126,14 @@ func (m *monitor) start() error {
 	}
 	m.proc = cmd.Process
 	go func() { m.stepFinished <- cmd.Wait() }()
+	m.startClock()
+	return nil
+}
+
+// startClock starts the own clock: a checkpoint request --ckpt-lead before
+// the job's end.
+func (m *monitor) startClock() {
+	r := m.r
 	if !r.alloc.EndTime.IsZero() {
 		d := time.Until(r.alloc.EndTime.Add(-r.lead))
 		if d < 0 {
@@ -128,7 +142,6 @@ func (m *monitor) start() error {
 		}
 		m.clockT = time.NewTimer(d)
 	}
-	return nil
 }
 
 // onSignal: USR1/USR2 to trainrun ask for a checkpoint and stop; INT and

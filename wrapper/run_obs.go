@@ -86,7 +86,7 @@ func (r *runner) closeObserver() {
 
 // observeStart describes the incarnation about to launch.
 func (r *runner) observeStart() {
-	l := r.layout
+	l := r.choice.Layout
 	s := &obs.Start{
 		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.job.Name),
 		Run: r.runName, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
@@ -98,7 +98,7 @@ func (r *runner) observeStart() {
 	if s.GraceBudget == 0 && r.grace.GraceTime > 0 { // read once at start (scontrolGraceLimits)
 		s.GraceBudget = r.grace.GraceTime
 	}
-	if ev := r.eval; ev != nil {
+	if ev := r.choice.Eval; ev != nil {
 		s.StepSeconds, s.MFU = ev.Time.Step, ev.MFU
 		s.TokensPerSecond = ev.TokensPerSPerGPU * float64(r.alloc.World())
 		s.TokensPerStep = s.TokensPerSecond * s.StepSeconds

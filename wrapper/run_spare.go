@@ -181,7 +181,12 @@ func (r *runner) replaceLostNodes(f runFacts) ([]string, error) {
 	r.alloc.Nodes = work
 	r.logf("spare node(s) %s take the place of the lost %s: the step runs on %s (%d ranks)", strings.Join(took, ","), strings.Join(gone, ","),
 		topo.CompressHostlist(work), r.alloc.World())
-	return gone, r.place(f)
+	p, err := r.place(f, r.choice)
+	if err != nil {
+		return nil, err
+	}
+	r.placed = p
+	return gone, nil
 }
 
 // stepNodeList is srun's --nodelist: the step's nodes when the job holds
@@ -190,7 +195,7 @@ func (r *runner) stepNodeList() string {
 	if len(r.spare.spare) == 0 && len(r.spare.lost) == 0 {
 		return ""
 	}
-	return strings.Join(nodesInRankOrder(r.slots), ",")
+	return strings.Join(nodesInRankOrder(r.placed.Slots), ",")
 }
 
 // observeRestart tells the observer that the step restarts inside the
@@ -218,8 +223,8 @@ func (r *runner) localDiskMessage(f checkpoint.FailedSave) string {
 	what := map[string]string{checkpoint.DiskFull: "is full", checkpoint.DiskQuota: "is over quota", checkpoint.DiskIOError: "failed with an I/O error"}[f.Cause]
 	var nodes []string
 	for _, rk := range f.Ranks {
-		if rk >= 0 && rk < len(r.slots) && !slices.Contains(nodes, r.slots[rk].Node) {
-			nodes = append(nodes, r.slots[rk].Node)
+		if rk >= 0 && rk < len(r.placed.Slots) && !slices.Contains(nodes, r.placed.Slots[rk].Node) {
+			nodes = append(nodes, r.placed.Slots[rk].Node)
 		}
 	}
 	latest := "there is no committed checkpoint yet"

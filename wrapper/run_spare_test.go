@@ -124,11 +124,13 @@ func TestReplaceLostNodes(t *testing.T) {
 	if err := r.setupSpares(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r.layout = plan.Layout{TP: 1, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 2, MicroBatch: 1, GradAccum: 1}
+	r.choice.Layout = plan.Layout{TP: 1, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 2, MicroBatch: 1, GradAccum: 1}
 	f := runFacts{cluster: topo.FlatCluster(r.spare.all)}
-	if err := r.place(f); err != nil {
+	p, err := r.place(f, r.choice)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.placed = p
 	if got := r.stepNodeList(); got != "n1,n2" {
 		t.Errorf("step nodes %q before the loss, want n1,n2", got)
 	}
@@ -137,8 +139,8 @@ func TestReplaceLostNodes(t *testing.T) {
 	if err != nil || !slices.Equal(gone, []string{"n2"}) {
 		t.Fatalf("replaceLostNodes = %v %v", gone, err)
 	}
-	if len(r.slots) != 2 || r.stepNodeList() != "n1,n3" || len(r.spare.spare) != 0 || !slices.Equal(r.spare.lost, []string{"n2"}) {
-		t.Errorf("after the loss: %d slots on %q, spare %v, lost %v; want 2 on n1,n3", len(r.slots), r.stepNodeList(), r.spare.spare, r.spare.lost)
+	if len(r.placed.Slots) != 2 || r.stepNodeList() != "n1,n3" || len(r.spare.spare) != 0 || !slices.Equal(r.spare.lost, []string{"n2"}) {
+		t.Errorf("after the loss: %d slots on %q, spare %v, lost %v; want 2 on n1,n3", len(r.placed.Slots), r.stepNodeList(), r.spare.spare, r.spare.lost)
 	}
 	if !strings.Contains(r.spareSummary(), "lost        n2 (failed") || strings.Contains(r.spareSummary(), "spare ") {
 		t.Errorf("summary %q does not name the lost node", r.spareSummary())

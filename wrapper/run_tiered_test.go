@@ -1,111 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
-	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/shim"
 )
-
-func TestExpandLocalDir(t *testing.T) {
-	for _, c := range []struct{ name, in, want string }{
-		{"plain", "/dev/shm/ck", "/dev/shm/ck"},
-		{"all", "/dev/shm/trainrun-%j/%n.%r", "/dev/shm/trainrun-77/gpu-a.2"},
-		{"percent", "/x/100%%/%n", "/x/100%/gpu-a"},
-		{"unknown kept", "/x/%q/%", "/x/%q/%"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if got := expandLocalDir(c.in, "gpu-a", "77", "2"); got != c.want {
-				t.Errorf("expandLocalDir(%q) = %q, want %q", c.in, got, c.want)
-			}
-		})
-	}
-}
-
-// saveLocal writes what one rank of the example trainer writes, in the local dir.
-func saveLocal(t *testing.T, root, tag string, rank int, data string) {
-	t.Helper()
-	checkpointtest.SaveRank(t, filepath.Join(root, tag), rank, checkpointtest.File{Name: "rank" + strconv.Itoa(rank) + ".pt", Data: data})
-}
-
-// Two "nodes" of two ranks each save locally; each node's drainer carries its
-// part into staging, the checkpoint becomes complete only when both did, and
-// a commit puts all four ranks' files in the store. A stale tag from before
-// the drainer started is removed; a save only some of the node's ranks
-// finished is reported by finish, not drained.
-func TestNodeDrainerTiered(t *testing.T) {
-	dir := t.TempDir()
-	store := filepath.Join(dir, "store")
-	if err := os.MkdirAll(store, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	la, lb := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-	saveLocal(t, la, "step-1", 0, "stale")
-	old := time.Now().Add(-time.Hour)
-	os.Chtimes(filepath.Join(la, "step-1"), old, old)
-	var log bytes.Buffer
-	da, err := startNodeDrainer(la, store, "a", []int{0, 1}, time.Now(), &log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := startNodeDrainer(lb, store, "b", []int{2, 3}, time.Now(), &log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(la, "step-1")); !os.IsNotExist(err) {
-		t.Errorf("a stale local checkpoint of an earlier run survived the drainer's start: %v", err)
-	}
-	st, err := checkpoint.Open(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saveLocal(t, la, "step-5", 0, "w0")
-	saveLocal(t, la, "step-5", 1, "w1")
-	saveLocal(t, lb, "step-5", 2, "w2")
-	if left := da.finish(time.Second); len(left) != 0 {
-		t.Fatalf("node a left %v undrained\n%s", left, log.String())
-	}
-	if ok, _ := st.Complete("step-5", 4); ok {
-		t.Fatal("step-5 complete before node b's rank 3 saved")
-	}
-	if left := db.finish(300 * time.Millisecond); len(left) != 1 || left[0] != "step-5" {
-		t.Fatalf("node b: undrained %v, want [step-5] (rank 3 never saved)", left)
-	}
-	// Rank 3 saves after all: a new drainer (the next pass) finishes the job.
-	saveLocal(t, lb, "step-5", 3, "w3")
-	db, _ = startNodeDrainer(lb, store, "b", []int{2, 3}, time.Now().Add(-time.Hour), &log)
-	if left := db.finish(time.Second); len(left) != 0 {
-		t.Fatalf("node b left %v\n%s", left, log.String())
-	}
-	if ok, err := st.Complete("step-5", 4); !ok || err != nil {
-		t.Fatalf("step-5 not complete after both drains: %v", err)
-	}
-	if _, err := st.Commit("step-5", 4); err != nil {
-		t.Fatal(err)
-	}
-	for r, want := range []string{"w0", "w1", "w2", "w3"} {
-		b, err := os.ReadFile(filepath.Join(st.TagDir("step-5"), "rank"+string(rune('0'+r))+".pt"))
-		if err != nil || string(b) != want {
-			t.Errorf("rank %d in the store: %q %v, want %q", r, b, err, want)
-		}
-	}
-	for _, l := range []string{la, lb} {
-		if _, err := os.Stat(filepath.Join(l, "step-5")); !os.IsNotExist(err) {
-			t.Errorf("the drained local copy in %s was not removed", l)
-		}
-	}
-}
 
 // tieredLaunch is writeTestLaunch with --ckpt-local-dir DIR/local/%n and a
 // store: n1 holds ranks 0 and 1.
@@ -137,8 +46,8 @@ func tieredLaunch(t *testing.T) (launch, local, store string) {
 // (here rank 1 of n1 never marks step-6 done); without the variable it
 // writes nothing.
 func TestExecTaskDrainHandoff(t *testing.T) {
-	defer func(w time.Duration) { drainFinishWait = w }(drainFinishWait)
-	drainFinishWait = 300 * time.Millisecond
+	defer func(w time.Duration) { shim.DrainFinishWait = w }(shim.DrainFinishWait)
+	shim.DrainFinishWait = 300 * time.Millisecond
 	for _, tc := range []struct {
 		name    string
 		handoff bool

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -134,9 +135,9 @@ func TestCheckpointKnowsNoPlanner(t *testing.T) {
 
 // execAllowed are the files that may start processes, and why.
 var execAllowed = map[string]string{
-	"wrapper/cmd_shim.go": "the exec-task shim starts the trainer",
-	"spank/epilog.go":     "the SPANK epilog runs trainrun",
-	"spank/userio.go":     "slurmstepd reads the job's checkpoint store as the job's user through `trainrun __resume-dir`",
+	"wrapper/internal/shim/task.go": "the exec-task shim starts the trainer",
+	"spank/epilog.go":               "the SPANK epilog runs trainrun",
+	"spank/userio.go":               "slurmstepd reads the job's checkpoint store as the job's user through `trainrun __resume-dir`",
 }
 
 var slurmCommands = []string{"scontrol", "srun", "sbatch", "scancel", "sinfo", "squeue"}
@@ -259,5 +260,28 @@ func TestSlurmEnvReadInSlurmOnly(t *testing.T) {
 			}
 			return true
 		})
+	}
+}
+
+// The shim runs once per GPU of every job: internal/shim (and the lean
+// trainrun-shim binary built from it) must not pull in the planner, the
+// metrics and their HTTP client, whose package inits cost every task
+// milliseconds of CPU before it starts (make bench measures the two
+// binaries side by side).
+func TestShimStaysLean(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/trainrun/trainrun/wrapper/internal/shim/...").CombinedOutput()
+	if err != nil {
+		t.Skipf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/trainrun/trainrun/wrapper/internal/launch") {
+		t.Fatalf("go list -deps does not list the shim's own imports:\n%s", out)
+	}
+	for _, d := range deps {
+		for _, banned := range []string{"net/http", "github.com/prometheus/", "github.com/trainrun/trainrun/plan", "github.com/trainrun/trainrun/wrapper/obs", "crypto/tls"} {
+			if d == banned || strings.HasSuffix(banned, "/") && strings.HasPrefix(d, banned) || strings.HasPrefix(d, banned+"/") {
+				t.Errorf("internal/shim depends on %s", d)
+			}
+		}
 	}
 }

@@ -263,6 +263,7 @@ func JobFromEnv(getenv func(string) string) JobEnv {
 // environment, as given.
 type Task struct {
 	ProcID   string // SLURM_PROCID: the task's rank in the step
+	LocalID  string // SLURM_LOCALID: the task's index among the step's tasks on its node
 	Node     string // SLURMD_NODENAME: the node, by Slurm's name for it
 	StepID   string // SLURM_STEP_ID ("" outside a step)
 	StepGPUs string // SLURM_STEP_GPUS, else SLURM_JOB_GPUS: the node's GPU indices the step holds
@@ -271,6 +272,6 @@ type Task struct {
 
 // TaskFromEnv reads Task.
 func TaskFromEnv(getenv func(string) string) Task {
-	return Task{ProcID: getenv("SLURM_PROCID"), Node: getenv("SLURMD_NODENAME"), StepID: getenv("SLURM_STEP_ID"),
+	return Task{ProcID: getenv("SLURM_PROCID"), LocalID: getenv("SLURM_LOCALID"), Node: getenv("SLURMD_NODENAME"), StepID: getenv("SLURM_STEP_ID"),
 		StepGPUs: cmp.Or(getenv("SLURM_STEP_GPUS"), getenv("SLURM_JOB_GPUS")), Restart: getenv("SLURM_RESTART_COUNT")}
 }

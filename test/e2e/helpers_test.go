@@ -42,10 +42,14 @@ func trainrun(t testing.TB) string {
 	t.Helper()
 	trainrunOnce.Do(func() {
 		trainrunBin = filepath.Join(cluster.Dir(), "bin", "trainrun")
-		cmd := exec.Command("go", "build", "-o", trainrunBin, "./wrapper")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			trainrunErr = fmt.Errorf("go build ./wrapper: %v\n%s", err, out)
+		// trainrun and, next to it, the lean shim trainrun run uses.
+		for _, b := range [][2]string{{trainrunBin, "./wrapper"}, {filepath.Join(filepath.Dir(trainrunBin), "trainrun-shim"), "./wrapper/internal/shim/trainrun-shim"}} {
+			cmd := exec.Command("go", "build", "-o", b[0], b[1])
+			cmd.Dir = repoRoot()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				trainrunErr = fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
+				return
+			}
 		}
 	})
 	if trainrunErr != nil {

@@ -14,9 +14,13 @@ import (
 
 // BenchmarkRunOverhead measures, inside one allocation of 2 nodes × 8 GPUs,
 // the wall time of a bare `srun true` (one task per GPU) against `trainrun
-// run -- true` with the topology probe (a first start) and without it (a
-// restart reusing the probe's cache, or --probe none), alternating so that
-// both see the same machine load. It reports medians and their ratios.
+// run -- true` with the topology probe (a first start), without it (a
+// restart reusing the probe's cache, or --probe none), with the probe but
+// trainrun's own exec-task as the shim instead of the lean trainrun-shim
+// (TRAINRUN_SHIM=exec-task), and as before both changes (also
+// TRAINRUN_EARLY_STEP=0: a probe step, then the main one after the plan),
+// alternating so that all see the same machine load. It reports medians and
+// their ratios.
 //
 //	go test -tags e2e -run '^$' -bench RunOverhead -benchtime 1x ./test/e2e/
 func BenchmarkRunOverhead(b *testing.B) {
@@ -34,8 +38,10 @@ for i in $(seq %d); do
   echo "srun $(t srun --ntasks=16 --ntasks-per-node=8 true)"
   echo "probe $(t env TRAINRUN_JOB_DIR=%s/p$i %s run --probe all --fix tp=8 -- true)"
   echo "noprobe $(t env TRAINRUN_JOB_DIR=%s/n$i %s run --probe none --fix tp=8 -- true)"
+  echo "exectask $(t env TRAINRUN_SHIM=exec-task TRAINRUN_JOB_DIR=%s/e$i %s run --probe all --fix tp=8 -- true)"
+  echo "sequential $(t env TRAINRUN_SHIM=exec-task TRAINRUN_EARLY_STEP=0 TRAINRUN_JOB_DIR=%s/s$i %s run --probe all --fix tp=8 -- true)"
 done
-`, rounds, dir, bin, dir, bin)
+`, rounds, dir, bin, dir, bin, dir, bin, dir, bin)
 	}
 	for i := 0; i < b.N; i++ {
 		state, exit, out, id := runJob(b, jobScript(b.TempDir()), 5*time.Minute)
@@ -43,7 +49,7 @@ done
 			b.Fatalf("job %d: %s exit %d\n%s", id, state, exit, out)
 		}
 		us := map[string][]float64{}
-		for _, m := range regexp.MustCompile(`(?m)^(srun|probe|noprobe) (\d+)$`).FindAllStringSubmatch(out, -1) {
+		for _, m := range regexp.MustCompile(`(?m)^(srun|probe|noprobe|exectask|sequential) (\d+)$`).FindAllStringSubmatch(out, -1) {
 			v, _ := strconv.ParseFloat(m[2], 64)
 			us[m[1]] = append(us[m[1]], v/1000)
 		}
@@ -55,11 +61,13 @@ done
 			sort.Float64s(v)
 			return v[len(v)/2]
 		}
-		s, p, n := med("srun"), med("probe"), med("noprobe")
+		s, p, n, e, q := med("srun"), med("probe"), med("noprobe"), med("exectask"), med("sequential")
 		b.ReportMetric(s, "srun-ms")
 		b.ReportMetric(p, "trainrun-probe-ms")
 		b.ReportMetric(n, "trainrun-noprobe-ms")
 		b.ReportMetric(p/s, "ratio-probe")
 		b.ReportMetric(n/s, "ratio-noprobe")
+		b.ReportMetric(e/s, "ratio-probe-exectask")
+		b.ReportMetric(q/s, "ratio-probe-before")
 	}
 }

@@ -3,6 +3,8 @@
 // the descriptions). Codes are stable: add new ones, never renumber.
 package exitcode
 
+import "errors"
+
 const (
 	OK           = 0   // success: the command did what was asked (a run finished)
 	Failure      = 1   // internal error: a bug or an unexpected system failure
@@ -17,3 +19,39 @@ const (
 	NotFound     = 127 // the training command does not exist on the node
 	Interrupted  = 130 // interrupted by Ctrl-C / SIGTERM before the step started
 )
+
+// Error carries an exit code with an error. Wrap with With.
+type Error struct {
+	Code int
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// With attaches an exit code to err (nil stays nil).
+func With(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Code: code, Err: err}
+}
+
+// HelpShown is returned after printing --help: exit 0, print nothing more.
+var HelpShown = errors.New("help shown")
+
+// Silent wraps an error already reported to the user.
+var Silent = errors.New("already reported")
+
+// Of is err's exit code: OK for nil or HelpShown, the code With attached,
+// else Failure.
+func Of(err error) int {
+	if err == nil || errors.Is(err, HelpShown) {
+		return OK
+	}
+	var ee *Error
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return Failure
+}

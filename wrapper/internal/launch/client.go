@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -10,12 +11,42 @@ import (
 // Client is a shim's end of the control channel.
 type Client struct {
 	conn net.Conn
+	sc   *bufio.Scanner
 }
 
 // Dial connects to the controller at addr and says hello, retrying a few
 // times over about 1.5 s (the controller listens before srun starts, but a
 // loaded network may drop the first SYN).
 func Dial(addr string, hello Msg) (*Client, error) {
+	hello.Kind = Hello
+	return dial(addr, hello)
+}
+
+// DialWait connects, says wait, and waits for the controller's word: go
+// (true) or abort (false). The connection then carries the rank's hello
+// and the rest as Dial's does.
+func DialWait(addr string, wait Msg) (c *Client, goAhead bool, err error) {
+	wait.Kind = Wait
+	if c, err = dial(addr, wait); err != nil {
+		return nil, false, err
+	}
+	for c.sc.Scan() {
+		if m, err := Parse(c.sc.Text()); err == nil && (m.Kind == Go || m.Kind == Abort) {
+			return c, m.Kind == Go, nil
+		}
+	}
+	c.Close()
+	return nil, false, fmt.Errorf("the controller at %s closed the connection before the step could start (%v)", addr, cmpOr(errText(c.sc.Err()), "EOF"))
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func dial(addr string, first Msg) (*Client, error) {
 	var conn net.Conn
 	var err error
 	for i := 0; i < 5; i++ {
@@ -28,9 +59,9 @@ func Dial(addr string, hello Msg) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	hello.Kind = Hello
-	c := &Client{conn: conn}
-	if err := c.Send(hello); err != nil {
+	c := &Client{conn: conn, sc: bufio.NewScanner(conn)}
+	c.sc.Buffer(make([]byte, 0, 256), MaxLine+1)
+	if err := c.Send(first); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -47,10 +78,8 @@ func (c *Client) Send(m Msg) error {
 // Receive calls f for each checkpoint or stack request until the
 // connection ends.
 func (c *Client) Receive(f func(Msg)) {
-	sc := bufio.NewScanner(c.conn)
-	sc.Buffer(make([]byte, 0, 256), MaxLine+1)
-	for sc.Scan() {
-		if m, err := Parse(sc.Text()); err == nil && (m.Kind == Ckpt || m.Kind == Stack) {
+	for c.sc.Scan() {
+		if m, err := Parse(c.sc.Text()); err == nil && (m.Kind == Ckpt || m.Kind == Stack) {
 			f(m)
 		}
 	}

@@ -21,17 +21,24 @@ const (
 	Ckpt   Kind = "ckpt"   // controller → shim: ID
 	Beat   Kind = "beat"   // shim → controller: RANK STEP AGE_MS STEP_MS STATE PHASE (liveness, about one per BeatInterval)
 	Stack  Kind = "stack"  // controller → shim: ID (ask the training process for a stack dump)
+	// A step started before its plan (the controller plans while Slurm
+	// starts the tasks): each shim first says wait, and starts its rank only
+	// on go.
+	Wait  Kind = "wait"  // shim → controller, first: TOKEN RANK NODE STEPID PROBED (1: it probed its node)
+	Go    Kind = "go"    // controller → shim: the launch files are complete; start the rank
+	Abort Kind = "abort" // controller → shim: the step will not run; exit 0 without starting
 )
 
 // Msg is one line of the control channel. Which fields a kind carries is
 // the table in the package doc.
 type Msg struct {
 	Kind   Kind
-	Token  string // Hello: the job's token (from the launch files)
-	Rank   int    // Hello, Signal, Exit
+	Token  string // Hello, Wait: the job's token (from the launch files)
+	Rank   int    // Hello, Wait, Signal, Exit
 	PID    int    // Hello: the training process
-	Node   string // Hello
-	StepID string // Hello: SLURM_STEP_ID
+	Node   string // Hello, Wait
+	StepID string // Hello, Wait: SLURM_STEP_ID
+	Probed bool   // Wait: this shim probed its node (DIR/<node>.json is written)
 	Signal string // Signal: TERM, USR1, ... (SignalName)
 	Code   int    // Exit: the exit code, 128+n for signal n
 	CkptID int    // Ckpt, Stack: one request; a shim acts once per ID
@@ -63,6 +70,12 @@ func (m Msg) Encode() string {
 		return fmt.Sprintf("stack %d", m.CkptID)
 	case Beat:
 		return fmt.Sprintf("beat %d %d %d %d %s %s", m.Rank, m.Step, m.AgeMS, m.StepMS, cmpOr(m.State, "-"), cmpOr(m.Phase, PhaseTrain))
+	case Wait:
+		probed := 0
+		if m.Probed {
+			probed = 1
+		}
+		return fmt.Sprintf("wait %s %d %s %s %d", m.Token, m.Rank, cmpOr(m.Node, "-"), cmpOr(m.StepID, "-"), probed)
 	}
 	return string(m.Kind)
 }
@@ -77,6 +90,9 @@ func Parse(line string) (Msg, error) {
 		return Msg{}, fmt.Errorf("control line of %d bytes (at most %d)", len(line), MaxLine)
 	}
 	f := strings.Fields(line)
+	if len(f) == 1 && (f[0] == string(Go) || f[0] == string(Abort)) {
+		return Msg{Kind: Kind(f[0])}, nil
+	}
 	if len(f) < 2 {
 		return Msg{}, fmt.Errorf("control line %q: want KIND ARGS...", clip(line))
 	}
@@ -121,6 +137,8 @@ func Parse(line string) (Msg, error) {
 		}
 	case Beat:
 		return parseBeat(line, f)
+	case Wait:
+		return parseWait(line, f)
 	default:
 		return Msg{}, fmt.Errorf("control line %q: unknown kind %q", clip(line), f[0])
 	}
@@ -149,6 +167,25 @@ func parseBeat(line string, f []string) (Msg, error) {
 	}
 	if len(m.State) != 1 && m.State != "-" {
 		return Msg{}, fmt.Errorf("control line %q: process state %q is not one letter", clip(line), m.State)
+	}
+	return m, nil
+}
+
+// parseWait reads "wait TOKEN RANK NODE STEPID PROBED" ("-" for an unknown node or step).
+func parseWait(line string, f []string) (Msg, error) {
+	if len(f) != 6 || f[5] != "0" && f[5] != "1" {
+		return Msg{}, fmt.Errorf("control line %q: want wait TOKEN RANK NODE STEPID 0|1", clip(line))
+	}
+	m := Msg{Kind: Wait, Token: f[1], Node: f[3], StepID: f[4], Probed: f[5] == "1"}
+	var err error
+	if m.Rank, err = rankOf(f[2]); err != nil {
+		return Msg{}, err
+	}
+	if m.Node == "-" {
+		m.Node = ""
+	}
+	if m.StepID == "-" {
+		m.StepID = ""
 	}
 	return m, nil
 }

@@ -19,6 +19,10 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 		{Kind: Stack, CkptID: 2},
 		{Kind: Beat, Rank: 9, Step: 120, AgeMS: 3500, StepMS: 210, State: "T", Phase: PhaseTrain},
 		{Kind: Beat, Rank: 0, Step: -1, AgeMS: 0, StepMS: 0, State: "-", Phase: PhaseSave},
+		{Kind: Wait, Token: "t", Rank: 8, Node: "n2", StepID: "3", Probed: true},
+		{Kind: Wait, Token: "t", Rank: 9}, // outside a step, node unknown
+		{Kind: Go},
+		{Kind: Abort},
 	} {
 		line := m.Encode()
 		got, err := Parse(line)
@@ -38,6 +42,10 @@ func TestParseWireLines(t *testing.T) {
 		"ckpt 1":                   {Kind: Ckpt, CkptID: 1},
 		"stack 3":                  {Kind: Stack, CkptID: 3},
 		"beat 2 40 1200 95 S save": {Kind: Beat, Rank: 2, Step: 40, AgeMS: 1200, StepMS: 95, State: "S", Phase: PhaseSave},
+		"wait tok 8 n1 0 1":        {Kind: Wait, Token: "tok", Rank: 8, Node: "n1", StepID: "0", Probed: true},
+		"wait tok 0 n1 - 0":        {Kind: Wait, Token: "tok", Rank: 0, Node: "n1"},
+		"go":                       {Kind: Go},
+		"abort\n":                  {Kind: Abort},
 	} {
 		got, err := Parse(line)
 		if err != nil || got != want {
@@ -45,7 +53,8 @@ func TestParseWireLines(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "hello", "hello tok", "hello tok -1", "signal x TERM", "exit 1", "exit 1 x", "ckpt", "ckpt 0", "ckpt x", "boom 1 2",
-		"signal 1 TERM extra", "stack 0", "beat 1 2 3 4 S", "beat 1 2 -3 4 S train", "beat 1 -2 3 4 S train", "beat 1 2 3 4 SS train", "beat x 2 3 4 S train", "beat 1 2 3 4 S nap", strings.Repeat("x", MaxLine+1)} {
+		"signal 1 TERM extra", "stack 0", "beat 1 2 3 4 S", "beat 1 2 -3 4 S train", "beat 1 -2 3 4 S train", "beat 1 2 3 4 SS train", "beat x 2 3 4 S train", "beat 1 2 3 4 S nap",
+		"wait tok 1 n1 0", "wait tok 1 n1 0 2", "wait tok x n1 0 1", "go 1", "abort now", strings.Repeat("x", MaxLine+1)} {
 		if m, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) = %+v, want an error", bad, m)
 		}
@@ -53,7 +62,7 @@ func TestParseWireLines(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4"} {
+	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4", "wait tok 3 n1 7 1", "go", "abort"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
@@ -250,5 +259,90 @@ func TestBeatInterval(t *testing.T) {
 		if rate := float64(world) / iv.Seconds(); rate > 1001 && world <= 30000 {
 			t.Errorf("%d ranks: %.0f beats/s at the controller", world, rate)
 		}
+	}
+}
+
+// A step started before its plan: shims wait; Release lets every waiting
+// one go (and each that arrives later at once), after which the same
+// connection carries the rank's hello; Abort sends them home.
+func TestServerWaitGoAbort(t *testing.T) {
+	s, err := Listen("127.0.0.1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	type res struct {
+		c  *Client
+		ok bool
+		e  error
+	}
+	dial := func(rank int) chan res {
+		ch := make(chan res, 1)
+		go func() {
+			c, ok, err := DialWait(s.Addr(), Msg{Token: s.Token, Rank: rank, Node: "n1", StepID: "4", Probed: rank == 0})
+			ch <- res{c, ok, err}
+		}()
+		return ch
+	}
+	first := dial(0)
+	if ev := recv(t, s); ev.Kind != Wait || ev.Rank != 0 || !ev.Probed || ev.Node != "n1" {
+		t.Fatalf("wait: %+v", ev)
+	}
+	select {
+	case r := <-first:
+		t.Fatalf("a shim went before Release: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := s.Release(); n != 1 {
+		t.Errorf("Release reached %d shims, want 1", n)
+	}
+	r0 := <-first
+	if r0.e != nil || !r0.ok {
+		t.Fatalf("rank 0 after Release: %+v", r0)
+	}
+	defer r0.c.Close()
+	late := <-dial(1) // after Release: go at once
+	if late.e != nil || !late.ok {
+		t.Fatalf("rank 1 after Release: %+v", late)
+	}
+	defer late.c.Close()
+	recv(t, s) // rank 1's wait
+	r0.c.Send(Msg{Kind: Hello, Token: s.Token, Rank: 0, PID: 77, Node: "n1", StepID: "4"})
+	if ev := recv(t, s); ev.Kind != Hello || ev.Rank != 0 || ev.PID != 77 {
+		t.Fatalf("hello after go: %+v", ev)
+	}
+	got := make(chan int, 1)
+	go r0.c.Receive(func(m Msg) { got <- m.CkptID })
+	s.SendTo(0, Msg{Kind: Ckpt, CkptID: 3})
+	if id := <-got; id != 3 {
+		t.Errorf("checkpoint request after go: id %d", id)
+	}
+	// A wrong second line ends the connection.
+	late.c.Send(Msg{Kind: Exit, Rank: 1})
+	waitFor(t, func() bool { return s.Connected() == 1 })
+
+	a, err := Listen("127.0.0.1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.Abort()
+	if c, ok, err := DialWait(a.Addr(), Msg{Token: a.Token, Rank: 1}); err != nil || ok {
+		t.Errorf("after Abort: go=%v, %v", ok, err)
+	} else {
+		c.Close()
+	}
+	if _, _, err := DialWait(a.Addr(), Msg{Token: "wrong", Rank: 1}); err == nil {
+		t.Error("a wrong token was let through")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 200 && !cond(); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !cond() {
+		t.Fatal("condition not reached within 2 s")
 	}
 }

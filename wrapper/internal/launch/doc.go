@@ -22,8 +22,14 @@
 //	                                              (liveness: the trainer's last step, ms since it
 //	                                              advanced, its recent step time, /proc state,
 //	                                              train or save; about one per BeatInterval)
+//	                    wait TOKEN RANK NODE STEPID PROBED
+//	                                              (first, in a step started before its plan:
+//	                                              the shim waits; PROBED 1: it probed its node)
 //	controller → shim:  ckpt ID                   (send TRAINRUN_CKPT_SIGNAL once per ID)
 //	                    stack ID                  (send the stack-dump signal once per ID)
+//	                    go | abort                (to a waiting shim: the launch files are
+//	                                              written, start the rank | exit 0; after go
+//	                                              the same connection says hello)
 //
 // The server listens on the batch node's own address, not on every
 // interface; a connection must say hello with the job's token and a rank of

@@ -23,18 +23,29 @@ const (
 	NodeDir    = "node"        // one file per node: node/<node>.json
 )
 
+// Protocol is the version of the launch files and the control channel. The
+// controller writes it; a shim of another build (trainrun-shim installed
+// apart from trainrun) refuses the launch instead of misreading it. Raise it
+// with any change a shim of the previous build would misread.
+const Protocol = 2
+
 // Common is common.json: what every task of the launch shares.
 type Common struct {
-	JobID   string `json:"job_id"`
-	World   int    `json:"world"`
-	Control string `json:"control,omitempty"` // host:port of the controller; empty = none
-	Token   string `json:"token,omitempty"`   // proves a shim belongs to this launch
-	Signal  string `json:"ckpt_signal"`       // TRAINRUN_CKPT_SIGNAL, e.g. "USR2"
+	Protocol int    `json:"protocol"`
+	JobID    string `json:"job_id"`
+	World    int    `json:"world"`
+	Control  string `json:"control,omitempty"` // host:port of the controller; empty = none
+	Token    string `json:"token,omitempty"`   // proves a shim belongs to this launch
+	Signal   string `json:"ckpt_signal"`       // TRAINRUN_CKPT_SIGNAL, e.g. "USR2"
 	// LocalDir is --ckpt-local-dir as given (%n, %j, %r expanded by each
 	// node's shim); CkptDir is the durable store the shims drain into.
 	LocalDir string            `json:"ckpt_local_dir,omitempty"`
 	CkptDir  string            `json:"ckpt_dir,omitempty"`
 	Env      map[string]string `json:"env"`
+	// Argv is the training command with its templates filled, when the step
+	// was started before the plan (its srun line carries the command as
+	// given); empty: the shim's own command line is the command.
+	Argv []string `json:"argv,omitempty"`
 }
 
 // Rank is one rank's entry in node/<node>.json.
@@ -56,15 +67,7 @@ type node struct {
 // WriteDir writes common.json and one file per node (the ranks grouped by
 // their Node, in the order given), each atomically.
 func WriteDir(dir string, common Common, ranks []Rank) error {
-	// Created fresh, or accepted only as the user's own and not writable by
-	// others (issue 12, finding 3: a launch directory another uid created
-	// first would let it plant launch files).
-	for _, d := range []string{dir, filepath.Join(dir, NodeDir)} {
-		if err := safefs.MkdirOwn(d, "launch directory"); err != nil {
-			return err
-		}
-	}
-	if err := WriteJSONAtomic(filepath.Join(dir, CommonFile), common, 0o600); err != nil {
+	if err := WriteCommon(dir, common); err != nil {
 		return err
 	}
 	byNode := map[string]*node{}
@@ -87,29 +90,58 @@ func WriteDir(dir string, common Common, ranks []Rank) error {
 	return nil
 }
 
-// Read finds a task's entry: rank from SLURM_PROCID on node SLURMD_NODENAME.
-func Read(dir, nodeName string, rank int) (*Common, *Rank, error) {
+// WriteCommon makes the launch directory and writes common.json alone: what
+// the shims of a step started before its plan need to reach the controller
+// (WriteDir then writes it again, whole, with the nodes' files).
+func WriteCommon(dir string, common Common) error {
+	common.Protocol = Protocol
+	// Created fresh, or accepted only as the user's own and not writable by
+	// others (issue 12, finding 3: a launch directory another uid created
+	// first would let it plant launch files).
+	for _, d := range []string{dir, filepath.Join(dir, NodeDir)} {
+		if err := safefs.MkdirOwn(d, "launch directory"); err != nil {
+			return err
+		}
+	}
+	return WriteJSONAtomic(filepath.Join(dir, CommonFile), common, 0o600)
+}
+
+// ReadCommon reads common.json.
+func ReadCommon(dir string) (*Common, error) {
 	var c Common
 	if err := safefs.CheckOwnDir(dir, "launch directory"); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := ReadJSON(filepath.Join(dir, CommonFile), &c); err != nil {
+		return nil, err
+	}
+	if c.Protocol != Protocol {
+		return nil, fmt.Errorf("%s: launch protocol %d, this shim speaks %d: the trainrun that started the step and the shim (trainrun-shim or trainrun exec-task) come from different builds; install both from one build",
+			filepath.Join(dir, CommonFile), c.Protocol, Protocol)
+	}
+	return &c, nil
+}
+
+// Read finds a task's entry: rank from SLURM_PROCID on node SLURMD_NODENAME.
+func Read(dir, nodeName string, rank int) (*Common, *Rank, error) {
+	c, err := ReadCommon(dir)
+	if err != nil {
 		return nil, nil, err
 	}
 	var n node
 	if err := ReadJSON(filepath.Join(dir, NodeDir, nodeName+".json"), &n); err != nil {
 		if os.IsNotExist(err) {
-			return &c, nil, fmt.Errorf("rank %d started on node %s, which has no rank in this plan (%s): srun placed the task elsewhere than the hostfile says",
+			return c, nil, fmt.Errorf("rank %d started on node %s, which has no rank in this plan (%s): srun placed the task elsewhere than the hostfile says",
 				rank, nodeName, filepath.Join(dir, NodeDir))
 		}
 		return nil, nil, err
 	}
 	for i := range n.Ranks {
 		if n.Ranks[i].Rank == rank {
-			return &c, &n.Ranks[i], nil
+			return c, &n.Ranks[i], nil
 		}
 	}
-	return &c, nil, fmt.Errorf("rank %d started on node %s but the plan puts it elsewhere (ranks on %s: %s): srun did not follow the hostfile",
+	return c, nil, fmt.Errorf("rank %d started on node %s but the plan puts it elsewhere (ranks on %s: %s): srun did not follow the hostfile",
 		rank, nodeName, nodeName, rankList(n.Ranks))
 }
 

@@ -45,6 +45,26 @@ func TestWriteDirRead(t *testing.T) {
 	}
 }
 
+// A shim of another build refuses launch files of another protocol,
+// naming both versions and what to do.
+func TestReadCommonProtocol(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "launch")
+	if err := WriteCommon(dir, Common{JobID: "1", World: 1, Protocol: 99}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ReadCommon(dir); err != nil || c.Protocol != Protocol {
+		t.Fatalf("written as %+v, %v: WriteCommon sets this build's protocol", c, err)
+	}
+	old := []byte(`{"job_id": "1", "world": 1, "ckpt_signal": "USR2", "env": {}}`)
+	if err := WriteFileAtomic(filepath.Join(dir, CommonFile), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadCommon(dir)
+	if err == nil || !strings.Contains(err.Error(), "launch protocol 0, this shim speaks") || !strings.Contains(err.Error(), "install both from one build") {
+		t.Errorf("launch files of an older build: %v", err)
+	}
+}
+
 func TestVisibleDevicesFor(t *testing.T) {
 	for _, tc := range []struct {
 		cvd, step       string

@@ -37,6 +37,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[int]net.Conn
+	// gate: what a waiting shim is told (Go or Abort; "" until Release or
+	// Abort says).
+	gate Kind
 }
 
 // Listen starts a server on host (an address of this node; a free port),
@@ -96,7 +99,7 @@ func (s *Server) hello(c net.Conn, sc *bufio.Scanner) (Msg, bool) {
 		return Msg{}, false
 	}
 	m, err := Parse(sc.Text())
-	if err != nil || m.Kind != Hello || m.Token != s.Token || m.Rank >= s.world {
+	if err != nil || m.Kind != Hello && m.Kind != Wait || m.Token != s.Token || m.Rank >= s.world {
 		return Msg{}, false
 	}
 	c.SetReadDeadline(time.Time{})
@@ -114,8 +117,25 @@ func (s *Server) serve(c net.Conn) {
 	rank := h.Rank
 	s.mu.Lock()
 	s.conns[rank] = c
+	if h.Kind == Wait && s.gate != "" {
+		c.SetWriteDeadline(time.Now().Add(writeTimeout))
+		c.Write([]byte(string(s.gate) + "\n"))
+	}
 	s.mu.Unlock()
 	s.Events <- Event{Msg: h, At: time.Now()}
+	if h.Kind == Wait {
+		// After go, the same connection says hello once the rank runs.
+		if !sc.Scan() {
+			s.drop(rank, c)
+			return
+		}
+		m, err := Parse(sc.Text())
+		if err != nil || m.Kind != Hello || m.Token != s.Token || m.Rank != rank {
+			s.drop(rank, c)
+			return
+		}
+		s.Events <- Event{Msg: m, At: time.Now()}
+	}
 	for sc.Scan() {
 		m, err := Parse(sc.Text())
 		if err != nil || m.Kind == Hello || m.Kind == Ckpt || m.Kind == Stack || m.Rank != rank {
@@ -123,6 +143,10 @@ func (s *Server) serve(c net.Conn) {
 		}
 		s.Events <- Event{Msg: m, At: time.Now()}
 	}
+	s.drop(rank, c)
+}
+
+func (s *Server) drop(rank int, c net.Conn) {
 	s.mu.Lock()
 	if s.conns[rank] == c {
 		delete(s.conns, rank)
@@ -130,11 +154,30 @@ func (s *Server) serve(c net.Conn) {
 	s.mu.Unlock()
 }
 
-// Broadcast sends m to every connected shim and returns how many it reached.
-func (s *Server) Broadcast(m Msg) int {
-	line := []byte(m.Encode() + "\n")
+// Release tells every waiting shim, and each that says wait later, to go.
+func (s *Server) Release() int { return s.open(Go) }
+
+// Abort tells every waiting shim, and each that says wait later, to exit
+// without starting its rank.
+func (s *Server) Abort() int { return s.open(Abort) }
+
+func (s *Server) open(k Kind) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gate = k
+	return s.writeAll(Msg{Kind: k})
+}
+
+// Broadcast sends m to every connected shim and returns how many it reached.
+func (s *Server) Broadcast(m Msg) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeAll(m)
+}
+
+// writeAll sends m to every connected shim; s.mu is held.
+func (s *Server) writeAll(m Msg) int {
+	line := []byte(m.Encode() + "\n")
 	n := 0
 	for _, c := range s.conns {
 		c.SetWriteDeadline(time.Now().Add(writeTimeout))

@@ -37,3 +37,9 @@ func SignalName(s os.Signal) string {
 	}
 	return s.String()
 }
+
+// StackSignal is the signal a shim sends for a stack dump
+// (TRAINRUN_STACK_SIGNAL): its default action is to ignore, so a trainer
+// without a handler is unharmed; the trainer client registers Python's
+// faulthandler on it.
+const StackSignal = "URG"

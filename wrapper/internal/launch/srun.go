@@ -9,6 +9,7 @@ import (
 // StepSpec is everything the main srun needs.
 type StepSpec struct {
 	Self       string // path of this trainrun binary (it must exist on every node)
+	Shim       string // path of the lean shim binary (trainrun-shim; "": Self exec-task)
 	LaunchDir  string
 	Hostfile   string // path of the hostfile; used when Arbitrary
 	Arbitrary  bool   // the rank order differs from Slurm's block order
@@ -16,6 +17,12 @@ type StepSpec struct {
 	Tasks      int
 	PerNode    int
 	BindInShim bool // the shim binds each rank to its GPU's NUMA CPUs: srun must not bind
+	Argv       []string
+	// Wait: the step starts before its plan; each shim waits for the
+	// controller's go (launch.Wait). ProbeDir: the first task of each node
+	// first probes its node into ProbeDir/<node>.json.
+	Wait     bool
+	ProbeDir string
 	// NodeList names the step's nodes when they are not all of the job's
 	// (spare or lost nodes): srun --nodelist; unused with Arbitrary, whose
 	// hostfile names them.
@@ -26,7 +33,6 @@ type StepSpec struct {
 	// the node's removal from the job (Slurm 22.05, --no-kill; seen on
 	// the harness).
 	Overlap bool
-	Argv    []string
 }
 
 // SrunCommand builds the main step's command line and the extra environment
@@ -66,8 +72,25 @@ func SrunCommand(s StepSpec) (argv []string, env []string) {
 	if s.Overlap {
 		argv = append(argv, "--overlap")
 	}
-	argv = append(argv, "--kill-on-bad-exit=1", "--input=none",
-		s.Self, "exec-task", "--launch", s.LaunchDir, "--")
+	argv = append(argv, "--kill-on-bad-exit=1", "--input=none")
+	argv = append(argv, ShimArgv(s.Self, s.Shim)...)
+	argv = append(argv, "--launch", s.LaunchDir)
+	if s.Wait {
+		argv = append(argv, "--wait")
+	}
+	if s.ProbeDir != "" {
+		argv = append(argv, "--probe-node", s.ProbeDir)
+	}
+	argv = append(argv, "--")
 	argv = append(argv, s.Argv...)
 	return argv, env
+}
+
+// ShimArgv is the start of a shim's command line: the lean binary when
+// there is one, else `trainrun exec-task`.
+func ShimArgv(self, shim string) []string {
+	if shim != "" {
+		return []string{shim}
+	}
+	return []string{self, "exec-task"}
 }

@@ -16,6 +16,10 @@ func TestSrunCommand(t *testing.T) {
 		!slices.Equal(env, []string{"SLURM_HOSTFILE=/j/hostfile"}) {
 		t.Errorf("arbitrary: %s %v", got, env)
 	}
+	argv, _ = SrunCommand(StepSpec{Self: "/bin/trainrun", LaunchDir: "/j/launch", Nodes: 2, Tasks: 16, PerNode: 8, Wait: true, ProbeDir: "/j/topo", Argv: []string{"python", "t.py", "--tp", "{tp}"}})
+	if got := strings.Join(argv, " "); got != "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --distribution=block --kill-on-bad-exit=1 --input=none /bin/trainrun exec-task --launch /j/launch --wait --probe-node /j/topo -- python t.py --tp {tp}" {
+		t.Errorf("started before the plan: %s", got)
+	}
 }
 
 // A step on some of the job's nodes (spare or lost ones held back) names

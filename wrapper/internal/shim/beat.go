@@ -1,4 +1,4 @@
-package main
+package shim
 
 import (
 	"bufio"
@@ -24,11 +24,10 @@ import (
 // adds the process's state from /proc/PID/stat and sends the controller one
 // beat per launch.BeatInterval, at once when the state turns bad.
 const (
-	heartbeatFD  = 3 // the first of cmd.ExtraFiles
-	stackSignal  = syscall.SIGURG
-	stackSigName = "URG" // TRAINRUN_STACK_SIGNAL: default action ignore, so a trainer without a handler is unharmed
-	statePoll    = time.Second
-	stepSamples  = 8 // step times the shim keeps for the median it sends
+	heartbeatFD = 3 // the first of cmd.ExtraFiles
+	stackSignal = syscall.SIGURG
+	statePoll   = time.Second
+	stepSamples = 8 // step times the shim keeps for the median it sends
 )
 
 // beater is the shim's side of the heartbeat pipe.
@@ -57,7 +56,7 @@ func newBeater() *beater {
 
 // env is what the trainer client reads.
 func (b *beater) env() []string {
-	return []string{"TRAINRUN_HEARTBEAT_FD=" + strconv.Itoa(heartbeatFD), "TRAINRUN_STACK_SIGNAL=" + stackSigName}
+	return []string{"TRAINRUN_HEARTBEAT_FD=" + strconv.Itoa(heartbeatFD), "TRAINRUN_STACK_SIGNAL=" + launch.StackSignal}
 }
 
 // run reads the trainer's lines and sends beats until the process is gone.
@@ -173,18 +172,18 @@ func statState(stat string) string {
 // dumpStack asks the training process for its Python stack (the client
 // registers faulthandler on SIGURG; it writes to the trainer's stderr, which
 // is the job's log), and says why not when it cannot.
-func dumpStack(p *os.Process, rank int, node string, gpu int, env *runEnv) {
+func dumpStack(p *os.Process, rank int, node string, gpu int, env Env) {
 	st := procState(p.Pid)
 	caught, err := catchesSignal(p.Pid, stackSignal)
 	switch {
 	case err != nil:
 		return // gone
 	case !caught:
-		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s (GPU %d): no stack dump: the training process does not catch SIG%s (the trainer client registers Python's faulthandler on it)\n", rank, node, gpu, stackSigName)
+		fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s (GPU %d): no stack dump: the training process does not catch SIG%s (the trainer client registers Python's faulthandler on it)\n", rank, node, gpu, launch.StackSignal)
 		return
 	case st == "T" || st == "t":
-		fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s (GPU %d): the training process is stopped (T): its stack dump comes only if it is continued\n", rank, node, gpu)
+		fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s (GPU %d): the training process is stopped (T): its stack dump comes only if it is continued\n", rank, node, gpu)
 	}
-	fmt.Fprintf(env.stderr, "trainrun: exec-task: rank %d on %s (GPU %d): stack dump of the training process (pid %d, %s) follows\n", rank, node, gpu, p.Pid, st)
+	fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s (GPU %d): stack dump of the training process (pid %d, %s) follows\n", rank, node, gpu, p.Pid, st)
 	p.Signal(stackSignal)
 }

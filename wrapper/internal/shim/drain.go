@@ -1,4 +1,4 @@
-package main
+package shim
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // Tiered checkpoints (--ckpt-local-dir): the trainer saves into node-local
@@ -68,10 +69,10 @@ func ensureLocalDir(dir, node string) error {
 // drainPoll is how often the node's drainer looks for finished local saves.
 const drainPoll = 100 * time.Millisecond
 
-// drainFinishWait bounds how long the drainer waits, after the local
+// DrainFinishWait bounds how long the drainer waits, after the local
 // trainer exited, for the node's other ranks to finish a save some rank has
 // already marked done.
-var drainFinishWait = 60 * time.Second
+var DrainFinishWait = 60 * time.Second
 
 // nodeDrainer drains one node's node-local checkpoints into the store.
 type nodeDrainer struct {
@@ -177,13 +178,13 @@ func (d *nodeDrainer) finish(wait time.Duration) []string {
 // this shim dies before its drain finishes (SIGKILL after KillWait, a crash,
 // OOM), the epilog runs `trainrun ckpt drain` as the job's user with these
 // paths. It returns the record's path ("" = none written).
-func writeDrainHandoff(env *runEnv, c *launchCommon, node, localDir string, ranks []int) string {
-	dir := env.getenv("TRAINRUN_HANDOFF_DIR")
+func writeDrainHandoff(env Env, c *launch.Common, node, localDir string, ranks []int) string {
+	dir := env.Getenv("TRAINRUN_HANDOFF_DIR")
 	if dir == "" {
 		return ""
 	}
 	job, _ := strconv.ParseUint(c.JobID, 10, 32)
-	restart, _ := strconv.Atoi(slurm.TaskFromEnv(env.getenv).Restart)
+	restart, _ := strconv.Atoi(slurm.TaskFromEnv(env.Getenv).Restart)
 	abs := func(p string) string {
 		if a, err := filepath.Abs(p); err == nil {
 			return a
@@ -195,7 +196,7 @@ func writeDrainHandoff(env *runEnv, c *launchCommon, node, localDir string, rank
 		LocalDir: abs(localDir), CkptDir: abs(c.CkptDir), Ranks: ranks,
 	})
 	if err != nil {
-		fmt.Fprintf(env.stderr, "trainrun: exec-task: %s: no handoff to the job epilog (%v): a drain this shim cannot finish is lost\n", node, err)
+		fmt.Fprintf(env.Stderr, "trainrun: exec-task: %s: no handoff to the job epilog (%v): a drain this shim cannot finish is lost\n", node, err)
 		return ""
 	}
 	return path
@@ -217,16 +218,4 @@ func onlyNodeRanks(marks, ranks []int) []int {
 		}
 	}
 	return out
-}
-
-// mkdirOwnUnlessDry creates a directory trainrun makes for the user (the
-// job directory, the default store under it) fresh with mode 0700, or
-// accepts an existing one only when it is the user's own and not writable by
-// others (issue 12, finding 3: a job directory another uid pre-created
-// would let it plant launch files and checkpoints).
-func mkdirOwnUnlessDry(dry bool, dir string) error {
-	if dry {
-		return nil
-	}
-	return safefs.MkdirOwn(dir, "directory")
 }

@@ -1,0 +1,232 @@
+// The decide and act phases of trainrun run: the step's outcome, run.Decide,
+// and what its decision asks (history, finished marker, requeue, restart); the
+// checkpoint bookkeeping they share.
+
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
+)
+
+// Why the step is being stopped: the stop reasons (run.None, ...), by their old names.
+const (
+	stopNone      = run.None
+	stopTimeLimit = run.TimeLimit
+	stopSignal    = run.Signal
+	stopPreempted = run.Preempted
+	stopCancelled = run.Cancelled
+	stopTermLimit = run.TermLimit
+	stopRequested = run.Requested
+)
+
+// ckptRequestFile (in JOBDIR/launch) holds "ID THEN" for the latest checkpoint
+// request: THEN is stop or continue. The trainer client reads it when the
+// checkpoint signal arrives; SIGTERM always means stop.
+const ckptRequestFile = "ckpt-request"
+
+// afterStep commits what the step completed, decides (run.Decide) what the
+// job does next, and does it. tagAtStop is the latest committed tag when the
+// stop was first asked for or signalled: only a checkpoint committed after
+// it is progress made for the stop (a background commit may have committed
+// it before the step ended).
+func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *launch.Event, store ckptStore) error {
+	code, ok := slurm.ExitCode(waitErr)
+	if !ok {
+		return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
+	}
+	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
+	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
+	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, exits, firstFail)
+	r.spareOutcome(&o)
+	if o.CommitErr == nil && code == 0 && reason == stopNone {
+		r.compressKick(true) // a finished run compresses what it retains before it ends
+	}
+	if o.CheckpointStop() {
+		took := time.Since(stopAt)
+		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), cmp.Or(o.Latest, "none"))
+		if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
+			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
+		}
+	}
+	if (o.Failed() || o.DiskFailed()) && o.MaxFailures > 0 && r.store != nil {
+		o.HaveHistory = true
+		if o.History, o.HistoryErr = r.store.History().Load(); o.HistoryErr != nil {
+			r.logf("warning: %v", o.HistoryErr)
+		}
+	}
+	return r.act(run.Decide(o), store)
+}
+
+// outcome gathers what run.Decide reads, except the commit's result.
+func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
+	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.cmdArgv[0], CkptDir: r.ckptDir,
+		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.opts.maxRequeue, MaxFailures: r.opts.maxFailures,
+		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead,
+		HangWhat: r.hangWhat, Restarts: r.restarts, MaxRestarts: r.opts.fault.maxRestarts}
+	if firstFail != nil {
+		s := r.placed.Slots[firstFail.Rank]
+		o.FirstFail = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d", s.Rank, s.Node, s.GPU, firstFail.Code)
+	}
+	return o
+}
+
+// commitAfterStep commits the newest complete checkpoint, and measures it
+// when it was made for the stop.
+func (r *runner) commitAfterStep(store ckptStore, reason string, stopAt time.Time, tagAtStop string) (string, error) {
+	world := r.alloc.World()
+	r.discardFailedSaves(store)
+	latest, changed, err := store.CommitComplete(world)
+	if err != nil || !changed {
+		return latest, err
+	}
+	r.setLastTag(latest)
+	r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
+	r.prune()
+	if reason != stopNone && reason != stopCancelled && !stopAt.IsZero() && latest != tagAtStop {
+		r.recordCkpt(latest, reason, time.Since(stopAt))
+		r.checkGrace("commit")
+	}
+	return latest, nil
+}
+
+// act does what the decision says: the history's end event, the finished
+// marker, the requeue, the exit code.
+func (r *runner) act(d run.Decision, store ckptStore) error {
+	r.recordEnd(d.Cause, d.Tag, d.Record)
+	if d.Finished {
+		if sa, ok := unwrapStore(store); ok {
+			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: d.Tag, Run: r.runName}); err != nil {
+				r.logf("warning: writing the finished marker: %v", err)
+			}
+		}
+		r.logf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
+	}
+	if d.Restart {
+		r.spare.restartWhy = d.Err
+		r.logf("%s", d.Err)
+		return errRestartStep
+	}
+	if d.Requeue {
+		excl, nodes := r.badNodesToExclude()
+		if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
+			return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
+		}
+		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.opts.maxRequeue)
+		r.excludeBadNodes(excl, nodes)
+		return withCode(ExitRequeued, errSilent)
+	}
+	if d.Exit == ExitOK {
+		return nil
+	}
+	return withCode(d.Exit, errors.New(d.Err))
+}
+
+// recordStart and recordEnd keep the job's history in the checkpoint store:
+// the requeue decisions read it.
+func (r *runner) recordStart() {
+	if r.store == nil {
+		return
+	}
+	if err := r.store.History().Append(checkpoint.Event{Type: "start", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Node: r.alloc.BatchNode, WorldSize: r.alloc.World(), ResumeFrom: tagOf(r.resume)}); err != nil {
+		r.logf("warning: %v", err)
+	}
+}
+
+func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
+	r.endCause = cause // for the observer's end event
+	if r.store == nil {
+		return
+	}
+	progress := int64(-1)
+	if latest != "" {
+		progress = checkpoint.StepOf(latest)
+	}
+	if err := r.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg, FailedNodes: r.failedNodes()}); err != nil {
+		r.logf("warning: %v", err)
+	}
+}
+
+// recordCkpt keeps one measured checkpoint (request or signal -> committed)
+// in the job's history, for the grace budget of this and later runs.
+func (r *runner) recordCkpt(tag, why string, took time.Duration) {
+	r.logf("checkpoint %s took %.2f s from the %s request to its commit", tag, took.Seconds(), why)
+	if r.store == nil {
+		return
+	}
+	if err := r.store.History().Append(checkpoint.Event{Type: "ckpt", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Tag: tag, CkptSeconds: took.Seconds(), Why: why}); err != nil {
+		r.logf("warning: %v", err)
+	}
+}
+
+// checkGrace prints the grace budget (at start and after each measured
+// commit) and applies a raised lead; it says whether the lead changed.
+func (r *runner) checkGrace(when string) bool {
+	var evs []checkpoint.Event
+	if r.store != nil {
+		var err error
+		if evs, err = r.store.History().CkptTimes(); err != nil {
+			r.logf("warning: %v", err)
+		}
+	}
+	m, n := measuredCkpt(evs)
+	lead := r.lead
+	if r.alloc.EndTime.IsZero() {
+		lead = 0
+	}
+	adv := graceBudget(graceInput{Measured: m, Samples: n, Lead: lead, TimeLimit: r.alloc.TimeLimit, Adapt: r.leadAdapt, Limits: r.grace})
+	if when == "start" || adv.Need > 0 {
+		r.logf("%s (at %s)", adv.Summary, when)
+	}
+	for _, w := range adv.Warnings {
+		r.logf("warning: %s", w)
+	}
+	if adv.Raised {
+		r.logf("grace budget: lead raised from %s to %s (CkptLeadAdapt=yes): trainrun's clock asks for the checkpoint at %s",
+			r.lead, adv.Lead, r.alloc.EndTime.Add(-adv.Lead).Format(time.TimeOnly))
+		r.lead = adv.Lead
+		return true
+	}
+	return false
+}
+
+func (r *runner) setLastTag(t string) {
+	r.tagMu.Lock()
+	r.lastTag = t
+	r.tagMu.Unlock()
+}
+
+func (r *runner) getLastTag() string {
+	r.tagMu.Lock()
+	defer r.tagMu.Unlock()
+	return r.lastTag
+}
+
+// prune applies the retention (--ckpt-keep, --ckpt-keep-every) after a commit.
+func (r *runner) prune() {
+	if r.store == nil || r.opts.ckptKeep <= 0 {
+		return
+	}
+	gone, err := r.store.Prune(checkpoint.Retention{KeepLast: r.opts.ckptKeep, KeepEvery: int64(r.opts.ckptEvery)})
+	if err != nil {
+		r.logf("warning: pruning checkpoints: %v", err)
+	} else if len(gone) > 0 {
+		every := ""
+		if r.opts.ckptEvery > 0 {
+			every = fmt.Sprintf(" and one per %d steps", r.opts.ckptEvery)
+		}
+		r.logf("pruned %s (keeping the newest %d%s)", strings.Join(gone, ", "), r.opts.ckptKeep, every)
+	}
+}

@@ -1,0 +1,269 @@
+// The place, store, prepare and launch phases of trainrun run: ranks onto
+// GPUs, the checkpoint store, the rank environment and srun line, the step's
+// start.
+
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
+)
+
+// place puts the chosen layout's ranks on the allocation's GPUs.
+func (r *runner) place(f runFacts, c choice) (p placed, err error) {
+	var traffic plan.Traffic
+	if c.Eval != nil {
+		traffic = c.Eval.Traffic
+	}
+	var notes []string
+	if p.Slots, p.Placement, notes, err = placeRanks(r.alloc, c.Layout, traffic, f.nodes, f.cluster); err != nil {
+		return p, withCode(ExitNoFit, err)
+	}
+	for _, n := range notes {
+		r.logf("placement: %s", n)
+	}
+	return p, nil
+}
+
+// openRunStore opens the checkpoint store, commits what an earlier run
+// completed, and finds the checkpoint to resume from (r.resume). A dry run
+// opens nothing (nil).
+func (r *runner) openRunStore() (*observedStore, error) {
+	if r.opts.dryRun {
+		return nil, nil
+	}
+	a := r.alloc
+	sa, err := openStore(r.ckptDir)
+	if err != nil {
+		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	}
+	store := &observedStore{ckptStore: sa, st: sa.s, r: r}
+	// A checkpoint the previous incarnation completed but did not
+	// commit (killed, node failure) is committed now, before resuming.
+	// With node-local saves, an unfinished drain cannot be finished
+	// (its source was on the nodes): Recover discards it, so that the
+	// drains of this run start from a clean staging area.
+	if r.opts.ckptLocal != "" {
+		if rep, err := sa.s.Recover(a.World(), true); err != nil {
+			r.logf("warning: recovering the checkpoint store: %v", err)
+		} else if len(rep.Committed)+len(rep.Discarded) > 0 {
+			r.logf("checkpoint store recovered: committed %s; discarded unfinished %s",
+				cmp.Or(strings.Join(rep.Committed, ", "), "none"), cmp.Or(strings.Join(rep.Discarded, ", "), "none"))
+		}
+	}
+	if tag, changed, err := store.CommitComplete(a.World()); err != nil {
+		r.logf("warning: committing a complete checkpoint left by an earlier run: %v", err)
+	} else if changed {
+		r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
+	}
+	r.store = store.st
+	r.setCompressMode()
+	var notes []string
+	if r.resume, notes, err = store.Latest(); err != nil {
+		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	}
+	for _, n := range notes {
+		r.logf("warning: %s", n)
+	}
+	r.setLastTag(tagOf(r.resume))
+	if err := r.resumeOrInit(); err != nil {
+		return nil, err
+	}
+	return store, nil
+}
+
+// prepare substitutes the command's templates, writes plan.json and the
+// hostfile, and builds the rank environment and the srun command line.
+func (r *runner) prepare(f runFacts) (rankEnv, error) {
+	a := r.alloc
+	var unknown []string
+	megatron := r.choice.Megatron
+	if megatron == nil {
+		megatron = plan.MegatronLayoutArgs(r.choice.Layout)
+	}
+	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.choice.Layout, r.resume, r.ckptDir), megatron)
+	for _, u := range unknown {
+		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
+	}
+
+	// Files of the job directory (a dry run writes nothing).
+	planPath := filepath.Join(r.jobDir, "plan.json")
+	hostfilePath := filepath.Join(r.jobDir, "hostfile")
+	if !r.opts.dryRun {
+		if err := r.writePlan(planPath); err != nil {
+			return rankEnv{}, err
+		}
+		if err := launch.WriteFileAtomic(hostfilePath, []byte(hostfile(r.placed.Slots)), 0o644); err != nil {
+			return rankEnv{}, err
+		}
+	}
+	master := nodesInRankOrder(r.placed.Slots)[0]
+	masterAddr := master
+	if v := f.addrs[master]; v != "" {
+		masterAddr = v
+	}
+	r.masterPort = masterPort(a.JobID)
+	if !r.opts.dryRun {
+		r.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
+	}
+	renv := runRankEnv(a, r.placed.Slots, envInputs{
+		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: r.masterPort, PlanPath: planPath,
+		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
+		JobDir: r.jobDir, RestartCount: a.RestartCount,
+	})
+	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
+	launchDir := filepath.Join(r.jobDir, "launch")
+	bindInShim := false
+	for _, s := range r.placed.Slots {
+		if s.CPUs != "" {
+			bindInShim = true
+		}
+	}
+	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
+		Self: r.self, Shim: r.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
+		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
+		NodeList: r.stepNodeList(), Overlap: len(r.spare.lost) > 0,
+	})
+	return renv, nil
+}
+
+// startStep opens the control channel, writes the launch files and the
+// summary, and launches the step, unless too many runs failed in a row.
+func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store *observedStore) error {
+	a := r.alloc
+	launchDir := filepath.Join(r.jobDir, "launch")
+	if r.early != nil && !r.earlyFits() {
+		r.logf("the placement's rank order is not Slurm's block order: calling off the step started before the plan, starting it again with the hostfile")
+		r.abortEarly()
+	}
+	var ctl *launch.Server
+	var control string
+	if e := r.early; e != nil {
+		ctl, control = e.ctl, e.control
+	} else {
+		bind, ctlHost := launch.ControlHost(r.controlHost(f.addrs), len(a.Nodes) > 1)
+		if bind == "" {
+			r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
+		}
+		var err error
+		if ctl, err = launch.Listen(bind, a.World()); err != nil {
+			return err
+		}
+		control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))
+	}
+	defer func() {
+		r.abortEarly() // the step did not get to the monitor: call it off before closing its channel
+		ctl.Close()
+	}()
+	common := launchCommon{JobID: a.JobID, World: a.World(), Control: control,
+		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
+	if r.early != nil {
+		common.Argv = r.cmdArgv
+	}
+	if err := writeLaunchDir(launchDir, common, r.placed.Slots, renv); err != nil {
+		return fmt.Errorf("launch files in %s: %w", launchDir, err)
+	}
+	summary := r.summary()
+	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprint(r.env.stdout, summary)
+	if r.store != nil && r.opts.maxFailures > 0 {
+		// Runs that ended without an end event (killed, node failure) count as failures.
+		if incs, err := r.store.History().Load(); err == nil {
+			if n := checkpoint.FailuresWithoutProgress(incs); n >= r.opts.maxFailures {
+				return withCode(ExitRequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
+					n, r.ckptDir, r.opts.maxFailures))
+			}
+		}
+	}
+	r.recordStart()
+	r.checkGrace("start")
+	r.tReady = time.Since(r.t0)
+	if r.restarts == 0 { // the observer sees one run; a restart inside it is not its end
+		r.observeStart()
+	}
+	err := r.launch(ctx, ctl, store)
+	if !errors.Is(err, errRestartStep) {
+		r.observeEnd(err)
+	}
+	return err
+}
+
+func tagOf(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Base(dir)
+}
+
+// ncclPrefixes are the variables taken from the placement's environment
+// (plan.RankEnv); the launcher variables and CUDA_VISIBLE_DEVICES stay the
+// controller's and the shim's.
+var ncclPrefixes = []string{"NCCL_", "TORCH_NCCL_"}
+
+// addNCCLEnv adds each rank's NCCL environment from its node's topology,
+// where the probe discovered it. Values the task inherits (the user's, the
+// site's nccl.conf) are kept: RankEnv does not inject over them.
+func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]string, planPath string) {
+	if r.placed.Placement == nil {
+		return
+	}
+	user := map[string]string{}
+	for _, k := range plan.ManagedEnvKeys(r.ncclPolicy) {
+		if v := os.Getenv(k); v != "" {
+			user[k] = v
+		}
+	}
+	reported := false
+	for i, s := range r.placed.Slots {
+		f, ok := r.facts[s.Node]
+		if !ok || f.Topo == nil {
+			continue
+		}
+		var conf map[string]string
+		if f.NCCLConf != "" {
+			conf, _ = plan.ParseNCCLConf([]byte(f.NCCLConf))
+		}
+		var nodeAddrs []string
+		if a := addrs[s.Node]; a != "" {
+			nodeAddrs = []string{a}
+		}
+		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placed.Placement, Rank: s.Rank, Plan: r.choice.Layout, PlanPath: planPath,
+			MasterAddr: masterAddr, MasterPort: r.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
+		if err != nil {
+			if !reported {
+				r.logf("warning: NCCL environment not computed: %v", err)
+				reported = true
+			}
+			continue
+		}
+		for _, v := range e.Vars {
+			if !v.Inject {
+				continue
+			}
+			for _, p := range ncclPrefixes {
+				if strings.HasPrefix(v.Key, p) {
+					renv.Ranks[i][v.Key] = v.Value
+				}
+			}
+		}
+		if i == 0 {
+			for _, n := range e.Notes {
+				r.logf("nccl: %s", n)
+			}
+		}
+	}
+}
