@@ -190,15 +190,7 @@ func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (m
 			return nil, ctx.Err()
 		}
 	}
-	facts := map[string]nodeFacts{}
-	for _, node := range a.Nodes {
-		var f nodeFacts
-		if err := launch.ReadJSON(filepath.Join(dir, node+".json"), &f); err != nil {
-			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %s: %v", node, err))
-		}
-		facts[node] = f
-	}
-	return facts, nil
+	return readProbeFacts(a.Nodes, dir)
 }
 
 func errOr(err error, s string) string {

@@ -36,8 +36,13 @@ func probeNodes(ctx context.Context, sc slurm.Client, a *allocation, shimArgv []
 		return nil, withCode(ExitSlurm, fmt.Errorf("topology probe failed: %v%s (skip it with --probe=none)",
 			err, prefixed(": ", strings.TrimSpace(string(out)))))
 	}
+	return readProbeFacts(a.Nodes, dir)
+}
+
+// readProbeFacts reads what the probe wrote for each node (DIR/<node>.json).
+func readProbeFacts(nodes []string, dir string) (map[string]nodeFacts, error) {
 	facts := map[string]nodeFacts{}
-	for _, node := range a.Nodes {
+	for _, node := range nodes {
 		var f nodeFacts
 		if err := launch.ReadJSON(filepath.Join(dir, node+".json"), &f); err != nil {
 			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %s wrote no facts (%v); its slurmd may call itself another name", node, err))

@@ -6,20 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/safefs/safefstest"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
-
-// asNobody makes p another uid's (nobody's), as another local user who
-// created it first would have it; it needs root.
-func asNobody(t *testing.T, p string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give a file to another uid")
-	}
-	if err := os.Lchown(p, 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Issue 12, finding 3: the shim merges launch files into the trainer's
 // environment; a file another uid planted (or one anyone can write) would
@@ -37,7 +26,7 @@ func TestSecShimRefusesForeignLaunchFiles(t *testing.T) {
 				p := filepath.Join(dir, strings.TrimSuffix(c.file, "+w"))
 				os.Chmod(p, 0o666)
 			} else {
-				asNobody(t, filepath.Join(dir, c.file))
+				safefstest.AsNobody(t, filepath.Join(dir, c.file))
 			}
 			if _, _, err := launch.Read(dir, "n1", 0); err == nil {
 				t.Fatalf("the shim accepted launch files when %s", c.name)
@@ -52,7 +41,7 @@ func TestSecLaunchDirPrecreated(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "launch")
 	os.Mkdir(dir, 0o777)
 	os.Chmod(dir, 0o777)
-	asNobody(t, dir)
+	safefstest.AsNobody(t, dir)
 	if err := writeLaunchDir(dir, launchCommon{JobID: "7", World: 1}, nil, rankEnv{}); err == nil {
 		t.Fatal("wrote launch files into another uid's directory")
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/safefs/safefstest"
 )
 
 // Issue 12, findings 2 and 3, on the real Slurm: another uid (nobody)
@@ -20,19 +22,13 @@ import (
 // and the planted checkpoint never reaches the store.
 func TestSecPrecreatedDirsRefused(t *testing.T) {
 	bin := trainrun(t)
-	nobody := func(t *testing.T, p string) {
-		t.Helper()
-		if err := os.Chown(p, 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-	}
 	t.Run("job dir", func(t *testing.T) {
 		base := t.TempDir()
 		job := filepath.Join(base, "job")
 		if err := os.MkdirAll(filepath.Join(job, "launch", "node"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		nobody(t, job)
+		safefstest.AsNobody(t, job)
 		marker := filepath.Join(base, "launched")
 		script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=1 --ntasks-per-node=1 --gpus-per-node=1 --time=2
@@ -59,7 +55,7 @@ exec %s run --probe none --fix tp=1 --job-dir %s -- touch %s
 		os.WriteFile(filepath.Join(local, "step-999", "model.pt"), []byte("pickle"), 0o644)
 		os.WriteFile(filepath.Join(planted, "done.0"), nil, 0o644)
 		for _, p := range []string{local, filepath.Join(local, "step-999"), planted, filepath.Join(local, "step-999", "model.pt"), filepath.Join(planted, "done.0")} {
-			nobody(t, p)
+			safefstest.AsNobody(t, p)
 		}
 		store := filepath.Join(base, "store")
 		marker := filepath.Join(base, "launched")

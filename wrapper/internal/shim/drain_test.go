@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
+	"github.com/trainrun/trainrun/internal/safefs/safefstest"
 )
 
 func TestExpandLocalDir(t *testing.T) {
@@ -102,18 +103,6 @@ func TestNodeDrainerTiered(t *testing.T) {
 	}
 }
 
-// asNobody makes p another uid's (nobody's), as another local user who
-// created it first would have it; it needs root.
-func asNobody(t *testing.T, p string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give a file to another uid")
-	}
-	if err := os.Lchown(p, 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Issue 12, finding 2: another local user pre-creates the predictable
 // node-local directory (/dev/shm/trainrun-%j) and plants a checkpoint with
 // every rank's marker. The drainer refuses the directory.
@@ -134,7 +123,7 @@ func TestSecPrecreatedLocalDirRefused(t *testing.T) {
 				os.Chmod(local, 0o777)
 				if how == "other uid" {
 					os.Chmod(local, 0o755)
-					asNobody(t, local)
+					safefstest.AsNobody(t, local)
 				}
 			}
 			var log bytes.Buffer
