@@ -85,6 +85,10 @@ type FailedSave struct {
 	Cause string // DiskFull, DiskQuota, DiskIOError: the first failed rank's
 	Ranks []int  // the ranks that failed, sorted
 	Bytes int64  // what its partial files held (freed by the discard)
+	// Local: a node-local save (--ckpt-local-dir) whose failed markers the
+	// drain carried into staging: the file system that failed is the
+	// failed ranks' node-local one, not the store's.
+	Local bool
 }
 
 // failedRanks reads the failed markers of ckptDir.
@@ -117,13 +121,16 @@ func (s *Store) DiscardFailed(world int) ([]FailedSave, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discard failed saves: list %s: %w", s.dir, err)
 	}
-	var out []FailedSave
+	dirs := s.stagedFailed() // node-local saves: the drain carried their failed markers (drain_failed.go)
 	for _, e := range ents {
 		tag := e.Name()
-		if !e.IsDir() || CheckTag(tag) != nil || exists(manifestPath(s.tagDir(tag))) {
-			continue
+		if e.IsDir() && CheckTag(tag) == nil && !exists(manifestPath(s.tagDir(tag))) && dirs[tag] == "" {
+			dirs[tag] = s.tagDir(tag)
 		}
-		dir := s.tagDir(tag)
+	}
+	var out []FailedSave
+	for _, tag := range sortedTags(dirs) {
+		dir := dirs[tag]
 		failed, cause := failedRanks(dir)
 		if len(failed) == 0 {
 			continue
@@ -132,7 +139,7 @@ func (s *Store) DiscardFailed(world int) ([]FailedSave, error) {
 		if !allDone(append(done, failed...), world) {
 			continue // a rank is still saving
 		}
-		fs := FailedSave{Tag: tag, Cause: cause, Ranks: failed, Bytes: treeBytes(dir)}
+		fs := FailedSave{Tag: tag, Cause: cause, Ranks: failed, Bytes: treeBytes(dir), Local: dir == s.stagingDir(tag)}
 		if err := s.trash(dir, tag); err != nil {
 			return out, fmt.Errorf("discard failed save %s: %w", tag, err)
 		}

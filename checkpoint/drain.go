@@ -456,13 +456,17 @@ func DrainAll(ctx context.Context, localRoot string, dst *Store, o DrainAllOptio
 		src := filepath.Join(localRoot, tag)
 		ranks, err := doneRanks(src)
 		ranks = onlyRanks(ranks, o.DrainOptions.Ranks)
-		if err != nil || len(ranks) == 0 {
+		failed := localFailed(src, o.DrainOptions.Ranks) // drain_failed.go
+		if err != nil || len(ranks)+len(failed) == 0 {
 			continue
 		}
-		if len(o.Ranks) > 0 && !containsAll(ranks, o.Ranks) {
+		if len(o.Ranks) > 0 && !containsAll(withFailed(ranks, failed), o.Ranks) {
 			continue // this node's save is still running
 		}
-		if !drainedAlready(dst, tag, o.Node, ranks) {
+		if err := carryFailed(dst, tag, failed); err != nil {
+			return drained, err
+		}
+		if len(ranks) > 0 && !drainedAlready(dst, tag, o.Node, ranks) {
 			res, err := Drain(ctx, src, dst, tag, o.DrainOptions)
 			if err != nil {
 				return drained, err

@@ -17,7 +17,7 @@ func runPolicyCLI(args ...string) (code int, stdout, stderr string) {
 
 func TestPolicyCheckExample(t *testing.T) {
 	code, out, errOut := runPolicyCLI("policy", "check", examplePolicy)
-	want := examplePolicy + ": OK: 28 site-wide settings, 3 partitions (preempt, roce, debug)\n"
+	want := examplePolicy + ": OK: 29 site-wide settings, 3 partitions (preempt, roce, debug)\n"
 	if code != ExitOK || out != want || errOut != "" {
 		t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %q", code, out, want, errOut)
 	}

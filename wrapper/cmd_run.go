@@ -134,6 +134,8 @@ var runHelpTail = joinLines(
 	"is discarded and reported with the file system's free space; the latest stays, the next save retries, and a",
 	"stop whose save failed requeues from it. A failed step's node (lost, or its rank failed first) is kept in the",
 	"history; a requeued job excludes lost nodes (scontrol update ExcNodeList; use #SBATCH --no-kill).",
+	"Restarts: a crash or a lost node is first restarted inside the job (--max-restarts; a lost node only",
+	"onto a --spare-nodes node, with the same world size), then the job is requeued.",
 	"",
 )
 
@@ -169,6 +171,9 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	}
 	if o.fault.maxRestarts < 0 {
 		return usageErrorf("--max-restarts %d: want 0 (never restart inside the allocation) or more", o.fault.maxRestarts)
+	}
+	if o.fault.spareNodes < 0 {
+		return usageErrorf("--spare-nodes %d: want 0 (no spare nodes) or more, fewer than the job's nodes", o.fault.spareNodes)
 	}
 	r := &runner{opts: o, fs: fs, env: env, argv: argv, t0: time.Now(), hangCfg: hang}
 	return r.run(ctx)
@@ -244,6 +249,7 @@ type runner struct {
 	restarts     int            // steps restarted inside this allocation (run_hang.go)
 	hangWhat     string         // the ranks the last hang points to
 	rankFaults   []rankFault    // hangs and stragglers seen, for the log and the report
+	spare        spareState     // --spare-nodes (run_spare.go)
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -265,6 +271,9 @@ func (r *runner) run(ctx context.Context) error {
 	defer r.abortEarly() // unless the monitor took the step over
 	f, err := r.gather(ctx)
 	if err != nil {
+		return err
+	}
+	if err := r.setupSpares(ctx); err != nil {
 		return err
 	}
 	if !r.opts.dryRun {

@@ -47,6 +47,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
 	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, exits, firstFail)
+	r.spareOutcome(&o)
 	if o.CommitErr == nil && code == 0 && reason == stopNone {
 		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
@@ -111,6 +112,7 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 		r.logf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
 	}
 	if d.Restart {
+		r.spare.restartWhy = d.Err
 		r.logf("%s", d.Err)
 		return errRestartStep
 	}

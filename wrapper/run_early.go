@@ -53,9 +53,11 @@ type earlyStep struct {
 const earlyProbeTimeout = 2 * time.Minute
 
 // startEarly starts the main step before the plan (r.early), unless this is a
-// dry run, the probe mode is unknown (gather says so), or it is turned off.
+// dry run, the probe mode is unknown (gather says so), it is turned off, or
+// the job holds spare nodes (--spare-nodes: the step runs on some of the
+// job's nodes only, and the probe must cover the spares too).
 func (r *runner) startEarly(ctx context.Context) error {
-	if r.opts.dryRun || r.env.getenv("TRAINRUN_EARLY_STEP") == "0" {
+	if r.opts.dryRun || r.env.getenv("TRAINRUN_EARLY_STEP") == "0" || r.opts.fault.spareNodes > 0 {
 		return nil
 	}
 	a := r.alloc

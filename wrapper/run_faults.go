@@ -101,6 +101,9 @@ func (r *runner) discardFailedSaves(store ckptStore) {
 	}
 	for _, f := range failed {
 		msg := checkpoint.DiskMessage(r.ckptDir, f.Tag, f.Cause, r.getLastTag())
+		if f.Local {
+			msg = r.localDiskMessage(f)
+		}
 		msg += fmt.Sprintf(" (ranks %s failed; %s of partial files removed)", rankList(f.Ranks), units.Bytes(f.Bytes))
 		r.noteSaveFailed(f.Cause, msg)
 	}

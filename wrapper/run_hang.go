@@ -37,11 +37,13 @@ var errRestartStep = errors.New("restart the step inside the allocation")
 type faultOptions struct {
 	hangTimeout string
 	maxRestarts int
+	spareNodes  int // --spare-nodes (run_spare.go)
 }
 
 func (o *faultOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.hangTimeout, "hang-timeout", "auto", "a step whose ranks make no progress (Checkpointer.report_progress on every rank) for this long is hung: trainrun names the ranks that stopped, asks them for a stack dump, stops the step and restarts it from the latest checkpoint. auto: 15m until the first step, then 4x the p99 step time (at least 1m), 10m while a checkpoint is written; D (e.g. 90s): D once steps run (start-up and save at least D); off: no hang detection")
-	fs.IntVar(&o.maxRestarts, "max-restarts", 2, "restart a hung step inside the allocation (same job, no requeue) at most this many times, then requeue")
+	fs.IntVar(&o.maxRestarts, "max-restarts", 2, "restart a failed or hung step inside the allocation (same job, no requeue) at most this many times, then requeue; a failure's restart counts toward --max-failures as a requeue does")
+	fs.IntVar(&o.spareNodes, "spare-nodes", 0, "hold this many of the job's nodes idle beyond the layout's: the layout and the step use the others, and a step that loses a node restarts inside the job on the healthy ones with the same world size (submit with #SBATCH --no-kill)")
 }
 
 // hangConfig reads --hang-timeout: the tracker's configuration, or nil for off.
@@ -225,10 +227,12 @@ func (r *runner) faultPolicy(st policy.Settings) {
 		r.opts.fault.maxRestarts = st.MaxRestarts.Value
 	}
 	r.excludeStragglers = st.StragglerAction.Value == "exclude"
+	r.sparePolicy(st)
 }
 
-// restartStep prepares the relaunch after a hang: the latest committed
-// checkpoint is resumed from, with the same placement.
+// restartStep prepares the relaunch after a hang or a failure: the latest
+// committed checkpoint is resumed from, with the same placement, or with
+// spare nodes in the place of lost ones (replaceLostNodes).
 func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) {
 	r.restarts++
 	r.hangWhat = ""
@@ -241,6 +245,10 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 	}
 	r.resume = latest
 	r.setLastTag(tagOf(latest))
+	if _, err := r.replaceLostNodes(f); err != nil {
+		return rankEnv{}, err
+	}
+	r.observeRestart(latest)
 	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.restarts, r.opts.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
 	return r.prepare(f)
 }

@@ -301,7 +301,9 @@ func (m *monitor) onShimSignal(ev launch.Event) {
 		m.markStop()
 		r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
 	}
-	if ev.Signal == "TERM" && !m.stepTerm {
+	// A SIGTERM after a rank failed is srun's --kill-on-bad-exit ending the
+	// other tasks, not Slurm's word: no preemption (seen in the crash e2e).
+	if ev.Signal == "TERM" && !m.stepTerm && m.firstFail == nil {
 		m.stepTerm = true
 		if m.termAt.IsZero() {
 			m.termAt = time.Now()

@@ -134,6 +134,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
 		Self: r.self, Shim: r.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
+		NodeList: r.stepNodeList(), Overlap: len(r.spare.lost) > 0,
 	})
 	return renv, nil
 }

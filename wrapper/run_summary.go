@@ -44,6 +44,7 @@ func (r *runner) summary() string {
 	for _, line := range nodeTable(r.placed.Slots, 8) {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
+	b.WriteString(r.spareSummary())
 	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.resume, "(none: first start)"))
 	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.opts.ckptSignal))
 	if r.opts.ckptLocal != "" {

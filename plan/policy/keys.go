@@ -88,6 +88,10 @@ func init() {
 			Format: "a whole number; 0 = never restart inside the allocation",
 			Why:    "a hung step is relaunched inside the job twice (seconds, no queue wait) before the job is requeued",
 			parse:  intAtLeast(0), set: func(s *Settings, v any, src Source) { s.MaxRestarts = Setting[int]{v.(int), src} }},
+		{Name: "SpareNodes", Default: "0", User: true,
+			Format: "a whole number, less than the job's nodes; 0 = none",
+			Why:    "the job holds this many nodes beyond the layout's, idle: a step that loses a node restarts inside the job on the healthy ones with the same world size instead of going back to the queue (submit with #SBATCH --no-kill)",
+			parse:  intAtLeast(0), set: func(s *Settings, v any, src Source) { s.SpareNodes = Setting[int]{v.(int), src} }},
 		{Name: "StragglerAction", Default: "report",
 			Format: "report or exclude",
 			Why:    "report: a rank whose step time stays 1.5x its peers' median is logged and named in the report; exclude: its node is also kept out of the job's next requeue, as a hung rank's is",
@@ -184,7 +188,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook"}
 }
 
 // badValue is a value error before the file and line are known.

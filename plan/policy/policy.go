@@ -102,7 +102,8 @@ type Settings struct {
 	MaxRequeue            Setting[int]
 	MaxFailuresNoProgress Setting[int]
 	HangTimeout           Setting[string]   // "auto", "off" or a duration (FormatDuration)
-	MaxRestarts           Setting[int]      // hung steps restarted inside the allocation
+	MaxRestarts           Setting[int]      // failed or hung steps restarted inside the allocation
+	SpareNodes            Setting[int]      // nodes the job holds beyond the layout's, for restarts after a lost node
 	StragglerAction       Setting[string]   // "report" or "exclude" (a straggler's node from the next requeue)
 	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
@@ -445,6 +446,7 @@ func (s Settings) Rows() []Row {
 		{"MaxFailuresNoProgress", strconv.Itoa(s.MaxFailuresNoProgress.Value), s.MaxFailuresNoProgress.Source},
 		{"HangTimeout", s.HangTimeout.Value, s.HangTimeout.Source},
 		{"MaxRestarts", strconv.Itoa(s.MaxRestarts.Value), s.MaxRestarts.Source},
+		{"SpareNodes", strconv.Itoa(s.SpareNodes.Value), s.SpareNodes.Source},
 		{"StragglerAction", s.StragglerAction.Value, s.StragglerAction.Source},
 	}
 	for _, l := range []struct {

@@ -170,9 +170,9 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
-			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
 		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: CkptLead: "min" after CkptLead=5 is not Key=Value (a value with spaces needs quotes)`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
@@ -189,7 +189,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad LoRA rank", "Finetune=lora:0\n", []string{`trainrun.conf:1: Finetune: bad value "lora:0": finetune "lora:0": the LoRA rank must be a positive integer, e.g. lora:16`}},
 		{"relative root", "CkptRoots=/lustre,scratch\n", []string{`trainrun.conf:1: CkptRoots: bad value "/lustre,scratch": "scratch" is not an absolute path; accepted: any, or a comma-separated list of absolute paths`}},
 		{"bad env", "NCCLForce=NCCL_IB_TIMEOUT\n", []string{`trainrun.conf:1: NCCLForce: bad value "NCCL_IB_TIMEOUT": no '=': write NAME=VALUE, e.g. NCCL_IB_TIMEOUT=22; accepted: NAME=VALUE, one variable per NCCLForce= (repeat the key); none clears the site's list on a partition line`}},
-		{"override of a site key", "UserOverride=CkptLead,CkptRoots\n", []string{`trainrun.conf:1: UserOverride: bad value "CkptLead,CkptRoots": CkptRoots is the site's to set; users cannot be allowed to override it; accepted: all, none, or a comma-separated list of: CkptSignal, CkptLead, CkptLeadAdapt, CkptDir, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, InjectEnv, AutoPlan, Stack, Precision, Finetune, Webhook`}},
+		{"override of a site key", "UserOverride=CkptLead,CkptRoots\n", []string{`trainrun.conf:1: UserOverride: bad value "CkptLead,CkptRoots": CkptRoots is the site's to set; users cannot be allowed to override it; accepted: all, none, or a comma-separated list of: CkptSignal, CkptLead, CkptLeadAdapt, CkptDir, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, InjectEnv, AutoPlan, Stack, Precision, Finetune, Webhook`}},
 		{"bad address", "MetricsAddr=9464\n", []string{`trainrun.conf:1: MetricsAddr: bad value "9464": not HOST:PORT; accepted: off, or HOST:PORT to serve Prometheus metrics on (HOST may be empty: all addresses)`}},
 		{"bad URL", "Pushgateway=pushgw:9091\n", []string{`trainrun.conf:1: Pushgateway: bad value "pushgw:9091": not an http:// or https:// URL with a host; accepted: off, or an http(s) URL of a Prometheus Pushgateway`}},
 		{"empty value", "CkptKeep=\n", []string{`trainrun.conf:1: CkptKeep: empty value; accepted: a whole number, at least 1 (default 3)`}},
@@ -410,6 +410,26 @@ func TestHangKeys(t *testing.T) {
 	for _, bad := range []string{"HangTimeout=soon", "HangTimeout=500ms", "MaxRestarts=-1", "MaxRestarts=two"} {
 		if _, err := Parse(strings.NewReader(bad+"\n"), "trainrun.conf"); err == nil || !strings.Contains(err.Error(), "trainrun.conf:1") {
 			t.Errorf("%s: err %v, want one naming the line", bad, err)
+		}
+	}
+}
+
+// SpareNodes= (issue 21): 0 by default, per partition; a negative or
+// non-numeric value is refused naming the line. (That it is less than the
+// job's nodes is checked by trainrun run, which knows the allocation.)
+func TestSpareNodesKey(t *testing.T) {
+	p := mustParse(t, "SpareNodes=1\nPartitionName=big SpareNodes=4\n")
+	for part, want := range map[string]int{"gpu": 1, "big": 4} {
+		if got := p.Effective(part).SpareNodes.Value; got != want {
+			t.Errorf("%s: SpareNodes=%d, want %d", part, got, want)
+		}
+	}
+	if got := Default().Effective("gpu").SpareNodes.Value; got != 0 {
+		t.Errorf("default SpareNodes=%d, want 0", got)
+	}
+	for _, bad := range []string{"SpareNodes=-1", "SpareNodes=two"} {
+		if _, err := Parse(strings.NewReader(bad+"\n"), "trainrun.conf"); err == nil || !strings.Contains(err.Error(), "trainrun.conf:1: SpareNodes") {
+			t.Errorf("%s: err %v, want one naming the line and key", bad, err)
 		}
 	}
 }

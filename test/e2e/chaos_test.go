@@ -62,7 +62,7 @@ func TestChaos(t *testing.T) {
 		return fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=15 --requeue --no-kill --open-mode=append -p %s
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 --ckpt-dir %s -- /usr/bin/python3 %s --steps 700 --sleep 0.15 --save-every 10 --ballast-kb 128 --out %s/%s.weights
+exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ckpt-keep 2 --ckpt-dir %s -- /usr/bin/python3 %s --steps 700 --sleep 0.15 --save-every 10 --ballast-kb 128 --out %s/%s.weights
 `, part, bin, store, trainer, dir, name)
 	}
 	ctx := context.Background()
@@ -78,7 +78,7 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 --ckpt-d
 	}
 	t.Cleanup(func() { c.Run(context.Background(), "scancel", strconv.Itoa(ref), strconv.Itoa(id)) })
 	commits := func() int { return strings.Count(c.JobOutput(id), "committed as latest") }
-	restart := 0
+	restart, crashes := 0, 0
 	t0 := time.Now()
 	for i, kind := range kinds {
 		// A checkpoint of its own since the last fault: every incarnation
@@ -94,7 +94,14 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --ckpt-keep 2 --ckpt-d
 			if killJobRank(id, rng.Intn(2)) == 0 {
 				t.Fatalf("fault %d: no rank process of job %d to kill", i, id)
 			}
-			restart++
+			// Restarted inside the job (--max-restarts, default 2), no requeue:
+			// the next wait finds the relaunch's new commit.
+			if err := harness.WaitFor(ctx, 2*time.Minute, "the restart inside the job", func() bool {
+				return strings.Count(c.JobOutput(id), "restarting the step inside the allocation") > crashes
+			}); err != nil {
+				t.Fatalf("fault %d: %v\n%s", i, err, c.JobOutput(id))
+			}
+			crashes++
 		case "preempt":
 			info, _ := c.JobInfo(ctx, id)
 			node := strings.Split(expandNodes(info["NodeList"]), ",")[0]

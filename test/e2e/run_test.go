@@ -337,13 +337,14 @@ exec %s run --layers 4 --hidden 256 --heads 8 --vocab 1024 --seq-len 128 --globa
 	}
 }
 
-// A trainer that crashes at start is requeued until --max-failures runs in a
-// row failed without progress, then the job stops with exit 8 and the reason.
+// A trainer that crashes at start is requeued (--max-restarts 0: no restart
+// inside the job first) until --max-failures runs in a row failed without
+// progress, then the job stops with exit 8 and the reason.
 func TestRunRequeueLoopBounded(t *testing.T) {
 	bin := trainrun(t)
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 --time=5 --requeue --open-mode=append
-exec %s run --probe none --max-failures 2 --fix tp=2 -- /bin/sh -c 'exit 3'
+exec %s run --probe none --max-failures 2 --max-restarts 0 --fix tp=2 -- /bin/sh -c 'exit 3'
 `, bin)
 	state, exit, log, id := runJob(t, script, 3*time.Minute)
 	info, _ := cluster.JobInfo(context.Background(), id)

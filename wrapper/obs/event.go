@@ -40,6 +40,11 @@ const (
 	// KindEnd: the incarnation ends. Cause is one of the End* values; Exit,
 	// Message and Requeued say more.
 	KindEnd Kind = "end"
+	// KindRestart: the step failed or hung and is relaunched inside the
+	// same allocation, without a requeue (trainrun run --max-restarts): the
+	// incarnation's step so far ends (Fault, FailedNodes, Message) and a new
+	// one begins in the same job (Start: its ResumeFrom, Nodes, GPUs).
+	KindRestart Kind = "restart"
 )
 
 // Interruption causes (Event.Cause of KindInterrupt).
@@ -58,6 +63,9 @@ const (
 	EndStopped  = "stopped"  // checkpointed (or cancelled) and stopped, no requeue
 	EndLimit    = "requeue-limit"
 	EndCrash    = "crash" // the step failed; Crash says how
+	// EndRestarted: the step was restarted inside the allocation (a
+	// KindRestart, not a KindEnd: report only).
+	EndRestarted = "restarted"
 )
 
 // Crash causes (Event.Crash of a KindEnd with Cause EndCrash).

@@ -124,7 +124,7 @@ func (r *Report) buildGoodput() Goodput {
 		s := r.startStep(in)
 		e := max(in.LastStep, s)
 		for _, c := range r.Checkpoints { // progress is sampled: a checkpoint may be newer
-			if c.Restart == in.Restart && !c.Time.Before(in.Start) && c.Step > e {
+			if c.Restart == in.Restart && !c.Time.Before(in.Start) && (end.IsZero() || !c.Time.After(end)) && c.Step > e { // a restart inside the job shares the restart count
 				e = c.Step
 			}
 		}

@@ -16,7 +16,7 @@ type faultMetrics struct {
 
 func (m *Metrics) registerFaults(r both, og func(name, help string) optGauge) {
 	m.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_restarts_total",
-		Help: "Incarnations that ended in a requeue, by cause: hang, node, crash, disk (failures), preempted, time-limit, signal (interruptions)."}, []string{"cause"})
+		Help: "Restarts of the run, by cause: hang, node, crash, disk (failures), preempted, time-limit, signal (interruptions); a requeue or a restart of the step inside the allocation."}, []string{"cause"})
 	r.MustRegister(m.restarts)
 	m.failedNode = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trainrun_failed_node_info",
 		Help: "A node a failure of the run pointed to (value 1), with the cause (node-fail, hang, crash): drain it if it fails again."}, []string{"node", "cause"})
@@ -33,6 +33,23 @@ func (o *Observer) onEndFaults(e *Event) {
 	}
 	for _, f := range e.FailedNodes {
 		o.m.failedNode.WithLabelValues(f.Node, f.Cause).Set(1)
+	}
+}
+
+// onRestart counts a restart of the step inside the allocation by cause
+// and names the failed nodes; the run goes on.
+func (o *Observer) onRestart(e *Event, live bool) {
+	o.m.restarts.WithLabelValues(orText(e.Fault, FaultCrash)).Inc()
+	for _, f := range e.FailedNodes {
+		o.m.failedNode.WithLabelValues(f.Node, f.Cause).Set(1)
+	}
+	st := &o.st
+	if !st.incStart.IsZero() {
+		o.m.lost.Observe(o.lostWork(e.Time).Seconds())
+	}
+	st.incStart, st.interruptAt, st.requestAt = e.Time, time.Time{}, time.Time{}
+	if live {
+		o.m.setState("running")
 	}
 }
 

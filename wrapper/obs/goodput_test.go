@@ -92,7 +92,7 @@ func TestGoodputMetrics(t *testing.T) {
 		o.Observe(e)
 	}
 	want := `
-# HELP trainrun_restarts_total Incarnations that ended in a requeue, by cause: hang, node, crash, disk (failures), preempted, time-limit, signal (interruptions).
+# HELP trainrun_restarts_total Restarts of the run, by cause: hang, node, crash, disk (failures), preempted, time-limit, signal (interruptions); a requeue or a restart of the step inside the allocation.
 # TYPE trainrun_restarts_total counter
 trainrun_restarts_total{cause="node",job_id="4242",partition="batch"} 1
 # HELP trainrun_failed_node_info A node a failure of the run pointed to (value 1), with the cause (node-fail, hang, crash): drain it if it fails again.
@@ -110,5 +110,47 @@ trainrun_steps_redone{job_id="4242",partition="batch"} 10
 	}
 	if got := testutil.ToFloat64(o.Metrics().ckptFail.WithLabelValues("disk-full")); got != 1 {
 		t.Errorf("failed saves by cause disk-full = %v, want 1", got)
+	}
+}
+
+// A restart inside the allocation (KindRestart): the step that crashed at
+// step 20 ends, a new one resumes in the same job from step-10 and
+// finishes at step 30. The report counts the restart by cause, names the
+// failed node, and counts the 10 steps redone; the metric counts it too.
+func TestGoodputInJobRestart(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	evs := []Event{
+		{Time: at(0), Kind: KindStart, JobID: "9", Restart: 0, Start: &Start{GPUs: 2, Nodes: 2}},
+		{Time: at(1), Kind: KindProgress, Step: 1},
+		{Time: at(11), Kind: KindCkptCommit, Ckpt: &Ckpt{Tag: "step-10", Step: 10}},
+		{Time: at(20), Kind: KindProgress, Step: 20},
+		{Time: at(22), Kind: KindRestart, Fault: FaultCrash, Message: "rank 1 (node n2, GPU 0) failed first with exit 1; restarting the step inside the allocation",
+			FailedNodes: []FailedNode{{Node: "n2", Cause: "crash", Detail: "rank 1 (GPU 0) failed first with exit 1"}}, Start: &Start{GPUs: 2, Nodes: 2, ResumeFrom: "/ck/step-10"}},
+		{Time: at(23), Kind: KindProgress, Step: 11},
+		{Time: at(41), Kind: KindCkptCommit, Ckpt: &Ckpt{Tag: "step-30", Step: 30}}, // the second step's: never the first's progress
+		{Time: at(42), Kind: KindProgress, Step: 30},
+		{Time: at(43), Kind: KindEnd, Cause: EndFinished},
+	}
+	r := BuildReport(evs)
+	if len(r.Incarnations) != 2 || !r.Incarnations[1].InJob || r.Incarnations[1].Restart != 0 || r.Incarnations[0].Cause != EndRestarted {
+		t.Fatalf("incarnations %+v, want two in restart 0, the second begun inside the job", r.Incarnations)
+	}
+	if g := r.Goodput; g.StepsRedone != 10 || g.Restarts[FaultCrash] != 1 || len(g.Restarts) != 1 {
+		t.Errorf("goodput %+v, want 10 steps redone and one crash restart", g)
+	}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	for _, want := range []string{"restarts: 1 (crash 1)", "restarted inside the job after crash", "failed node: n2 (crash, restart 0)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	o := newTestObserver(t, &clock{t: at(43)}, Config{})
+	for _, e := range evs {
+		o.Observe(e)
+	}
+	if got := testutil.ToFloat64(o.Metrics().restarts.WithLabelValues(FaultCrash)); got != 1 {
+		t.Errorf("trainrun_restarts_total{cause=crash} = %v, want 1", got)
 	}
 }

@@ -256,6 +256,8 @@ func (o *Observer) apply(e *Event, live bool) {
 		}
 	case KindEnd:
 		o.onEnd(e, live)
+	case KindRestart:
+		o.onRestart(e, live)
 	}
 }
 

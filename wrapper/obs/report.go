@@ -48,6 +48,7 @@ type Incarnation struct {
 	GPUs        int          // from its start
 	Fault       string       // a failure's cause (Fault*), "" if none
 	FailedNodes []FailedNode // the nodes its failure points to
+	InJob       bool         // it began with a restart inside the allocation (KindRestart), not a start
 }
 
 // CkptRecord is one committed checkpoint.
@@ -152,6 +153,10 @@ func BuildReport(evs []Event) *Report {
 				cur.FirstStep = e.Step
 			}
 			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
+		case KindRestart:
+			cur.endRestarted(e)
+			closeInc(e.Time)
+			cur, asked = restartedInc(e), time.Time{}
 		case KindEnd:
 			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
 			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
@@ -164,6 +169,25 @@ func BuildReport(evs []Event) *Report {
 	closeInc(lastSeen)
 	r.Goodput = r.buildGoodput()
 	return r
+}
+
+// endRestarted ends the incarnation's step at a restart inside the
+// allocation (KindRestart).
+func (in *Incarnation) endRestarted(e Event) {
+	in.End, in.Cause, in.Message, in.Fault, in.FailedNodes = e.Time, EndRestarted, e.Message, e.Fault, e.FailedNodes
+	if in.StoppedAt.IsZero() {
+		in.StoppedAt = e.Time
+	}
+}
+
+// restartedInc is the incarnation a restart inside the allocation begins:
+// the same restart count, its own start.
+func restartedInc(e Event) *Incarnation {
+	in := &Incarnation{Restart: e.Restart, Start: e.Time, FirstStep: -1, LastStep: -1, InJob: true}
+	if s := e.Start; s != nil {
+		in.ResumeFrom, in.GPUs = s.ResumeFrom, s.GPUs
+	}
+	return in
 }
 
 // Waits are the gaps between incarnations.
@@ -230,6 +254,8 @@ func (in Incarnation) EndText() string {
 		return "killed (no end recorded)"
 	case c == EndCrash:
 		c = "failed: " + cmp.Or(in.Crash, CrashStepFailed)
+	case c == EndRestarted:
+		c = "restarted inside the job after " + cmp.Or(in.Fault, FaultCrash)
 	}
 	if in.Interrupt != "" && c != EndFinished {
 		c += " after " + in.Interrupt

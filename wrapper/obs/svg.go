@@ -34,7 +34,7 @@ const (
 )
 
 var causeColor = map[string]string{
-	EndFinished: "#2e7d32", EndRequeued: "#1565c0", EndStopped: "#6a1b9a", EndLimit: "#ad1457", EndCrash: "#c62828", "": "#616161",
+	EndFinished: "#2e7d32", EndRequeued: "#1565c0", EndStopped: "#6a1b9a", EndLimit: "#ad1457", EndCrash: "#c62828", EndRestarted: "#ef6c00", "": "#616161",
 }
 
 // WriteSVG draws the run's timeline: incarnations coloured by how they

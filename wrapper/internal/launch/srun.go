@@ -23,6 +23,16 @@ type StepSpec struct {
 	// first probes its node into ProbeDir/<node>.json.
 	Wait     bool
 	ProbeDir string
+	// NodeList names the step's nodes when they are not all of the job's
+	// (spare or lost nodes): srun --nodelist; unused with Arbitrary, whose
+	// hostfile names them.
+	NodeList string
+	// Overlap: srun --overlap. A step relaunched after a lost node shares
+	// the lost step's resources, which slurmctld holds until the node is
+	// DOWN: without it the new step stayed pending for good, even after
+	// the node's removal from the job (Slurm 22.05, --no-kill; seen on
+	// the harness).
+	Overlap bool
 }
 
 // SrunCommand builds the main step's command line and the extra environment
@@ -52,9 +62,15 @@ func SrunCommand(s StepSpec) (argv []string, env []string) {
 		env = append(env, "SLURM_HOSTFILE="+s.Hostfile)
 	} else {
 		argv = append(argv, "--ntasks-per-node="+strconv.Itoa(s.PerNode), "--distribution=block")
+		if s.NodeList != "" {
+			argv = append(argv, "--nodelist="+s.NodeList)
+		}
 	}
 	if s.BindInShim {
 		argv = append(argv, "--cpu-bind=none")
+	}
+	if s.Overlap {
+		argv = append(argv, "--overlap")
 	}
 	argv = append(argv, "--kill-on-bad-exit=1", "--input=none")
 	argv = append(argv, ShimArgv(s.Self, s.Shim)...)

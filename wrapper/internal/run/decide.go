@@ -3,6 +3,8 @@ package run
 import (
 	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
@@ -48,7 +50,11 @@ type Outcome struct {
 	MaxFailures  int    // --max-failures; 0: never requeue after a failure
 	HangWhat     string // Reason Hang: which ranks stopped ("rank 3 (node n1, GPU 3) ...")
 	Restarts     int    // steps restarted inside this allocation so far
-	MaxRestarts  int    // --max-restarts: restart a hung step inside the allocation this often, then requeue
+	MaxRestarts  int    // --max-restarts: restart a failed or hung step inside the allocation this often, then requeue
+	// SpareNodes is how many healthy nodes of the allocation the step does
+	// not use (--spare-nodes, less those lost before): a step that lost
+	// nodes restarts inside the allocation only when they can replace them.
+	SpareNodes int
 	// History is the job's history before this run's end is recorded
 	// (Decide adds it); HistoryErr why it could not be read; without a
 	// store (HaveHistory false) failures are not requeued.
@@ -127,10 +133,12 @@ func Decide(o Outcome) Decision {
 	return requeue(d, o, o.Reason+": checkpointed")
 }
 
-// decideFailure: a command not found stops; any other failure is requeued
-// (the next run resumes from the latest committed checkpoint) unless
-// --max-failures runs in a row failed without progress, the job may not be
-// requeued, or the requeue limit is reached.
+// decideFailure: a command not found stops; any other failure is restarted
+// inside the allocation (restartAfterFailure) or requeued (the next run
+// resumes from the latest committed checkpoint) unless --max-failures runs
+// in a row failed without progress (a restart inside the allocation is a run
+// here, as a requeue is: a crash loop stops), the job may not be requeued,
+// or the requeue limit is reached.
 func decideFailure(o Outcome) Decision {
 	notFound := true
 	for _, c := range o.RankExits {
@@ -164,7 +172,52 @@ func decideFailure(o Outcome) Decision {
 			what, n, cmp.Or(o.Latest, "none"), o.MaxFailures)
 		return d
 	}
-	return requeue(d, o, what+fmt.Sprintf(" (failure %d of at most %d in a row without progress)", n, o.MaxFailures))
+	what += fmt.Sprintf(" (failure %d of at most %d in a row without progress)", n, o.MaxFailures)
+	r, why := restartAfterFailure(d, o, what)
+	if r.Restart {
+		return r
+	}
+	return requeue(d, o, what+why)
+}
+
+// restartAfterFailure: a failed step (a rank crashed, a node was lost) is
+// relaunched inside the allocation, without going back to the queue, while
+// --max-restarts allows and the job's end is not near; a step that lost
+// nodes only when spare nodes can take their place (the same world size),
+// else it is requeued without them. Without a restart, why says what
+// stopped it where that is not plain.
+func restartAfterFailure(d Decision, o Outcome, what string) (_ Decision, why string) {
+	lost := LostNodes(o.FailedNodes)
+	switch {
+	case o.MaxRestarts == 0:
+		return d, ""
+	case o.Restarts >= o.MaxRestarts:
+		return d, fmt.Sprintf("; %d restart(s) inside the allocation used (--max-restarts %d)", o.Restarts, o.MaxRestarts)
+	case o.EndNear: // a relaunch would be cut short
+		return d, "; the job's end is near: not restarting inside the allocation"
+	case len(lost) > o.SpareNodes:
+		return d, fmt.Sprintf("; %d node(s) lost and %d spare node(s) to take their place (--spare-nodes): requeueing without them", len(lost), o.SpareNodes)
+	}
+	d.Restart, d.Requeue = true, false
+	on := ""
+	if len(lost) > 0 {
+		on = fmt.Sprintf(" on the healthy nodes (%d spare node(s) take the place of %s)", len(lost), strings.Join(lost, ","))
+	}
+	d.Err = fmt.Sprintf("%s; restarting the step inside the allocation%s from %s (restart %d of --max-restarts %d)",
+		what, on, cmp.Or(o.Latest, "the start"), o.Restarts+1, o.MaxRestarts)
+	return d, ""
+}
+
+// LostNodes are the nodes the failure records as lost (CauseNodeFail), in
+// order, each once.
+func LostNodes(nodes []checkpoint.FailedNode) []string {
+	var out []string
+	for _, f := range nodes {
+		if f.Cause == checkpoint.CauseNodeFail && !slices.Contains(out, f.Node) {
+			out = append(out, f.Node)
+		}
+	}
+	return out
 }
 
 // decideHang: the controller stopped a hung step. It is restarted inside the
@@ -177,10 +230,7 @@ func decideHang(o Outcome) Decision {
 		return Decision{Exit: exitcode.StepFailed, Cause: checkpoint.CauseHang, Tag: o.Latest, Record: what, Restart: true,
 			Err: fmt.Sprintf("%s; restarting the step inside the allocation from %s (restart %d of --max-restarts %d)", what, cmp.Or(o.Latest, "the start"), o.Restarts+1, o.MaxRestarts)}
 	}
-	o.FirstFail = what
-	if o.MaxRestarts > 0 {
-		o.FirstFail += fmt.Sprintf(" (%d restart(s) inside the allocation used, --max-restarts %d)", o.Restarts, o.MaxRestarts)
-	}
+	o.FirstFail = what // decideFailure says why it is not restarted again
 	o.Reason = None
 	o.Code = max(o.Code, 1)
 	d := decideFailure(o)
