@@ -94,7 +94,7 @@ func TestSpankEpilog(t *testing.T) {
 		t.Helper()
 		id, err := cluster.SubmitBatch(ctx, fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=5 -p low --no-requeue
-exec %s run --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 -- %s %s
+exec %s run --max-restarts 0 --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 -- %s %s
 `, bin, local, store, trainer, out), "--nodelist=n1,n2")
 		if err != nil {
 			t.Fatal(err)
