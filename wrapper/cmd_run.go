@@ -269,18 +269,18 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	defer r.abortEarly() // unless the monitor took the step over
+	if !r.opts.dryRun { // while Slurm starts the early step
+		if err := r.startObserver(); err != nil {
+			return err
+		}
+		defer r.closeObserver()
+	}
 	f, err := r.gather(ctx)
 	if err != nil {
 		return err
 	}
 	if err := r.setupSpares(ctx); err != nil {
 		return err
-	}
-	if !r.opts.dryRun {
-		if err := r.startObserver(); err != nil {
-			return err
-		}
-		defer r.closeObserver()
 	}
 	if r.choice, err = r.choosePlan(); err != nil {
 		return err
