@@ -43,14 +43,7 @@ func TestChaos(t *testing.T) {
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	t.Logf("chaos seed %d (TRAINRUN_CHAOS_SEED=%d repeats it): faults %v", seed, seed, kinds)
 
-	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1))
-	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, Logf: t.Logf,
-		ExtraSlurmConf: []string{first, "SlurmdTimeout=5", "MessageTimeout=5"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Stop() })
-	c.LogOnFailure(t)
+	c := ownCluster(t, lostNodeConf...)
 	bin, trainer, dir := trainrun(t), exampleTrainer(), t.TempDir()
 	ckpt := filepath.Join(dir, "ck")
 	os.Mkdir(ckpt, 0o755)

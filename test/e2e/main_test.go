@@ -95,13 +95,16 @@ func runMain(m *testing.M) int {
 // parallel with the others without sharing nodes or preemptions with them.
 var ownClusters atomic.Int64
 
-func ownCluster(t *testing.T) *harness.Cluster {
+// lostNodeConf makes Slurm notice a killed slurmd within seconds.
+var lostNodeConf = []string{"SlurmdTimeout=5", "MessageTimeout=5"}
+
+func ownCluster(t *testing.T, extraSlurmConf ...string) *harness.Cluster {
 	t.Helper()
 	// Job ids of their own: every cluster's "nodes" are this one machine, and
 	// trainrun derives MASTER_PORT from the job id, so job 2 of two clusters
 	// would otherwise race for the same port.
 	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1))
-	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, ExtraSlurmConf: []string{first}, Logf: t.Logf})
+	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, ExtraSlurmConf: append([]string{first}, extraSlurmConf...), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("a cluster of the test's own did not start: %v", err)
 	}

@@ -29,18 +29,7 @@ import (
 func TestRunLostNodeExcluded(t *testing.T) {
 	requireTorch(t)
 	t.Parallel()
-	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1))
-	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, Logf: t.Logf,
-		ExtraSlurmConf: []string{first, "SlurmdTimeout=5", "MessageTimeout=5"}})
-	if err != nil {
-		t.Fatalf("a cluster of the test's own did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	c.LogOnFailure(t)
+	c := ownCluster(t, lostNodeConf...)
 	bin := trainrun(t)
 	trainer := exampleTrainer()
 	script := fmt.Sprintf(`#!/bin/bash

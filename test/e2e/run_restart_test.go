@@ -97,18 +97,7 @@ exec %s run --fix tp=1 --probe none --job-dir %s/%s --max-restarts 1 -- /usr/bin
 func TestRunLostNodeSpare(t *testing.T) {
 	requireTorch(t)
 	t.Parallel()
-	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1))
-	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, Logf: t.Logf,
-		ExtraSlurmConf: []string{first, "SlurmdTimeout=5", "MessageTimeout=5"}})
-	if err != nil {
-		t.Fatalf("a cluster of the test's own did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	c.LogOnFailure(t)
+	c := ownCluster(t, lostNodeConf...)
 	bin := trainrun(t)
 	dir := t.TempDir()
 	const every = 10
