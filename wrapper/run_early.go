@@ -37,15 +37,14 @@ import (
 //
 // TRAINRUN_EARLY_STEP=0 turns it off (the probe and the plan come first).
 type earlyStep struct {
-	ctl      *launch.Server
-	control  string      // host:port the shims connect to
-	proc     *os.Process // srun
-	done     chan error  // srun's end (one value)
-	started  time.Time
-	probing  bool // the shims probe their nodes; gather waits for their facts
-	bindNone bool // srun was given --cpu-bind=none
-	addrs    map[string]string
-	addrErr  error
+	ctl     *launch.Server
+	control string      // host:port the shims connect to
+	proc    *os.Process // srun
+	done    chan error  // srun's end (one value)
+	started time.Time
+	probing bool // the shims probe their nodes; gather waits for their facts
+	addrs   map[string]string
+	addrErr error
 }
 
 // earlyProbeTimeout bounds the wait for every node's probe, as the probe
@@ -100,7 +99,6 @@ func (r *runner) startEarly(ctx context.Context) error {
 	if e.probing {
 		spec.ProbeDir = topoDir
 	}
-	e.bindNone = spec.BindInShim
 	argv, env := launch.SrunCommand(spec)
 	cmd := slurm.StepCommand(argv[1:])
 	cmd.Env = append(os.Environ(), env...)
