@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -244,6 +245,18 @@ func FailuresWithoutProgress(incs []Incarnation) int {
 		n++
 	}
 	return n
+}
+
+// FailuresBeforeResume is FailuresWithoutProgress for a run about to start
+// from the checkpoint tagged resume: a resume point past every step the
+// history's runs ended at is progress none of them could record (a
+// node-local checkpoint the job epilog drained after they died, which this
+// run's store then committed), so the failures before it are no crash loop.
+func FailuresBeforeResume(incs []Incarnation, resume string) int {
+	if step := StepOf(resume); resume != "" && step >= 0 && !slices.ContainsFunc(incs, func(in Incarnation) bool { return in.Progress >= step }) {
+		return 0
+	}
+	return FailuresWithoutProgress(incs)
 }
 
 // Finished is the content of .trainrun/finished.

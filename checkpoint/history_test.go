@@ -115,3 +115,17 @@ func TestHistoryCkptEvents(t *testing.T) {
 		t.Error("Append accepted an unknown event type")
 	}
 }
+
+// A resume point past every step the failed runs ended at (the epilog
+// drained it after they died) is progress: the start is no crash loop.
+func TestFailuresBeforeResume(t *testing.T) {
+	failed := []Incarnation{{Cause: CausePreempted, Progress: 10}, {Cause: CauseCrash, Progress: 10}, {Cause: CauseCrash, Progress: 10}, {Progress: -1}}
+	if n := FailuresWithoutProgress(failed); n != 3 {
+		t.Fatalf("FailuresWithoutProgress = %d, want 3 (the premise)", n)
+	}
+	for resume, want := range map[string]int{"step-20": 0, "step-10": 3, "step-5": 3, "": 3, "best": 3} {
+		if got := FailuresBeforeResume(failed, resume); got != want {
+			t.Errorf("FailuresBeforeResume(%q) = %d, want %d", resume, got, want)
+		}
+	}
+}

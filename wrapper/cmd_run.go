@@ -269,7 +269,8 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	defer r.abortEarly() // unless the monitor took the step over
-	if !r.opts.dryRun { // while Slurm starts the early step
+	// The observer starts while Slurm starts the early step.
+	if !r.opts.dryRun {
 		if err := r.startObserver(); err != nil {
 			return err
 		}

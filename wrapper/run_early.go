@@ -42,7 +42,8 @@ type earlyStep struct {
 	proc    *os.Process // srun
 	done    chan error  // srun's end (one value)
 	started time.Time
-	probing bool // the shims probe their nodes; gather waits for their facts
+	probing bool                 // the shims probe their nodes; gather waits for their facts
+	cached  map[string]nodeFacts // --probe auto: the probe cache that covers the nodes (nil: none)
 	addrs   map[string]string
 	addrErr error
 }
@@ -62,13 +63,16 @@ func (r *runner) startEarly(ctx context.Context) error {
 	a := r.alloc
 	topoDir := filepath.Join(r.jobDir, "topo")
 	e := &earlyStep{done: make(chan error, 1)}
+	cache, cached := readProbeCache(a, topoDir) // read once: the probe decision, the binding guess, gather
 	switch r.opts.probe {
 	case "none":
 	case "all":
 		e.probing = true
 	case "auto":
-		_, cached := readProbeCache(a, topoDir)
 		e.probing = !cached
+		if cached {
+			e.cached = cache
+		}
 	default:
 		return nil
 	}
@@ -95,7 +99,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
 	spec := launch.StepSpec{Self: r.self, Shim: r.shim, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
-		BindInShim: r.guessBindInShim(topoDir), Argv: r.argv, Wait: true}
+		BindInShim: guessBindInShim(cache), Argv: r.argv, Wait: true}
 	if e.probing {
 		spec.ProbeDir = topoDir
 	}
@@ -132,9 +136,9 @@ func (r *runner) controlHost(addrs map[string]string) string {
 // guessBindInShim: will the placement give ranks CPU lists (their GPUs'
 // NUMA nodes)? Yes where the probe cache says so; else where this node has
 // NVIDIA GPUs (the probe finds their NUMA nodes there).
-func (r *runner) guessBindInShim(topoDir string) bool {
-	if c, ok := readProbeCache(r.alloc, topoDir); ok {
-		for _, f := range c {
+func guessBindInShim(cache map[string]nodeFacts) bool {
+	if cache != nil {
+		for _, f := range cache {
 			if f.Topo != nil {
 				for _, g := range f.Topo.GPUs {
 					if len(g.LocalCPUs) > 0 {

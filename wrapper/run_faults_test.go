@@ -175,17 +175,3 @@ func TestDiscardFailedSavesCommitsFirst(t *testing.T) {
 		t.Errorf("latest %q; log: %s", r.getLastTag(), log.String())
 	}
 }
-
-// A checkpoint past every step the failed runs ended at (the epilog drained
-// it after they died) is progress: the start is no crash loop.
-func TestProgressBeyond(t *testing.T) {
-	failed := []checkpoint.Incarnation{{Cause: checkpoint.CauseCrash, Progress: -1}, {Cause: checkpoint.CauseCrash, Progress: 10}, {Progress: -1}}
-	for _, tc := range []struct {
-		latest string
-		want   bool
-	}{{"step-20", true}, {"step-10", false}, {"step-5", false}, {"", false}, {"best", false}} {
-		if got := progressBeyond(failed, tc.latest); got != tc.want {
-			t.Errorf("progressBeyond(%q) = %v, want %v", tc.latest, got, tc.want)
-		}
-	}
-}

@@ -50,9 +50,13 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	switch r.opts.probe {
 	case "none":
 	case "auto", "all":
-		if e := r.early; e != nil && e.probing {
-			wg.Add(1)
-			go func() { defer wg.Done(); f.nodes, probeErr = e.waitProbe(ctx, a, topoDir) }()
+		if e := r.early; e != nil {
+			if e.probing {
+				wg.Add(1)
+				go func() { defer wg.Done(); f.nodes, probeErr = e.waitProbe(ctx, a, topoDir) }()
+			} else {
+				f.nodes = e.cached // --probe auto, and the cache startEarly read covers the nodes
+			}
 			break
 		}
 		if c, ok := readProbeCache(a, topoDir); ok && r.opts.probe == "auto" {

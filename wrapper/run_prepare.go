@@ -183,7 +183,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 	if r.store != nil && r.opts.maxFailures > 0 {
 		// Runs that ended without an end event (killed, node failure) count as failures.
 		if incs, err := r.store.History().Load(); err == nil {
-			if n := checkpoint.FailuresWithoutProgress(incs); n >= r.opts.maxFailures && !progressBeyond(incs, tagOf(r.resume)) {
+			if n := checkpoint.FailuresBeforeResume(incs, tagOf(r.resume)); n >= r.opts.maxFailures {
 				return withCode(ExitRequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
 					n, r.ckptDir, r.opts.maxFailures))
 			}
@@ -266,22 +266,4 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 			}
 		}
 	}
-}
-
-// progressBeyond says whether latest (the checkpoint this run resumes from)
-// is past every step the history's runs ended at: progress none of them
-// recorded, such as a node-local checkpoint the job epilog drained after
-// they died and this run's store committed. The runs that failed before it
-// are then no crash loop.
-func progressBeyond(incs []checkpoint.Incarnation, latest string) bool {
-	step := checkpoint.StepOf(latest)
-	if latest == "" || step < 0 {
-		return false
-	}
-	for _, in := range incs {
-		if in.Progress >= step {
-			return false
-		}
-	}
-	return true
 }

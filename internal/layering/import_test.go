@@ -79,23 +79,32 @@ func under(rel string, dirs ...string) bool {
 	return false
 }
 
-func TestPlanDoesNoIO(t *testing.T) {
-	banned := []string{"os", "os/exec", "net/http", "syscall"}
+// importsUnder calls check for every import of every non-test file under
+// dir; a dir with no file is a test that checks nothing and fails.
+func importsUnder(t *testing.T, dir string, check func(f file, im string)) {
+	t.Helper()
 	n := 0
 	for _, f := range moduleFiles(t) {
-		if !under(f.rel, "plan") {
+		if !under(f.rel, dir) {
 			continue
 		}
 		n++
 		for _, im := range f.imports {
-			if slices.Contains(banned, im) {
-				t.Errorf("%s imports %s: plan/... does no I/O (take an io.Reader, or do it in the caller)", f.rel, im)
-			}
+			check(f, im)
 		}
 	}
 	if n == 0 {
-		t.Fatal("no files under plan/")
+		t.Fatalf("no files under %s/", dir)
 	}
+}
+
+func TestPlanDoesNoIO(t *testing.T) {
+	banned := []string{"os", "os/exec", "net/http", "syscall"}
+	importsUnder(t, "plan", func(f file, im string) {
+		if slices.Contains(banned, im) {
+			t.Errorf("%s imports %s: plan/... does no I/O (take an io.Reader, or do it in the caller)", f.rel, im)
+		}
+	})
 }
 
 // The sweep's expansion and status aggregation are pure: `trainrun sweep`
@@ -103,56 +112,31 @@ func TestPlanDoesNoIO(t *testing.T) {
 // are tested without either.
 func TestSweepDoesNoIO(t *testing.T) {
 	banned := []string{"os", "os/exec", "net/http", "syscall", "io/fs", module + "internal/slurm"}
-	n := 0
-	for _, f := range moduleFiles(t) {
-		if !under(f.rel, "wrapper/internal/sweep") || strings.HasSuffix(f.rel, "_test.go") {
-			continue
+	importsUnder(t, "wrapper/internal/sweep", func(f file, im string) {
+		if slices.Contains(banned, im) {
+			t.Errorf("%s imports %s: wrapper/internal/sweep does no I/O (the sweep command reads and passes the facts in)", f.rel, im)
 		}
-		n++
-		for _, im := range f.imports {
-			if slices.Contains(banned, im) {
-				t.Errorf("%s imports %s: wrapper/internal/sweep does no I/O (the sweep command reads and passes the facts in)", f.rel, im)
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatal("no files under wrapper/internal/sweep/")
-	}
+	})
 }
 
 // internal/units is imported by plan, checkpoint, wrapper and obs alike: it
 // stays a leaf of the standard library's fmt, math and time, so that no
 // rule above is broken through it.
 func TestUnitsIsALeaf(t *testing.T) {
-	allowed := []string{"fmt", "math", "time", "testing"}
-	n := 0
-	for _, f := range moduleFiles(t) {
-		if !under(f.rel, "internal/units") {
-			continue
+	allowed := []string{"fmt", "math", "time"}
+	importsUnder(t, "internal/units", func(f file, im string) {
+		if !slices.Contains(allowed, im) {
+			t.Errorf("%s imports %s: internal/units imports only %v (every package, plan included, imports it)", f.rel, im, allowed)
 		}
-		n++
-		for _, im := range f.imports {
-			if !slices.Contains(allowed, im) {
-				t.Errorf("%s imports %s: internal/units imports only %v (every package, plan included, imports it)", f.rel, im, allowed)
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatal("no files under internal/units/")
-	}
+	})
 }
 
 func TestCheckpointKnowsNoPlanner(t *testing.T) {
-	for _, f := range moduleFiles(t) {
-		if !under(f.rel, "checkpoint") {
-			continue
+	importsUnder(t, "checkpoint", func(f file, im string) {
+		if strings.HasPrefix(im, module+"plan") || strings.HasPrefix(im, module+"topo") {
+			t.Errorf("%s imports %s: checkpoint stores bytes and knows neither the planner nor the topology", f.rel, im)
 		}
-		for _, im := range f.imports {
-			if strings.HasPrefix(im, module+"plan") || strings.HasPrefix(im, module+"topo") {
-				t.Errorf("%s imports %s: checkpoint stores bytes and knows neither the planner nor the topology", f.rel, im)
-			}
-		}
-	}
+	})
 }
 
 // execAllowed are the files that may start processes, and why.

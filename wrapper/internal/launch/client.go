@@ -36,7 +36,7 @@ func DialWait(addr string, wait Msg) (c *Client, goAhead bool, err error) {
 		}
 	}
 	c.Close()
-	return nil, false, fmt.Errorf("the controller at %s closed the connection before the step could start (%v)", addr, cmpOr(errText(c.sc.Err()), "EOF"))
+	return nil, false, fmt.Errorf("the controller closed the connection before the step could start (%s): it called the step off or ended; its log in the job output says why", cmpOr(errText(c.sc.Err()), "EOF"))
 }
 
 func errText(err error) string {

@@ -9,7 +9,7 @@ import (
 
 var signalNames = map[string]syscall.Signal{
 	"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
-	"CONT": syscall.SIGCONT, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"CONT": syscall.SIGCONT, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL, "URG": syscall.SIGURG,
 }
 
 // SignalByName accepts USR2, SIGUSR2 or a number; nil for anything else.

@@ -25,10 +25,12 @@ import (
 // beat per launch.BeatInterval, at once when the state turns bad.
 const (
 	heartbeatFD = 3 // the first of cmd.ExtraFiles
-	stackSignal = syscall.SIGURG
 	statePoll   = time.Second
 	stepSamples = 8 // step times the shim keeps for the median it sends
 )
+
+// stackSignal is launch.StackSignal, the one name both sides use.
+var stackSignal = launch.SignalByName(launch.StackSignal).(syscall.Signal)
 
 // beater is the shim's side of the heartbeat pipe.
 type beater struct {
