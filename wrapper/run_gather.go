@@ -33,13 +33,19 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	var jobErr, addrErr, probeErr, graceErr error
 	wg.Add(4)
 	sc := r.env.slurm
+	qctx := ctx
+	if r.early != nil {
+		// The step's tasks start on this node too; the answers are
+		// needed only once the probes are in.
+		qctx = slurm.Background(ctx)
+	}
 	go func() {
 		defer wg.Done()
-		lim, err := sc.Limits(ctx, a.Partition)
+		lim, err := sc.Limits(qctx, a.Partition)
 		r.grace, graceErr = graceLimitsOf(lim), err
 	}()
-	go func() { defer wg.Done(); f.cluster = liveTopology(ctx, sc, a.Nodes, r.logf) }()
-	go func() { defer wg.Done(); r.job, jobErr = sc.Job(ctx, a.JobID) }()
+	go func() { defer wg.Done(); f.cluster = liveTopology(qctx, sc, a.Nodes, r.logf) }()
+	go func() { defer wg.Done(); r.job, jobErr = sc.Job(qctx, a.JobID) }()
 	if e := r.early; e != nil {
 		f.addrs, addrErr = e.addrs, e.addrErr
 		wg.Done()

@@ -55,17 +55,8 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Exec runs the real command.
 func Exec(ctx context.Context, name string, args ...string) ([]byte, error) {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
-		}
-		return out, &Error{Args: append([]string{name}, args...), Err: err, Stderr: strings.TrimSpace(stderr.String())}
-	}
-	return out, nil
+	out, _, err := execute(ctx, name, args)
+	return out, err
 }
 
 // A StderrRunner runs one client command and returns its standard output
@@ -74,17 +65,48 @@ type StderrRunner func(ctx context.Context, name string, args ...string) (stdout
 
 // ExecStderr runs the real command, keeping its stderr on success too.
 func ExecStderr(ctx context.Context, name string, args ...string) ([]byte, []byte, error) {
-	var stderr bytes.Buffer
+	return execute(ctx, name, args)
+}
+
+func execute(ctx context.Context, name string, args []string) (stdout, stderr []byte, err error) {
+	var outBuf, errBuf bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
+	if err = cmd.Start(); err == nil {
+		if n := niceOf(ctx); n > 0 {
+			// Best effort: the command may already have run a little at
+			// the caller's priority.
+			syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, n)
+		}
+		err = cmd.Wait()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
-		return out, stderr.Bytes(), &Error{Args: append([]string{name}, args...), Err: err, Stderr: strings.TrimSpace(stderr.String())}
+		return outBuf.Bytes(), errBuf.Bytes(), &Error{Args: append([]string{name}, args...), Err: err, Stderr: strings.TrimSpace(errBuf.String())}
 	}
-	return out, stderr.Bytes(), nil
+	return outBuf.Bytes(), errBuf.Bytes(), nil
+}
+
+// BackgroundNice is the niceness of the commands run under Background.
+const BackgroundNice = 10
+
+type niceKey struct{}
+
+// Background marks the commands Exec and ExecStderr run under ctx as
+// background work: they run at niceness BackgroundNice, so that on a node
+// where a step's tasks are starting at the same time (the early step of
+// `trainrun run`: the queries only have to be answered by the time the
+// probes arrive) the tasks get the CPU first. Where the CPU is idle a
+// niced command runs as fast as any.
+func Background(ctx context.Context) context.Context {
+	return context.WithValue(ctx, niceKey{}, BackgroundNice)
+}
+
+func niceOf(ctx context.Context) int {
+	n, _ := ctx.Value(niceKey{}).(int)
+	return n
 }
 
 // HaveSrun says whether srun is in PATH (it is looked up, not run).
