@@ -276,6 +276,11 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		defer r.closeObserver()
 	}
+	// The store is opened (recovered, scanned for the resume point) while
+	// gather waits on Slurm and the probes: on a shared file system its
+	// scans and Slurm's start of the step overlap.
+	awaitStore := r.openRunStoreAsync()
+	defer awaitStore()
 	f, err := r.gather(ctx)
 	if err != nil {
 		return err
@@ -289,7 +294,7 @@ func (r *runner) run(ctx context.Context) error {
 	if r.placed, err = r.place(f, r.choice); err != nil {
 		return err
 	}
-	store, err := r.openRunStore()
+	store, err := awaitStore()
 	if err != nil {
 		return err
 	}

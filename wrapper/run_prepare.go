@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
@@ -35,6 +36,24 @@ func (r *runner) place(f runFacts, c choice) (p placed, err error) {
 		r.logf("placement: %s", n)
 	}
 	return p, nil
+}
+
+// openRunStoreAsync runs openRunStore in the background; the function it
+// returns waits for its result (once; later calls return the same).
+func (r *runner) openRunStoreAsync() func() (*observedStore, error) {
+	type result struct {
+		s   *observedStore
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := r.openRunStore()
+		ch <- result{s, err}
+	}()
+	return sync.OnceValues(func() (*observedStore, error) {
+		res := <-ch
+		return res.s, res.err
+	})
 }
 
 // openRunStore opens the checkpoint store, commits what an earlier run
@@ -172,14 +191,41 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 	if r.early != nil {
 		common.Argv = r.cmdArgv
 	}
-	if err := writeLaunchDir(launchDir, common, r.placed.Slots, renv); err != nil {
-		return fmt.Errorf("launch files in %s: %w", launchDir, err)
+	// The history is read and the start recorded (an fsync) while the
+	// launch files are written.
+	recorded := make(chan error, 1)
+	go func() { recorded <- r.recordStartUnlessFailing() }()
+	err := writeLaunchDir(launchDir, common, r.placed.Slots, renv)
+	if err != nil {
+		err = fmt.Errorf("launch files in %s: %w", launchDir, err)
+	} else {
+		summary := r.summary()
+		if err = launch.WriteFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err == nil {
+			fmt.Fprint(r.env.stdout, summary)
+		}
 	}
-	summary := r.summary()
-	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err != nil {
+	if rerr := <-recorded; err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return err
 	}
-	fmt.Fprint(r.env.stdout, summary)
+	r.checkGrace("start")
+	r.tReady = time.Since(r.t0)
+	if r.restarts == 0 { // the observer sees one run; a restart inside it is not its end
+		r.observeStart()
+	}
+	err = r.launch(ctx, ctl, store)
+	if !errors.Is(err, errRestartStep) {
+		r.observeEnd(err)
+	}
+	return err
+}
+
+// recordStartUnlessFailing refuses to start once the last --max-failures
+// runs failed without progress; else it records this run's start in the
+// history.
+func (r *runner) recordStartUnlessFailing() error {
 	if r.store != nil && r.opts.maxFailures > 0 {
 		// Runs that ended without an end event (killed, node failure) count as failures.
 		if incs, err := r.store.History().Load(); err == nil {
@@ -190,16 +236,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		}
 	}
 	r.recordStart()
-	r.checkGrace("start")
-	r.tReady = time.Since(r.t0)
-	if r.restarts == 0 { // the observer sees one run; a restart inside it is not its end
-		r.observeStart()
-	}
-	err := r.launch(ctx, ctl, store)
-	if !errors.Is(err, errRestartStep) {
-		r.observeEnd(err)
-	}
-	return err
+	return nil
 }
 
 func tagOf(dir string) string {
