@@ -42,7 +42,7 @@
 //
 // The shim srun starts once per task is internal/shim (`trainrun
 // exec-task`, cmd_shim.go, or the lean internal/shim/trainrun-shim binary
-// next to trainrun): shimWait (probe the node, say wait, wait for go),
+// next to trainrun): shimWait (say wait, probe the node when asked, wait for go),
 // taskEnv, resolveCommand, startDrain, then superviseTask relays signals
 // and the exit over internal/launch.
 package main

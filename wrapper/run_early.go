@@ -21,11 +21,13 @@ import (
 // probe the nodes and plan; done one after the other, as before, a start
 // with the probe cost two steps (a probe step, then the main one) plus the
 // queries: 1.9x a bare srun of the same tasks. So the controller starts the
-// step first, with every shim told to wait (exec-task --wait); the node's
-// first task probes its node meanwhile (--probe-node), and each shim
-// connects and says wait. The controller asks Slurm, reads the probes,
-// plans, places, writes the launch files and says go; only then does a shim
-// read its rank's entry and start the trainer.
+// step first, with every shim told to wait (exec-task --wait): each shim
+// connects and says wait, and the first to do so on each node is asked to
+// probe its node meanwhile (--probe-node; Slurm starts a node's tasks in no
+// fixed order, and local task 0 was often not the first). The controller
+// asks Slurm, reads the probes, plans, places, writes the launch files and
+// says go; only then does a shim read its rank's entry and start the
+// trainer.
 //
 // What the step's srun line must know before the plan: the nodes and tasks
 // (the allocation's), the command as given (its filled templates travel in
@@ -81,21 +83,15 @@ func (r *runner) startEarly(ctx context.Context) error {
 			return err
 		}
 	}
-	e.addrs, e.addrErr = r.env.slurm.NodeAddrs(ctx, a.NodeList)
-	ctlHost := r.controlHost(e.addrs)
-	bind, ctlHost := launch.ControlHost(ctlHost, len(a.Nodes) > 1)
-	if bind == "" {
-		r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
-	}
-	ctl, err := launch.Listen(bind, a.World())
-	if err != nil {
-		return err
-	}
-	e.ctl = ctl
-	e.control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))
+	// The shims need the controller's address, which needs the batch
+	// node's NodeAddr (an scontrol query, some ms): common.json is written
+	// first without it, srun started, and then the address asked, the
+	// channel opened and common.json written whole. Slurm takes longer to
+	// start a task than that; a shim that is first waits for the address
+	// (launch.WaitCommon).
 	launchDir := filepath.Join(r.jobDir, "launch")
-	if err := launch.WriteCommon(launchDir, launchCommon{JobID: a.JobID, World: a.World(), Control: e.control, Token: ctl.Token}); err != nil {
-		ctl.Close()
+	common := launchCommon{JobID: a.JobID, World: a.World()}
+	if err := launch.WriteCommon(launchDir, common); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
 	spec := launch.StepSpec{Self: r.self, Shim: r.shim, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
@@ -110,12 +106,37 @@ func (r *runner) startEarly(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	e.started = time.Now()
 	if err := cmd.Start(); err != nil {
-		ctl.Close()
 		return withCode(ExitSlurm, fmt.Errorf("starting srun: %w", err))
 	}
 	e.proc = cmd.Process
 	go func() { e.done <- cmd.Wait() }()
+	if err := e.openChannel(ctx, r, common, launchDir); err != nil {
+		e.callOff(r.logf)
+		return err
+	}
 	r.early = e
+	return nil
+}
+
+// openChannel asks Slurm for the nodes' addresses, listens on the batch
+// node's, and writes common.json whole.
+func (e *earlyStep) openChannel(ctx context.Context, r *runner, common launchCommon, launchDir string) error {
+	a := r.alloc
+	e.addrs, e.addrErr = r.env.slurm.NodeAddrs(ctx, a.NodeList)
+	bind, ctlHost := launch.ControlHost(r.controlHost(e.addrs), len(a.Nodes) > 1)
+	if bind == "" {
+		r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
+	}
+	ctl, err := launch.Listen(bind, a.World())
+	if err != nil {
+		return err
+	}
+	e.ctl = ctl
+	e.control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))
+	common.Control, common.Token = e.control, ctl.Token
+	if err := launch.WriteCommon(launchDir, common); err != nil {
+		return fmt.Errorf("launch files in %s: %w", launchDir, err)
+	}
 	return nil
 }
 
@@ -153,29 +174,35 @@ func guessBindInShim(cache map[string]nodeFacts) bool {
 	return err == nil
 }
 
-// waitProbe waits until the first task of every node has probed it, then
-// reads the facts.
+// waitProbe asks, on every node, the first task that says wait to probe the
+// node, waits until each has, then reads the facts.
 func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (map[string]nodeFacts, error) {
-	want := map[string]bool{}
+	asked := map[string]int{} // node → the rank asked to probe it
+	nodeOf := map[int]string{}
+	done := map[string]bool{}
 	for _, n := range a.Nodes {
-		want[n] = true
+		asked[n] = -1
 	}
 	timeout := time.NewTimer(earlyProbeTimeout)
 	defer timeout.Stop()
-	for left := len(want); left > 0; {
+	for len(done) < len(a.Nodes) {
 		select {
 		case ev := <-e.ctl.Events:
-			if ev.Kind != launch.Wait || !ev.Probed {
-				continue
-			}
-			seen, ok := want[ev.Node]
-			if !ok {
-				return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %q is not one of the job's nodes (%s); its slurmd may call itself another name (skip the probe with --probe=none)",
-					ev.Node, strings.Join(a.Nodes, ",")))
-			}
-			if seen {
-				want[ev.Node] = false
-				left--
+			switch ev.Kind {
+			case launch.Wait:
+				r, ok := asked[ev.Node]
+				if !ok {
+					return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %q is not one of the job's nodes (%s); its slurmd may call itself another name (skip the probe with --probe=none)",
+						ev.Node, strings.Join(a.Nodes, ",")))
+				}
+				nodeOf[ev.Rank] = ev.Node
+				if r < 0 && e.ctl.SendTo(ev.Rank, launch.Msg{Kind: launch.Probe}) {
+					asked[ev.Node] = ev.Rank
+				}
+			case launch.Probed:
+				if n := nodeOf[ev.Rank]; n != "" && asked[n] == ev.Rank {
+					done[n] = true
+				}
 			}
 		case err := <-e.done:
 			e.done <- err
@@ -183,7 +210,7 @@ func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (m
 		case <-timeout.C:
 			var missing []string
 			for _, n := range a.Nodes {
-				if want[n] {
+				if !done[n] {
 					missing = append(missing, n)
 				}
 			}
@@ -217,9 +244,20 @@ func (r *runner) abortEarly() {
 		return
 	}
 	r.early = nil
-	defer e.ctl.Close()
-	e.ctl.Abort()
-	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+	e.callOff(r.logf)
+}
+
+// callOff tells the waiting shims to exit and waits for srun, signalled
+// after 10 s (at once where the channel never opened: no shim can hear),
+// then closes the channel.
+func (e *earlyStep) callOff(logf func(string, ...any)) {
+	signals := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
+	if e.ctl != nil {
+		defer e.ctl.Close()
+		e.ctl.Abort()
+		signals = append([]syscall.Signal{0}, signals...)
+	}
+	for _, sig := range signals {
 		if sig != 0 {
 			syscall.Kill(-e.proc.Pid, sig)
 		}
@@ -229,7 +267,7 @@ func (r *runner) abortEarly() {
 		case <-time.After(10 * time.Second):
 		}
 	}
-	r.logf("warning: the step started before the plan did not end after SIGKILL")
+	logf("warning: the step started before the plan did not end after SIGKILL")
 }
 
 // handOver gives the early step to the monitor: its srun process, when it

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,20 +24,40 @@ func Dial(addr string, hello Msg) (*Client, error) {
 }
 
 // DialWait connects, says wait, and waits for the controller's word: go
-// (true) or abort (false). The connection then carries the rank's hello
-// and the rest as Dial's does.
-func DialWait(addr string, wait Msg) (c *Client, goAhead bool, err error) {
+// (true) or abort (false). Asked to probe first, it calls probe (an error
+// ends the wait) and says probed. The connection then carries the rank's
+// hello and the rest as Dial's does.
+func DialWait(addr string, wait Msg, probe func() error) (c *Client, goAhead bool, err error) {
 	wait.Kind = Wait
 	if c, err = dial(addr, wait); err != nil {
 		return nil, false, err
 	}
 	for c.sc.Scan() {
-		if m, err := Parse(c.sc.Text()); err == nil && (m.Kind == Go || m.Kind == Abort) {
+		m, err := Parse(c.sc.Text())
+		switch {
+		case err != nil:
+		case m.Kind == Go || m.Kind == Abort:
 			return c, m.Kind == Go, nil
+		case m.Kind == Probe:
+			if err := probeFor(probe); err != nil {
+				c.Close()
+				return nil, false, err
+			}
+			if err := c.Send(Msg{Kind: Probed, Rank: wait.Rank}); err != nil {
+				c.Close()
+				return nil, false, err
+			}
 		}
 	}
 	c.Close()
 	return nil, false, fmt.Errorf("the controller closed the connection before the step could start (%s): it called the step off or ended; its log in the job output says why", cmpOr(errText(c.sc.Err()), "EOF"))
+}
+
+func probeFor(probe func() error) error {
+	if probe == nil {
+		return errors.New("the controller asked for a probe of the node, but this task was started without a probe directory")
+	}
+	return probe()
 }
 
 func errText(err error) string {

@@ -24,9 +24,11 @@ const (
 	// A step started before its plan (the controller plans while Slurm
 	// starts the tasks): each shim first says wait, and starts its rank only
 	// on go.
-	Wait  Kind = "wait"  // shim → controller, first: TOKEN RANK NODE STEPID PROBED (1: it probed its node)
-	Go    Kind = "go"    // controller → shim: the launch files are complete; start the rank
-	Abort Kind = "abort" // controller → shim: the step will not run; exit 0 without starting
+	Wait   Kind = "wait"   // shim → controller, first: TOKEN RANK NODE STEPID
+	Probe  Kind = "probe"  // controller → waiting shim: probe your node (the first to wait on it)
+	Probed Kind = "probed" // shim → controller: RANK (its node's facts are written)
+	Go     Kind = "go"     // controller → shim: the launch files are complete; start the rank
+	Abort  Kind = "abort"  // controller → shim: the step will not run; exit 0 without starting
 )
 
 // Msg is one line of the control channel. Which fields a kind carries is
@@ -34,11 +36,10 @@ const (
 type Msg struct {
 	Kind   Kind
 	Token  string // Hello, Wait: the job's token (from the launch files)
-	Rank   int    // Hello, Wait, Signal, Exit
+	Rank   int    // Hello, Wait, Probed, Signal, Exit
 	PID    int    // Hello: the training process
 	Node   string // Hello, Wait
 	StepID string // Hello, Wait: SLURM_STEP_ID
-	Probed bool   // Wait: this shim probed its node (DIR/<node>.json is written)
 	Signal string // Signal: TERM, USR1, ... (SignalName)
 	Code   int    // Exit: the exit code, 128+n for signal n
 	CkptID int    // Ckpt, Stack: one request; a shim acts once per ID
@@ -71,11 +72,9 @@ func (m Msg) Encode() string {
 	case Beat:
 		return fmt.Sprintf("beat %d %d %d %d %s %s", m.Rank, m.Step, m.AgeMS, m.StepMS, cmpOr(m.State, "-"), cmpOr(m.Phase, PhaseTrain))
 	case Wait:
-		probed := 0
-		if m.Probed {
-			probed = 1
-		}
-		return fmt.Sprintf("wait %s %d %s %s %d", m.Token, m.Rank, cmpOr(m.Node, "-"), cmpOr(m.StepID, "-"), probed)
+		return fmt.Sprintf("wait %s %d %s %s", m.Token, m.Rank, cmpOr(m.Node, "-"), cmpOr(m.StepID, "-"))
+	case Probed:
+		return fmt.Sprintf("probed %d", m.Rank)
 	}
 	return string(m.Kind)
 }
@@ -90,7 +89,7 @@ func Parse(line string) (Msg, error) {
 		return Msg{}, fmt.Errorf("control line of %d bytes (at most %d)", len(line), MaxLine)
 	}
 	f := strings.Fields(line)
-	if len(f) == 1 && (f[0] == string(Go) || f[0] == string(Abort)) {
+	if len(f) == 1 && (f[0] == string(Go) || f[0] == string(Abort) || f[0] == string(Probe)) {
 		return Msg{Kind: Kind(f[0])}, nil
 	}
 	if len(f) < 2 {
@@ -115,6 +114,13 @@ func Parse(line string) (Msg, error) {
 		}
 		if len(f) > 5 {
 			m.StepID = f[5]
+		}
+	case Probed:
+		if len(f) != 2 {
+			return Msg{}, fmt.Errorf("control line %q: want probed RANK", clip(line))
+		}
+		if m.Rank, err = rankOf(f[1]); err != nil {
+			return Msg{}, err
 		}
 	case Signal, Exit:
 		if len(f) != 3 {
@@ -171,12 +177,12 @@ func parseBeat(line string, f []string) (Msg, error) {
 	return m, nil
 }
 
-// parseWait reads "wait TOKEN RANK NODE STEPID PROBED" ("-" for an unknown node or step).
+// parseWait reads "wait TOKEN RANK NODE STEPID" ("-" for an unknown node or step).
 func parseWait(line string, f []string) (Msg, error) {
-	if len(f) != 6 || f[5] != "0" && f[5] != "1" {
-		return Msg{}, fmt.Errorf("control line %q: want wait TOKEN RANK NODE STEPID 0|1", clip(line))
+	if len(f) != 5 {
+		return Msg{}, fmt.Errorf("control line %q: want wait TOKEN RANK NODE STEPID", clip(line))
 	}
-	m := Msg{Kind: Wait, Token: f[1], Node: f[3], StepID: f[4], Probed: f[5] == "1"}
+	m := Msg{Kind: Wait, Token: f[1], Node: f[3], StepID: f[4]}
 	var err error
 	if m.Rank, err = rankOf(f[2]); err != nil {
 		return Msg{}, err

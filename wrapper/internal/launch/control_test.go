@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"strings"
 	"syscall"
@@ -19,7 +20,9 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 		{Kind: Stack, CkptID: 2},
 		{Kind: Beat, Rank: 9, Step: 120, AgeMS: 3500, StepMS: 210, State: "T", Phase: PhaseTrain},
 		{Kind: Beat, Rank: 0, Step: -1, AgeMS: 0, StepMS: 0, State: "-", Phase: PhaseSave},
-		{Kind: Wait, Token: "t", Rank: 8, Node: "n2", StepID: "3", Probed: true},
+		{Kind: Wait, Token: "t", Rank: 8, Node: "n2", StepID: "3"},
+		{Kind: Probe},
+		{Kind: Probed, Rank: 8},
 		{Kind: Wait, Token: "t", Rank: 9}, // outside a step, node unknown
 		{Kind: Go},
 		{Kind: Abort},
@@ -42,8 +45,10 @@ func TestParseWireLines(t *testing.T) {
 		"ckpt 1":                   {Kind: Ckpt, CkptID: 1},
 		"stack 3":                  {Kind: Stack, CkptID: 3},
 		"beat 2 40 1200 95 S save": {Kind: Beat, Rank: 2, Step: 40, AgeMS: 1200, StepMS: 95, State: "S", Phase: PhaseSave},
-		"wait tok 8 n1 0 1":        {Kind: Wait, Token: "tok", Rank: 8, Node: "n1", StepID: "0", Probed: true},
-		"wait tok 0 n1 - 0":        {Kind: Wait, Token: "tok", Rank: 0, Node: "n1"},
+		"wait tok 8 n1 0":          {Kind: Wait, Token: "tok", Rank: 8, Node: "n1", StepID: "0"},
+		"wait tok 0 n1 -":          {Kind: Wait, Token: "tok", Rank: 0, Node: "n1"},
+		"probe":                    {Kind: Probe},
+		"probed 3":                 {Kind: Probed, Rank: 3},
 		"go":                       {Kind: Go},
 		"abort\n":                  {Kind: Abort},
 	} {
@@ -54,7 +59,7 @@ func TestParseWireLines(t *testing.T) {
 	}
 	for _, bad := range []string{"", "hello", "hello tok", "hello tok -1", "signal x TERM", "exit 1", "exit 1 x", "ckpt", "ckpt 0", "ckpt x", "boom 1 2",
 		"signal 1 TERM extra", "stack 0", "beat 1 2 3 4 S", "beat 1 2 -3 4 S train", "beat 1 -2 3 4 S train", "beat 1 2 3 4 SS train", "beat x 2 3 4 S train", "beat 1 2 3 4 S nap",
-		"wait tok 1 n1 0", "wait tok 1 n1 0 2", "wait tok x n1 0 1", "go 1", "abort now", strings.Repeat("x", MaxLine+1)} {
+		"wait tok 1 n1", "wait tok 1 n1 0 1", "wait tok x n1 0", "probe 1", "probed", "probed x", "probed 1 2", "go 1", "abort now", strings.Repeat("x", MaxLine+1)} {
 		if m, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) = %+v, want an error", bad, m)
 		}
@@ -62,7 +67,7 @@ func TestParseWireLines(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4", "wait tok 3 n1 7 1", "go", "abort"} {
+	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4", "wait tok 3 n1 7", "probe", "probed 2", "go", "abort"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
@@ -262,9 +267,10 @@ func TestBeatInterval(t *testing.T) {
 	}
 }
 
-// A step started before its plan: shims wait; Release lets every waiting
-// one go (and each that arrives later at once), after which the same
-// connection carries the rank's hello; Abort sends them home.
+// A step started before its plan: shims wait; one asked to probe probes and
+// says probed; Release lets every waiting one go (and each that arrives
+// later at once), after which the same connection carries the rank's hello;
+// Abort sends them home; a failed probe ends the wait with its error.
 func TestServerWaitGoAbort(t *testing.T) {
 	s, err := Listen("127.0.0.1", 3)
 	if err != nil {
@@ -276,17 +282,27 @@ func TestServerWaitGoAbort(t *testing.T) {
 		ok bool
 		e  error
 	}
+	probes := make(chan int, 4)
 	dial := func(rank int) chan res {
 		ch := make(chan res, 1)
 		go func() {
-			c, ok, err := DialWait(s.Addr(), Msg{Token: s.Token, Rank: rank, Node: "n1", StepID: "4", Probed: rank == 0})
+			c, ok, err := DialWait(s.Addr(), Msg{Token: s.Token, Rank: rank, Node: "n1", StepID: "4"}, func() error { probes <- rank; return nil })
 			ch <- res{c, ok, err}
 		}()
 		return ch
 	}
 	first := dial(0)
-	if ev := recv(t, s); ev.Kind != Wait || ev.Rank != 0 || !ev.Probed || ev.Node != "n1" {
+	if ev := recv(t, s); ev.Kind != Wait || ev.Rank != 0 || ev.Node != "n1" || ev.StepID != "4" {
 		t.Fatalf("wait: %+v", ev)
+	}
+	if !s.SendTo(0, Msg{Kind: Probe}) {
+		t.Fatal("SendTo a waiting shim failed")
+	}
+	if ev := recv(t, s); ev.Kind != Probed || ev.Rank != 0 {
+		t.Fatalf("after probe: %+v", ev)
+	}
+	if r := <-probes; r != 0 || len(probes) != 0 {
+		t.Fatalf("probe ran for rank %d (%d more)", r, len(probes))
 	}
 	select {
 	case r := <-first:
@@ -327,13 +343,38 @@ func TestServerWaitGoAbort(t *testing.T) {
 	}
 	defer a.Close()
 	a.Abort()
-	if c, ok, err := DialWait(a.Addr(), Msg{Token: a.Token, Rank: 1}); err != nil || ok {
+	if c, ok, err := DialWait(a.Addr(), Msg{Token: a.Token, Rank: 1}, nil); err != nil || ok {
 		t.Errorf("after Abort: go=%v, %v", ok, err)
 	} else {
 		c.Close()
 	}
-	if _, _, err := DialWait(a.Addr(), Msg{Token: "wrong", Rank: 1}); err == nil {
+	if _, _, err := DialWait(a.Addr(), Msg{Token: "wrong", Rank: 1}, nil); err == nil {
 		t.Error("a wrong token was let through")
+	}
+
+	p, err := Listen("127.0.0.1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	failed := make(chan error, 1)
+	go func() {
+		_, _, err := DialWait(p.Addr(), Msg{Token: p.Token, Rank: 1, Node: "n2"}, func() error { return errors.New("sysfs gone") })
+		failed <- err
+	}()
+	recv(t, p)
+	p.SendTo(1, Msg{Kind: Probe})
+	if err := <-failed; err == nil || !strings.Contains(err.Error(), "sysfs gone") {
+		t.Errorf("a failed probe: %v", err)
+	}
+	go func() {
+		_, _, err := DialWait(p.Addr(), Msg{Token: p.Token, Rank: 0, Node: "n2"}, nil)
+		failed <- err
+	}()
+	recv(t, p)
+	p.SendTo(0, Msg{Kind: Probe})
+	if err := <-failed; err == nil || !strings.Contains(err.Error(), "without a probe directory") {
+		t.Errorf("asked to probe without a probe directory: %v", err)
 	}
 }
 

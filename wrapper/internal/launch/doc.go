@@ -22,11 +22,15 @@
 //	                                              (liveness: the trainer's last step, ms since it
 //	                                              advanced, its recent step time, /proc state,
 //	                                              train or save; about one per BeatInterval)
-//	                    wait TOKEN RANK NODE STEPID PROBED
+//	                    wait TOKEN RANK NODE STEPID
 //	                                              (first, in a step started before its plan:
-//	                                              the shim waits; PROBED 1: it probed its node)
+//	                                              the shim waits)
+//	                    probed RANK               (while waiting, after a probe: DIR/<node>.json
+//	                                              is written)
 //	controller → shim:  ckpt ID                   (send TRAINRUN_CKPT_SIGNAL once per ID)
 //	                    stack ID                  (send the stack-dump signal once per ID)
+//	                    probe                     (to the first shim that waits on a node:
+//	                                              probe the node, then say probed)
 //	                    go | abort                (to a waiting shim: the launch files are
 //	                                              written, start the rank | exit 0; after go
 //	                                              the same connection says hello)

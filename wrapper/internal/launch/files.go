@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
@@ -27,7 +28,7 @@ const (
 // controller writes it; a shim of another build (trainrun-shim installed
 // apart from trainrun) refuses the launch instead of misreading it. Raise it
 // with any change a shim of the previous build would misread.
-const Protocol = 2
+const Protocol = 3
 
 // Common is common.json: what every task of the launch shares.
 type Common struct {
@@ -121,6 +122,30 @@ func ReadCommon(dir string) (*Common, error) {
 	}
 	return &c, nil
 }
+
+// WaitCommon reads common.json until it names the controller. The
+// controller of a step started before its plan writes it twice: without its
+// address before srun starts (the address needs an scontrol query, which
+// runs while Slurm starts the tasks), then whole. A shim that reads the
+// first one polls every few ms, for at most within. Each read opens the file
+// anew, which NFS's close-to-open consistency makes see the second write.
+func WaitCommon(dir string, within time.Duration) (*Common, error) {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := ReadCommon(dir)
+		if err != nil || c.Control != "" {
+			return c, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s names no controller after %s: the controller that started the step did not open its control channel (its log in the job output says why)",
+				filepath.Join(dir, CommonFile), within)
+		}
+		time.Sleep(commonPoll)
+	}
+}
+
+// commonPoll is how often WaitCommon reads common.json again.
+const commonPoll = 5 * time.Millisecond
 
 // Read finds a task's entry: rank from SLURM_PROCID on node SLURMD_NODENAME.
 func Read(dir, nodeName string, rank int) (*Common, *Rank, error) {

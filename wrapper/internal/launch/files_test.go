@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // What the controller writes, each shim reads back: its own entry, the
@@ -88,5 +89,29 @@ func TestVisibleDevicesFor(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%+v: got %q, %v; want %q", tc, got, err, tc.want)
 		}
+	}
+}
+
+// A shim of a step started before its plan may read common.json before the
+// controller wrote its address: it waits for the second write, bounded.
+func TestWaitCommon(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "launch")
+	if err := WriteCommon(dir, Common{JobID: "7", World: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WaitCommon(dir, 30*time.Millisecond); err == nil || !strings.Contains(err.Error(), "names no controller after") {
+		t.Errorf("no address ever: %v", err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		WriteCommon(dir, Common{JobID: "7", World: 2, Control: "10.0.0.1:4000", Token: "tok"})
+	}()
+	c, err := WaitCommon(dir, 10*time.Second)
+	if err != nil || c.Control != "10.0.0.1:4000" || c.Token != "tok" {
+		t.Errorf("after the second write: %+v, %v", c, err)
+	}
+	os.Remove(filepath.Join(dir, CommonFile))
+	if _, err := WaitCommon(dir, time.Second); err == nil {
+		t.Error("a missing common.json is waited for, not reported")
 	}
 }

@@ -123,18 +123,9 @@ func (s *Server) serve(c net.Conn) {
 	}
 	s.mu.Unlock()
 	s.Events <- Event{Msg: h, At: time.Now()}
-	if h.Kind == Wait {
-		// After go, the same connection says hello once the rank runs.
-		if !sc.Scan() {
-			s.drop(rank, c)
-			return
-		}
-		m, err := Parse(sc.Text())
-		if err != nil || m.Kind != Hello || m.Token != s.Token || m.Rank != rank {
-			s.drop(rank, c)
-			return
-		}
-		s.Events <- Event{Msg: m, At: time.Now()}
+	if h.Kind == Wait && !s.waiting(rank, c, sc) {
+		s.drop(rank, c)
+		return
 	}
 	for sc.Scan() {
 		m, err := Parse(sc.Text())
@@ -144,6 +135,22 @@ func (s *Server) serve(c net.Conn) {
 		s.Events <- Event{Msg: m, At: time.Now()}
 	}
 	s.drop(rank, c)
+}
+
+// waiting reads what a waiting shim says: probed (when asked to probe),
+// then, after go, the hello of its running rank. False: anything else.
+func (s *Server) waiting(rank int, c net.Conn, sc *bufio.Scanner) bool {
+	for sc.Scan() {
+		m, err := Parse(sc.Text())
+		if err != nil || m.Rank != rank || m.Kind != Probed && (m.Kind != Hello || m.Token != s.Token) {
+			return false
+		}
+		s.Events <- Event{Msg: m, At: time.Now()}
+		if m.Kind == Hello {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) drop(rank int, c net.Conn) {

@@ -41,7 +41,7 @@ func Run(ctx context.Context, env Env, args []string) error {
 	launchDir := fs.String("launch", "", "launch directory written by 'trainrun run' (JOBDIR/launch)")
 	probeDir := fs.String("probe", "", "probe mode: write this node's facts into DIR/<node>.json and exit")
 	wait := fs.Bool("wait", false, "the step started before its plan: wait for the controller's go before reading the launch files")
-	probeNode := fs.String("probe-node", "", "with --wait: the node's first task probes it into DIR/<node>.json first")
+	probeNode := fs.String("probe-node", "", "with --wait: when the controller asks (the node's first task to wait), probe the node into DIR/<node>.json")
 	shimStart := time.Now()
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -160,26 +160,30 @@ func requestHandler(env Env, p *os.Process, ckptSig os.Signal, rank int, node st
 	}
 }
 
-// shimWait is a task's start in a step started before its plan: the node's
-// first task probes the node (--probe-node), then every task connects, says
-// wait, and waits for the controller's go (true) or abort (false).
+// commonWait bounds the wait for the controller's address in a step
+// started before its plan (the controller asks Slurm for it after srun
+// starts; scontrol's own timeout is 30 s).
+const commonWait = 2 * time.Minute
+
+// shimWait is a task's start in a step started before its plan: every
+// task connects, says wait, and waits for the controller's go (true) or
+// abort (false); the first task of each node to say wait is asked to probe
+// the node (--probe-node DIR) meanwhile.
 func shimWait(env Env, launchDir, probeDir string, task slurm.Task, rank int, node string) (*launch.Client, bool, error) {
-	c, err := launch.ReadCommon(launchDir)
+	c, err := launch.WaitCommon(launchDir, commonWait)
 	if err != nil {
 		return nil, false, exitcode.With(exitcode.Slurm, err)
 	}
-	if c.Control == "" {
-		return nil, false, exitcode.With(exitcode.Slurm, fmt.Errorf("%s names no controller: a step started with --wait needs one", launchDir))
+	var probe func() error
+	var probeErr error
+	if probeDir != "" {
+		probe = func() error { probeErr = Probe(env, probeDir); return probeErr }
 	}
-	probed := false
-	if probeDir != "" && task.LocalID == "0" {
-		if err := Probe(env, probeDir); err != nil {
-			return nil, false, err
-		}
-		probed = true
-	}
-	ctl, goAhead, err := launch.DialWait(c.Control, launch.Msg{Token: c.Token, Rank: rank, Node: node, StepID: task.StepID, Probed: probed})
+	ctl, goAhead, err := launch.DialWait(c.Control, launch.Msg{Token: c.Token, Rank: rank, Node: node, StepID: task.StepID}, probe)
 	if err != nil {
+		if probeErr != nil {
+			return nil, false, probeErr
+		}
 		return nil, false, exitcode.With(exitcode.Slurm, fmt.Errorf("rank %d on %s: waiting for the controller at %s: %w", rank, node, c.Control, err))
 	}
 	return ctl, goAhead, nil
