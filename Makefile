@@ -62,9 +62,12 @@ else
 	@echo "spank: $(SPANK_H) not found (install libslurm-dev): $(SPANK) not built"
 endif
 
+# The shim runs once per GPU of every job and is built without cgo: a static
+# binary starts without the dynamic loader and libc's threads. Where a node
+# has NVIDIA GPUs, its probe runs trainrun (with cgo: NVML) instead.
 $(BIN): FORCE
 	$(GO) build -o $(BIN) ./wrapper
-	$(GO) build -o $(dir $(BIN))trainrun-shim ./wrapper/internal/shim/trainrun-shim
+	CGO_ENABLED=0 $(GO) build -o $(dir $(BIN))trainrun-shim ./wrapper/internal/shim/trainrun-shim
 
 FORCE:
 

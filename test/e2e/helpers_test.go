@@ -42,10 +42,14 @@ func trainrun(t testing.TB) string {
 	t.Helper()
 	trainrunOnce.Do(func() {
 		trainrunBin = filepath.Join(cluster.Dir(), "bin", "trainrun")
-		// trainrun and, next to it, the lean shim trainrun run uses.
-		for _, b := range [][2]string{{trainrunBin, "./wrapper"}, {filepath.Join(filepath.Dir(trainrunBin), "trainrun-shim"), "./wrapper/internal/shim/trainrun-shim"}} {
+		// trainrun and, next to it, the lean shim trainrun run uses,
+		// built as the Makefile builds them (the shim without cgo).
+		for _, b := range [][3]string{{trainrunBin, "./wrapper", ""}, {filepath.Join(filepath.Dir(trainrunBin), "trainrun-shim"), "./wrapper/internal/shim/trainrun-shim", "CGO_ENABLED=0"}} {
 			cmd := exec.Command("go", "build", "-o", b[0], b[1])
 			cmd.Dir = repoRoot()
+			if b[2] != "" {
+				cmd.Env = append(os.Environ(), b[2])
+			}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				trainrunErr = fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
 				return

@@ -12,6 +12,9 @@ import (
 	"github.com/trainrun/trainrun/topo"
 )
 
+// Available: this build can load NVML (it has cgo).
+const Available = true
+
 // Source is NVML seen through topo's narrow interface.
 type Source struct {
 	lib gonvml.Interface

@@ -8,6 +8,9 @@ import (
 	"github.com/trainrun/trainrun/topo"
 )
 
+// Available: this build cannot load NVML (no cgo).
+const Available = false
+
 // Source is unavailable without cgo.
 type Source struct{ topo.NVMLSource }
 

@@ -3,6 +3,7 @@ package shim
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,8 +17,58 @@ import (
 
 // Probe learns this node's facts and writes DIR/<node>.json: in a probe
 // step (one task per node, exec-task --probe DIR) or, in a step started
-// before its plan, in the node's first task before it waits (--probe-node).
+// before its plan, in the task the controller asks (--probe-node).
+//
+// The lean trainrun-shim is built without cgo, so it cannot load NVML. On a
+// node with an NVIDIA driver it has trainrun (next to it, built with cgo)
+// probe instead, and probes without NVML only if that fails.
 func Probe(env Env, dir string) error {
+	return probeWith(env, dir, nvmlProber(nvml.Available))
+}
+
+// probeWith probes with bin (`BIN exec-task --probe DIR`), else here.
+func probeWith(env Env, dir, bin string) error {
+	if bin != "" {
+		cmd := exec.Command(bin, "exec-task", "--probe", dir)
+		cmd.Stdout, cmd.Stderr = env.Stdout, env.Stderr
+		err := cmd.Run()
+		if err == nil {
+			return nil
+		}
+		fmt.Fprintf(env.Stderr, "trainrun: exec-task: probing with %s (for NVML) failed (%v); probing without NVML\n", bin, err)
+	}
+	return probeHere(env, dir)
+}
+
+// nvidiaDriver is the device node whose presence says NVML has facts to
+// add; executable is this binary's path (both replaced in tests).
+var (
+	nvidiaDriver = "/dev/nvidiactl"
+	executable   = os.Executable
+)
+
+// nvmlProber is the binary to probe with when this one cannot load NVML
+// (available false) and the node has an NVIDIA driver: trainrun next to
+// this executable. "" where this binary probes itself.
+func nvmlProber(available bool) string {
+	if available {
+		return ""
+	}
+	if _, err := os.Stat(nvidiaDriver); err != nil {
+		return ""
+	}
+	self, err := executable()
+	if err != nil {
+		return ""
+	}
+	bin := filepath.Join(filepath.Dir(self), "trainrun")
+	if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 || bin == self {
+		return ""
+	}
+	return bin
+}
+
+func probeHere(env Env, dir string) error {
 	task := slurm.TaskFromEnv(env.Getenv)
 	f := launch.NodeFacts{Node: task.Node}
 	f.Hostname, _ = os.Hostname()

@@ -9,8 +9,10 @@
 // the controller goes over internal/launch.
 //
 // It imports neither the planner nor the metrics: it runs once per GPU of
-// every job, so its start-up is kept to what a task needs (the lean
-// trainrun-shim binary, cmd/trainrun-shim, is this package alone).
+// every job, so its start-up is kept to what a task needs. The lean
+// trainrun-shim binary (./trainrun-shim) is this package alone, built
+// without cgo (no dynamic loader, no libc threads); where a node has NVIDIA
+// GPUs, its probe has trainrun, which loads NVML, probe instead (probe.go).
 package shim
 
 import (
