@@ -201,7 +201,7 @@ var pciAttrs = []string{"class", "vendor", "device", "subsystem_vendor", "subsys
 
 // pciFunction copies a function and every function above it.
 func (c *capturer) pciFunction(real string) {
-	for p := real; bdfRe.MatchString(filepath.Base(p)); p = filepath.Dir(p) {
+	for p := real; bdfRe().MatchString(filepath.Base(p)); p = filepath.Dir(p) {
 		rel := c.rel(p)
 		if c.done[rel] {
 			return

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Degraded says what could not be read of one device (or one part of the
@@ -38,7 +39,7 @@ func (n *Node) DegradedFor(dev string) []string {
 
 // hostRe matches a PCI host bridge (root bus) directory: pci0000:15, or
 // pci10000:00 for a domain above 0xffff (Intel VMD, some VMs).
-var hostRe = regexp.MustCompile(`^pci[0-9a-f]{4,8}:[0-9a-f]{2}$`)
+var hostRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^pci[0-9a-f]{4,8}:[0-9a-f]{2}$`) })
 
 // pciPlacement finds the host bridge and the chain of PCI functions from
 // the root port down to the function itself in its resolved sysfs path.
@@ -60,7 +61,7 @@ func pciPlacement(devRoot, real, bdf string) (host string, path []string, note s
 	parts := strings.Split(rel, string(filepath.Separator))
 	first := -1
 	for i, c := range parts {
-		if bdfRe.MatchString(c) {
+		if bdfRe().MatchString(c) {
 			if first < 0 {
 				first = i
 			}
@@ -72,7 +73,7 @@ func pciPlacement(devRoot, real, bdf string) (host string, path []string, note s
 		path = append(path, bdf)
 	}
 	for i := first - 1; i >= 0 && first > 0; i-- {
-		if hostRe.MatchString(parts[i]) {
+		if hostRe().MatchString(parts[i]) {
 			return parts[i], path, note
 		}
 	}

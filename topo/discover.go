@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Options says where to read a node from.
@@ -47,8 +48,12 @@ type pciFn struct {
 }
 
 // bdfRe matches a PCI function name. Domains may be longer than four digits:
-// Intel VMD puts NVMe drives in domains such as 10000.
-var bdfRe = regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+// Intel VMD puts NVMe drives in domains such as 10000. Compiled on first
+// use, as this package's other patterns are: the lean shim links topo for
+// its probe and starts once per GPU, and most of its starts never probe.
+var bdfRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+})
 
 // Discover reads one node. Only a root that is not a sysfs tree (no
 // sys/bus/pci/devices directory) is an error: a device whose path or attributes are not what
@@ -286,7 +291,7 @@ func readPCI(n *Node, sysDir string) []*pciFn {
 	for _, e := range ents {
 		p := filepath.Join(pciDir, e.Name())
 		bdf := strings.ToLower(e.Name())
-		if !bdfRe.MatchString(bdf) {
+		if !bdfRe().MatchString(bdf) {
 			n.degrade(e.Name(), "%s: not a PCI address (want DDDD:BB:DD.F): left out", p)
 			continue
 		}
@@ -540,7 +545,7 @@ func readRDMA(n *Node, sysDir string, byBDF map[string]*pciFn) []RDMADevice {
 // (an RDMA device on a sub-function or virtio device sits below one).
 func pciAncestor(p string) string {
 	for p != "/" && p != "." {
-		if b := filepath.Base(p); bdfRe.MatchString(b) {
+		if b := filepath.Base(p); bdfRe().MatchString(b) {
 			return b
 		}
 		p = filepath.Dir(p)

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -263,7 +264,9 @@ type Estimate struct {
 // testOnlyRE is the line sbatch --test-only prints on stderr (Slurm 22.05,
 // src/sbatch/sbatch.c): "sbatch: Job 2 to start at 2026-12-01T22:40:36 using
 // 64 processors on nodes n[3-4] in partition ampere".
-var testOnlyRE = regexp.MustCompile(`Job (\d+) to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d) using (\d+) processors on nodes (\S+) in partition (\S+)`)
+var testOnlyRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`Job (\d+) to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d) using (\d+) processors on nodes (\S+) in partition (\S+)`)
+})
 
 // ParseTestOnly reads sbatch --test-only's stderr; loc is the zone Slurm
 // prints times in (time.Local when nil).
@@ -271,7 +274,7 @@ func ParseTestOnly(stderr string, loc *time.Location) (Estimate, error) {
 	if loc == nil {
 		loc = time.Local
 	}
-	m := testOnlyRE.FindStringSubmatch(stderr)
+	m := testOnlyRE().FindStringSubmatch(stderr)
 	if m == nil {
 		return Estimate{}, fmt.Errorf("sbatch --test-only printed no \"Job N to start at T using C processors on nodes X in partition P\": %q", clip(strings.TrimSpace(stderr), 300))
 	}
