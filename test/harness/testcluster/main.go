@@ -42,13 +42,23 @@ func run() int {
 	var extra, plug lines
 	flag.Var(&extra, "conf", "a slurm.conf line to add or replace (repeatable), e.g. -conf KillWait=30")
 	flag.Var(&plug, "plugstack", "a plugstack.conf line (repeatable)")
+	topology := flag.String("topology", "", "a topology.conf for topology/tree (the e2e suite's cluster has one: leaf1 n[1-2], leaf2 n[3-4])")
 	flag.Parse()
+	var topoConf string
+	if *topology != "" {
+		b, err := os.ReadFile(*topology)
+		if err != nil {
+			log.Print(err)
+			return 2
+		}
+		topoConf = string(b)
+	}
 	logf := log.Printf
 	if *quiet {
 		logf = func(string, ...any) {}
 	}
 	c, err := harness.Start(harness.Options{Nodes: *nodes, GPUsPerNode: *gpus, KeepDir: *keep, Heterogeneous: *hetero,
-		ExtraSlurmConf: extra, Plugstack: plug, Logf: logf})
+		ExtraSlurmConf: extra, Plugstack: plug, TopologyConf: topoConf, Logf: logf})
 	if err != nil {
 		log.Print(err)
 		return 1
