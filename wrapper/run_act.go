@@ -39,12 +39,13 @@ const ckptRequestFile = "ckpt-request"
 // stop was first asked for or signalled: only a checkpoint committed after
 // it is progress made for the stop (a background commit may have committed
 // it before the step ended).
-func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *launch.Event, store ckptStore) error {
+func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *launch.Event, unheard bool, store ckptStore) error {
 	code, ok := slurm.ExitCode(waitErr)
 	if !ok {
 		return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
 	}
 	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
+	o.Unheard = unheard
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
 	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, exits, firstFail)
 	r.spareOutcome(&o)
@@ -109,7 +110,11 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 				r.logf("warning: writing the finished marker: %v", err)
 			}
 		}
-		r.logf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
+		msg := fmt.Sprintf("training finished (all %d ranks exited 0) in %.1f s", r.alloc.World(), time.Since(r.t0).Seconds())
+		if d.Record != "" {
+			msg += "; " + d.Record
+		}
+		r.logf("%s", msg)
 	}
 	if d.Restart {
 		r.spare.restartWhy = d.Err

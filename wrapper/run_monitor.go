@@ -43,6 +43,8 @@ type monitor struct {
 	tagAtStop    string    // the latest committed when the stop was first asked for or signalled
 	stopMarked   bool
 	ckptID       int       // the last checkpoint request's id
+	stopReqID    int       // the id of the first request to checkpoint and stop (0: none)
+	heard        bool      // a stop request or Slurm's signal reached a training process
 	askedAt      time.Time // the last "continue" request, until its commit
 	continuing   bool      // a "continue" request is being served
 	hello        int       // shims that said hello
@@ -102,7 +104,8 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 		case err := <-m.stepFinished:
 			m.commitMu.Lock() // no background commit may run beside the final one
 			defer m.commitMu.Unlock()
-			return r.afterStep(err, m.reason, m.stopAt, m.tagAtStop, m.exits, m.firstFail, store)
+			unheard := m.stopReqID > 0 && !m.heard
+			return r.afterStep(err, m.reason, m.stopAt, m.tagAtStop, m.exits, m.firstFail, unheard, store)
 		}
 	}
 }
@@ -265,6 +268,10 @@ func (m *monitor) onShim(ev launch.Event) {
 		m.onShimSignal(ev)
 	case launch.Beat:
 		m.onBeat(ev)
+	case launch.Delivered:
+		if m.stopReqID > 0 && ev.CkptID >= m.stopReqID {
+			m.heard = true
+		}
 	case launch.Exit:
 		m.exits[ev.Rank] = ev.Code
 		if ev.Code != 0 && m.firstFail == nil {
@@ -297,14 +304,14 @@ func (m *monitor) onShimSignal(ev launch.Event) {
 	if sig := ev.Signal; sig == r.ckptSignalName() && sig != "TERM" && m.reason == stopNone {
 		// Slurm signalled the step itself (--signal=USR2@T without B:, or
 		// scancel --signal): it reached every trainer.
-		m.reason, m.stopAt = stopSignal, time.Now()
+		m.reason, m.stopAt, m.heard = stopSignal, time.Now(), true
 		m.markStop()
 		r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
 	}
 	// A SIGTERM after a rank failed is srun's --kill-on-bad-exit ending the
 	// other tasks, not Slurm's word: no preemption (seen in the crash e2e).
 	if ev.Signal == "TERM" && !m.stepTerm && m.firstFail == nil {
-		m.stepTerm = true
+		m.stepTerm, m.heard = true, true
 		if m.termAt.IsZero() {
 			m.termAt = time.Now()
 		}
@@ -412,6 +419,9 @@ func (m *monitor) markStop() {
 func (m *monitor) ask(why, then string) {
 	r := m.r
 	m.ckptID++
+	if then == "stop" && m.stopReqID == 0 {
+		m.stopReqID = m.ckptID
+	}
 	line := fmt.Sprintf("%d %s\n", m.ckptID, then)
 	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)

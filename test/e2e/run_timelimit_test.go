@@ -49,3 +49,25 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 100 --sleep 0.5 --out %s/%
 	}
 	sameWeights(t, dir, "lim", log)
 }
+
+// A trainer that finishes after trainrun's own clock asked for a checkpoint,
+// but before the request reached it (it never catches the signal, so its
+// shim holds it): the run finished, it is not a failed checkpoint. Before,
+// it exited with the checkpoint error and left no finished marker.
+func TestRunTimeLimitRequestUnheardFinishes(t *testing.T) {
+	bin := trainrun(t)
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 --time=1
+exec %s run --fix tp=1 --ckpt-lead 55s -- bash -c 'sleep 9'
+`, bin)
+	state, exit, out, id := runJob(t, script, 2*time.Minute)
+	if state != "COMPLETED" || exit != 0 {
+		t.Fatalf("job %d: %s exit %d, want COMPLETED 0:\n%s", id, state, exit, out)
+	}
+	for _, want := range []string{"time-limit: asked 2 of 2 training processes for a checkpoint", "holding the checkpoint request",
+		"training finished (all 2 ranks exited 0)", "the trainers ended before the time-limit checkpoint request reached one"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("job %d log lacks %q:\n%s", id, want, out)
+		}
+	}
+}

@@ -21,6 +21,9 @@ const (
 	Ckpt   Kind = "ckpt"   // controller → shim: ID
 	Beat   Kind = "beat"   // shim → controller: RANK STEP AGE_MS STEP_MS STATE PHASE (liveness, about one per BeatInterval)
 	Stack  Kind = "stack"  // controller → shim: ID (ask the training process for a stack dump)
+	// Delivered: the checkpoint signal of request ID reached the training
+	// process (the shim holds it until the process catches it).
+	Delivered Kind = "delivered" // shim → controller: RANK ID
 	// A step started before its plan (the controller plans while Slurm
 	// starts the tasks): each shim first says wait, and starts its rank only
 	// on go.
@@ -42,7 +45,7 @@ type Msg struct {
 	StepID string // Hello, Wait: SLURM_STEP_ID
 	Signal string // Signal: TERM, USR1, ... (SignalName)
 	Code   int    // Exit: the exit code, 128+n for signal n
-	CkptID int    // Ckpt, Stack: one request; a shim acts once per ID
+	CkptID int    // Ckpt, Stack, Delivered: one request; a shim acts once per ID
 	Step   int64  // Beat: the last step the trainer reported (-1: none yet)
 	AgeMS  int64  // Beat: milliseconds since the step last advanced (since the trainer started when none)
 	StepMS int64  // Beat: the trainer's recent step time in milliseconds (0: unknown)
@@ -75,6 +78,8 @@ func (m Msg) Encode() string {
 		return fmt.Sprintf("wait %s %d %s %s", m.Token, m.Rank, cmpOr(m.Node, "-"), cmpOr(m.StepID, "-"))
 	case Probed:
 		return fmt.Sprintf("probed %d", m.Rank)
+	case Delivered:
+		return fmt.Sprintf("delivered %d %d", m.Rank, m.CkptID)
 	}
 	return string(m.Kind)
 }
@@ -121,6 +126,16 @@ func Parse(line string) (Msg, error) {
 		}
 		if m.Rank, err = rankOf(f[1]); err != nil {
 			return Msg{}, err
+		}
+	case Delivered:
+		if len(f) != 3 {
+			return Msg{}, fmt.Errorf("control line %q: want delivered RANK ID", clip(line))
+		}
+		if m.Rank, err = rankOf(f[1]); err != nil {
+			return Msg{}, err
+		}
+		if m.CkptID, err = strconv.Atoi(f[2]); err != nil || m.CkptID <= 0 {
+			return Msg{}, fmt.Errorf("control line %q: request id %q is not a positive number", clip(line), f[2])
 		}
 	case Signal, Exit:
 		if len(f) != 3 {

@@ -23,6 +23,7 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 		{Kind: Wait, Token: "t", Rank: 8, Node: "n2", StepID: "3"},
 		{Kind: Probe},
 		{Kind: Probed, Rank: 8},
+		{Kind: Delivered, Rank: 5, CkptID: 2},
 		{Kind: Wait, Token: "t", Rank: 9}, // outside a step, node unknown
 		{Kind: Go},
 		{Kind: Abort},
@@ -49,6 +50,7 @@ func TestParseWireLines(t *testing.T) {
 		"wait tok 0 n1 -":          {Kind: Wait, Token: "tok", Rank: 0, Node: "n1"},
 		"probe":                    {Kind: Probe},
 		"probed 3":                 {Kind: Probed, Rank: 3},
+		"delivered 4 7":            {Kind: Delivered, Rank: 4, CkptID: 7},
 		"go":                       {Kind: Go},
 		"abort\n":                  {Kind: Abort},
 	} {
@@ -59,7 +61,7 @@ func TestParseWireLines(t *testing.T) {
 	}
 	for _, bad := range []string{"", "hello", "hello tok", "hello tok -1", "signal x TERM", "exit 1", "exit 1 x", "ckpt", "ckpt 0", "ckpt x", "boom 1 2",
 		"signal 1 TERM extra", "stack 0", "beat 1 2 3 4 S", "beat 1 2 -3 4 S train", "beat 1 -2 3 4 S train", "beat 1 2 3 4 SS train", "beat x 2 3 4 S train", "beat 1 2 3 4 S nap",
-		"wait tok 1 n1", "wait tok 1 n1 0 1", "wait tok x n1 0", "probe 1", "probed", "probed x", "probed 1 2", "go 1", "abort now", strings.Repeat("x", MaxLine+1)} {
+		"wait tok 1 n1", "wait tok 1 n1 0 1", "wait tok x n1 0", "probe 1", "probed", "probed x", "probed 1 2", "delivered 1", "delivered 1 0", "delivered x 1", "delivered 1 2 3", "go 1", "abort now", strings.Repeat("x", MaxLine+1)} {
 		if m, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) = %+v, want an error", bad, m)
 		}
@@ -67,7 +69,7 @@ func TestParseWireLines(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4", "wait tok 3 n1 7", "probe", "probed 2", "go", "abort"} {
+	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4", "wait tok 3 n1 7", "probe", "probed 2", "delivered 3 1", "go", "abort"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {

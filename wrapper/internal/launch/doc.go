@@ -27,6 +27,8 @@
 //	                                              the shim waits)
 //	                    probed RANK               (while waiting, after a probe: DIR/<node>.json
 //	                                              is written)
+//	                    delivered RANK ID         (the checkpoint signal of request ID reached
+//	                                              the training process)
 //	controller → shim:  ckpt ID                   (send TRAINRUN_CKPT_SIGNAL once per ID)
 //	                    stack ID                  (send the stack-dump signal once per ID)
 //	                    probe                     (to the first shim that waits on a node:

@@ -33,7 +33,12 @@ type Outcome struct {
 	RankExits map[int]int // the exit code of each rank that reported one
 	FirstFail string      // who failed first ("rank 3 (node n1, GPU 3) failed first with exit 1"); "" unknown
 	EndNear   bool        // the job's end time is known and less than two leads away
-	CommitErr error       // committing the latest checkpoint failed
+	// Unheard: the controller asked the trainers to checkpoint and stop,
+	// and the signal reached none of them (a shim holds it until its
+	// process catches it), nor did Slurm's: trainers that exited 0 then
+	// finished by themselves.
+	Unheard   bool
+	CommitErr error // committing the latest checkpoint failed
 	// SaveFailed says why the checkpoint asked for the stop could not be
 	// saved (a full, over-quota or failing disk); "" if none failed.
 	SaveFailed string
@@ -96,7 +101,7 @@ func (o Outcome) DiskFailed() bool {
 // CheckpointStop says whether the step ended for a checkpoint the
 // controller asked for or Slurm signalled, and the trainers exited 0.
 func (o Outcome) CheckpointStop() bool {
-	return o.CommitErr == nil && o.Code == 0 && o.Reason != None && o.Reason != Cancelled && o.Reason != Requested
+	return o.CommitErr == nil && o.Code == 0 && o.Reason != None && o.Reason != Cancelled && o.Reason != Requested && !o.Unheard
 }
 
 // Decide decides after the step. It reads only o.
@@ -106,6 +111,9 @@ func Decide(o Outcome) Decision {
 		return decideDisk(o)
 	case o.CommitErr != nil:
 		return Decision{Exit: exitcode.Checkpoint, Err: o.CommitErr.Error(), Cause: checkpoint.CauseCrash, Record: o.CommitErr.Error()}
+	case o.Code == 0 && o.Unheard && (o.Reason == TimeLimit || o.Reason == Signal || o.Reason == Requested):
+		return Decision{Exit: exitcode.OK, Cause: checkpoint.CauseFinished, Tag: o.Latest, Finished: true,
+			Record: "the trainers ended before the " + o.Reason + " checkpoint request reached one"}
 	case o.Reason == Requested && o.Code == 0:
 		return Decision{Exit: exitcode.Stopped, Err: fmt.Sprintf("checkpointed (latest %s) and stopped as requested", cmp.Or(o.Latest, "none")),
 			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "stopped by trainrun ckpt request"}

@@ -124,7 +124,7 @@ func Run(ctx context.Context, env Env, args []string) error {
 		})
 	}
 	if ctl != nil {
-		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU))
+		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU, func(m launch.Msg) { ctl.Send(m) }))
 	}
 	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, rank, node, argv[0])
 }
@@ -143,8 +143,9 @@ func whoAmI(env Env) (task slurm.Task, rank int, node string, err error) {
 }
 
 // requestHandler acts on the controller's requests: a stack dump, or the
-// checkpoint signal once per request id.
-func requestHandler(env Env, p *os.Process, ckptSig os.Signal, rank int, node string, gpu int) func(launch.Msg) {
+// checkpoint signal once per request id (said delivered through send once
+// it reached the training process).
+func requestHandler(env Env, p *os.Process, ckptSig os.Signal, rank int, node string, gpu int, send func(launch.Msg)) func(launch.Msg) {
 	var once sync.Map // checkpoint request IDs already acted on
 	return func(m launch.Msg) {
 		if m.Kind == launch.Stack {
@@ -155,7 +156,11 @@ func requestHandler(env Env, p *os.Process, ckptSig os.Signal, rank int, node st
 			return
 		}
 		if _, dup := once.LoadOrStore(m.CkptID, true); !dup {
-			go deliverCkptSignal(p, ckptSig.(syscall.Signal), rank, node, env)
+			go func(id int) {
+				if deliverCkptSignal(p, ckptSig.(syscall.Signal), rank, node, env) {
+					send(launch.Msg{Kind: launch.Delivered, Rank: rank, CkptID: id})
+				}
+			}(m.CkptID)
 		}
 	}
 }
@@ -443,17 +448,17 @@ func exitStatus(ps *os.ProcessState, err error) (int, os.Signal) {
 // it catches it. A process that does not (still importing torch, or a trainer
 // that does not speak the handshake) would be killed by SIGUSR2's default
 // action, so the shim waits until /proc/PID/status lists the signal as caught,
-// and sends nothing if the process never installs a handler.
-func deliverCkptSignal(p *os.Process, sig syscall.Signal, rank int, node string, env Env) {
+// and sends nothing if the process never installs a handler. It says
+// whether the signal was sent.
+func deliverCkptSignal(p *os.Process, sig syscall.Signal, rank int, node string, env Env) bool {
 	warned := false
 	for {
 		caught, err := catchesSignal(p.Pid, sig)
 		if err != nil {
-			return // the process is gone
+			return false // the process is gone
 		}
 		if caught {
-			p.Signal(sig)
-			return
+			return p.Signal(sig) == nil
 		}
 		if !warned {
 			warned = true
