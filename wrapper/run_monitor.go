@@ -104,8 +104,24 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 		case err := <-m.stepFinished:
 			m.commitMu.Lock() // no background commit may run beside the final one
 			defer m.commitMu.Unlock()
+			m.drainEnds()
 			unheard := m.stopReqID > 0 && !m.heard
 			return r.afterStep(err, m.reason, m.stopAt, m.tagAtStop, m.exits, m.firstFail, unheard, store)
+		}
+	}
+}
+
+// drainEnds takes in the exits and deliveries the shims sent before srun
+// ended that the loop has not read yet (its select picks any ready case).
+func (m *monitor) drainEnds() {
+	for {
+		select {
+		case ev := <-m.ctl.Events:
+			if ev.Kind == launch.Exit || ev.Kind == launch.Delivered {
+				m.onShim(ev)
+			}
+		default:
+			return
 		}
 	}
 }
