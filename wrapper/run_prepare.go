@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
@@ -39,21 +38,19 @@ func (r *runner) place(f runFacts, c choice) (p placed, err error) {
 }
 
 // openRunStoreAsync runs openRunStore in the background; the function it
-// returns waits for its result (once; later calls return the same).
+// returns waits for its result (any number of times).
 func (r *runner) openRunStoreAsync() func() (*observedStore, error) {
-	type result struct {
-		s   *observedStore
-		err error
-	}
-	ch := make(chan result, 1)
+	done := make(chan struct{})
+	var s *observedStore
+	var err error
 	go func() {
-		s, err := r.openRunStore()
-		ch <- result{s, err}
+		defer close(done)
+		s, err = r.openRunStore()
 	}()
-	return sync.OnceValues(func() (*observedStore, error) {
-		res := <-ch
-		return res.s, res.err
-	})
+	return func() (*observedStore, error) {
+		<-done
+		return s, err
+	}
 }
 
 // openRunStore opens the checkpoint store, commits what an earlier run

@@ -58,9 +58,7 @@ exec %s run --fix tp=1 --probe all --job-dir %s/job --hang-timeout 8s --max-rest
 	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
 
 	progress := filepath.Join(dir, "job", "launch", "progress")
-	if err := harness.WaitFor(ctx, 90*time.Second, "step 12", func() bool { s, _ := readProgress(progress); return s >= 12 }); err != nil {
-		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
-	}
+	waitStep(t, cluster, id, progress, 12)
 	pid := trainerPID(t, id, 1)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -72,15 +70,7 @@ exec %s run --fix tp=1 --probe all --job-dir %s/job --hang-timeout 8s --max-rest
 	stopped := time.Now()
 
 	// Steps resume: the second run's ranks started and rank 0 reported a step.
-	var resumed time.Duration
-	err = harness.WaitFor(ctx, 90*time.Second, "a step after the restart", func() bool {
-		_, at := readProgress(progress)
-		resumed = at.Sub(stopped)
-		return strings.Count(cluster.JobOutput(id), "all 2 ranks started") >= 2 && at.After(stopped.Add(2*time.Second))
-	})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
-	}
+	resumed := waitResumed(t, cluster, id, progress, 2, stopped, stopped.Add(2*time.Second))
 	t.Logf("steps resumed %.1f s after the SIGSTOP", resumed.Seconds())
 
 	if _, err := cluster.WaitJob(ctx, id, 2*time.Minute, "COMPLETED"); err != nil {
@@ -107,14 +97,46 @@ exec %s run --fix tp=1 --probe all --job-dir %s/job --hang-timeout 8s --max-rest
 	stepAt, _ := strconv.Atoi(hung[3])
 	from := resumeStep(t, filepath.Join(dir, "job"), log)
 	t.Logf("hung at step %d on %s, resumed from step %d", stepAt, hung[1], from)
-	if redo := stepAt - from; redo < 0 || redo > every {
-		t.Errorf("hung at step %d, resumed from %d: %d steps redone, want at most one interval (%d)", stepAt, from, redo, every)
-	}
+	checkRedone(t, "hung", stepAt, from, every)
 	if b, err := os.ReadFile(filepath.Join(dir, "weights")); err != nil || len(bytes.TrimSpace(b)) != 64 {
 		t.Errorf("no final weights (%v)", err)
 	}
 	if resumed > 90*time.Second {
 		t.Errorf("steps resumed %.0f s after the fault, want within 90 s", resumed.Seconds())
+	}
+}
+
+// waitStep waits until rank 0 reported step n in the progress file.
+func waitStep(t *testing.T, c *harness.Cluster, id int, progress string, n int) {
+	t.Helper()
+	if err := harness.WaitFor(context.Background(), 90*time.Second, fmt.Sprintf("step %d", n), func() bool { s, _ := readProgress(progress); return s >= n }); err != nil {
+		t.Fatalf("%v\n%s", err, c.JobOutput(id))
+	}
+}
+
+// waitResumed waits until the restarted step's ranks started (the second
+// "all N ranks started") and rank 0 reported a step after after; it
+// returns how long after fault that step came.
+func waitResumed(t *testing.T, c *harness.Cluster, id int, progress string, ranks int, fault, after time.Time) time.Duration {
+	t.Helper()
+	var resumed time.Duration
+	started := fmt.Sprintf("all %d ranks started", ranks)
+	if err := harness.WaitFor(context.Background(), 90*time.Second, "a step after the restart", func() bool {
+		_, at := readProgress(progress)
+		resumed = at.Sub(fault)
+		return strings.Count(c.JobOutput(id), started) >= 2 && at.After(after)
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, c.JobOutput(id))
+	}
+	return resumed
+}
+
+// checkRedone checks that the restart redid at most one checkpoint
+// interval: the fault came at step at, the restart resumed from from.
+func checkRedone(t *testing.T, what string, at, from, every int) {
+	t.Helper()
+	if redo := at - from; redo < 0 || redo > every {
+		t.Errorf("%s at step %d, resumed from %d: %d steps redone, want at most one interval (%d)", what, at, from, redo, every)
 	}
 }
 

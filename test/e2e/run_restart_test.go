@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/trainrun/trainrun/test/harness"
 )
 
 // A crash restarts inside the allocation (issue 21): one rank's trainer is
@@ -40,22 +38,13 @@ exec %s run --fix tp=1 --probe none --job-dir %s/%s --max-restarts 1 -- /usr/bin
 	ref, id := refAndRun(t, cluster, job("ref"), job("crash"))
 	progress := filepath.Join(dir, "crash", "launch", "progress")
 	ctx := context.Background()
-	if err := harness.WaitFor(ctx, 90*time.Second, "step 12", func() bool { s, _ := readProgress(progress); return s >= 12 }); err != nil {
-		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
-	}
+	waitStep(t, cluster, id, progress, 12)
 	crashAt, _ := readProgress(progress)
 	if killJobRank(id, 1) == 0 {
 		t.Fatalf("no trainer process of rank 1 in job %d to kill", id)
 	}
 	fault := time.Now()
-	var resumed time.Duration
-	if err := harness.WaitFor(ctx, 90*time.Second, "a step after the restart", func() bool {
-		_, at := readProgress(progress)
-		resumed = at.Sub(fault)
-		return strings.Count(cluster.JobOutput(id), "all 2 ranks started") >= 2 && at.After(fault)
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
-	}
+	resumed := waitResumed(t, cluster, id, progress, 2, fault, fault)
 	waitCompleted(t, cluster, 2*time.Minute, ref, id)
 	info, err := cluster.JobInfo(ctx, id)
 	if err != nil {
@@ -75,9 +64,7 @@ exec %s run --fix tp=1 --probe none --job-dir %s/%s --max-restarts 1 -- /usr/bin
 		t.Errorf("history: %d starts of restart 0 (want 2) and a crash end wanted:\n%s", n, hist)
 	}
 	from := resumeStep(t, filepath.Join(dir, "crash"), log)
-	if redo := crashAt - from; redo < 0 || redo > every {
-		t.Errorf("crashed at step %d, resumed from %d: %d steps redone, want at most one interval (%d)", crashAt, from, redo, every)
-	}
+	checkRedone(t, "crashed", crashAt, from, every)
 	text, _ := exec.Command(bin, "report", filepath.Join(dir, "crash")).CombinedOutput()
 	if !bytes.Contains(text, []byte("restarts: 1 (crash 1)")) || !bytes.Contains(text, []byte("restarted inside the job after crash")) {
 		t.Errorf("the report does not show the restart inside the job:\n%s", text)
@@ -113,9 +100,7 @@ exec %s run --fix tp=1 --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s -
 	}
 	t.Cleanup(func() { c.Run(context.Background(), "scancel", strconv.Itoa(id)) })
 	progress := filepath.Join(dir, "job", "launch", "progress")
-	if err := harness.WaitFor(ctx, 90*time.Second, "step 12", func() bool { s, _ := readProgress(progress); return s >= 12 }); err != nil {
-		t.Fatalf("%v\n%s", err, c.JobOutput(id))
-	}
+	waitStep(t, c, id, progress, 12)
 	log0 := c.JobOutput(id)
 	if !strings.Contains(log0, "spare nodes: n3 (--spare-nodes 1) stay idle") || strings.Contains(log0, "has no '#SBATCH --no-kill'") {
 		t.Fatalf("the log does not set n3 aside quietly:\n%s", log0)
@@ -129,14 +114,7 @@ exec %s run --fix tp=1 --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s -
 	if n := killJobProcs(id, "n2"); n == 0 {
 		t.Fatalf("found no process of job %d on n2 to kill", id)
 	}
-	var resumed time.Duration
-	if err := harness.WaitFor(ctx, 90*time.Second, "a step after the restart", func() bool {
-		_, at := readProgress(progress)
-		resumed = at.Sub(fault)
-		return strings.Count(c.JobOutput(id), "all 2 ranks started") >= 2 && at.After(fault)
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, c.JobOutput(id))
-	}
+	resumed := waitResumed(t, c, id, progress, 2, fault, fault)
 	if _, err := c.WaitJob(ctx, id, 2*time.Minute, "COMPLETED"); err != nil {
 		t.Fatalf("%v\n%s", err, c.JobOutput(id))
 	}
@@ -158,9 +136,7 @@ exec %s run --fix tp=1 --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s -
 		t.Errorf("the restarted step's ranks %+v, want 2 on n1 and n3", p.Ranks)
 	}
 	from := resumeStep(t, filepath.Join(dir, "job"), log)
-	if redo := lostAt - from; redo < 0 || redo > every {
-		t.Errorf("node lost at step %d, resumed from %d: %d steps redone, want at most one interval (%d)", lostAt, from, redo, every)
-	}
+	checkRedone(t, "node lost", lostAt, from, every)
 	text, _ := exec.Command(bin, "report", filepath.Join(dir, "job")).CombinedOutput()
 	if !bytes.Contains(text, []byte("failed node: n2 (node-fail, restart 0)")) || !bytes.Contains(text, []byte("restarts: 1 (node 1)")) {
 		t.Errorf("the report does not name n2 as lost:\n%s", text)
