@@ -213,7 +213,7 @@ func Choose(cands []Candidate, objective string, now time.Time) (int, error) {
 		case objective == Cost && c.Cost != best.Cost:
 			c.Why = fmt.Sprintf("costs %.4g, %.4g more than the chosen", c.Cost, c.Cost-best.Cost)
 		case !c.Finish.Equal(best.Finish):
-			c.Why = fmt.Sprintf("finishes %s later (%s)", units.Seconds(c.Finish.Sub(best.Finish).Seconds()), wait(c))
+			c.Why = fmt.Sprintf("finishes %s after the chosen (%s)", units.Seconds(c.Finish.Sub(best.Finish).Seconds()), wait(c))
 		default:
 			c.Why = fmt.Sprintf("finishes at the same time with %d GPUs, the chosen has %d", c.GPUs, best.GPUs)
 		}

@@ -144,11 +144,11 @@ func TestChoose(t *testing.T) {
 		wantWhy   []string // substrings, per candidate
 	}{
 		{"both idle: the faster", []Candidate{cand("ampere", 16, now, 3000, -1), cand("hopper", 16, now, 1000, -1)}, Finish, 1,
-			[]string{"finishes 33m20s later (start at once, train 50m00s)", "chosen: earliest finish 2026-12-01T12:16:40Z"}},
+			[]string{"finishes 33m20s after the chosen (start at once, train 50m00s)", "chosen: earliest finish 2026-12-01T12:16:40Z"}},
 		{"fast one busy, short job: the idle slower one", []Candidate{cand("hopper", 16, busy, 600, -1), cand("ampere", 16, now, 1800, -1)}, Finish, 1,
 			[]string{"start in 1h00m", "chosen"}},
 		{"fast one busy, long job: still the faster", []Candidate{cand("hopper", 16, busy, 36000, -1), cand("ampere", 16, now, 108000, -1)}, Finish, 0,
-			[]string{"chosen", "finishes 19h00m later"}},
+			[]string{"chosen", "finishes 19h00m after the chosen"}},
 		{"cost flips it", []Candidate{cand("hopper", 16, now, 1000, 10), cand("ampere", 16, now, 3000, 4)}, Cost, 1,
 			[]string{"costs 10, 6 more than the chosen", "chosen: lowest cost 4"}},
 		{"cost without a price loses", []Candidate{cand("hopper", 16, now, 1000, -1), cand("ampere", 16, now, 3000, 4)}, Cost, 1,
