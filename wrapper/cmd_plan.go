@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func init() {
@@ -174,11 +175,11 @@ func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
 	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink}
 }
 
-// noFitError is nil when r has a plan that fits; otherwise an ExitNoFit
+// noFitError is nil when r has a plan that fits; otherwise an exitcode.NoFit
 // error naming the nearest miss and what would fit (plan.NoFit).
 func noFitError(m plan.Model, j plan.Job, c plan.Cluster, so plan.SearchOptions, r plan.Result) error {
 	if msg := plan.NoFit(m, j, c, so, r); msg != "" {
-		return withCode(ExitNoFit, errors.New(msg))
+		return withCode(exitcode.NoFit, errors.New(msg))
 	}
 	return nil
 }
@@ -244,7 +245,7 @@ func planCompare(env *runEnv, o *planOptions, m plan.Model, j plan.Job, clusters
 		}
 		errs = append(errs, noFitError(m, j, g.Cluster, so, g.Result).Error())
 	}
-	return withCode(ExitNoFit, errors.New(strings.Join(errs, "; ")))
+	return withCode(exitcode.NoFit, errors.New(strings.Join(errs, "; ")))
 }
 
 // model resolves --model (preset or config.json) and the shape flags, which
@@ -276,13 +277,13 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 		}
 		defer f.Close()
 		if m, err = plan.ParseHFConfig(f, path); err != nil {
-			return m, withCode(ExitUsage, err)
+			return m, withCode(exitcode.Usage, err)
 		}
 		m.Name = modelNameOfPath(path)
 	default:
 		var err error
 		if m, err = plan.LookupModel(o.Model); err != nil {
-			return m, withCode(ExitUsage, fmt.Errorf("--model: %w", err))
+			return m, withCode(exitcode.Usage, fmt.Errorf("--model: %w", err))
 		}
 	}
 	set := func(name string, dst *int, v int) {
@@ -474,7 +475,7 @@ func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, 
 		}
 		g, err := plan.LookupGPU(name)
 		if err != nil {
-			return nil, withCode(ExitUsage, fmt.Errorf("--gpu: %w", err))
+			return nil, withCode(exitcode.Usage, fmt.Errorf("--gpu: %w", err))
 		}
 		perNode := 0 // the type's usual node
 		if changed("gpus-per-node") {

@@ -6,10 +6,11 @@ import (
 	"io"
 
 	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // newFlags makes a subcommand's flag set. Its usage text goes to w; a parse
-// error becomes ExitUsage and -h/--help becomes errHelpShown.
+// error becomes exitcode.Usage and -h/--help becomes exitcode.ErrHelpShown.
 func newFlags(name, synopsis string, w io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(w)
@@ -25,7 +26,7 @@ func newFlags(name, synopsis string, w io.Writer) *pflag.FlagSet {
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
-		return errHelpShown
+		return exitcode.ErrHelpShown
 	}
 	if err != nil {
 		return usageErrorf("%v (run 'trainrun %s --help')", err, fs.Name())

@@ -14,6 +14,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
@@ -42,7 +43,7 @@ const ckptRequestFile = "ckpt-request"
 func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *launch.Event, unheard bool, store ckptStore) error {
 	code, ok := slurm.ExitCode(waitErr)
 	if !ok {
-		return withCode(ExitSlurm, fmt.Errorf("srun: %w", waitErr))
+		return withCode(exitcode.Slurm, fmt.Errorf("srun: %w", waitErr))
 	}
 	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
 	o.Unheard = unheard
@@ -124,13 +125,13 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 	if d.Requeue {
 		excl, nodes := r.badNodesToExclude()
 		if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
-			return withCode(ExitStopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
+			return withCode(exitcode.Stopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
 		}
 		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.opts.maxRequeue)
 		r.excludeBadNodes(excl, nodes)
-		return withCode(ExitRequeued, errSilent)
+		return withCode(exitcode.Requeued, exitcode.ErrSilent)
 	}
-	if d.Exit == ExitOK {
+	if d.Exit == exitcode.OK {
 		return nil
 	}
 	return withCode(d.Exit, errors.New(d.Err))

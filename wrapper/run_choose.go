@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -113,7 +114,7 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 		return choice{}, err
 	}
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
-		return choice{}, withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
+		return choice{}, withCode(exitcode.NoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
 	}
 	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Megatron: plan.MegatronArgs(m, j, *res.Plan)}, nil
 }

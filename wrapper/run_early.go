@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -106,7 +107,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	e.started = time.Now()
 	if err := cmd.Start(); err != nil {
-		return withCode(ExitSlurm, fmt.Errorf("starting srun: %w", err))
+		return withCode(exitcode.Slurm, fmt.Errorf("starting srun: %w", err))
 	}
 	e.proc = cmd.Process
 	go func() { e.done <- cmd.Wait() }()
@@ -192,7 +193,7 @@ func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (m
 			case launch.Wait:
 				r, ok := asked[ev.Node]
 				if !ok {
-					return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %q is not one of the job's nodes (%s); its slurmd may call itself another name (skip the probe with --probe=none)",
+					return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe: node %q is not one of the job's nodes (%s); its slurmd may call itself another name (skip the probe with --probe=none)",
 						ev.Node, strings.Join(a.Nodes, ",")))
 				}
 				nodeOf[ev.Rank] = ev.Node
@@ -206,7 +207,7 @@ func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (m
 			}
 		case err := <-e.done:
 			e.done <- err
-			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe failed: the step ended (%v) before every node was probed; see the tasks' messages above (skip it with --probe=none)", errOr(err, "srun exited 0")))
+			return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe failed: the step ended (%v) before every node was probed; see the tasks' messages above (skip it with --probe=none)", errOr(err, "srun exited 0")))
 		case <-timeout.C:
 			var missing []string
 			for _, n := range a.Nodes {
@@ -214,7 +215,7 @@ func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (m
 					missing = append(missing, n)
 				}
 			}
-			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: no facts from %s within %s (skip it with --probe=none)", strings.Join(missing, ","), earlyProbeTimeout))
+			return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe: no facts from %s within %s (skip it with --probe=none)", strings.Join(missing, ","), earlyProbeTimeout))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -80,7 +81,7 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	wg.Wait()
 	r.tQuery = time.Since(r.t0)
 	if ctx.Err() != nil {
-		return f, withCode(ExitInterrupted, errors.New("interrupted before the step started"))
+		return f, withCode(exitcode.Interrupted, errors.New("interrupted before the step started"))
 	}
 	if jobErr != nil {
 		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
@@ -238,7 +239,7 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 	r.hangWhat = ""
 	latest, notes, err := store.Latest()
 	if err != nil {
-		return rankEnv{}, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		return rankEnv{}, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
 	}
 	for _, n := range notes {
 		r.logf("warning: %s", n)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // initialCheckpoint is --init-from: a committed checkpoint (STORE/TAG) that
@@ -22,7 +23,7 @@ func initialCheckpoint(dir string) (string, error) {
 		return "", usageErrorf("--init-from %s: %v", dir, err)
 	}
 	if _, err := st.Verify(context.Background(), filepath.Base(abs), checkpoint.Checksums); err != nil {
-		return "", withCode(ExitCheckpoint, fmt.Errorf("--init-from %s: %w (it must be a committed checkpoint: see 'trainrun ckpt verify %s --ckpt-dir %s')",
+		return "", withCode(exitcode.Checkpoint, fmt.Errorf("--init-from %s: %w (it must be a committed checkpoint: see 'trainrun ckpt verify %s --ckpt-dir %s')",
 			dir, err, filepath.Base(abs), filepath.Dir(abs)))
 	}
 	return abs, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -141,7 +142,7 @@ func (m *monitor) start() error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	m.started = time.Now()
 	if err := cmd.Start(); err != nil {
-		return withCode(ExitSlurm, fmt.Errorf("starting srun: %w", err))
+		return withCode(exitcode.Slurm, fmt.Errorf("starting srun: %w", err))
 	}
 	m.proc = cmd.Process
 	go func() { m.stepFinished <- cmd.Wait() }()

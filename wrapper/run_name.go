@@ -15,6 +15,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // A run's identity inside a job: `trainrun run --name NAME`, or a name
@@ -124,11 +125,11 @@ func (r *runner) resolveRun(base string) (primary bool, err error) {
 		r.runName = deriveRunName(r.argv)
 	}
 	if r.jobDir, primary, err = runDirOf(base, r.runName, named, r.opts.dryRun); err != nil {
-		return false, withCode(ExitUsage, err)
+		return false, withCode(exitcode.Usage, err)
 	}
 	if !primary {
 		if err := mkdirOwnUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
-			return false, withCode(ExitUsage, fmt.Errorf("run directory of %q: %w", r.runName, err))
+			return false, withCode(exitcode.Usage, fmt.Errorf("run directory of %q: %w", r.runName, err))
 		}
 	}
 	return primary, nil

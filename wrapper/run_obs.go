@@ -11,6 +11,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -58,7 +59,7 @@ func (r *runner) startObserver() error {
 		Logf: r.logf,
 	})
 	if err != nil {
-		return withCode(ExitUsage, err)
+		return withCode(exitcode.Usage, err)
 	}
 	if a := ob.Addr(); a != "" {
 		r.logf("metrics on http://%s/metrics", a)
@@ -133,19 +134,19 @@ func (r *runner) observeEnd(err error) {
 		r.pollProgress() // the trainer's last steps, since the last poll
 	}
 	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
-	if err != nil && !errors.Is(err, errSilent) {
+	if err != nil && !errors.Is(err, exitcode.ErrSilent) {
 		e.Message = err.Error()
 	}
-	e.Requeued = e.Exit == ExitRequeued
+	e.Requeued = e.Exit == exitcode.Requeued
 	switch {
 	case r.endCause == checkpoint.CauseCrash:
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
 	case err == nil:
-	case e.Exit == ExitRequeued:
+	case e.Exit == exitcode.Requeued:
 		e.Cause = obs.EndRequeued
-	case e.Exit == ExitStopped:
+	case e.Exit == exitcode.Stopped:
 		e.Cause = obs.EndStopped
-	case e.Exit == ExitRequeueLimit:
+	case e.Exit == exitcode.RequeueLimit:
 		e.Cause = obs.EndLimit
 	default:
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
@@ -154,7 +155,7 @@ func (r *runner) observeEnd(err error) {
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}
-	if e.Exit == ExitCheckpoint && !r.commitFailed {
+	if e.Exit == exitcode.Checkpoint && !r.commitFailed {
 		r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "incomplete", Message: e.Message})
 	}
 	r.observe(e)
@@ -166,11 +167,11 @@ var faultOf = map[checkpoint.Cause]string{checkpoint.CauseCrash: obs.FaultCrash,
 
 func crashCause(code int) string {
 	switch code {
-	case ExitNotFound:
+	case exitcode.NotFound:
 		return obs.CrashNotFound
-	case ExitCheckpoint:
+	case exitcode.Checkpoint:
 		return obs.CrashCheckpoint
-	case ExitSlurm:
+	case exitcode.Slurm:
 		return obs.CrashSlurm
 	}
 	return obs.CrashStepFailed

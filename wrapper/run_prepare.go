@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -29,7 +30,7 @@ func (r *runner) place(f runFacts, c choice) (p placed, err error) {
 	}
 	var notes []string
 	if p.Slots, p.Placement, notes, err = placeRanks(r.alloc, c.Layout, traffic, f.nodes, f.cluster); err != nil {
-		return p, withCode(ExitNoFit, err)
+		return p, withCode(exitcode.NoFit, err)
 	}
 	for _, n := range notes {
 		r.logf("placement: %s", n)
@@ -63,7 +64,7 @@ func (r *runner) openRunStore() (*observedStore, error) {
 	a := r.alloc
 	sa, err := openStore(r.ckptDir)
 	if err != nil {
-		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		return nil, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
 	}
 	store := &observedStore{ckptStore: sa, st: sa.s, r: r}
 	// A checkpoint the previous incarnation completed but did not
@@ -88,7 +89,7 @@ func (r *runner) openRunStore() (*observedStore, error) {
 	r.setCompressMode()
 	var notes []string
 	if r.resume, notes, err = store.Latest(); err != nil {
-		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		return nil, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
 	}
 	for _, n := range notes {
 		r.logf("warning: %s", n)
@@ -227,7 +228,7 @@ func (r *runner) recordStartUnlessFailing() error {
 		// Runs that ended without an end event (killed, node failure) count as failures.
 		if incs, err := r.store.History().Load(); err == nil {
 			if n := checkpoint.FailuresBeforeResume(incs, tagOf(r.resume)); n >= r.opts.maxFailures {
-				return withCode(ExitRequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
+				return withCode(exitcode.RequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
 					n, r.ckptDir, r.opts.maxFailures))
 			}
 		}

@@ -14,22 +14,23 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // setup checks srun and reads the allocation.
 func (r *runner) setup() error {
 	if !slurm.HaveSrun() {
 		if !r.opts.dryRun {
-			return withCode(ExitSlurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
+			return withCode(exitcode.Slurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
 		}
-		r.logf("warning: srun not found in PATH; a real launch would fail (exit %d)", ExitSlurm)
+		r.logf("warning: srun not found in PATH; a real launch would fail (exit %d)", exitcode.Slurm)
 	}
 	a, err := parseAllocation(r.env.getenv, topo.ExpandHostlist)
 	if err != nil {
 		return err
 	}
 	if a.InStep {
-		return withCode(ExitSlurm, fmt.Errorf("trainrun run is running inside a job step (SLURM_STEP_ID=%s): call it once from the batch script, not under srun; it starts the step itself", slurm.JobFromEnv(r.env.getenv).StepID))
+		return withCode(exitcode.Slurm, fmt.Errorf("trainrun run is running inside a job step (SLURM_STEP_ID=%s): call it once from the batch script, not under srun; it starts the step itself", slurm.JobFromEnv(r.env.getenv).StepID))
 	}
 	r.alloc = a
 	if r.self, err = os.Executable(); err != nil {
@@ -55,7 +56,7 @@ func (r *runner) makeDirs() (finished bool, err error) {
 		return false, err
 	}
 	if err := mkdirOwnUnlessDry(r.opts.dryRun, base); err != nil {
-		return false, withCode(ExitUsage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", base, err))
+		return false, withCode(exitcode.Usage, fmt.Errorf("job directory %s: %w (set --job-dir or TRAINRUN_JOB_DIR to a writable directory all nodes share)", base, err))
 	}
 	primary, err := r.resolveRun(base)
 	if err != nil {
@@ -65,7 +66,7 @@ func (r *runner) makeDirs() (finished bool, err error) {
 	if r.ckptDir == "" {
 		r.ckptDir = filepath.Join(r.jobDir, "checkpoints")
 		if err := mkdirOwnUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
-			return false, withCode(ExitUsage, fmt.Errorf("default --ckpt-dir: %w", err))
+			return false, withCode(exitcode.Usage, fmt.Errorf("default --ckpt-dir: %w", err))
 		}
 	} else if !primary && !r.fs.Changed("ckpt-dir") {
 		// TRAINRUN_CKPT_DIR or the policy's CkptDir is the job's, shared by
@@ -76,7 +77,7 @@ func (r *runner) makeDirs() (finished bool, err error) {
 		return false, err
 	}
 	if err := mkdirUnlessDry(r.opts.dryRun, r.ckptDir); err != nil {
-		return false, withCode(ExitUsage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
+		return false, withCode(exitcode.Usage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
 	}
 	if !r.opts.dryRun {
 		return r.finishedBefore()

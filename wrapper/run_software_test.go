@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // The stack, precision and fine-tuning mode of trainrun run come from the
@@ -17,7 +19,7 @@ func TestRunSoftwareInputsPrecedence(t *testing.T) {
 	megatronOf := func(t *testing.T, extra string) string {
 		t.Helper()
 		out, errOut, code := runPlanCmd(t, append([]string{"plan", "--format", "megatron"}, strings.Fields(base+" "+extra)...)...)
-		if code != ExitOK {
+		if code != exitcode.OK {
 			t.Fatalf("trainrun plan %s: exit %d: %s", extra, code, errOut)
 		}
 		var flags []string
@@ -118,7 +120,7 @@ func TestRunSoftwareInputsPrecedence(t *testing.T) {
 				args = append(args, "--policy", pol(t, tc.policy))
 			}
 			_, _, err := run(t, tc.env, append(args, tc.args...)...)
-			if err == nil || exitCodeOf(err) != ExitUsage || !strings.Contains(err.Error(), tc.msg) {
+			if err == nil || exitCodeOf(err) != exitcode.Usage || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("err = %v (code %d); want a usage error with %q", err, exitCodeOf(err), tc.msg)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
@@ -79,7 +80,7 @@ func TestSetupSparesTooMany(t *testing.T) {
 	var log bytes.Buffer
 	r := spareRunner(t, &log, &slurm.Canned{}, "--spare-nodes", "3")
 	err := r.setupSpares(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "--spare-nodes 3: the job holds 3 node(s) (n[1-3])") || exitCodeOf(err) != ExitUsage {
+	if err == nil || !strings.Contains(err.Error(), "--spare-nodes 3: the job holds 3 node(s) (n[1-3])") || exitCodeOf(err) != exitcode.Usage {
 		t.Errorf("err %v (exit %d), want a usage error naming --spare-nodes 3 and n[1-3]", err, exitCodeOf(err))
 	}
 	r = spareRunner(t, &log, &slurm.Canned{})
