@@ -250,13 +250,17 @@ func planCompare(env *runEnv, o *planOptions, m plan.Model, j plan.Job, clusters
 
 // model resolves --model (preset or config.json) and the shape flags, which
 // override the preset's figures or describe a model on their own.
-func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
+func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) { return o.modelGiven(fs.Changed) }
+
+// modelGiven is model for a command that has resolved its flags already:
+// changed says whether a flag was given.
+func (o *planOptions) modelGiven(changed func(name string) bool) (plan.Model, error) {
 	var m plan.Model
 	switch {
 	case o.Model == "":
 		var missing []string
 		for _, f := range []string{"layers", "hidden", "heads", "vocab"} {
-			if !fs.Changed(f) {
+			if !changed(f) {
 				missing = append(missing, "--"+f)
 			}
 		}
@@ -287,7 +291,7 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 		}
 	}
 	set := func(name string, dst *int, v int) {
-		if fs.Changed(name) {
+		if changed(name) {
 			*dst = v
 		}
 	}
@@ -307,15 +311,15 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 	set("q-lora-rank", &m.QLoRA, o.QLoRA)
 	set("qk-rope-dim", &m.QKRopeDim, o.QKRopeDim)
 	set("v-head-dim", &m.VHeadDim, o.VHeadDim)
-	if fs.Changed("tie-embeddings") {
+	if changed("tie-embeddings") {
 		m.TiedEmbeddings = o.TieEmbeddings
 	}
-	if fs.Changed("ffn-type") {
+	if changed("ffn-type") {
 		m.FFNType = plan.FFNType(strings.ToLower(o.FFNType))
 	}
 	overridden := false
 	for _, f := range modelFlags {
-		overridden = overridden || fs.Changed(f)
+		overridden = overridden || changed(f)
 	}
 	if overridden && o.Model != "" {
 		m.Name += " (modified)"
@@ -324,8 +328,8 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 	if m.KVHeads == 0 {
 		m.KVHeads = m.Heads
 	}
-	if fs.Changed("hidden") || fs.Changed("heads") {
-		if !fs.Changed("head-dim") && m.Heads > 0 {
+	if changed("hidden") || changed("heads") {
+		if !changed("head-dim") && m.Heads > 0 {
 			if m.Hidden%m.Heads != 0 {
 				return m, usageErrorf("--heads %d does not divide --hidden %d: give --head-dim", m.Heads, m.Hidden)
 			}
@@ -340,7 +344,7 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 			return m, usageErrorf("--ffn is required with --ffn-type %s (its width is not a fixed multiple of --hidden); a MoE model whose every layer is MoE needs --moe-ffn instead", m.FFNType)
 		}
 		m.FFN = 4 * m.Hidden
-		if m.Experts > 0 && m.MoEFFN > 0 && !fs.Changed("ffn") {
+		if m.Experts > 0 && m.MoEFFN > 0 && !changed("ffn") {
 			m.FFN = m.MoEFFN
 		}
 	}

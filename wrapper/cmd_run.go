@@ -13,8 +13,6 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
-	"github.com/trainrun/trainrun/plan/policy"
-	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -156,6 +154,22 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if len(argv) == 0 {
 		return usageErrorf("no training command: put it after --, e.g. trainrun run --fix tp=8 -- python train.py --tp {tp}")
 	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	r := &runner{env: env, argv: argv, t0: time.Now()}
+	return r.run(ctx, o, givenFlags(fs))
+}
+
+// givenFlags are the flags set on fs's command line.
+func givenFlags(fs *pflag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+	return given
+}
+
+// validate refuses flag values no run can use, before anything starts.
+func (o *runOptions) validate() error {
 	if launch.SignalByName(o.ckptSignal) == nil {
 		return usageErrorf("--ckpt-signal %q: want a signal name such as USR2 or TERM", o.ckptSignal)
 	}
@@ -165,8 +179,7 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if o.plan.Fix != "" && o.planFile != "" {
 		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
 	}
-	hang, err := hangConfig(o.fault.hangTimeout)
-	if err != nil {
+	if _, err := hangConfig(o.fault.hangTimeout); err != nil {
 		return err
 	}
 	if o.fault.maxRestarts < 0 {
@@ -175,8 +188,7 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if o.fault.spareNodes < 0 {
 		return usageErrorf("--spare-nodes %d: want 0 (no spare nodes) or more, fewer than the job's nodes", o.fault.spareNodes)
 	}
-	r := &runner{opts: o, fs: fs, env: env, argv: argv, t0: time.Now(), hangCfg: hang}
-	return r.run(ctx)
+	return nil
 }
 
 // choice is what the choose phase hands on: the layout, its evaluation
@@ -185,6 +197,7 @@ type choice struct {
 	Layout   plan.Layout
 	Eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
 	Megatron []string         // nil: derived from the layout (plan.MegatronLayoutArgs)
+	GPU      string           // the GPU type the planner planned for ("" when it did not plan)
 }
 
 // placed is what the place phase hands on: each rank's node and GPU, and
@@ -197,23 +210,12 @@ type placed struct {
 // runner holds one `trainrun run` from allocation to exit.
 type runner struct {
 	// What the run was given.
-	opts runOptions
-	fs   *pflag.FlagSet
+	cfg  runConfig // setup: the options resolved (complete); never written after
 	env  *runEnv
 	argv []string // the training command as given
 	t0   time.Time
 	self string // this trainrun binary
 	shim string // the lean shim binary the step runs ("": trainrun exec-task)
-
-	// The site's policy for the partition (setup: applyPolicy).
-	policy     *partPolicy            // nil without --policy: defaults of --stack, --precision, --finetune, --nvme-bw
-	policyGPU  policy.Setting[string] // GPUType ("" = auto): the planner's GPU type when the probe finds none
-	ncclPolicy plan.NCCLPolicy
-	leadFixed  bool          // the lead came from the policy: no shortening for short jobs
-	leadAdapt  bool          // CkptLeadAdapt: raise the lead to fit measured checkpoints
-	graceBudg  time.Duration // CkptGraceBudget (0: auto, the partition's GraceTime)
-	// excludeStragglers: StragglerAction=exclude.
-	excludeStragglers bool
 
 	// What the phases found and chose, in their order.
 	alloc    *allocation // setup
@@ -243,13 +245,12 @@ type runner struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	masterPort   int            // the step's MASTER_PORT (freeMasterPort)
-	faults       faultState     // failed saves and nodes (run_faults.go)
-	hangCfg      *health.Config // nil: --hang-timeout off
-	restarts     int            // steps restarted inside this allocation (run_hang.go)
-	hangWhat     string         // the ranks the last hang points to
-	rankFaults   []rankFault    // hangs and stragglers seen, for the log and the report
-	spare        spareState     // --spare-nodes (run_spare.go)
+	masterPort   int         // the step's MASTER_PORT (freeMasterPort)
+	faults       faultState  // failed saves and nodes (run_faults.go)
+	restarts     int         // steps restarted inside this allocation (run_hang.go)
+	hangWhat     string      // the ranks the last hang points to
+	rankFaults   []rankFault // hangs and stragglers seen, for the log and the report
+	spare        spareState  // --spare-nodes (run_spare.go)
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -258,8 +259,8 @@ func (r *runner) logf(format string, a ...any) {
 
 // run is the controller's spine: setup → gather → choose → place →
 // prepare → launch/monitor → decide → act (see doc.go).
-func (r *runner) run(ctx context.Context) error {
-	if err := r.setup(); err != nil {
+func (r *runner) run(ctx context.Context, o runOptions, given map[string]bool) error {
+	if err := r.setup(o, given); err != nil {
 		return err
 	}
 	if finished, err := r.makeDirs(); err != nil || finished {
@@ -270,7 +271,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	defer r.abortEarly() // unless the monitor took the step over
 	// The observer starts while Slurm starts the early step.
-	if !r.opts.dryRun {
+	if !r.cfg.dryRun {
 		if err := r.startObserver(); err != nil {
 			return err
 		}
@@ -302,7 +303,7 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.opts.dryRun {
+	if r.cfg.dryRun {
 		return r.printDryRun(renv)
 	}
 	for {

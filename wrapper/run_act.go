@@ -72,9 +72,9 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 // outcome gathers what run.Decide reads, except the commit's result.
 func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
 	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.cmdArgv[0], CkptDir: r.ckptDir,
-		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.opts.maxRequeue, MaxFailures: r.opts.maxFailures,
+		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.cfg.maxRequeue, MaxFailures: r.cfg.maxFailures,
 		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead,
-		HangWhat: r.hangWhat, Restarts: r.restarts, MaxRestarts: r.opts.fault.maxRestarts}
+		HangWhat: r.hangWhat, Restarts: r.restarts, MaxRestarts: r.cfg.fault.maxRestarts}
 	if firstFail != nil {
 		s := r.placed.Slots[firstFail.Rank]
 		o.FirstFail = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d", s.Rank, s.Node, s.GPU, firstFail.Code)
@@ -127,7 +127,7 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 		if err := r.env.slurm.Requeue(context.Background(), r.alloc.JobID); err != nil {
 			return withCode(exitcode.Stopped, fmt.Errorf("%s, but requeueing failed: %v", d.Err, err))
 		}
-		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.opts.maxRequeue)
+		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.cfg.maxRequeue)
 		r.excludeBadNodes(excl, nodes)
 		return withCode(exitcode.Requeued, exitcode.ErrSilent)
 	}
@@ -192,7 +192,7 @@ func (r *runner) checkGrace(when string) bool {
 	if r.alloc.EndTime.IsZero() {
 		lead = 0
 	}
-	adv := graceBudget(graceInput{Measured: m, Samples: n, Lead: lead, TimeLimit: r.alloc.TimeLimit, Adapt: r.leadAdapt, Limits: r.grace})
+	adv := graceBudget(graceInput{Measured: m, Samples: n, Lead: lead, TimeLimit: r.alloc.TimeLimit, Adapt: r.cfg.leadAdapt, Limits: r.grace})
 	if when == "start" || adv.Need > 0 {
 		r.logf("%s (at %s)", adv.Summary, when)
 	}
@@ -222,17 +222,17 @@ func (r *runner) getLastTag() string {
 
 // prune applies the retention (--ckpt-keep, --ckpt-keep-every) after a commit.
 func (r *runner) prune() {
-	if r.store == nil || r.opts.ckptKeep <= 0 {
+	if r.store == nil || r.cfg.ckptKeep <= 0 {
 		return
 	}
-	gone, err := r.store.Prune(checkpoint.Retention{KeepLast: r.opts.ckptKeep, KeepEvery: int64(r.opts.ckptEvery)})
+	gone, err := r.store.Prune(checkpoint.Retention{KeepLast: r.cfg.ckptKeep, KeepEvery: int64(r.cfg.ckptEvery)})
 	if err != nil {
 		r.logf("warning: pruning checkpoints: %v", err)
 	} else if len(gone) > 0 {
 		every := ""
-		if r.opts.ckptEvery > 0 {
-			every = fmt.Sprintf(" and one per %d steps", r.opts.ckptEvery)
+		if r.cfg.ckptEvery > 0 {
+			every = fmt.Sprintf(" and one per %d steps", r.cfg.ckptEvery)
 		}
-		r.logf("pruned %s (keeping the newest %d%s)", strings.Join(gone, ", "), r.opts.ckptKeep, every)
+		r.logf("pruned %s (keeping the newest %d%s)", strings.Join(gone, ", "), r.cfg.ckptKeep, every)
 	}
 }

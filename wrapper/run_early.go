@@ -60,14 +60,14 @@ const earlyProbeTimeout = 2 * time.Minute
 // the job holds spare nodes (--spare-nodes: the step runs on some of the
 // job's nodes only, and the probe must cover the spares too).
 func (r *runner) startEarly(ctx context.Context) error {
-	if r.opts.dryRun || r.env.getenv("TRAINRUN_EARLY_STEP") == "0" || r.opts.fault.spareNodes > 0 {
+	if r.cfg.dryRun || r.env.getenv("TRAINRUN_EARLY_STEP") == "0" || r.cfg.fault.spareNodes > 0 {
 		return nil
 	}
 	a := r.alloc
 	topoDir := filepath.Join(r.jobDir, "topo")
 	e := &earlyStep{done: make(chan error, 1)}
 	cache, cached := readProbeCache(a, topoDir) // read once: the probe decision, the binding guess, gather
-	switch r.opts.probe {
+	switch r.cfg.probe {
 	case "none":
 	case "all":
 		e.probing = true

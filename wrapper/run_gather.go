@@ -54,7 +54,7 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 		go func() { defer wg.Done(); f.addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
 	}
 	topoDir := filepath.Join(r.jobDir, "topo")
-	switch r.opts.probe {
+	switch r.cfg.probe {
 	case "none":
 	case "auto", "all":
 		if e := r.early; e != nil {
@@ -66,7 +66,7 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 			}
 			break
 		}
-		if c, ok := readProbeCache(a, topoDir); ok && r.opts.probe == "auto" {
+		if c, ok := readProbeCache(a, topoDir); ok && r.cfg.probe == "auto" {
 			f.nodes = c
 			break
 		}
@@ -76,7 +76,7 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 			f.nodes, probeErr = probeNodes(ctx, sc, a, launch.ShimArgv(r.self, r.shim), topoDir)
 		}()
 	default:
-		return f, usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
+		return f, usageErrorf("--probe %q: want auto, all or none", r.cfg.probe)
 	}
 	wg.Wait()
 	r.tQuery = time.Since(r.t0)
@@ -93,16 +93,16 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	if graceErr != nil {
 		r.logf("warning: %v; the grace budget checks what it can", graceErr)
 	}
-	if r.graceBudg > 0 {
-		r.grace.GraceTime, r.grace.GraceSource = r.graceBudg, "the policy's CkptGraceBudget"
+	if r.cfg.graceBudg > 0 {
+		r.grace.GraceTime, r.grace.GraceSource = r.cfg.graceBudg, "the policy's CkptGraceBudget"
 	}
 	if probeErr != nil {
 		return f, probeErr
 	}
 	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
 	r.facts = f.nodes
-	r.lead = r.opts.plan.CkptLead
-	if !r.fs.Changed("ckpt-lead") && !r.leadFixed && a.TimeLimit > 0 {
+	r.lead = r.cfg.plan.CkptLead
+	if r.cfg.source("ckpt-lead").kind == fromDefault && a.TimeLimit > 0 { // a lead given or from the policy is used as given
 		r.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
 	return f, nil

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
-	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
@@ -121,7 +120,7 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64) rank
 	case f.Node == "":
 	case kind == "hang":
 		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseHang, Detail: f.String()})
-	case kind == "straggler" && r.excludeStragglers:
+	case kind == "straggler" && r.cfg.excludeStragglers:
 		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseStraggler, Detail: f.String()})
 	}
 	return f
@@ -216,21 +215,6 @@ func (m *monitor) killHung() {
 	syscall.Kill(-m.proc.Pid, syscall.SIGKILL)
 }
 
-// faultPolicy: HangTimeout= and MaxRestarts= are the defaults of
-// --hang-timeout and --max-restarts (both values checked by the policy's
-// parser).
-func (r *runner) faultPolicy(st policy.Settings) {
-	if !r.fs.Changed("hang-timeout") && st.HangTimeout.Value != "" {
-		r.opts.fault.hangTimeout = st.HangTimeout.Value
-		r.hangCfg, _ = hangConfig(st.HangTimeout.Value)
-	}
-	if !r.fs.Changed("max-restarts") {
-		r.opts.fault.maxRestarts = st.MaxRestarts.Value
-	}
-	r.excludeStragglers = st.StragglerAction.Value == "exclude"
-	r.sparePolicy(st)
-}
-
 // restartStep prepares the relaunch after a hang or a failure: the latest
 // committed checkpoint is resumed from, with the same placement, or with
 // spare nodes in the place of lost ones (replaceLostNodes).
@@ -250,6 +234,6 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 		return rankEnv{}, err
 	}
 	r.observeRestart(latest)
-	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.restarts, r.opts.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
+	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.restarts, r.cfg.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
 	return r.prepare(f)
 }

@@ -32,10 +32,10 @@ func initialCheckpoint(dir string) (string, error) {
 // resumeOrInit keeps the store's latest checkpoint as the resume point, or,
 // when the store has none and --init-from was given, starts from that.
 func (r *runner) resumeOrInit() error {
-	if r.resume != "" || r.opts.initFrom == "" {
+	if r.resume != "" || r.cfg.initFrom == "" {
 		return nil
 	}
-	d, err := initialCheckpoint(r.opts.initFrom)
+	d, err := initialCheckpoint(r.cfg.initFrom)
 	if err != nil {
 		return err
 	}

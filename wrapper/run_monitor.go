@@ -71,7 +71,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 
 	m := &monitor{r: r, ctl: ctl, store: store, world: r.alloc.World(), exits: map[int]int{},
 		stateCh: make(chan string, 1), committed: make(chan string, 4), stepFinished: make(chan error, 1)}
-	m.hw = newHangWatch(r.hangCfg, m.world, r.logf)
+	m.hw = newHangWatch(r.cfg.hang, m.world, r.logf)
 	if err := m.start(); err != nil {
 		return err
 	}
@@ -448,7 +448,7 @@ func (m *monitor) ask(why, then string) {
 	}
 	r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
 	n := m.ctl.Broadcast(launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
-	r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, m.world, strings.ToUpper(r.opts.ckptSignal), then)
+	r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, m.world, strings.ToUpper(r.cfg.ckptSignal), then)
 }
 
 func (m *monitor) requestCkpt(why string) {

@@ -115,8 +115,8 @@ func alreadyFinishedMsg(name, job string, restart int, when, tag string) string 
 
 // resolveRun sets the run's name and directory under the job directory base.
 func (r *runner) resolveRun(base string) (primary bool, err error) {
-	named := r.opts.name != ""
-	r.runName = r.opts.name
+	named := r.cfg.name != ""
+	r.runName = r.cfg.name
 	if named {
 		if err := checkRunName(r.runName); err != nil {
 			return false, err
@@ -124,11 +124,11 @@ func (r *runner) resolveRun(base string) (primary bool, err error) {
 	} else {
 		r.runName = deriveRunName(r.argv)
 	}
-	if r.jobDir, primary, err = runDirOf(base, r.runName, named, r.opts.dryRun); err != nil {
+	if r.jobDir, primary, err = runDirOf(base, r.runName, named, r.cfg.dryRun); err != nil {
 		return false, withCode(exitcode.Usage, err)
 	}
 	if !primary {
-		if err := mkdirOwnUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
+		if err := mkdirOwnUnlessDry(r.cfg.dryRun, r.jobDir); err != nil {
 			return false, withCode(exitcode.Usage, fmt.Errorf("run directory of %q: %w", r.runName, err))
 		}
 	}

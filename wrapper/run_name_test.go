@@ -108,7 +108,7 @@ func TestMakeDirsPerRunStores(t *testing.T) {
 		if !ckptFlag {
 			o.ckptDir = shared // as TRAINRUN_CKPT_DIR or the policy's CkptDir would set it
 		}
-		return &runner{opts: o, fs: fs, argv: argv, alloc: &allocation{JobID: "5"}, env: &runEnv{stderr: &log}}
+		return &runner{cfg: runConfig{runOptions: o, given: givenFlags(fs)}, argv: argv, alloc: &allocation{JobID: "5"}, env: &runEnv{stderr: &log}}
 	}
 	first := newRunner("", []string{"python3", "a.py"}, false)
 	if done, err := first.makeDirs(); err != nil || done || first.jobDir != base || first.ckptDir != shared {

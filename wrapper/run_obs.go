@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
-	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -48,7 +47,7 @@ func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 // startObserver opens the run's observer: the event log in the job
 // directory, and the exporters the flags ask for.
 func (r *runner) startObserver() error {
-	o := r.opts.obs
+	o := r.cfg.obs
 	if o.notifyBound <= 0 {
 		return usageErrorf("--notify-timeout %s: want a positive duration such as 5s", o.notifyBound)
 	}
@@ -91,10 +90,10 @@ func (r *runner) observeStart() {
 	s := &obs.Start{
 		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.job.Name),
 		Run: r.runName, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
-		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: cmp.Or(r.opts.plan.GPU, r.probedGPUName()),
+		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: cmp.Or(r.choice.GPU, r.cfg.plan.GPU, r.probedGPUName()),
 		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
-		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,
-		GraceBudget: r.opts.obs.graceBudget, ResumeFrom: r.resume, CkptDir: r.ckptDir,
+		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.cfg.obs.maxCkptAge,
+		GraceBudget: r.cfg.obs.graceBudget, ResumeFrom: r.resume, CkptDir: r.ckptDir,
 	}
 	if s.GraceBudget == 0 && r.grace.GraceTime > 0 { // read once at start (scontrolGraceLimits)
 		s.GraceBudget = r.grace.GraceTime
@@ -232,29 +231,6 @@ func unwrapStore(s ckptStore) (storeAdapter, bool) {
 	}
 	sa, ok := s.(storeAdapter)
 	return sa, ok
-}
-
-// obsPolicy takes the defaults of the metrics flags from the site's policy
-// (MetricsAddr, Pushgateway, Webhook, MaxCkptAge, CkptGraceBudget): a flag
-// or variable the user sets wins.
-func (r *runner) obsPolicy(st policy.Settings) {
-	o := &r.opts.obs
-	set := func(flag, env string) bool { return r.fs.Changed(flag) || r.env.getenv(env) != "" }
-	if !set("metrics-addr", "TRAINRUN_METRICS_ADDR") && st.MetricsAddr.Value != "" {
-		o.metricsAddr = st.MetricsAddr.Value
-	}
-	if !set("pushgateway", "TRAINRUN_PUSHGATEWAY") && st.Pushgateway.Value != "" {
-		o.pushgateway = st.Pushgateway.Value
-	}
-	if !set("webhook", "TRAINRUN_WEBHOOK") && st.Webhook.Value != "" {
-		o.webhook = st.Webhook.Value
-	}
-	if !r.fs.Changed("max-ckpt-age") && st.MaxCkptAge.Value > 0 {
-		o.maxCkptAge = st.MaxCkptAge.Value
-	}
-	if !r.fs.Changed("grace-budget") && st.CkptGraceBudget.Value > 0 {
-		o.graceBudget = st.CkptGraceBudget.Value
-	}
 }
 
 // partition is the job's partition: SLURM_JOB_PARTITION, else scontrol's.

@@ -58,7 +58,7 @@ func (r *runner) openRunStoreAsync() func() (*observedStore, error) {
 // completed, and finds the checkpoint to resume from (r.resume). A dry run
 // opens nothing (nil).
 func (r *runner) openRunStore() (*observedStore, error) {
-	if r.opts.dryRun {
+	if r.cfg.dryRun {
 		return nil, nil
 	}
 	a := r.alloc
@@ -72,7 +72,7 @@ func (r *runner) openRunStore() (*observedStore, error) {
 	// With node-local saves, an unfinished drain cannot be finished
 	// (its source was on the nodes): Recover discards it, so that the
 	// drains of this run start from a clean staging area.
-	if r.opts.ckptLocal != "" {
+	if r.cfg.ckptLocal != "" {
 		if rep, err := sa.s.Recover(context.Background(), a.World(), true); err != nil {
 			r.logf("warning: recovering the checkpoint store: %v", err)
 		} else if len(rep.Committed)+len(rep.Discarded) > 0 {
@@ -118,7 +118,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	// Files of the job directory (a dry run writes nothing).
 	planPath := filepath.Join(r.jobDir, "plan.json")
 	hostfilePath := filepath.Join(r.jobDir, "hostfile")
-	if !r.opts.dryRun {
+	if !r.cfg.dryRun {
 		if err := r.writePlan(planPath); err != nil {
 			return rankEnv{}, err
 		}
@@ -132,12 +132,12 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 		masterAddr = v
 	}
 	r.masterPort = masterPort(a.JobID)
-	if !r.opts.dryRun {
+	if !r.cfg.dryRun {
 		r.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
 	}
 	renv := runRankEnv(a, r.placed.Slots, envInputs{
 		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: r.masterPort, PlanPath: planPath,
-		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
+		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.cfg.ckptSignal), "SIG"),
 		JobDir: r.jobDir, RestartCount: a.RestartCount,
 	})
 	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
@@ -185,7 +185,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		ctl.Close()
 	}()
 	common := launchCommon{JobID: a.JobID, World: a.World(), Control: control,
-		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
+		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.cfg.ckptLocal, CkptDir: r.ckptDir}
 	if r.early != nil {
 		common.Argv = r.cmdArgv
 	}
@@ -224,12 +224,12 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 // runs failed without progress; else it records this run's start in the
 // history.
 func (r *runner) recordStartUnlessFailing() error {
-	if r.store != nil && r.opts.maxFailures > 0 {
+	if r.store != nil && r.cfg.maxFailures > 0 {
 		// Runs that ended without an end event (killed, node failure) count as failures.
 		if incs, err := r.store.History().Load(); err == nil {
-			if n := checkpoint.FailuresBeforeResume(incs, tagOf(r.resume)); n >= r.opts.maxFailures {
+			if n := checkpoint.FailuresBeforeResume(incs, tagOf(r.resume)); n >= r.cfg.maxFailures {
 				return withCode(exitcode.RequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
-					n, r.ckptDir, r.opts.maxFailures))
+					n, r.ckptDir, r.cfg.maxFailures))
 			}
 		}
 	}
@@ -257,7 +257,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 		return
 	}
 	user := map[string]string{}
-	for _, k := range plan.ManagedEnvKeys(r.ncclPolicy) {
+	for _, k := range plan.ManagedEnvKeys(r.cfg.ncclPolicy) {
 		if v := os.Getenv(k); v != "" {
 			user[k] = v
 		}
@@ -277,7 +277,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 			nodeAddrs = []string{a}
 		}
 		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placed.Placement, Rank: s.Rank, Plan: r.choice.Layout, PlanPath: planPath,
-			MasterAddr: masterAddr, MasterPort: r.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
+			MasterAddr: masterAddr, MasterPort: r.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.cfg.ncclPolicy})
 		if err != nil {
 			if !reported {
 				r.logf("warning: NCCL environment not computed: %v", err)

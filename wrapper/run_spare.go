@@ -10,7 +10,6 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
-	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -37,17 +36,10 @@ type spareState struct {
 
 // spareSource names where --spare-nodes came from, for messages.
 func (r *runner) spareSource() string {
-	if r.fs.Changed("spare-nodes") || r.policy == nil {
-		return fmt.Sprintf("--spare-nodes %d", r.opts.fault.spareNodes)
+	if src := r.cfg.source("spare-nodes"); src.kind == fromPolicy {
+		return fmt.Sprintf("the policy's %s=%d (%s)", src.name, r.cfg.fault.spareNodes, src.where)
 	}
-	return fmt.Sprintf("the policy's SpareNodes=%d (%s)", r.opts.fault.spareNodes, r.policy.st.SpareNodes.Source)
-}
-
-// sparePolicy: SpareNodes= is the default of --spare-nodes.
-func (r *runner) sparePolicy(st policy.Settings) {
-	if !r.fs.Changed("spare-nodes") {
-		r.opts.fault.spareNodes = st.SpareNodes.Value
-	}
+	return fmt.Sprintf("--spare-nodes %d", r.cfg.fault.spareNodes)
 }
 
 // setupSpares sets the spare nodes aside after the gather phase (which
@@ -56,7 +48,7 @@ func (r *runner) sparePolicy(st policy.Settings) {
 // are the last nodes in Slurm's order, never the batch node (the
 // controller runs there). K must leave at least one node for the layout.
 func (r *runner) setupSpares(ctx context.Context) error {
-	k, a := r.opts.fault.spareNodes, r.alloc
+	k, a := r.cfg.fault.spareNodes, r.alloc
 	r.spare.all = append([]string(nil), a.Nodes...)
 	if k <= 0 {
 		return nil
@@ -125,7 +117,7 @@ func (r *runner) spareSummary() string {
 // fail again), and SpareNodes counts the spares still healthy. Skipped
 // when the step could restart nowhere (--max-restarts 0, no spares).
 func (r *runner) spareOutcome(o *run.Outcome) {
-	if !o.Failed() || len(r.spare.spare) == 0 && r.opts.fault.maxRestarts == 0 {
+	if !o.Failed() || len(r.spare.spare) == 0 && r.cfg.fault.maxRestarts == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -232,5 +224,5 @@ func (r *runner) localDiskMessage(f checkpoint.FailedSave) string {
 		latest = "the latest committed checkpoint stays " + t
 	}
 	return fmt.Sprintf("checkpoint %s was not saved: the node-local --ckpt-local-dir %s on %s %s; %s, training goes on and the next save retries; free space there (df -h on the node: /dev/shm counts against the node's memory) or point --ckpt-local-dir at larger local storage",
-		f.Tag, r.opts.ckptLocal, cmp.Or(strings.Join(nodes, ","), "the failed ranks' nodes"), cmp.Or(what, "failed"), latest)
+		f.Tag, r.cfg.ckptLocal, cmp.Or(strings.Join(nodes, ","), "the failed ranks' nodes"), cmp.Or(what, "failed"), latest)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +12,6 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
-	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
@@ -18,7 +19,8 @@ import (
 )
 
 // spareRunner is a 3-node job, one task per node, batch node n1, with the
-// flags args (e.g. --spare-nodes 1); fake answers its Slurm queries.
+// flags args (e.g. --spare-nodes 1), resolved by complete; fake answers its
+// Slurm queries.
 func spareRunner(t *testing.T, log *bytes.Buffer, fake *slurm.Canned, args ...string) *runner {
 	t.Helper()
 	var o runOptions
@@ -27,8 +29,13 @@ func spareRunner(t *testing.T, log *bytes.Buffer, fake *slurm.Canned, args ...st
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return &runner{opts: o, fs: fs, env: &runEnv{stderr: log, getenv: func(string) string { return "" }, slurm: slurm.Client{Run: fake.Run}},
-		alloc: &allocation{JobID: "77", Nodes: []string{"n1", "n2", "n3"}, NodeList: "n[1-3]", TasksPerNode: 1, BatchNode: "n1"}}
+	a := &allocation{JobID: "77", Nodes: []string{"n1", "n2", "n3"}, NodeList: "n[1-3]", TasksPerNode: 1, BatchNode: "n1"}
+	getenv := func(string) string { return "" }
+	cfg, err := complete(o, givenFlags(fs), getenv, a, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &runner{cfg: cfg, env: &runEnv{stderr: log, getenv: getenv, slurm: slurm.Client{Run: fake.Run}}, alloc: a}
 }
 
 func TestSplitSpares(t *testing.T) {
@@ -83,10 +90,12 @@ func TestSetupSparesTooMany(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--spare-nodes 3: the job holds 3 node(s) (n[1-3])") || exitCodeOf(err) != exitcode.Usage {
 		t.Errorf("err %v (exit %d), want a usage error naming --spare-nodes 3 and n[1-3]", err, exitCodeOf(err))
 	}
-	r = spareRunner(t, &log, &slurm.Canned{})
-	r.policy = &partPolicy{file: "site.conf", st: policy.Settings{SpareNodes: policy.Setting[int]{Value: 4, Source: policy.Source{Kind: policy.FromSite, File: "site.conf", Line: 7}}}}
-	r.sparePolicy(r.policy.st)
-	if err := r.setupSpares(context.Background()); err == nil || !strings.Contains(err.Error(), "the policy's SpareNodes=4 (site (site.conf:7))") {
+	conf := filepath.Join(t.TempDir(), "site.conf")
+	if err := os.WriteFile(conf, []byte("# spare nodes\nSpareNodes=4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = spareRunner(t, &log, &slurm.Canned{}, "--policy", conf)
+	if err := r.setupSpares(context.Background()); err == nil || !strings.Contains(err.Error(), "the policy's SpareNodes=4 (site ("+conf+":2))") {
 		t.Errorf("policy: err %v, want one naming SpareNodes=4 and its line", err)
 	}
 }
@@ -179,7 +188,7 @@ func TestShimTermAfterFailure(t *testing.T) {
 func TestLocalDiskMessage(t *testing.T) {
 	var log bytes.Buffer
 	r := faultRunner(t, &log)
-	r.opts.ckptLocal = "/dev/shm/trainrun-%j"
+	r.cfg.ckptLocal = "/dev/shm/trainrun-%j"
 	r.setLastTag("step-10")
 	msg := r.localDiskMessage(checkpoint.FailedSave{Tag: "step-20", Cause: checkpoint.DiskFull, Ranks: []int{3}, Local: true})
 	for _, want := range []string{"checkpoint step-20 was not saved", "--ckpt-local-dir /dev/shm/trainrun-%j on n2 is full", "the latest committed checkpoint stays step-10"} {

@@ -5,10 +5,11 @@ package main
 // chose, so that `trainrun run` inside uses exactly that layout. A plan for
 // another number of GPUs than the allocation has (the job was resized, or
 // TRAINRUN_PLAN is some other step's) is not used: the run says so and plans
-// as without it. "" when TRAINRUN_PLAN is unset or --plan is given.
+// as without it. "" when TRAINRUN_PLAN is unset or --plan is given
+// (complete decides: runConfig.submittedPlan).
 func (r *runner) submittedPlan(world int) string {
-	path := r.env.getenv("TRAINRUN_PLAN")
-	if path == "" || r.fs.Changed("plan") {
+	path := r.cfg.submittedPlan
+	if path == "" {
 		return ""
 	}
 	if _, err := readRunPlan(path, world); err != nil {

@@ -46,9 +46,9 @@ func (r *runner) summary() string {
 	}
 	b.WriteString(r.spareSummary())
 	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.resume, "(none: first start)"))
-	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.opts.ckptSignal))
-	if r.opts.ckptLocal != "" {
-		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.opts.ckptLocal)
+	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.cfg.ckptSignal))
+	if r.cfg.ckptLocal != "" {
+		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.cfg.ckptLocal)
 	}
 	fmt.Fprintf(&b, "  command     %s\n", shellJoin(r.cmdArgv))
 	fmt.Fprintf(&b, "  job dir     %s (plan.json, hostfile, summary.txt, launch/)\n", r.jobDir)
@@ -113,8 +113,8 @@ func fmtLimit(d time.Duration) string {
 }
 
 func (r *runner) printDryRun(renv rankEnv) error {
-	if r.opts.rank < 0 || r.opts.rank >= len(r.placed.Slots) {
-		return usageErrorf("--rank %d: the job has ranks 0..%d", r.opts.rank, len(r.placed.Slots)-1)
+	if r.cfg.rank < 0 || r.cfg.rank >= len(r.placed.Slots) {
+		return usageErrorf("--rank %d: the job has ranks 0..%d", r.cfg.rank, len(r.placed.Slots)-1)
 	}
 	w := r.env.stdout
 	fmt.Fprint(w, r.summary())
@@ -124,9 +124,9 @@ func (r *runner) printDryRun(renv rankEnv) error {
 		line = shellJoin(r.srunEnv) + " " + line
 	}
 	fmt.Fprintln(w, line)
-	s := r.placed.Slots[r.opts.rank]
+	s := r.placed.Slots[r.cfg.rank]
 	fmt.Fprintf(w, "\n# environment of rank %d (node %s, local rank %d, GPU %d), besides what Slurm sets:\n", s.Rank, s.Node, s.LocalRank, s.GPU)
-	for _, kv := range launch.MergedEnv(renv.Common, renv.Ranks[r.opts.rank]) {
+	for _, kv := range launch.MergedEnv(renv.Common, renv.Ranks[r.cfg.rank]) {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(w, "%s=%s\n", k, shellQuote(v))
 	}
