@@ -19,44 +19,45 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
-// Why the step is being stopped: the stop reasons (run.None, ...), by their old names.
-const (
-	stopNone      = run.None
-	stopTimeLimit = run.TimeLimit
-	stopSignal    = run.Signal
-	stopPreempted = run.Preempted
-	stopCancelled = run.Cancelled
-	stopTermLimit = run.TermLimit
-	stopRequested = run.Requested
-)
-
 // ckptRequestFile (in JOBDIR/launch) holds "ID THEN" for the latest checkpoint
 // request: THEN is stop or continue. The trainer client reads it when the
 // checkpoint signal arrives; SIGTERM always means stop.
 const ckptRequestFile = "ckpt-request"
 
+// stepResult is what the monitor hands on when srun has ended: how it
+// ended, why the controller stopped it, and what the shims told.
+type stepResult struct {
+	WaitErr   error          // srun's wait error (nil: exit 0)
+	Reason    run.StopReason // why the controller stopped the step (run.None: it ended by itself)
+	StopAt    time.Time      // when the stop was asked for or signalled (zero: none)
+	TagAtStop string         // the latest committed tag then: only a later one is progress made for the stop
+	Exits     map[int]int    // each rank's exit code, as its shim reported it
+	FirstFail *launch.Event  // the first rank that exited non-zero (nil: none)
+	Unheard   bool           // a stop request reached no training process (nor did Slurm's signal)
+}
+
 // afterStep commits what the step completed, decides (run.Decide) what the
-// job does next, and does it. tagAtStop is the latest committed tag when the
-// stop was first asked for or signalled: only a checkpoint committed after
-// it is progress made for the stop (a background commit may have committed
-// it before the step ended).
-func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAtStop string, exits map[int]int, firstFail *launch.Event, unheard bool, store ckptStore) error {
-	code, ok := slurm.ExitCode(waitErr)
+// job does next, and does it. Only a checkpoint committed after res.TagAtStop
+// is progress made for the stop (a background commit may have committed it
+// before the step ended).
+func (r *runner) afterStep(res stepResult, store ckptStore) error {
+	reason, stopAt, tagAtStop := res.Reason, res.StopAt, res.TagAtStop
+	code, ok := slurm.ExitCode(res.WaitErr)
 	if !ok {
-		return withCode(exitcode.Slurm, fmt.Errorf("srun: %w", waitErr))
+		return withCode(exitcode.Slurm, fmt.Errorf("srun: %w", res.WaitErr))
 	}
-	o := r.outcome(code, reason, tagAtStop, exits, firstFail)
-	o.Unheard = unheard
+	o := r.outcome(code, reason, tagAtStop, res.Exits, res.FirstFail)
+	o.Unheard = res.Unheard
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
-	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, exits, firstFail)
+	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, res.Exits, res.FirstFail)
 	r.spareOutcome(&o)
-	if o.CommitErr == nil && code == 0 && reason == stopNone {
+	if o.CommitErr == nil && code == 0 && reason == run.None {
 		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
 	if o.CheckpointStop() {
 		took := time.Since(stopAt)
 		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), cmp.Or(o.Latest, "none"))
-		if (reason == stopTimeLimit || reason == stopSignal) && r.lead > 0 && took > r.lead*4/5 {
+		if reason.ForDeadline() && r.lead > 0 && took > r.lead*4/5 {
 			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
 		}
 	}
@@ -70,7 +71,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 }
 
 // outcome gathers what run.Decide reads, except the commit's result.
-func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
+func (r *runner) outcome(code int, reason run.StopReason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
 	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.cmdArgv[0], CkptDir: r.ckptDir,
 		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.cfg.maxRequeue, MaxFailures: r.cfg.maxFailures,
 		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead,
@@ -84,7 +85,7 @@ func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, 
 
 // commitAfterStep commits the newest complete checkpoint, and measures it
 // when it was made for the stop.
-func (r *runner) commitAfterStep(store ckptStore, reason string, stopAt time.Time, tagAtStop string) (string, error) {
+func (r *runner) commitAfterStep(store ckptStore, reason run.StopReason, stopAt time.Time, tagAtStop string) (string, error) {
 	world := r.alloc.World()
 	r.discardFailedSaves(store)
 	latest, changed, err := store.CommitComplete(world)
@@ -94,8 +95,8 @@ func (r *runner) commitAfterStep(store ckptStore, reason string, stopAt time.Tim
 	r.setLastTag(latest)
 	r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
 	r.prune()
-	if reason != stopNone && reason != stopCancelled && !stopAt.IsZero() && latest != tagAtStop {
-		r.recordCkpt(latest, reason, time.Since(stopAt))
+	if reason != run.None && reason != run.Cancelled && !stopAt.IsZero() && latest != tagAtStop {
+		r.recordCkpt(latest, string(reason), time.Since(stopAt))
 		r.checkGrace("commit")
 	}
 	return latest, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -144,8 +145,8 @@ func (r *runner) commitDiskFault(err error) (cause string, first bool) {
 // stepFailedNodes finds the nodes a failed step points to: a node none of
 // whose ranks reported an exit while others did (lost: its slurmd or its
 // processes died with it), else the first failing rank's node.
-func (r *runner) stepFailedNodes(code int, reason string, exits map[int]int, firstFail *launch.Event) []checkpoint.FailedNode {
-	if code == 0 || reason == stopCancelled || len(exits) == 0 {
+func (r *runner) stepFailedNodes(code int, reason run.StopReason, exits map[int]int, firstFail *launch.Event) []checkpoint.FailedNode {
+	if code == 0 || reason == run.Cancelled || len(exits) == 0 {
 		return r.failedNodes()
 	}
 	silent := map[string][]int{} // a node's ranks without an exit report

@@ -99,7 +99,11 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	if probeErr != nil {
 		return f, probeErr
 	}
-	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
+	// The allocation is never changed in place (goroutines may hold it): the
+	// job's limits give a new one.
+	next := *a
+	next.TimeLimit, next.EndTime, next.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
+	r.alloc, a = &next, &next
 	r.facts = f.nodes
 	r.lead = r.cfg.plan.CkptLead
 	if r.cfg.source("ckpt-lead").kind == fromDefault && a.TimeLimit > 0 { // a lead given or from the policy is used as given

@@ -25,7 +25,6 @@ import (
 // allocation (errRestartStep) from the latest committed checkpoint.
 
 const (
-	stopHang  = run.Hang
 	stackWait = 3 * time.Second // for the stack dumps to reach the log before the kill
 	maxDumps  = 16              // stack dumps asked for at most (the suspects first)
 )
@@ -149,10 +148,10 @@ func (m *monitor) checkHealth(now time.Time) {
 		}
 		return
 	}
-	if m.reason != stopNone && m.reason != stopTimeLimit && m.reason != stopSignal && m.reason != stopRequested {
+	if m.reason != run.None && !m.reason.AskedTrainers() {
 		return // Slurm is ending the step (preemption, time limit, cancellation): nothing to restart
 	}
-	if h := hw.tr.Check(now, m.reason != stopNone || m.continuing); h != nil {
+	if h := hw.tr.Check(now, m.reason != run.None || m.continuing); h != nil {
 		m.onHang(h)
 		return
 	}
@@ -203,9 +202,9 @@ func (m *monitor) onHang(h *health.Hang) {
 // checkpoint request whose collective never completes.
 func (m *monitor) killHung() {
 	r := m.r
-	m.reason = stopHang
+	m.reason = run.Hang
 	m.killing++
-	r.observeInterrupt(stopHang)
+	r.observeInterrupt(run.Hang)
 	r.logf("hang: killing the step")
 	if m.stepID != "" {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)

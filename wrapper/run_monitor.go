@@ -16,6 +16,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -33,15 +34,15 @@ type monitor struct {
 	started time.Time
 	clockT  *time.Timer // the own clock: EndTime - lead (nil: no end time)
 
-	reason       string    // why the step is being stopped (stopNone, ...)
-	stopAt       time.Time // when it was
-	termAt       time.Time // when Slurm's SIGTERM first reached the step or trainrun
-	stepTerm     bool      // a shim saw SIGTERM: Slurm signalled the step's tasks
-	ownTerm      bool      // trainrun itself got SIGTERM
-	stateAsked   bool      // the job's state was asked for (once per step)
-	stateDone    bool      // and its answer was read (onJobState)
-	lastState    string    // that answer
-	tagAtStop    string    // the latest committed when the stop was first asked for or signalled
+	reason       run.StopReason // why the step is being stopped (run.None, ...)
+	stopAt       time.Time      // when it was
+	termAt       time.Time      // when Slurm's SIGTERM first reached the step or trainrun
+	stepTerm     bool           // a shim saw SIGTERM: Slurm signalled the step's tasks
+	ownTerm      bool           // trainrun itself got SIGTERM
+	stateAsked   bool           // the job's state was asked for (once per step)
+	stateDone    bool           // and its answer was read (onJobState)
+	lastState    string         // that answer
+	tagAtStop    string         // the latest committed when the stop was first asked for or signalled
 	stopMarked   bool
 	ckptID       int       // the last checkpoint request's id
 	stopReqID    int       // the id of the first request to checkpoint and stop (0: none)
@@ -91,7 +92,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 		case s := <-sigc:
 			m.onSignal(s)
 		case <-clock:
-			m.requestCkpt(stopTimeLimit)
+			m.requestCkpt(run.TimeLimit)
 		case <-m.commitTick.C:
 			m.commitBG()
 		case tag := <-m.committed:
@@ -106,10 +107,16 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 			m.commitMu.Lock() // no background commit may run beside the final one
 			defer m.commitMu.Unlock()
 			m.drainEnds()
-			unheard := m.stopReqID > 0 && !m.heard
-			return r.afterStep(err, m.reason, m.stopAt, m.tagAtStop, m.exits, m.firstFail, unheard, store)
+			return r.afterStep(m.result(err), store)
 		}
 	}
+}
+
+// result is how the step ended, srun's wait error err with what the
+// monitor learnt.
+func (m *monitor) result(err error) stepResult {
+	return stepResult{WaitErr: err, Reason: m.reason, StopAt: m.stopAt, TagAtStop: m.tagAtStop,
+		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.stopReqID > 0 && !m.heard}
 }
 
 // drainEnds takes in the exits and deliveries the shims sent before srun
@@ -171,11 +178,11 @@ func (m *monitor) startClock() {
 func (m *monitor) onSignal(s os.Signal) {
 	switch s {
 	case syscall.SIGUSR1, syscall.SIGUSR2:
-		m.requestCkpt(stopSignal)
+		m.requestCkpt(run.Signal)
 	case syscall.SIGTERM:
 		m.onTerm()
 	case syscall.SIGINT, syscall.SIGHUP:
-		m.stopStep(stopCancelled)
+		m.stopStep(run.Cancelled)
 	}
 }
 
@@ -187,7 +194,7 @@ func (m *monitor) onSignal(s os.Signal) {
 // anything else is a cancellation, as before.
 func (m *monitor) onTerm() {
 	if m.ownTerm || m.killing > 0 {
-		m.stopStep(stopCancelled) // a second SIGTERM: someone insists
+		m.stopStep(run.Cancelled) // a second SIGTERM: someone insists
 		return
 	}
 	m.ownTerm = true
@@ -198,10 +205,10 @@ func (m *monitor) onTerm() {
 	if m.stateDone {
 		// The step's SIGTERM came first and Slurm's answer is in: read it
 		// again as trainrun's own SIGTERM.
-		if termCause(m.lastState, m.r.alloc.EndTime, time.Now(), false, true) == stopCancelled {
-			m.stopStep(stopCancelled)
+		if termCause(m.lastState, m.r.alloc.EndTime, time.Now(), false, true) == run.Cancelled {
+			m.stopStep(run.Cancelled)
 		} else {
-			m.r.logf("SIGTERM to trainrun at the time limit: the %s checkpoint is committed, then the job is requeued", cmp.Or(m.reason, stopTermLimit))
+			m.r.logf("SIGTERM to trainrun at the time limit: the %s checkpoint is committed, then the job is requeued", cmp.Or(m.reason, run.TermLimit))
 		}
 		return
 	}
@@ -233,7 +240,7 @@ func (m *monitor) askJobState() {
 // onCommitted: a background commit committed tag; a "continue" request is
 // served by it.
 func (m *monitor) onCommitted(tag string) {
-	if !m.continuing || m.reason != stopNone {
+	if !m.continuing || m.reason != run.None {
 		return
 	}
 	m.continuing = false
@@ -261,7 +268,7 @@ func (m *monitor) onRequestTick() {
 	if err != nil {
 		r.logf("warning: %v", err)
 	}
-	if req == nil || m.reason != stopNone {
+	if req == nil || m.reason != run.None {
 		return
 	}
 	by := "request" + cmp.Or(" by "+req.By, "")
@@ -270,9 +277,9 @@ func (m *monitor) onRequestTick() {
 		m.ask(by, "continue")
 		m.continuing = true
 	case "stop":
-		m.requestCkpt(stopRequested)
+		m.requestCkpt(run.Requested)
 	default:
-		m.requestCkpt(stopSignal)
+		m.requestCkpt(run.Signal)
 	}
 }
 
@@ -306,7 +313,7 @@ func (m *monitor) onHello(ev launch.Event) {
 	}
 	// A rank that connects after a stop request still gets it (the shim acts
 	// once per request id).
-	if m.ckptID > 0 && (m.reason == stopTimeLimit || m.reason == stopSignal || m.reason == stopRequested) {
+	if m.ckptID > 0 && m.reason.AskedTrainers() {
 		m.ctl.SendTo(ev.Rank, launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
 	}
 	if m.hello == m.world {
@@ -318,10 +325,10 @@ func (m *monitor) onHello(ev launch.Event) {
 // onShimSignal: a signal reached the step (not trainrun).
 func (m *monitor) onShimSignal(ev launch.Event) {
 	r := m.r
-	if sig := ev.Signal; sig == r.ckptSignalName() && sig != "TERM" && m.reason == stopNone {
+	if sig := ev.Signal; sig == r.ckptSignalName() && sig != "TERM" && m.reason == run.None {
 		// Slurm signalled the step itself (--signal=USR2@T without B:, or
 		// scancel --signal): it reached every trainer.
-		m.reason, m.stopAt, m.heard = stopSignal, time.Now(), true
+		m.reason, m.stopAt, m.heard = run.Signal, time.Now(), true
 		m.markStop()
 		r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
 	}
@@ -348,22 +355,22 @@ func (m *monitor) onJobState(st string) {
 	m.stateDone, m.lastState = true, st
 	cause := termCause(st, r.alloc.EndTime, time.Now(), m.killing > 0, m.ownTerm)
 	switch {
-	case cause == stopCancelled:
+	case cause == run.Cancelled:
 		if m.ownTerm {
-			m.stopStep(stopCancelled) // SIGTERM to srun, as a cancellation always did
+			m.stopStep(run.Cancelled) // SIGTERM to srun, as a cancellation always did
 			return
 		}
-		m.reason = stopCancelled
-	case m.reason != stopNone:
+		m.reason = run.Cancelled
+	case m.reason != run.None:
 		r.logf("SIGTERM from Slurm (job %s) while the %s checkpoint is under way: it is committed, then the job is requeued", cmp.Or(st, "state unknown"), m.reason)
-	case cause == stopTermLimit:
-		m.reason, m.stopAt = stopTermLimit, time.Now()
+	case cause == run.TermLimit:
+		m.reason, m.stopAt = run.TermLimit, time.Now()
 		r.logf("time limit (job %s): the trainers checkpoint on SIGTERM; it is committed, then the job is requeued", cmp.Or(st, "state unknown"))
 		if m.ownTerm && m.ckptID == 0 {
-			m.ask(m.reason, "stop") // Slurm's SIGTERM may reach the trainers later than trainrun
+			m.ask(string(m.reason), "stop") // Slurm's SIGTERM may reach the trainers later than trainrun
 		}
 	default:
-		m.reason, m.stopAt = stopPreempted, m.termAt
+		m.reason, m.stopAt = run.Preempted, m.termAt
 		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
 	}
 	r.observeInterrupt(m.reason)
@@ -398,20 +405,20 @@ func jobState(state string, restarts, ownRestart int) string {
 // a preemption and the cancelled job requeued); a requeue by Slurm is a
 // preemption; otherwise a SIGTERM to trainrun is a cancellation, and one
 // that reached only the step a preemption.
-func termCause(st string, end, now time.Time, stopping, own bool) string {
+func termCause(st string, end, now time.Time, stopping, own bool) run.StopReason {
 	switch {
 	case st == "CANCELLED" || st == "COMPLETING" && stopping:
-		return stopCancelled
+		return run.Cancelled
 	case st == "TIMEOUT" || st == "DEADLINE" || !end.IsZero() && now.After(end.Add(-5*time.Second)):
-		return stopTermLimit
+		return run.TermLimit
 	case st == "COMPLETING":
-		return stopCancelled
+		return run.Cancelled
 	case st == slurmRequeued:
-		return stopPreempted
+		return run.Preempted
 	case own:
-		return stopCancelled
+		return run.Cancelled
 	default:
-		return stopPreempted
+		return run.Preempted
 	}
 }
 
@@ -419,7 +426,7 @@ func termCause(st string, end, now time.Time, stopping, own bool) string {
 // (CkptLeadAdapt): the own clock then asks earlier.
 func (m *monitor) regrace() {
 	r := m.r
-	if r.checkGrace("commit") && m.clockT != nil && m.reason == stopNone {
+	if r.checkGrace("commit") && m.clockT != nil && m.reason == run.None {
 		m.clockT.Reset(max(time.Until(r.alloc.EndTime.Add(-r.lead)), 0))
 	}
 }
@@ -451,14 +458,14 @@ func (m *monitor) ask(why, then string) {
 	r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, m.world, strings.ToUpper(r.cfg.ckptSignal), then)
 }
 
-func (m *monitor) requestCkpt(why string) {
-	if m.reason != stopNone {
+func (m *monitor) requestCkpt(why run.StopReason) {
+	if m.reason != run.None {
 		return
 	}
 	m.reason, m.stopAt = why, time.Now()
 	m.r.observeInterrupt(why)
 	m.markStop()
-	m.ask(why, "stop")
+	m.ask(string(why), "stop")
 }
 
 // resetRequest: a checkpoint signal that does not come from trainrun
@@ -497,9 +504,9 @@ func (m *monitor) commitBG() {
 
 // stopStep: the first interrupt sends SIGTERM to srun, the next kills the
 // step.
-func (m *monitor) stopStep(why string) {
+func (m *monitor) stopStep(why run.StopReason) {
 	r := m.r
-	if m.reason == stopNone || m.reason == stopTimeLimit || m.reason == stopSignal {
+	if m.reason == run.None || m.reason.ForDeadline() { // an interrupt replaces a stop made for the deadline
 		m.reason = why
 	}
 	r.observeInterrupt(why)

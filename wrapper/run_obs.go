@@ -11,6 +11,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -108,13 +109,13 @@ func (r *runner) observeStart() {
 }
 
 // interruptCause maps the controller's stop reasons onto the metrics'.
-var interruptCause = map[string]string{
-	stopTimeLimit: obs.InterruptTimeLimit, stopTermLimit: obs.InterruptTimeLimit, stopSignal: obs.InterruptSignal,
-	stopPreempted: obs.InterruptPreempted, stopCancelled: obs.InterruptCancelled, stopRequested: obs.InterruptRequested,
+var interruptCause = map[run.StopReason]string{
+	run.TimeLimit: obs.InterruptTimeLimit, run.TermLimit: obs.InterruptTimeLimit, run.Signal: obs.InterruptSignal,
+	run.Preempted: obs.InterruptPreempted, run.Cancelled: obs.InterruptCancelled, run.Requested: obs.InterruptRequested,
 }
 
 // observeInterrupt records an interruption once per cause.
-func (r *runner) observeInterrupt(reason string) {
+func (r *runner) observeInterrupt(reason run.StopReason) {
 	c := interruptCause[reason]
 	if c == "" || r.interrupted[c] {
 		return

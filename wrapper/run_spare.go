@@ -58,11 +58,20 @@ func (r *runner) setupSpares(ctx context.Context) error {
 			r.spareSource(), len(a.Nodes), a.NodeList, k+1, k+1)
 	}
 	work, spare := splitSpares(a.Nodes, a.BatchNode, k)
-	a.Nodes, r.spare.spare = work, spare
+	a, r.spare.spare = withNodes(a, work), spare
+	r.alloc = a
 	r.logf("spare nodes: %s (%s) stay idle; the layout and the step use the other %d node(s), %d ranks; a step that loses a node restarts inside the job on them",
 		strings.Join(spare, ","), r.spareSource(), len(work), a.World())
 	r.checkNoKill(ctx)
 	return nil
+}
+
+// withNodes is allocation a on nodes only (a subset of its nodes, in its
+// order): a new allocation, never a changed one.
+func withNodes(a *allocation, nodes []string) *allocation {
+	next := *a
+	next.Nodes = nodes
+	return &next
 }
 
 // splitSpares picks k spare nodes: the last in order, skipping the batch
@@ -170,7 +179,7 @@ func (r *runner) replaceLostNodes(f runFacts) ([]string, error) {
 			work = append(work, n)
 		}
 	}
-	r.alloc.Nodes = work
+	r.alloc = withNodes(r.alloc, work)
 	r.logf("spare node(s) %s take the place of the lost %s: the step runs on %s (%d ranks)", strings.Join(took, ","), strings.Join(gone, ","),
 		topo.CompressHostlist(work), r.alloc.World())
 	p, err := r.place(f, r.choice)
