@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -200,19 +198,7 @@ func (m *monitor) onHang(h *health.Hang) {
 // killHung kills the hung step at once: a stopped or deadlocked trainer
 // cannot act on SIGTERM, and the healthy ranks would take it for a
 // checkpoint request whose collective never completes.
-func (m *monitor) killHung() {
-	r := m.r
-	m.reason = run.Hang
-	m.killing++
-	r.observeInterrupt(run.Hang)
-	r.logf("hang: killing the step")
-	if m.stepID != "" {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = r.env.slurm.KillStep(c, r.alloc.JobID, m.stepID)
-		cancel()
-	}
-	syscall.Kill(-m.proc.Pid, syscall.SIGKILL)
-}
+func (m *monitor) killHung() { m.do(m.hung()) }
 
 // restartStep prepares the relaunch after a hang or a failure: the latest
 // committed checkpoint is resumed from, with the same placement, or with

@@ -34,25 +34,10 @@ type monitor struct {
 	started time.Time
 	clockT  *time.Timer // the own clock: EndTime - lead (nil: no end time)
 
-	reason       run.StopReason // why the step is being stopped (run.None, ...)
-	stopAt       time.Time      // when it was
-	termAt       time.Time      // when Slurm's SIGTERM first reached the step or trainrun
-	stepTerm     bool           // a shim saw SIGTERM: Slurm signalled the step's tasks
-	ownTerm      bool           // trainrun itself got SIGTERM
-	stateAsked   bool           // the job's state was asked for (once per step)
-	stateDone    bool           // and its answer was read (onJobState)
-	lastState    string         // that answer
-	tagAtStop    string         // the latest committed when the stop was first asked for or signalled
-	stopMarked   bool
-	ckptID       int       // the last checkpoint request's id
-	stopReqID    int       // the id of the first request to checkpoint and stop (0: none)
-	heard        bool      // a stop request or Slurm's signal reached a training process
-	askedAt      time.Time // the last "continue" request, until its commit
-	continuing   bool      // a "continue" request is being served
-	hello        int       // shims that said hello
+	stopState        // why and how the step is being stopped (run_stop.go)
+	hello        int // shims that said hello
 	exits        map[int]int
 	firstFail    *launch.Event
-	killing      int    // interrupts that stopped the step
 	stepID       string // from the shims' hello: SLURM_STEP_ID
 	stateCh      chan string
 	committed    chan string
@@ -116,7 +101,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 // monitor learnt.
 func (m *monitor) result(err error) stepResult {
 	return stepResult{WaitErr: err, Reason: m.reason, StopAt: m.stopAt, TagAtStop: m.tagAtStop,
-		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.stopReqID > 0 && !m.heard}
+		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.unheard()}
 }
 
 // drainEnds takes in the exits and deliveries the shims sent before srun
@@ -186,43 +171,14 @@ func (m *monitor) onSignal(s os.Signal) {
 	}
 }
 
-// onTerm: SIGTERM to trainrun itself (the batch step). At the time limit
-// Slurm's SIGTERM used to be read as a cancellation: it arrived while the
-// checkpoint the own clock had asked for was being written, the run was
-// reported cancelled and never requeued (issue 21). Now the job's record
-// decides (onJobState): the time limit keeps the run going to its requeue;
-// anything else is a cancellation, as before.
+// onTerm: SIGTERM to trainrun itself (stopState.term).
 func (m *monitor) onTerm() {
-	if m.ownTerm || m.killing > 0 {
-		m.stopStep(run.Cancelled) // a second SIGTERM: someone insists
-		return
-	}
-	m.ownTerm = true
-	if m.termAt.IsZero() {
-		m.termAt = time.Now()
-	}
-	m.markStop()
-	if m.stateDone {
-		// The step's SIGTERM came first and Slurm's answer is in: read it
-		// again as trainrun's own SIGTERM.
-		if termCause(m.lastState, m.r.alloc.EndTime, time.Now(), false, true) == run.Cancelled {
-			m.stopStep(run.Cancelled)
-		} else {
-			m.r.logf("SIGTERM to trainrun at the time limit: the %s checkpoint is committed, then the job is requeued", cmp.Or(m.reason, run.TermLimit))
-		}
-		return
-	}
-	m.r.logf("SIGTERM to trainrun: asking Slurm why (time limit or cancellation)")
-	m.askJobState()
+	m.do(m.term(time.Now(), m.r.alloc.EndTime, m.r.getLastTag()))
 }
 
-// askJobState asks slurmctld, once per step and in the background, for the
-// job's state; onJobState reads the answer.
+// askJobState asks slurmctld, in the background, for the job's state;
+// onJobState reads the answer (stopState.askState asks once per step).
 func (m *monitor) askJobState() {
-	if m.stateAsked {
-		return
-	}
-	m.stateAsked = true
 	r := m.r
 	go func() {
 		st := ""
@@ -240,14 +196,13 @@ func (m *monitor) askJobState() {
 // onCommitted: a background commit committed tag; a "continue" request is
 // served by it.
 func (m *monitor) onCommitted(tag string) {
-	if !m.continuing || m.reason != run.None {
+	askedAt, served := m.commitServed()
+	if !served {
 		return
 	}
-	m.continuing = false
 	m.resetRequest()
-	if !m.askedAt.IsZero() {
-		m.r.recordCkpt(tag, "request-continue", time.Since(m.askedAt))
-		m.askedAt = time.Time{}
+	if !askedAt.IsZero() {
+		m.r.recordCkpt(tag, "request-continue", time.Since(askedAt))
 		m.regrace()
 	}
 }
@@ -274,8 +229,7 @@ func (m *monitor) onRequestTick() {
 	by := "request" + cmp.Or(" by "+req.By, "")
 	switch req.Then {
 	case "continue":
-		m.ask(by, "continue")
-		m.continuing = true
+		m.do(m.requestContinue(by, time.Now()))
 	case "stop":
 		m.requestCkpt(run.Requested)
 	default:
@@ -293,9 +247,7 @@ func (m *monitor) onShim(ev launch.Event) {
 	case launch.Beat:
 		m.onBeat(ev)
 	case launch.Delivered:
-		if m.stopReqID > 0 && ev.CkptID >= m.stopReqID {
-			m.heard = true
-		}
+		m.delivered(ev.CkptID)
 	case launch.Exit:
 		m.exits[ev.Rank] = ev.Code
 		if ev.Code != 0 && m.firstFail == nil {
@@ -322,58 +274,15 @@ func (m *monitor) onHello(ev launch.Event) {
 	}
 }
 
-// onShimSignal: a signal reached the step (not trainrun).
+// onShimSignal: a signal reached the step (not trainrun): stopState.stepSignal.
 func (m *monitor) onShimSignal(ev launch.Event) {
-	r := m.r
-	if sig := ev.Signal; sig == r.ckptSignalName() && sig != "TERM" && m.reason == run.None {
-		// Slurm signalled the step itself (--signal=USR2@T without B:, or
-		// scancel --signal): it reached every trainer.
-		m.reason, m.stopAt, m.heard = run.Signal, time.Now(), true
-		m.markStop()
-		r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
-	}
-	// A SIGTERM after a rank failed is srun's --kill-on-bad-exit ending the
-	// other tasks, not Slurm's word: no preemption (seen in the crash e2e).
-	if ev.Signal == "TERM" && !m.stepTerm && m.firstFail == nil {
-		m.stepTerm, m.heard = true, true
-		if m.termAt.IsZero() {
-			m.termAt = time.Now()
-		}
-		m.markStop()
-		// Slurm signalled the whole step. Ask slurmctld why: a cancelled job
-		// is CANCELLED, a timed-out one TIMEOUT; a preempted one stays RUNNING.
-		m.askJobState()
-	}
+	m.do(m.stepSignal(ev.Signal, m.r.ckptSignalName(), ev.Rank, m.firstFail != nil, time.Now(), m.r.getLastTag()))
 }
 
-// onJobState: why Slurm's SIGTERM came, from the job's state (termCause).
-// A cancellation wins over any stop already under way; a time limit or a
-// preemption keeps a stop the own clock or a request already asked for
-// (its checkpoint is in flight, and its commit leads to the requeue).
+// onJobState: why Slurm's SIGTERM came, from the job's state
+// (stopState.jobState).
 func (m *monitor) onJobState(st string) {
-	r := m.r
-	m.stateDone, m.lastState = true, st
-	cause := termCause(st, r.alloc.EndTime, time.Now(), m.killing > 0, m.ownTerm)
-	switch {
-	case cause == run.Cancelled:
-		if m.ownTerm {
-			m.stopStep(run.Cancelled) // SIGTERM to srun, as a cancellation always did
-			return
-		}
-		m.reason = run.Cancelled
-	case m.reason != run.None:
-		r.logf("SIGTERM from Slurm (job %s) while the %s checkpoint is under way: it is committed, then the job is requeued", cmp.Or(st, "state unknown"), m.reason)
-	case cause == run.TermLimit:
-		m.reason, m.stopAt = run.TermLimit, time.Now()
-		r.logf("time limit (job %s): the trainers checkpoint on SIGTERM; it is committed, then the job is requeued", cmp.Or(st, "state unknown"))
-		if m.ownTerm && m.ckptID == 0 {
-			m.ask(string(m.reason), "stop") // Slurm's SIGTERM may reach the trainers later than trainrun
-		}
-	default:
-		m.reason, m.stopAt = run.Preempted, m.termAt
-		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
-	}
-	r.observeInterrupt(m.reason)
+	m.do(m.jobState(st, time.Now(), m.r.alloc.EndTime))
 }
 
 // slurmRequeued is the state jobState gives a job Slurm has requeued itself
@@ -431,41 +340,47 @@ func (m *monitor) regrace() {
 	}
 }
 
-func (m *monitor) markStop() {
-	if !m.stopMarked {
-		m.stopMarked, m.tagAtStop = true, m.r.getLastTag()
+func (m *monitor) markStop() { m.mark(m.r.getLastTag()) }
+
+// do carries out a stop transition's actions, in order.
+func (m *monitor) do(acts []stopAction) {
+	r := m.r
+	for _, a := range acts {
+		switch a.kind {
+		case actLog:
+			r.logf("%s", a.text)
+		case actInterrupt:
+			r.observeInterrupt(a.reason)
+		case actAsk:
+			m.sendAsk(a.id, a.why, a.then)
+		case actAskState:
+			m.askJobState()
+		case actTermStep:
+			r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", a.reason)
+			m.proc.Signal(syscall.SIGTERM)
+		case actKillStep:
+			r.logf("%s: killing the step", a.reason)
+			m.killStep()
+		}
 	}
 }
 
-// ask tells every training process, once, to checkpoint; then says whether
-// they stop afterwards (written first to launch/ckpt-request, which the
-// client reads when the signal arrives).
-func (m *monitor) ask(why, then string) {
+// sendAsk tells every training process to checkpoint (request id); then
+// says whether they stop afterwards (written first to launch/ckpt-request,
+// which the client reads when the signal arrives).
+func (m *monitor) sendAsk(id int, why, then string) {
 	r := m.r
-	m.ckptID++
-	if then == "stop" && m.stopReqID == 0 {
-		m.stopReqID = m.ckptID
-	}
-	line := fmt.Sprintf("%d %s\n", m.ckptID, then)
+	line := fmt.Sprintf("%d %s\n", id, then)
 	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)
 	}
-	if then == "continue" {
-		m.askedAt = time.Now()
-	}
 	r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
-	n := m.ctl.Broadcast(launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
+	n := m.ctl.Broadcast(launch.Msg{Kind: launch.Ckpt, CkptID: id})
 	r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, m.world, strings.ToUpper(r.cfg.ckptSignal), then)
 }
 
 func (m *monitor) requestCkpt(why run.StopReason) {
-	if m.reason != run.None {
-		return
-	}
-	m.reason, m.stopAt = why, time.Now()
-	m.r.observeInterrupt(why)
-	m.markStop()
-	m.ask(string(why), "stop")
+	m.do(m.request(why, time.Now(), m.r.getLastTag()))
 }
 
 // resetRequest: a checkpoint signal that does not come from trainrun
@@ -503,20 +418,13 @@ func (m *monitor) commitBG() {
 }
 
 // stopStep: the first interrupt sends SIGTERM to srun, the next kills the
-// step.
-func (m *monitor) stopStep(why run.StopReason) {
+// step (stopState.interrupt).
+func (m *monitor) stopStep(why run.StopReason) { m.do(m.interrupt(why)) }
+
+// killStep kills the step at once: scancel of the step within 10 s, then
+// SIGKILL to srun's process group.
+func (m *monitor) killStep() {
 	r := m.r
-	if m.reason == run.None || m.reason.ForDeadline() { // an interrupt replaces a stop made for the deadline
-		m.reason = why
-	}
-	r.observeInterrupt(why)
-	m.killing++
-	if m.killing == 1 {
-		r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", why)
-		m.proc.Signal(syscall.SIGTERM)
-		return
-	}
-	r.logf("%s: killing the step", why)
 	if m.stepID != "" {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the SIGKILL below must not wait long
 		_ = r.env.slurm.KillStep(c, r.alloc.JobID, m.stepID)
