@@ -131,7 +131,7 @@ func TestRunCompressHooks(t *testing.T) {
 			t.Fatal(err)
 		}
 		var log bytes.Buffer
-		r := &runner{cfg: runConfig{runOptions: runOptions{compress: mode}}, store: s, env: &runEnv{stderr: &log}}
+		r := &runner{cfg: runConfig{runOptions: runOptions{compress: mode}}, ckpt: runStore{store: s}, env: &runEnv{stderr: &log}}
 		r.setCompressMode()
 		r.compressKick(true)
 		if got := s.CompressMode(); got != mode {

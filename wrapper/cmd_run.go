@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
-	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -157,8 +156,8 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	r := &runner{env: env, argv: argv, t0: time.Now()}
-	return r.run(ctx, o, givenFlags(fs))
+	r := &runner{env: env, t0: time.Now()}
+	return r.run(ctx, o, givenFlags(fs), argv)
 }
 
 // givenFlags are the flags set on fs's command line.
@@ -207,37 +206,50 @@ type placed struct {
 	Placement *plan.Placement
 }
 
-// runner holds one `trainrun run` from allocation to exit.
+// runner holds one `trainrun run` from allocation to exit: its
+// configuration, and the value each phase returned, in their order.
 type runner struct {
-	// What the run was given.
-	cfg  runConfig // setup: the options resolved (complete); never written after
-	env  *runEnv
-	argv []string // the training command as given
-	t0   time.Time
-	self string // this trainrun binary
-	shim string // the lean shim binary the step runs ("": trainrun exec-task)
+	cfg runConfig // setup: the options resolved (complete) and the command; never written after
+	env *runEnv
+	t0  time.Time
 
-	// What the phases found and chose, in their order.
-	alloc    *allocation // setup
-	jobDir   string      // dirs
-	runName  string
-	ckptDir  string
-	early    *earlyStep           // early: the step started before the plan; nil once handed to the monitor
-	job      slurm.Job            // gather
-	grace    graceLimits          // gather
-	facts    map[string]nodeFacts // gather: the probe's
-	lead     time.Duration        // gather: the checkpoint lead in use
-	choice   choice               // choose
-	placed   placed               // place
-	store    *checkpoint.Store    // store; nil in a dry run
-	resume   string               // store: the checkpoint resumed from
-	cmdArgv  []string             // prepare: the command with its templates filled
-	srunArgv []string             // prepare
-	srunEnv  []string             // prepare
-	tQuery   time.Duration        // from start to the end of the scontrol queries and the probe
-	tReady   time.Duration        // from start to launching srun (or its go)
+	alloc  *allocation // setup; gather and the spares replace it, never change it
+	dirs   runDirs     // dirs
+	early  *earlyStep  // early: the step started before the plan; nil once handed to the monitor
+	facts  runFacts    // gather
+	choice choice      // choose
+	placed placed      // place; a restart on spare nodes places again
+	ckpt   runStore    // store (written by its goroutine, read after awaitStore)
+	step   stepLaunch  // prepare; a restart prepares again
+	sess   session     // while the step runs, and across restarts inside the allocation
+}
 
-	// While the step runs, and across restarts inside the allocation.
+// runDirs are the run's directories (makeDirs).
+type runDirs struct {
+	jobDir  string // JOBDIR, or JOBDIR/runs/NAME for a named run
+	runName string
+	ckptDir string // the checkpoint store
+}
+
+// runStore is what the store phase opened (openRunStore).
+type runStore struct {
+	store  *checkpoint.Store // nil in a dry run
+	resume string            // the checkpoint resumed from
+}
+
+// stepLaunch is what the prepare phase made for srun.
+type stepLaunch struct {
+	cmdArgv    []string      // the command with its templates filled
+	srunArgv   []string      // srun's command line
+	srunEnv    []string      // srun's environment additions
+	masterPort int           // the step's MASTER_PORT (freeMasterPort)
+	tReady     time.Duration // from start to launching srun (or its go)
+}
+
+// session is the state that lives while steps run and across restarts
+// inside the allocation; the monitor's goroutines share it (tagMu guards
+// lastTag).
+type session struct {
 	tagMu        sync.Mutex
 	lastTag      string      // the latest committed checkpoint's tag known to the controller
 	obs          runObserver // nil in a dry run
@@ -245,7 +257,6 @@ type runner struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	masterPort   int         // the step's MASTER_PORT (freeMasterPort)
 	faults       faultState  // failed saves and nodes (run_faults.go)
 	restarts     int         // steps restarted inside this allocation (run_hang.go)
 	hangWhat     string      // the ranks the last hang points to
@@ -259,8 +270,8 @@ func (r *runner) logf(format string, a ...any) {
 
 // run is the controller's spine: setup → gather → choose → place →
 // prepare → launch/monitor → decide → act (see doc.go).
-func (r *runner) run(ctx context.Context, o runOptions, given map[string]bool) error {
-	if err := r.setup(o, given); err != nil {
+func (r *runner) run(ctx context.Context, o runOptions, given map[string]bool, argv []string) error {
+	if err := r.setup(o, given, argv); err != nil {
 		return err
 	}
 	if finished, err := r.makeDirs(); err != nil || finished {
@@ -286,6 +297,7 @@ func (r *runner) run(ctx context.Context, o runOptions, given map[string]bool) e
 	if err != nil {
 		return err
 	}
+	r.facts = f
 	if err := r.setupSpares(ctx); err != nil {
 		return err
 	}

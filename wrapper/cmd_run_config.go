@@ -64,6 +64,10 @@ type runConfig struct {
 
 	hang *health.Config // --hang-timeout (nil: off)
 
+	argv []string // the training command as given (after --)
+	self string   // this trainrun binary
+	shim string   // the lean shim binary the step runs ("": trainrun exec-task)
+
 	// The planner's inputs from the plugin's twins. They matter only when
 	// the run plans from a model, so their errors and notes are kept for
 	// the choose phase, which reports them where it always did.

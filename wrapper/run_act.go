@@ -57,13 +57,13 @@ func (r *runner) afterStep(res stepResult, store ckptStore) error {
 	if o.CheckpointStop() {
 		took := time.Since(stopAt)
 		r.logf("%s: step ended %.1f s after the request; latest checkpoint: %s", reason, took.Seconds(), cmp.Or(o.Latest, "none"))
-		if reason.ForDeadline() && r.lead > 0 && took > r.lead*4/5 {
-			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.lead)
+		if reason.ForDeadline() && r.facts.lead > 0 && took > r.facts.lead*4/5 {
+			r.logf("warning: checkpointing took %.0f s of the %s lead: raise --ckpt-lead (or the policy's CkptLead) before the next run is cut short", took.Seconds(), r.facts.lead)
 		}
 	}
-	if (o.Failed() || o.DiskFailed()) && o.MaxFailures > 0 && r.store != nil {
+	if (o.Failed() || o.DiskFailed()) && o.MaxFailures > 0 && r.ckpt.store != nil {
 		o.HaveHistory = true
-		if o.History, o.HistoryErr = r.store.History().Load(); o.HistoryErr != nil {
+		if o.History, o.HistoryErr = r.ckpt.store.History().Load(); o.HistoryErr != nil {
 			r.logf("warning: %v", o.HistoryErr)
 		}
 	}
@@ -72,10 +72,10 @@ func (r *runner) afterStep(res stepResult, store ckptStore) error {
 
 // outcome gathers what run.Decide reads, except the commit's result.
 func (r *runner) outcome(code int, reason run.StopReason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
-	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.cmdArgv[0], CkptDir: r.ckptDir,
+	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.step.cmdArgv[0], CkptDir: r.dirs.ckptDir,
 		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.cfg.maxRequeue, MaxFailures: r.cfg.maxFailures,
-		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead,
-		HangWhat: r.hangWhat, Restarts: r.restarts, MaxRestarts: r.cfg.fault.maxRestarts}
+		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.facts.lead,
+		HangWhat: r.sess.hangWhat, Restarts: r.sess.restarts, MaxRestarts: r.cfg.fault.maxRestarts}
 	if firstFail != nil {
 		s := r.placed.Slots[firstFail.Rank]
 		o.FirstFail = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d", s.Rank, s.Node, s.GPU, firstFail.Code)
@@ -93,7 +93,7 @@ func (r *runner) commitAfterStep(store ckptStore, reason run.StopReason, stopAt 
 		return latest, err
 	}
 	r.setLastTag(latest)
-	r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.ckptDir)
+	r.logf("checkpoint %s complete (%d done markers) and committed as latest in %s", latest, world, r.dirs.ckptDir)
 	r.prune()
 	if reason != run.None && reason != run.Cancelled && !stopAt.IsZero() && latest != tagAtStop {
 		r.recordCkpt(latest, string(reason), time.Since(stopAt))
@@ -108,7 +108,7 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 	r.recordEnd(d.Cause, d.Tag, d.Record)
 	if d.Finished {
 		if sa, ok := unwrapStore(store); ok {
-			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: d.Tag, Run: r.runName}); err != nil {
+			if err := sa.s.MarkFinished(checkpoint.Finished{JobID: r.alloc.JobID, Restart: r.alloc.RestartCount, Tag: d.Tag, Run: r.dirs.runName}); err != nil {
 				r.logf("warning: writing the finished marker: %v", err)
 			}
 		}
@@ -119,7 +119,7 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 		r.logf("%s", msg)
 	}
 	if d.Restart {
-		r.spare.restartWhy = d.Err
+		r.sess.spare.restartWhy = d.Err
 		r.logf("%s", d.Err)
 		return errRestartStep
 	}
@@ -141,25 +141,25 @@ func (r *runner) act(d run.Decision, store ckptStore) error {
 // recordStart and recordEnd keep the job's history in the checkpoint store:
 // the requeue decisions read it.
 func (r *runner) recordStart() {
-	if r.store == nil {
+	if r.ckpt.store == nil {
 		return
 	}
-	if err := r.store.History().Append(checkpoint.Event{Type: "start", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
-		Node: r.alloc.BatchNode, WorldSize: r.alloc.World(), ResumeFrom: tagOf(r.resume)}); err != nil {
+	if err := r.ckpt.store.History().Append(checkpoint.Event{Type: "start", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+		Node: r.alloc.BatchNode, WorldSize: r.alloc.World(), ResumeFrom: tagOf(r.ckpt.resume)}); err != nil {
 		r.logf("warning: %v", err)
 	}
 }
 
 func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
-	r.endCause = cause // for the observer's end event
-	if r.store == nil {
+	r.sess.endCause = cause // for the observer's end event
+	if r.ckpt.store == nil {
 		return
 	}
 	progress := int64(-1)
 	if latest != "" {
 		progress = checkpoint.StepOf(latest)
 	}
-	if err := r.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+	if err := r.ckpt.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
 		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg, FailedNodes: r.failedNodes()}); err != nil {
 		r.logf("warning: %v", err)
 	}
@@ -169,10 +169,10 @@ func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
 // in the job's history, for the grace budget of this and later runs.
 func (r *runner) recordCkpt(tag, why string, took time.Duration) {
 	r.logf("checkpoint %s took %.2f s from the %s request to its commit", tag, took.Seconds(), why)
-	if r.store == nil {
+	if r.ckpt.store == nil {
 		return
 	}
-	if err := r.store.History().Append(checkpoint.Event{Type: "ckpt", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
+	if err := r.ckpt.store.History().Append(checkpoint.Event{Type: "ckpt", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
 		Tag: tag, CkptSeconds: took.Seconds(), Why: why}); err != nil {
 		r.logf("warning: %v", err)
 	}
@@ -182,18 +182,18 @@ func (r *runner) recordCkpt(tag, why string, took time.Duration) {
 // commit) and applies a raised lead; it says whether the lead changed.
 func (r *runner) checkGrace(when string) bool {
 	var evs []checkpoint.Event
-	if r.store != nil {
+	if r.ckpt.store != nil {
 		var err error
-		if evs, err = r.store.History().CkptTimes(); err != nil {
+		if evs, err = r.ckpt.store.History().CkptTimes(); err != nil {
 			r.logf("warning: %v", err)
 		}
 	}
 	m, n := measuredCkpt(evs)
-	lead := r.lead
+	lead := r.facts.lead
 	if r.alloc.EndTime.IsZero() {
 		lead = 0
 	}
-	adv := graceBudget(graceInput{Measured: m, Samples: n, Lead: lead, TimeLimit: r.alloc.TimeLimit, Adapt: r.cfg.leadAdapt, Limits: r.grace})
+	adv := graceBudget(graceInput{Measured: m, Samples: n, Lead: lead, TimeLimit: r.alloc.TimeLimit, Adapt: r.cfg.leadAdapt, Limits: r.facts.grace})
 	if when == "start" || adv.Need > 0 {
 		r.logf("%s (at %s)", adv.Summary, when)
 	}
@@ -202,31 +202,31 @@ func (r *runner) checkGrace(when string) bool {
 	}
 	if adv.Raised {
 		r.logf("grace budget: lead raised from %s to %s (CkptLeadAdapt=yes): trainrun's clock asks for the checkpoint at %s",
-			r.lead, adv.Lead, r.alloc.EndTime.Add(-adv.Lead).Format(time.TimeOnly))
-		r.lead = adv.Lead
+			r.facts.lead, adv.Lead, r.alloc.EndTime.Add(-adv.Lead).Format(time.TimeOnly))
+		r.facts.lead = adv.Lead
 		return true
 	}
 	return false
 }
 
 func (r *runner) setLastTag(t string) {
-	r.tagMu.Lock()
-	r.lastTag = t
-	r.tagMu.Unlock()
+	r.sess.tagMu.Lock()
+	r.sess.lastTag = t
+	r.sess.tagMu.Unlock()
 }
 
 func (r *runner) getLastTag() string {
-	r.tagMu.Lock()
-	defer r.tagMu.Unlock()
-	return r.lastTag
+	r.sess.tagMu.Lock()
+	defer r.sess.tagMu.Unlock()
+	return r.sess.lastTag
 }
 
 // prune applies the retention (--ckpt-keep, --ckpt-keep-every) after a commit.
 func (r *runner) prune() {
-	if r.store == nil || r.cfg.ckptKeep <= 0 {
+	if r.ckpt.store == nil || r.cfg.ckptKeep <= 0 {
 		return
 	}
-	gone, err := r.store.Prune(checkpoint.Retention{KeepLast: r.cfg.ckptKeep, KeepEvery: int64(r.cfg.ckptEvery)})
+	gone, err := r.ckpt.store.Prune(checkpoint.Retention{KeepLast: r.cfg.ckptKeep, KeepEvery: int64(r.cfg.ckptEvery)})
 	if err != nil {
 		r.logf("warning: pruning checkpoints: %v", err)
 	} else if len(gone) > 0 {

@@ -155,7 +155,7 @@ type planDoc struct {
 }
 
 func (r *runner) writePlan(path string) error {
-	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.placed.Slots, Command: r.cmdArgv, Resume: r.resume, CkptDir: r.ckptDir}
+	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.placed.Slots, Command: r.step.cmdArgv, Resume: r.ckpt.resume, CkptDir: r.dirs.ckptDir}
 	if r.placed.Placement != nil {
 		d.Traffic, d.Baseline = &r.placed.Placement.Traffic, &r.placed.Placement.Baseline
 	}

@@ -64,7 +64,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 		return nil
 	}
 	a := r.alloc
-	topoDir := filepath.Join(r.jobDir, "topo")
+	topoDir := filepath.Join(r.dirs.jobDir, "topo")
 	e := &earlyStep{done: make(chan error, 1)}
 	cache, cached := readProbeCache(a, topoDir) // read once: the probe decision, the binding guess, gather
 	switch r.cfg.probe {
@@ -90,13 +90,13 @@ func (r *runner) startEarly(ctx context.Context) error {
 	// channel opened and common.json written whole. Slurm takes longer to
 	// start a task than that; a shim that is first waits for the address
 	// (launch.WaitCommon).
-	launchDir := filepath.Join(r.jobDir, "launch")
+	launchDir := filepath.Join(r.dirs.jobDir, "launch")
 	common := launchCommon{JobID: a.JobID, World: a.World()}
 	if err := launch.WriteCommon(launchDir, common); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
-	spec := launch.StepSpec{Self: r.self, Shim: r.shim, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
-		BindInShim: guessBindInShim(cache), Argv: r.argv, Wait: true}
+	spec := launch.StepSpec{Self: r.cfg.self, Shim: r.cfg.shim, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
+		BindInShim: guessBindInShim(cache), Argv: r.cfg.argv, Wait: true}
 	if e.probing {
 		spec.ProbeDir = topoDir
 	}

@@ -63,7 +63,7 @@ func TestExcludeBadNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.store = s
+	r.ckpt.store = s
 	if err := s.History().Append(checkpoint.Event{Type: "end", JobID: "77", Cause: checkpoint.CauseNodeFail,
 		FailedNodes: []checkpoint.FailedNode{{Node: "n2", Cause: checkpoint.CauseNodeFail}}}); err != nil {
 		t.Fatal(err)
@@ -95,9 +95,9 @@ func TestDiscardFailedSavesReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.store, r.ckptDir = s, dir
+	r.ckpt.store, r.dirs.ckptDir = s, dir
 	rec := &recorder{}
-	r.obs = rec
+	r.sess.obs = rec
 	for rank := 0; rank < 4; rank++ {
 		p := checkpoint.FailedMarkerPath(s.TagDir("step-20"), rank, checkpoint.DiskFull)
 		mustWrite(t, p)
@@ -109,7 +109,7 @@ func TestDiscardFailedSavesReports(t *testing.T) {
 	if n := countEvents(rec, "ckpt-fail", checkpoint.DiskFull); n != 1 {
 		t.Errorf("%d disk-full ckpt-fail events, want 1", n)
 	}
-	if r.saveFailedSince(r.faults.saveFailAt) == "" {
+	if r.saveFailedSince(r.sess.faults.saveFailAt) == "" {
 		t.Error("the failed save is not visible to the stop")
 	}
 	r.discardFailedSaves(nil) // nothing left: no second report
@@ -166,7 +166,7 @@ func TestDiscardFailedSavesCommitsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.store, r.ckptDir = s, dir
+	r.ckpt.store, r.dirs.ckptDir = s, dir
 	for rank := 0; rank < 4; rank++ {
 		mustWrite(t, checkpoint.DoneMarkerPath(s.TagDir("step-10"), rank))
 		mustWrite(t, checkpoint.FailedMarkerPath(s.TagDir("step-20"), rank, checkpoint.DiskFull))

@@ -17,7 +17,7 @@ import (
 )
 
 // Hang detection, restarts inside the allocation and stragglers (issue 21,
-// part A). The shims' beats (shim_beat.go) feed a health.Tracker; when it
+// part A). The shims' beats (internal/shim/beat.go) feed a health.Tracker; when it
 // reports a hang the controller names the ranks that stopped, asks them for a
 // stack dump, kills the step, and run.Decide restarts it inside the
 // allocation (errRestartStep) from the latest committed checkpoint.
@@ -109,7 +109,7 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64) rank
 	if rank >= 0 && rank < len(r.placed.Slots) {
 		f.Node, f.GPU = r.placed.Slots[rank].Node, r.placed.Slots[rank].GPU
 	}
-	r.rankFaults = append(r.rankFaults, f)
+	r.sess.rankFaults = append(r.sess.rankFaults, f)
 	// The history's failed nodes (run_faults.go): a requeued job keeps out
 	// the node a hang points to (a straggler's under StragglerAction=exclude),
 	// and the report names it.
@@ -172,8 +172,8 @@ func (m *monitor) onHang(h *health.Hang) {
 		f := r.fault("hang", s.Rank, "stopped "+s.Describe(), 0)
 		names = append(names, f.String())
 	}
-	r.hangWhat = strings.Join(names, "; ")
-	r.logf("hang: %d of %d ranks made no progress; the hang points to %s", len(h.Stalled), m.world, r.hangWhat)
+	r.sess.hangWhat = strings.Join(names, "; ")
+	r.logf("hang: %d of %d ranks made no progress; the hang points to %s", len(h.Stalled), m.world, r.sess.hangWhat)
 	for _, s := range h.Stalled[:min(len(h.Stalled), 8)] {
 		if !s.Suspect {
 			node := "?"
@@ -204,21 +204,21 @@ func (m *monitor) killHung() { m.do(m.hung()) }
 // committed checkpoint is resumed from, with the same placement, or with
 // spare nodes in the place of lost ones (replaceLostNodes).
 func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) {
-	r.restarts++
-	r.hangWhat = ""
+	r.sess.restarts++
+	r.sess.hangWhat = ""
 	latest, notes, err := store.Latest()
 	if err != nil {
-		return rankEnv{}, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		return rankEnv{}, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.dirs.ckptDir, err))
 	}
 	for _, n := range notes {
 		r.logf("warning: %s", n)
 	}
-	r.resume = latest
+	r.ckpt.resume = latest
 	r.setLastTag(tagOf(latest))
 	if _, err := r.replaceLostNodes(f); err != nil {
 		return rankEnv{}, err
 	}
 	r.observeRestart(latest)
-	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.restarts, r.cfg.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
+	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.sess.restarts, r.cfg.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
 	return r.prepare(f)
 }

@@ -32,14 +32,14 @@ func initialCheckpoint(dir string) (string, error) {
 // resumeOrInit keeps the store's latest checkpoint as the resume point, or,
 // when the store has none and --init-from was given, starts from that.
 func (r *runner) resumeOrInit() error {
-	if r.resume != "" || r.cfg.initFrom == "" {
+	if r.ckpt.resume != "" || r.cfg.initFrom == "" {
 		return nil
 	}
 	d, err := initialCheckpoint(r.cfg.initFrom)
 	if err != nil {
 		return err
 	}
-	r.resume = d
-	r.logf("starting from %s (--init-from; this run's store %s has no checkpoint yet)", d, r.ckptDir)
+	r.ckpt.resume = d
+	r.logf("starting from %s (--init-from; this run's store %s has no checkpoint yet)", d, r.dirs.ckptDir)
 	return nil
 }

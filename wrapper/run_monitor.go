@@ -128,8 +128,8 @@ func (m *monitor) start() error {
 		m.startClock()
 		return nil
 	}
-	cmd := slurm.StepCommand(r.srunArgv[1:])
-	cmd.Env = append(os.Environ(), r.srunEnv...)
+	cmd := slurm.StepCommand(r.step.srunArgv[1:])
+	cmd.Env = append(os.Environ(), r.step.srunEnv...)
 	cmd.Stdout, cmd.Stderr = r.env.stdout, r.env.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	m.started = time.Now()
@@ -147,10 +147,10 @@ func (m *monitor) start() error {
 func (m *monitor) startClock() {
 	r := m.r
 	if !r.alloc.EndTime.IsZero() {
-		d := time.Until(r.alloc.EndTime.Add(-r.lead))
+		d := time.Until(r.alloc.EndTime.Add(-r.facts.lead))
 		if d < 0 {
 			d = 0
-			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.lead)
+			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.facts.lead)
 		}
 		m.clockT = time.NewTimer(d)
 	}
@@ -270,7 +270,7 @@ func (m *monitor) onHello(ev launch.Event) {
 	}
 	if m.hello == m.world {
 		r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
-			m.world, time.Since(m.started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
+			m.world, time.Since(m.started).Seconds(), r.facts.tQuery.Seconds(), r.step.tReady.Seconds())
 	}
 }
 
@@ -336,7 +336,7 @@ func termCause(st string, end, now time.Time, stopping, own bool) run.StopReason
 func (m *monitor) regrace() {
 	r := m.r
 	if r.checkGrace("commit") && m.clockT != nil && m.reason == run.None {
-		m.clockT.Reset(max(time.Until(r.alloc.EndTime.Add(-r.lead)), 0))
+		m.clockT.Reset(max(time.Until(r.alloc.EndTime.Add(-r.facts.lead)), 0))
 	}
 }
 
@@ -371,7 +371,7 @@ func (m *monitor) do(acts []stopAction) {
 func (m *monitor) sendAsk(id int, why, then string) {
 	r := m.r
 	line := fmt.Sprintf("%d %s\n", id, then)
-	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
+	if err := launch.WriteFileAtomic(filepath.Join(r.dirs.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)
 	}
 	r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
@@ -387,7 +387,7 @@ func (m *monitor) requestCkpt(why run.StopReason) {
 // (Slurm's --signal=USR2@T to the step) means stop: once a "continue"
 // request is served, the request file says stop again.
 func (m *monitor) resetRequest() {
-	launch.WriteFileAtomic(filepath.Join(m.r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
+	launch.WriteFileAtomic(filepath.Join(m.r.dirs.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
 }
 
 // commitBG commits complete checkpoints in the background, one commit at a

@@ -116,20 +116,20 @@ func alreadyFinishedMsg(name, job string, restart int, when, tag string) string 
 // resolveRun sets the run's name and directory under the job directory base.
 func (r *runner) resolveRun(base string) (primary bool, err error) {
 	named := r.cfg.name != ""
-	r.runName = r.cfg.name
+	r.dirs.runName = r.cfg.name
 	if named {
-		if err := checkRunName(r.runName); err != nil {
+		if err := checkRunName(r.dirs.runName); err != nil {
 			return false, err
 		}
 	} else {
-		r.runName = deriveRunName(r.argv)
+		r.dirs.runName = deriveRunName(r.cfg.argv)
 	}
-	if r.jobDir, primary, err = runDirOf(base, r.runName, named, r.cfg.dryRun); err != nil {
+	if r.dirs.jobDir, primary, err = runDirOf(base, r.dirs.runName, named, r.cfg.dryRun); err != nil {
 		return false, withCode(exitcode.Usage, err)
 	}
 	if !primary {
-		if err := mkdirOwnUnlessDry(r.cfg.dryRun, r.jobDir); err != nil {
-			return false, withCode(exitcode.Usage, fmt.Errorf("run directory of %q: %w", r.runName, err))
+		if err := mkdirOwnUnlessDry(r.cfg.dryRun, r.dirs.jobDir); err != nil {
+			return false, withCode(exitcode.Usage, fmt.Errorf("run directory of %q: %w", r.dirs.runName, err))
 		}
 	}
 	return primary, nil
@@ -138,7 +138,7 @@ func (r *runner) resolveRun(base string) (primary bool, err error) {
 // finishedBefore says whether this run already finished (its store's
 // marker), and refuses a store that another, finished run left behind.
 func (r *runner) finishedBefore() (bool, error) {
-	st, err := checkpoint.Open(r.ckptDir)
+	st, err := checkpoint.Open(r.dirs.ckptDir)
 	if err != nil {
 		return false, nil // the run's setup reports a broken store later
 	}
@@ -146,9 +146,9 @@ func (r *runner) finishedBefore() (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	if f.Run != "" && f.Run != r.runName {
-		return false, usageErrorf("--ckpt-dir %s holds run %q, which finished; this run is %q: give it its own --ckpt-dir (or leave --ckpt-dir unset: each run then gets JOBDIR/runs/NAME/checkpoints)", r.ckptDir, f.Run, r.runName)
+	if f.Run != "" && f.Run != r.dirs.runName {
+		return false, usageErrorf("--ckpt-dir %s holds run %q, which finished; this run is %q: give it its own --ckpt-dir (or leave --ckpt-dir unset: each run then gets JOBDIR/runs/NAME/checkpoints)", r.dirs.ckptDir, f.Run, r.dirs.runName)
 	}
-	r.logf("%s", alreadyFinishedMsg(r.runName, f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none")))
+	r.logf("%s", alreadyFinishedMsg(r.dirs.runName, f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none")))
 	return true, nil
 }

@@ -53,7 +53,7 @@ func (r *runner) startObserver() error {
 		return usageErrorf("--notify-timeout %s: want a positive duration such as 5s", o.notifyBound)
 	}
 	ob, err := obs.New(obs.Config{
-		JobDir: r.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
+		JobDir: r.dirs.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
 		MetricsAddr: o.metricsAddr, Textfile: o.textfile, Pushgateway: o.pushgateway,
 		Webhook: o.webhook, WebhookFormat: o.webhookFormat, ExitBound: o.notifyBound,
 		Logf: r.logf,
@@ -64,23 +64,23 @@ func (r *runner) startObserver() error {
 	if a := ob.Addr(); a != "" {
 		r.logf("metrics on http://%s/metrics", a)
 	}
-	r.obs = ob
+	r.sess.obs = ob
 	return nil
 }
 
 // observe passes one event to the observer (none in a dry run).
 func (r *runner) observe(e obs.Event) {
-	if r.obs != nil {
-		r.obs.Observe(e)
+	if r.sess.obs != nil {
+		r.sess.obs.Observe(e)
 	}
 }
 
 // closeObserver ends the observer, within --notify-timeout.
 func (r *runner) closeObserver() {
-	if r.obs == nil {
+	if r.sess.obs == nil {
 		return
 	}
-	if d := r.obs.Close(); d > time.Second {
+	if d := r.sess.obs.Close(); d > time.Second {
 		r.logf("metrics and notifications took %.1f s at exit", d.Seconds())
 	}
 }
@@ -89,15 +89,15 @@ func (r *runner) closeObserver() {
 func (r *runner) observeStart() {
 	l := r.choice.Layout
 	s := &obs.Start{
-		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.job.Name),
-		Run: r.runName, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
+		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.facts.job.Name),
+		Run: r.dirs.runName, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
 		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: cmp.Or(r.choice.GPU, r.cfg.plan.GPU, r.probedGPUName()),
 		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
-		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.cfg.obs.maxCkptAge,
-		GraceBudget: r.cfg.obs.graceBudget, ResumeFrom: r.resume, CkptDir: r.ckptDir,
+		EndTime: r.alloc.EndTime, CkptLead: r.facts.lead, MaxCkptAge: r.cfg.obs.maxCkptAge,
+		GraceBudget: r.cfg.obs.graceBudget, ResumeFrom: r.ckpt.resume, CkptDir: r.dirs.ckptDir,
 	}
-	if s.GraceBudget == 0 && r.grace.GraceTime > 0 { // read once at start (scontrolGraceLimits)
-		s.GraceBudget = r.grace.GraceTime
+	if s.GraceBudget == 0 && r.facts.grace.GraceTime > 0 { // read once at start (scontrolGraceLimits)
+		s.GraceBudget = r.facts.grace.GraceTime
 	}
 	if ev := r.choice.Eval; ev != nil {
 		s.StepSeconds, s.MFU = ev.Time.Step, ev.MFU
@@ -105,7 +105,7 @@ func (r *runner) observeStart() {
 		s.TokensPerStep = s.TokensPerSecond * s.StepSeconds
 	}
 	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
-	r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
+	r.sess.progress = obs.NewProgressReader(filepath.Join(r.dirs.jobDir, "launch", obs.ProgressFile))
 }
 
 // interruptCause maps the controller's stop reasons onto the metrics'.
@@ -117,20 +117,20 @@ var interruptCause = map[run.StopReason]string{
 // observeInterrupt records an interruption once per cause.
 func (r *runner) observeInterrupt(reason run.StopReason) {
 	c := interruptCause[reason]
-	if c == "" || r.interrupted[c] {
+	if c == "" || r.sess.interrupted[c] {
 		return
 	}
-	if r.interrupted == nil {
-		r.interrupted = map[string]bool{}
+	if r.sess.interrupted == nil {
+		r.sess.interrupted = map[string]bool{}
 	}
-	r.interrupted[c] = true
+	r.sess.interrupted[c] = true
 	r.observe(obs.Event{Kind: obs.KindInterrupt, Cause: c})
 }
 
 // observeEnd classifies how the incarnation ends from what run returns
 // and the cause it recorded in the job history.
 func (r *runner) observeEnd(err error) {
-	if r.obs != nil {
+	if r.sess.obs != nil {
 		r.pollProgress() // the trainer's last steps, since the last poll
 	}
 	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
@@ -139,7 +139,7 @@ func (r *runner) observeEnd(err error) {
 	}
 	e.Requeued = e.Exit == exitcode.Requeued
 	switch {
-	case r.endCause == checkpoint.CauseCrash:
+	case r.sess.endCause == checkpoint.CauseCrash:
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
 	case err == nil:
 	case e.Exit == exitcode.Requeued:
@@ -151,11 +151,11 @@ func (r *runner) observeEnd(err error) {
 	default:
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
 	}
-	e.Fault = faultOf[r.endCause]
+	e.Fault = faultOf[r.sess.endCause]
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}
-	if e.Exit == exitcode.Checkpoint && !r.commitFailed {
+	if e.Exit == exitcode.Checkpoint && !r.sess.commitFailed {
 		r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "incomplete", Message: e.Message})
 	}
 	r.observe(e)
@@ -179,10 +179,10 @@ func crashCause(code int) string {
 
 // pollProgress reads the trainer's progress file (JOBDIR/launch/progress).
 func (r *runner) pollProgress() {
-	if r.progress == nil {
-		r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
+	if r.sess.progress == nil {
+		r.sess.progress = obs.NewProgressReader(filepath.Join(r.dirs.jobDir, "launch", obs.ProgressFile))
 	}
-	if e, ok := r.progress.Poll(); ok {
+	if e, ok := r.sess.progress.Poll(); ok {
 		r.observe(e)
 	}
 }
@@ -204,7 +204,7 @@ func (s *observedStore) CommitComplete(world int) (string, bool, error) {
 	tag, changed, err := s.ckptStore.CommitComplete(world)
 	d := time.Since(t0)
 	if err != nil {
-		s.r.commitFailed = true
+		s.r.sess.commitFailed = true
 		if cause, first := s.r.commitDiskFault(err); first {
 			s.r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: cause, Message: err.Error()})
 		}
@@ -236,5 +236,5 @@ func unwrapStore(s ckptStore) (storeAdapter, bool) {
 
 // partition is the job's partition: SLURM_JOB_PARTITION, else scontrol's.
 func (r *runner) partition() string {
-	return cmp.Or(r.alloc.Partition, r.job.Partition)
+	return cmp.Or(r.alloc.Partition, r.facts.job.Partition)
 }

@@ -52,7 +52,7 @@ func TestObserveEndClassifies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
-			r := &runner{obs: rec, jobDir: t.TempDir(), endCause: tc.recorded}
+			r := &runner{sess: session{obs: rec, endCause: tc.recorded}, dirs: runDirs{jobDir: t.TempDir()}}
 			r.observeEnd(tc.err)
 			if rec.kinds() != tc.kinds {
 				t.Fatalf("events %q, want %q", rec.kinds(), tc.kinds)
@@ -83,7 +83,7 @@ func TestObservedStoreReportsCommit(t *testing.T) {
 		os.Chtimes(checkpoint.DoneMarkerPath(ckpt, rank), done.Add(time.Duration(rank)*time.Second), done.Add(time.Duration(rank)*time.Second))
 	}
 	rec := &recorder{}
-	r := &runner{obs: rec}
+	r := &runner{sess: session{obs: rec}}
 	s := &observedStore{ckptStore: storeAdapter{st}, st: st, r: r}
 	tag, changed, err := s.CommitComplete(2)
 	if err != nil || !changed || tag != "step-120" {

@@ -55,16 +55,16 @@ func (r *runner) openRunStoreAsync() func() (*observedStore, error) {
 }
 
 // openRunStore opens the checkpoint store, commits what an earlier run
-// completed, and finds the checkpoint to resume from (r.resume). A dry run
+// completed, and finds the checkpoint to resume from (r.ckpt.resume). A dry run
 // opens nothing (nil).
 func (r *runner) openRunStore() (*observedStore, error) {
 	if r.cfg.dryRun {
 		return nil, nil
 	}
 	a := r.alloc
-	sa, err := openStore(r.ckptDir)
+	sa, err := openStore(r.dirs.ckptDir)
 	if err != nil {
-		return nil, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		return nil, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.dirs.ckptDir, err))
 	}
 	store := &observedStore{ckptStore: sa, st: sa.s, r: r}
 	// A checkpoint the previous incarnation completed but did not
@@ -85,16 +85,16 @@ func (r *runner) openRunStore() (*observedStore, error) {
 	} else if changed {
 		r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
 	}
-	r.store = store.st
+	r.ckpt.store = store.st
 	r.setCompressMode()
 	var notes []string
-	if r.resume, notes, err = store.Latest(); err != nil {
-		return nil, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	if r.ckpt.resume, notes, err = store.Latest(); err != nil {
+		return nil, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.dirs.ckptDir, err))
 	}
 	for _, n := range notes {
 		r.logf("warning: %s", n)
 	}
-	r.setLastTag(tagOf(r.resume))
+	r.setLastTag(tagOf(r.ckpt.resume))
 	if err := r.resumeOrInit(); err != nil {
 		return nil, err
 	}
@@ -110,14 +110,14 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	if megatron == nil {
 		megatron = plan.MegatronLayoutArgs(r.choice.Layout)
 	}
-	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.choice.Layout, r.resume, r.ckptDir), megatron)
+	r.step.cmdArgv, unknown = substituteTemplates(r.cfg.argv, templateValues(r.choice.Layout, r.ckpt.resume, r.dirs.ckptDir), megatron)
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
 
 	// Files of the job directory (a dry run writes nothing).
-	planPath := filepath.Join(r.jobDir, "plan.json")
-	hostfilePath := filepath.Join(r.jobDir, "hostfile")
+	planPath := filepath.Join(r.dirs.jobDir, "plan.json")
+	hostfilePath := filepath.Join(r.dirs.jobDir, "hostfile")
 	if !r.cfg.dryRun {
 		if err := r.writePlan(planPath); err != nil {
 			return rankEnv{}, err
@@ -131,27 +131,27 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	if v := f.addrs[master]; v != "" {
 		masterAddr = v
 	}
-	r.masterPort = masterPort(a.JobID)
+	r.step.masterPort = masterPort(a.JobID)
 	if !r.cfg.dryRun {
-		r.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
+		r.step.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
 	}
 	renv := runRankEnv(a, r.placed.Slots, envInputs{
-		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: r.masterPort, PlanPath: planPath,
-		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.cfg.ckptSignal), "SIG"),
-		JobDir: r.jobDir, RestartCount: a.RestartCount,
+		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: r.step.masterPort, PlanPath: planPath,
+		CkptDir: r.dirs.ckptDir, ResumeDir: r.ckpt.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.cfg.ckptSignal), "SIG"),
+		JobDir: r.dirs.jobDir, RestartCount: a.RestartCount,
 	})
 	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
-	launchDir := filepath.Join(r.jobDir, "launch")
+	launchDir := filepath.Join(r.dirs.jobDir, "launch")
 	bindInShim := false
 	for _, s := range r.placed.Slots {
 		if s.CPUs != "" {
 			bindInShim = true
 		}
 	}
-	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
-		Self: r.self, Shim: r.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
-		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
-		NodeList: r.stepNodeList(), Overlap: len(r.spare.lost) > 0,
+	r.step.srunArgv, r.step.srunEnv = launch.SrunCommand(launch.StepSpec{
+		Self: r.cfg.self, Shim: r.cfg.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
+		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.step.cmdArgv,
+		NodeList: r.stepNodeList(), Overlap: len(r.sess.spare.lost) > 0,
 	})
 	return renv, nil
 }
@@ -160,7 +160,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 // summary, and launches the step, unless too many runs failed in a row.
 func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store *observedStore) error {
 	a := r.alloc
-	launchDir := filepath.Join(r.jobDir, "launch")
+	launchDir := filepath.Join(r.dirs.jobDir, "launch")
 	if r.early != nil && !r.earlyFits() {
 		r.logf("the placement's rank order is not Slurm's block order: calling off the step started before the plan, starting it again with the hostfile")
 		r.abortEarly()
@@ -185,9 +185,9 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		ctl.Close()
 	}()
 	common := launchCommon{JobID: a.JobID, World: a.World(), Control: control,
-		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.cfg.ckptLocal, CkptDir: r.ckptDir}
+		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.cfg.ckptLocal, CkptDir: r.dirs.ckptDir}
 	if r.early != nil {
-		common.Argv = r.cmdArgv
+		common.Argv = r.step.cmdArgv
 	}
 	// The history is read and the start recorded (an fsync) while the
 	// launch files are written.
@@ -198,7 +198,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		err = fmt.Errorf("launch files in %s: %w", launchDir, err)
 	} else {
 		summary := r.summary()
-		if err = launch.WriteFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err == nil {
+		if err = launch.WriteFileAtomic(filepath.Join(r.dirs.jobDir, "summary.txt"), []byte(summary), 0o644); err == nil {
 			fmt.Fprint(r.env.stdout, summary)
 		}
 	}
@@ -209,8 +209,8 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		return err
 	}
 	r.checkGrace("start")
-	r.tReady = time.Since(r.t0)
-	if r.restarts == 0 { // the observer sees one run; a restart inside it is not its end
+	r.step.tReady = time.Since(r.t0)
+	if r.sess.restarts == 0 { // the observer sees one run; a restart inside it is not its end
 		r.observeStart()
 	}
 	err = r.launch(ctx, ctl, store)
@@ -224,12 +224,12 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 // runs failed without progress; else it records this run's start in the
 // history.
 func (r *runner) recordStartUnlessFailing() error {
-	if r.store != nil && r.cfg.maxFailures > 0 {
+	if r.ckpt.store != nil && r.cfg.maxFailures > 0 {
 		// Runs that ended without an end event (killed, node failure) count as failures.
-		if incs, err := r.store.History().Load(); err == nil {
-			if n := checkpoint.FailuresBeforeResume(incs, tagOf(r.resume)); n >= r.cfg.maxFailures {
+		if incs, err := r.ckpt.store.History().Load(); err == nil {
+			if n := checkpoint.FailuresBeforeResume(incs, tagOf(r.ckpt.resume)); n >= r.cfg.maxFailures {
 				return withCode(exitcode.RequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
-					n, r.ckptDir, r.cfg.maxFailures))
+					n, r.dirs.ckptDir, r.cfg.maxFailures))
 			}
 		}
 	}
@@ -264,7 +264,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 	}
 	reported := false
 	for i, s := range r.placed.Slots {
-		f, ok := r.facts[s.Node]
+		f, ok := r.facts.nodes[s.Node]
 		if !ok || f.Topo == nil {
 			continue
 		}
@@ -277,7 +277,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 			nodeAddrs = []string{a}
 		}
 		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placed.Placement, Rank: s.Rank, Plan: r.choice.Layout, PlanPath: planPath,
-			MasterAddr: masterAddr, MasterPort: r.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.cfg.ncclPolicy})
+			MasterAddr: masterAddr, MasterPort: r.step.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.cfg.ncclPolicy})
 		if err != nil {
 			if !reported {
 				r.logf("warning: NCCL environment not computed: %v", err)

@@ -17,8 +17,8 @@ import (
 )
 
 // setup checks srun, reads the allocation and resolves the options (o, with
-// the flags given on the command line) for it.
-func (r *runner) setup(o runOptions, given map[string]bool) error {
+// the flags given on the command line) and the training command argv for it.
+func (r *runner) setup(o runOptions, given map[string]bool, argv []string) error {
 	if !slurm.HaveSrun() {
 		if !o.dryRun {
 			return withCode(exitcode.Slurm, errors.New("srun not found in PATH: run trainrun on a node with the Slurm client commands (srun, scontrol) installed"))
@@ -33,11 +33,13 @@ func (r *runner) setup(o runOptions, given map[string]bool) error {
 		return withCode(exitcode.Slurm, fmt.Errorf("trainrun run is running inside a job step (SLURM_STEP_ID=%s): call it once from the batch script, not under srun; it starts the step itself", slurm.JobFromEnv(r.env.getenv).StepID))
 	}
 	r.alloc = a
-	if r.self, err = os.Executable(); err != nil {
+	self, err := os.Executable()
+	if err != nil {
 		return err
 	}
-	r.shim = leanShim(r.self, r.env.getenv("TRAINRUN_SHIM"))
-	r.cfg, err = complete(o, given, r.env.getenv, a, r.env.stderr)
+	cfg, err := complete(o, given, r.env.getenv, a, r.env.stderr)
+	cfg.argv, cfg.self, cfg.shim = argv, self, leanShim(self, r.env.getenv("TRAINRUN_SHIM"))
+	r.cfg = cfg
 	return err
 }
 
@@ -63,22 +65,22 @@ func (r *runner) makeDirs() (finished bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	r.ckptDir = r.cfg.ckptDir
-	if r.ckptDir == "" {
-		r.ckptDir = filepath.Join(r.jobDir, "checkpoints")
-		if err := mkdirOwnUnlessDry(r.cfg.dryRun, r.ckptDir); err != nil {
+	r.dirs.ckptDir = r.cfg.ckptDir
+	if r.dirs.ckptDir == "" {
+		r.dirs.ckptDir = filepath.Join(r.dirs.jobDir, "checkpoints")
+		if err := mkdirOwnUnlessDry(r.cfg.dryRun, r.dirs.ckptDir); err != nil {
 			return false, withCode(exitcode.Usage, fmt.Errorf("default --ckpt-dir: %w", err))
 		}
 	} else if !primary && !r.cfg.given["ckpt-dir"] {
 		// TRAINRUN_CKPT_DIR or the policy's CkptDir is the job's, shared by
 		// every run in it: each run but the first gets its own store below.
-		r.ckptDir = filepath.Join(r.ckptDir, "runs", r.runName)
+		r.dirs.ckptDir = filepath.Join(r.dirs.ckptDir, "runs", r.dirs.runName)
 	}
-	if r.ckptDir, err = filepath.Abs(r.ckptDir); err != nil {
+	if r.dirs.ckptDir, err = filepath.Abs(r.dirs.ckptDir); err != nil {
 		return false, err
 	}
-	if err := mkdirUnlessDry(r.cfg.dryRun, r.ckptDir); err != nil {
-		return false, withCode(exitcode.Usage, fmt.Errorf("--ckpt-dir %s: %w", r.ckptDir, err))
+	if err := mkdirUnlessDry(r.cfg.dryRun, r.dirs.ckptDir); err != nil {
+		return false, withCode(exitcode.Usage, fmt.Errorf("--ckpt-dir %s: %w", r.dirs.ckptDir, err))
 	}
 	if !r.cfg.dryRun {
 		return r.finishedBefore()

@@ -49,7 +49,7 @@ func (r *runner) spareSource() string {
 // controller runs there). K must leave at least one node for the layout.
 func (r *runner) setupSpares(ctx context.Context) error {
 	k, a := r.cfg.fault.spareNodes, r.alloc
-	r.spare.all = append([]string(nil), a.Nodes...)
+	r.sess.spare.all = append([]string(nil), a.Nodes...)
 	if k <= 0 {
 		return nil
 	}
@@ -58,7 +58,7 @@ func (r *runner) setupSpares(ctx context.Context) error {
 			r.spareSource(), len(a.Nodes), a.NodeList, k+1, k+1)
 	}
 	work, spare := splitSpares(a.Nodes, a.BatchNode, k)
-	a, r.spare.spare = withNodes(a, work), spare
+	a, r.sess.spare.spare = withNodes(a, work), spare
 	r.alloc = a
 	r.logf("spare nodes: %s (%s) stay idle; the layout and the step use the other %d node(s), %d ranks; a step that loses a node restarts inside the job on them",
 		strings.Join(spare, ","), r.spareSource(), len(work), a.World())
@@ -111,11 +111,11 @@ func (r *runner) checkNoKill(ctx context.Context) {
 // without).
 func (r *runner) spareSummary() string {
 	var b strings.Builder
-	if len(r.spare.spare) > 0 {
-		fmt.Fprintf(&b, "  spare       %s (idle: a step that loses a node restarts inside the job on them)\n", strings.Join(r.spare.spare, ","))
+	if len(r.sess.spare.spare) > 0 {
+		fmt.Fprintf(&b, "  spare       %s (idle: a step that loses a node restarts inside the job on them)\n", strings.Join(r.sess.spare.spare, ","))
 	}
-	if len(r.spare.lost) > 0 {
-		fmt.Fprintf(&b, "  lost        %s (failed in this job: not used again by it)\n", strings.Join(r.spare.lost, ","))
+	if len(r.sess.spare.lost) > 0 {
+		fmt.Fprintf(&b, "  lost        %s (failed in this job: not used again by it)\n", strings.Join(r.sess.spare.lost, ","))
 	}
 	return b.String()
 }
@@ -126,18 +126,18 @@ func (r *runner) spareSummary() string {
 // fail again), and SpareNodes counts the spares still healthy. Skipped
 // when the step could restart nowhere (--max-restarts 0, no spares).
 func (r *runner) spareOutcome(o *run.Outcome) {
-	if !o.Failed() || len(r.spare.spare) == 0 && r.cfg.fault.maxRestarts == 0 {
+	if !o.Failed() || len(r.sess.spare.spare) == 0 && r.cfg.fault.maxRestarts == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nodes := append(append([]string(nil), r.alloc.Nodes...), r.spare.spare...)
+	nodes := append(append([]string(nil), r.alloc.Nodes...), r.sess.spare.spare...)
 	states, err := r.env.slurm.NodeStates(ctx, strings.Join(nodes, ","))
 	if err != nil {
 		r.logf("warning: reading the nodes' state after the failure: %v", err)
 	}
 	o.SpareNodes = 0
-	for _, n := range r.spare.spare {
+	for _, n := range r.sess.spare.spare {
 		if st := states[n]; slurm.NodeFailed(st) {
 			r.logf("warning: spare node %s is %s: it cannot take a lost node's place", n, st)
 		} else {
@@ -159,22 +159,22 @@ func (r *runner) replaceLostNodes(f runFacts) ([]string, error) {
 	lost := run.LostNodes(r.failedNodes())
 	var gone []string
 	for _, n := range lost {
-		if slices.Contains(r.alloc.Nodes, n) && !slices.Contains(r.spare.lost, n) {
+		if slices.Contains(r.alloc.Nodes, n) && !slices.Contains(r.sess.spare.lost, n) {
 			gone = append(gone, n)
 		}
 	}
 	if len(gone) == 0 {
 		return nil, nil
 	}
-	if len(gone) > len(r.spare.spare) { // a hang's restart (run.Decide restarts no failure so)
-		r.logf("warning: %d node(s) lost (%s) and %d spare node(s) left: the step restarts on the same nodes", len(gone), strings.Join(gone, ","), len(r.spare.spare))
+	if len(gone) > len(r.sess.spare.spare) { // a hang's restart (run.Decide restarts no failure so)
+		r.logf("warning: %d node(s) lost (%s) and %d spare node(s) left: the step restarts on the same nodes", len(gone), strings.Join(gone, ","), len(r.sess.spare.spare))
 		return nil, nil
 	}
-	r.spare.lost = append(r.spare.lost, gone...)
-	took := r.spare.spare[:len(gone)]
-	r.spare.spare = r.spare.spare[len(gone):]
+	r.sess.spare.lost = append(r.sess.spare.lost, gone...)
+	took := r.sess.spare.spare[:len(gone)]
+	r.sess.spare.spare = r.sess.spare.spare[len(gone):]
 	var work []string
-	for _, n := range r.spare.all { // Slurm's order: block distribution keeps it
+	for _, n := range r.sess.spare.all { // Slurm's order: block distribution keeps it
 		if (slices.Contains(r.alloc.Nodes, n) || slices.Contains(took, n)) && !slices.Contains(gone, n) {
 			work = append(work, n)
 		}
@@ -193,7 +193,7 @@ func (r *runner) replaceLostNodes(f runFacts) ([]string, error) {
 // stepNodeList is srun's --nodelist: the step's nodes when the job holds
 // others (spare or lost ones), else "" (the whole allocation).
 func (r *runner) stepNodeList() string {
-	if len(r.spare.spare) == 0 && len(r.spare.lost) == 0 {
+	if len(r.sess.spare.spare) == 0 && len(r.sess.spare.lost) == 0 {
 		return ""
 	}
 	return strings.Join(nodesInRankOrder(r.placed.Slots), ",")
@@ -203,18 +203,18 @@ func (r *runner) stepNodeList() string {
 // allocation (the report's new incarnation, the restarts metric by cause),
 // and forgets the failed step's nodes: the history's end event keeps them.
 func (r *runner) observeRestart(resume string) {
-	if r.obs != nil {
+	if r.sess.obs != nil {
 		r.pollProgress()
 	}
-	e := obs.Event{Kind: obs.KindRestart, Fault: cmp.Or(faultOf[r.endCause], obs.FaultCrash), Message: r.spare.restartWhy,
+	e := obs.Event{Kind: obs.KindRestart, Fault: cmp.Or(faultOf[r.sess.endCause], obs.FaultCrash), Message: r.sess.spare.restartWhy,
 		Start: &obs.Start{Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), ResumeFrom: resume}}
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}
 	r.observe(e)
-	r.faults.mu.Lock()
-	r.faults.nodes = nil
-	r.faults.mu.Unlock()
+	r.sess.faults.mu.Lock()
+	r.sess.faults.nodes = nil
+	r.sess.faults.mu.Unlock()
 }
 
 // localDiskMessage says that a node-local save (--ckpt-local-dir) failed:

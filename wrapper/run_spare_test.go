@@ -69,8 +69,8 @@ func TestSetupSpares(t *testing.T) {
 		if err := r.setupSpares(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Join(r.alloc.Nodes, ",") != "n1,n2" || r.alloc.World() != 2 || strings.Join(r.spare.spare, ",") != "n3" {
-			t.Errorf("nodes %v (world %d), spare %v; want n1,n2 (2) and n3", r.alloc.Nodes, r.alloc.World(), r.spare.spare)
+		if strings.Join(r.alloc.Nodes, ",") != "n1,n2" || r.alloc.World() != 2 || strings.Join(r.sess.spare.spare, ",") != "n3" {
+			t.Errorf("nodes %v (world %d), spare %v; want n1,n2 (2) and n3", r.alloc.Nodes, r.alloc.World(), r.sess.spare.spare)
 		}
 		if got := strings.Contains(log.String(), "has no '#SBATCH --no-kill'"); got != tc.warn {
 			t.Errorf("script %q: warned %v, want %v:\n%s", tc.script, got, tc.warn, log.String())
@@ -135,7 +135,7 @@ func TestReplaceLostNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.choice.Layout = plan.Layout{TP: 1, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 2, MicroBatch: 1, GradAccum: 1}
-	f := runFacts{cluster: topo.FlatCluster(r.spare.all)}
+	f := runFacts{cluster: topo.FlatCluster(r.sess.spare.all)}
 	p, err := r.place(f, r.choice)
 	if err != nil {
 		t.Fatal(err)
@@ -149,8 +149,8 @@ func TestReplaceLostNodes(t *testing.T) {
 	if err != nil || !slices.Equal(gone, []string{"n2"}) {
 		t.Fatalf("replaceLostNodes = %v %v", gone, err)
 	}
-	if len(r.placed.Slots) != 2 || r.stepNodeList() != "n1,n3" || len(r.spare.spare) != 0 || !slices.Equal(r.spare.lost, []string{"n2"}) {
-		t.Errorf("after the loss: %d slots on %q, spare %v, lost %v; want 2 on n1,n3", len(r.placed.Slots), r.stepNodeList(), r.spare.spare, r.spare.lost)
+	if len(r.placed.Slots) != 2 || r.stepNodeList() != "n1,n3" || len(r.sess.spare.spare) != 0 || !slices.Equal(r.sess.spare.lost, []string{"n2"}) {
+		t.Errorf("after the loss: %d slots on %q, spare %v, lost %v; want 2 on n1,n3", len(r.placed.Slots), r.stepNodeList(), r.sess.spare.spare, r.sess.spare.lost)
 	}
 	if !strings.Contains(r.spareSummary(), "lost        n2 (failed") || strings.Contains(r.spareSummary(), "spare ") {
 		t.Errorf("summary %q does not name the lost node", r.spareSummary())
