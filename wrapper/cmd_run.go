@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -229,6 +230,23 @@ type runDirs struct {
 	jobDir  string // JOBDIR, or JOBDIR/runs/NAME for a named run
 	runName string
 	ckptDir string // the checkpoint store
+}
+
+// The job directory's layout: what trainrun run keeps under jobDir, in one
+// table (paths are runDirs.in(...) of these).
+const (
+	jobLaunchDir = "launch"      // the launch files, ckpt-request, the trainers' progress file
+	jobTopoDir   = "topo"        // the probe's node facts, reused by --probe auto
+	jobPlanFile  = "plan.json"   // the layout and where each rank runs (planDoc)
+	jobHostfile  = "hostfile"    // one line per node, slots=GPUs
+	jobSummary   = "summary.txt" // what the run does (run_summary.go)
+	jobCkptDir   = "checkpoints" // the default --ckpt-dir
+	jobRunsDir   = "runs"        // runs/NAME: each named run's own directory (run_name.go)
+)
+
+// in is the path of parts under the job directory.
+func (d runDirs) in(parts ...string) string {
+	return filepath.Join(append([]string{d.jobDir}, parts...)...)
 }
 
 // runStore is what the store phase opened (openRunStore).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,7 +63,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 		return nil
 	}
 	a := r.alloc
-	topoDir := filepath.Join(r.dirs.jobDir, "topo")
+	topoDir := r.dirs.in(jobTopoDir)
 	e := &earlyStep{done: make(chan error, 1)}
 	cache, cached := readProbeCache(a, topoDir) // read once: the probe decision, the binding guess, gather
 	switch r.cfg.probe {
@@ -90,7 +89,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 	// channel opened and common.json written whole. Slurm takes longer to
 	// start a task than that; a shim that is first waits for the address
 	// (launch.WaitCommon).
-	launchDir := filepath.Join(r.dirs.jobDir, "launch")
+	launchDir := r.dirs.in(jobLaunchDir)
 	common := launchCommon{JobID: a.JobID, World: a.World()}
 	if err := launch.WriteCommon(launchDir, common); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)

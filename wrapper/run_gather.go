@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -57,7 +56,7 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	} else {
 		go func() { defer wg.Done(); f.addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
 	}
-	topoDir := filepath.Join(r.dirs.jobDir, "topo")
+	topoDir := r.dirs.in(jobTopoDir)
 	switch r.cfg.probe {
 	case "none":
 	case "auto", "all":

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -371,7 +370,7 @@ func (m *monitor) do(acts []stopAction) {
 func (m *monitor) sendAsk(id int, why, then string) {
 	r := m.r
 	line := fmt.Sprintf("%d %s\n", id, then)
-	if err := launch.WriteFileAtomic(filepath.Join(r.dirs.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
+	if err := launch.WriteFileAtomic(r.dirs.in(jobLaunchDir, ckptRequestFile), []byte(line), 0o644); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)
 	}
 	r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
@@ -387,7 +386,7 @@ func (m *monitor) requestCkpt(why run.StopReason) {
 // (Slurm's --signal=USR2@T to the step) means stop: once a "continue"
 // request is served, the request file says stop again.
 func (m *monitor) resetRequest() {
-	launch.WriteFileAtomic(filepath.Join(m.r.dirs.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
+	launch.WriteFileAtomic(m.r.dirs.in(jobLaunchDir, ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
 }
 
 // commitBG commits complete checkpoints in the background, one commit at a

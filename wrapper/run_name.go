@@ -87,7 +87,7 @@ func isInterpreter(base string) bool {
 // the same job and gets base/runs/DERIVED. primary says the run owns base.
 func runDirOf(base, name string, named, dry bool) (dir string, primary bool, err error) {
 	if named {
-		return filepath.Join(base, "runs", name), false, nil
+		return filepath.Join(base, jobRunsDir, name), false, nil
 	}
 	p := filepath.Join(base, runNameFile)
 	b, err := safefs.ReadFile(p, 256)
@@ -104,7 +104,7 @@ func runDirOf(base, name string, named, dry bool) (dir string, primary bool, err
 	case strings.TrimSpace(string(b)) == name:
 		return base, true, nil
 	}
-	return filepath.Join(base, "runs", name), false, nil
+	return filepath.Join(base, jobRunsDir, name), false, nil
 }
 
 // alreadyFinishedMsg names the run that finished and says how to start another.

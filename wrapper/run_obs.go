@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"errors"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -105,7 +104,7 @@ func (r *runner) observeStart() {
 		s.TokensPerStep = s.TokensPerSecond * s.StepSeconds
 	}
 	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
-	r.sess.progress = obs.NewProgressReader(filepath.Join(r.dirs.jobDir, "launch", obs.ProgressFile))
+	r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
 }
 
 // interruptCause maps the controller's stop reasons onto the metrics'.
@@ -180,7 +179,7 @@ func crashCause(code int) string {
 // pollProgress reads the trainer's progress file (JOBDIR/launch/progress).
 func (r *runner) pollProgress() {
 	if r.sess.progress == nil {
-		r.sess.progress = obs.NewProgressReader(filepath.Join(r.dirs.jobDir, "launch", obs.ProgressFile))
+		r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
 	}
 	if e, ok := r.sess.progress.Poll(); ok {
 		r.observe(e)

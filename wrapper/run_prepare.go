@@ -116,8 +116,8 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	}
 
 	// Files of the job directory (a dry run writes nothing).
-	planPath := filepath.Join(r.dirs.jobDir, "plan.json")
-	hostfilePath := filepath.Join(r.dirs.jobDir, "hostfile")
+	planPath := r.dirs.in(jobPlanFile)
+	hostfilePath := r.dirs.in(jobHostfile)
 	if !r.cfg.dryRun {
 		if err := r.writePlan(planPath); err != nil {
 			return rankEnv{}, err
@@ -141,7 +141,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 		JobDir: r.dirs.jobDir, RestartCount: a.RestartCount,
 	})
 	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
-	launchDir := filepath.Join(r.dirs.jobDir, "launch")
+	launchDir := r.dirs.in(jobLaunchDir)
 	bindInShim := false
 	for _, s := range r.placed.Slots {
 		if s.CPUs != "" {
@@ -160,7 +160,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 // summary, and launches the step, unless too many runs failed in a row.
 func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store *observedStore) error {
 	a := r.alloc
-	launchDir := filepath.Join(r.dirs.jobDir, "launch")
+	launchDir := r.dirs.in(jobLaunchDir)
 	if r.early != nil && !r.earlyFits() {
 		r.logf("the placement's rank order is not Slurm's block order: calling off the step started before the plan, starting it again with the hostfile")
 		r.abortEarly()
@@ -198,7 +198,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		err = fmt.Errorf("launch files in %s: %w", launchDir, err)
 	} else {
 		summary := r.summary()
-		if err = launch.WriteFileAtomic(filepath.Join(r.dirs.jobDir, "summary.txt"), []byte(summary), 0o644); err == nil {
+		if err = launch.WriteFileAtomic(r.dirs.in(jobSummary), []byte(summary), 0o644); err == nil {
 			fmt.Fprint(r.env.stdout, summary)
 		}
 	}

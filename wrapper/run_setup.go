@@ -67,7 +67,7 @@ func (r *runner) makeDirs() (finished bool, err error) {
 	}
 	r.dirs.ckptDir = r.cfg.ckptDir
 	if r.dirs.ckptDir == "" {
-		r.dirs.ckptDir = filepath.Join(r.dirs.jobDir, "checkpoints")
+		r.dirs.ckptDir = r.dirs.in(jobCkptDir)
 		if err := mkdirOwnUnlessDry(r.cfg.dryRun, r.dirs.ckptDir); err != nil {
 			return false, withCode(exitcode.Usage, fmt.Errorf("default --ckpt-dir: %w", err))
 		}
