@@ -329,10 +329,11 @@ func (r *runner) run(ctx context.Context, o runOptions, given map[string]bool, a
 	if err != nil {
 		return err
 	}
-	renv, err := r.prepare(f)
+	step, renv, err := r.prepare(f)
 	if err != nil {
 		return err
 	}
+	r.step = step
 	if r.cfg.dryRun {
 		return r.printDryRun(renv)
 	}

@@ -154,8 +154,9 @@ type planDoc struct {
 	CkptDir  string          `json:"ckpt_dir"`
 }
 
-func (r *runner) writePlan(path string) error {
-	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.placed.Slots, Command: r.step.cmdArgv, Resume: r.ckpt.resume, CkptDir: r.dirs.ckptDir}
+// writePlan writes plan.json for the step that runs cmdArgv.
+func (r *runner) writePlan(path string, cmdArgv []string) error {
+	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.placed.Slots, Command: cmdArgv, Resume: r.ckpt.resume, CkptDir: r.dirs.ckptDir}
 	if r.placed.Placement != nil {
 		d.Traffic, d.Baseline = &r.placed.Placement.Traffic, &r.placed.Placement.Baseline
 	}

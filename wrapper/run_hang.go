@@ -220,5 +220,10 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 	}
 	r.observeRestart(latest)
 	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.sess.restarts, r.cfg.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
-	return r.prepare(f)
+	step, renv, err := r.prepare(f)
+	if err != nil {
+		return renv, err
+	}
+	r.step = step
+	return renv, nil
 }

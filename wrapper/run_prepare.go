@@ -103,14 +103,15 @@ func (r *runner) openRunStore() (*observedStore, error) {
 
 // prepare substitutes the command's templates, writes plan.json and the
 // hostfile, and builds the rank environment and the srun command line.
-func (r *runner) prepare(f runFacts) (rankEnv, error) {
+func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 	a := r.alloc
+	var st stepLaunch
 	var unknown []string
 	megatron := r.choice.Megatron
 	if megatron == nil {
 		megatron = plan.MegatronLayoutArgs(r.choice.Layout)
 	}
-	r.step.cmdArgv, unknown = substituteTemplates(r.cfg.argv, templateValues(r.choice.Layout, r.ckpt.resume, r.dirs.ckptDir), megatron)
+	st.cmdArgv, unknown = substituteTemplates(r.cfg.argv, templateValues(r.choice.Layout, r.ckpt.resume, r.dirs.ckptDir), megatron)
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
@@ -119,11 +120,11 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	planPath := r.dirs.in(jobPlanFile)
 	hostfilePath := r.dirs.in(jobHostfile)
 	if !r.cfg.dryRun {
-		if err := r.writePlan(planPath); err != nil {
-			return rankEnv{}, err
+		if err := r.writePlan(planPath, st.cmdArgv); err != nil {
+			return st, rankEnv{}, err
 		}
 		if err := launch.WriteFileAtomic(hostfilePath, []byte(hostfile(r.placed.Slots)), 0o644); err != nil {
-			return rankEnv{}, err
+			return st, rankEnv{}, err
 		}
 	}
 	master := nodesInRankOrder(r.placed.Slots)[0]
@@ -131,16 +132,16 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	if v := f.addrs[master]; v != "" {
 		masterAddr = v
 	}
-	r.step.masterPort = masterPort(a.JobID)
+	st.masterPort = masterPort(a.JobID)
 	if !r.cfg.dryRun {
-		r.step.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
+		st.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
 	}
 	renv := runRankEnv(a, r.placed.Slots, envInputs{
-		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: r.step.masterPort, PlanPath: planPath,
+		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: st.masterPort, PlanPath: planPath,
 		CkptDir: r.dirs.ckptDir, ResumeDir: r.ckpt.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.cfg.ckptSignal), "SIG"),
 		JobDir: r.dirs.jobDir, RestartCount: a.RestartCount,
 	})
-	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
+	r.addNCCLEnv(&renv, masterAddr, st.masterPort, f.addrs, planPath)
 	launchDir := r.dirs.in(jobLaunchDir)
 	bindInShim := false
 	for _, s := range r.placed.Slots {
@@ -148,12 +149,12 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 			bindInShim = true
 		}
 	}
-	r.step.srunArgv, r.step.srunEnv = launch.SrunCommand(launch.StepSpec{
+	st.srunArgv, st.srunEnv = launch.SrunCommand(launch.StepSpec{
 		Self: r.cfg.self, Shim: r.cfg.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
-		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.step.cmdArgv,
+		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: st.cmdArgv,
 		NodeList: r.stepNodeList(), Overlap: len(r.sess.spare.lost) > 0,
 	})
-	return renv, nil
+	return st, renv, nil
 }
 
 // startStep opens the control channel, writes the launch files and the
@@ -252,7 +253,7 @@ var ncclPrefixes = []string{"NCCL_", "TORCH_NCCL_"}
 // addNCCLEnv adds each rank's NCCL environment from its node's topology,
 // where the probe discovered it. Values the task inherits (the user's, the
 // site's nccl.conf) are kept: RankEnv does not inject over them.
-func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]string, planPath string) {
+func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, port int, addrs map[string]string, planPath string) {
 	if r.placed.Placement == nil {
 		return
 	}
@@ -277,7 +278,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 			nodeAddrs = []string{a}
 		}
 		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placed.Placement, Rank: s.Rank, Plan: r.choice.Layout, PlanPath: planPath,
-			MasterAddr: masterAddr, MasterPort: r.step.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.cfg.ncclPolicy})
+			MasterAddr: masterAddr, MasterPort: port, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.cfg.ncclPolicy})
 		if err != nil {
 			if !reported {
 				r.logf("warning: NCCL environment not computed: %v", err)
