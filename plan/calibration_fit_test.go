@@ -247,6 +247,7 @@ func calibrationDoc(t testing.TB, runs []publishedRun, rows []calRow, eff map[St
 	group("GPU", func(r calRow) string { return r.gpu })
 	group("family", func(r calRow) string { return r.family })
 	b.WriteString(calibrationMisses(rows))
+	b.WriteString(leaveHalfInDoc(t, runs, eff, pooled))
 
 	b.WriteString("\n## Korthikanti et al. 2022, Figure 1: per-GPU memory, predicted vs published (GiB)\n\n")
 	b.WriteString("| id | weights+optimizer pub | pred | err | activations no SP/recompute pub | pred | err | SP+selective pub | pred | err |\n")
