@@ -52,6 +52,7 @@ type planOptions struct {
 	CkptLead             time.Duration
 	TimeMargin           float64
 	Place                planPlaceOptions
+	Calibration          string // site calibration directory (calib.go)
 }
 
 // modelFlags are the flags that describe (or override) the model's shape.
@@ -103,6 +104,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.TimeMargin, "time-margin", 0.10, "sbatch: fraction added to the predicted training time")
 	fs.StringVar(&o.Place.Nodelist, "nodelist", "", "hostfile/placement: Slurm node list expression, e.g. 'gpu[001-008]'")
 	fs.StringVar(&o.Place.TopologyConf, "topology-conf", "", "hostfile/placement: Slurm topology.conf of the cluster")
+	fs.StringVar(&o.Calibration, "calibration", "", "site calibration directory (default: env TRAINRUN_CALIBRATION, else the policy's Calibration=): its observations of past runs correct the predicted step times and their band (trainrun calib); trainrun run also appends its own")
 }
 
 func runPlan(ctx context.Context, env *runEnv, args []string) error {
@@ -159,6 +161,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 		return planCompare(env, &o, m, j, clusters, so)
 	}
 	c := clusters[0]
+	if err := o.calibrate(&so, m, j, c, env.stderr); err != nil {
+		return err
+	}
 	r := plan.Search(m, j, c, so)
 	if err := o.render(env, m, j, c, r); err != nil {
 		return err
@@ -191,7 +196,8 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 	case "table":
 		return plan.RenderTable(w, m, j, c, r)
 	case "json":
-		return plan.RenderJSON(w, r)
+		pins, _ := parseFix(o.Fix) // parsed before: the error was reported
+		return plan.RenderJSONWithInputs(w, r, plan.InputsOf(m, j, c, pins.String()))
 	}
 	if r.Plan == nil {
 		return nil

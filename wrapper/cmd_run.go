@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
@@ -185,6 +186,7 @@ type choice struct {
 	Layout   plan.Layout
 	Eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
 	Megatron []string         // nil: derived from the layout (plan.MegatronLayoutArgs)
+	Inputs   *plan.Inputs     // what Eval was planned from (nil unless planned here): the observation's record
 }
 
 // placed is what the place phase hands on: each rank's node and GPU, and
@@ -243,13 +245,14 @@ type runner struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	masterPort   int            // the step's MASTER_PORT (freeMasterPort)
-	faults       faultState     // failed saves and nodes (run_faults.go)
-	hangCfg      *health.Config // nil: --hang-timeout off
-	restarts     int            // steps restarted inside this allocation (run_hang.go)
-	hangWhat     string         // the ranks the last hang points to
-	rankFaults   []rankFault    // hangs and stragglers seen, for the log and the report
-	spare        spareState     // --spare-nodes (run_spare.go)
+	masterPort   int             // the step's MASTER_PORT (freeMasterPort)
+	faults       faultState      // failed saves and nodes (run_faults.go)
+	hangCfg      *health.Config  // nil: --hang-timeout off
+	restarts     int             // steps restarted inside this allocation (run_hang.go)
+	hangWhat     string          // the ranks the last hang points to
+	rankFaults   []rankFault     // hangs and stragglers seen, for the log and the report
+	spare        spareState      // --spare-nodes (run_spare.go)
+	calibRec     *calib.Recorder // the run's observation (calib.go); nil: none is recorded
 }
 
 func (r *runner) logf(format string, a ...any) {

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/trainrun/trainrun/internal/calib"
+	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/plan"
+)
+
+// The site calibration as plan, run, submit and sweep use it: --calibration
+// DIR (env TRAINRUN_CALIBRATION, policy Calibration=) names the directory;
+// its observations correct the planner (plan.Calibrate), and trainrun run
+// appends its own to it (calib.Recorder).
+
+// calibrationObservations reads a calibration directory's records as the
+// planner's observations; records it cannot use are reported once on w.
+func calibrationObservations(dir string, w io.Writer) ([]plan.Observation, error) {
+	recs, bad, err := calib.Load(calib.SitePath(dir))
+	if err != nil {
+		return nil, fmt.Errorf("--calibration %s: %w", dir, err)
+	}
+	var obs []plan.Observation
+	for i, rec := range recs {
+		o, err := observationOf(rec, fmt.Sprintf("%s:%d", filepath.Base(calib.SitePath(dir)), i+1))
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		obs = append(obs, o)
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(w, "trainrun: calibration %s: %d record(s) not used, first: %v\n", dir, len(bad), bad[0])
+	}
+	return obs, nil
+}
+
+// observationOf turns a record into an observation: the layout from its
+// plan, the inputs from the plan's "inputs" or, for a record written by
+// hand, from its "argv" (trainrun plan arguments).
+func observationOf(rec calib.Record, id string) (plan.Observation, error) {
+	pr, err := plan.ParsePlanJSON(rec.Plan)
+	if err != nil {
+		return plan.Observation{}, fmt.Errorf("%s: %w", id, err)
+	}
+	in := pr.Inputs
+	if in == nil && len(rec.Argv) > 0 {
+		if in, err = inputsFromArgv(rec.Argv); err != nil {
+			return plan.Observation{}, fmt.Errorf("%s: argv: %w", id, err)
+		}
+	}
+	if in == nil {
+		return plan.Observation{}, fmt.Errorf(`%s: the plan has no "inputs" and the record no "argv": give the object trainrun plan --format json prints (it carries its inputs), or "argv": the trainrun plan arguments that reproduce it`, id)
+	}
+	if rec.Job != "" {
+		id = rec.Job
+	}
+	if !rec.At.IsZero() {
+		id += "@" + rec.At.UTC().Format("2006-01-02")
+	}
+	return plan.Observation{ID: id, Inputs: *in, Layout: pr.Layout, StepS: rec.Observed.StepS, Steps: rec.Observed.Steps, Spread: rec.Observed.Spread}, nil
+}
+
+// inputsFromArgv evaluates trainrun plan arguments into plan inputs.
+func inputsFromArgv(argv []string) (*plan.Inputs, error) {
+	var sink bytes.Buffer
+	fs := newFlags("plan", "plan", &sink)
+	var o planOptions
+	o.AddFlags(fs)
+	if err := parseFlags(fs, argv); err != nil {
+		return nil, err
+	}
+	m, err := o.model(fs)
+	if err != nil {
+		return nil, err
+	}
+	j, err := o.job()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := o.clusters(fs.Changed)
+	if err != nil {
+		return nil, err
+	}
+	in := plan.InputsOf(m, j, cs[0], o.Fix)
+	return &in, nil
+}
+
+// calibrationDir is --calibration, else TRAINRUN_CALIBRATION, else the
+// policy's Calibration= (pol).
+func (o *planOptions) calibrationDir(getenv func(string) string, pol string) string {
+	if o.Calibration == "" {
+		o.Calibration = getenv("TRAINRUN_CALIBRATION")
+	}
+	if o.Calibration == "" {
+		o.Calibration = pol
+	}
+	return o.Calibration
+}
+
+// calibrate sets so.Correction from the calibration directory, if any.
+func (o *planOptions) calibrate(so *plan.SearchOptions, m plan.Model, j plan.Job, c plan.Cluster, w io.Writer) error {
+	if o.Calibration == "" {
+		return nil
+	}
+	obs, err := calibrationObservations(o.Calibration, w)
+	if err != nil {
+		return err
+	}
+	so.Correction = plan.Calibrate(obs, m, j, c)
+	return nil
+}
+
+// newRunRecorder prepares the observation of a run that trains ev: its
+// plan JSON (with inputs) and where the record goes.
+func newRunRecorder(ev *plan.Evaluation, in *plan.Inputs, ckptDir, calibDir, job string, nodes int, version string) (*calib.Recorder, string) {
+	if ev == nil || in == nil {
+		return nil, "no observation will be recorded: the layout was not planned from a model here (--fix alone, or --plan FILE), so the record would not say what ran"
+	}
+	var b bytes.Buffer
+	if err := plan.RenderJSONWithInputs(&b, plan.Result{Plan: ev, Alternatives: []plan.Evaluation{}, Rejected: []plan.Rejection{}}, *in); err != nil {
+		return nil, "no observation will be recorded: " + err.Error()
+	}
+	var paths []string
+	if ckptDir != "" {
+		paths = append(paths, calib.RunStorePath(ckptDir))
+	}
+	if calibDir != "" {
+		paths = append(paths, calib.SitePath(calibDir))
+	}
+	if len(paths) == 0 {
+		return nil, "no observation will be recorded: no --ckpt-dir and no --calibration"
+	}
+	return &calib.Recorder{Paths: paths, Template: calib.Record{Plan: bytes.TrimSpace(b.Bytes()), GPU: in.GPU, Nodes: nodes, Stack: in.Stack,
+		Software: map[string]string{"trainrun": version, "precision": in.Precision}, Job: job}}, ""
+}
+
+// calibExport writes records as JSON lines.
+func calibExport(w io.Writer, recs []calib.Record) error {
+	enc := json.NewEncoder(w)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// calibrate corrects the run's plan with the site calibration.
+func (r *runner) calibrate(so *plan.SearchOptions, m plan.Model, j plan.Job, c plan.Cluster) error {
+	pol := ""
+	if r.policy != nil {
+		pol = r.policy.st.Calibration.Value
+	}
+	r.opts.plan.calibrationDir(r.env.getenv, pol)
+	return r.opts.plan.calibrate(so, m, j, c, r.env.stderr)
+}
+
+// startRecorder prepares the run's observation; why not, when not, is said
+// once here.
+func (r *runner) startRecorder() {
+	job := slurm.JobFromEnv(r.env.getenv).ID
+	if r.runName != "" {
+		job += "/" + r.runName
+	}
+	var why string
+	r.calibRec, why = newRunRecorder(r.choice.Eval, r.choice.Inputs, r.ckptDir, r.opts.plan.Calibration, job, len(r.alloc.Nodes), version)
+	if why != "" {
+		r.logf("%s", why)
+	}
+}
