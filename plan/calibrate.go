@@ -53,10 +53,10 @@ const (
 var termNames = [nTerms]string{"compute", "comm", "ep", "offload"}
 
 // ridge is each factor's prior strength, in units of one observation at
-// distance 0: compute moves with the first observation, communication and
-// the rest need more (their share of a step is smaller and rides on fewer
-// kernels the observation isolates).
-var ridge = [nTerms]float64{0.1, 0.5, 0.5, 0.5}
+// distance 0: compute moves with the first observation (how far is left to
+// shrinkage, below), communication and the rest need more (their share of a
+// step is smaller and rides on fewer kernels the observation isolates).
+var ridge = [nTerms]float64{0.01, 0.5, 0.5, 0.5}
 
 // maxDistance: observations farther than this from the job do not count
 // (weight e^−d below 2 %); another stack is 4 away on its own.
@@ -313,7 +313,7 @@ func predictWith(a [nTerms]float64, t [nTerms]float64) float64 {
 // fitFactors is the ridge-regularised Gauss-Newton fit of the ln factors.
 func fitFactors(rows []fitRow) [nTerms]float64 {
 	var a [nTerms]float64
-	const lim = 1.3863 // factors stay within [1/4, 4]
+	const lim = 4.6052 // factors stay within [1/100, 100]: a trainer bound by something the model does not see (a data loader, a sleep) is still learnt
 	for range 20 {
 		var A [nTerms][nTerms]float64
 		var g [nTerms]float64
@@ -386,7 +386,7 @@ func solve(A [nTerms][nTerms]float64, b [nTerms]float64) ([nTerms]float64, bool)
 
 // exactWeight is how many measurements the model's own prediction counts as
 // when the layout was measured in the same job.
-const exactWeight = 0.25
+const exactWeight = 0.05
 
 // bandFloor is the narrowest band: run-to-run variation of a step time.
 const bandFloor = 0.02
@@ -412,13 +412,16 @@ func (k *Correction) apply(e *Evaluation, c Cluster, tokensPerStep float64, note
 	h := math.Sqrt(k.Sigma*k.Sigma*(1+1/n) + h0*h0/(1+n))
 	ex, measured := k.exact[layoutKey(e.Layout)]
 	if measured {
+		// The measurement decides; the model only breaks ties between
+		// layouts measured alike. The band is the measurement's spread, and
+		// always holds the measured median.
 		nn := float64(ex.n)
 		ln := (nn*ex.lnStep + exactWeight*math.Log(step)) / (nn + exactWeight)
 		for i := range scale {
 			scale[i] *= math.Exp(ln) / step
 		}
 		step = math.Exp(ln)
-		h = math.Sqrt(ex.spread*ex.spread/4 + h*h/(1+nn))
+		h = math.Max(ex.spread/2, math.Abs(ln-ex.lnStep)+bandFloor)
 	}
 	h = math.Max(h, bandFloor)
 	t.Compute *= scale[termCompute]
