@@ -25,9 +25,11 @@ type SearchOptions struct {
 	MaxRejected          int  // rejected layouts returned (default 20)
 	AllowTPOutsideDomain bool // let TP groups span NVLink domains
 	AllowCP              bool // consider context parallelism (always allowed when pinned)
-	// Correction is the site calibration fitted for the job (Calibrate);
-	// nil: the uncalibrated model.
-	Correction *Correction
+	// Calibration is a site calibration's observations: Search fits the
+	// job's Correction from them (Calibrate) unless Correction is set.
+	// Neither: the uncalibrated model.
+	Calibration []Observation
+	Correction  *Correction
 }
 
 // FullyPinned reports whether every parallel degree is fixed, so that the
@@ -174,6 +176,9 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 	}
 	if o.MaxRejected == 0 {
 		o.MaxRejected = 20
+	}
+	if o.Correction == nil && len(o.Calibration) > 0 {
+		o.Correction = Calibrate(o.Calibration, m, j, c)
 	}
 	s := &searcher{m: m, j: j, c: c, o: o, keep: o.TopK + 1, maxRej: o.MaxRejected}
 	offloads := []string{"none"}

@@ -102,16 +102,17 @@ func (o *planOptions) calibrationDir(getenv func(string) string, pol string) str
 	return o.Calibration
 }
 
-// calibrate sets so.Correction from the calibration directory, if any.
-func (o *planOptions) calibrate(so *plan.SearchOptions, m plan.Model, j plan.Job, c plan.Cluster, w io.Writer) error {
-	if o.Calibration == "" {
+// loadCalibration reads the calibration directory (calibrationDir) once;
+// searchOptions hands its observations to the planner.
+func (o *planOptions) loadCalibration(getenv func(string) string, pol string, w io.Writer) error {
+	if o.calibrationDir(getenv, pol) == "" || o.calObs != nil {
 		return nil
 	}
 	obs, err := calibrationObservations(o.Calibration, w)
 	if err != nil {
 		return err
 	}
-	so.Correction = plan.Calibrate(obs, m, j, c)
+	o.calObs = append([]plan.Observation{}, obs...)
 	return nil
 }
 
@@ -150,14 +151,13 @@ func calibExport(w io.Writer, recs []calib.Record) error {
 	return nil
 }
 
-// calibrate corrects the run's plan with the site calibration.
-func (r *runner) calibrate(so *plan.SearchOptions, m plan.Model, j plan.Job, c plan.Cluster) error {
+// loadCalibration reads the site calibration of the run (flag, env, policy).
+func (r *runner) loadCalibration() error {
 	pol := ""
 	if r.policy != nil {
 		pol = r.policy.st.Calibration.Value
 	}
-	r.opts.plan.calibrationDir(r.env.getenv, pol)
-	return r.opts.plan.calibrate(so, m, j, c, r.env.stderr)
+	return r.opts.plan.loadCalibration(r.env.getenv, pol, r.env.stderr)
 }
 
 // startRecorder prepares the run's observation; why not, when not, is said

@@ -52,7 +52,8 @@ type planOptions struct {
 	CkptLead             time.Duration
 	TimeMargin           float64
 	Place                planPlaceOptions
-	Calibration          string // site calibration directory (calib.go)
+	Calibration          string             // site calibration directory (calib.go)
+	calObs               []plan.Observation // its observations, once read (loadCalibration)
 }
 
 // modelFlags are the flags that describe (or override) the model's shape.
@@ -156,14 +157,14 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := o.loadCalibration(env.getenv, "", env.stderr); err != nil {
+		return err
+	}
 	so := o.searchOptions(fix)
 	if len(clusters) > 1 {
 		return planCompare(env, &o, m, j, clusters, so)
 	}
 	c := clusters[0]
-	if err := o.calibrate(&so, m, j, c, env.stderr); err != nil {
-		return err
-	}
 	r := plan.Search(m, j, c, so)
 	if err := o.render(env, m, j, c, r); err != nil {
 		return err
@@ -176,7 +177,7 @@ func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
 	if top == 0 {
 		top = -1 // the planner reads 0 as "its default"; --top 0 means none
 	}
-	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink}
+	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink, Calibration: o.calObs}
 }
 
 // noFitError is nil when r has a plan that fits; otherwise an ExitNoFit

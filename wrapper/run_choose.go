@@ -107,10 +107,10 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	if err != nil {
 		return choice{}, err
 	}
-	so := po.searchOptions(pins)
-	if err := r.calibrate(&so, m, j, c); err != nil {
+	if err := r.loadCalibration(); err != nil {
 		return choice{}, err
 	}
+	so := po.searchOptions(pins)
 	res := plan.Search(m, j, c, so)
 	if err := noFitError(m, j, c, so, res); err != nil {
 		return choice{}, err
