@@ -246,6 +246,7 @@ func calibrationDoc(t testing.TB, runs []publishedRun, rows []calRow, eff map[St
 	group("stack", func(r calRow) string { return stackLabel(r.stack) })
 	group("GPU", func(r calRow) string { return r.gpu })
 	group("family", func(r calRow) string { return r.family })
+	group("dense or MoE", func(r calRow) string { return map[bool]string{true: "MoE", false: "dense"}[r.moe] })
 	b.WriteString(calibrationMisses(rows))
 	b.WriteString(leaveHalfInDoc(t, runs, eff, pooled))
 
