@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
+	"time"
 
 	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
 // The site calibration as plan, run, submit and sweep use it: --calibration
@@ -171,5 +174,22 @@ func (r *runner) startRecorder() {
 	r.calibRec, why = newRunRecorder(r.choice.Eval, r.choice.Inputs, r.ckptDir, r.opts.plan.Calibration, job, len(r.alloc.Nodes), version)
 	if why != "" {
 		r.logf("%s", why)
+	}
+}
+
+// finishObservation writes the run's observation, with the peak memory the
+// trainer's last progress report gives (metric peak_mem_gib), and logs where
+// it went or why none was written.
+func (r *runner) finishObservation() {
+	if r.calibRec == nil {
+		return
+	}
+	if p, err := obs.ReadProgressFile(filepath.Join(r.jobDir, "launch", obs.ProgressFile)); err == nil {
+		if v, ok := p.Metrics["peak_mem_gib"]; ok && v > 0 && !math.IsInf(v, 0) {
+			r.calibRec.PeakMemGiB = &v
+		}
+	}
+	if msg := r.calibRec.Finish(time.Now()); msg != "" {
+		r.logf("%s", msg)
 	}
 }

@@ -133,9 +133,7 @@ func (r *runner) observeEnd(err error) {
 	if r.obs != nil {
 		r.pollProgress() // the trainer's last steps, since the last poll
 	}
-	if msg := r.calibRec.Finish(time.Now()); msg != "" {
-		r.logf("%s", msg)
-	}
+	r.finishObservation() // calib.go
 	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
 	if err != nil && !errors.Is(err, errSilent) {
 		e.Message = err.Error()
