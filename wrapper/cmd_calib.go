@@ -92,15 +92,38 @@ func calibImport(env *runEnv, dir string, files []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("calib import: --calibration %s: %w", dir, err)
 	}
+	// A record already there (the same run's store imported twice) is not
+	// counted twice: evidence would double.
+	have, _, err := calib.Load(calib.SitePath(dir))
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, r := range have {
+		seen[r.Key()] = true
+	}
+	n, dup := 0, 0
+	now := time.Now().UTC()
 	for _, r := range all {
 		if r.At.IsZero() {
-			r.At = time.Now().UTC()
+			r.At = now
 		}
+		k := r.Key()
+		if seen[k] {
+			dup++
+			continue
+		}
+		seen[k] = true
 		if err := calib.Append(calib.SitePath(dir), r); err != nil {
 			return err
 		}
+		n++
 	}
-	fmt.Fprintf(env.stdout, "imported %d observation(s) into %s\n", len(all), calib.SitePath(dir))
+	fmt.Fprintf(env.stdout, "imported %d observation(s) into %s", n, calib.SitePath(dir))
+	if dup > 0 {
+		fmt.Fprintf(env.stdout, "; %d already there, skipped", dup)
+	}
+	fmt.Fprintln(env.stdout)
 	return nil
 }
 

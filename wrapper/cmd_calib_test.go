@@ -46,6 +46,11 @@ func TestCalibImportThenPlan(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "imported 1 observation") {
 		t.Fatalf("import: exit %d: %s%s", code, out, errOut)
 	}
+	// Importing a run's store again does not count its observation twice.
+	code, out, _ = cli{}.run("calib", "import", "--calibration", dir, f)
+	if code != ExitOK || !strings.Contains(out, "imported 0 observation") || !strings.Contains(out, "1 already there") {
+		t.Errorf("second import: exit %d: %s", code, out)
+	}
 	code, out, _ = cli{}.run("calib", "list", "--calibration", dir)
 	if code != ExitOK || !strings.Contains(out, "4242") || !strings.Contains(out, "llama3-8b") {
 		t.Errorf("list: exit %d:\n%s", code, out)

@@ -3,6 +3,8 @@ package calib
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +88,12 @@ func Append(path string, r Record) error {
 	if err != nil {
 		return fmt.Errorf("observations %s: %w", path, err)
 	}
+	// Runs of a team append to one site calibration at once: an advisory
+	// lock keeps their lines whole where O_APPEND alone does not (NFS). A
+	// file system without locks gets the O_APPEND write alone.
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX) == nil {
+		defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	}
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
 		// A torn line from a killed writer has no newline: start a fresh one.
 		last := make([]byte, 1)
@@ -107,6 +115,16 @@ func Append(path string, r Record) error {
 		return fmt.Errorf("observations %s: %w", path, err)
 	}
 	return nil
+}
+
+// Key identifies a record's content, for imports that must not count one
+// observation twice. The time is left out: a record written by hand gets the
+// time of its import.
+func (r Record) Key() string {
+	r.At = time.Time{}
+	b, _ := json.Marshal(r)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // Load reads every record of a JSON-lines file; a missing file is none. A
