@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/internal/calib"
+	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -119,16 +121,11 @@ func (o *planOptions) loadCalibration(getenv func(string) string, pol string, w 
 	return nil
 }
 
-// newRunRecorder prepares the observation of a run that trains ev: its
-// plan JSON (with inputs) and where the record goes.
-func newRunRecorder(ev *plan.Evaluation, in *plan.Inputs, ckptDir, calibDir, job string, nodes int, version string) (*calib.Recorder, string) {
-	if ev == nil || in == nil {
-		return nil, "no observation will be recorded: the layout was not planned from a model here (--fix alone, or --plan FILE), so the record would not say what ran"
-	}
-	var b bytes.Buffer
-	if err := plan.RenderJSONWithInputs(&b, plan.Result{Plan: ev, Alternatives: []plan.Evaluation{}, Rejected: []plan.Rejection{}}, *in); err != nil {
-		return nil, "no observation will be recorded: " + err.Error()
-	}
+// newRunRecorder prepares the observation of a run that trains ev (or,
+// unevaluated, l): its plan JSON, with the inputs when they are known, and
+// where the record goes. note is said once at the start when there is
+// something to say.
+func newRunRecorder(ev *plan.Evaluation, l plan.Layout, in *plan.Inputs, ckptDir, calibDir, job, gpu string, nodes int, version string) (rec *calib.Recorder, note string) {
 	var paths []string
 	if ckptDir != "" {
 		paths = append(paths, calib.RunStorePath(ckptDir))
@@ -137,10 +134,27 @@ func newRunRecorder(ev *plan.Evaluation, in *plan.Inputs, ckptDir, calibDir, job
 		paths = append(paths, calib.SitePath(calibDir))
 	}
 	if len(paths) == 0 {
-		return nil, "no observation will be recorded: no --ckpt-dir and no --calibration"
+		return nil, "no observation will be recorded: no --ckpt-dir and no --calibration to record it in"
 	}
-	return &calib.Recorder{Paths: paths, Template: calib.Record{Plan: bytes.TrimSpace(b.Bytes()), GPU: in.GPU, Nodes: nodes, Stack: in.Stack,
-		Software: map[string]string{"trainrun": version, "precision": in.Precision}, Job: job}}, ""
+	if ev == nil {
+		ev = &plan.Evaluation{Layout: l}
+	}
+	res := plan.Result{Plan: ev, Alternatives: []plan.Evaluation{}, Rejected: []plan.Rejection{}}
+	var b bytes.Buffer
+	var err error
+	t := calib.Record{GPU: gpu, Nodes: nodes, Software: map[string]string{"trainrun": version}, Job: job}
+	if in != nil {
+		err = plan.RenderJSONWithInputs(&b, res, *in)
+		t.GPU, t.Stack, t.Software["precision"] = in.GPU, in.Stack, in.Precision
+	} else {
+		err = plan.RenderJSON(&b, res)
+		note = `the observation will carry no plan "inputs" (the layout was not planned from a model here): add "argv" (the trainrun plan arguments) to the record before 'trainrun calib import'`
+	}
+	if err != nil {
+		return nil, "no observation will be recorded: " + err.Error()
+	}
+	t.Plan = bytes.TrimSpace(b.Bytes())
+	return &calib.Recorder{Paths: paths, Template: t}, note
 }
 
 // calibExport writes records as JSON lines.
@@ -170,8 +184,17 @@ func (r *runner) startRecorder() {
 	if r.runName != "" {
 		job += "/" + r.runName
 	}
+	in := r.choice.Inputs
+	if in == nil && r.opts.planFile != "" { // --plan FILE: trainrun plan's JSON carries its inputs
+		if b, err := safefs.ReadFile(r.opts.planFile, 64<<20); err == nil {
+			if pr, err := plan.ParsePlanJSON(b); err == nil {
+				in = pr.Inputs
+			}
+		}
+	}
 	var why string
-	r.calibRec, why = newRunRecorder(r.choice.Eval, r.choice.Inputs, r.ckptDir, r.opts.plan.Calibration, job, len(r.alloc.Nodes), version)
+	r.calibRec, why = newRunRecorder(r.choice.Eval, r.choice.Layout, in, r.ckptDir, r.opts.plan.Calibration, job,
+		cmp.Or(r.opts.plan.GPU, r.probedGPUName()), len(r.alloc.Nodes), version)
 	if why != "" {
 		r.logf("%s", why)
 	}

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -146,5 +148,26 @@ exec %s run %s --ckpt-dir %s -- /bin/sh -c 'sleep 1'
 	}
 	if _, err := os.Stat(filepath.Join(ckpt2, ".trainrun", "observations.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("a run without progress left an observations file: %v", err)
+	}
+
+	// A layout pinned without a model: the record is still written (the
+	// trainer reported progress), says it has no inputs, and the log says
+	// how to make it usable.
+	ckpt3 := filepath.Join(tmp, "ckpt3")
+	script = fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=1 --ntasks-per-node=4 --gpus-per-node=4 --time=5
+export GLOO_SOCKET_IFNAME=lo
+exec %s run --fix tp=2 --ckpt-dir %s -- /usr/bin/python3 %s --steps 10 --sleep 0.4
+`, bin, ckpt3, exampleTrainer())
+	state, exit, log, id = runJob(t, script, 3*time.Minute)
+	if state != "COMPLETED" || exit != 0 {
+		t.Fatalf("job %d: %s exit %d\n%s", id, state, exit, log)
+	}
+	obs := readObservations(t, filepath.Join(ckpt3, ".trainrun", "observations.jsonl"))
+	if len(obs) != 1 || obs[0].Plan.Plan.TP != 2 || obs[0].Plan.Inputs.GPUs != 0 || obs[0].Observed.StepS < 0.4 {
+		t.Errorf("pinned-layout run: %+v", obs)
+	}
+	if !strings.Contains(log, `no plan "inputs"`) || !strings.Contains(log, "argv") {
+		t.Errorf("the log does not say the record lacks inputs:\n%s", log)
 	}
 }
