@@ -450,6 +450,11 @@ func (k *Correction) apply(e *Evaluation, c Cluster, tokensPerStep float64, note
 	}
 	cn.Nearest = k.Used[:min(len(k.Used), 3)]
 	e.Calibration = cn
+	for i, w := range e.Why { // the lines of the model's own figures say whose they are
+		if strings.HasPrefix(w, "step ") || strings.Contains(w, " tokens/s/GPU, ") {
+			e.Why[i] = "uncalibrated model: " + w
+		}
+	}
 	e.Why = append(e.Why, k.why(cn))
 }
 
