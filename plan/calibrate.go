@@ -59,7 +59,8 @@ var termNames = [nTerms]string{"compute", "comm", "ep", "offload"}
 var ridge = [nTerms]float64{0.01, 0.5, 0.5, 0.5}
 
 // maxDistance: observations farther than this from the job do not count
-// (weight e^−d below 2 %); another stack is 4 away on its own.
+// (weight e^−d below 2 %); another stack is 4 away on its own, so it never
+// counts.
 const maxDistance = 4.0
 
 // Correction is a calibration fitted for one job (model, job, cluster).
@@ -184,7 +185,7 @@ func Calibrate(obs []Observation, m Model, j Job, c Cluster) *Correction {
 			continue
 		}
 		d := distance(m, j, c, om, oj, oc)
-		if d > maxDistance {
+		if d >= maxDistance {
 			continue
 		}
 		var x shape

@@ -2,7 +2,13 @@ package plan
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -103,5 +109,42 @@ func TestCalibrationMovesPlan(t *testing.T) {
 	corr2.Apply(&e2, j2, c2)
 	if w(&e3) >= w(&e2) {
 		t.Errorf("band with two observations %v is not narrower than with one %v", e3.Time.StepRange, e2.Time.StepRange)
+	}
+}
+
+// Every built-in case's plan JSON is byte for byte what the planner printed
+// before site calibrations existed (hashes taken at commit 0f57f20), both
+// without a calibration and with one holding nothing near the job.
+func TestNoCalibrationMatchesBefore(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "plans-before-calibration.sha256"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := mustModel(t, "llama3-8b")
+	farObs := []Observation{{ID: "far", Inputs: InputsOf(far, Job{SeqLen: 4096, GlobalBatch: 64, Precision: BF16, Stack: StackJAX}, ClusterOf(mustGPU(t, "a100-80gb"), 8), ""),
+		Layout: Layout{TP: 1, PP: 1, DP: 8, MicroBatch: 1, Zero: 3}, StepS: 9}}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := mustModel(t, f[0])
+		gpus, _ := strconv.Atoi(f[2])
+		c := ClusterOf(mustGPU(t, f[1]), gpus)
+		j := Job{SeqLen: 4096, GlobalBatch: 1024, Precision: BF16}
+		for _, so := range []SearchOptions{{}, {Calibration: farObs}} {
+			var out bytes.Buffer
+			if err := RenderJSON(&out, Search(m, j, c, so)); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("%x", sha256.Sum256(out.Bytes())); got != f[3] {
+				t.Errorf("%s on %d %s (calibration %v): the plan differs from before", f[0], gpus, f[1], so.Calibration != nil)
+			}
+		}
+		n++
+	}
+	if n < 200 {
+		t.Fatalf("only %d cases compared", n)
 	}
 }
