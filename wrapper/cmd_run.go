@@ -245,14 +245,16 @@ type runner struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	masterPort   int             // the step's MASTER_PORT (freeMasterPort)
-	faults       faultState      // failed saves and nodes (run_faults.go)
-	hangCfg      *health.Config  // nil: --hang-timeout off
-	restarts     int             // steps restarted inside this allocation (run_hang.go)
-	hangWhat     string          // the ranks the last hang points to
-	rankFaults   []rankFault     // hangs and stragglers seen, for the log and the report
-	spare        spareState      // --spare-nodes (run_spare.go)
-	calibRec     *calib.Recorder // the run's observation (calib.go); nil: none is recorded
+	masterPort   int            // the step's MASTER_PORT (freeMasterPort)
+	faults       faultState     // failed saves and nodes (run_faults.go)
+	hangCfg      *health.Config // nil: --hang-timeout off
+	restarts     int            // steps restarted inside this allocation (run_hang.go)
+	hangWhat     string         // the ranks the last hang points to
+	rankFaults   []rankFault    // hangs and stragglers seen, for the log and the report
+	spare        spareState     // --spare-nodes (run_spare.go)
+
+	// The run's observation (calib.go); nil: none is recorded.
+	calibRec *calib.Recorder
 }
 
 func (r *runner) logf(format string, a ...any) {
