@@ -39,6 +39,10 @@ type Observation struct {
 	StepS  float64 // median steady step time, seconds
 	Steps  int     // steps behind the median
 	Spread float64 // relative spread of the step times ((p90−p10)/median), 0 = unknown
+	// PlannedStep is the step time the recorded plan predicted (its
+	// time.step_s), 0 = unknown. The plan JSON writes block recompute as
+	// "full"; the planned step tells which of the two ran.
+	PlannedStep float64
 }
 
 // Term groups of the correction.
@@ -191,6 +195,17 @@ func Calibrate(obs []Observation, m Model, j Job, c Cluster) *Correction {
 		var x shape
 		var e Evaluation
 		evaluate(&x, om, oj, oc, o.Layout, &e)
+		if l := o.Layout; l.Recompute == "full" && l.RecomputeLayers == 0 && o.PlannedStep > 0 && e.Time.Step > 0 {
+			// Block recompute of the fewest layers that fit, if that is
+			// what the recorded plan's step time says ran.
+			if l.RecomputeLayers = minRecomputeLayers(&x, om, oj, oc, l); l.RecomputeLayers > 0 {
+				var eb Evaluation
+				evaluate(&x, om, oj, oc, l, &eb)
+				if math.Abs(math.Log(eb.Time.Step/o.PlannedStep)) < math.Abs(math.Log(e.Time.Step/o.PlannedStep)) {
+					e = eb
+				}
+			}
+		}
 		if e.Time.Step <= 0 {
 			continue // the layout is not one the model can time
 		}

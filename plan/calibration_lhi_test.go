@@ -93,6 +93,22 @@ func contradiction(t testing.TB, fam []publishedRun) (bool, string) {
 	return false, ""
 }
 
+// viaRecord is the observation as `trainrun calib import` reads it from a
+// record written from `trainrun plan --format json --fix <the layout>`: the
+// plan JSON, inputs included, parsed back.
+func viaRecord(t testing.TB, id string, m Model, j Job, c Cluster, l Layout, step float64) Observation {
+	e := Evaluate(m, j, c, l)
+	var b strings.Builder
+	if err := RenderJSONWithInputs(&b, Result{Plan: &e, Alternatives: []Evaluation{}, Rejected: []Rejection{}}, InputsOf(m, j, c, "")); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := ParsePlanJSON([]byte(b.String()))
+	if err != nil || pr.Inputs == nil {
+		t.Fatalf("%s: the plan JSON does not parse back: %v", id, err)
+	}
+	return Observation{ID: id, Inputs: *pr.Inputs, Layout: pr.Layout, StepS: step, Steps: 1, PlannedStep: pr.Step}
+}
+
 // leaveHalfIn runs the check on base constants fitted by fit(train rows).
 func leaveHalfIn(t testing.TB, fam []publishedRun, base func() (map[Stack]float64, float64)) (before, after []float64, inBand int) {
 	var obs []Observation
@@ -102,7 +118,7 @@ func leaveHalfIn(t testing.TB, fam []publishedRun, base func() (map[Stack]float6
 		}
 		m, j, c, l, step := rowJob(t, r)
 		if step > 0 {
-			obs = append(obs, Observation{ID: r.ID, Inputs: InputsOf(m, j, c, ""), Layout: l, StepS: step, Steps: 1})
+			obs = append(obs, viaRecord(t, r.ID, m, j, c, l, step))
 		}
 	}
 	eff, pooled := base()
@@ -158,7 +174,7 @@ func leaveHalfInDoc(t testing.TB, runs []publishedRun, allEff map[Stack]float64,
 	}
 	var b strings.Builder
 	b.WriteString("\n## Leave-half-in: a site calibration of half of each family predicts the other half (issue 29)\n\n")
-	b.WriteString("Every family with at least four rows: every other row (file order) is imported as an observation (its published layout and step time), the remaining rows are predicted by `Calibrate` + `Apply` (plan/calibrate.go), which is what `trainrun plan --calibration` does. *LOFO base*: the stack constants fitted without the family, so only its observed half is known of it (out of sample). *in-sample base*: constants fitted on all rows, the predicted half included (in-sample for the constants, shown for comparison). Errors are of tokens/s/GPU on the predicted half, medians of |error| (the mean of the two middle values for an even count); *in band*: predicted rows whose published step lies inside the calibrated step_s_range. Bars: overall median ≤ 8 %; per family the mean |error| never worse and the median not worse by more than 0.5 points.\n\n")
+	b.WriteString("Every family with at least four rows: every other row (file order) is imported as an observation (its published layout and step time, written as `trainrun plan --format json` prints it and parsed back as `trainrun calib import` reads it), the remaining rows are predicted by `Calibrate` + `Apply` (plan/calibrate.go), which is what `trainrun plan --calibration` does. *LOFO base*: the stack constants fitted without the family, so only its observed half is known of it (out of sample). *in-sample base*: constants fitted on all rows, the predicted half included (in-sample for the constants, shown for comparison). Errors are of tokens/s/GPU on the predicted half, medians of |error| (the mean of the two middle values for an even count); *in band*: predicted rows whose published step lies inside the calibrated step_s_range. Bars: overall median ≤ 8 %; per family the mean |error| never worse and the median not worse by more than 0.5 points.\n\n")
 	b.WriteString("| family | observed | predicted | LOFO base: without | with calibration | in band | in-sample base: without | with calibration |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	var allB, allA, allIB, allIA []float64
 	for _, f := range out {

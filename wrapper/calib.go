@@ -67,7 +67,8 @@ func observationOf(rec calib.Record, id string) (plan.Observation, error) {
 	if !rec.At.IsZero() {
 		id += "@" + rec.At.UTC().Format("2006-01-02")
 	}
-	return plan.Observation{ID: id, Inputs: *in, Layout: pr.Layout, StepS: rec.Observed.StepS, Steps: rec.Observed.Steps, Spread: rec.Observed.Spread}, nil
+	return plan.Observation{ID: id, Inputs: *in, Layout: pr.Layout, StepS: rec.Observed.StepS, Steps: rec.Observed.Steps, Spread: rec.Observed.Spread,
+		PlannedStep: pr.Step}, nil
 }
 
 // inputsFromArgv evaluates trainrun plan arguments into plan inputs.
