@@ -55,6 +55,13 @@ func TestCalibImportThenPlan(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "4242") || !strings.Contains(out, "llama3-8b") {
 		t.Errorf("list: exit %d:\n%s", code, out)
 	}
+	code, out, _ = cli{}.run("calib", "export", "--calibration", dir)
+	if n := strings.Count(out, "\n"); code != ExitOK || n != 1 || !strings.Contains(out, `"step_s":`) {
+		t.Errorf("export: exit %d, %d lines:\n%s", code, n, out)
+	}
+	if code, _, errOut := (cli{}).run("calib", "show", "--calibration", dir, "2"); code != ExitUsage || !strings.Contains(errOut, "from 1 to 1") {
+		t.Errorf("show 2 of 1: exit %d: %s", code, errOut)
+	}
 	for _, c := range []struct {
 		name string
 		cli  cli
