@@ -212,6 +212,9 @@ type Evaluation struct {
 	// Reason is empty for a valid layout that fits; otherwise the rule it
 	// breaks or the figure that does not fit.
 	Reason string `json:"reason,omitempty"`
+	// Calibration says how a site calibration moved this evaluation
+	// (calibrate.go); nil without one.
+	Calibration *CalibrationNote `json:"calibration,omitempty"`
 }
 
 // Rejection is a layout that was considered and why it lost.
