@@ -182,9 +182,10 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 // choice is what the choose phase hands on: the layout, its evaluation
 // when the planner made one, and a planned model's Megatron arguments.
 type choice struct {
-	Layout   plan.Layout
-	Eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
-	Megatron []string         // nil: derived from the layout (plan.MegatronLayoutArgs)
+	Layout plan.Layout
+	Eval   *plan.Evaluation // nil when the layout was pinned and not evaluated
+	Model  *plan.Model      // the planned model (nil: none given); {megatron_args} renders it with Job
+	Job    plan.Job
 }
 
 // placed is what the place phase hands on: each rank's node and GPU, and

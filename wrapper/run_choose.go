@@ -115,7 +115,7 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
 		return choice{}, withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
 	}
-	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Megatron: plan.MegatronArgs(m, j, *res.Plan)}, nil
+	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Model: &m, Job: j}, nil
 }
 
 // plannerGPU is the GPU type to plan for: what the probe found on the
