@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // What `trainrun run` hands the framework: {megatron_args} and the
@@ -176,4 +178,36 @@ func (r *runner) planTraffic(c choice) plan.Traffic {
 	cl := plan.ClusterOf(g, r.alloc.World())
 	cl.GPUsPerNode = r.alloc.TasksPerNode
 	return plan.Evaluate(m, j, cl, c.Layout).Traffic
+}
+
+// deepSpeedConfig sets {deepspeed_config} when the command uses it: the
+// path of ds_config.json in the job directory, written from the plan by
+// plan.DeepSpeedConfig (what `trainrun plan --format deepspeed` prints). A
+// dry run names the path and writes nothing.
+func (r *runner) deepSpeedConfig(vals map[string]string) error {
+	used := false
+	for _, a := range r.argv {
+		used = used || strings.Contains(a, "{deepspeed_config}")
+	}
+	if !used {
+		return nil
+	}
+	e := plan.Evaluation{Layout: r.choice.Layout}
+	j := r.choice.Job
+	if r.choice.Eval != nil {
+		e = *r.choice.Eval
+	}
+	if r.choice.Model == nil {
+		j = plan.Job{GlobalBatch: r.opts.plan.GlobalBatch, Precision: plan.Precision(strings.ToLower(r.opts.plan.Precision))}
+	}
+	c, err := plan.DeepSpeedConfig(j, e)
+	if err != nil {
+		return withCode(ExitUsage, fmt.Errorf("{deepspeed_config}: %w", err))
+	}
+	path := filepath.Join(r.jobDir, "ds_config.json")
+	vals["deepspeed_config"] = path
+	if r.opts.dryRun {
+		return nil
+	}
+	return launch.WriteJSONAtomic(path, c, 0o644)
 }

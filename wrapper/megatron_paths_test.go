@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/plan"
 )
 
 // megatronBlock reads `plan --format megatron` back into argv: the flag
@@ -147,5 +149,46 @@ func TestMegatronArgsSubstitutionQuotes(t *testing.T) {
 	got, _ = substituteTemplates([]string{"python", "{megatron_args}"}, nil, meg)
 	if strings.Join(got, "|") != "python|--moe-layer-freq|([0]*3+[1]*58)|--num-layers|61" {
 		t.Errorf("standalone: %q", got)
+	}
+}
+
+// {deepspeed_config} is the path of the plan's ds_config.json in the job
+// directory, holding what `trainrun plan --format deepspeed` prints.
+func TestDeepSpeedConfigTemplate(t *testing.T) {
+	model := []string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "256", "--stack", "deepspeed:zero3"}
+	want, errs, code := runWithEnv(t, nil, append(append([]string{"plan", "--gpus", "16"}, model...), "--format", "deepspeed")...)
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	env := slurmEnv4x8()
+	env["SLURM_JOB_NODELIST"], env["SLURM_JOB_NUM_NODES"], env["SLURM_TASKS_PER_NODE"] = "n[1-2]", "2", "8(x2)"
+	dir := t.TempDir()
+	env["TRAINRUN_JOB_DIR"] = dir
+	path := filepath.Join(dir, "ds_config.json")
+	// A dry run names the file and writes nothing.
+	got, _ := dryRunArgs(t, env, append(append([]string{"--dry-run", "--probe", "none"}, model...), "--", "python", "train.py", "--deepspeed_config", "{deepspeed_config}")...)
+	if strings.Join(got, " ") != "--deepspeed_config "+path {
+		t.Errorf("command %q, want the path %s", got, path)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("a dry run wrote %s", path)
+	}
+	r := &runner{opts: runOptions{}, argv: []string{"{deepspeed_config}"}, jobDir: dir}
+	m, _ := plan.LookupModel("llama3-8b")
+	g, _ := plan.LookupGPU("h100-sxm")
+	j := plan.Job{SeqLen: 4096, GlobalBatch: 256, Precision: plan.BF16, Stack: plan.StackDeepSpeed + ":zero3"}
+	res := plan.Search(m, j, plan.ClusterOf(g, 16), plan.SearchOptions{})
+	if res.Plan == nil {
+		t.Fatal("no plan")
+	}
+	e := *res.Plan
+	r.choice = choice{Layout: e.Layout, Eval: &e, Model: &m, Job: j}
+	vals := map[string]string{}
+	if err := r.deepSpeedConfig(vals); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != want {
+		t.Errorf("ds_config.json (%v):\n%s\nplan --format deepspeed:\n%s", err, b, want)
 	}
 }

@@ -45,7 +45,7 @@ func readRunPlan(path string, world int) (*plan.Evaluation, error) {
 }
 
 // templateNames are the placeholders PRODUCT.md defines for the user's command.
-var templateNames = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "grad_accum", "resume", "ckpt_dir", "megatron_args"}
+var templateNames = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "grad_accum", "resume", "ckpt_dir", "megatron_args", "deepspeed_config"}
 
 var templateRE = regexp.MustCompile(`\{[a-z_]+\}`)
 
