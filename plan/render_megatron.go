@@ -13,7 +13,7 @@ import (
 // names --num-virtual-stages-per-pipeline-rank, --use-megatron-fsdp and
 // --ckpt-format fsdp_dtensor, --use-precision-aware-optimizer for
 // --optimizer-cpu-offload and the MLA flags exist in that range.
-const MegatronVersion = "Megatron-LM main d98e8a64 (Megatron-Core 0.20.0 dev, 2026-08-22)"
+const MegatronVersion = "Megatron-Core 0.19 to 0.20 (checked at core_v0.19.0 5be96267 and main d98e8a64, 2026-08-22)"
 
 // MegatronError is what the megatron format cannot express: Megatron-LM
 // would train something else than the plan (all weights instead of LoRA
