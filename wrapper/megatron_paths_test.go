@@ -192,3 +192,39 @@ func TestDeepSpeedConfigTemplate(t *testing.T) {
 		t.Errorf("ds_config.json (%v):\n%s\nplan --format deepspeed:\n%s", err, b, want)
 	}
 }
+
+// trainrun env gives CUDA_DEVICE_MAX_CONNECTIONS by Megatron's rule for
+// Megatron's stacks only, and keeps a value the user exported.
+func TestEnvCUDADeviceMaxConnections(t *testing.T) {
+	args := []string{"env", "--machine", "hgx-h100", "--node-addr", "10.0.0.11", "--nodelist", "gpu[01-02]", "--rank", "3", "--master-addr", "gpu01"}
+	cases := []struct {
+		name string
+		vars map[string]string
+		more []string
+		want string // "" = absent
+	}{
+		{"tp: 1", nil, []string{"--fix", "tp=8"}, "1"},
+		{"megatron-fsdp: 32", nil, []string{"--fix", "tp=2,zero=3"}, "32"},
+		{"dp only: none", nil, []string{"--fix", "tp=1"}, ""},
+		{"torch fsdp stack: none", nil, []string{"--fix", "tp=8", "--stack", "fsdp"}, ""},
+		{"the twin TRAINRUN_STACK", map[string]string{"TRAINRUN_STACK": "deepspeed:zero1"}, []string{"--fix", "tp=8"}, ""},
+		{"the user's value kept", map[string]string{"CUDA_DEVICE_MAX_CONNECTIONS": "8"}, []string{"--fix", "tp=8"}, "user"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errs, code := runWithEnv(t, c.vars, append(slices.Clone(args), c.more...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			got, set := shellVars(out)["CUDA_DEVICE_MAX_CONNECTIONS"]
+			switch {
+			case c.want == "user" && set && got != "8":
+				t.Errorf("the user's 8 replaced by %q", got)
+			case c.want == "" && set:
+				t.Errorf("CUDA_DEVICE_MAX_CONNECTIONS=%s for %v", got, c.more)
+			case c.want != "" && c.want != "user" && got != c.want:
+				t.Errorf("CUDA_DEVICE_MAX_CONNECTIONS=%q, want %s:\n%s", got, c.want, out)
+			}
+		})
+	}
+}
