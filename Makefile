@@ -30,7 +30,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench lint install clean demo fuzz
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench lint install clean demo fuzz check-frameworks
 
 all: build
 
@@ -40,6 +40,7 @@ help:
 	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
+	@echo "check-frameworks  MEGATRON=DIR [MEGATRON_CHECK=DIR]: Megatron-LM's own argument checks on every preset and 45 layouts (skipped without)"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
@@ -86,6 +87,18 @@ test-unit:
 
 test-hermetic:
 	@bash test/hermetic.sh
+
+# trainrun's framework output run through the frameworks' own validation
+# (test/frameworks/README.md): MEGATRON=DIR is a Megatron-LM tree (holding
+# megatron/), MEGATRON_CHECK=DIR the megatron-check tool (its check.py and
+# import-time stubs). Skipped when MEGATRON is not given.
+MEGATRON ?=
+MEGATRON_CHECK ?= $(wildcard ../shared/tools/megatron-check)
+check-frameworks:
+	@if [ -z "$(MEGATRON)" ] || [ -z "$(MEGATRON_CHECK)" ]; then \
+		echo "SKIP check-frameworks: give MEGATRON=DIR (a Megatron-LM tree) and MEGATRON_CHECK=DIR (the megatron-check tool)"; exit 0; fi; \
+	TRAINRUN_MEGATRON=$(abspath $(MEGATRON)) TRAINRUN_MEGATRON_CHECK=$(abspath $(MEGATRON_CHECK)) \
+		$(GO) test -count=1 -timeout 90m -v -run 'TestMegatron' ./test/frameworks
 
 # Every Fuzz target in the module, found with go test -list (so targets added
 # anywhere join), FUZZTIME each. Their seed corpora already run in test-unit

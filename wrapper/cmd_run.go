@@ -112,7 +112,8 @@ var runHelpTail = joinLines(
 	"policy (Stack=, Precision=, Finetune=), else the flag's default.",
 	"",
 	"Templates in CMD: {tp} {pp} {vpp} {cp} {ep} {dp} {micro_batch} {grad_accum} {resume} {ckpt_dir}",
-	"{megatron_args} ({megatron_args} as a whole argument expands to one argument per flag).",
+	"{megatron_args} ({megatron_args} as a whole argument expands to one argument per flag; inside a",
+	"longer argument, to shell-quoted words) {deepspeed_config} (the plan's ds_config.json in the job dir).",
 	"",
 	"Checkpoints: trainrun asks every training process to checkpoint with TRAINRUN_CKPT_SIGNAL (once),",
 	"--ckpt-lead before the job's end time, on SIGUSR1 to trainrun itself (#SBATCH --signal=B:USR1@90;",
@@ -183,10 +184,11 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 // choice is what the choose phase hands on: the layout, its evaluation
 // when the planner made one, and a planned model's Megatron arguments.
 type choice struct {
-	Layout   plan.Layout
-	Eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
-	Megatron []string         // nil: derived from the layout (plan.MegatronLayoutArgs)
-	Inputs   *plan.Inputs     // what Eval was planned from (nil unless planned here): the observation's record
+	Layout plan.Layout
+	Eval   *plan.Evaluation // nil when the layout was pinned and not evaluated
+	Model  *plan.Model      // the planned model (nil: none given); {megatron_args} renders it with Job
+	Job    plan.Job
+	Inputs *plan.Inputs // what Eval was planned from (nil unless planned here): the observation's record
 }
 
 // placed is what the place phase hands on: each rank's node and GPU, and

@@ -380,7 +380,7 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
 	}
-	args := requestArgs(c, withPlanExport(extra, path))
+	args := requestArgs(c, withPlanExport(extra, path, modelExports(&o.plan)...))
 	id, warnings, err := env.slurm.Submit(ctx, append(args, script...)...)
 	if warnings != "" {
 		fmt.Fprintln(env.stderr, warnings)
@@ -395,22 +395,23 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	return id, nil
 }
 
-// withPlanExport exports TRAINRUN_PLAN=path to the job: appended to the
-// user's --export when there is one (unless it is NONE, which then gets
-// it alone), else --export=ALL,TRAINRUN_PLAN=path.
-func withPlanExport(extra []string, path string) []string {
+// withPlanExport exports TRAINRUN_PLAN=path (and more KEY=VALUE) to the
+// job: appended to the user's --export when there is one (unless it is
+// NONE, which then gets them alone), else --export=ALL,TRAINRUN_PLAN=path.
+func withPlanExport(extra []string, path string, more ...string) []string {
+	vars := strings.Join(append([]string{"TRAINRUN_PLAN=" + path}, more...), ",")
 	out := append([]string(nil), extra...)
 	for i, a := range out {
 		if v, ok := strings.CutPrefix(a, "--export="); ok {
 			if strings.EqualFold(v, "NONE") {
-				out[i] = "--export=TRAINRUN_PLAN=" + path
+				out[i] = "--export=" + vars
 			} else {
-				out[i] = a + ",TRAINRUN_PLAN=" + path
+				out[i] = a + "," + vars
 			}
 			return out
 		}
 	}
-	return append(out, "--export=ALL,TRAINRUN_PLAN="+path)
+	return append(out, "--export=ALL,"+vars)
 }
 
 // splitSbatchArgs splits args at "--": before it, trainrun's flags (known

@@ -119,7 +119,7 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 		return choice{}, withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
 	}
 	in := plan.InputsOf(m, j, c, pins.String())
-	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Megatron: plan.MegatronArgs(m, j, *res.Plan), Inputs: &in}, nil
+	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Model: &m, Job: j, Inputs: &in}, nil
 }
 
 // plannerGPU is the GPU type to plan for: what the probe found on the

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/trainrun/trainrun/plan"
 )
@@ -46,13 +45,14 @@ func readRunPlan(path string, world int) (*plan.Evaluation, error) {
 }
 
 // templateNames are the placeholders PRODUCT.md defines for the user's command.
-var templateNames = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "grad_accum", "resume", "ckpt_dir", "megatron_args"}
+var templateNames = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "grad_accum", "resume", "ckpt_dir", "megatron_args", "deepspeed_config"}
 
 var templateRE = regexp.MustCompile(`\{[a-z_]+\}`)
 
 // substituteTemplates replaces the placeholders in argv. An argument that is
 // exactly {megatron_args} becomes one argument per flag; inside a longer
-// argument (bash -c "...") the flags are joined with spaces. Unknown {words}
+// argument (bash -c "...") the flags are joined with spaces, each
+// shell-quoted where a shell would split or expand it. Unknown {words}
 // are left alone (they may be the program's own syntax) and returned so the
 // caller can warn about likely typos.
 func substituteTemplates(argv []string, vals map[string]string, megatron []string) (out []string, unknown []string) {
@@ -65,7 +65,7 @@ func substituteTemplates(argv []string, vals map[string]string, megatron []strin
 		s := templateRE.ReplaceAllStringFunc(a, func(m string) string {
 			name := m[1 : len(m)-1]
 			if name == "megatron_args" {
-				return strings.Join(megatron, " ")
+				return plan.ShellJoin(megatron)
 			}
 			if v, ok := vals[name]; ok {
 				return v

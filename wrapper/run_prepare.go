@@ -23,10 +23,7 @@ import (
 
 // place puts the chosen layout's ranks on the allocation's GPUs.
 func (r *runner) place(f runFacts, c choice) (p placed, err error) {
-	var traffic plan.Traffic
-	if c.Eval != nil {
-		traffic = c.Eval.Traffic
-	}
+	traffic := r.planTraffic(c)
 	var notes []string
 	if p.Slots, p.Placement, notes, err = placeRanks(r.alloc, c.Layout, traffic, f.nodes, f.cluster); err != nil {
 		return p, withCode(ExitNoFit, err)
@@ -105,11 +102,15 @@ func (r *runner) openRunStore() (*observedStore, error) {
 func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	a := r.alloc
 	var unknown []string
-	megatron := r.choice.Megatron
-	if megatron == nil {
-		megatron = plan.MegatronLayoutArgs(r.choice.Layout)
+	megatron, err := r.megatronArgs()
+	if err != nil {
+		return rankEnv{}, err
 	}
-	r.cmdArgv, unknown = substituteTemplates(r.argv, templateValues(r.choice.Layout, r.resume, r.ckptDir), megatron)
+	vals := templateValues(r.choice.Layout, r.resume, r.ckptDir)
+	if err := r.deepSpeedConfig(vals); err != nil {
+		return rankEnv{}, err
+	}
+	r.cmdArgv, unknown = substituteTemplates(r.argv, vals, megatron)
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
@@ -137,7 +138,7 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	renv := runRankEnv(a, r.placed.Slots, envInputs{
 		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: r.masterPort, PlanPath: planPath,
 		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
-		JobDir: r.jobDir, RestartCount: a.RestartCount,
+		JobDir: r.jobDir, RestartCount: a.RestartCount, Framework: r.frameworkEnv(),
 	})
 	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
 	launchDir := filepath.Join(r.jobDir, "launch")
