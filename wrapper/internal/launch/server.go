@@ -2,19 +2,30 @@ package launch
 
 import (
 	"bufio"
+	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
 	"sync"
 	"time"
 )
 
-// HelloTimeout is how long a new connection may take to say hello.
-const HelloTimeout = 10 * time.Second
+// HelloTimeout is how long an admitted connection may take to say hello. A
+// shim writes its hello right after it connects, so a connection silent
+// this long is not a shim.
+const HelloTimeout = 2 * time.Second
 
-// MaxPending caps the connections that have not said hello yet; the accept
-// loop waits (the kernel's backlog holds the rest) while that many are open.
-// The shims of a 16k-rank job connect at once, but each says hello at once.
-const MaxPending = 512
+// MaxPending caps the admitted connections that have not said hello yet,
+// and MaxPendingPerPeer those from one remote address. A connection beyond
+// either is closed at once rather than left in the kernel's accept queue,
+// where it would stand ahead of the shims (review t4, F1). The shims of a
+// 16k-rank job connect at once, but each says hello at once.
+const (
+	MaxPending        = 4096
+	MaxPendingPerPeer = 256
+)
 
 // writeTimeout bounds a write to one shim.
 const writeTimeout = 5 * time.Second
@@ -34,6 +45,9 @@ type Server struct {
 	world        int
 	pending      chan struct{}
 	helloTimeout time.Duration
+	admission    *admission
+	perPeer      map[netip.Addr]int // pending connections by remote address; under mu
+	refused      int                // connections closed before a hello could be read; under mu
 
 	mu    sync.Mutex
 	conns map[int]net.Conn
@@ -43,12 +57,18 @@ type Server struct {
 }
 
 // Listen starts a server on host (an address of this node; a free port),
-// for the ranks 0..world-1.
+// for the ranks 0..world-1, admitting peers on this host of this process's
+// uid and any remote peer. A job's controller uses ListenPeers.
 func Listen(host string, world int) (*Server, error) {
-	return listen(host, world, MaxPending, HelloTimeout)
+	return ListenPeers(host, world, Peers{UID: os.Getuid()})
 }
 
-func listen(host string, world, maxPending int, helloTimeout time.Duration) (*Server, error) {
+// ListenPeers is Listen admitting only the given peers.
+func ListenPeers(host string, world int, peers Peers) (*Server, error) {
+	return listen(host, world, MaxPending, HelloTimeout, newAdmission(peers))
+}
+
+func listen(host string, world, maxPending int, helloTimeout time.Duration, adm *admission) (*Server, error) {
 	tok, err := NewToken()
 	if err != nil {
 		return nil, err
@@ -58,9 +78,22 @@ func listen(host string, world, maxPending int, helloTimeout time.Duration) (*Se
 		return nil, fmt.Errorf("control channel: %w", err)
 	}
 	s := &Server{Token: tok, Events: make(chan Event, 1024), ln: ln, world: world,
-		pending: make(chan struct{}, maxPending), helloTimeout: helloTimeout, conns: map[int]net.Conn{}}
+		pending: make(chan struct{}, maxPending), helloTimeout: helloTimeout, admission: adm,
+		perPeer: map[netip.Addr]int{}, conns: map[int]net.Conn{}}
 	go s.accept()
 	return s, nil
+}
+
+// Weaker says why the peer check is weaker than asked ("" when it is not):
+// the caller logs it.
+func (s *Server) Weaker() string { return s.admission.note }
+
+// Refused is how many connections were closed before a hello was read:
+// peers not admitted, and those beyond the pending caps.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // Addr is where the shims connect (host:port).
@@ -79,38 +112,84 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 }
 
+// accept never waits for a slot: a connection not admitted, or beyond a
+// cap, is closed at once, so the kernel's queue keeps moving and a shim
+// behind thousands of hostile connections is reached within milliseconds.
 func (s *Server) accept() {
 	for {
-		s.pending <- struct{}{} // a slot for one connection before its hello
 		c, err := s.ln.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		go s.serve(c)
+		if err != nil { // out of descriptors, or a connection reset in the queue
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		peer, ok := s.admission.admit(c)
+		if ok && s.take(peer) {
+			go s.serve(c, peer)
+			continue
+		}
+		c.Close()
+		s.mu.Lock()
+		s.refused++
+		s.mu.Unlock()
+	}
+}
+
+// take reserves a pending slot for a connection from peer.
+func (s *Server) take(peer netip.Addr) bool {
+	local := peer.IsLoopback() || s.admission.local[peer]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !local && s.perPeer[peer] >= MaxPendingPerPeer {
+		return false
+	}
+	select {
+	case s.pending <- struct{}{}:
+	default:
+		return false
+	}
+	s.perPeer[peer]++
+	return true
+}
+
+func (s *Server) release(peer netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	<-s.pending
+	if s.perPeer[peer]--; s.perPeer[peer] <= 0 {
+		delete(s.perPeer, peer)
 	}
 }
 
 // hello reads the first line, which must be a hello with the token and a
 // rank of the step, within HelloTimeout. It frees the pending slot.
-func (s *Server) hello(c net.Conn, sc *bufio.Scanner) (Msg, bool) {
-	defer func() { <-s.pending }()
+func (s *Server) hello(c net.Conn, sc *bufio.Scanner, peer netip.Addr) (Msg, bool) {
+	defer s.release(peer)
 	c.SetReadDeadline(time.Now().Add(s.helloTimeout))
 	if !sc.Scan() {
 		return Msg{}, false
 	}
 	m, err := Parse(sc.Text())
-	if err != nil || m.Kind != Hello && m.Kind != Wait || m.Token != s.Token || m.Rank >= s.world {
+	if err != nil || m.Kind != Hello && m.Kind != Wait || !s.tokenOK(m.Token) || m.Rank >= s.world {
 		return Msg{}, false
 	}
 	c.SetReadDeadline(time.Time{})
 	return m, true
 }
 
-func (s *Server) serve(c net.Conn) {
+// tokenOK compares in constant time: the comparison's duration says
+// nothing about how much of a guess was right.
+func (s *Server) tokenOK(tok string) bool {
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.Token)) == 1
+}
+
+func (s *Server) serve(c net.Conn, peer netip.Addr) {
 	defer c.Close()
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 0, 256), MaxLine+1)
-	h, ok := s.hello(c, sc)
+	h, ok := s.hello(c, sc, peer)
 	if !ok {
 		return
 	}
@@ -142,7 +221,7 @@ func (s *Server) serve(c net.Conn) {
 func (s *Server) waiting(rank int, c net.Conn, sc *bufio.Scanner) bool {
 	for sc.Scan() {
 		m, err := Parse(sc.Text())
-		if err != nil || m.Rank != rank || m.Kind != Probed && (m.Kind != Hello || m.Token != s.Token) {
+		if err != nil || m.Rank != rank || m.Kind != Probed && (m.Kind != Hello || !s.tokenOK(m.Token)) {
 			return false
 		}
 		s.Events <- Event{Msg: m, At: time.Now()}

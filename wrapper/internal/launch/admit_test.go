@@ -1,0 +1,204 @@
+package launch
+
+import (
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/trainrun/trainrun/internal/safefs/safefstest"
+)
+
+// flood keeps n connections open to addr from sockets another uid owns
+// (nobody's: the socket takes the creating thread's fsuid), dialling again
+// as soon as the server closes one, until stop is closed: the attack of
+// review t4, F1, from another user on the batch node.
+func flood(t testing.TB, addr string, n int, stop chan struct{}) *sync.WaitGroup {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to open sockets as another uid")
+	}
+	again := make(chan struct{}, n)
+	for range n {
+		again <- struct{}{}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread() // the fsuid is this thread's only; the thread dies with it
+		unix.Setfsuid(safefstest.Nobody)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-again:
+			}
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				again <- struct{}{}
+				continue
+			}
+			wg.Add(1)
+			go func() { // hold it until the server closes it, then dial again
+				defer wg.Done()
+				defer c.Close()
+				go func() { <-stop; c.Close() }()
+				b := make([]byte, 1)
+				c.Read(b)
+				select {
+				case <-stop:
+				default:
+					again <- struct{}{}
+				}
+			}()
+		}
+	}()
+	return &wg
+}
+
+// helloAll dials 16 shims at once and waits for all their hellos.
+func helloAll(t testing.TB, s *Server, shims int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	errs := make(chan error, shims)
+	for r := range shims {
+		go func() {
+			c, err := Dial(s.Addr(), Msg{Token: s.Token, Rank: r, PID: 1, Node: "n1", StepID: "0"})
+			if err == nil {
+				defer c.Close()
+			}
+			errs <- err
+			time.Sleep(100 * time.Millisecond)
+		}()
+	}
+	seen := map[int]bool{}
+	for len(seen) < shims {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("a shim could not reach the controller: %v", err)
+			}
+		case ev := <-s.Events:
+			seen[ev.Rank] = true
+		case <-time.After(60 * time.Second): // a liveness guard, not a target
+			t.Fatalf("only %d of %d shims said hello", len(seen), shims)
+		}
+	}
+	return time.Since(start)
+}
+
+// With 5,000 connections from another uid held against the port (and
+// dialled again as fast as they are closed), 16 shims still all say hello:
+// on main before F1's fix the hostile sockets held every pending slot and
+// the accept queue, and a shim's Dial failed after about 16 s.
+// BenchmarkHelloUnderFlood measures how long the hellos take.
+func TestHelloUnderFlood(t *testing.T) {
+	s, err := Listen("127.0.0.1", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stop := make(chan struct{})
+	wg := flood(t, s.Addr(), 5000, stop)
+	defer func() { close(stop); wg.Wait() }()
+	for s.Refused() < 5000 { // the flood is under way
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // and dialling again as fast as it is closed
+	took := helloAll(t, s, 16)
+	t.Logf("16 hellos in %v with 5,000 hostile connections (%d refused)", took, s.Refused())
+}
+
+func BenchmarkHelloUnderFlood(b *testing.B) {
+	s, err := Listen("127.0.0.1", 16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	stop := make(chan struct{})
+	wg := flood(b, s.Addr(), 5000, stop)
+	defer func() { close(stop); wg.Wait() }()
+	for s.Refused() < 5000 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var worst time.Duration
+	b.ResetTimer()
+	for range b.N {
+		worst = max(worst, helloAll(b, s, 16))
+	}
+	b.ReportMetric(worst.Seconds(), "worst-s")
+}
+
+// A socket of another uid on this host is closed before it is read, and
+// counted; the job user's own is served.
+func TestServerRefusesOtherUIDOnThisHost(t *testing.T) {
+	s, err := Listen("127.0.0.1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stop := make(chan struct{})
+	wg := flood(t, s.Addr(), 1, stop)
+	for s.Refused() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	c, err := Dial(s.Addr(), Msg{Token: s.Token, Rank: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ev := recv(t, s); ev.Kind != Hello {
+		t.Errorf("got %+v", ev)
+	}
+}
+
+type fakeConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (f fakeConn) RemoteAddr() net.Addr { return f.remote }
+func (f fakeConn) LocalAddr() net.Addr  { return &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 4000} }
+
+func TestAdmission(t *testing.T) {
+	a := newAdmission(Peers{Hosts: []string{"10.0.0.2", "fd00::7"}, UID: 1000})
+	a.owner = func(c net.Conn) (uint32, error) {
+		if c.RemoteAddr().(*net.TCPAddr).Port == 1 {
+			return 0, errors.New("no such socket")
+		}
+		return uint32(c.RemoteAddr().(*net.TCPAddr).Port), nil
+	}
+	for _, tc := range []struct {
+		ip   string
+		port int
+		want bool
+	}{
+		{"10.0.0.2", 5, true},        // an allocation node
+		{"::ffff:10.0.0.2", 5, true}, // the same, v4-mapped
+		{"fd00::7", 5, true},
+		{"10.0.0.3", 5, false},    // a host outside the allocation
+		{"127.0.0.1", 1000, true}, // this host, the job user's socket
+		{"127.0.0.1", 65534, false},
+		{"127.0.0.1", 1, false}, // the kernel does not know the socket
+	} {
+		_, got := a.admit(fakeConn{remote: &net.TCPAddr{IP: net.ParseIP(tc.ip), Port: tc.port}})
+		if got != tc.want {
+			t.Errorf("peer %s uid %d: admitted %v, want %v", tc.ip, tc.port, got, tc.want)
+		}
+	}
+	if a.note != "" {
+		t.Errorf("note %q", a.note)
+	}
+	weak := newAdmission(Peers{Hosts: []string{"10.0.0.2", "no-such-node.invalid"}})
+	if weak.remote != nil || weak.note == "" {
+		t.Errorf("an unresolvable node should open the remote check, and say so: %+v", weak)
+	}
+}
