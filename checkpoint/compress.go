@@ -410,7 +410,7 @@ func (s *Store) restoreFile(ctx context.Context, dir string, m Manifest, f File,
 	}
 	var sum string
 	if f.Compressed() {
-		sum, _, err = decodeFile(ctx, in, f.StoredSize, tmp, codecOpts{Workers: workers, Span: m.ChunkBytes})
+		sum, _, err = decodeFile(ctx, in, f.StoredSize, f.Size, tmp, codecOpts{Workers: workers, Span: m.ChunkBytes})
 	} else {
 		sum, err = copyHashed(ctx, in, f.Size, tmp, m.ChunkBytes)
 	}
@@ -480,7 +480,7 @@ func verifyCompressed(ctx context.Context, dir string, m Manifest, workers int) 
 				return err
 			}
 			defer in.Close()
-			sum, n, err := decodeFile(ctx, in, f.StoredSize, nil, codecOpts{Workers: workers, Span: m.ChunkBytes})
+			sum, n, err := decodeFile(ctx, in, f.StoredSize, f.Size, nil, codecOpts{Workers: workers, Span: m.ChunkBytes})
 			if err != nil {
 				return err
 			}
@@ -575,7 +575,7 @@ func locateDamage(ctx context.Context, dir string, m Manifest, rel string, worke
 			return ""
 		}
 		defer in.Close()
-		if _, _, err := decodeFile(ctx, in, f.StoredSize, nil, codecOpts{Workers: workers, Span: m.ChunkBytes}); err != nil {
+		if _, _, err := decodeFile(ctx, in, f.StoredSize, f.Size, nil, codecOpts{Workers: workers, Span: m.ChunkBytes}); err != nil {
 			return "; " + err.Error()
 		}
 		return "; every chunk still decodes to its checksum: the damage is outside the chunks' bytes"
