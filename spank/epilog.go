@@ -30,8 +30,9 @@ const HandoffDirName = "handoff"
 const UnknownID = ^uint32(0)
 
 // PrepareJobDir creates CACHE/job-N (owned by the plugin's user, root in
-// slurmstepd, mode 0755) and CACHE/job-N/handoff, owned by the job's
-// uid:gid with mode 0700, and returns the latter. It is called once per step
+// slurmstepd, mode 0755) and CACHE/job-N/handoff, a tmpfs of its own
+// (handoff_fs.go) owned by the job's uid:gid with mode 0700, and returns
+// the latter. It is called once per step
 // on every node and is idempotent. It follows no symbolic link it did not
 // create: the user owns handoff/ but must not be able to make root write
 // elsewhere, and job-N, which root owns, cannot be replaced by the user.
@@ -52,8 +53,16 @@ func PrepareJobDir(cacheDir string, jobID, uid, gid uint32) (string, error) {
 	if err := mkdirOwned(job, 0o755, uint32(os.Geteuid()), uint32(os.Getegid()), false); err != nil {
 		return "", err
 	}
+	unlock, err := lockDir(job)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	h := filepath.Join(job, HandoffDirName)
-	if err := mkdirOwned(h, 0o700, uid, gid, true); err != nil {
+	if err := mountHandoff(h, uid, gid); err != nil {
+		return "", err
+	}
+	if err := mkdirOwned(h, 0o700, uid, gid, true); err != nil { // the mount's root: repairs a mode the user changed
 		return "", err
 	}
 	return h, nil

@@ -1,6 +1,10 @@
 package spank
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/trainrun/trainrun/plan/policy"
@@ -26,5 +30,52 @@ func TestStepPartitionWithoutRecordIsStrictest(t *testing.T) {
 	}
 	if _, err := Resolve(c, part, given, getenv); err == nil {
 		t.Error("without a partition record, a user override no partition's policy allows in common was accepted")
+	}
+}
+
+// Review t4, F5: what a job's user writes into its handoff directory is
+// bounded by the directory's own file system, and the cache's file system
+// (the node's /run by default) stays writable for root's records.
+func TestHandoffCannotFillTheCache(t *testing.T) {
+	needRoot(t)
+	cache := filepath.Join(t.TempDir(), "cache")
+	h, err := prepareJobDir(t, cache, 42, nobody, nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mounted(h) {
+		t.Fatal("the handoff directory is on the cache's file system")
+	}
+	if u, g, m := owner(t, h); u != nobody || g != nobody || m != os.ModeDir|0o700 {
+		t.Errorf("handoff dir: %d:%d %v, want %d:%d drwx------", u, g, m, nobody, nobody)
+	}
+	// The user fills it (root writes here as the user would: tmpfs's size
+	// binds root too).
+	f, err := os.Create(filepath.Join(h, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(make([]byte, 2*HandoffFSBytes))
+	f.Close()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writing %d bytes into the handoff directory: %v, want ENOSPC", 2*HandoffFSBytes, err)
+	}
+	// Root's record beside it is still written.
+	if err := os.WriteFile(filepath.Join(JobDir(cache, 42), "partition"), []byte("gpu\n"), 0o644); err != nil {
+		t.Fatalf("the partition record after the handoff filled up: %v", err)
+	}
+	if p, ok := JobPartition(cache, 42); !ok || p != "gpu" {
+		t.Errorf("JobPartition = %q, %v", p, ok)
+	}
+	// A second step of the job finds the same file system; the epilog's
+	// CleanJob unmounts and removes it.
+	if h2, err := PrepareJobDir(cache, 42, nobody, nobody); err != nil || h2 != h {
+		t.Fatalf("second step: %q, %v", h2, err)
+	}
+	if err := CleanJob(cache, 42); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(JobDir(cache, 42)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("job dir left after CleanJob: %v", err)
 	}
 }
