@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/topo"
@@ -149,9 +151,7 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 	if c == nil || c.CacheDir == "" || jobID == 0 {
 		return nil
 	}
-	if logf == nil {
-		logf = func(string) {}
-	}
+	logf = oneLineLog(logf) // the lines carry the user's bytes: names, errors, what trainrun printed (review t4, F6)
 	pre := fmt.Sprintf("trainrun: epilog: job %d: ", jobID)
 	hdir := filepath.Join(JobDir(c.CacheDir, jobID), HandoffDirName)
 	node := thisNode()
@@ -244,7 +244,7 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("job %d: %d drain handoff(s) not finished (%s): see the lines above", jobID, len(failed), strings.Join(failed, ", "))
+		return fmt.Errorf("job %d: %d drain handoff(s) not finished (%s): see the lines above", jobID, len(failed), escapeControls(strings.Join(failed, ", ")))
 	}
 	return nil
 }
@@ -421,6 +421,37 @@ func lastLine(b []byte) []byte {
 		return b[i+1:]
 	}
 	return b
+}
+
+// oneLineLog wraps logf (nil: no log) so that every line it gets reaches
+// slurmd's log as one line: a control character in it (a newline in a file
+// name the user chose, quoted in a drain's error) is written as an escape,
+// so the user cannot forge a line of the log.
+func oneLineLog(logf func(string)) func(string) {
+	if logf == nil {
+		return func(string) {}
+	}
+	return func(s string) { logf(escapeControls(s)) }
+}
+
+// escapeControls writes every control character of s but tab (C0, DEL, C1,
+// and bytes that are not UTF-8) as a Go escape.
+func escapeControls(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r != '\t' && (unicode.IsControl(r) || r == utf8.RuneError) }) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r != '\t' && unicode.IsControl(r):
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func oneLine(s string) string {

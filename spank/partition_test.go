@@ -4,9 +4,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan/policy"
 )
 
@@ -77,5 +80,34 @@ func TestHandoffCannotFillTheCache(t *testing.T) {
 	}
 	if _, err := os.Lstat(JobDir(cache, 42)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("job dir left after CleanJob: %v", err)
+	}
+}
+
+// Review t4, F6: a drain's error quotes a file name the user chose; a
+// newline in it wrote a line of the user's choosing into slurmd's log.
+// Every line the epilog logs stays one line.
+func TestEpilogLogIsOneLinePerRecord(t *testing.T) {
+	needRoot(t)
+	t.Setenv("SLURMD_NODENAME", "n1")
+	dir := sharedDir(t)
+	forged := `x\n[2026-12-03T12:00:00.000] error: slurmd: forged\u0085\u001b[2J`
+	bin, _ := fakeTrainrun(t, dir, `echo '{"node":"n1","left":["step-11"],"error":"lstat /dev/shm/ck/n1/`+forged+`: no such file"}'`)
+	cache := filepath.Join(dir, "cache")
+	c := &Config{CacheDir: cache, Trainrun: bin, DrainTimeout: 20 * time.Second}
+	hdir, err := prepareJobDir(t, cache, 7, nobody, nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putRecord(t, hdir, "drain-n1.json", checkpoint.DrainHandoff{Version: 1, JobID: 7, Node: "n1", LocalDir: "/dev/shm/ck/n1", CkptDir: "/lustre/ann/run1", Ranks: []int{0}})
+	var lines []string
+	JobEpilog(c, 7, nobody, nobody, func(s string) { lines = append(lines, s) })
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines, want 1: %q", len(lines), lines)
+	}
+	if strings.ContainsFunc(lines[0], func(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 }) {
+		t.Errorf("a control character reached the log: %q", lines[0])
+	}
+	if !strings.Contains(lines[0], `x\n[2026-12-03T12:00:00.000] error: slurmd: forged`) {
+		t.Errorf("the name is not quoted in the line: %q", lines[0])
 	}
 }
