@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/trainrun/trainrun/internal/safefs/safefstest"
 )
 
 // Crafted trz files (review t4, F3): whoever writes a checkpoint that
@@ -267,4 +269,46 @@ func FuzzTRZIndex(f *testing.F) {
 			t.Fatalf("decoded %d bytes (wrote %d), the header says %d", got, len(out.b), h.RawSize)
 		}
 	})
+}
+
+// Review t4, F4: restore --to accepted a DIR another user made (mode 0777)
+// and followed DIR/model, a link they planted, out of it.
+func TestRestoreToRefusesForeignDirAndLinks(t *testing.T) {
+	s := newStore(t)
+	saveTensorCkpt(t, s, "step-10", 1, 2)
+	_, err := s.Commit(t.Context(), "step-10", 1)
+	must(t, err)
+	_, err = s.Compress(t.Context(), "step-10", CompressOptions{})
+	must(t, err)
+
+	// The user's own DIR, where a link leads out: refused, nothing written there.
+	elsewhere := t.TempDir()
+	own := filepath.Join(t.TempDir(), "to")
+	must(t, os.Mkdir(own, 0o700))
+	must(t, os.Symlink(elsewhere, filepath.Join(own, "model")))
+	if _, err := s.Restore(t.Context(), "step-10", own, 2); err == nil {
+		t.Error("restore followed DIR/model out of DIR")
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("files written through the link: %v", entries)
+	}
+
+	// A DIR another user made, open to all.
+	foreign := filepath.Join(t.TempDir(), "to")
+	must(t, os.Mkdir(foreign, 0o777))
+	must(t, os.Chmod(foreign, 0o777))
+	safefstest.AsNobody(t, foreign)
+	if _, err := s.Restore(t.Context(), "step-10", foreign, 2); err == nil || !strings.Contains(err.Error(), "uid 65534") {
+		t.Errorf("restore into nobody's 0777 DIR: %v", err)
+	}
+
+	// A fresh DIR works, and holds the checkpoint.
+	fresh := filepath.Join(t.TempDir(), "new", "to")
+	if _, err := s.Restore(t.Context(), "step-10", fresh, 2); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := readManifest(s.tagDir("step-10"))
+	if got := dirBytes(t, fresh); got != m.Bytes {
+		t.Errorf("restored %d bytes, the manifest says %d", got, m.Bytes)
+	}
 }
