@@ -359,6 +359,28 @@ func (s *Store) Restore(ctx context.Context, tag, to string, workers int) (int64
 	return n, nil
 }
 
+// NotRaw is nil when every file of m is stored raw; otherwise it names
+// the compressed ones and says how to restore them (store is where m's
+// checkpoint lives). A trainer loads raw files only: handed a checkpoint
+// compressed by the background pass, it would find .trz files.
+func (m Manifest) NotRaw(store string) error {
+	var z []string
+	for _, f := range m.Files {
+		if f.Compressed() {
+			z = append(z, f.Path)
+		}
+	}
+	if len(z) == 0 {
+		return nil
+	}
+	more := ""
+	if len(z) > 3 {
+		z, more = z[:3], fmt.Sprintf(" and %d more", len(z)-3)
+	}
+	return fmt.Errorf("checkpoint %s is stored compressed (%s%s), which a trainer cannot load: restore it first with 'trainrun ckpt restore %s --ckpt-dir %s' (in place; it stays committed)",
+		m.Tag, strings.Join(z, ", "), more, m.Tag, store)
+}
+
 // EnsureRaw restores tag in place if any of its files is compressed: the
 // controller calls it on the checkpoint it resumes from.
 func (s *Store) EnsureRaw(ctx context.Context, tag string) error {

@@ -32,3 +32,24 @@ func TestSubmitRefusesForeignPlanDir(t *testing.T) {
 		t.Errorf("a plan was written into nobody's directory: %v", entries)
 	}
 }
+
+// Review t4 (noted): --init-from a checkpoint the background pass
+// compressed handed the trainer .trz files. It is refused, saying how to
+// restore it; once restored it is accepted.
+func TestInitFromCompressedRefused(t *testing.T) {
+	dir, _ := compressFixture(t)
+	if code, out, errs := runCkptCmd(t, dir, "compress", "--all", "--workers", "2"); code != ExitOK {
+		t.Fatalf("compress: exit %d\n%s%s", code, out, errs)
+	}
+	from := filepath.Join(dir, "step-10")
+	_, err := initialCheckpoint(from)
+	if err == nil || !strings.Contains(err.Error(), "weights.bin") || !strings.Contains(err.Error(), "trainrun ckpt restore step-10 --ckpt-dir "+dir) {
+		t.Fatalf("--init-from a compressed checkpoint: %v", err)
+	}
+	if code, out, errs := runCkptCmd(t, dir, "restore", "step-10"); code != ExitOK {
+		t.Fatalf("restore: exit %d\n%s%s", code, out, errs)
+	}
+	if got, err := initialCheckpoint(from); err != nil || got != from {
+		t.Errorf("--init-from the restored checkpoint: %q, %v", got, err)
+	}
+}
