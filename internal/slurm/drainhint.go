@@ -11,7 +11,7 @@ func DrainHint(nodes []string, reason string) string {
 }
 
 // shellWord leaves a word of safe characters alone and single-quotes any
-// other (a single quote inside written as '\”).
+// other (a single quote inside it closes the quotes, is escaped, and reopens them).
 func shellWord(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-[]") == "" {
 		return s
