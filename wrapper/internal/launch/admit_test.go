@@ -4,62 +4,19 @@ import (
 	"errors"
 	"net"
 	"os"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/trainrun/trainrun/internal/safefs/safefstest"
 )
 
-// flood keeps n connections open to addr from sockets another uid owns
-// (nobody's: the socket takes the creating thread's fsuid), dialling again
-// as soon as the server closes one, until stop is closed: the attack of
-// review t4, F1, from another user on the batch node.
-func flood(t testing.TB, addr string, n int, stop chan struct{}) *sync.WaitGroup {
+// flood is safefstest.StartFlood, skipped without root.
+func flood(t testing.TB, addr string, n int) *safefstest.Flood {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to open sockets as another uid")
 	}
-	again := make(chan struct{}, n)
-	for range n {
-		again <- struct{}{}
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		runtime.LockOSThread() // the fsuid is this thread's only; the thread dies with it
-		unix.Setfsuid(safefstest.Nobody)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-again:
-			}
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err != nil {
-				again <- struct{}{}
-				continue
-			}
-			wg.Add(1)
-			go func() { // hold it until the server closes it, then dial again
-				defer wg.Done()
-				defer c.Close()
-				go func() { <-stop; c.Close() }()
-				b := make([]byte, 1)
-				c.Read(b)
-				select {
-				case <-stop:
-				default:
-					again <- struct{}{}
-				}
-			}()
-		}
-	}()
-	return &wg
+	return safefstest.StartFlood(addr, n)
 }
 
 // helloAll dials 16 shims at once and waits for all their hellos.
@@ -104,9 +61,8 @@ func TestHelloUnderFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	stop := make(chan struct{})
-	wg := flood(t, s.Addr(), 5000, stop)
-	defer func() { close(stop); wg.Wait() }()
+	fl := flood(t, s.Addr(), 5000)
+	defer fl.Stop()
 	for s.Refused() < 5000 { // the flood is under way
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -121,9 +77,8 @@ func BenchmarkHelloUnderFlood(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	stop := make(chan struct{})
-	wg := flood(b, s.Addr(), 5000, stop)
-	defer func() { close(stop); wg.Wait() }()
+	fl := flood(b, s.Addr(), 5000)
+	defer fl.Stop()
 	for s.Refused() < 5000 {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -143,13 +98,11 @@ func TestServerRefusesOtherUIDOnThisHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	stop := make(chan struct{})
-	wg := flood(t, s.Addr(), 1, stop)
+	fl := flood(t, s.Addr(), 1)
 	for s.Refused() == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	fl.Stop()
 	c, err := Dial(s.Addr(), Msg{Token: s.Token, Rank: 0})
 	if err != nil {
 		t.Fatal(err)
