@@ -456,6 +456,7 @@ def _heartbeat_fd(env):
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
             return None
         os.set_blocking(fd, False)
+        os.set_inheritable(fd, False)  # close-on-exec: a program the trainer runs cannot write beats (review t4, F10)
         return fd
     except (TypeError, ValueError, OSError):
         return None
