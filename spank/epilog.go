@@ -155,8 +155,7 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 	pre := fmt.Sprintf("trainrun: epilog: job %d: ", jobID)
 	hdir := filepath.Join(JobDir(c.CacheDir, jobID), HandoffDirName)
 	node := thisNode()
-	var failed []string
-	others := false // records of other nodes (a cache shared by several slurmd)
+	var failed, others = []string(nil), false // others: records of other nodes (a cache shared by several slurmd)
 	fi, err := os.Lstat(hdir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
