@@ -30,6 +30,14 @@ type admission struct {
 	uid    uint32
 	owner  func(c net.Conn) (uint32, error) // the peer socket's uid
 	note   string                           // why the check is weaker than asked, "" when it is not
+	// loopbackRemote treats loopback peers as remote ones (tests of the
+	// per-address caps, which cannot dial from another host).
+	loopbackRemote bool
+}
+
+// isLocal says whether ip is this host's: its socket's owner is checked.
+func (a *admission) isLocal(ip netip.Addr) bool {
+	return ip.IsLoopback() && !a.loopbackRemote || a.local[ip]
 }
 
 func newAdmission(p Peers) *admission {
@@ -104,7 +112,7 @@ func (a *admission) admit(c net.Conn) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	ip = ip.Unmap()
-	if ip.IsLoopback() || a.local[ip] {
+	if a.isLocal(ip) {
 		uid, err := a.owner(c)
 		return ip, err == nil && uid == a.uid
 	}

@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -153,5 +154,42 @@ func TestAdmission(t *testing.T) {
 	weak := newAdmission(Peers{Hosts: []string{"10.0.0.2", "no-such-node.invalid"}})
 	if weak.remote != nil || weak.note == "" {
 		t.Errorf("an unresolvable node should open the remote check, and say so: %+v", weak)
+	}
+}
+
+// From a remote address no uid can be checked: someone on an allocation
+// node may hold MaxPendingPerPeer silent connections. A shim from that
+// node still gets in: its connection evicts the oldest silent one.
+func TestRemotePeerAtCapEvictsOldest(t *testing.T) {
+	adm := newAdmission(Peers{UID: os.Getuid()})
+	adm.loopbackRemote, adm.local = true, map[netip.Addr]bool{} // 127.0.0.1 stands for another host
+	s, err := listen("127.0.0.1", 1, MaxPending, 30*time.Second, adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range MaxPendingPerPeer + 50 {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	for s.Refused() < 50 { // the 50 oldest made way
+		time.Sleep(5 * time.Millisecond)
+	}
+	c, err := Dial(s.Addr(), Msg{Token: s.Token, Rank: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ev := recv(t, s); ev.Kind != Hello || ev.Rank != 0 {
+		t.Errorf("got %+v", ev)
+	}
+	s.mu.Lock()
+	n := len(s.perPeer[netip.MustParseAddr("127.0.0.1")])
+	s.mu.Unlock()
+	if n > MaxPendingPerPeer {
+		t.Errorf("%d connections pending from one address, cap %d", n, MaxPendingPerPeer)
 	}
 }

@@ -17,10 +17,11 @@ import (
 // this long is not a shim.
 const HelloTimeout = 2 * time.Second
 
-// MaxPending caps the admitted connections that have not said hello yet,
-// and MaxPendingPerPeer those from one remote address. A connection beyond
-// either is closed at once rather than left in the kernel's accept queue,
-// where it would stand ahead of the shims (review t4, F1). The shims of a
+// MaxPending caps the admitted connections that have not said hello yet: one
+// beyond it is closed at once rather than left in the kernel's accept
+// queue, where it would stand ahead of the shims (review t4, F1).
+// MaxPendingPerPeer caps those from one remote address: past it, that
+// address's oldest pending connection is closed (take). The shims of a
 // 16k-rank job connect at once, but each says hello at once.
 const (
 	MaxPending        = 4096
@@ -46,8 +47,8 @@ type Server struct {
 	pending      chan struct{}
 	helloTimeout time.Duration
 	admission    *admission
-	perPeer      map[netip.Addr]int // pending connections by remote address; under mu
-	refused      int                // connections closed before a hello could be read; under mu
+	perPeer      map[netip.Addr][]*pending // pending connections by remote address, oldest first; under mu
+	refused      int                       // connections closed before a hello could be read; under mu
 
 	mu    sync.Mutex
 	conns map[int]net.Conn
@@ -79,7 +80,7 @@ func listen(host string, world, maxPending int, helloTimeout time.Duration, adm 
 	}
 	s := &Server{Token: tok, Events: make(chan Event, 1024), ln: ln, world: world,
 		pending: make(chan struct{}, maxPending), helloTimeout: helloTimeout, admission: adm,
-		perPeer: map[netip.Addr]int{}, conns: map[int]net.Conn{}}
+		perPeer: map[netip.Addr][]*pending{}, conns: map[int]net.Conn{}}
 	go s.accept()
 	return s, nil
 }
@@ -112,9 +113,10 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 }
 
-// accept never waits for a slot: a connection not admitted, or beyond a
-// cap, is closed at once, so the kernel's queue keeps moving and a shim
-// behind thousands of hostile connections is reached within milliseconds.
+// accept never waits for a slot: a connection not admitted, or beyond the
+// global cap, is closed at once, so the kernel's queue keeps moving and a
+// shim behind thousands of hostile connections is reached within
+// milliseconds.
 func (s *Server) accept() {
 	for {
 		c, err := s.ln.Accept()
@@ -126,9 +128,11 @@ func (s *Server) accept() {
 			continue
 		}
 		peer, ok := s.admission.admit(c)
-		if ok && s.take(peer) {
-			go s.serve(c, peer)
-			continue
+		if ok {
+			if p, ok := s.take(peer, c); ok {
+				go s.serve(c, peer, p)
+				continue
+			}
 		}
 		c.Close()
 		s.mu.Lock()
@@ -137,36 +141,66 @@ func (s *Server) accept() {
 	}
 }
 
-// take reserves a pending slot for a connection from peer.
-func (s *Server) take(peer netip.Addr) bool {
-	local := peer.IsLoopback() || s.admission.local[peer]
+// pending is an admitted connection from a remote peer, before its hello.
+type pending struct {
+	c       net.Conn
+	evicted bool // closed to make way for a newer one from the same address
+}
+
+// take reserves a pending slot for c from peer. A remote peer at its cap
+// does not lose the new connection but its oldest pending one: a shim says
+// hello as soon as it connects, so the oldest silent connection is the
+// least likely to be a shim, and someone holding slots from an allocation
+// node (where no uid can be checked) cannot keep that node's shims out.
+// p is nil for a peer on this host (admitted by uid, not counted by
+// address).
+func (s *Server) take(peer netip.Addr, c net.Conn) (p *pending, ok bool) {
+	remote := !s.admission.isLocal(peer)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !local && s.perPeer[peer] >= MaxPendingPerPeer {
-		return false
+	if q := s.perPeer[peer]; remote && len(q) >= MaxPendingPerPeer {
+		q[0].evicted = true
+		q[0].c.Close() // its hello read fails at once and frees its global slot
+		s.perPeer[peer] = q[1:]
+		s.refused++
 	}
 	select {
 	case s.pending <- struct{}{}:
 	default:
-		return false
+		return nil, false
 	}
-	s.perPeer[peer]++
-	return true
+	if remote {
+		p = &pending{c: c}
+		s.perPeer[peer] = append(s.perPeer[peer], p)
+	}
+	return p, true
 }
 
-func (s *Server) release(peer netip.Addr) {
+func (s *Server) release(peer netip.Addr, p *pending) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	<-s.pending
-	if s.perPeer[peer]--; s.perPeer[peer] <= 0 {
+	if p == nil || p.evicted {
+		return
+	}
+	q := s.perPeer[peer]
+	for i := range q {
+		if q[i] == p {
+			q = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
 		delete(s.perPeer, peer)
+	} else {
+		s.perPeer[peer] = q
 	}
 }
 
 // hello reads the first line, which must be a hello with the token and a
 // rank of the step, within HelloTimeout. It frees the pending slot.
-func (s *Server) hello(c net.Conn, sc *bufio.Scanner, peer netip.Addr) (Msg, bool) {
-	defer s.release(peer)
+func (s *Server) hello(c net.Conn, sc *bufio.Scanner, peer netip.Addr, p *pending) (Msg, bool) {
+	defer s.release(peer, p)
 	c.SetReadDeadline(time.Now().Add(s.helloTimeout))
 	if !sc.Scan() {
 		return Msg{}, false
@@ -185,11 +219,11 @@ func (s *Server) tokenOK(tok string) bool {
 	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.Token)) == 1
 }
 
-func (s *Server) serve(c net.Conn, peer netip.Addr) {
+func (s *Server) serve(c net.Conn, peer netip.Addr, p *pending) {
 	defer c.Close()
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 0, 256), MaxLine+1)
-	h, ok := s.hello(c, sc, peer)
+	h, ok := s.hello(c, sc, peer, p)
 	if !ok {
 		return
 	}
