@@ -193,3 +193,42 @@ func TestRemotePeerAtCapEvictsOldest(t *testing.T) {
 		t.Errorf("%d connections pending from one address, cap %d", n, MaxPendingPerPeer)
 	}
 }
+
+// Both ways of asking the kernel whose socket a peer is agree: the
+// one-socket sock_diag request and the /proc/net/tcp fallback.
+func TestSocketUIDBothWays(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "[::1]"} {
+		t.Run(host, func(t *testing.T) { socketUIDBothWays(t, host) })
+	}
+}
+
+func socketUIDBothWays(t *testing.T, host string) {
+	ln, err := net.Listen("tcp", host+":0")
+	if err != nil {
+		t.Skipf("no %s here: %v", host, err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	src, dst := s.RemoteAddr().(*net.TCPAddr), s.LocalAddr().(*net.TCPAddr)
+	for name, f := range map[string]func(a, b *net.TCPAddr) (uint32, error){"sock_diag": socketUID, "/proc/net/tcp": socketUIDProc} {
+		uid, err := f(src, dst)
+		if err != nil || int(uid) != os.Getuid() {
+			t.Errorf("%s: uid %d, %v; want %d", name, uid, err, os.Getuid())
+		}
+		if _, err := f(dst, src); err != nil {
+			t.Errorf("%s: the server's own end: %v", name, err)
+		}
+		if _, err := f(&net.TCPAddr{IP: src.IP, Port: 1}, dst); err == nil {
+			t.Errorf("%s: a socket that does not exist was found", name)
+		}
+	}
+}

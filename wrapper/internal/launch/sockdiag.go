@@ -2,9 +2,14 @@ package launch
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -25,7 +30,65 @@ func socketUID(src, dst *net.TCPAddr) (uint32, error) {
 		// an IPv6 socket, or an IPv6 socket talking to a v4-mapped address
 		uid, err = socketUIDFamily(src, dst, unix.AF_INET6)
 	}
-	return uid, err
+	if err == nil {
+		diagWorks.Store(true)
+		return uid, nil
+	}
+	if diagWorks.Load() {
+		return 0, err // the socket is gone (or never was): refused
+	}
+	// A kernel without sock_diag for TCP (no inet_diag, or a container
+	// denied it) answers ENOENT to every request: read its table instead,
+	// until sock_diag has answered once (then a miss is a miss, and a flood
+	// of connections closed at once cannot make every accept read it).
+	return socketUIDProc(src, dst)
+}
+
+// diagWorks: sock_diag has found a socket in this process.
+var diagWorks atomic.Bool
+
+// socketUIDProc is socketUID from /proc/net/tcp and tcp6, which list
+// every socket: the fallback only. (prometheus/procfs parses them, but the
+// shim, which imports this package, must stay lean: internal/layering.)
+func socketUIDProc(src, dst *net.TCPAddr) (uint32, error) {
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid ...
+			f := strings.Fields(line)
+			if len(f) < 8 || !procAddrIs(f[1], src) || !procAddrIs(f[2], dst) {
+				continue
+			}
+			uid, err := strconv.ParseUint(f[7], 10, 32)
+			if err != nil {
+				return 0, fmt.Errorf("%s: uid %q", table, f[7])
+			}
+			return uint32(uid), nil
+		}
+	}
+	return 0, fmt.Errorf("no TCP socket %s -> %s on this host", src, dst)
+}
+
+// procAddrIs says whether s, an address of /proc/net/tcp[6] (hex words of
+// the address in the host's byte order, ':', the port in hex), is a.
+func procAddrIs(s string, a *net.TCPAddr) bool {
+	h, p, ok := strings.Cut(s, ":")
+	port, err := strconv.ParseUint(p, 16, 16)
+	if !ok || err != nil || int(port) != a.Port {
+		return false
+	}
+	raw, err := hex.DecodeString(h)
+	if err != nil || len(raw)%4 != 0 {
+		return false
+	}
+	ip := make(net.IP, len(raw))
+	for i := 0; i < len(raw); i += 4 {
+		binary.BigEndian.PutUint32(ip[i:], binary.NativeEndian.Uint32(raw[i:]))
+	}
+	return ip.Equal(a.IP)
 }
 
 const (
