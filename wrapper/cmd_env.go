@@ -19,6 +19,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
 
 func init() {
@@ -341,15 +342,13 @@ func resolve(ctx context.Context, host string) []string {
 
 // readPlanFile takes the chosen layout out of `trainrun plan --format json`.
 func readPlanFile(path string) (*plan.Evaluation, error) {
-	data, err := os.ReadFile(path)
+	data, err := planjson.ReadFile(path)
 	if err != nil {
 		return nil, usageErrorf("--plan: %v", err)
 	}
-	var r struct {
-		Plan *plan.Evaluation `json:"plan"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, usageErrorf("--plan %s: not the JSON of 'trainrun plan --format json': %v", path, err)
+	r, err := planjson.Decode(data) // the layout's fields checked: they become variables
+	if err != nil {
+		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
 	if r.Plan == nil {
 		return nil, usageErrorf("--plan %s: \"plan\" is null (nothing fitted); pick a layout with --fix", path)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
+	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
@@ -367,8 +367,10 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
+	// The user's own, 0700: another user who created it first could swap
+	// the plan the job reads and choose its layout (review t4, F2).
+	if err := safefs.MkdirOwn(dir, "--plan-dir"); err != nil {
+		return "", usageErrorf("%v", err)
 	}
 	// Rendered first, then written whole (temporary file and rename): a
 	// failed render or a full disk leaves no partial plan for the job to read.

@@ -230,8 +230,8 @@ func (r *runner) excludeBadNodes(list string, nodes []string) {
 	if list == "" {
 		return
 	}
-	r.logf("excluding %s from the requeued job (ExcNodeList=%s); an admin can drain them: scontrol update nodename=%s state=drain reason=\"trainrun: failed in job %s\"",
-		strings.Join(nodes, ","), list, strings.Join(nodes, ","), r.alloc.JobID)
+	r.logf("excluding %s from the requeued job (ExcNodeList=%s); an admin can drain them: %s",
+		strings.Join(nodes, ","), list, slurm.DrainHint(nodes, "trainrun: failed in job "+r.alloc.JobID))
 	var err error
 	for try := 0; try < 3; try++ {
 		t0 := time.Now()

@@ -1,30 +1,24 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
-
-// planFile is the subset of `trainrun plan --format json` that `--plan FILE` needs.
-type planFile struct {
-	Plan *plan.Evaluation `json:"plan"`
-}
 
 // readRunPlan loads a plan written by `trainrun plan --format json`.
 func readRunPlan(path string, world int) (*plan.Evaluation, error) {
-	b, err := os.ReadFile(path)
+	b, err := planjson.ReadFile(path)
 	if err != nil {
 		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
-	var pf planFile
-	if err := json.Unmarshal(b, &pf); err != nil {
-		return nil, usageErrorf("--plan %s: not the JSON of 'trainrun plan --format json': %v", path, err)
+	pf, err := planjson.Decode(b) // the layout's fields checked: they reach every rank's environment
+	if err != nil {
+		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
 	if pf.Plan == nil {
 		return nil, withCode(ExitNoFit, fmt.Errorf("--plan %s: \"plan\" is null (nothing fitted when it was planned; see its \"rejected\")", path))

@@ -175,8 +175,11 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 			r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
 		}
 		var err error
-		if ctl, err = launch.Listen(bind, a.World()); err != nil {
+		if ctl, err = launch.ListenPeers(bind, a.World(), launch.NodePeers(a.Nodes, f.addrs, os.Getuid())); err != nil {
 			return err
+		}
+		if w := ctl.Weaker(); w != "" {
+			r.logf("warning: %s", w)
 		}
 		control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))
 	}

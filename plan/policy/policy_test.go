@@ -449,3 +449,27 @@ func TestStragglerAction(t *testing.T) {
 		t.Errorf("StragglerAction=drain: %v", err)
 	}
 }
+
+// The settings of a job whose partition is unrecorded are the site's, with
+// only the user overrides the site and every partition allow.
+func TestEffectiveUnrecordedIsStrictest(t *testing.T) {
+	p := mustParse(t, `UserOverride=CkptLead,MaxRequeue,CkptKeep
+PartitionName=open UserOverride=all
+PartitionName=tight UserOverride=CkptLead,CkptKeep CkptLead=10m
+PartitionName=tighter UserOverride=CkptKeep,CkptLead,HangTimeout
+`)
+	s := p.Effective(Unrecorded)
+	if got := s.UserOverride.Value; got.All || !slices.Equal(got.Keys, []string{"CkptLead", "CkptKeep"}) {
+		t.Errorf("UserOverride %v, want CkptLead,CkptKeep", got)
+	}
+	if s.CkptLead.Value != p.Effective("").CkptLead.Value {
+		t.Errorf("CkptLead %v: not the site's", s.CkptLead.Value)
+	}
+	if p.MayOverride("MaxRequeue", Unrecorded) || !p.MayOverride("MaxRequeue", "open") {
+		t.Error("MayOverride MaxRequeue")
+	}
+	none := mustParse(t, "PartitionName=locked UserOverride=none\n")
+	if o := none.Effective(Unrecorded).UserOverride.Value; o.All || len(o.Keys) != 0 {
+		t.Errorf("a partition allowing none: %v", o)
+	}
+}
