@@ -41,7 +41,7 @@ help:
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
-	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput"
+	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput; CHAOS_SEEDS=N: N seeds, pass rate and goodput spread"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
 	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
 	@echo "lint       gofmt + go vet"
@@ -103,9 +103,12 @@ test-e2e: build
 	@bash test/e2e.sh $(E2E_FLAGS)
 
 # Six random faults (seeded, logged) in one run (test/e2e/chaos_test.go):
-# minutes of requeues, so outside test-e2e. TRAINRUN_CHAOS_SEED=N repeats one.
+# minutes of requeues, so outside test-e2e. TRAINRUN_CHAOS_SEED=N repeats one;
+# CHAOS_SEEDS=N runs N seeds (the regression seed first) and prints the pass
+# rate and the goodput per seed with its spread (test/chaos.sh).
+CHAOS_SEEDS ?= 1
 chaos: build
-	@TRAINRUN_CHAOS=1 bash test/e2e.sh -run '^TestChaos$$'
+	@CHAOS_SEEDS=$(CHAOS_SEEDS) bash test/chaos.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./plan/... ./topo/... ./checkpoint/...
