@@ -165,7 +165,7 @@ func TestRunTwiceKilledRankKeepsNode(t *testing.T) {
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=5 --requeue --open-mode=append
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --probe none --job-dir %s/job --max-restarts 1 -- /usr/bin/python3 %s --steps 50 --sleep 0.15 --save-every 10
+exec %s run --fix tp=1 --probe none --job-dir %s/job --max-restarts 1 -- /usr/bin/python3 %s --steps 120 --sleep 0.15 --save-every 10
 `, bin, dir, exampleTrainer())
 	ctx := context.Background()
 	id, err := c.SubmitBatch(ctx, script) // no --nodelist: an exclusion must be free to move the job
@@ -174,7 +174,7 @@ exec %s run --fix tp=1 --probe none --job-dir %s/job --max-restarts 1 -- /usr/bi
 	}
 	t.Cleanup(func() { c.Run(context.Background(), "scancel", strconv.Itoa(id)) })
 	progress := filepath.Join(dir, "job", "launch", "progress")
-	killedOn := regexp.MustCompile(`rank 1 \(node (\w+), GPU \d+\) failed first with exit 137`)
+	killedOn := regexp.MustCompile(`rank 1 \(node (\w+), GPU -?\d+\) failed first with exit 137`)
 	for i, step := range []int{12, 22} {
 		waitStep(t, c, id, progress, step)
 		if killJobRank(id, 1) == 0 {
