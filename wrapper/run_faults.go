@@ -34,9 +34,9 @@ type faultState struct {
 
 // NoteFailedNode records a node a failure points to, for the job history
 // (its end event), the report, the metrics and the exclusion of the node
-// from a requeued job (run.JudgeNodes). Hang and straggler
-// detection call it with checkpoint.CauseHang and Detail naming the rank
-// and GPU, e.g. "rank 3 (GPU 1) made no progress for 95 s".
+// from a requeued job (run.JudgeNodes). Hang and straggler detection call
+// it with checkpoint.CauseHang and Detail naming the rank and GPU, e.g.
+// "rank 3 (GPU 1) made no progress for 95 s".
 func (r *runner) NoteFailedNode(f checkpoint.FailedNode) {
 	fs := &r.faults
 	fs.mu.Lock()
@@ -180,9 +180,9 @@ func (r *runner) stepFailedNodes(code int, reason string, exits map[int]int, fir
 
 // badNodesToExclude is the job's ExcNodeList with the nodes the history
 // holds evidence against (run.JudgeNodes, each verdict logged) added, read
-// before the requeue: after
-// it Slurm's SIGTERM to the batch step's processes kills the queries
-// trainrun starts (seen on Slurm 22.05); "" when there is nothing to add.
+// before the requeue: after it Slurm's SIGTERM to the batch step's
+// processes kills the queries trainrun starts (seen on Slurm 22.05); ""
+// when there is nothing to add.
 func (r *runner) badNodesToExclude() (list string, nodes []string) {
 	if r.store == nil {
 		return "", nil
