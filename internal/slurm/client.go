@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/trainrun/trainrun/topo"
@@ -222,8 +223,19 @@ func (c Client) Topology(ctx context.Context) (*topo.Cluster, error) {
 }
 
 // Requeue puts the job back in the queue (`scontrol requeue ID`).
+//
+// Requeueing, slurmctld has the batch step's processes sent SIGTERM, and
+// scontrol requeue, run from the batch step, is one of them: killed by
+// SIGTERM, it has been answered, and the job is requeued (Slurm 22.05, chaos
+// seed 4734325054123725986: "scontrol requeue 10001: signal: terminated"
+// beside "JOB 10001 ... CANCELLED ... DUE TO JOB REQUEUE" in the job's log;
+// taken as a failure, it skipped the lost node's exclusion). A SIGTERM from
+// anything else at that moment (scancel, a preemption) ends the job anyway.
 func (c Client) Requeue(ctx context.Context, jobID string) error {
 	_, err := c.query(ctx, Scontrol, "requeue", jobID)
+	if code, ok := ExitCode(err); ok && code == 128+int(syscall.SIGTERM) {
+		return nil
+	}
 	return err
 }
 
