@@ -30,7 +30,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench lint install clean demo fuzz
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench lint install clean demo fuzz check-frameworks
 
 all: build
 
@@ -40,8 +40,9 @@ help:
 	@echo "test       deps + lint + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
+	@echo "check-frameworks  MEGATRON=DIR [MEGATRON_CHECK=DIR]: Megatron-LM's own argument checks on every preset and 45 layouts (skipped without)"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
-	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput"
+	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput; CHAOS_SEEDS=N: N seeds, pass rate and goodput spread"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
 	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
 	@echo "lint       gofmt, go vet, staticcheck and a dead-code check (both pinned below, fetched by go run)"
@@ -87,18 +88,26 @@ test-unit:
 test-hermetic:
 	@bash test/hermetic.sh
 
+# trainrun's framework output run through the frameworks' own validation
+# (test/frameworks/README.md): MEGATRON=DIR is a Megatron-LM tree (holding
+# megatron/), MEGATRON_CHECK=DIR the megatron-check tool (its check.py and
+# import-time stubs). Skipped when MEGATRON is not given.
+MEGATRON ?=
+MEGATRON_CHECK ?= $(wildcard ../shared/tools/megatron-check)
+check-frameworks:
+	@if [ -z "$(MEGATRON)" ] || [ -z "$(MEGATRON_CHECK)" ]; then \
+		echo "SKIP check-frameworks: give MEGATRON=DIR (a Megatron-LM tree) and MEGATRON_CHECK=DIR (the megatron-check tool)"; exit 0; fi; \
+	TRAINRUN_MEGATRON=$(abspath $(MEGATRON)) TRAINRUN_MEGATRON_CHECK=$(abspath $(MEGATRON_CHECK)) \
+		$(GO) test -count=1 -timeout 90m -v -run 'TestMegatron' ./test/frameworks
+
 # Every Fuzz target in the module, found with go test -list (so targets added
-# anywhere join), FUZZTIME each. Their seed corpora already run in test-unit
-# as plain tests.
+# anywhere join), FUZZTIME each; a failure does not stop the rest, the
+# summary says "N targets, M failed" and the status is non-zero when M > 0
+# (test/fuzz.sh). Their seed corpora already run in test-unit as plain tests.
 FUZZTIME ?= 60s
 FUZZPKGS ?= ./...
 fuzz:
-	@set -e; for pkg in $$($(GO) list $(FUZZPKGS)); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "== fuzz $$pkg $$f for $(FUZZTIME)"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; \
-	done
+	@FUZZTIME=$(FUZZTIME) GO=$(GO) bash test/fuzz.sh $(FUZZPKGS)
 
 # Flags for go test in the e2e suite, e.g. make test-e2e E2E_FLAGS='-run Hostlist'.
 E2E_FLAGS ?=
@@ -107,9 +116,12 @@ test-e2e: build
 	@bash test/e2e.sh $(E2E_FLAGS)
 
 # Six random faults (seeded, logged) in one run (test/e2e/chaos_test.go):
-# minutes of requeues, so outside test-e2e. TRAINRUN_CHAOS_SEED=N repeats one.
+# minutes of requeues, so outside test-e2e. TRAINRUN_CHAOS_SEED=N repeats one;
+# CHAOS_SEEDS=N runs N seeds (the regression seed first) and prints the pass
+# rate and the goodput per seed with its spread (test/chaos.sh).
+CHAOS_SEEDS ?= 1
 chaos: build
-	@TRAINRUN_CHAOS=1 bash test/e2e.sh -run '^TestChaos$$'
+	@CHAOS_SEEDS=$(CHAOS_SEEDS) bash test/chaos.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./plan/... ./topo/... ./checkpoint/...

@@ -53,6 +53,11 @@ const (
 	TRZSuffix = ".trz"
 	// DefaultCodecChunk is the codec's independent unit.
 	DefaultCodecChunk = 1 << 20
+	// MaxCodecChunk is the largest chunk the codec writes or reads. A
+	// file's index is whoever wrote the checkpoint's word: a chunk declared
+	// larger is refused before anything is allocated for it (review t4,
+	// F3: a 165 KB file declaring 4 GiB chunks drove Verify to 1.8 GiB).
+	MaxCodecChunk = 4 << 20
 
 	trzMagic      = "TRZ\x01"
 	trzHeaderLen  = 32
@@ -120,6 +125,9 @@ func parseTRZHeader(b []byte) (rawSize int64, chunkSize, n int, err error) {
 	if rawSize < 0 || chunkSize <= 0 || n < 0 || int64(n) > rawSize {
 		return 0, 0, 0, fmt.Errorf("trz header damaged (raw size %d, chunk size %d, %d chunks)", rawSize, chunkSize, n)
 	}
+	if chunkSize > MaxCodecChunk {
+		return 0, 0, 0, fmt.Errorf("trz header declares chunks of %d bytes, more than the codec's limit %d: not a file trainrun wrote", chunkSize, MaxCodecChunk)
+	}
 	return rawSize, chunkSize, n, nil
 }
 
@@ -144,6 +152,11 @@ func parseTRZIndex(b []byte) (*trzHeader, error) {
 		c := trzChunk{StoredLen: int(binary.LittleEndian.Uint32(e[0:])), RawLen: int(binary.LittleEndian.Uint32(e[4:])),
 			Elem: int(e[8]), Mode: int(e[9]), RawXXH: binary.LittleEndian.Uint64(e[16:]), StoredXXH: binary.LittleEndian.Uint64(e[24:]),
 			RawOff: raw, StoredOff: stored}
+		// The encoder stores a chunk raw when coding does not make it
+		// smaller, and never makes one larger than the header's chunk size.
+		if c.RawLen > chunkSize || c.StoredLen > c.RawLen {
+			return nil, fmt.Errorf("trz chunk %d declares %d stored and %d raw bytes (chunk size %d): damaged or not written by trainrun", i, c.StoredLen, c.RawLen, chunkSize)
+		}
 		raw += int64(c.RawLen)
 		stored += int64(c.StoredLen)
 		h.Chunks[i] = c
@@ -175,7 +188,7 @@ func zstdCoders() (*zstd.Encoder, *zstd.Decoder) {
 		// One EncodeAll runs on one goroutine; the encoder keeps as many
 		// states as there are cores, so chunks are coded in parallel.
 		zstdEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithEncoderCRC(false))
-		zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<31))
+		zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxCodecChunk))
 	})
 	return zstdEnc, zstdDec
 }

@@ -248,7 +248,7 @@ func BenchmarkTRZDecode(b *testing.B) {
 	var out memWriterAt
 	b.SetBytes(int64(len(raw)))
 	for i := 0; i < b.N; i++ {
-		_, _, err := decodeFile(context.Background(), bytes.NewReader(enc), n, &out, codecOpts{})
+		_, _, err := decodeFile(context.Background(), bytes.NewReader(enc), n, -1, &out, codecOpts{})
 		must(b, err)
 	}
 }

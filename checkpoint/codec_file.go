@@ -9,6 +9,7 @@ import (
 	"runtime"
 
 	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sync/semaphore"
 )
 
 // ChunkError names the chunk of a trz file that failed to decode or verify.
@@ -36,6 +37,7 @@ func (o codecOpts) norm() codecOpts {
 	if o.Chunk <= 0 {
 		o.Chunk = DefaultCodecChunk
 	}
+	o.Chunk = min(o.Chunk, MaxCodecChunk) // what a reader accepts
 	if o.Span <= 0 {
 		o.Span = DefaultChunkBytes
 	}
@@ -77,6 +79,26 @@ func (h *spanHasher) Sum() string {
 // 2*workers ahead of consume, which sees the results in order. The first
 // error stops everything.
 func ordered[T any](ctx context.Context, n, workers int, work func(i int) (T, error), consume func(i int, t T) error) error {
+	return orderedBytes(ctx, n, workers, nil, work, consume)
+}
+
+// inFlight bounds what orderedBytes holds: weight(i) bytes are taken, in
+// order, before job i is handed out, and given back once it is consumed.
+// Taking them in order cannot deadlock: the job consume waits for has
+// always got its bytes. Every weight must be at most limit.
+type inFlight struct {
+	limit  int64
+	weight func(i int) int64
+}
+
+// orderedBytes is ordered with the bytes in flight bounded by b (nil: not
+// bounded): the number of chunks alone does not bound memory when a chunk's
+// size is the input's word.
+func orderedBytes[T any](ctx context.Context, n, workers int, b *inFlight, work func(i int) (T, error), consume func(i int, t T) error) error {
+	var sem *semaphore.Weighted
+	if b != nil {
+		sem = semaphore.NewWeighted(b.limit)
+	}
 	type res struct {
 		t   T
 		err error
@@ -93,6 +115,9 @@ func ordered[T any](ctx context.Context, n, workers int, work func(i int) (T, er
 		defer close(jobs)
 		defer close(pending)
 		for i := 0; i < n; i++ {
+			if sem != nil && sem.Acquire(ctx, b.weight(i)) != nil {
+				return
+			}
 			ch := make(chan res, 1)
 			select {
 			case pending <- ch:
@@ -125,7 +150,11 @@ func ordered[T any](ctx context.Context, n, workers int, work func(i int) (T, er
 		if r.err != nil {
 			return r.err
 		}
-		if err := consume(i, r.t); err != nil {
+		err := consume(i, r.t)
+		if sem != nil {
+			sem.Release(b.weight(i))
+		}
+		if err != nil {
 			return err
 		}
 		i++
@@ -193,9 +222,19 @@ func encodeFile(ctx context.Context, name string, src io.ReaderAt, n int64, w io
 // bufPools of codec chunks, by size.
 type bufPools struct{ m chan *[]byte }
 
-var chunkBufs = bufPools{m: make(chan *[]byte, 64)}
+// chunkBufs keeps buffers of up to DefaultCodecChunk (64 of them: at most
+// 64 MiB), bigBufs a few up to MaxCodecChunk (16 MiB), so that neither a
+// normal pass nor one over the largest chunks a file may declare leaves
+// garbage per chunk.
+var (
+	chunkBufs = bufPools{m: make(chan *[]byte, 64)}
+	bigBufs   = bufPools{m: make(chan *[]byte, 4)}
+)
 
 func (p bufPools) get(n int) *[]byte {
+	if p == chunkBufs && n > DefaultCodecChunk {
+		return bigBufs.get(n)
+	}
 	select {
 	case b := <-p.m:
 		if cap(*b) >= n {
@@ -209,6 +248,12 @@ func (p bufPools) get(n int) *[]byte {
 }
 
 func (p bufPools) put(b *[]byte) {
+	switch {
+	case cap(*b) > MaxCodecChunk:
+		return
+	case p == chunkBufs && cap(*b) > DefaultCodecChunk:
+		p = bigBufs
+	}
 	select {
 	case p.m <- b:
 	default:
@@ -248,15 +293,30 @@ func readTRZIndex(f io.ReaderAt, storedSize int64) (*trzHeader, error) {
 	return h, nil
 }
 
+// decodeInFlight bounds the bytes decodeFile holds at once (stored, raw
+// and the coder's planes), whatever the index declares: a crafted index
+// cannot make a verify use more, only take longer. It lets about eight
+// default chunks decode in parallel.
+const decodeInFlight = 16 << 20
+
+// decodeWeight is what decoding chunk c holds: its stored bytes, its raw
+// bytes and, for a planes chunk, the planes as large again.
+func decodeWeight(c trzChunk) int64 { return int64(c.StoredLen) + 2*int64(c.RawLen) }
+
 // decodeFile decodes the trz file f (storedSize bytes) and, when w is not
 // nil, writes the original bytes to it at their offsets. Every chunk's
 // stored and raw xxh64 are checked (a mismatch is a *ChunkError); it returns
-// the chunked xxh64 of the original (opts.Span) and its size.
-func decodeFile(ctx context.Context, f io.ReaderAt, storedSize int64, w io.WriterAt, o codecOpts) (rawXXH string, rawSize int64, err error) {
+// the chunked xxh64 of the original (opts.Span) and its size. With
+// wantRaw >= 0 (the manifest's size) a file whose header declares another
+// size is refused before anything is decoded or written.
+func decodeFile(ctx context.Context, f io.ReaderAt, storedSize, wantRaw int64, w io.WriterAt, o codecOpts) (rawXXH string, rawSize int64, err error) {
 	o = o.norm()
 	h, err := readTRZIndex(f, storedSize)
 	if err != nil {
 		return "", 0, err
+	}
+	if wantRaw >= 0 && h.RawSize != wantRaw {
+		return "", 0, fmt.Errorf("trz header says the original is %d bytes, the manifest says %d: refused before decoding", h.RawSize, wantRaw)
 	}
 	hasher := newSpanHasher(o.Span)
 	type decoded struct {
@@ -300,7 +360,8 @@ func decodeFile(ctx context.Context, f io.ReaderAt, storedSize int64, w io.Write
 		}
 		return nil
 	}
-	if err := ordered(ctx, len(h.Chunks), o.Workers, work, consume); err != nil {
+	b := &inFlight{limit: decodeInFlight, weight: func(i int) int64 { return decodeWeight(h.Chunks[i]) }}
+	if err := orderedBytes(ctx, len(h.Chunks), o.Workers, b, work, consume); err != nil {
 		return "", 0, err
 	}
 	return hasher.Sum(), h.RawSize, nil
@@ -344,7 +405,7 @@ func DecompressFile(ctx context.Context, src, dst string, workers int) (int64, e
 	if err != nil {
 		return 0, err
 	}
-	_, n, err := decodeFile(ctx, in, fi.Size(), out, codecOpts{Workers: workers})
+	_, n, err := decodeFile(ctx, in, fi.Size(), -1, out, codecOpts{Workers: workers})
 	if err == nil {
 		err = out.Truncate(n)
 	}

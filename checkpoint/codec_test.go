@@ -310,7 +310,7 @@ func TestCodecFlippedBit(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Write(bad)
-		_, _, err = decodeFile(context.Background(), f, int64(len(bad)), nil, codecOpts{Workers: 2})
+		_, _, err = decodeFile(context.Background(), f, int64(len(bad)), -1, nil, codecOpts{Workers: 2})
 		f.Close()
 		want := sort.Search(len(h.Chunks), func(i int) bool { return h.Chunks[i].StoredOff+int64(h.Chunks[i].StoredLen) > int64(pos) })
 		var ce *ChunkError

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 // Compression of committed checkpoints (the trz codec, codec.go).
@@ -333,18 +337,48 @@ func (s *Store) Restore(ctx context.Context, tag, to string, workers int) (int64
 	if to == "" {
 		return s.restoreInPlace(ctx, dir, m, workers)
 	}
+	// --to is the user's own directory, others may not write it, and
+	// nothing in it is followed out of it (review t4, F4: a DIR another
+	// user made 0777, with DIR/model a link elsewhere, received the files
+	// through the link, and its owner could swap them after the check).
+	if err := safefs.MkdirOwn(to, "ckpt restore --to"); err != nil {
+		return 0, fmt.Errorf("restore %s: %w", tag, err)
+	}
+	out, err := os.OpenRoot(to)
+	if err != nil {
+		return 0, fmt.Errorf("restore %s: %w", tag, err)
+	}
+	defer out.Close()
 	var n int64
 	for _, f := range m.Files {
-		dst := filepath.Join(to, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return n, fmt.Errorf("restore %s: %w", tag, err)
-		}
-		if err := s.restoreFile(ctx, dir, m, f, dst, workers); err != nil {
+		if err := s.restoreFile(ctx, dir, m, f, out, workers); err != nil {
 			return n, fmt.Errorf("restore %s: %w", tag, err)
 		}
 		n += f.Size
 	}
 	return n, nil
+}
+
+// NotRaw is nil when every file of m is stored raw; otherwise it names
+// the compressed ones and says how to restore them (store is where m's
+// checkpoint lives). A trainer loads raw files only: handed a checkpoint
+// compressed by the background pass, it would find .trz files.
+func (m Manifest) NotRaw(store string) error {
+	var z []string
+	for _, f := range m.Files {
+		if f.Compressed() {
+			z = append(z, f.Path)
+		}
+	}
+	if len(z) == 0 {
+		return nil
+	}
+	more := ""
+	if len(z) > 3 {
+		z, more = z[:3], fmt.Sprintf(" and %d more", len(z)-3)
+	}
+	return fmt.Errorf("checkpoint %s is stored compressed (%s%s), which a trainer cannot load: restore it first with 'trainrun ckpt restore %s --ckpt-dir %s' (in place; it stays committed)",
+		m.Tag, strings.Join(z, ", "), more, m.Tag, store)
 }
 
 // EnsureRaw restores tag in place if any of its files is compressed: the
@@ -367,14 +401,18 @@ func (s *Store) restoreInPlace(ctx context.Context, dir string, m Manifest, work
 	if err := s.clearDebris(dir, m); err != nil {
 		return 0, err
 	}
+	out, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
 	var n int64
 	changed := false
 	for i, f := range m.Files {
 		if !f.Compressed() {
 			continue
 		}
-		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if err := s.restoreFile(ctx, dir, m, f, p, workers); err != nil {
+		if err := s.restoreFile(ctx, dir, m, f, out, workers); err != nil {
 			return n, fmt.Errorf("restore %s: %w", m.Tag, err)
 		}
 		m.Files[i] = File{Path: f.Path, Size: f.Size, XXH64: f.XXH64}
@@ -390,27 +428,34 @@ func (s *Store) restoreInPlace(ctx context.Context, dir string, m Manifest, work
 	return n, s.clearDebris(dir, m)
 }
 
-// restoreFile writes f's original bytes to dst durably (temporary file,
-// fsync, rename, directory fsync), checking them against the manifest.
-func (s *Store) restoreFile(ctx context.Context, dir string, m Manifest, f File, dst string, workers int) error {
+// restoreFile writes f's original bytes to f.Path under out durably
+// (temporary file, fsync, rename, directory fsync), checking them against
+// the manifest. Every path is resolved within out: a symbolic link there
+// that leads out of it is an error, not followed.
+func (s *Store) restoreFile(ctx context.Context, dir string, m Manifest, f File, out *os.Root, workers int) error {
 	src := filepath.Join(dir, filepath.FromSlash(f.storedRel()))
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+restoreInfix+tmpInfix+"*")
+	rel := filepath.FromSlash(f.Path)
+	dst := filepath.Join(out.Name(), rel)
+	if err := out.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		return fmt.Errorf("create the directory of %s: %w", dst, err)
+	}
+	tmp, tmpRel, err := createTempIn(out, rel+restoreInfix+tmpInfix)
 	if err != nil {
 		return fmt.Errorf("create a temporary file next to %s: %w", dst, err)
 	}
 	fail := func(err error) error {
 		tmp.Close()
-		os.Remove(tmp.Name())
+		out.Remove(tmpRel)
 		return err
 	}
 	var sum string
 	if f.Compressed() {
-		sum, _, err = decodeFile(ctx, in, f.StoredSize, tmp, codecOpts{Workers: workers, Span: m.ChunkBytes})
+		sum, _, err = decodeFile(ctx, in, f.StoredSize, f.Size, tmp, codecOpts{Workers: workers, Span: m.ChunkBytes})
 	} else {
 		sum, err = copyHashed(ctx, in, f.Size, tmp, m.ChunkBytes)
 	}
@@ -427,16 +472,35 @@ func (s *Store) restoreFile(ctx context.Context, dir string, m Manifest, f File,
 		return fail(fmt.Errorf("fsync %s: %w", tmp.Name(), err))
 	}
 	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
+		out.Remove(tmpRel)
 		return err
 	}
 	s.step("restore:temp-synced")
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		os.Remove(tmp.Name())
+	if err := out.Rename(tmpRel, rel); err != nil {
+		out.Remove(tmpRel)
 		return err
 	}
 	s.step("restore:renamed")
-	return syncDir(filepath.Dir(dst))
+	d, err := out.Open(filepath.Dir(rel))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// createTempIn creates a new file named prefix plus a random suffix in
+// root, mode 0600, as os.CreateTemp does in a directory.
+func createTempIn(root *os.Root, prefix string) (*os.File, string, error) {
+	for range 100 {
+		name := prefix + strconv.FormatUint(rand.Uint64(), 36)
+		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+	return nil, "", fmt.Errorf("%s*: no free temporary name", prefix)
 }
 
 // copyHashed copies n bytes of in to out, returning their chunked xxh64.
@@ -480,7 +544,7 @@ func verifyCompressed(ctx context.Context, dir string, m Manifest, workers int) 
 				return err
 			}
 			defer in.Close()
-			sum, n, err := decodeFile(ctx, in, f.StoredSize, nil, codecOpts{Workers: workers, Span: m.ChunkBytes})
+			sum, n, err := decodeFile(ctx, in, f.StoredSize, f.Size, nil, codecOpts{Workers: workers, Span: m.ChunkBytes})
 			if err != nil {
 				return err
 			}
@@ -575,7 +639,7 @@ func locateDamage(ctx context.Context, dir string, m Manifest, rel string, worke
 			return ""
 		}
 		defer in.Close()
-		if _, _, err := decodeFile(ctx, in, f.StoredSize, nil, codecOpts{Workers: workers, Span: m.ChunkBytes}); err != nil {
+		if _, _, err := decodeFile(ctx, in, f.StoredSize, f.Size, nil, codecOpts{Workers: workers, Span: m.ChunkBytes}); err != nil {
 			return "; " + err.Error()
 		}
 		return "; every chunk still decodes to its checksum: the damage is outside the chunks' bytes"

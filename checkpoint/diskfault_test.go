@@ -207,19 +207,6 @@ func TestDiskMessage(t *testing.T) {
 	}
 }
 
-func TestExcludedNodes(t *testing.T) {
-	incs := []Incarnation{
-		{FailedNodes: []FailedNode{{Node: "n2", Cause: CauseCrash}}},
-		{FailedNodes: []FailedNode{{Node: "n3", Cause: CauseNodeFail}, {Node: "n3", Cause: CauseNodeFail}}},
-		{FailedNodes: []FailedNode{{Node: "n4", Cause: CauseCrash}, {Node: "n5", Cause: CauseHang}}},
-		{FailedNodes: []FailedNode{{Node: "n4", Cause: CauseCrash}, {Node: "", Cause: CauseHang}}},
-		{FailedNodes: []FailedNode{{Node: "n6", Cause: CauseStraggler}}}, // recorded only under StragglerAction=exclude
-	}
-	if got := fmt.Sprint(ExcludedNodes(incs)); got != "[n3 n4 n5 n6]" {
-		t.Errorf("ExcludedNodes = %s, want [n3 n4 n5 n6] (n2 crashed once only)", got)
-	}
-}
-
 func TestHistoryFailedNodes(t *testing.T) {
 	s := newStore(t)
 	h := s.History()

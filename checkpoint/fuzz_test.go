@@ -212,3 +212,35 @@ func TestSecResolveBudget(t *testing.T) {
 		t.Fatalf("allocated %d MiB", got>>20)
 	}
 }
+
+// FuzzMarkerNames: the names a trainer creates in a checkpoint directory
+// (done.<RANK>, failed.<RANK>.<CAUSE>) and Megatron's iter_NNNNNNN
+// directories. No panic; an accepted marker is the canonical name
+// DoneMarkerPath or FailedMarkerPath builds for its rank (two spellings of
+// one rank would count twice), within maxRank, with a known cause (an
+// unknown or missing one reads as io-error).
+func FuzzMarkerNames(f *testing.F) {
+	for _, s := range []string{"done.0", "done.01", "done.+1", "done.1048576", "failed.3.ENOSPC", "failed.3.weird", "iter_0000100", "iter_-000001", "release"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if r, ok := parseDoneMarker(name); ok {
+			if r < 0 || r > maxRank || filepath.Base(DoneMarkerPath("/c", r)) != name {
+				t.Fatalf("%q accepted as rank %d", name, r)
+			}
+		}
+		if r, cause, ok := parseFailedMarker(name); ok {
+			known := false
+			for _, c := range DiskCauses {
+				known = known || c == cause
+			}
+			canon := filepath.Base(FailedMarkerPath("/c", r, "")) // failed.<RANK>.
+			if r < 0 || r > maxRank || !known || name != strings.TrimSuffix(canon, ".") && !strings.HasPrefix(name, canon) {
+				t.Fatalf("%q accepted as rank %d cause %q", name, r, cause)
+			}
+		}
+		if it, ok := megatronIter(name); ok && name != "release" && it < 0 {
+			t.Fatalf("%q accepted as iteration %d", name, it)
+		}
+	})
+}

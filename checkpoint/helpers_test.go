@@ -131,7 +131,7 @@ func readMaybeCompressed(p string) ([]byte, error) {
 		return nil, err
 	}
 	var w memWriterAt
-	_, n, err := decodeFile(context.Background(), bytes.NewReader(z), int64(len(z)), &w, codecOpts{Workers: 2})
+	_, n, err := decodeFile(context.Background(), bytes.NewReader(z), int64(len(z)), -1, &w, codecOpts{Workers: 2})
 	if err != nil {
 		return nil, fmt.Errorf("%s%s: %w", p, TRZSuffix, err)
 	}

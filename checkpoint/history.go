@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/trainrun/trainrun/internal/safefs"
@@ -41,11 +40,15 @@ const (
 // FailedNode is a node a failure points to: the first failing rank's node
 // (CauseCrash), a node lost with the job's processes on it (CauseNodeFail),
 // the node of a hung or straggling rank (CauseHang; Detail says which rank
-// and GPU). A requeued job excludes the nodes ExcludedNodes picks.
+// and GPU). Which of them a requeued job excludes is the run controller's
+// decision (wrapper/internal/run.JudgeNodes): only evidence against the
+// node, never a crash.
 type FailedNode struct {
 	Node   string `json:"node"`
 	Cause  Cause  `json:"cause"`
 	Detail string `json:"detail,omitempty"` // e.g. "rank 3 (GPU 1) exited 1 first"
+	Exit   int    `json:"exit,omitempty"`   // CauseCrash: the rank's exit code (128+n for signal n)
+	State  string `json:"state,omitempty"`  // CauseHang: the /proc state letter of the suspect's process (D: in the kernel)
 }
 
 // Event is one line of .trainrun/history.jsonl. An incarnation writes a
@@ -358,38 +361,4 @@ func (s *Store) TakeRequest() (*Request, error) {
 		return nil, fmt.Errorf("checkpoint request %s is not valid JSON: %v", s.requestPath(), err)
 	}
 	return &r, nil
-}
-
-// ExcludedNodes picks, from the history's failed nodes, those a requeued
-// job keeps out of its allocation, sorted: every node lost (CauseNodeFail)
-// or hung (CauseHang), and a node whose rank failed first (CauseCrash) in
-// two incarnations: one crash is as likely the trainer's own bug, which no
-// node exclusion cures, and excluding on it would walk a job off a
-// healthy partition.
-func ExcludedNodes(incs []Incarnation) []string {
-	crashes := map[string]int{}
-	out := map[string]bool{}
-	for _, in := range incs {
-		seen := map[string]bool{}
-		for _, f := range in.FailedNodes {
-			if f.Node == "" || seen[f.Node+string(f.Cause)] {
-				continue
-			}
-			seen[f.Node+string(f.Cause)] = true
-			switch f.Cause {
-			case CauseNodeFail, CauseHang, CauseStraggler:
-				out[f.Node] = true
-			case CauseCrash:
-				if crashes[f.Node]++; crashes[f.Node] >= 2 {
-					out[f.Node] = true
-				}
-			}
-		}
-	}
-	var ns []string
-	for n := range out {
-		ns = append(ns, n)
-	}
-	sort.Strings(ns)
-	return ns
 }

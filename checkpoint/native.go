@@ -95,8 +95,8 @@ func megatronIter(tag string) (int64, bool) {
 		return -1, true
 	}
 	rest, ok := strings.CutPrefix(tag, "iter_")
-	if !ok || len(rest) < 7 {
-		return 0, false
+	if !ok || len(rest) < 7 || strings.TrimLeft(rest, "0123456789") != "" {
+		return 0, false // digits only: "iter_-000001" is no save of Megatron's
 	}
 	n, err := strconv.ParseInt(rest, 10, 64)
 	return n, err == nil

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,6 +40,45 @@ func FuzzParseNCCLConf(f *testing.F) {
 		conf, err := ParseNCCLConf(data)
 		if err == nil && len(conf) > len(data) {
 			t.Fatalf("%d keys from %d bytes", len(conf), len(data))
+		}
+	})
+}
+
+// FuzzParseJobOpts: the plugin's --train-batch, --train-stack,
+// --train-precision and --train-finetune reach a root process (slurmstepd's
+// plugin) as user text: no panic, an accepted batch is within the limits,
+// and every accepted value reads back as itself from its canonical form.
+func FuzzParseJobOpts(f *testing.F) {
+	for _, s := range []string{"1024x8192", "lora:16", "fsdp:compile", "bf16", "full", "9223372036854775807x1", "lora:-1", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if gb, sl, err := ParseBatch(s); err == nil {
+			if CheckBatchLimits(gb, sl) != nil {
+				t.Fatalf("%q: accepted %dx%d past the limits", s, gb, sl)
+			}
+			if g2, s2, err := ParseBatch(fmt.Sprintf("%dx%d", gb, sl)); err != nil || g2 != gb || s2 != sl {
+				t.Fatalf("%q: %dx%d reads back as %dx%d (%v)", s, gb, sl, g2, s2, err)
+			}
+		}
+		if st, err := ParseStack(s); err == nil {
+			if back, err := ParseStack(string(st)); err != nil || back != st {
+				t.Fatalf("%q: stack %q reads back as %q (%v)", s, st, back, err)
+			}
+		}
+		if p, err := ParsePrecision(s); err == nil {
+			if back, err := ParsePrecision(string(p)); err != nil || back != p {
+				t.Fatalf("%q: precision %q reads back as %q (%v)", s, p, back, err)
+			}
+		}
+		if r, err := ParseFinetune(s); err == nil {
+			canon := "full"
+			if r > 0 {
+				canon = fmt.Sprintf("lora:%d", r)
+			}
+			if back, err := ParseFinetune(canon); err != nil || back != r || r < 0 {
+				t.Fatalf("%q: rank %d reads back as %d (%v)", s, r, back, err)
+			}
 		}
 	})
 }

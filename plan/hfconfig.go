@@ -376,7 +376,7 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 	if m.TiedEmbeddings, err = d.boolean("tie_word_embeddings", fam.tieDefault); err != nil {
 		return Model{}, err
 	}
-	for _, step := range []func(*hfDoc, hfFamily, *Model) error{hfAttention, hfMLA, hfMLP, hfMoE} {
+	for _, step := range []func(*hfDoc, hfFamily, *Model) error{hfAttention, hfMLA, hfMLP, hfMoE, hfArch} {
 		if err := step(d, fam, &m); err != nil {
 			return Model{}, err
 		}

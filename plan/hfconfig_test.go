@@ -101,7 +101,9 @@ func TestHFConfigQwenMoEFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Model{Name: "qwen1.5-moe-a2.7b.json", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 16, HeadDim: 128, FFN: 5632,
-		FFNType: FFNSwiGLU, Vocab: 151936, Experts: 60, TopK: 4, MoEFFN: 1408, SharedFFN: 5632}
+		FFNType: FFNSwiGLU, Vocab: 151936, Experts: 60, TopK: 4, MoEFFN: 1408, SharedFFN: 5632,
+		// Qwen2MoeAttention has Q/K/V biases whatever the file says.
+		Norm: NormRMS, NormEps: 1e-6, Position: PositionRoPE, RopeTheta: 1e6, Bias: BiasQKV, Router: RouterSoftmax}
 	if m != want {
 		t.Errorf("got %+v\nwant %+v", m, want)
 	}

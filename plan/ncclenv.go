@@ -77,6 +77,7 @@ type EnvInput struct {
 	Rank      int        // global rank
 	Plan      Layout     // degrees, micro-batch, grad accumulation, recompute
 	PlanPath  string     // path of the plan JSON (TRAINRUN_PLAN); "" = none written
+	Stack     Stack      // the training software (MegatronEnv); "" = Megatron-Core
 
 	MasterAddr string // torchrun MASTER_ADDR: the node of rank 0 as the others reach it
 	MasterPort int
@@ -149,6 +150,7 @@ func ManagedEnvKeys(pol NCCLPolicy) []string {
 		"TRAINRUN_MICRO_BATCH", "TRAINRUN_GRAD_ACCUM", "TRAINRUN_RECOMPUTE", "TRAINRUN_PLAN",
 		"CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME",
 		"NCCL_TOPO_FILE", "NCCL_NVLS_ENABLE", "NCCL_MNNVL_ENABLE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_IB_DISABLE",
+		"CUDA_DEVICE_MAX_CONNECTIONS",
 	}
 	seen := map[string]bool{}
 	for _, k := range keys {
@@ -226,6 +228,9 @@ func RankEnv(in EnvInput) (*Env, error) {
 	l := normLayout(in.Plan)
 	l.MicroBatch, l.GradAccum, l.Recompute = max(l.MicroBatch, 1), max(l.GradAccum, 1), orDefault(l.Recompute, "none")
 	for _, v := range PlanVars(l)[:ContractPlanVars] {
+		b.launcher(v.Key, v.Value, v.Why, v.KeepUser)
+	}
+	for _, v := range MegatronEnv(l, in.Stack) {
 		b.launcher(v.Key, v.Value, v.Why, v.KeepUser)
 	}
 	if in.PlanPath != "" {

@@ -58,7 +58,11 @@ func TestSearchHonoursETP(t *testing.T) {
 	if l := r.Plan.Layout; l.ETP != 1 || l.EP != 64 || l.DP != 32 || !strings.Contains(l.Config(), "ep=64,etp=1") {
 		t.Errorf("plan %s", l.Config())
 	}
-	args := strings.Join(MegatronArgs(deepseekV3, j, *r.Plan), " ")
+	a, err := MegatronArgs(deepseekV3, j, *r.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(a, " ")
 	if !strings.Contains(args, "--expert-model-parallel-size 64 --expert-tensor-parallel-size 1") {
 		t.Errorf("Megatron flags lack the expert TP size: %s", args)
 	}

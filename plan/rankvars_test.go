@@ -105,10 +105,17 @@ func TestRunVars(t *testing.T) {
 
 func TestMegatronLayoutArgs(t *testing.T) {
 	l := Layout{TP: 2, PP: 2, VPP: 2, CP: 1, EP: 1, DP: 2, SP: true, MicroBatch: 1, GradAccum: 4, Recompute: "full", Zero: 1}
-	got := strings.Join(MegatronLayoutArgs(l), " ")
+	a, err := MegatronLayoutArgs(l, Job{Precision: FP16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(a, " ")
+	// The same flags MegatronArgs gives for the layout (no model: no split
+	// by layer counts), with the batch from mbs·dp·grad_accum.
 	want := "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 " +
-		"--micro-batch-size 1 --global-batch-size 8 --sequence-parallel --recompute-granularity full --recompute-method uniform " +
-		"--use-distributed-optimizer"
+		"--context-parallel-size 1 --sequence-parallel --micro-batch-size 1 --global-batch-size 8 " +
+		"--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 " +
+		"--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --fp16"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

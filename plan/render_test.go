@@ -196,10 +196,16 @@ func TestMegatronArgs(t *testing.T) {
 	nem, _ := LookupModel("nemotron4-340b")
 	moe := Model{Name: "moe", Layers: 24, Hidden: 2048, Heads: 16, KVHeads: 16, HeadDim: 128, FFN: 5632, FFNType: FFNSwiGLU,
 		Vocab: 151936, Experts: 60, TopK: 4, MoEFFN: 1408, SharedFFN: 5632, DenseLayers: 2}
+	qwen, _ := LookupModel("qwen2.5-7b")
+	l31, _ := LookupModel("llama3.1-70b")
+	dsv3, _ := LookupModel("deepseek-v3")
+	qe := rdHandEval() // 28 layers over pp 4: even
+	qe.PP, qe.VPP = 4, 1
 	full := rdHandEval()
 	full.Recompute, full.Zero, full.VPP, full.DP, full.CP = "full", 3, 1, 1, 1
 	ep := rdHandEval()
-	ep.EP, ep.Offload = 8, "optimizer"
+	ep.EP, ep.Offload, ep.VPP = 8, "optimizer", 1
+	pp := func(p, v int) Evaluation { e := rdHandEval(); e.PP, e.VPP = p, v; return e }
 	cases := []struct {
 		name      string
 		m         Model
@@ -209,31 +215,52 @@ func TestMegatronArgs(t *testing.T) {
 	}{
 		{"llama3-70b plan", l70, rdJobL70, rdHandEval(), []string{
 			"--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
-			"--num-layers-per-virtual-pipeline-stage 4", // 80 / (4·5)
+			"--num-virtual-stages-per-pipeline-rank 5", // 80 = 4·5·4 layers
 			"--context-parallel-size 1", "--sequence-parallel", "--micro-batch-size 1", "--global-batch-size 512",
 			"--recompute-granularity selective", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
 			"--bf16", "--seq-length 8192", "--max-position-embeddings 8192", "--num-layers 80", "--hidden-size 8192",
 			"--num-attention-heads 64", "--group-query-attention", "--num-query-groups 8", "--ffn-hidden-size 28672",
-			"--swiglu", "--untie-embeddings-and-output-weights"},
-			[]string{"--expert-model-parallel-size", "--kv-channels", "--recompute-method", "--fp8-format"}},
+			"--swiglu", "--untie-embeddings-and-output-weights", "--vocab-size 128256",
+			"--normalization RMSNorm", "--norm-epsilon 1e-05", "--disable-bias-linear", "--position-embedding-type rope", "--rotary-base 500000"},
+			[]string{"--expert-model-parallel-size", "--kv-channels", "--recompute-method", "--fp8-format", "--num-layers-per-virtual-pipeline-stage",
+				"--account-for-embedding-in-pipeline-split", "--use-rope-scaling", "--add-qkv-bias"}},
 		{"full recompute, fsdp, fp8, no dp", gpt, Job{SeqLen: 2048, GlobalBatch: 1536, Precision: FP8}, full, []string{
 			"--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1",
-			"--use-distributed-optimizer", "--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--bf16", "--fp8-format hybrid"},
-			[]string{"--swiglu", "--untie-embeddings-and-output-weights", "--group-query-attention", "--overlap-grad-reduce",
+			"--use-distributed-optimizer", "--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--ckpt-format fsdp_dtensor",
+			"--bf16", "--fp8-format hybrid", "--fp8-recipe delayed",
+			"--normalization LayerNorm", "--position-embedding-type learned_absolute"},
+			[]string{"--swiglu", "--untie-embeddings-and-output-weights", "--group-query-attention", "--overlap-grad-reduce", "--disable-bias-linear",
 				"--num-layers-per-virtual-pipeline-stage", "--recompute-granularity selective"}},
 		{"mixtral ep", mix, Job{SeqLen: 4096, GlobalBatch: 256, Precision: FP16}, ep, []string{
 			"--expert-model-parallel-size 8", "--num-experts 8", "--moe-router-topk 2", "--moe-ffn-hidden-size 14336",
-			"--moe-token-dispatcher-type alltoall", "--fp16", "--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0"},
-			[]string{"--moe-layer-freq", "--moe-shared-expert-intermediate-size", "--bf16"}},
-		{"shared experts, dense prefix", moe, rdJobL70, rdHandEval(), []string{
+			"--moe-token-dispatcher-type alltoall", "--fp16", "--optimizer-cpu-offload", "--optimizer-offload-fraction 1.0",
+			"--use-precision-aware-optimizer", "--moe-grouped-gemm", "--rotary-base 1000000"},
+			[]string{"--moe-layer-freq", "--moe-shared-expert-intermediate-size", "--bf16", "--moe-router-score-function"}},
+		{"shared experts, dense prefix", moe, rdJobL70, pp(4, 2), []string{
 			"--moe-shared-expert-intermediate-size 5632", "--moe-layer-freq ([0]*2+[1]*22)", "--expert-model-parallel-size 1"},
-			[]string{"--moe-token-dispatcher-type"}},
-		{"nemotron kv-channels and squared relu", nem, rdJobL70, rdHandEval(), []string{
-			"--squared-relu", "--num-query-groups 8"}, []string{"--swiglu", "--kv-channels"}},
+			nil},
+		{"nemotron kv-channels and squared relu", nem, rdJobL70, pp(4, 4), []string{
+			"--squared-relu", "--num-query-groups 8", "--normalization LayerNorm", "--apply-layernorm-1p", "--rotary-percent 0.5"},
+			[]string{"--swiglu", "--kv-channels"}},
+		{"deepseek-v3: MLA and its router", dsv3, Job{SeqLen: 4096, GlobalBatch: 4096, Precision: BF16}, pp(7, 1), []string{
+			"--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512", "--qk-head-dim 128", "--qk-pos-emb-head-dim 64",
+			"--v-head-dim 128", "--rotary-scaling-factor 40", "--moe-router-score-function sigmoid", "--moe-router-enable-expert-bias",
+			"--moe-router-num-groups 8", "--moe-router-group-topk 4", "--moe-router-topk-scaling-factor 2.5",
+			"--moe-shared-expert-intermediate-size 2048", "--moe-layer-freq ([0]*3+[1]*58)", "--account-for-embedding-in-pipeline-split",
+			"--account-for-loss-in-pipeline-split", "--normalization RMSNorm", "--norm-epsilon 1e-06"},
+			[]string{"--group-query-attention", "--use-rope-scaling", "--kv-channels"}},
+		{"qwen2.5: Q/K/V biases", qwen, rdJobL70, qe, []string{"--disable-bias-linear", "--add-qkv-bias", "--rotary-base 1000000",
+			"--norm-epsilon 1e-06"},
+			[]string{"--num-virtual-stages-per-pipeline-rank", "--decoder-first-pipeline-num-layers", "--account-for-loss-in-pipeline-split"}},
+		{"llama3.1: RoPE scaling", l31, rdJobL70, rdHandEval(), []string{"--use-rope-scaling", "--rope-scaling-factor 8", "--rotary-base 500000"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := " " + strings.Join(MegatronArgs(c.m, c.j, c.e), " ") + " "
+			args, err := MegatronArgs(c.m, c.j, c.e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := " " + strings.Join(args, " ") + " "
 			for _, h := range c.has {
 				if !strings.Contains(got, " "+h+" ") {
 					t.Errorf("missing %q in%s", h, got)
@@ -249,7 +276,7 @@ func TestMegatronArgs(t *testing.T) {
 	// Block recompute: the planner's least number of layers per chunk.
 	blk := rdHandEval()
 	blk.Recompute, blk.RecomputeLayers = "full", 6
-	got := " " + strings.Join(MegatronArgs(l70, rdJobL70, blk), " ") + " "
+	got := " " + strings.Join(mustMegatron(t, l70, rdJobL70, blk), " ") + " "
 	if !strings.Contains(got, " --recompute-granularity full --recompute-method block --recompute-num-layers 6 ") {
 		t.Errorf("block recompute flags: %s", got)
 	}
@@ -270,15 +297,24 @@ func TestMegatronArgs(t *testing.T) {
 	// Qwen3-style head_dim·heads != hidden needs --kv-channels.
 	q := l70
 	q.HeadDim = 96
-	if got := strings.Join(MegatronArgs(q, rdJobL70, rdHandEval()), " "); !strings.Contains(got, "--kv-channels 96") {
+	if got := strings.Join(mustMegatron(t, q, rdJobL70, rdHandEval()), " "); !strings.Contains(got, "--kv-channels 96") {
 		t.Errorf("want --kv-channels 96: %s", got)
 	}
+}
+
+func mustMegatron(t *testing.T, m Model, j Job, e Evaluation) []string {
+	t.Helper()
+	a, err := MegatronArgs(m, j, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func TestRenderMegatronEnvGolden(t *testing.T) {
 	m, _ := LookupModel("llama3-70b")
 	var b bytes.Buffer
-	if err := RenderMegatron(&b, m, Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16, LoRARank: 16}, rdHandEval()); err != nil {
+	if err := RenderMegatron(&b, m, Job{SeqLen: 8192, GlobalBatch: 512, Precision: BF16}, rdHandEval()); err != nil {
 		t.Fatal(err)
 	}
 	rdGolden(t, "megatron-llama3-70b-hand.golden", b.String())
@@ -453,8 +489,15 @@ func TestUnevenSplit(t *testing.T) {
 	l405, _ := LookupModel("llama3.1-405b")
 	e := rdHandEval()
 	e.PP, e.VPP = 8, 1
-	got := strings.Join(MegatronArgs(l405, rdJobL70, e), " ")
-	if !strings.Contains(got, "--decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15") {
-		t.Errorf("uneven flags missing: %s", got)
+	got := strings.Join(mustMegatron(t, l405, rdJobL70, e), " ")
+	// 126+2 = 128 = 8·16: the embedding and the loss count as layers, as
+	// the planner's memory model splits them (shape.splitLayers).
+	if !strings.Contains(got, "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split") || strings.Contains(got, "--decoder-first") {
+		t.Errorf("uneven flags: %s", got)
+	}
+	e.PP = 5 // 126 over 5 (128 neither): 24+3·26+24 with --decoder-first/last
+	got = strings.Join(mustMegatron(t, l405, rdJobL70, e), " ")
+	if !strings.Contains(got, "--decoder-first-pipeline-num-layers 24 --decoder-last-pipeline-num-layers 24") {
+		t.Errorf("uneven flags: %s", got)
 	}
 }

@@ -44,6 +44,22 @@ type Model struct {
 	KVLoRA    int `json:"kv_lora_rank,omitempty"`
 	QKRopeDim int `json:"qk_rope_head_dim,omitempty"`
 	VHeadDim  int `json:"v_head_dim,omitempty"`
+
+	// What a framework needs to build this very model beyond its sizes
+	// (issue 26): "" and 0 mean the family's usual (Model.Arch says which).
+	// None of them changes a figure the planner computes.
+	Norm          string  `json:"norm,omitempty"`           // rmsnorm | layernorm | layernorm1p (zero-centred gamma)
+	NormEps       float64 `json:"norm_eps,omitempty"`       // the norms' epsilon
+	Position      string  `json:"position,omitempty"`       // rope | learned | alibi
+	RopeTheta     float64 `json:"rope_theta,omitempty"`     // RoPE base
+	RopeScaling   float64 `json:"rope_scaling,omitempty"`   // Llama-3.1 frequency scaling factor; YaRN factor with MLA (0 = none)
+	RotaryPercent float64 `json:"rotary_percent,omitempty"` // fraction of each head rotated (0 = all)
+	Bias          string  `json:"bias,omitempty"`           // linear-layer biases: none | qkv | all
+	// MoE routing (DeepSeek's grouped, sigmoid-scored router); "" = softmax top-k.
+	Router          string  `json:"router,omitempty"` // softmax | sigmoid (sigmoid: with a load-balancing expert bias)
+	RouterGroups    int     `json:"router_groups,omitempty"`
+	RouterGroupTopK int     `json:"router_group_topk,omitempty"`
+	RouterScale     float64 `json:"router_scale,omitempty"` // routed_scaling_factor
 }
 
 // Precision is the training number format for matmuls.
@@ -212,6 +228,9 @@ type Evaluation struct {
 	// Reason is empty for a valid layout that fits; otherwise the rule it
 	// breaks or the figure that does not fit.
 	Reason string `json:"reason,omitempty"`
+	// Calibration says how a site calibration moved this evaluation
+	// (calibrate.go); nil without one.
+	Calibration *CalibrationNote `json:"calibration,omitempty"`
 }
 
 // Rejection is a layout that was considered and why it lost.

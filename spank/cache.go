@@ -165,5 +165,8 @@ func CleanJob(cacheDir string, jobID uint32) error {
 	if cacheDir == "" || jobID == 0 {
 		return nil
 	}
+	if err := unmountHandoff(filepath.Join(JobDir(cacheDir, jobID), HandoffDirName)); err != nil {
+		return err
+	}
 	return os.RemoveAll(JobDir(cacheDir, jobID))
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/topo"
@@ -30,8 +32,9 @@ const HandoffDirName = "handoff"
 const UnknownID = ^uint32(0)
 
 // PrepareJobDir creates CACHE/job-N (owned by the plugin's user, root in
-// slurmstepd, mode 0755) and CACHE/job-N/handoff, owned by the job's
-// uid:gid with mode 0700, and returns the latter. It is called once per step
+// slurmstepd, mode 0755) and CACHE/job-N/handoff, a tmpfs of its own
+// (handoff_fs.go) owned by the job's uid:gid with mode 0700, and returns
+// the latter. It is called once per step
 // on every node and is idempotent. It follows no symbolic link it did not
 // create: the user owns handoff/ but must not be able to make root write
 // elsewhere, and job-N, which root owns, cannot be replaced by the user.
@@ -52,8 +55,16 @@ func PrepareJobDir(cacheDir string, jobID, uid, gid uint32) (string, error) {
 	if err := mkdirOwned(job, 0o755, uint32(os.Geteuid()), uint32(os.Getegid()), false); err != nil {
 		return "", err
 	}
+	unlock, err := lockDir(job)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	h := filepath.Join(job, HandoffDirName)
-	if err := mkdirOwned(h, 0o700, uid, gid, true); err != nil {
+	if err := mountHandoff(h, uid, gid); err != nil {
+		return "", err
+	}
+	if err := mkdirOwned(h, 0o700, uid, gid, true); err != nil { // the mount's root: repairs a mode the user changed
 		return "", err
 	}
 	return h, nil
@@ -140,14 +151,11 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 	if c == nil || c.CacheDir == "" || jobID == 0 {
 		return nil
 	}
-	if logf == nil {
-		logf = func(string) {}
-	}
+	logf = oneLineLog(logf) // the lines carry the user's bytes: names, errors, what trainrun printed (review t4, F6)
 	pre := fmt.Sprintf("trainrun: epilog: job %d: ", jobID)
 	hdir := filepath.Join(JobDir(c.CacheDir, jobID), HandoffDirName)
 	node := thisNode()
-	var failed []string
-	others := false // records of other nodes (a cache shared by several slurmd)
+	var failed, others = []string(nil), false // others: records of other nodes (a cache shared by several slurmd)
 	fi, err := os.Lstat(hdir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -235,7 +243,7 @@ func JobEpilog(c *Config, jobID, uid, gid uint32, logf func(string)) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("job %d: %d drain handoff(s) not finished (%s): see the lines above", jobID, len(failed), strings.Join(failed, ", "))
+		return fmt.Errorf("job %d: %d drain handoff(s) not finished (%s): see the lines above", jobID, len(failed), escapeControls(strings.Join(failed, ", ")))
 	}
 	return nil
 }
@@ -412,6 +420,37 @@ func lastLine(b []byte) []byte {
 		return b[i+1:]
 	}
 	return b
+}
+
+// oneLineLog wraps logf (nil: no log) so that every line it gets reaches
+// slurmd's log as one line: a control character in it (a newline in a file
+// name the user chose, quoted in a drain's error) is written as an escape,
+// so the user cannot forge a line of the log.
+func oneLineLog(logf func(string)) func(string) {
+	if logf == nil {
+		return func(string) {}
+	}
+	return func(s string) { logf(escapeControls(s)) }
+}
+
+// escapeControls writes every control character of s but tab (C0, DEL, C1,
+// and bytes that are not UTF-8) as a Go escape.
+func escapeControls(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r != '\t' && (unicode.IsControl(r) || r == utf8.RuneError) }) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r != '\t' && unicode.IsControl(r):
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func oneLine(s string) string {

@@ -39,6 +39,14 @@ func sharedDir(t *testing.T) string {
 	return d
 }
 
+// prepareJobDir is PrepareJobDir, with the job's handoff file system
+// unmounted when the test ends (t.TempDir cannot remove a mount point).
+func prepareJobDir(t *testing.T, cache string, job, uid, gid uint32) (string, error) {
+	t.Helper()
+	t.Cleanup(func() { unmountHandoff(filepath.Join(JobDir(cache, job), HandoffDirName)) })
+	return PrepareJobDir(cache, job, uid, gid)
+}
+
 func owner(t *testing.T, p string) (uid, gid uint32, mode os.FileMode) {
 	t.Helper()
 	fi, err := os.Lstat(p)
@@ -52,7 +60,7 @@ func owner(t *testing.T, p string) (uid, gid uint32, mode os.FileMode) {
 func TestPrepareJobDir(t *testing.T) {
 	needRoot(t)
 	cache := filepath.Join(t.TempDir(), "cache")
-	h, err := PrepareJobDir(cache, 42, nobody, nobody)
+	h, err := prepareJobDir(t, cache, 42, nobody, nobody)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +75,7 @@ func TestPrepareJobDir(t *testing.T) {
 	}
 	// Idempotent, and it repairs a mode the user changed.
 	os.Chmod(h, 0o777)
-	if h2, err := PrepareJobDir(cache, 42, nobody, nobody); err != nil || h2 != h {
+	if h2, err := prepareJobDir(t, cache, 42, nobody, nobody); err != nil || h2 != h {
 		t.Fatalf("second call: %q, %v", h2, err)
 	}
 	if _, _, m := owner(t, h); m != os.ModeDir|0o700 {
@@ -76,11 +84,12 @@ func TestPrepareJobDir(t *testing.T) {
 
 	// Symbolic links are refused, and their targets left alone.
 	target := t.TempDir()
+	unmountHandoff(h)
 	os.RemoveAll(h)
 	if err := os.Symlink(target, h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := PrepareJobDir(cache, 42, nobody, nobody); err == nil || !strings.Contains(err.Error(), h+" is a symbolic link, not a directory") {
+	if _, err := prepareJobDir(t, cache, 42, nobody, nobody); err == nil || !strings.Contains(err.Error(), h+" is a symbolic link, not a directory") {
 		t.Errorf("handoff dir as a symlink: err = %v", err)
 	}
 	if u, _, _ := owner(t, target); u != 0 {
@@ -89,13 +98,13 @@ func TestPrepareJobDir(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(cache, "job-43")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := PrepareJobDir(cache, 43, nobody, nobody); err == nil || !strings.Contains(err.Error(), "job-43 is a symbolic link") {
+	if _, err := prepareJobDir(t, cache, 43, nobody, nobody); err == nil || !strings.Contains(err.Error(), "job-43 is a symbolic link") {
 		t.Errorf("job dir as a symlink: err = %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(target, "handoff")); err == nil {
 		t.Error("a handoff dir was made through the symlink")
 	}
-	if _, err := PrepareJobDir(cache, 44, UnknownID, nobody); err == nil {
+	if _, err := prepareJobDir(t, cache, 44, UnknownID, nobody); err == nil {
 		t.Error("no uid: no error")
 	}
 }
@@ -164,7 +173,7 @@ func TestJobEpilog(t *testing.T) {
 	bin, calls := fakeTrainrun(t, dir, `echo '{"node":"n1","drained":[{"tag":"step-10","files":2,"bytes":4096,"seconds":0.2}],"left":["step-11"]}'`)
 	cache := filepath.Join(dir, "cache")
 	c := &Config{CacheDir: cache, Trainrun: bin, DrainTimeout: 20 * time.Second}
-	hdir, err := PrepareJobDir(cache, 7, nobody, nobody)
+	hdir, err := prepareJobDir(t, cache, 7, nobody, nobody)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +216,7 @@ func TestJobEpilog(t *testing.T) {
 		t.Errorf("job dir after the last epilog: %v, want it removed", err)
 	}
 	// Slurm gave no ids: the handoff dir's owner is the job's user.
-	hdir, _ = PrepareJobDir(cache, 8, nobody, nobody)
+	hdir, _ = prepareJobDir(t, cache, 8, nobody, nobody)
 	putRecord(t, hdir, "drain-n2.json", checkpoint.DrainHandoff{Version: 1, JobID: 8, Node: "n2", LocalDir: "/l", CkptDir: "/s"})
 	if err := JobEpilog(c, 8, UnknownID, UnknownID, logf); err != nil {
 		t.Fatal(err)
@@ -240,7 +249,7 @@ func TestJobEpilogTimeout(t *testing.T) {
 	bin, _ := fakeTrainrun(t, dir, "sleep 300 & echo $! > "+pidFile+"\nsleep 300")
 	cache := filepath.Join(dir, "cache")
 	c := &Config{CacheDir: cache, Trainrun: bin, DrainTimeout: time.Second}
-	hdir, err := PrepareJobDir(cache, 9, nobody, nobody)
+	hdir, err := prepareJobDir(t, cache, 9, nobody, nobody)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +353,7 @@ func TestJobEpilogBadRecords(t *testing.T) {
 			if tc.name == "other job" {
 				job = 100
 			}
-			hdir, err := PrepareJobDir(cache, job, nobody, nobody)
+			hdir, err := prepareJobDir(t, cache, job, nobody, nobody)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -383,7 +392,7 @@ func TestJobEpilogOwnerMismatch(t *testing.T) {
 	bin, calls := fakeTrainrun(t, dir, `echo '{"drained":[]}'`)
 	cache := filepath.Join(dir, "cache")
 	c := &Config{CacheDir: cache, Trainrun: bin, DrainTimeout: 5 * time.Second}
-	hdir, _ := PrepareJobDir(cache, 6, nobody, nobody)
+	hdir, _ := prepareJobDir(t, cache, 6, nobody, nobody)
 	putRecord(t, hdir, "drain-n1.json", checkpoint.DrainHandoff{Version: 1, JobID: 6, Node: "n1", LocalDir: "/l", CkptDir: "/s"})
 	var lines []string
 	err := JobEpilog(c, 6, 0, 0, func(s string) { lines = append(lines, s) })
@@ -402,7 +411,7 @@ func TestJobEpilogNoBinary(t *testing.T) {
 	dir := sharedDir(t)
 	cache := filepath.Join(dir, "cache")
 	c := &Config{CacheDir: cache, Trainrun: "/no/such/trainrun", DrainTimeout: 5 * time.Second}
-	hdir, _ := PrepareJobDir(cache, 5, nobody, nobody)
+	hdir, _ := prepareJobDir(t, cache, 5, nobody, nobody)
 	putRecord(t, hdir, "drain-n1.json", checkpoint.DrainHandoff{Version: 1, JobID: 5, Node: "n1", LocalDir: "/l", CkptDir: "/s"})
 	var lines []string
 	err := JobEpilog(c, 5, nobody, nobody, func(s string) { lines = append(lines, s) })

@@ -284,7 +284,7 @@ func TestCacheDirAndFileModes(t *testing.T) {
 	if err := CheckCacheDir(cache); err != nil {
 		t.Errorf("a missing cache directory: %v", err)
 	}
-	if _, err := PrepareJobDir(cache, 7, 65534, 65534); err != nil {
+	if _, err := prepareJobDir(t, cache, 7, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
 	p, err := WritePlan(cache, Step{JobID: 7, StepID: 0}, []byte("{}"), nobodyCred)
@@ -335,7 +335,7 @@ func TestJobEpilogBounds(t *testing.T) {
 	t.Run("bogus records", func(t *testing.T) {
 		t.Setenv("SLURMD_NODENAME", "n1")
 		t.Setenv("SLURM_JOB_NODELIST", "n[1-2]")
-		hdir, err := PrepareJobDir(cache, 21, nobody, nobody)
+		hdir, err := prepareJobDir(t, cache, 21, nobody, nobody)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +348,7 @@ func TestJobEpilogBounds(t *testing.T) {
 	})
 	t.Run("too many entries", func(t *testing.T) {
 		t.Setenv("SLURMD_NODENAME", "n1")
-		hdir, err := PrepareJobDir(cache, 22, nobody, nobody)
+		hdir, err := prepareJobDir(t, cache, 22, nobody, nobody)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +366,7 @@ func TestJobEpilogBounds(t *testing.T) {
 	})
 	t.Run("no node name: one bound for all", func(t *testing.T) {
 		t.Setenv("SLURMD_NODENAME", "")
-		hdir, err := PrepareJobDir(cache, 23, nobody, nobody)
+		hdir, err := prepareJobDir(t, cache, 23, nobody, nobody)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,7 +393,7 @@ func TestJobPartition(t *testing.T) {
 	if _, ok := JobPartition(cache, 31); ok {
 		t.Error("a partition without a record")
 	}
-	if _, err := PrepareJobDir(cache, 31, nobody, nobody); err != nil {
+	if _, err := prepareJobDir(t, cache, 31, nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
 	rec := filepath.Join(JobDir(cache, 31), "partition")

@@ -52,7 +52,8 @@ type TaskEnv struct {
 // the plan's), as opposed to the NCCL/CUDA tuning --train-nccl=off drops.
 func launcherKey(k string) bool {
 	switch k {
-	case "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK":
+	case "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+		"CUDA_DEVICE_MAX_CONNECTIONS": // Megatron-LM's requirement (plan.MegatronEnv), not an NCCL variable
 		return true
 	}
 	return strings.HasPrefix(k, "TRAINRUN_")
@@ -140,7 +141,7 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	base := plan.EnvInput{
 		Node: node, Placement: p, Plan: ml,
 		MasterPort: plan.MasterPort(strconv.FormatUint(uint64(st.JobID), 10)), NodeAddrs: addrs,
-		UserEnv: user, NCCLConf: conf, Policy: npol, VirtualTopology: virtualTopo, PlanPath: planPath,
+		UserEnv: user, NCCLConf: conf, Policy: npol, VirtualTopology: virtualTopo, PlanPath: planPath, Stack: r.Stack,
 	}
 	tasks, enotes, err := r.taskEnvs(base, here, G, extra, stepNotes)
 	if err != nil {

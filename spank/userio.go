@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/trainrun/trainrun/plan/policy"
 )
 
 // The rule (spank/doc.go): in root context trainrun opens nothing a user can
@@ -292,6 +294,21 @@ func CheckCacheDir(dir string) error {
 		return fmt.Errorf("cache directory %s has mode %04o: others can write it; chmod go-w %s", dir, fi.Mode().Perm(), dir)
 	}
 	return nil
+}
+
+// StepPartition is the partition whose policy a step gets: the one the job
+// prolog recorded (JobPartition); without a record, policy.Unrecorded (the
+// strictest settings), never the job's environment, which its user writes
+// (review t4, F5: a user who made the record impossible to write got the
+// policy of the partition they named). note, when not "", is for the log.
+func StepPartition(cacheDir string, jobID uint32, envPart string) (part, note string) {
+	if p, ok := JobPartition(cacheDir, jobID); ok {
+		if p != envPart {
+			note = fmt.Sprintf("the job's environment says partition %q, Slurm's prolog %q: the policy of %q applies", envPart, p, p)
+		}
+		return p, note
+	}
+	return policy.Unrecorded, fmt.Sprintf("no partition recorded by the job prolog in %s; the strictest policy applies (site-wide, with only the user overrides every partition allows), not that of the job environment's partition %q", cacheDir, envPart)
 }
 
 // JobPartition is the job's partition as the job prolog recorded it from

@@ -410,3 +410,33 @@ func FuzzParseTopologyConf(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseScontrolTopology (scontrol show topology, from Slurm): no
+// panic; what parses has symmetric distances bounded by its levels, as
+// for topology.conf.
+func FuzzParseScontrolTopology(f *testing.F) {
+	b, err := os.ReadFile("testdata/slurm/scontrol-show-topology-22.05.tree.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(b))
+	f.Add("No topology information available")
+	f.Add("SwitchName=s0 Level=1 LinkSpeed=1 Nodes=n[1-2] Switches=s1\nSwitchName=s1 Level=0 LinkSpeed=1 Nodes=n[3-4]\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		c, err := ParseScontrolTopology(strings.NewReader(out), "scontrol show topology")
+		if err != nil {
+			return
+		}
+		nodes := c.Nodes()
+		if len(nodes) > 20 {
+			nodes = nodes[:20]
+		}
+		for _, a := range nodes {
+			for _, b := range nodes {
+				if d := c.Distance(a, b); d != c.Distance(b, a) || (d == 0) != (a == b) || d > c.Levels()+1 {
+					t.Fatalf("Distance(%s, %s) = %d, reverse %d, Levels %d", a, b, d, c.Distance(b, a), c.Levels())
+				}
+			}
+		}
+	})
+}

@@ -318,6 +318,12 @@ func (l *Link) UnmarshalText(b []byte) error {
 // list format ("0-47,96-143").
 type CPUList []int
 
+// maxCPU bounds a CPU number: Linux's NR_CPUS is at most 8192 on every
+// architecture it builds for (CONFIG_NR_CPUS), so 65535 leaves room and a
+// forged "0-9223372036854775807" in a captured tree (--root) fails instead
+// of allocating without end.
+const maxCPU = 1<<16 - 1
+
 // ParseCPUList reads the kernel's cpulist format. An empty string is an empty list.
 func ParseCPUList(s string) (CPUList, error) {
 	s = strings.TrimSpace(s)
@@ -328,14 +334,17 @@ func ParseCPUList(s string) (CPUList, error) {
 	for _, part := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: bad number %q", s, lo)
+		if err != nil || a < 0 || a > maxCPU {
+			return nil, fmt.Errorf("cpu list %q: bad number %q (CPU numbers are 0 to %d)", clipCPUs(s), clipCPUs(lo), maxCPU)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b > maxCPU {
+				return nil, fmt.Errorf("cpu list %q: bad range %q (CPU numbers are 0 to %d)", clipCPUs(s), clipCPUs(part), maxCPU)
 			}
+		}
+		if len(out)+b-a >= maxCPU+1 {
+			return nil, fmt.Errorf("cpu list %q names more than %d CPUs", clipCPUs(s), maxCPU+1)
 		}
 		for c := a; c <= b; c++ {
 			out = append(out, c)
@@ -343,6 +352,13 @@ func ParseCPUList(s string) (CPUList, error) {
 	}
 	sort.Ints(out)
 	return out, nil
+}
+
+func clipCPUs(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
 }
 
 // String prints the list in the kernel's compact form.

@@ -2,6 +2,8 @@ package topo
 
 import (
 	"encoding/json"
+	"slices"
+	"sort"
 	"testing"
 )
 
@@ -108,4 +110,38 @@ func TestNVLinkDomain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A CPU number past Linux's NR_CPUS, or a list longer than that, is
+// refused: "0-9223372036854775807" once allocated until memory ran out.
+func TestParseCPUListBoundary(t *testing.T) {
+	if l, err := ParseCPUList("0-65535"); err != nil || len(l) != 65536 {
+		t.Errorf("0-65535: %d CPUs, %v", len(l), err)
+	}
+	for _, bad := range []string{"65536", "0-65536", "0-9223372036854775807", "-1", "0-40000,0-40000", "99999999999999999999"} {
+		if l, err := ParseCPUList(bad); err == nil {
+			t.Errorf("ParseCPUList(%q) = %d CPUs; want an error", bad, len(l))
+		}
+	}
+}
+
+// FuzzParseCPUList (sysfs cpulist files, captured trees): no panic,
+// bounded, sorted, and the compact form reads back as the same list.
+func FuzzParseCPUList(f *testing.F) {
+	for _, s := range []string{"0-47,96-143", "0", "", "3,1-2", "0-65535", "0-9223372036854775807", "1,1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseCPUList(s)
+		if err != nil {
+			return
+		}
+		if len(l) > maxCPU+1 || !sort.IntsAreSorted(l) {
+			t.Fatalf("%q: %d CPUs, sorted %v", s, len(l), sort.IntsAreSorted(l))
+		}
+		back, err := ParseCPUList(l.String())
+		if err != nil || !slices.Equal(back, l) {
+			t.Fatalf("%q prints %q, which reads back as %v (%v)", s, l.String(), back, err)
+		}
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
 
 func init() {
@@ -30,6 +31,7 @@ func init() {
 type envOptions struct {
 	Rank          int
 	Root, Machine string
+	Stack         string // the training software: MegatronEnv's variables are Megatron's
 	Explain       bool
 	Format        string
 	// the admin policy
@@ -54,6 +56,7 @@ func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Machine, "machine", "", "read a built-in captured machine by name (see 'trainrun topo --machine list')")
 	fs.BoolVar(&o.Explain, "explain", false, "say why for every variable, and what was kept from the user, nccl.conf or a plugin")
 	fs.StringVar(&o.Format, "format", "shell", "shell (KEY=VALUE lines) | json")
+	fs.StringVar(&o.Stack, "stack", "", "training software (megatron-core, nemo, megatron-2022, fsdp..., deepspeed..., jax; default: TRAINRUN_STACK, else megatron-core): Megatron's stacks get CUDA_DEVICE_MAX_CONNECTIONS by its rule")
 	fs.StringVar(&o.Policy, "policy", "", "the site's trainrun.conf: NCCLForce, NCCLDefault, NCCLPrecedence and Fabric shape the NCCL variables")
 	fs.StringVar(&o.Partition, "partition", "", "partition whose policy settings apply (default: SLURM_JOB_PARTITION; site-wide settings when neither)")
 	fs.StringVar(&o.PlanFile, "plan", "", "plan JSON from 'trainrun plan --format json' (degrees and traffic); exported as TRAINRUN_PLAN")
@@ -161,8 +164,12 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 			port = plan.MasterPort(id)
 		}
 	}
+	st, err := plan.ParseStack(cmp.Or(o.Stack, env.getenv("TRAINRUN_STACK")))
+	if err != nil {
+		return nil, nil, usageErrorf("--stack: %v", err)
+	}
 	e, err = plan.RankEnv(plan.EnvInput{
-		Node: node, Placement: p, Rank: o.Rank, Plan: ml, PlanPath: planPath,
+		Node: node, Placement: p, Rank: o.Rank, Plan: ml, PlanPath: planPath, Stack: st,
 		MasterAddr: o.MasterAddr, MasterPort: port, NodeAddrs: addrs,
 		UserEnv: user, NCCLConf: conf, Policy: pol, TopoFile: o.TopoFile, VirtualTopology: virtTopo,
 	})
@@ -336,15 +343,13 @@ func resolve(ctx context.Context, host string) []string {
 
 // readPlanFile takes the chosen layout out of `trainrun plan --format json`.
 func readPlanFile(path string) (*plan.Evaluation, error) {
-	data, err := os.ReadFile(path)
+	data, err := planjson.ReadFile(path)
 	if err != nil {
 		return nil, usageErrorf("--plan: %v", err)
 	}
-	var r struct {
-		Plan *plan.Evaluation `json:"plan"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, usageErrorf("--plan %s: not the JSON of 'trainrun plan --format json': %v", path, err)
+	r, err := planjson.Decode(data) // the layout's fields checked: they become variables
+	if err != nil {
+		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
 	if r.Plan == nil {
 		return nil, usageErrorf("--plan %s: \"plan\" is null (nothing fitted); pick a layout with --fix", path)

@@ -53,6 +53,8 @@ type planOptions struct {
 	CkptLead             time.Duration
 	TimeMargin           float64
 	Place                planPlaceOptions
+	Calibration          string             // site calibration directory (calib.go)
+	calObs               []plan.Observation // its observations, once read (loadCalibration)
 }
 
 // modelFlags are the flags that describe (or override) the model's shape.
@@ -98,12 +100,13 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep etp(expert TP, default tp) dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params|nvme)")
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
-	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|env|sbatch|hostfile|placement")
+	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|deepspeed (ds_config JSON)|env|sbatch|hostfile|placement")
 	fs.IntVar(&o.Top, "top", plan.DefaultTop, "alternatives to report")
 	fs.DurationVar(&o.CkptLead, "ckpt-lead", 10*time.Minute, "sbatch: checkpoint lead before the time limit (added to it, and the --signal time)")
 	fs.Float64Var(&o.TimeMargin, "time-margin", 0.10, "sbatch: fraction added to the predicted training time")
 	fs.StringVar(&o.Place.Nodelist, "nodelist", "", "hostfile/placement: Slurm node list expression, e.g. 'gpu[001-008]'")
 	fs.StringVar(&o.Place.TopologyConf, "topology-conf", "", "hostfile/placement: Slurm topology.conf of the cluster")
+	fs.StringVar(&o.Calibration, "calibration", "", "site calibration directory (default: env TRAINRUN_CALIBRATION, else the policy's Calibration=): its observations of past runs correct the predicted step times and their band (trainrun calib); trainrun run also appends its own")
 }
 
 func runPlan(ctx context.Context, env *runEnv, args []string) error {
@@ -126,9 +129,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 		return usageErrorf("unexpected argument %q: plan takes only flags", fs.Arg(0))
 	}
 	switch o.Format {
-	case "table", "json", "megatron", "env", "sbatch", "hostfile", "placement":
+	case "table", "json", "megatron", "deepspeed", "env", "sbatch", "hostfile", "placement":
 	default:
-		return usageErrorf("--format %q: accepted: table, json, megatron, env, sbatch, hostfile, placement", o.Format)
+		return usageErrorf("--format %q: accepted: table, json, megatron, deepspeed, env, sbatch, hostfile, placement", o.Format)
 	}
 	if o.Top < 0 {
 		return usageErrorf("--top %d: must be 0 or more", o.Top)
@@ -155,6 +158,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := o.loadCalibration(env.getenv, "", env.stderr); err != nil {
+		return err
+	}
 	so := o.searchOptions(fix)
 	if len(clusters) > 1 {
 		return planCompare(env, &o, m, j, clusters, so)
@@ -172,7 +178,7 @@ func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
 	if top == 0 {
 		top = -1 // the planner reads 0 as "its default"; --top 0 means none
 	}
-	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink}
+	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink, Calibration: o.calObs}
 }
 
 // noFitError is nil when r has a plan that fits; otherwise an exitcode.NoFit
@@ -192,7 +198,8 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 	case "table":
 		return plan.RenderTable(w, m, j, c, r)
 	case "json":
-		return plan.RenderJSON(w, r)
+		pins, _ := parseFix(o.Fix) // parsed before: the error was reported
+		return plan.RenderJSONWithInputs(w, r, plan.InputsOf(m, j, c, pins.String()))
 	}
 	if r.Plan == nil {
 		return nil
@@ -200,6 +207,8 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 	switch o.Format {
 	case "megatron":
 		return plan.RenderMegatron(w, m, j, *r.Plan)
+	case "deepspeed":
+		return plan.RenderDeepSpeed(w, j, *r.Plan)
 	case "env":
 		return plan.RenderEnv(w, *r.Plan)
 	case "sbatch":

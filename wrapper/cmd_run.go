@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -109,7 +110,8 @@ var runHelpTail = joinLines(
 	"policy (Stack=, Precision=, Finetune=), else the flag's default.",
 	"",
 	"Templates in CMD: {tp} {pp} {vpp} {cp} {ep} {dp} {micro_batch} {grad_accum} {resume} {ckpt_dir}",
-	"{megatron_args} ({megatron_args} as a whole argument expands to one argument per flag).",
+	"{megatron_args} ({megatron_args} as a whole argument expands to one argument per flag; inside a",
+	"longer argument, to shell-quoted words) {deepspeed_config} (the plan's ds_config.json in the job dir).",
 	"",
 	"Checkpoints: trainrun asks every training process to checkpoint with TRAINRUN_CKPT_SIGNAL (once),",
 	"--ckpt-lead before the job's end time, on SIGUSR1 to trainrun itself (#SBATCH --signal=B:USR1@90;",
@@ -196,8 +198,11 @@ func (o *runOptions) validate() error {
 type choice struct {
 	Layout   plan.Layout
 	Eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
-	Megatron []string         // nil: derived from the layout (plan.MegatronLayoutArgs)
-	GPU      string           // the GPU type the planner planned for ("" when it did not plan)
+	Model    *plan.Model      // the planned model (nil: none given); {megatron_args} renders it with Job
+	Job      plan.Job
+	Inputs   *plan.Inputs // what Eval was planned from (nil unless planned here): the observation's record
+	GPU      string       // the GPU type the planner planned for ("" when it did not plan)
+	PlanFile string       // the plan file the layout came from: --plan, else TRAINRUN_PLAN ("": none)
 }
 
 // placed is what the place phase hands on: each rank's node and GPU, and
@@ -235,13 +240,14 @@ type runDirs struct {
 // The job directory's layout: what trainrun run keeps under jobDir, in one
 // table (paths are runDirs.in(...) of these).
 const (
-	jobLaunchDir = "launch"      // the launch files, ckpt-request, the trainers' progress file
-	jobTopoDir   = "topo"        // the probe's node facts, reused by --probe auto
-	jobPlanFile  = "plan.json"   // the layout and where each rank runs (planDoc)
-	jobHostfile  = "hostfile"    // one line per node, slots=GPUs
-	jobSummary   = "summary.txt" // what the run does (run_summary.go)
-	jobCkptDir   = "checkpoints" // the default --ckpt-dir
-	jobRunsDir   = "runs"        // runs/NAME: each named run's own directory (run_name.go)
+	jobLaunchDir = "launch"         // the launch files, ckpt-request, the trainers' progress file
+	jobTopoDir   = "topo"           // the probe's node facts, reused by --probe auto
+	jobPlanFile  = "plan.json"      // the layout and where each rank runs (planDoc)
+	jobHostfile  = "hostfile"       // one line per node, slots=GPUs
+	jobSummary   = "summary.txt"    // what the run does (run_summary.go)
+	jobCkptDir   = "checkpoints"    // the default --ckpt-dir
+	jobRunsDir   = "runs"           // runs/NAME: each named run's own directory (run_name.go)
+	jobDSConfig  = "ds_config.json" // {deepspeed_config}: the plan's DeepSpeed configuration (megatron_args.go)
 )
 
 // in is the path of parts under the job directory.
@@ -280,6 +286,9 @@ type session struct {
 	hangWhat     string      // the ranks the last hang points to
 	rankFaults   []rankFault // hangs and stragglers seen, for the log and the report
 	spare        spareState  // --spare-nodes (run_spare.go)
+
+	// The run's observation (calib.go); nil: none is recorded.
+	calibRec *calib.Recorder
 }
 
 func (r *runner) logf(format string, a ...any) {

@@ -139,7 +139,23 @@ func complete(o runOptions, given map[string]bool, getenv func(string) string, a
 		}
 	}
 	c.resolveSoftware(getenv, pf, st, a.Partition)
+	c.resolveCalibration(getenv, st)
 	return c, nil
+}
+
+// resolveCalibration sets the site calibration directory the planner reads
+// and the run's observation is appended to: --calibration, else
+// TRAINRUN_CALIBRATION, else the policy's Calibration= (as
+// planOptions.calibrationDir resolves it for plan, submit and sweep).
+func (c *runConfig) resolveCalibration(getenv func(string) string, st *policy.Settings) {
+	switch v := getenv("TRAINRUN_CALIBRATION"); {
+	case c.plan.Calibration != "":
+	case v != "":
+		c.plan.Calibration, c.from["calibration"] = v, source{kind: fromEnv, name: "TRAINRUN_CALIBRATION"}
+	case st != nil && st.Calibration.Value != "":
+		c.plan.Calibration = st.Calibration.Value
+		c.from["calibration"] = source{kind: fromPolicy, name: "Calibration", where: st.Calibration.Source.String()}
+	}
 }
 
 // planInputsFromEnv takes --model from TRAINRUN_MODEL and --seq-len and

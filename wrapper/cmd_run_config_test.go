@@ -50,6 +50,7 @@ var configInputs = []configInput{
 	{"webhook-format", "JSON", "TRAINRUN_WEBHOOK_FORMAT", "slack", "", "", [3]string{"JSON", "slack"}, func(c *runConfig) string { return c.obs.webhookFormat }},
 	{"max-ckpt-age", "5h", "", "", "MaxCkptAge", "2h", [3]string{"5h0m0s", "", "2h0m0s"}, func(c *runConfig) string { return c.obs.maxCkptAge.String() }},
 	{"grace-budget", "50s", "", "", "CkptGraceBudget", "40s", [3]string{"50s", "", "40s"}, func(c *runConfig) string { return c.obs.graceBudget.String() }},
+	{"calibration", "/flag/cal", "TRAINRUN_CALIBRATION", "/env/cal", "Calibration", "/policy/cal", [3]string{"/flag/cal", "/env/cal", "/policy/cal"}, func(c *runConfig) string { return c.plan.Calibration }},
 	{"nvme-bw", "9", "", "", "NVMeBW", "4", [3]string{"9", "", "4"}, func(c *runConfig) string { return fmt.Sprint(c.plan.NVMeBW) }},
 	{"stack", "fsdp2", "TRAINRUN_STACK", "fsdp2:compile", "Stack", "fsdp2:eager", [3]string{"fsdp2", "fsdp2:compile", "fsdp"}, func(c *runConfig) string { return c.plan.Stack }},
 	{"precision", "BF16", "TRAINRUN_PRECISION", "fp16", "Precision", "fp8", [3]string{"BF16", "fp16", "fp8"}, func(c *runConfig) string { return c.plan.Precision }},
@@ -238,12 +239,13 @@ func findInput(t *testing.T, flag string) configInput {
 }
 
 // Every flag that has a twin (envTwins, the software inputs, the planner's
-// TRAINRUN_MODEL, TRAINRUN_BATCH and TRAINRUN_PLAN) or a policy key
-// (policyFlags, the metrics and software keys) is in the table above, and
+// TRAINRUN_MODEL, TRAINRUN_BATCH and TRAINRUN_PLAN, and
+// TRAINRUN_CALIBRATION) or a policy key (policyFlags, the metrics and
+// software keys, Calibration) is in the table above, and
 // every flag the table names is one of trainrun run's.
 func TestConfigTableCoversEveryTwinAndKey(t *testing.T) {
 	want := map[string]bool{"model": true, "seq-len": true, "global-batch": true, "plan": true,
-		"metrics-addr": true, "pushgateway": true, "webhook": true, "max-ckpt-age": true, "grace-budget": true, "nvme-bw": true}
+		"metrics-addr": true, "pushgateway": true, "webhook": true, "max-ckpt-age": true, "grace-budget": true, "nvme-bw": true, "calibration": true}
 	for _, tw := range envTwins {
 		want[tw.flag] = true
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
+	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
@@ -42,6 +42,7 @@ var planFlagsNotForSched = []string{"top", "nodelist", "topology-conf", "gpus-pe
 
 func (o *schedOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.plan.AddFlags(fs)
+	o.plan.Calibration = getenv("TRAINRUN_CALIBRATION") // --calibration's default
 	for _, name := range planFlagsNotForSched {
 		fs.MarkHidden(name)
 	}
@@ -247,6 +248,9 @@ func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Poli
 	if err != nil {
 		return submit.Request{}, nil, err
 	}
+	if err := o.plan.loadCalibration(func(string) string { return "" }, pol.Effective("").Calibration.Value, io.Discard); err != nil {
+		return submit.Request{}, nil, err
+	}
 	so := o.plan.searchOptions(fix)
 	so.TopK = 1
 	return submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
@@ -364,8 +368,10 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
+	// The user's own, 0700: another user who created it first could swap
+	// the plan the job reads and choose its layout (review t4, F2).
+	if err := safefs.MkdirOwn(dir, "--plan-dir"); err != nil {
+		return "", usageErrorf("%v", err)
 	}
 	// Rendered first, then written whole (temporary file and rename): a
 	// failed render or a full disk leaves no partial plan for the job to read.
@@ -377,7 +383,7 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
 	}
-	args := requestArgs(c, withPlanExport(extra, path))
+	args := requestArgs(c, withPlanExport(extra, path, modelExports(&o.plan)...))
 	id, warnings, err := env.slurm.Submit(ctx, append(args, script...)...)
 	if warnings != "" {
 		fmt.Fprintln(env.stderr, warnings)
@@ -392,22 +398,23 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	return id, nil
 }
 
-// withPlanExport exports TRAINRUN_PLAN=path to the job: appended to the
-// user's --export when there is one (unless it is NONE, which then gets
-// it alone), else --export=ALL,TRAINRUN_PLAN=path.
-func withPlanExport(extra []string, path string) []string {
+// withPlanExport exports TRAINRUN_PLAN=path (and more KEY=VALUE) to the
+// job: appended to the user's --export when there is one (unless it is
+// NONE, which then gets them alone), else --export=ALL,TRAINRUN_PLAN=path.
+func withPlanExport(extra []string, path string, more ...string) []string {
+	vars := strings.Join(append([]string{"TRAINRUN_PLAN=" + path}, more...), ",")
 	out := append([]string(nil), extra...)
 	for i, a := range out {
 		if v, ok := strings.CutPrefix(a, "--export="); ok {
 			if strings.EqualFold(v, "NONE") {
-				out[i] = "--export=TRAINRUN_PLAN=" + path
+				out[i] = "--export=" + vars
 			} else {
-				out[i] = a + ",TRAINRUN_PLAN=" + path
+				out[i] = a + "," + vars
 			}
 			return out
 		}
 	}
-	return append(out, "--export=ALL,TRAINRUN_PLAN="+path)
+	return append(out, "--export=ALL,"+vars)
 }
 
 // splitSbatchArgs splits args at "--": before it, trainrun's flags (known

@@ -174,7 +174,9 @@ func TestSubmitSubmits(t *testing.T) {
 	}
 	sub := f.submitted[0]
 	for _, w := range []string{"sbatch --parsable --partition=ampere --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --exclusive --time=",
-		" --account=proj --qos=high --mail-type=END --job-name my job --exclusive --export=ALL,TRAINRUN_PLAN=" + dir + "/plan-ampere-16gpus-", ".json job.sh arg 1"} {
+		" --account=proj --qos=high --mail-type=END --job-name my job --exclusive --export=ALL,TRAINRUN_PLAN=" + dir + "/plan-ampere-16gpus-",
+		// The model beside the plan: run in the job renders its full flags.
+		".json,TRAINRUN_MODEL=llama3-8b,TRAINRUN_BATCH=64x4096 job.sh arg 1"} {
 		if !strings.Contains(sub, w) {
 			t.Errorf("sbatch line %q lacks %q", sub, w)
 		}
@@ -183,7 +185,7 @@ func TestSubmitSubmits(t *testing.T) {
 		t.Errorf("test-only request %q", f.testOnly[0])
 	}
 	_, after, _ := strings.Cut(sub, "TRAINRUN_PLAN=")
-	path, _, _ := strings.Cut(after, " ")
+	path, _, _ := strings.Cut(after, ",")
 	ev, err := readRunPlan(path, 16)
 	if err != nil {
 		t.Fatal(err)

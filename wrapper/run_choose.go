@@ -42,7 +42,7 @@ func (r *runner) choosePlan() (c choice, err error) {
 		if c.Eval, err = readRunPlan(planFile, world); err != nil {
 			return c, err
 		}
-		c.Layout = c.Eval.Layout
+		c.Layout, c.PlanFile = c.Eval.Layout, planFile
 	case hasModel:
 		if c, err = r.planFromModel(modelFromEnv); err != nil {
 			return c, err
@@ -109,6 +109,9 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	if err != nil {
 		return choice{}, err
 	}
+	if err := r.loadCalibration(&po); err != nil {
+		return choice{}, err
+	}
 	so := po.searchOptions(pins)
 	res := plan.Search(m, j, c, so)
 	if err := noFitError(m, j, c, so, res); err != nil {
@@ -117,7 +120,8 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
 		return choice{}, withCode(exitcode.NoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
 	}
-	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Megatron: plan.MegatronArgs(m, j, *res.Plan), GPU: po.GPU}, nil
+	in := plan.InputsOf(m, j, c, pins.String())
+	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Model: &m, Job: j, Inputs: &in, GPU: po.GPU}, nil
 }
 
 // plannerGPU is the GPU type to plan for: what the probe found on the

@@ -127,9 +127,12 @@ func (e *earlyStep) openChannel(ctx context.Context, r *runner, common launchCom
 	if bind == "" {
 		r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
 	}
-	ctl, err := launch.Listen(bind, a.World())
+	ctl, err := launch.ListenPeers(bind, a.World(), launch.NodePeers(a.Nodes, e.addrs, os.Getuid()))
 	if err != nil {
 		return err
+	}
+	if w := ctl.Weaker(); w != "" {
+		r.logf("warning: %s", w)
 	}
 	e.ctl = ctl
 	e.control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))

@@ -34,9 +34,9 @@ type faultState struct {
 
 // NoteFailedNode records a node a failure points to, for the job history
 // (its end event), the report, the metrics and the exclusion of the node
-// from a requeued job (checkpoint.ExcludedNodes). Hang and straggler
-// detection call it with checkpoint.CauseHang and Detail naming the rank
-// and GPU, e.g. "rank 3 (GPU 1) made no progress for 95 s".
+// from a requeued job (run.JudgeNodes). Hang and straggler detection call
+// it with checkpoint.CauseHang and Detail naming the rank and GPU, e.g.
+// "rank 3 (GPU 1) made no progress for 95 s".
 func (r *runner) NoteFailedNode(f checkpoint.FailedNode) {
 	fs := &r.sess.faults
 	fs.mu.Lock()
@@ -172,16 +172,17 @@ func (r *runner) stepFailedNodes(code int, reason run.StopReason, exits map[int]
 	}
 	if !lost && firstFail != nil && firstFail.Rank >= 0 && firstFail.Rank < len(r.placed.Slots) {
 		s := r.placed.Slots[firstFail.Rank]
-		r.NoteFailedNode(checkpoint.FailedNode{Node: s.Node, Cause: checkpoint.CauseCrash,
+		r.NoteFailedNode(checkpoint.FailedNode{Node: s.Node, Cause: checkpoint.CauseCrash, Exit: firstFail.Code,
 			Detail: fmt.Sprintf("rank %d (GPU %d) failed first with exit %d", s.Rank, s.GPU, firstFail.Code)})
 	}
 	return r.failedNodes()
 }
 
 // badNodesToExclude is the job's ExcNodeList with the nodes the history
-// blames (checkpoint.ExcludedNodes) added, read before the requeue: after
-// it Slurm's SIGTERM to the batch step's processes kills the queries
-// trainrun starts (seen on Slurm 22.05); "" when there is nothing to add.
+// holds evidence against (run.JudgeNodes, each verdict logged) added, read
+// before the requeue: after it Slurm's SIGTERM to the batch step's
+// processes kills the queries trainrun starts (seen on Slurm 22.05); ""
+// when there is nothing to add.
 func (r *runner) badNodesToExclude() (list string, nodes []string) {
 	if r.ckpt.store == nil {
 		return "", nil
@@ -191,7 +192,11 @@ func (r *runner) badNodesToExclude() (list string, nodes []string) {
 		r.logf("warning: %v", err)
 		return "", nil
 	}
-	if nodes = checkpoint.ExcludedNodes(incs); len(nodes) == 0 {
+	verdicts := run.JudgeNodes(incs)
+	for _, v := range verdicts {
+		r.logf("node %s: %s the requeued job: %s", v.Node, map[bool]string{true: "excluded from", false: "kept in"}[v.Exclude], v.Why)
+	}
+	if nodes = run.Excluded(verdicts); len(nodes) == 0 {
 		return "", nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -231,8 +236,8 @@ func (r *runner) excludeBadNodes(list string, nodes []string) {
 	if list == "" {
 		return
 	}
-	r.logf("excluding %s from the requeued job (ExcNodeList=%s); an admin can drain them: scontrol update nodename=%s state=drain reason=\"trainrun: failed in job %s\"",
-		strings.Join(nodes, ","), list, strings.Join(nodes, ","), r.alloc.JobID)
+	r.logf("excluding %s from the requeued job (ExcNodeList=%s); an admin can drain them: %s",
+		strings.Join(nodes, ","), list, slurm.DrainHint(nodes, "trainrun: failed in job "+r.alloc.JobID))
 	var err error
 	for try := 0; try < 3; try++ {
 		t0 := time.Now()

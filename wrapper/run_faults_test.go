@@ -85,6 +85,34 @@ func TestExcludeBadNodes(t *testing.T) {
 	}
 }
 
+// A rank SIGKILLed from outside in two runs is no evidence against its
+// node: nothing is excluded, no scontrol update runs, and the log says why
+// (issue 35, chaos seed 1796298728052878726).
+func TestExcludeBadNodesKeepsTwiceKilledNode(t *testing.T) {
+	var log bytes.Buffer
+	r := faultRunner(t, &log)
+	s, err := checkpoint.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ckpt.store = s
+	for range 2 {
+		if err := s.History().Append(checkpoint.Event{Type: "end", JobID: "77", Cause: checkpoint.CauseCrash,
+			FailedNodes: []checkpoint.FailedNode{{Node: "n1", Cause: checkpoint.CauseCrash, Exit: 137, Detail: "rank 0 (GPU 0) failed first with exit 137"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake := &slurm.Canned{Out: map[string]string{}}
+	r.env.slurm = slurm.Client{Run: fake.Run}
+	r.excludeBadNodes(r.badNodesToExclude())
+	if len(fake.Calls) != 0 {
+		t.Errorf("calls %v, want none", fake.Calls)
+	}
+	if !strings.Contains(log.String(), "node n1: kept in the requeued job: its rank failed first: exit 137, killed by SIGKILL") || strings.Contains(log.String(), "excluding") {
+		t.Errorf("log: %s", log.String())
+	}
+}
+
 // A failed save is discarded, reported with the file system, and counted
 // once; a stop after it learns of it.
 func TestDiscardFailedSavesReports(t *testing.T) {

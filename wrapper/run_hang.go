@@ -104,7 +104,7 @@ func (f rankFault) String() string {
 	return fmt.Sprintf("rank %d (node %s, GPU %d) %s", f.Rank, f.Node, f.GPU, f.Detail)
 }
 
-func (r *runner) fault(kind string, rank int, detail string, ratio float64) rankFault {
+func (r *runner) fault(kind string, rank int, detail string, ratio float64, state string) rankFault {
 	f := rankFault{Kind: kind, Rank: rank, Detail: detail, Ratio: ratio, GPU: -1}
 	if rank >= 0 && rank < len(r.placed.Slots) {
 		f.Node, f.GPU = r.placed.Slots[rank].Node, r.placed.Slots[rank].GPU
@@ -116,7 +116,7 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64) rank
 	switch {
 	case f.Node == "":
 	case kind == "hang":
-		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseHang, Detail: f.String()})
+		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseHang, Detail: f.String(), State: state})
 	case kind == "straggler" && r.cfg.excludeStragglers:
 		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseStraggler, Detail: f.String()})
 	}
@@ -156,7 +156,7 @@ func (m *monitor) checkHealth(now time.Time) {
 	if now.After(hw.nextCheck) {
 		hw.nextCheck = now.Add(hw.interval)
 		for _, s := range hw.tr.Stragglers() {
-			f := m.r.fault("straggler", s.Rank, fmt.Sprintf("straggles: %.2f s per step, %.1fx its peers' median %.2f s", s.StepTime.Seconds(), s.Ratio, s.PeerMedian.Seconds()), s.Ratio)
+			f := m.r.fault("straggler", s.Rank, fmt.Sprintf("straggles: %.2f s per step, %.1fx its peers' median %.2f s", s.StepTime.Seconds(), s.Ratio, s.PeerMedian.Seconds()), s.Ratio, "")
 			m.r.logf("straggler: %s", f)
 		}
 	}
@@ -169,7 +169,7 @@ func (m *monitor) onHang(h *health.Hang) {
 	sus := h.Suspects()
 	var names []string
 	for _, s := range sus {
-		f := r.fault("hang", s.Rank, "stopped "+s.Describe(), 0)
+		f := r.fault("hang", s.Rank, "stopped "+s.Describe(), 0, s.State)
 		names = append(names, f.String())
 	}
 	r.sess.hangWhat = strings.Join(names, "; ")

@@ -22,9 +22,13 @@ func initialCheckpoint(dir string) (string, error) {
 	if err != nil {
 		return "", usageErrorf("--init-from %s: %v", dir, err)
 	}
-	if _, err := st.Verify(context.Background(), filepath.Base(abs), checkpoint.Checksums); err != nil {
+	m, err := st.Verify(context.Background(), filepath.Base(abs), checkpoint.Checksums)
+	if err != nil {
 		return "", withCode(exitcode.Checkpoint, fmt.Errorf("--init-from %s: %w (it must be a committed checkpoint: see 'trainrun ckpt verify %s --ckpt-dir %s')",
 			dir, err, filepath.Base(abs), filepath.Dir(abs)))
+	}
+	if err := m.NotRaw(filepath.Dir(abs)); err != nil { // another run's store: refused, not restored in it
+		return "", withCode(exitcode.Checkpoint, fmt.Errorf("--init-from %s: %w", dir, err))
 	}
 	return abs, nil
 }

@@ -1,32 +1,25 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
-
-// planFile is the subset of `trainrun plan --format json` that `--plan FILE` needs.
-type planFile struct {
-	Plan *plan.Evaluation `json:"plan"`
-}
 
 // readRunPlan loads a plan written by `trainrun plan --format json`.
 func readRunPlan(path string, world int) (*plan.Evaluation, error) {
-	b, err := os.ReadFile(path)
+	b, err := planjson.ReadFile(path)
 	if err != nil {
 		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
-	var pf planFile
-	if err := json.Unmarshal(b, &pf); err != nil {
-		return nil, usageErrorf("--plan %s: not the JSON of 'trainrun plan --format json': %v", path, err)
+	pf, err := planjson.Decode(b) // the layout's fields checked: they reach every rank's environment
+	if err != nil {
+		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
 	if pf.Plan == nil {
 		return nil, withCode(exitcode.NoFit, fmt.Errorf("--plan %s: \"plan\" is null (nothing fitted when it was planned; see its \"rejected\")", path))
@@ -47,13 +40,14 @@ func readRunPlan(path string, world int) (*plan.Evaluation, error) {
 }
 
 // templateNames are the placeholders PRODUCT.md defines for the user's command.
-var templateNames = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "grad_accum", "resume", "ckpt_dir", "megatron_args"}
+var templateNames = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "grad_accum", "resume", "ckpt_dir", "megatron_args", "deepspeed_config"}
 
 var templateRE = regexp.MustCompile(`\{[a-z_]+\}`)
 
 // substituteTemplates replaces the placeholders in argv. An argument that is
 // exactly {megatron_args} becomes one argument per flag; inside a longer
-// argument (bash -c "...") the flags are joined with spaces. Unknown {words}
+// argument (bash -c "...") the flags are joined with spaces, each
+// shell-quoted where a shell would split or expand it. Unknown {words}
 // are left alone (they may be the program's own syntax) and returned so the
 // caller can warn about likely typos.
 func substituteTemplates(argv []string, vals map[string]string, megatron []string) (out []string, unknown []string) {
@@ -66,7 +60,7 @@ func substituteTemplates(argv []string, vals map[string]string, megatron []strin
 		s := templateRE.ReplaceAllStringFunc(a, func(m string) string {
 			name := m[1 : len(m)-1]
 			if name == "megatron_args" {
-				return strings.Join(megatron, " ")
+				return plan.ShellJoin(megatron)
 			}
 			if v, ok := vals[name]; ok {
 				return v

@@ -105,6 +105,7 @@ func (r *runner) observeStart() {
 	}
 	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
 	r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
+	r.startRecorder() // the run's observation (calib.go)
 }
 
 // interruptCause maps the controller's stop reasons onto the metrics'.
@@ -132,6 +133,7 @@ func (r *runner) observeEnd(err error) {
 	if r.sess.obs != nil {
 		r.pollProgress() // the trainer's last steps, since the last poll
 	}
+	r.finishObservation() // calib.go
 	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
 	if err != nil && !errors.Is(err, exitcode.ErrSilent) {
 		e.Message = err.Error()
@@ -182,6 +184,7 @@ func (r *runner) pollProgress() {
 		r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
 	}
 	if e, ok := r.sess.progress.Poll(); ok {
+		r.sess.calibRec.Progress(e.Step, e.Time)
 		r.observe(e)
 	}
 }

@@ -137,6 +137,7 @@ type envInputs struct {
 	CkptSignal   string
 	JobDir       string
 	RestartCount int
+	Framework    []plan.RankVar // the framework's own variables (plan.MegatronEnv)
 }
 
 // runRankEnv gives each rank the torchrun-compatible and TRAINRUN_* variables
@@ -153,6 +154,7 @@ func runRankEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
 			TP: s.TP, CP: s.CP, EP: s.EP, DP: s.DP, PP: s.PP}
 		v := plan.LauncherVars(rp, len(slots), a.TasksPerNode, in.MasterAddr, in.MasterPort, "")
 		v = append(v, plan.PlanVars(l)[:plan.ContractPlanVars]...)
+		v = append(v, in.Framework...)
 		return append(v, plan.RunVars(job, s.Node, s.GPU)...)
 	}
 	env := rankEnv{Common: map[string]string{}, Ranks: make([]map[string]string, len(slots))}

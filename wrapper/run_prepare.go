@@ -24,10 +24,7 @@ import (
 
 // place puts the chosen layout's ranks on the allocation's GPUs.
 func (r *runner) place(f runFacts, c choice) (p placed, err error) {
-	var traffic plan.Traffic
-	if c.Eval != nil {
-		traffic = c.Eval.Traffic
-	}
+	traffic := r.planTraffic(c)
 	var notes []string
 	if p.Slots, p.Placement, notes, err = placeRanks(r.alloc, c.Layout, traffic, f.nodes, f.cluster); err != nil {
 		return p, withCode(exitcode.NoFit, err)
@@ -107,11 +104,15 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 	a := r.alloc
 	var st stepLaunch
 	var unknown []string
-	megatron := r.choice.Megatron
-	if megatron == nil {
-		megatron = plan.MegatronLayoutArgs(r.choice.Layout)
+	megatron, err := r.megatronArgs()
+	if err != nil {
+		return st, rankEnv{}, err
 	}
-	st.cmdArgv, unknown = substituteTemplates(r.cfg.argv, templateValues(r.choice.Layout, r.ckpt.resume, r.dirs.ckptDir), megatron)
+	vals := templateValues(r.choice.Layout, r.ckpt.resume, r.dirs.ckptDir)
+	if err := r.deepSpeedConfig(vals); err != nil {
+		return st, rankEnv{}, err
+	}
+	st.cmdArgv, unknown = substituteTemplates(r.cfg.argv, vals, megatron)
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
@@ -139,7 +140,7 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 	renv := runRankEnv(a, r.placed.Slots, envInputs{
 		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: st.masterPort, PlanPath: planPath,
 		CkptDir: r.dirs.ckptDir, ResumeDir: r.ckpt.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.cfg.ckptSignal), "SIG"),
-		JobDir: r.dirs.jobDir, RestartCount: a.RestartCount,
+		JobDir: r.dirs.jobDir, RestartCount: a.RestartCount, Framework: r.frameworkEnv(),
 	})
 	r.addNCCLEnv(&renv, masterAddr, st.masterPort, f.addrs, planPath)
 	launchDir := r.dirs.in(jobLaunchDir)
@@ -176,8 +177,11 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 			r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
 		}
 		var err error
-		if ctl, err = launch.Listen(bind, a.World()); err != nil {
+		if ctl, err = launch.ListenPeers(bind, a.World(), launch.NodePeers(a.Nodes, f.addrs, os.Getuid())); err != nil {
 			return err
+		}
+		if w := ctl.Weaker(); w != "" {
+			r.logf("warning: %s", w)
 		}
 		control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))
 	}

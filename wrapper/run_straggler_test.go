@@ -20,7 +20,7 @@ func TestFaultsRecordTheirNodes(t *testing.T) {
 	} {
 		env, _, _ := cli{}.env()
 		r := &runner{env: env, placed: placed{Slots: []rankSlot{{Node: "n1", GPU: 0}, {Node: "n2", GPU: 3}}}, cfg: runConfig{excludeStragglers: tc.exclude}}
-		f := r.fault(tc.kind, 1, "slow", 2)
+		f := r.fault(tc.kind, 1, "slow", 2, "D")
 		got := r.failedNodes()
 		if f.Node != "n2" || f.GPU != 3 {
 			t.Errorf("%s: fault %+v, want rank 1 on n2 GPU 3", tc.kind, f)
@@ -30,6 +30,8 @@ func TestFaultsRecordTheirNodes(t *testing.T) {
 			t.Errorf("%s (exclude %v): recorded %+v, want nothing", tc.kind, tc.exclude, got)
 		case tc.want != "" && (len(got) != 1 || got[0].Node != "n2" || got[0].Cause != tc.want):
 			t.Errorf("%s (exclude %v): recorded %+v, want n2 %s", tc.kind, tc.exclude, got, tc.want)
+		case tc.kind == "hang" && got[0].State != "D": // the evidence JudgeNodes reads
+			t.Errorf("hang recorded without its process state: %+v", got)
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package main
 
+import "github.com/trainrun/trainrun/wrapper/internal/planjson"
+
 // submittedPlan is --plan's default: the plan JSON TRAINRUN_PLAN names,
 // which `trainrun submit` exports to the job it submits with the layout it
 // chose, so that `trainrun run` inside uses exactly that layout. A plan for
@@ -10,6 +12,10 @@ package main
 func (r *runner) submittedPlan(world int) string {
 	path := r.cfg.submittedPlan
 	if path == "" {
+		return ""
+	}
+	if _, err := planjson.ReadSubmitted(path); err != nil { // own file in an own directory: another user must not choose the layout
+		r.logf("TRAINRUN_PLAN is not used: %v", err)
 		return ""
 	}
 	if _, err := readRunPlan(path, world); err != nil {

@@ -92,7 +92,9 @@ def main():
     os.makedirs(d, exist_ok=True)
     paths = []
     for f in files:
-        loaded = [torch.load(os.path.join(c, f), map_location="cpu") for c in args.ckpts]
+        # weights_only: the checkpoints may be other people's, and a full
+        # unpickle runs the code a planted rank-*.pt names.
+        loaded = [trainrun_client.load_checkpoint(os.path.join(c, f)) for c in args.ckpts]
         wrapped = isinstance(loaded[0], dict) and isinstance(loaded[0].get("model"), dict)
         states = [x["model"] if wrapped else x for x in loaded]
         merged = merge_state(states, weights)

@@ -61,5 +61,56 @@ class MergeTest(unittest.TestCase):
         self.assertIn("2 weights for 3 checkpoints", bad.stderr)
 
 
+class _Planted:
+    """A pickle that runs a command when loaded in full (review t4, F7)."""
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, ("touch %s" % self.marker,))
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class PlantedPickleTest(unittest.TestCase):
+    """A checkpoint someone else wrote is loaded as data only: a planted
+    rank-*.pt is refused, and its code does not run."""
+
+    def plant(self, d, name="rank-0.pt"):
+        marker = os.path.join(d, "ran")
+        torch.save({"model": {"w": torch.zeros(2)}, "step": 1, "x": _Planted(marker)}, os.path.join(d, name))
+        return marker
+
+    def test_merge_refuses_a_planted_pickle(self):
+        d = tempfile.mkdtemp()
+        ins = []
+        for i in range(2):
+            p = os.path.join(d, "in%d" % i)
+            os.makedirs(p)
+            marker = self.plant(p)
+            ins.append(p)
+        env = dict(os.environ, RANK="0", WORLD_SIZE="1")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "merge_checkpoints.py"), "--out", os.path.join(d, "out")] + ins,
+                           env=env, capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertFalse(os.path.exists(marker), "the planted pickle ran")
+
+    def test_example_loads_data_only(self):
+        d = tempfile.mkdtemp()
+        marker = self.plant(d)
+        good = os.path.join(d, "good.pt")
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        model(torch.ones(1, 4)).sum().backward()
+        opt.step()
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": 3}, good)
+        code = ("import sys, train_example as t\n"
+                "s = t.load_rank_state(sys.argv[1]); assert s['step'] == 3 and 'momentum_buffer' in s['opt']['state'][0]\n"
+                "try:\n    t.load_rank_state(sys.argv[2])\nexcept Exception:\n    sys.exit(0)\nsys.exit('planted pickle loaded')\n")
+        env = dict(os.environ, PYTHONPATH=HERE)
+        r = subprocess.run([sys.executable, "-c", code, good, os.path.join(d, "rank-0.pt")], env=env, capture_output=True, text=True, cwd=HERE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists(marker), "the planted pickle ran")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -123,6 +123,13 @@ class StepData:
         return b
 
 
+def load_rank_state(path):
+    """A rank's checkpoint, loaded as data only: a checkpoint someone else
+    wrote (--init-from, branches --from, a shared store) is a pickle, and a
+    full unpickle runs whatever code it names (trainrun_client.load_checkpoint)."""
+    return trainrun_client.load_checkpoint(path)
+
+
 def weights_sha256(model):
     h = hashlib.sha256()
     for k, v in sorted(model.state_dict().items()):
@@ -197,7 +204,7 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     start = 0
     if ck.resume_dir:
-        state = torch.load(os.path.join(ck.resume_dir, "rank-%d.pt" % rank))
+        state = load_rank_state(os.path.join(ck.resume_dir, "rank-%d.pt" % rank))
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = state["step"]

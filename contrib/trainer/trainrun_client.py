@@ -397,6 +397,52 @@ class Checkpointer:
             self._hb_fd = None  # the shim is gone: stop trying
 
 
+def load_checkpoint(path):
+    """torch.load of a checkpoint file as data only. A checkpoint is a
+    pickle, and one someone else wrote (--init-from, branches --from, a
+    shared store) may name any code to run on a full unpickle. torch >= 2
+    has weights_only=True for this; torch 1.13's (Debian 12's) refuses even
+    the floats every optimizer state holds, so there the pickle's globals
+    are checked against what state dicts need instead."""
+    import torch
+    if int(torch.__version__.split(".")[0]) >= 2:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    # torch 1.x's load replaces a pickle_module it is given by pickle itself
+    # (serialization.py: "else: pickle_module = pickle"), so its zip reader
+    # is called here with the restricted one: the format torch.save writes
+    # since 1.6; an older file is refused.
+    ser = torch.serialization
+    with open(path, "rb") as f:
+        if not ser._is_zipfile(f):
+            raise ValueError("%s: not torch.save's zip format; refused rather than loaded in full" % path)
+        with ser._open_zipfile_reader(f) as z:
+            return ser._load(z, "cpu", _StatePickle(torch), encoding="utf-8")
+
+
+class _StatePickle:
+    """A pickle module for torch.load whose Unpickler admits only the
+    globals a state dict of tensors, numbers, strings, lists and dicts
+    names (the pattern of Python's pickle docs, "Restricting Globals")."""
+
+    def __init__(self, torch):
+        import pickle
+
+        allowed = {("collections", "OrderedDict"), ("torch", "Size"),
+                   ("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_parameter"),
+                   ("torch._utils", "_rebuild_parameter_with_state"), ("torch._tensor", "_rebuild_from_type_v2"),
+                   ("torch", "Tensor"), ("torch.nn.parameter", "Parameter")}
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, module, name):
+                if (module, name) in allowed or module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+                    return super().find_class(module, name)
+                raise pickle.UnpicklingError("checkpoint names %s.%s: not a tensor state, refused (it could run code)" % (module, name))
+
+        self.Unpickler = Unpickler
+        self.load = lambda f, **kw: Unpickler(f, **kw).load()
+        self.__name__ = "trainrun_state_pickle"
+
+
 def _heartbeat_fd(env):
     """The heartbeat pipe from TRAINRUN_HEARTBEAT_FD, made non-blocking; None
     unless it names an open pipe (a child process that inherited the variable
@@ -410,6 +456,7 @@ def _heartbeat_fd(env):
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
             return None
         os.set_blocking(fd, False)
+        os.set_inheritable(fd, False)  # close-on-exec: a program the trainer runs cannot write beats (review t4, F10)
         return fd
     except (TypeError, ValueError, OSError):
         return None

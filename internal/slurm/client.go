@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/trainrun/trainrun/topo"
@@ -93,7 +93,11 @@ func ParseJob(line string, loc *time.Location) (Job, error) {
 		}
 		j.EndTime = t
 	}
-	j.Restarts, _ = strconv.Atoi(f["Restarts"])
+	r, err := parseCount("scontrol show job: Restarts", f["Restarts"], maxRestarts)
+	if err != nil {
+		return Job{}, err
+	}
+	j.Restarts = r
 	return j, nil
 }
 
@@ -141,14 +145,20 @@ func (c Client) Limits(ctx context.Context, partition string) (Limits, error) {
 		if err != nil {
 			errs = append(errs, err)
 		} else {
-			lim.GraceTime, lim.Preemptable = ParsePartitionGrace(string(out))
+			var err error
+			lim.GraceTime, lim.Preemptable, err = ParsePartitionGrace(string(out))
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	out, err := c.query(ctx, Scontrol, "show", "config")
 	if err != nil {
 		errs = append(errs, err)
 	} else {
-		lim.KillWait = ParseKillWait(string(out))
+		if lim.KillWait, err = ParseKillWait(string(out)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return lim, joinErrs(errs)
 }
@@ -165,32 +175,40 @@ func joinErrs(errs []error) error {
 }
 
 // ParsePartitionGrace reads GraceTime (seconds) and PreemptMode from one
-// `scontrol show partition -o` line.
-func ParsePartitionGrace(line string) (time.Duration, bool) {
+// `scontrol show partition -o` line; GraceTime is -1 when absent, and -1
+// with an error when it is not a number of seconds Slurm can store.
+func ParsePartitionGrace(line string) (time.Duration, bool, error) {
 	r := ParseRecord(line)
-	grace := time.Duration(-1)
-	if n, err := strconv.Atoi(r["GraceTime"]); err == nil && n >= 0 {
-		grace = time.Duration(n) * time.Second
+	grace, err := time.Duration(-1), error(nil)
+	if v, ok := r["GraceTime"]; ok {
+		grace, err = parseSeconds("scontrol show partition: GraceTime", v, maxGraceSeconds)
 	}
 	v := r["PreemptMode"]
-	return grace, v != "" && !strings.EqualFold(v, "OFF")
+	return grace, v != "" && !strings.EqualFold(v, "OFF"), err
 }
 
-// ParseKillWait reads "KillWait = 30 sec" from `scontrol show config`; -1
-// when absent.
-func ParseKillWait(out string) time.Duration {
+// ParseKillWait reads "KillWait = 30 sec" from `scontrol show config`.
+func ParseKillWait(out string) (time.Duration, error) {
+	return ParseConfigSeconds(out, "KillWait", maxKillWaitSeconds)
+}
+
+// ParseConfigSeconds reads "KEY = N sec" (KillWait, MessageTimeout) from
+// `scontrol show config`: -1 when the key is absent, -1 and an error when
+// its value is not a whole number of seconds up to max (the width Slurm
+// stores it in: maxKillWaitSeconds, maxMsgTimeout).
+func ParseConfigSeconds(out, key string, max int64) (time.Duration, error) {
 	for _, line := range strings.Split(out, "\n") {
 		k, v, ok := strings.Cut(line, "=")
-		if !ok || strings.TrimSpace(k) != "KillWait" {
+		if !ok || strings.TrimSpace(k) != key {
 			continue
 		}
-		if f := strings.Fields(v); len(f) > 0 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n >= 0 {
-				return time.Duration(n) * time.Second
-			}
+		f := strings.Fields(v)
+		if len(f) == 0 || len(f) > 2 || len(f) == 2 && f[1] != "sec" {
+			return -1, fmt.Errorf("scontrol show config: %s = %q is not \"N sec\"", key, clip(strings.TrimSpace(v), 40))
 		}
+		return parseSeconds("scontrol show config: "+key, f[0], max)
 	}
-	return -1
+	return -1, nil
 }
 
 // Topology is the cluster model from `scontrol show topology`. Without a
@@ -205,8 +223,19 @@ func (c Client) Topology(ctx context.Context) (*topo.Cluster, error) {
 }
 
 // Requeue puts the job back in the queue (`scontrol requeue ID`).
+//
+// Requeueing, slurmctld has the batch step's processes sent SIGTERM, and
+// scontrol requeue, run from the batch step, is one of them: killed by
+// SIGTERM, it has been answered, and the job is requeued (Slurm 22.05, chaos
+// seed 4734325054123725986: "scontrol requeue 10001: signal: terminated"
+// beside "JOB 10001 ... CANCELLED ... DUE TO JOB REQUEUE" in the job's log;
+// taken as a failure, it skipped the lost node's exclusion). A SIGTERM from
+// anything else at that moment (scancel, a preemption) ends the job anyway.
 func (c Client) Requeue(ctx context.Context, jobID string) error {
 	_, err := c.query(ctx, Scontrol, "requeue", jobID)
+	if code, ok := ExitCode(err); ok && code == 128+int(syscall.SIGTERM) {
+		return nil
+	}
 	return err
 }
 

@@ -112,3 +112,16 @@ func TestExecNotFound(t *testing.T) {
 		t.Error("HaveSrun with an empty PATH")
 	}
 }
+
+// scontrol requeue killed by the requeue's own SIGTERM has requeued the
+// job; any other failure is one.
+func TestRequeueKilledByItsSIGTERM(t *testing.T) {
+	for script, ok := range map[string]bool{"kill -TERM $$": true, "exit 1": false, "kill -KILL $$": false, "exit 0": true} {
+		c := Client{Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			return Exec(ctx, "sh", "-c", script) // the exit of scontrol, without Slurm
+		}}
+		if err := c.Requeue(t.Context(), "7"); (err == nil) != ok {
+			t.Errorf("%s: %v, want ok=%v", script, err, ok)
+		}
+	}
+}

@@ -196,7 +196,10 @@ func (a *Allocation) checkOnePerGPU(tasks []int, tpnRaw, src string) error {
 	return nil
 }
 
-// maxGPUIDs bounds SLURM_JOB_GPUS: no node holds more GPUs than this.
+// maxGPUIDs bounds SLURM_JOB_GPUS, SLURM_GPUS_ON_NODE and
+// SLURM_GPUS_PER_NODE: no node holds more GPUs than this, and an unbounded
+// count (9223372036854775807, with tasks per node to match) overflowed the
+// world size computed from it.
 const maxGPUIDs = 1024
 
 // gpusPerNode reads the GPU count on the batch node. Slurm sets
@@ -219,8 +222,8 @@ func gpusPerNode(g Getenv) (n int, ids []int, src string, err error) {
 	}
 	if v := g.trimmed("SLURM_GPUS_ON_NODE"); v != "" {
 		n, e := strconv.Atoi(v)
-		if e != nil || n < 0 {
-			return 0, nil, "", varErr("SLURM_GPUS_ON_NODE", v, "a GPU count")
+		if e != nil || n < 0 || n > maxGPUIDs {
+			return 0, nil, "", varErr("SLURM_GPUS_ON_NODE", v, fmt.Sprintf("a GPU count up to %d", maxGPUIDs))
 		}
 		if ids != nil && len(ids) != n {
 			return 0, nil, "", envErrf("SLURM_GPUS_ON_NODE", v, "SLURM_GPUS_ON_NODE=%d but SLURM_JOB_GPUS=%q lists %d GPUs", n, g("SLURM_JOB_GPUS"), len(ids))
@@ -233,8 +236,8 @@ func gpusPerNode(g Getenv) (n int, ids []int, src string, err error) {
 	if v := g.trimmed("SLURM_GPUS_PER_NODE"); v != "" {
 		f := v[strings.LastIndexByte(v, ':')+1:]
 		n, e := strconv.Atoi(f)
-		if e != nil || n < 0 {
-			return 0, nil, "", varErr("SLURM_GPUS_PER_NODE", v, "a GPU count such as 8 or gpu:8")
+		if e != nil || n < 0 || n > maxGPUIDs {
+			return 0, nil, "", varErr("SLURM_GPUS_PER_NODE", v, fmt.Sprintf("a GPU count up to %d, such as 8 or gpu:8", maxGPUIDs))
 		}
 		return n, nil, "SLURM_GPUS_PER_NODE=" + v, nil
 	}

@@ -141,10 +141,29 @@ func FuzzAllocationFromEnv(f *testing.F) {
 			}
 			return
 		}
-		if a.GPUsPerNode <= 0 || a.TasksPerNode != a.GPUsPerNode || len(a.Nodes) == 0 {
+		if a.GPUsPerNode <= 0 || a.GPUsPerNode > maxGPUIDs || a.TasksPerNode != a.GPUsPerNode || len(a.Nodes) == 0 {
 			t.Fatalf("accepted %+v", a)
 		}
 	})
+}
+
+// A GPU count at the bound reads; one past it is refused, naming the
+// variable, whichever variable carries it.
+func TestAllocationGPUCountBoundary(t *testing.T) {
+	expand := func(s string) ([]string, error) { return topo.ExpandHostlist(s) }
+	for _, key := range []string{"SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"} {
+		for n, ok := range map[string]bool{"1024": true, "1025": false, "9223372036854775807": false, "99999999999999999999": false} {
+			m := map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "1024(x2)", key: n}
+			a, err := AllocationFromEnv(getenvOf(m), expand)
+			var ee *EnvError
+			switch {
+			case ok && (err != nil || a.GPUsPerNode != 1024):
+				t.Errorf("%s=%s: %+v, %v", key, n, a, err)
+			case !ok && (err == nil || !errors.As(err, &ee) || !strings.Contains(err.Error(), key)):
+				t.Errorf("%s=%s: %v, want an error naming %s", key, n, err, key)
+			}
+		}
+	}
 }
 
 func TestJobAndTaskFromEnv(t *testing.T) {

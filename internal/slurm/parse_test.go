@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func FuzzParseDuration(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := ParseDuration(s)
-		if err == nil && (d < 0 || d > time.Duration(maxDays+2)*24*time.Hour*2) {
+		if err == nil && (d < 0 || d > time.Duration(maxDays)*24*time.Hour) {
 			t.Fatalf("%q = %v: out of bounds", s, d)
 		}
 	})
@@ -171,35 +172,141 @@ func TestParseLimitsCaptured(t *testing.T) {
 		for k, v := range p {
 			line += k + "=" + v + " "
 		}
-		g, pre := ParsePartitionGrace(line)
-		if g != want[p["PartitionName"]] || !pre {
-			t.Errorf("%s: GraceTime %v preemptable %v", p["PartitionName"], g, pre)
+		g, pre, err := ParsePartitionGrace(line)
+		if err != nil || g != want[p["PartitionName"]] || !pre {
+			t.Errorf("%s: GraceTime %v preemptable %v (%v)", p["PartitionName"], g, pre, err)
 		}
 	}
-	if g, p := ParsePartitionGrace("PartitionName=x GraceTime=0 PreemptMode=OFF"); g != 0 || p {
-		t.Errorf("OFF partition = %s %t", g, p)
+	if g, p, err := ParsePartitionGrace("PartitionName=x GraceTime=0 PreemptMode=OFF"); g != 0 || p || err != nil {
+		t.Errorf("OFF partition = %s %t %v", g, p, err)
 	}
-	if g, _ := ParsePartitionGrace("PartitionName=x"); g != -1 {
-		t.Errorf("no GraceTime = %s, want unknown", g)
+	if g, _, err := ParsePartitionGrace("PartitionName=x"); g != -1 || err != nil {
+		t.Errorf("no GraceTime = %s %v, want unknown", g, err)
 	}
-	if k := ParseKillWait(readTestdata(t, "show-config.txt")); k != 5*time.Second {
-		t.Errorf("KillWait = %s, want the harness's 5s", k)
+	cfg := readTestdata(t, "show-config.txt")
+	if k, err := ParseKillWait(cfg); k != 5*time.Second || err != nil {
+		t.Errorf("KillWait = %s %v, want the harness's 5s", k, err)
 	}
-	if k := ParseKillWait("JobRequeue = 1\n"); k != -1 {
-		t.Errorf("no KillWait = %s, want unknown", k)
+	if m, err := ParseConfigSeconds(cfg, "MessageTimeout", maxMsgTimeout); m != 10*time.Second || err != nil {
+		t.Errorf("MessageTimeout = %s %v, want the harness's 10s", m, err)
+	}
+	if k, err := ParseKillWait("JobRequeue = 1\n"); k != -1 || err != nil {
+		t.Errorf("no KillWait = %s %v, want unknown", k, err)
 	}
 }
 
+// Each Slurm seconds field at the edge of the width Slurm stores it in:
+// the largest value reads as itself, one more is refused with a message
+// naming the field and the value (issue 36: KillWait=10000000000 came out
+// as -2415306h).
+func TestParseSecondsBoundary(t *testing.T) {
+	type parser func(v string) (time.Duration, error)
+	grace := func(v string) (time.Duration, error) {
+		g, _, err := ParsePartitionGrace("PartitionName=p GraceTime=" + v)
+		return g, err
+	}
+	config := func(key string, max int64) parser {
+		return func(v string) (time.Duration, error) { return ParseConfigSeconds(key+" = "+v+" sec\n", key, max) }
+	}
+	tests := []struct {
+		name string
+		p    parser
+		max  int64
+	}{
+		{"KillWait", func(v string) (time.Duration, error) { return ParseKillWait("KillWait = " + v + " sec\n") }, 65535},
+		{"MessageTimeout", config("MessageTimeout", maxMsgTimeout), 65535},
+		{"GraceTime", grace, 4294967295},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if d, err := tc.p(strconv.FormatInt(tc.max, 10)); err != nil || d != time.Duration(tc.max)*time.Second {
+				t.Errorf("%d: %v, %v; want %ds", tc.max, d, err, tc.max)
+			}
+			for _, v := range []string{strconv.FormatInt(tc.max+1, 10), "10000000000", "99999999999999999999999"} {
+				d, err := tc.p(v)
+				if d != -1 || err == nil || !strings.Contains(err.Error(), tc.name) || !strings.Contains(err.Error(), "past the") {
+					t.Errorf("%s: %v, %v; want -1 and an error naming %s", v, d, err, tc.name)
+				}
+			}
+			for _, v := range []string{"-3", "ten", "1e3"} {
+				if d, err := tc.p(v); d != -1 || err == nil || !strings.Contains(err.Error(), "not a whole number") {
+					t.Errorf("%s: %v, %v; want -1 and 'not a whole number'", v, d, err)
+				}
+			}
+		})
+	}
+	if k, err := ParseKillWait("KillWait=10000000000"); k != -1 || err == nil {
+		t.Errorf("the fuzzer's input: %v, %v", k, err)
+	}
+}
+
+// A time limit Slurm can store but time.Duration cannot saturates at 100
+// years; one past Slurm's own uint32 minutes is refused.
+func TestParseDurationBoundary(t *testing.T) {
+	cap := time.Duration(maxDays) * 24 * time.Hour
+	for in, want := range map[string]time.Duration{
+		"36500-00:00:00":   cap,
+		"36499-23:59:59":   cap - time.Second,
+		"36500-00:00:01":   cap, // saturates
+		"4294967295":       cap, // Slurm's widest limit in minutes
+		"2982616-00:00:00": cap, // 4294967040 minutes
+		"52560000:0:0":     cap, // hours that overflowed Duration before
+		"153722867:0":      cap, // minutes past 292 years
+		"0:0:9223372036":   cap, // seconds just past Duration's range
+	} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"4294967296", "2982617-00:00:00", "0:0:257698037761", "9223372036854775807", "99999999999999999999:00"} {
+		if got, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) = %v; want an error", in, got)
+		} else if !strings.Contains(err.Error(), in[:min(len(in), 10)]) {
+			t.Errorf("ParseDuration(%q): %v does not name the value", in, err)
+		}
+	}
+	if _, err := ParseJob("JobId=1 TimeLimit=4294967296", time.UTC); err == nil || !strings.Contains(err.Error(), "TimeLimit") {
+		t.Errorf("ParseJob past Slurm's limit: %v", err)
+	}
+	if _, err := ParsePartitions("PartitionName=p MaxTime=4294967296"); err == nil || !strings.Contains(err.Error(), "MaxTime") {
+		t.Errorf("ParsePartitions past Slurm's limit: %v", err)
+	}
+}
+
+func TestParseRestartsBoundary(t *testing.T) {
+	if j, err := ParseJob("JobId=1 Restarts=65535", time.UTC); err != nil || j.Restarts != 65535 {
+		t.Errorf("Restarts=65535: %+v %v", j.Restarts, err)
+	}
+	for _, v := range []string{"65536", "-1", "99999999999999999999", "many"} {
+		if _, err := ParseJob("JobId=1 Restarts="+v, time.UTC); err == nil || !strings.Contains(err.Error(), "Restarts") {
+			t.Errorf("Restarts=%s: %v", v, err)
+		}
+		if _, err := ParseArrayTasks("JobId=1 ArrayTaskId=1 Restarts=" + v); err == nil || !strings.Contains(err.Error(), "Restarts") {
+			t.Errorf("array Restarts=%s: %v", v, err)
+		}
+	}
+}
+
+// KillWait, GraceTime and MessageTimeout are never negative unless
+// unknown (-1), never past Slurm's widths, and an error always comes with
+// the unknown -1.
 func FuzzParseKillWait(f *testing.F) {
 	f.Add(readTestdata(f, "show-config.txt"))
 	f.Add("KillWait = -3 sec\n")
+	f.Add("KillWait=10000000000")
+	f.Add("PartitionName=p GraceTime=4294967296 PreemptMode=REQUEUE")
 	f.Fuzz(func(t *testing.T, out string) {
-		if k := ParseKillWait(out); k < -1 {
-			t.Fatalf("KillWait %v", k)
+		check := func(what string, d time.Duration, err error, max int64) {
+			if d < -1 || d > time.Duration(max)*time.Second || err != nil && d != -1 {
+				t.Fatalf("%s %v (%v)", what, d, err)
+			}
 		}
-		if g, _ := ParsePartitionGrace(out); g < -1 {
-			t.Fatalf("GraceTime %v", g)
-		}
+		k, err := ParseKillWait(out)
+		check("KillWait", k, err, maxKillWaitSeconds)
+		m, err := ParseConfigSeconds(out, "MessageTimeout", maxMsgTimeout)
+		check("MessageTimeout", m, err, maxMsgTimeout)
+		g, _, err := ParsePartitionGrace(out)
+		check("GraceTime", g, err, maxGraceSeconds)
 	})
 }
 

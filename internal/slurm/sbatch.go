@@ -124,7 +124,9 @@ func ParseArrayTasks(out string) (map[int]ArrayTask, error) {
 			return nil, fmt.Errorf("scontrol show job: JobId=%s ArrayTaskId=%q: %w", r["JobId"], spec, err)
 		}
 		t := ArrayTask{State: r["JobState"], Reason: r["Reason"], ExitCode: r["ExitCode"]}
-		t.Restarts, _ = strconv.Atoi(r["Restarts"])
+		if t.Restarts, err = parseCount("scontrol show job: Restarts", r["Restarts"], maxRestarts); err != nil {
+			return nil, fmt.Errorf("JobId=%s: %w", r["JobId"], err)
+		}
 		if len(idx) == 1 && !strings.ContainsAny(spec, "-,%") {
 			t.JobID = r["JobId"]
 		}
@@ -136,6 +138,11 @@ func ParseArrayTasks(out string) (map[int]ArrayTask, error) {
 	return m, nil
 }
 
+// maxArrayIndex bounds an array index: Slurm's MaxArraySize is at most
+// 4000001 (slurm.conf(5)), so no index is above 4000000; the bound also
+// keeps a forged expression from expanding past memory.
+const maxArrayIndex = 4_000_000
+
 // ParseArrayIndices expands an array index expression: "0-5%2", "3",
 // "1,4-6", "0-10:2" (a step). The "%K" throttle is dropped.
 func ParseArrayIndices(spec string) ([]int, error) {
@@ -145,22 +152,22 @@ func ParseArrayIndices(spec string) ([]int, error) {
 		rng, stepS, hasStep := strings.Cut(part, ":")
 		loS, hiS, isRange := strings.Cut(rng, "-")
 		lo, err := strconv.Atoi(loS)
-		if err != nil || lo < 0 {
-			return nil, fmt.Errorf("%q is not an index or a range LO-HI", part)
+		if err != nil || lo < 0 || lo > maxArrayIndex {
+			return nil, fmt.Errorf("%q is not an index (0 to %d) or a range LO-HI", clip(part, 40), maxArrayIndex)
 		}
 		hi, step := lo, 1
 		if isRange {
-			if hi, err = strconv.Atoi(hiS); err != nil || hi < lo {
-				return nil, fmt.Errorf("%q: the range's end must be an integer not below its start", part)
+			if hi, err = strconv.Atoi(hiS); err != nil || hi < lo || hi > maxArrayIndex {
+				return nil, fmt.Errorf("%q: the range's end must be an integer from its start to %d", clip(part, 40), maxArrayIndex)
 			}
 		}
 		if hasStep {
 			if step, err = strconv.Atoi(stepS); err != nil || step <= 0 {
-				return nil, fmt.Errorf("%q: the step must be a positive integer", part)
+				return nil, fmt.Errorf("%q: the step must be a positive integer", clip(part, 40))
 			}
 		}
-		if (hi-lo)/step > 1_000_000 {
-			return nil, fmt.Errorf("%q: more than a million indices", part)
+		if len(out)+(hi-lo)/step+1 > maxArrayIndex+1 {
+			return nil, fmt.Errorf("%q expands to more than %d indices, more than Slurm's MaxArraySize allows", clip(spec, 60), maxArrayIndex)
 		}
 		for i := lo; i <= hi; i += step {
 			out = append(out, i)

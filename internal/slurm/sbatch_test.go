@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,4 +76,63 @@ func TestParseArrayIndices(t *testing.T) {
 			t.Errorf("ParseArrayIndices(%q) accepted", bad)
 		}
 	}
+}
+
+// At Slurm's MaxArraySize: the widest array reads, one index more is
+// refused, and an index near MaxInt (whose step once wrapped the loop
+// into negative indices without end) is refused before the loop.
+func TestParseArrayIndicesBoundary(t *testing.T) {
+	if got, err := ParseArrayIndices("0-4000000:1000000"); err != nil || !reflect.DeepEqual(got, []int{0, 1000000, 2000000, 3000000, 4000000}) {
+		t.Errorf("largest indices: %v, %v", got, err)
+	}
+	if got, err := ParseArrayIndices("0-4000000"); err != nil || len(got) != 4000001 {
+		t.Errorf("widest array: %d indices, %v", len(got), err)
+	}
+	for _, bad := range []string{"4000001", "0-4000001", "0-2000000,2000000-4000000", "9223372036854775800-9223372036854775807:5", "99999999999999999999"} {
+		if _, err := ParseArrayIndices(bad); err == nil {
+			t.Errorf("ParseArrayIndices(%q) accepted", bad)
+		}
+	}
+}
+
+// Fuzzed sbatch and scontrol output: never a panic, indices within
+// Slurm's bound and no more of them than the expression allows, a job id
+// that is a number.
+func FuzzParseSbatch(f *testing.F) {
+	f.Add(readTestdata(f, "squeue-array.txt"))
+	f.Add(readTestdata(f, "show-job-array-o.txt"))
+	f.Add(readTestdata(f, "sbatch-parsable-array.txt"))
+	f.Add("JobId=7 ArrayTaskId=0-10:3%2 Restarts=1\nJobId=8 ArrayTaskId=9223372036854775800-9223372036854775807:5")
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 1<<12 {
+			return
+		}
+		if id, err := ParseSbatchID(s); err == nil {
+			if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+				t.Fatalf("job id %q from %q", id, s)
+			}
+		}
+		if idx, err := ParseArrayIndices(s); err == nil {
+			if len(idx) > maxArrayIndex+1 {
+				t.Fatalf("%d indices", len(idx))
+			}
+			for _, i := range idx {
+				if i < 0 || i > maxArrayIndex {
+					t.Fatalf("index %d from %q", i, s)
+				}
+			}
+		}
+		if m, err := ParseArrayTasks(s); err == nil {
+			for i, task := range m {
+				if i < 0 || i > maxArrayIndex || task.Restarts < 0 || task.Restarts > maxRestarts {
+					t.Fatalf("task %d %+v from %q", i, task, s)
+				}
+			}
+		}
+		for name, addr := range ParseNodeAddrs(s) {
+			if !strings.Contains(s, name) || !strings.Contains(s, addr) {
+				t.Fatalf("node %q at %q is not in %q", name, addr, s)
+			}
+		}
+	})
 }

@@ -111,6 +111,7 @@ type Settings struct {
 	Fabric                Setting[string]  // "auto", "ib", "roce", "efa", "tcp"
 	GPUType               Setting[string]  // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
 	NVMeBW                Setting[float64] // the nodes' NVMe bandwidth, GB/s per node, for offload=nvme; 0 = auto (the planner's default)
+	Calibration           Setting[string]  // site calibration directory; "" = none
 	GPUHourCost           Setting[float64] // price of one GPU-hour (any unit), for trainrun submit --objective cost; -1 = none
 	InjectEnv             Setting[bool]    // the plugin injects the environment (else it only reports)
 	AutoPlan              Setting[bool]
@@ -380,7 +381,14 @@ func defaults() Settings {
 // Effective returns the settings for partition: the defaults, overridden by
 // the site-wide lines, overridden by the partition's line. A partition the
 // file does not name gets the site-wide settings; "" asks for those.
+//
+// Unrecorded asks for the strictest settings: those of a job whose
+// partition Slurm's prolog did not record, where the only other word is the
+// job's own environment, which its user writes (review t4, F5).
 func (p *Policy) Effective(partition string) Settings {
+	if partition == Unrecorded {
+		return p.strictest()
+	}
 	s := defaults()
 	s.Partition = partition
 	apply := func(lv *level, src Source) {
@@ -397,6 +405,37 @@ func (p *Policy) Effective(partition string) Settings {
 	s.NCCLDefault.Value = slices.DeleteFunc(s.NCCLDefault.Value, func(d EnvVar) bool {
 		return slices.ContainsFunc(s.NCCLForce.Value, func(f EnvVar) bool { return f.Name == d.Name })
 	})
+	return s
+}
+
+// Unrecorded is the partition name for a job whose partition is not
+// known from Slurm itself (it cannot be a partition's: Slurm's names do not
+// hold '*' in practice, and the plugin's record refuses none of the others).
+const Unrecorded = "*unrecorded*"
+
+// strictest is the site-wide settings, with only the user overrides that
+// the site and every partition allow: a user who could choose the
+// partition's policy by writing SLURM_JOB_PARTITION gains nothing from it.
+func (p *Policy) strictest() Settings {
+	s := p.Effective("")
+	o := s.UserOverride.Value
+	names := make([]string, 0, len(p.byName))
+	for name := range p.byName {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		po := p.Effective(name).UserOverride.Value
+		switch {
+		case po.All:
+		case o.All:
+			o = Override{Keys: slices.Clone(po.Keys)}
+		default:
+			o.Keys = slices.DeleteFunc(slices.Clone(o.Keys), func(k string) bool { return !slices.Contains(po.Keys, k) })
+		}
+	}
+	s.UserOverride.Value = o
+	s.Partition = Unrecorded
 	return s
 }
 
@@ -476,6 +515,7 @@ func (s Settings) Rows() []Row {
 		Row{"Pushgateway", str(s.Pushgateway.Value, "off"), s.Pushgateway.Source},
 		Row{"Webhook", str(s.Webhook.Value, "off"), s.Webhook.Source},
 		Row{"MaxCkptAge", dur(s.MaxCkptAge.Value, "off"), s.MaxCkptAge.Source},
+		Row{"Calibration", str(s.Calibration.Value, "none"), s.Calibration.Source},
 	)
 	return rows
 }

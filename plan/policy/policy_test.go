@@ -170,7 +170,7 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge, Calibration (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
 			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
@@ -447,5 +447,29 @@ func TestStragglerAction(t *testing.T) {
 	if _, err := Parse(strings.NewReader("StragglerAction=drain\n"), "trainrun.conf"); err == nil ||
 		!strings.Contains(err.Error(), "trainrun.conf:1") || !strings.Contains(err.Error(), "exclude") {
 		t.Errorf("StragglerAction=drain: %v", err)
+	}
+}
+
+// The settings of a job whose partition is unrecorded are the site's, with
+// only the user overrides the site and every partition allow.
+func TestEffectiveUnrecordedIsStrictest(t *testing.T) {
+	p := mustParse(t, `UserOverride=CkptLead,MaxRequeue,CkptKeep
+PartitionName=open UserOverride=all
+PartitionName=tight UserOverride=CkptLead,CkptKeep CkptLead=10m
+PartitionName=tighter UserOverride=CkptKeep,CkptLead,HangTimeout
+`)
+	s := p.Effective(Unrecorded)
+	if got := s.UserOverride.Value; got.All || !slices.Equal(got.Keys, []string{"CkptLead", "CkptKeep"}) {
+		t.Errorf("UserOverride %v, want CkptLead,CkptKeep", got)
+	}
+	if s.CkptLead.Value != p.Effective("").CkptLead.Value {
+		t.Errorf("CkptLead %v: not the site's", s.CkptLead.Value)
+	}
+	if p.MayOverride("MaxRequeue", Unrecorded) || !p.MayOverride("MaxRequeue", "open") {
+		t.Error("MayOverride MaxRequeue")
+	}
+	none := mustParse(t, "PartitionName=locked UserOverride=none\n")
+	if o := none.Effective(Unrecorded).UserOverride.Value; o.All || len(o.Keys) != 0 {
+		t.Errorf("a partition allowing none: %v", o)
 	}
 }

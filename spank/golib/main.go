@@ -161,14 +161,9 @@ func trgo_remote_post_opt(sp unsafe.Pointer, st *C.struct_tr_step, ac C.int, av 
 	get := func(k string) string { v, _ := getenv(k); return v }
 	// The partition selects the policy: from the job prolog's record of
 	// what slurmd said, not the job's environment, which the user writes.
-	part := get("SLURM_JOB_PARTITION")
-	if p, ok := spank.JobPartition(c.CacheDir, uint32(st.job_id)); ok {
-		if p != part {
-			logInfo(fmt.Sprintf("trainrun: step %d.%d: note: the job's environment says partition %q, Slurm's prolog %q: the policy of %q applies", st.job_id, st.step_id, part, p, p))
-		}
-		part = p
-	} else {
-		logInfo(fmt.Sprintf("trainrun: step %d.%d: note: no partition recorded by the job prolog in %s; the policy of the job environment's partition %q applies", st.job_id, st.step_id, c.CacheDir, part))
+	part, note := spank.StepPartition(c.CacheDir, uint32(st.job_id), get("SLURM_JOB_PARTITION"))
+	if note != "" {
+		logInfo(fmt.Sprintf("trainrun: step %d.%d: note: %s", st.job_id, st.step_id, note))
 	}
 	req, err := spank.Resolve(c, part, givenOptions(), get)
 	if err != nil {

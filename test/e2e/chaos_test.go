@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/test/harness"
+	"github.com/trainrun/trainrun/topo"
 )
 
 // Chaos (issue 21): one training run takes six random faults (seeded,
@@ -97,7 +99,7 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 			crashes++
 		case "preempt":
 			info, _ := c.JobInfo(ctx, id)
-			node := strings.Split(expandNodes(info["NodeList"]), ",")[0]
+			node := jobNodes(t, info["NodeList"])[0]
 			high, err := c.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist="+node, "--exclusive", "--time=2")
 			if err != nil {
 				t.Fatal(err)
@@ -115,7 +117,7 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 			os.Remove(filler)
 		case "node":
 			info, _ := c.JobInfo(ctx, id)
-			nodes := strings.Split(expandNodes(info["NodeList"]), ",")
+			nodes := jobNodes(t, info["NodeList"])
 			node := nodes[len(nodes)-1] // never the batch node
 			if err := c.StopSlurmd(node); err != nil {
 				t.Fatal(err)
@@ -124,7 +126,7 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 				t.Fatalf("fault %d: no process of job %d on %s to kill", i, id, node)
 			}
 			// This incarnation's exclusion (an earlier one may have excluded a node too).
-			if _, err := c.WaitOutputFunc(ctx, id, 2*time.Minute, "the exclusion of "+node, harness.OutputAfter(fmt.Sprintf("restart %d", restart), "excluding "+node)); err != nil {
+			if _, err := c.WaitOutputFunc(ctx, id, 2*time.Minute, "the exclusion of "+node, excludes(fmt.Sprintf("restart %d", restart), node)); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.StartSlurmd(ctx, node); err != nil {
@@ -174,23 +176,34 @@ func killJobRank(id, rank int) int {
 	return n
 }
 
-// expandNodes expands a simple n[1-2] or n[1,3] hostlist of the harness.
-func expandNodes(l string) string {
-	m := regexp.MustCompile(`^(\w+)\[([\d,-]+)\]$`).FindStringSubmatch(l)
-	if m == nil {
-		return l
+// jobNodes expands a job's NodeList with topo's hostlist parser.
+func jobNodes(t *testing.T, list string) []string {
+	t.Helper()
+	nodes, err := topo.ExpandHostlist(list)
+	if err != nil || len(nodes) == 0 {
+		t.Fatalf("NodeList=%q: %v", list, err)
 	}
-	var out []string
-	for _, part := range strings.Split(m[2], ",") {
-		lo, hi, found := strings.Cut(part, "-")
-		a, _ := strconv.Atoi(lo)
-		b := a
-		if found {
-			b, _ = strconv.Atoi(hi)
+	return nodes
+}
+
+// exclusionRE is the controller's exclusion line (wrapper/run_faults.go).
+var exclusionRE = regexp.MustCompile(`excluding \S+ from the requeued job \(ExcNodeList=([^)\s]+)\)`)
+
+// excludes is a WaitOutputFunc condition: after the last marker, an
+// exclusion line whose ExcNodeList, a hostlist read with topo's parser,
+// holds node, whatever else it holds and however Slurm compresses it
+// (n[1,4] names n4: seed 1796298728052878726 waited for "excluding n4").
+func excludes(marker, node string) func(string) bool {
+	return func(out string) bool {
+		at := strings.LastIndex(out, marker)
+		if at < 0 {
+			return false
 		}
-		for i := a; i <= b; i++ {
-			out = append(out, m[1]+strconv.Itoa(i))
+		for _, m := range exclusionRE.FindAllStringSubmatch(out[at:], -1) {
+			if names, err := topo.ExpandHostlist(m[1]); err == nil && slices.Contains(names, node) {
+				return true
+			}
 		}
+		return false
 	}
-	return strings.Join(out, ",")
 }

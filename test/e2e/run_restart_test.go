@@ -10,10 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/test/harness"
+	"github.com/trainrun/trainrun/topo"
 )
 
 // A crash restarts inside the allocation (issue 21): one rank's trainer is
@@ -145,4 +150,68 @@ exec %s run --fix tp=1 --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s -
 		t.Errorf("steps resumed %.0f s after the fault, want within 90 s", resumed.Seconds())
 	}
 	t.Logf("lost node: steps resumed %.1f s after the fault, from step %d (lost at %d); report:\n%s", resumed.Seconds(), from, lostAt, text)
+}
+
+// A rank SIGKILLed twice is no evidence against its node (issue 35): the
+// same rank's trainer is killed from outside twice (--max-restarts 1: the
+// first restarts inside the job, the second requeues it). The history
+// holds two crashes of that node; the requeued job keeps it (ExcNodeList
+// without it), the log says why, and the run finishes.
+func TestRunTwiceKilledRankKeepsNode(t *testing.T) {
+	requireTorch(t)
+	t.Parallel()
+	c := ownCluster(t)
+	bin, dir := trainrun(t), t.TempDir()
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=5 --requeue --open-mode=append
+export GLOO_SOCKET_IFNAME=lo
+exec %s run --fix tp=1 --probe none --job-dir %s/job --max-restarts 1 -- /usr/bin/python3 %s --steps 120 --sleep 0.15 --save-every 10
+`, bin, dir, exampleTrainer())
+	ctx := context.Background()
+	id, err := c.SubmitBatch(ctx, script) // no --nodelist: an exclusion must be free to move the job
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Run(context.Background(), "scancel", strconv.Itoa(id)) })
+	progress := filepath.Join(dir, "job", "launch", "progress")
+	killedOn := regexp.MustCompile(`rank 1 \(node (\w+), GPU -?\d+\) failed first with exit 137`)
+	for i, step := range []int{12, 22} {
+		waitStep(t, c, id, progress, step)
+		if killJobRank(id, 1) == 0 {
+			t.Fatalf("kill %d: no trainer process of rank 1 in job %d", i+1, id)
+		}
+		if err := harness.WaitFor(ctx, 90*time.Second, fmt.Sprintf("kill %d reported", i+1), func() bool {
+			return len(killedOn.FindAllString(c.JobOutput(id), -1)) > i
+		}); err != nil {
+			t.Fatalf("%v\n%s", err, c.JobOutput(id))
+		}
+		if i == 0 {
+			waitLog(t, c, id, "restarting the step inside the allocation", 60*time.Second)
+			waitStarted(t, c, id, "restarting the step inside the allocation", 2, 90*time.Second)
+		}
+	}
+	waitStarted(t, c, id, "restart 1", 2, 2*time.Minute)
+	if _, err := c.WaitJob(ctx, id, 2*time.Minute, "COMPLETED"); err != nil {
+		t.Fatalf("%v\n%s", err, c.JobOutput(id))
+	}
+	log := c.JobOutput(id)
+	kills := killedOn.FindAllStringSubmatch(log, -1)
+	if len(kills) < 2 || kills[0][1] != kills[1][1] {
+		t.Fatalf("want rank 1 killed twice on one node, got %q:\n%s", kills, log)
+	}
+	node := kills[0][1]
+	info, err := c.JobInfo(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	excluded, _ := topo.ExpandHostlist(info["ExcNodeList"])
+	if slices.Contains(excluded, node) || strings.Contains(log, "excluding "+node) {
+		t.Errorf("%s excluded (ExcNodeList=%q) after two SIGKILLs from outside:\n%s", node, info["ExcNodeList"], log)
+	}
+	for _, want := range []string{"node " + node + ": kept in the requeued job: its rank failed first: exit 137, killed by SIGKILL", "requeued (restart 1", "training finished"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	t.Logf("rank 1 killed twice on %s; requeued job on %s, ExcNodeList=%q", node, info["NodeList"], info["ExcNodeList"])
 }

@@ -151,6 +151,7 @@ exec %s run --max-restarts 0 --ckpt-local-dir %s/%%n --ckpt-dir %s --fix tp=1 --
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(cacheRoot) })
+	t.Cleanup(func() { unmountHandoffs(t, cacheRoot) })
 	os.Chmod(cacheRoot, 0o755)
 	cache := filepath.Join(cacheRoot, "cache")
 	if err := cluster.SetPlugstack(ctx, []string{fmt.Sprintf("required %s cache=%s trainrun=%s", so, cache, bin)}); err != nil {

@@ -168,6 +168,7 @@ func newSpankFixture(t *testing.T) *spankFixture {
 	cluster := ownCluster(t)
 	so, bin := buildPlugin(t), trainrun(t)
 	dir := t.TempDir()
+	t.Cleanup(func() { unmountHandoffs(t, dir) })
 	f := &spankFixture{cluster: cluster, so: so, bin: bin, dir: dir, pol: filepath.Join(dir, "trainrun.conf"), cache: filepath.Join(dir, "cache")}
 	if err := os.WriteFile(f.pol, []byte(spankPolicy), 0o644); err != nil {
 		t.Fatal(err)

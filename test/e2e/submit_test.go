@@ -43,6 +43,18 @@ exec %s run --probe none -- /bin/sh -c 'env > "%s/$SLURM_JOB_ID.$RANK.env"; [ -z
 		t0 := time.Now()
 		r := s.submit(t, "--policy", s.policy, "--tokens", "1e9", "--min-gpus", "16")
 		s.wantRuns(t, r, "hopper", 16)
+		// The run in the job knows the model beside TRAINRUN_PLAN (submit
+		// exports TRAINRUN_MODEL and TRAINRUN_BATCH): it places the ranks
+		// with the plan's traffic, not in Slurm's order with none (issue 26).
+		out := c.JobOutput(r.id)
+		if !strings.Contains(out, "traffic     per step: NVLink ") || strings.Contains(out, "NVLink 0 B") {
+			t.Errorf("job %d: no placement traffic in its output:\n%s", r.id, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "traffic     per step") {
+				t.Logf("job %d:%s", r.id, l)
+			}
+		}
 		t.Logf("took %v", time.Since(t0).Round(time.Millisecond))
 	})
 	t.Run("BusyFastPartition", func(t *testing.T) {

@@ -132,3 +132,25 @@ func FuzzParseProgress(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseProgressFile: the progress file the trainer writes (its step
+// line and its metrics line). No panic; the step is what ParseProgress
+// reads from the first line; the metrics are a subset of the JSON's keys,
+// no more of them than the line has bytes.
+func FuzzParseProgressFile(f *testing.F) {
+	for _, s := range []string{"120 491520 1700000000.5\n{\"loss\": 2.5, \"lr\": \"nan\"}", "1 2 3", "1 2 1700000000\n{\"x\": \"inf\", \"y\": [1]}", "1 2 1700000000\nnot json", "\n\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseProgressFile([]byte(s))
+		first, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+		step, _, _, ok := ParseProgress(first)
+		if !ok && err == nil || ok && p.Step != step {
+			t.Fatalf("%q: step %d (%v), ParseProgress says %d %v", s, p.Step, err, step, ok)
+		}
+		// Each metric is one JSON member, at least 4 bytes ("":0).
+		if len(p.Metrics) > len(s)/4 {
+			t.Fatalf("%q: %d metrics", s, len(p.Metrics))
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/internal/units"
 )
 
@@ -169,8 +170,8 @@ func (r *Report) writeFaults(w io.Writer) {
 	}
 	for _, in := range r.Incarnations {
 		for _, f := range in.FailedNodes {
-			fmt.Fprintf(w, "failed node: %s (%s, restart %d): %s; drain it if it fails again: scontrol update nodename=%s state=drain reason=trainrun\n",
-				f.Node, f.Cause, in.Restart, f.Detail, f.Node)
+			fmt.Fprintf(w, "failed node: %s (%s, restart %d): %s; drain it if it fails again: %s\n",
+				f.Node, f.Cause, in.Restart, f.Detail, slurm.DrainHint([]string{f.Node}, "trainrun"))
 		}
 	}
 	if len(r.FailedSaves) > 0 {

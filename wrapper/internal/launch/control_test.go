@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -178,7 +179,7 @@ func closedWithin(t *testing.T, addr, line string, wait time.Duration) bool {
 }
 
 func TestServerRefusesStrangers(t *testing.T) {
-	s, err := listen("127.0.0.1", 4, 8, 200*time.Millisecond)
+	s, err := listen("127.0.0.1", 4, 8, 200*time.Millisecond, newAdmission(Peers{UID: os.Getuid()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,10 +211,11 @@ func TestServerRefusesStrangers(t *testing.T) {
 }
 
 // Connections that never say hello hold at most maxPending slots, and only
-// until the deadline: a shim that comes later still gets in.
+// until the deadline; those beyond the cap are closed at once, not queued
+// ahead of the shims; a shim that comes later still gets in.
 func TestServerCapsConnectionsBeforeHello(t *testing.T) {
 	const pending = 4
-	s, err := listen("127.0.0.1", 1, pending, 300*time.Millisecond)
+	s, err := listen("127.0.0.1", 1, pending, 300*time.Millisecond, newAdmission(Peers{UID: os.Getuid()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +229,12 @@ func TestServerCapsConnectionsBeforeHello(t *testing.T) {
 	}
 	if len(s.pending) > pending {
 		t.Fatalf("%d connections pending, cap %d", len(s.pending), pending)
+	}
+	for s.Refused() < 2*pending {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for len(s.pending) > 0 { // the silent ones time out
+		time.Sleep(20 * time.Millisecond)
 	}
 	c, err := Dial(s.Addr(), Msg{Token: s.Token, Rank: 0})
 	if err != nil {

@@ -38,8 +38,10 @@
 //	                                              the same connection says hello)
 //
 // The server listens on the batch node's own address, not on every
-// interface; a connection must say hello with the job's token and a rank of
-// the step within HelloTimeout, and at most MaxPending connections may wait
-// to do so, so that nobody on the network can hold the controller's sockets
-// or speak for a rank.
+// interface. Before a connection is read it must come from one of the
+// allocation's node addresses, and, from this host, from a socket the job
+// user owns (Peers); others and those beyond the pending caps are closed at
+// once, never queued. An admitted connection must say hello with the job's
+// token and a rank of the step within HelloTimeout, so that nobody on the
+// network can hold the controller's sockets or speak for a rank.
 package launch

@@ -92,9 +92,33 @@ func (b *beater) run(pid, rank, world int, send func(launch.Msg)) {
 
 // read takes the trainer client's lines.
 func (b *beater) read(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		b.line(sc.Text(), time.Now())
+	readLines(r, maxBeatLine, func(s string) { b.line(s, time.Now()) })
+}
+
+// maxBeatLine bounds a heartbeat line; a real one is about 30 bytes.
+const maxBeatLine = 4096
+
+// readLines calls f with each line of r (without its newline) until r
+// ends. A line longer than max is skipped whole and the reading goes on:
+// any process holding the pipe's write end (the trainer's children inherit
+// it) could write one, and a bufio.Scanner stops for good at its first
+// overlong line, after which the rank looked hung (review t4, F10).
+func readLines(r io.Reader, max int, f func(string)) {
+	br := bufio.NewReaderSize(r, max)
+	skipping := false
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			skipping = true // the rest of this line goes too
+			continue
+		}
+		if !skipping && len(line) > 0 {
+			f(strings.TrimSuffix(string(line), "\n"))
+		}
+		skipping = false
+		if err != nil {
+			return
+		}
 	}
 }
 

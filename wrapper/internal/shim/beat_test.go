@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"strconv"
@@ -78,4 +79,38 @@ func TestBeaterPipe(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no beat")
 	}
+}
+
+// Review t4, F10: one line over 64 KiB stopped the reader for good (the
+// rank then looked hung). It is skipped, and the lines after it count.
+func TestBeaterSkipsOverlongLine(t *testing.T) {
+	b := &beater{step: -1, started: time.Unix(1000, 0)}
+	in := "3 0\n" + strings.Repeat("x", 100<<10) + "\n4 0\n" + strings.Repeat("9", maxBeatLine) + " 0\n5 0"
+	b.read(strings.NewReader(in))
+	if m, ok := b.beat(0, "S", time.Unix(1001, 0)); !ok || m.Step != 5 {
+		t.Errorf("beat %+v after an overlong line, want step 5", m)
+	}
+}
+
+// FuzzReadLines: whatever is written to the pipe, each line handed on is
+// within the bound and holds no newline; a beat built from it encodes to a
+// control line the controller parses.
+func FuzzReadLines(f *testing.F) {
+	f.Add([]byte("-1 1010.0\n4 0 save\n"))
+	f.Add([]byte(strings.Repeat("x", 5000) + "\n7 0\n"))
+	f.Add([]byte("9223372036854775807 0\n\n\r\n-2 x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := &beater{step: -1, started: time.Unix(1000, 0)}
+		readLines(bytes.NewReader(data), 64, func(s string) {
+			if len(s) > 64 || strings.Contains(s, "\n") {
+				t.Fatalf("line %q handed on", s)
+			}
+			b.line(s, time.Unix(1001, 0))
+		})
+		if m, ok := b.beat(1, "S", time.Unix(1002, 0)); ok {
+			if _, err := launch.Parse(m.Encode()); err != nil {
+				t.Fatalf("beat %q does not parse: %v", m.Encode(), err)
+			}
+		}
+	})
 }

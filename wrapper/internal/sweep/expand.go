@@ -37,6 +37,11 @@ var keyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 var reserved = map[string]bool{"tp": true, "pp": true, "vpp": true, "cp": true, "ep": true, "dp": true, "micro_batch": true,
 	"grad_accum": true, "resume": true, "ckpt_dir": true, "megatron_args": true, "data": true, "branches": true, "out": true}
 
+// ownVars are the keys whose TRAINRUN_SWEEP_<KEY> the sweep's script
+// exports itself (TRAINRUN_SWEEP_DIR, TRAINRUN_SWEEP_TRIAL): a trial's
+// value would overwrite them.
+var ownVars = map[string]bool{"dir": true, "trial": true}
+
 // CheckKey accepts a parameter name usable as {KEY} and in TRAINRUN_SWEEP_KEY.
 func CheckKey(flag, key string) error {
 	if !keyRE.MatchString(key) {
@@ -44,6 +49,9 @@ func CheckKey(flag, key string) error {
 	}
 	if reserved[strings.ToLower(key)] {
 		return fmt.Errorf("%s key %q is a template trainrun fills itself ({%s}); name the parameter otherwise", flag, key, key)
+	}
+	if ownVars[strings.ToLower(key)] {
+		return fmt.Errorf("%s key %q would be %s, which the sweep's script sets itself; name the parameter otherwise", flag, key, EnvName(key))
 	}
 	return nil
 }
@@ -104,18 +112,20 @@ const MaxTrials = 1000
 // gets random samples of the ranges, drawn from seed (the same seed, the
 // same sweep).
 func Expand(grid []Param, random int, ranges []Range, seed uint64) ([]Trial, error) {
-	seen := map[string]bool{}
+	// Keys are compared as their variables are named (EnvName upper-cases):
+	// lr and LR would both be TRAINRUN_SWEEP_LR, the second silently lost.
+	seen := map[string]string{}
 	for _, p := range grid {
-		if seen[p.Key] {
-			return nil, fmt.Errorf("key %q swept twice", p.Key)
+		if prev, ok := seen[EnvName(p.Key)]; ok {
+			return nil, fmt.Errorf("key %q swept twice (as %q too: both would be %s)", p.Key, prev, EnvName(p.Key))
 		}
-		seen[p.Key] = true
+		seen[EnvName(p.Key)] = p.Key
 	}
 	for _, r := range ranges {
-		if seen[r.Key] {
-			return nil, fmt.Errorf("key %q swept twice (--grid and --range, or two --range)", r.Key)
+		if prev, ok := seen[EnvName(r.Key)]; ok {
+			return nil, fmt.Errorf("key %q swept twice (as %q too, by --grid and --range or two --range: both would be %s)", r.Key, prev, EnvName(r.Key))
 		}
-		seen[r.Key] = true
+		seen[EnvName(r.Key)] = r.Key
 	}
 	if random < 0 || random > 0 && len(ranges) == 0 || random == 0 && len(ranges) > 0 {
 		return nil, fmt.Errorf("--random %d with %d --range: give --random N together with at least one --range KEY=LO:HI", random, len(ranges))

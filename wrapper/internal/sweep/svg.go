@@ -1,8 +1,8 @@
 package sweep
 
 import (
+	"encoding/xml"
 	"fmt"
-	"html"
 	"math"
 	"sort"
 	"strconv"
@@ -18,7 +18,7 @@ func SVG(title string, keys []string, rows []TrialStatus, metric string) string 
 	w := pad + float64(max(1, len(keys)))*(pw+pad)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", w, top+ph+60)
-	fmt.Fprintf(&b, `<text x="%.0f" y="20" font-size="14">%s: %s by parameter</text>`+"\n", pad, html.EscapeString(title), html.EscapeString(metric))
+	fmt.Fprintf(&b, `<text x="%.0f" y="20" font-size="14">%s: %s by parameter</text>`+"\n", pad, xmlText(title), xmlText(metric))
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, r := range rows {
 		if v, ok := r.Metric[metric]; ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
@@ -35,7 +35,7 @@ func SVG(title string, keys []string, rows []TrialStatus, metric string) string 
 	for i, k := range keys {
 		x0 := pad + float64(i)*(pw+pad)
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`+"\n", x0, top, pw, ph)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", x0+pw/2, top+ph+35, html.EscapeString(k))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", x0+pw/2, top+ph+35, xmlText(k))
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%s</text>`+"\n", x0-4, top+10, fmtNum(hi))
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%s</text>`+"\n", x0-4, top+ph, fmtNum(lo))
 		xOf := axis(rows, k, x0+15, x0+pw-15, &b, top+ph+15)
@@ -46,7 +46,7 @@ func SVG(title string, keys []string, rows []TrialStatus, metric string) string 
 			}
 			y := top + ph - 10 - (v-lo)/(hi-lo)*(ph-20)
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="#1565c0"><title>trial %d: %s=%s %s=%s</title></circle>`+"\n",
-				xOf(r.Params[k]), y, r.Index, html.EscapeString(k), html.EscapeString(r.Params[k]), html.EscapeString(metric), fmtNum(v))
+				xOf(r.Params[k]), y, r.Index, xmlText(k), xmlText(r.Params[k]), xmlText(metric), fmtNum(v))
 		}
 	}
 	b.WriteString("</svg>\n")
@@ -74,7 +74,7 @@ func axis(rows []TrialStatus, key string, x0, x1 float64, b *strings.Builder, la
 		pos := map[string]float64{}
 		for i, v := range vals {
 			pos[v] = x0 + (x1-x0)*(float64(i)+0.5)/float64(len(vals))
-			fmt.Fprintf(b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", pos[v], labelY, html.EscapeString(v))
+			fmt.Fprintf(b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", pos[v], labelY, xmlText(v))
 		}
 		return func(v string) float64 { return pos[v] }
 	}
@@ -87,9 +87,19 @@ func axis(rows []TrialStatus, key string, x0, x1 float64, b *strings.Builder, la
 	}
 	xOf := func(v string) float64 { return x0 + (x1-x0)*(tr(f(v))-tr(lo))/(tr(hi)-tr(lo)) }
 	for _, v := range vals {
-		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="10">%s</text>`+"\n", xOf(v), labelY, html.EscapeString(v))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="10">%s</text>`+"\n", xOf(v), labelY, xmlText(v))
 	}
 	return xOf
 }
 
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+
+// xmlText escapes s for SVG text and attributes. html.EscapeString left a
+// control character of a swept value (or of a sweep.json someone else
+// wrote) in place, and the file was not XML (review t4, F9);
+// encoding/xml writes any character XML does not allow as U+FFFD.
+func xmlText(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
+}

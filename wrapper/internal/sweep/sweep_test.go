@@ -1,6 +1,8 @@
 package sweep
 
 import (
+	"encoding/xml"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -152,5 +154,53 @@ func TestBest(t *testing.T) {
 	c := Counts([]TrialStatus{{State: Running}, {State: Running}, {State: Finished}})
 	if c[Running] != 2 || c[Finished] != 1 || c[Pending] != 0 || len(c) != 6 {
 		t.Errorf("Counts = %v", c)
+	}
+}
+
+// Review t4, F8: lr and LR were both TRAINRUN_SWEEP_LR (one lost), and the
+// keys dir and trial overwrote the script's own TRAINRUN_SWEEP_DIR and
+// TRAINRUN_SWEEP_TRIAL.
+func TestKeysCollidingAsVariablesRefused(t *testing.T) {
+	lr, err := ParseGrid("lr=1e-4,3e-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	LR, err := ParseGrid("LR=1,2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Expand([]Param{lr, LR}, 0, nil, 1); err == nil || !strings.Contains(err.Error(), "TRAINRUN_SWEEP_LR") {
+		t.Errorf("lr and LR: %v", err)
+	}
+	if _, err := Expand([]Param{lr}, 2, []Range{{Key: "Lr", Lo: 1, Hi: 2}}, 1); err == nil {
+		t.Error("--grid lr and --range Lr accepted")
+	}
+	for _, k := range []string{"dir", "TRIAL", "Dir"} {
+		if _, err := ParseGrid(k + "=a,b"); err == nil || !strings.Contains(err.Error(), "sets itself") {
+			t.Errorf("key %s: %v", k, err)
+		}
+	}
+}
+
+// Review t4, F9: a control character in a swept value made the SVG
+// invalid XML; it is still escaped markup.
+func TestSVGIsXMLWhateverTheValues(t *testing.T) {
+	rows := []TrialStatus{
+		{Index: 0, Params: map[string]string{"opt": "a\x0cb\x00<script>", "lr": "1"}, Metric: map[string]float64{"loss": 1}},
+		{Index: 1, Params: map[string]string{"opt": "\xff\"&'", "lr": "2"}, Metric: map[string]float64{"loss": 2}},
+	}
+	svg := SVG("t\x1b[2J", []string{"opt", "lr"}, rows, "loss")
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not XML: %v\n%s", err, svg)
+		}
+	}
+	if strings.Contains(svg, "<script>") {
+		t.Error("markup from a value reached the SVG")
 	}
 }
