@@ -68,7 +68,7 @@ func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("env", "env [--rank R] [--root DIR | --machine NAME] [--plan FILE | --fix tp=8,pp=4] [--policy FILE --partition P] [--explain]", env.stderr)
+	fs := newFlags("env", "env [--rank R] [--root DIR | --machine NAME] [--plan FILE | --fix tp=8,pp=4] [--policy FILE --partition P] [--explain]", env.stdout)
 	var o envOptions
 	o.AddFlags(fs)
 	if err := parseFlags(fs, args); err != nil {

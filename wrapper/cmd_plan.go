@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -106,20 +108,25 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func runPlan(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("plan", "plan --model NAME|PATH --gpu TYPE --gpus N --seq-len S --global-batch B [flags]", env.stderr)
+	fs := newFlags("plan", "plan --model NAME|PATH --gpu TYPE --gpus N --seq-len S --global-batch B [flags]", env.stdout)
 	var o planOptions
 	o.AddFlags(fs)
 	var pol planPolicyOptions
 	pol.addFlags(fs, env.getenv)
+	listModels := fs.Bool("list-models", false, "print the model presets (layers, hidden, heads, parameters, source) and exit; --model list does the same")
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
 		flagsUsage()
-		fmt.Fprint(env.stderr, joinLines("",
-			"Exit status: 0 a plan fits; 2 bad flag or input file; 3 (no-fit) nothing fits, or the fully pinned",
-			"layout does not (it is still printed, with fits false); the message says what would fit."))
+		fmt.Fprint(env.stdout, joinLines("",
+			"A fully pinned layout that does not fit is still printed (fits false) and exits 3.",
+			""))
+		fmt.Fprint(env.stdout, exitCodeTable())
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *listModels || o.Model == "list" {
+		return writeModelList(env.stdout)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q: plan takes only flags", fs.Arg(0))
@@ -511,4 +518,19 @@ func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, 
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// writeModelList is `plan --list-models`: every preset --model takes.
+func writeModelList(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tLAYERS\tHIDDEN\tHEADS\tKV\tEXPERTS\tPARAMS\tSOURCE")
+	for _, n := range plan.ModelNames() {
+		m, err := plan.LookupModel(n)
+		if err != nil {
+			continue // a preset named only to refuse it (unsupported architecture)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.1fB\t%s\n", n, m.Layers, m.Hidden, m.Heads, m.KVHeads, m.Experts, m.Params()/1e9, plan.ModelSource(n))
+	}
+	fmt.Fprintln(tw, "\nOr give a Hugging Face config.json (or its directory), or the shape flags --layers --hidden --heads ...")
+	return tw.Flush()
 }

@@ -29,6 +29,7 @@ show   prints the settings a partition gets (site-wide ones without
 func runPolicy(ctx context.Context, env *runEnv, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(env.stderr, policyUsage)
+		writeExamples(env.stderr, "policy")
 		return usageErrorf("policy needs a subcommand: check or show")
 	}
 	switch args[0] {
@@ -38,6 +39,7 @@ func runPolicy(ctx context.Context, env *runEnv, args []string) error {
 		return runPolicyShow(env, args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprint(env.stdout, policyUsage)
+		writeExamples(env.stdout, "policy")
 		return nil
 	}
 	return usageErrorf("unknown policy subcommand %q; use check or show", args[0])
@@ -77,7 +79,7 @@ func reportPolicyErrors(w io.Writer, path string, err error) error {
 }
 
 func runPolicyCheck(env *runEnv, args []string) error {
-	fs := newFlags("policy check", "policy check FILE", env.stderr)
+	fs := newFlags("policy check", "policy check FILE", env.stdout)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -107,7 +109,7 @@ func policyPlural(n int, one, many string) string {
 }
 
 func runPolicyShow(env *runEnv, args []string) error {
-	fs := newFlags("policy show", "policy show [--partition P] FILE", env.stderr)
+	fs := newFlags("policy show", "policy show [--partition P] FILE", env.stdout)
 	partition := fs.String("partition", "", "the partition whose settings to show (default: the site-wide ones)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

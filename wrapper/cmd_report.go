@@ -19,7 +19,7 @@ func init() {
 }
 
 func runReport(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("report", "report [--svg FILE] [--format text|json] JOBDIR", env.stderr)
+	fs := newFlags("report", "report [--svg FILE] [--format text|json] JOBDIR", env.stdout)
 	svg := fs.String("svg", "", "also draw the run's timeline (incarnations, checkpoints, interruptions, requeue waits, steps) into this SVG file")
 	format := fs.String("format", "text", "text, or json (the report's data)")
 	if err := parseFlags(fs, args); err != nil {

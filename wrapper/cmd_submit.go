@@ -155,12 +155,12 @@ func (o *submitOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) 
 
 func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	var o submitOptions
-	fs := newFlags("submit", submitSynopsis, env.stderr)
+	fs := newFlags("submit", submitSynopsis, env.stdout)
 	o.addFlags(fs, env.getenv)
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n\nFlags:\n", submitSynopsis)
+		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n\nFlags:\n", submitSynopsis)
 		fs.PrintDefaults()
-		fmt.Fprint(env.stderr, submitHelpTail)
+		fmt.Fprint(env.stdout, submitHelpTail)
 	}
 	ours, passthrough, script, err := splitSbatchArgs(fs, args)
 	if err != nil {

@@ -124,12 +124,12 @@ func runSweep(ctx context.Context, env *runEnv, args []string) error {
 		return runSweepStatus(ctx, env, args[1:])
 	}
 	var o sweepOptions
-	fs := newFlags("sweep", sweepSynopsis, env.stderr)
+	fs := newFlags("sweep", sweepSynopsis, env.stdout)
 	o.addFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n       trainrun sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]\n\nFlags:\n", sweepSynopsis)
+		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n       trainrun sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]\n\nFlags:\n", sweepSynopsis)
 		fs.PrintDefaults()
-		fmt.Fprint(env.stderr, sweepHelpTail)
+		fmt.Fprint(env.stdout, sweepHelpTail)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

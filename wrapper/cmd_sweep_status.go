@@ -35,7 +35,7 @@ type sweepBestJSON struct {
 }
 
 func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("sweep status", "sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]", env.stderr)
+	fs := newFlags("sweep status", "sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]", env.stdout)
 	format := fs.String("format", "table", "table|json")
 	metric := fs.String("metric", "", "rank the trials by this metric (default: the sweep's --metric)")
 	maximize := fs.Bool("maximize", false, "the best trial has the highest metric (default: the sweep's choice, else the lowest)")

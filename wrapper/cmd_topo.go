@@ -22,7 +22,7 @@ func init() {
 }
 
 func runTopo(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("topo", "topo [--root DIR | --machine NAME|list] [--format matrix|json|nccl-xml]\n       trainrun topo --cluster [--topology-conf FILE] [--format matrix|json]", env.stderr)
+	fs := newFlags("topo", "topo [--root DIR | --machine NAME|list] [--format matrix|json|nccl-xml]\n       trainrun topo --cluster [--topology-conf FILE] [--format matrix|json]", env.stdout)
 	root := fs.String("root", "", "read a captured machine: DIR/sys (and DIR/proc, DIR/etc where present) instead of /sys, /proc, /etc")
 	machine := fs.String("machine", "", "read a built-in machine snapshot (e.g. hgx-h100); 'list' lists them")
 	format := fs.String("format", "matrix", "output: matrix (like nvidia-smi topo -m), json, or nccl-xml (an NCCL_TOPO_FILE)")

@@ -8,8 +8,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// newFlags makes a subcommand's flag set. Its usage text goes to w; a parse
-// error becomes ExitUsage and -h/--help becomes errHelpShown.
+// newFlags makes a subcommand's flag set. Its usage text goes to w (the
+// command's stdout: help is output a user pages or greps); a parse error
+// becomes ExitUsage and -h/--help becomes errHelpShown.
 func newFlags(name, synopsis string, w io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(w)
@@ -25,6 +26,7 @@ func newFlags(name, synopsis string, w io.Writer) *pflag.FlagSet {
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
+		writeExamples(fs.Output(), fs.Name())
 		return errHelpShown
 	}
 	if err != nil {

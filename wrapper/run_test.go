@@ -218,7 +218,7 @@ func TestRunUserErrors(t *testing.T) {
 }
 
 func TestRunHelpShowsExitCodes(t *testing.T) {
-	code, _, help := cli{}.run("run", "--help")
+	code, help, _ := cli{}.run("run", "--help")
 	if code != ExitOK || !strings.Contains(help, "Exit codes:") || !strings.Contains(help, "127  not-found") || !strings.Contains(help, "{megatron_args}") {
 		t.Errorf("code %d, help:\n%s", code, help)
 	}
