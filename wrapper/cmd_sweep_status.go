@@ -134,7 +134,15 @@ func sweepRows(ctx context.Context, env *runEnv, m *sweepManifest) []sweep.Trial
 		if metric == nil {
 			metric = map[string]float64{}
 		}
-		rows = append(rows, sweep.TrialStatus{Index: t.Index, Params: t.Params, State: state, Reason: reason, Restarts: f.Restarts, Steps: f.Steps, Metric: metric})
+		row := sweep.TrialStatus{Index: t.Index, Params: t.Params, State: state, Reason: reason, Restarts: f.Restarts, Steps: f.Steps, Metric: metric}
+		if m.JobID != "" {
+			row.JobID = fmt.Sprintf("%s_%d", m.JobID, t.Index)
+		}
+		if state == sweep.Failed {
+			row.Log = filepath.Join(m.Dir, "logs", fmt.Sprintf("trial-%d.out", t.Index))
+			row.Error = trialError(row.Log)
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -188,6 +196,12 @@ func printSweepStatus(env *runEnv, m *sweepManifest, rows []sweep.TrialStatus, m
 			v = strconv.FormatFloat(x, 'g', 6, 64)
 		}
 		fmt.Fprintf(w, " %-10s %7d %-12s %s\n", r.State, r.Steps, v, r.Reason)
+		if r.Error != "" {
+			fmt.Fprintf(w, "       %s\n", r.Error)
+		}
+		if r.Log != "" {
+			fmt.Fprintf(w, "       log: %s\n", r.Log)
+		}
 	}
 	if !ok {
 		fmt.Fprintf(w, "best: none yet (no trial reported %q as a number)\n", metric)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -102,4 +104,29 @@ func (o *sweepOptions) planOneTrial(fs *pflag.FlagSet, s *sweepManifest) error {
 		return withCode(exitCodeOf(err), fmt.Errorf("no trial could start (each has %d node(s) x %d %s): %w", s.Nodes, s.GPUsPerNode, g.Name, err))
 	}
 	return nil
+}
+
+// trialError is the last trainrun error line ("trainrun: ...", not a
+// warning) of a trial's log, "" if none: what `sweep status` shows beside a
+// failed trial instead of Slurm's "exit 2:0". Only the log's last 64 KiB
+// are read.
+func trialError(log string) string {
+	f, err := os.Open(log)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 64 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > tail {
+		_, _ = f.Seek(st.Size()-tail, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, tail))
+	last := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "trainrun: ") && !strings.Contains(l, ": warning: ") && !strings.HasPrefix(l, "trainrun: warning") {
+			last = l
+		}
+	}
+	return last
 }

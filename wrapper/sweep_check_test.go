@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,5 +50,43 @@ func TestSweepFailsEarly(t *testing.T) {
 	env, _, errb := sweepEnv(f)
 	if code := dispatch(context.Background(), env, append(append([]string{}, base...), "--time", "30m", "--fix", "tp=8", "--keys-in-env", "--dry-run", "--", "python", "t.py")); code != ExitOK {
 		t.Errorf("--keys-in-env: exit %d: %s", code, errb)
+	}
+}
+
+// `sweep status` shows a failed trial's trainrun error and its log, not only
+// Slurm's "FAILED, exit 2:0" (issue 30 point 5), and each trial's job id.
+func TestSweepStatusShowsTheTrialsError(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sw")
+	f := &fakeSlurm{}
+	env, _, errb := sweepEnv(f)
+	if code := dispatch(context.Background(), env, []string{"sweep", "--grid", "lr=0.1,0.2", "--time", "5m", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--", "x", "{lr}"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	log := filepath.Join(dir, "logs", "trial-1.out")
+	if err := os.WriteFile(log, []byte("trainrun: warning: something minor\ntrainrun: run: --fix \"tp=3\": tp×pp×cp = 3 does not divide the 8 GPUs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.showJob = "JobId=78 ArrayJobId=77 ArrayTaskId=0 JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0\n" +
+		"JobId=79 ArrayJobId=77 ArrayTaskId=1 JobState=FAILED Reason=NonZeroExitCode Restarts=0 ExitCode=10:0\n"
+	env, out, errb := sweepEnv(f)
+	if code := dispatch(context.Background(), env, []string{"sweep", "status", dir}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if !strings.Contains(out.String(), `trainrun: run: --fix "tp=3": tp×pp×cp = 3 does not divide the 8 GPUs`) || !strings.Contains(out.String(), "log: "+log) || strings.Contains(out.String(), "minor") {
+		t.Errorf("table:\n%s", out)
+	}
+	env, out, _ = sweepEnv(f)
+	dispatch(context.Background(), env, []string{"sweep", "status", dir, "--format", "json"})
+	var j struct {
+		Trials []struct {
+			State, Error, Log string
+			JobID             string `json:"job_id"`
+		} `json:"trials"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Trials) != 2 || j.Trials[1].State != "failed" || !strings.Contains(j.Trials[1].Error, "does not divide") || j.Trials[1].Log != log || j.Trials[0].JobID != "77_0" || j.Trials[0].Error != "" {
+		t.Errorf("json: %+v", j.Trials)
 	}
 }
