@@ -116,19 +116,19 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var asJSON bool
 	var format string
-	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--format text|json]", env.stdout)
+	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--format table|json]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.BoolVar(&asJSON, "json", false, "print JSON, one object per checkpoint (--format json)")
-	fs.StringVar(&format, "format", "text", "text (a table) or json (a list of objects with raw_bytes and stored_bytes)")
+	fs.StringVar(&format, "format", "table", "table, or json (a list of objects with raw_bytes and stored_bytes); text is table's old name, kept for one release")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	switch format {
+	switch tableFormat(format, "text") {
 	case "json":
 		asJSON = true
 	case "text":
 	default:
-		return usageErrorf("--format %q: use text or json", format)
+		return usageErrorf("--format %q: use table or json", format)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("ckpt list takes no arguments, got %q", fs.Args())

@@ -22,6 +22,17 @@ func newFlags(name, synopsis string, w io.Writer) *pflag.FlagSet {
 	return fs
 }
 
+// tableFormat is the one output convention (issue 30): --format table|json
+// on every command that prints data. A command whose table had another
+// name (text, matrix, shell) keeps it as an alias for one release: this maps
+// "table" onto it, so the command's code reads one value.
+func tableFormat(v, old string) string {
+	if v == "table" {
+		return old
+	}
+	return v
+}
+
 // parseFlags parses args and maps pflag's errors onto the exit-code table.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	err := fs.Parse(args)
