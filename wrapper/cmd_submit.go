@@ -545,8 +545,8 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 		if c.Partial {
 			kind = fmt.Sprintf("partial node: --gpus-per-node=%d, shared", c.GPUsPerNode)
 		}
-		fmt.Fprintf(w, "\nchosen: partition %s, %d node(s) × %d GPUs (%s), %s, --time=%d\n", c.Partition, c.Nodes, c.GPUsPerNode, kind,
-			c.Eval.Layout.Config(), int(c.TimeLimit/time.Minute))
+		fmt.Fprintf(w, "\nchosen: partition %s, %d node(s) × %d GPUs (%s), %s, --time=%s\n", c.Partition, c.Nodes, c.GPUsPerNode, kind,
+			c.Eval.Layout.Config(), slurmDuration(c.TimeLimit))
 	}
 	if id != "" {
 		fmt.Fprintf(w, "Submitted batch job %s\n", id)
@@ -561,9 +561,22 @@ func shortDur(s float64) string {
 	return units.Seconds(s)
 }
 
+// clock is a START or FINISH cell: RFC 3339 with its zone, as the JSON.
 func clock(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Format("2006-01-02T15:04:05")
+	return t.Format(time.RFC3339)
+}
+
+// slurmDuration writes d as sbatch's --time takes it and squeue prints it:
+// [D-]HH:MM:SS (366038 minutes is 254-04:38:00).
+func slurmDuration(d time.Duration) string {
+	s := int64(d / time.Second)
+	days, s := s/86400, s%86400
+	hms := fmt.Sprintf("%02d:%02d:%02d", s/3600, s%3600/60, s%60)
+	if days > 0 {
+		return fmt.Sprintf("%d-%s", days, hms)
+	}
+	return hms
 }

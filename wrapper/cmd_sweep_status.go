@@ -26,6 +26,8 @@ import (
 type sweepStatusJSON struct {
 	Trials []sweep.TrialStatus `json:"trials"`
 	Best   *sweepBestJSON      `json:"best"`
+	// Added by issue 30: which sweep and job array this is.
+	Sweep, JobID, Dir string
 }
 
 type sweepBestJSON struct {
@@ -72,7 +74,7 @@ func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
 		fmt.Fprintf(env.stderr, "trainrun: sweep status: warning: %v\n", err)
 	}
 	if *format == "json" {
-		out := sweepStatusJSON{Trials: rows}
+		out := sweepStatusJSON{Trials: rows, Sweep: m.Name, JobID: m.JobID, Dir: m.Dir}
 		if ok {
 			out.Best = &sweepBestJSON{Index: best.Index, Params: best.Params, Metric: best.Metric}
 		}
@@ -169,7 +171,7 @@ func jsonSafe(s sweepStatusJSON) any {
 	for i, t := range s.Trials {
 		rows[i] = row{t, fix(t.Metric)}
 	}
-	out := map[string]any{"trials": rows, "best": nil}
+	out := map[string]any{"trials": rows, "best": nil, "sweep": s.Sweep, "job_id": s.JobID, "sweep_dir": s.Dir}
 	if s.Best != nil {
 		out["best"] = map[string]any{"index": s.Best.Index, "params": s.Best.Params, "metric": fix(s.Best.Metric)}
 	}

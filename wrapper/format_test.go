@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // One output convention (issue 30 point 8): --format table|json on every
@@ -54,5 +55,18 @@ func TestFormatTableEverywhere(t *testing.T) {
 		if code, _, errOut := c.run(args...); code != ExitUsage || !strings.Contains(errOut, "table") {
 			t.Errorf("%v: exit %d %q", args, code, errOut)
 		}
+	}
+}
+
+// submit prints a time limit as Slurm writes one, not in raw minutes, and
+// its START and FINISH cells with their zone.
+func TestSubmitTimesReadable(t *testing.T) {
+	for d, want := range map[time.Duration]string{366038 * time.Minute: "254-04:38:00", 90 * time.Minute: "01:30:00", 0: "00:00:00"} {
+		if got := slurmDuration(d); got != want {
+			t.Errorf("slurmDuration(%v) = %s, want %s", d, got, want)
+		}
+	}
+	if got := clock(time.Date(2026, 12, 3, 13, 1, 5, 0, time.UTC)); got != "2026-12-03T13:01:05Z" {
+		t.Errorf("clock = %s", got)
 	}
 }

@@ -78,6 +78,8 @@ func TestSweepStatusShowsTheTrialsError(t *testing.T) {
 	env, out, _ = sweepEnv(f)
 	dispatch(context.Background(), env, []string{"sweep", "status", dir, "--format", "json"})
 	var j struct {
+		Sweep  string `json:"sweep"`
+		JobID  string `json:"job_id"`
 		Trials []struct {
 			State, Error, Log string
 			JobID             string `json:"job_id"`
@@ -85,6 +87,9 @@ func TestSweepStatusShowsTheTrialsError(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &j); err != nil {
 		t.Fatal(err)
+	}
+	if j.JobID != "77" || j.Sweep == "" {
+		t.Errorf("json: sweep %q, job_id %q", j.Sweep, j.JobID)
 	}
 	if len(j.Trials) != 2 || j.Trials[1].State != "failed" || !strings.Contains(j.Trials[1].Error, "does not divide") || j.Trials[1].Log != log || j.Trials[0].JobID != "77_0" || j.Trials[0].Error != "" {
 		t.Errorf("json: %+v", j.Trials)
