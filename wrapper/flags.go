@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/pflag"
 )
@@ -33,8 +34,29 @@ func tableFormat(v, old string) string {
 	return v
 }
 
+// oneDefault keeps --help from stating a default twice: a flag whose usage
+// says "(default: ...)" itself (an environment twin, the policy) gets no
+// second "(default -1)" from pflag, which prints DefValue unless it is the
+// type's zero.
+func oneDefault(f *pflag.Flag) {
+	if !strings.Contains(f.Usage, "(default: ") {
+		return
+	}
+	switch f.Value.Type() {
+	case "string":
+		f.DefValue = ""
+	case "bool":
+		f.DefValue = "false"
+	case "duration":
+		f.DefValue = "0s"
+	case "int", "int64", "uint64", "float64":
+		f.DefValue = "0"
+	}
+}
+
 // parseFlags parses args and maps pflag's errors onto the exit-code table.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
+	fs.VisitAll(oneDefault)
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
 		writeExamples(fs.Output(), fs.Name())

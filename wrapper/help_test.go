@@ -110,3 +110,16 @@ func offlineExample(cmd string) bool {
 	}
 	return false
 }
+
+// A flag whose usage states its default says it once (pflag added a
+// second "(default -1)").
+func TestHelpStatesEachDefaultOnce(t *testing.T) {
+	for _, n := range commandNames() {
+		_, out, _ := cli{}.run(n, "--help")
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "(default: ") && strings.Contains(l[strings.Index(l, "(default: ")+1:], "(default ") {
+				t.Errorf("%s --help: %s", n, strings.TrimSpace(l))
+			}
+		}
+	}
+}
