@@ -509,6 +509,9 @@ func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, 
 				return nil, usageErrorf("--gpus-per-node %d: must be positive", o.GPUsPerNode)
 			}
 			perNode = o.GPUsPerNode
+			if n > perNode && n%perNode != 0 {
+				return nil, usageErrorf("--gpus %d is not a whole number of %d-GPU nodes (--gpus-per-node %d): give --gpus %d or %d", n, perNode, perNode, n/perNode*perNode, (n/perNode+1)*perNode)
+			}
 		}
 		c := plan.ClusterFor(g, n, perNode)
 		if changed("nvlink-domain") {

@@ -65,3 +65,15 @@ func TestPlanV100DefaultsToFP16(t *testing.T) {
 		t.Errorf("megatron flags for H100 lack --bf16:\n%s", h)
 	}
 }
+
+// 8 GPUs are not a whole number of 3-GPU nodes (it was planned as
+// "3 per node").
+func TestPlanGPUsWholeNodes(t *testing.T) {
+	code, _, errOut := cli{}.run("plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--gpus-per-node", "3", "--seq-len", "4096", "--global-batch", "64")
+	if code != ExitUsage || !strings.Contains(errOut, "give --gpus 6 or 9") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := (cli{}).run("plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "2", "--gpus-per-node", "4", "--seq-len", "4096", "--global-batch", "64"); code != ExitOK {
+		t.Errorf("2 GPUs of a 4-GPU node: exit %d: %s", code, errOut)
+	}
+}
