@@ -189,7 +189,19 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 		return withCode(noChoiceCode(cands), err)
 	}
 	if o.dryRun {
-		return o.print(env.stdout, cands, chosen, "")
+		if err := o.print(env.stdout, cands, chosen, ""); err != nil {
+			return err
+		}
+		if o.plan.Format != "json" { // as sweep --dry-run: the command it would run (the plan file is written at submission)
+			c := &cands[chosen]
+			args := requestArgs(c, withPlanExport(sb, filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs))))
+			q := make([]string, 0, len(args)+len(script))
+			for _, a := range append(args, script...) {
+				q = append(q, shellQuote(a))
+			}
+			fmt.Fprintf(env.stdout, "dry run: would submit  sbatch %s\n", strings.Join(q, " "))
+		}
+		return nil
 	}
 	id, err := o.submitChosen(ctx, env, &cands[chosen], sb, script)
 	if err != nil {
@@ -345,7 +357,8 @@ func testOnly(ctx context.Context, c slurm.Client, cands []submit.Candidate, ext
 			if err != nil {
 				var se *slurm.Error
 				if errors.As(err, &se) && se.Stderr != "" {
-					cd.StartErr = se.Stderr
+					// one line: sbatch's multi-line messages broke the table
+					cd.StartErr = strings.Join(strings.Fields(strings.ReplaceAll(se.Stderr, "\n", " ; ")), " ")
 				} else {
 					cd.StartErr = err.Error()
 				}
