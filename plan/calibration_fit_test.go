@@ -246,7 +246,9 @@ func calibrationDoc(t testing.TB, runs []publishedRun, rows []calRow, eff map[St
 	group("stack", func(r calRow) string { return stackLabel(r.stack) })
 	group("GPU", func(r calRow) string { return r.gpu })
 	group("family", func(r calRow) string { return r.family })
+	group("dense or MoE", func(r calRow) string { return map[bool]string{true: "MoE", false: "dense"}[r.moe] })
 	b.WriteString(calibrationMisses(rows))
+	b.WriteString(leaveHalfInDoc(t, runs, eff, pooled))
 
 	b.WriteString("\n## Korthikanti et al. 2022, Figure 1: per-GPU memory, predicted vs published (GiB)\n\n")
 	b.WriteString("| id | weights+optimizer pub | pred | err | activations no SP/recompute pub | pred | err | SP+selective pub | pred | err |\n")

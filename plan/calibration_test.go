@@ -277,6 +277,7 @@ type calRow struct {
 	id, gpu, layout, how string
 	family, file         string
 	stack                Stack
+	moe                  bool    // a MoE model (grouped by dense/MoE in calibration.md)
 	params               float64 // model parameters, for the nearest-row uncertainty band
 	evaluable            bool
 	lofo                 float64 // leave-one-family-out error
@@ -317,7 +318,7 @@ func predictRun(t testing.TB, r publishedRun) calRow {
 	}
 	pub, how := r.published(m)
 	row := calRow{id: r.ID, gpu: r.GPUType, how: how, pub: pub, pred: e.TokensPerSPerGPU,
-		family: r.family(), file: r.file, stack: r.stack(), params: m.Params(), evaluable: e.Reason == "" && e.TokensPerSPerGPU > 0,
+		family: r.family(), file: r.file, stack: r.stack(), moe: m.isMoE(), params: m.Params(), evaluable: e.Reason == "" && e.TokensPerSPerGPU > 0,
 		fits: e.Memory.Fits, mem: e.Memory.PerGPU, capacity: e.Memory.Capacity, rcChosen: e.Recompute, note: note}
 	rcs := e.Recompute
 	if e.RecomputeLayers > 0 {

@@ -7,15 +7,6 @@ import (
 	"testing"
 )
 
-func mustModel(t *testing.T, name string) Model {
-	t.Helper()
-	m, err := LookupModel(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 var gemmPct = regexp.MustCompile(`GEMMs at (\d+)% of the`)
 
 // No figure the planner prints exceeds physics: the GEMMs' share of the peak

@@ -120,6 +120,12 @@ var presets = map[string]modelPreset{
 		"HF deepseek-ai/DeepSeek-V3 config.json; DeepSeek-V3 report (arXiv 2412.19437) §2, §4.2 (MTP module not included)"},
 	"deepseek-r1": {deepseekV3Model("deepseek-r1"),
 		"HF deepseek-ai/DeepSeek-R1 config.json (DeepSeek-V3's architecture)"},
+	// Kimi K2 (Moonshot AI 2025): DeepSeek-V3's architecture with 384 routed
+	// experts, 64 heads and one leading dense layer.
+	"kimi-k2": {Model{Name: "kimi-k2", Layers: 61, Hidden: 7168, Heads: 64, KVHeads: 64, HeadDim: 128,
+		FFN: 18432, FFNType: FFNSwiGLU, Vocab: 163840, Experts: 384, TopK: 8, MoEFFN: 2048, SharedFFN: 2048, DenseLayers: 1,
+		QLoRA: 1536, KVLoRA: 512, QKRopeDim: 64, VHeadDim: 128},
+		"HF moonshotai/Kimi-K2-Instruct config.json (n_routed_experts 384, num_experts_per_tok 8, n_shared_experts 1, moe_intermediate_size 2048, first_k_dense_replace 1, 64 heads, vocab 163840; MLA as DeepSeek-V3)"},
 	"deepseek-v2": {Model{Name: "deepseek-v2", Layers: 60, Hidden: 5120, Heads: 128, KVHeads: 128, HeadDim: 128,
 		FFN: 12288, FFNType: FFNSwiGLU, Vocab: 102400, Experts: 160, TopK: 6, MoEFFN: 1536, SharedFFN: 2 * 1536, DenseLayers: 1,
 		QLoRA: 1536, KVLoRA: 512, QKRopeDim: 64, VHeadDim: 128},

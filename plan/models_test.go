@@ -46,6 +46,7 @@ var publishedParams = []struct {
 	{"deepseek-v3", 671e9, 37e9, 0.5 / 37, "DeepSeek-V3 report: 671B total (HF's 685B includes the 14B MTP module), 37B activated"},
 	{"deepseek-r1", 671e9, 37e9, 0.5 / 37, "DeepSeek-R1 model card: 671B total, 37B activated (V3's architecture)"},
 	{"deepseek-v2", 236e9, 21e9, 0.5 / 21, "DeepSeek-V2 paper: 236B total, 21B activated per token"},
+	{"kimi-k2", 1e12, 32e9, 0.03, "Kimi K2 model card: 1T total, 32B activated (both rounded)"},
 }
 
 // activeAsPublished is active as a model's authors count it: DeepSeek's

@@ -38,6 +38,9 @@ type jsonPlan struct {
 	// Added by issue 13 (a new key only): the expert layers' tensor-parallel
 	// size, present when it is set (absent: it is tp).
 	ETP int `json:"etp,omitempty"`
+	// Added by issue 29 (a new key only, absent without a site
+	// calibration): how the calibration moved the plan (calibrate.go).
+	Calibration *CalibrationNote `json:"calibration,omitempty"`
 }
 
 // jsonMemory and jsonTime are the contract's "memory" and "time" objects.
@@ -105,7 +108,7 @@ func toJSONPlan(e Evaluation) jsonPlan {
 		MicroBatch: e.MicroBatch, GradAccum: e.GradAccum, Recompute: e.Recompute, Zero: e.Zero, Offload: e.Offload,
 		Memory: jsonMemory(e.Memory), Time: toJSONTime(e.Time),
 		TokensPerSPerGPU: e.TokensPerSPerGPU, ModelFlopsPerToken: e.ModelFlopsPerToken,
-		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why,
+		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why, Calibration: e.Calibration,
 	}
 }
 

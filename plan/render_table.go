@@ -106,7 +106,11 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 		fmt.Fprintf(b, "  %-38s %10s %6.1f\n", r.name, fmtMillis(r.v), percentOf(r.v, t.Step))
 	}
 	fmt.Fprintf(b, "  %-38s %10s %6.1f\n", "step", fmtMillis(t.Step), 100.0)
-	if r := t.StepRange; r[1] > 0 {
+	if r := t.StepRange; r[1] > 0 && e.Calibration != nil { // issue 29: a site calibration moved it
+		cn := e.Calibration
+		fmt.Fprintf(b, "  %-38s %s to %s ms (site calibration: %d observations, evidence %.1f; uncalibrated %s ms)\n", "likely range", fmtMillis(r[0]), fmtMillis(r[1]),
+			cn.Observations, cn.Evidence, fmtMillis(cn.UncalibratedS))
+	} else if r[1] > 0 {
 		fmt.Fprintf(b, "  %-38s %s to %s ms (cross-validated error of the nearest calibration runs)\n", "likely range", fmtMillis(r[0]), fmtMillis(r[1]))
 	}
 

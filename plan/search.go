@@ -25,6 +25,11 @@ type SearchOptions struct {
 	MaxRejected          int  // rejected layouts returned (default 20)
 	AllowTPOutsideDomain bool // let TP groups span NVLink domains
 	AllowCP              bool // consider context parallelism (always allowed when pinned)
+	// Calibration is a site calibration's observations: Search fits the
+	// job's Correction from them (Calibrate) unless Correction is set.
+	// Neither: the uncalibrated model.
+	Calibration []Observation
+	Correction  *Correction
 }
 
 // FullyPinned reports whether every parallel degree is fixed, so that the
@@ -173,6 +178,9 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 		o.MaxRejected = 20
 	}
 	j.Precision = PrecisionFor(j.Precision, c.GPU)
+	if o.Correction == nil && len(o.Calibration) > 0 {
+		o.Correction = Calibrate(o.Calibration, m, j, c)
+	}
 	s := &searcher{m: m, j: j, c: c, o: o, keep: o.TopK + 1, maxRej: o.MaxRejected}
 	offloads := []string{"none"}
 	if o.Pins.Offload != nil {
@@ -192,6 +200,7 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 	if len(s.best) > 0 {
 		for i := range s.best {
 			e := Evaluate(m, j, c, s.best[i].Layout)
+			o.Correction.Apply(&e, j, c)
 			if i == 0 {
 				r.Plan = &e
 			} else {
@@ -225,6 +234,7 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 		}
 		if o.FullyPinned(m) && len(s.close) > 0 {
 			e := Evaluate(m, j, c, s.close[0].Layout)
+			o.Correction.Apply(&e, j, c)
 			r.Plan = &e
 		}
 	}
@@ -395,6 +405,7 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 					evaluate(x, m, j, c, l, e)
 				}
 			}
+			s.o.Correction.apply(e, c, float64(j.GlobalBatch)*float64(j.SeqLen), false)
 			s.offer(e)
 			if e.Reason != "" && e.Memory.PerGPU == 0 {
 				break // invalid regardless of recompute

@@ -216,6 +216,9 @@ type Evaluation struct {
 	// Tight: it fits, but inside the cluster's memory margin (margin.go);
 	// a Why line says so.
 	Tight bool `json:"-"`
+	// Calibration says how a site calibration moved this evaluation
+	// (calibrate.go); nil without one.
+	Calibration *CalibrationNote `json:"calibration,omitempty"`
 }
 
 // Rejection is a layout that was considered and why it lost.

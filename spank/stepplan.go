@@ -23,7 +23,7 @@ type StepPlan struct {
 	Cluster plan.Cluster
 	Options plan.SearchOptions
 	Result  plan.Result // Result.Plan is non-nil and fits
-	JSON    []byte      // plan.RenderJSON of Result
+	JSON    []byte      // plan.RenderJSONWithInputs of Result
 	GPUFrom string      // where the GPU type came from, for notes and explain
 }
 
@@ -80,7 +80,7 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 		return nil, nil, fmt.Errorf("the plan %s uses %d GPUs but the step has %d tasks", res.Plan.Layout.Config(), n, world)
 	}
 	var js bytes.Buffer
-	if err := plan.RenderJSON(&js, res); err != nil {
+	if err := plan.RenderJSONWithInputs(&js, res, plan.InputsOf(m, j, cl, r.Pins.String())); err != nil { // the plan JSON carries its inputs (PRODUCT.md)
 		return nil, nil, err
 	}
 	notes = append(notes, fmt.Sprintf("planned %s, %s, on %d x %s (%s): %s", m.Name, r.Batch(), world, g.Name, from, res.Plan.Layout.Config()))

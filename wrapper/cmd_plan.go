@@ -55,6 +55,8 @@ type planOptions struct {
 	CkptLead             time.Duration
 	TimeMargin           float64
 	Place                planPlaceOptions
+	Calibration          string             // site calibration directory (calib.go)
+	calObs               []plan.Observation // its observations, once read (loadCalibration)
 }
 
 // modelFlags are the flags that describe (or override) the model's shape.
@@ -107,6 +109,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.TimeMargin, "time-margin", 0.10, "sbatch: fraction added to the predicted training time")
 	fs.StringVar(&o.Place.Nodelist, "nodelist", "", "hostfile/placement: Slurm node list expression, e.g. 'gpu[001-008]'")
 	fs.StringVar(&o.Place.TopologyConf, "topology-conf", "", "hostfile/placement: Slurm topology.conf of the cluster")
+	fs.StringVar(&o.Calibration, "calibration", "", "site calibration directory (default: env TRAINRUN_CALIBRATION, else the policy's Calibration=): its observations of past runs correct the predicted step times and their band (trainrun calib); trainrun run also appends its own")
 }
 
 func runPlan(ctx context.Context, env *runEnv, args []string) error {
@@ -163,6 +166,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := o.loadCalibration(env.getenv, "", env.stderr); err != nil {
+		return err
+	}
 	so := o.searchOptions(fix)
 	if len(clusters) > 1 {
 		return planCompare(env, &o, m, j, clusters, so)
@@ -181,7 +187,7 @@ func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
 	if top == 0 {
 		top = -1 // the planner reads 0 as "its default"; --top 0 means none
 	}
-	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink}
+	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink, Calibration: o.calObs}
 }
 
 // noFitError is nil when r has a plan that fits; otherwise an ExitNoFit
@@ -214,7 +220,8 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 	case "table":
 		return plan.RenderTable(w, m, j, c, r)
 	case "json":
-		return plan.RenderJSON(w, r)
+		pins, _ := parseFix(o.Fix) // parsed before: the error was reported
+		return plan.RenderJSONWithInputs(w, r, plan.InputsOf(m, j, c, pins.String()))
 	}
 	if r.Plan == nil {
 		return nil

@@ -33,7 +33,7 @@ func with(base []string, extra ...string) []string {
 
 // The contract's keys, copied from PRODUCT.md ("`trainrun plan`").
 var (
-	cTop    = []string{"plan", "alternatives", "rejected"}
+	cTop    = []string{"plan", "alternatives", "rejected", "inputs"} // inputs: "The plan JSON carries its inputs" (PRODUCT.md)
 	cPlan   = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "sp", "micro_batch", "grad_accum", "recompute", "zero", "offload", "memory", "time", "tokens_per_s_per_gpu", "model_flops_per_token", "model_tflops_per_gpu", "mfu", "why"}
 	cMemory = []string{"per_gpu_bytes", "capacity_bytes", "fits", "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "other_bytes"}
 	cTime   = []string{"step_s", "compute_s", "tp_comm_s", "pp_bubble_s", "dp_comm_exposed_s", "cp_comm_s", "ep_comm_s", "offload_s"}
@@ -306,7 +306,8 @@ func TestPlanExplicitModel(t *testing.T) {
 	}
 	// The same shape as the llama3-8b preset gives the same plan.
 	preset, _, _ := runPlanCmd(t, "plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json")
-	if out != preset {
+	// The inputs name the model as given (a preset, or none).
+	if o, p := withoutInputs(t, out), withoutInputs(t, preset); o != p {
 		t.Errorf("explicit llama3-8b shape and the preset differ:\n%s\n---\n%s", out, preset)
 	}
 	out, _, _ = runPlanCmd(t, "plan", "--model", "llama3-8b", "--layers", "16", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
@@ -392,4 +393,16 @@ func TestParseFix(t *testing.T) {
 			t.Errorf("parseFix(%q): err %v, want a usage error", bad, err)
 		}
 	}
+}
+
+// withoutInputs is plan JSON without its "inputs" object.
+func withoutInputs(t *testing.T, s string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "inputs")
+	b, _ := json.Marshal(m)
+	return string(b)
 }

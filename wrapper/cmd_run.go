@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
@@ -185,6 +186,7 @@ type choice struct {
 	Layout   plan.Layout
 	Eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
 	Megatron []string         // nil: derived from the layout (plan.MegatronLayoutArgs)
+	Inputs   *plan.Inputs     // what Eval was planned from (nil unless planned here): the observation's record
 }
 
 // placed is what the place phase hands on: each rank's node and GPU, and
@@ -250,6 +252,9 @@ type runner struct {
 	hangWhat     string         // the ranks the last hang points to
 	rankFaults   []rankFault    // hangs and stragglers seen, for the log and the report
 	spare        spareState     // --spare-nodes (run_spare.go)
+
+	// The run's observation (calib.go); nil: none is recorded.
+	calibRec *calib.Recorder
 }
 
 func (r *runner) logf(format string, a ...any) {

@@ -41,6 +41,7 @@ var planFlagsNotForSched = []string{"top", "nodelist", "topology-conf", "gpus-pe
 
 func (o *schedOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.plan.AddFlags(fs)
+	o.plan.Calibration = getenv("TRAINRUN_CALIBRATION") // --calibration's default
 	for _, name := range planFlagsNotForSched {
 		fs.MarkHidden(name)
 	}
@@ -256,6 +257,9 @@ func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Poli
 	}
 	fix, err := parseFix(o.plan.Fix)
 	if err != nil {
+		return submit.Request{}, nil, err
+	}
+	if err := o.plan.loadCalibration(func(string) string { return "" }, pol.Effective("").Calibration.Value, io.Discard); err != nil {
 		return submit.Request{}, nil, err
 	}
 	so := o.plan.searchOptions(fix)

@@ -128,6 +128,7 @@ func runSweep(ctx context.Context, env *runEnv, args []string) error {
 	var o sweepOptions
 	fs := newFlags("sweep", sweepSynopsis, env.stdout)
 	o.addFlags(fs)
+	o.plan.Calibration = env.getenv("TRAINRUN_CALIBRATION") // --calibration's default
 	fs.Usage = func() {
 		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n       trainrun sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]\n\nFlags:\n", sweepSynopsis)
 		fs.PrintDefaults()

@@ -65,6 +65,11 @@ var examples = map[string][]example{
 	"branches": {
 		{"3 branches from one checkpoint, merged after all 3 finished", "trainrun branches --from ckpt/step-1000 --data code=/d/code,web=/d/web,math=/d/math --time 1h --merge 'python3 contrib/trainer/merge_checkpoints.py --weights {weights} --out {out} {branches}' -- python train.py --data {data} --save-final"},
 	},
+	"calib": {
+		{"import a run's observations into the site calibration", "trainrun calib import --calibration /shared/calib /lustre/$USER/ckpt/run1/.trainrun/observations.jsonl"},
+		{"what the calibration holds", "trainrun calib list --calibration /shared/calib"},
+		{"plan with it", "trainrun plan --model llama3-70b --gpu h100-sxm --gpus 64 --seq-len 8192 --global-batch 512 --calibration /shared/calib"},
+	},
 	"report": {
 		{"every incarnation of a run: checkpoints, requeues, goodput", "trainrun report trainrun-job-1234"},
 		{"its timeline as SVG, and the data as JSON", "trainrun report --svg run.svg --format json trainrun-job-1234"},

@@ -30,6 +30,7 @@ func policyMemoryMargin(o *planOptions, st policy.Settings) {
 // flags are not given.
 func (o *planPolicyOptions) apply(env *runEnv, fs *pflag.FlagSet, po *planOptions) error {
 	if o.file == "" {
+		po.calibrationDir(env.getenv, "")
 		return nil
 	}
 	pf, err := loadPolicyFile(o.file)
@@ -37,5 +38,6 @@ func (o *planPolicyOptions) apply(env *runEnv, fs *pflag.FlagSet, po *planOption
 		return reportPolicyErrors(env.stderr, o.file, err)
 	}
 	policyNVMeBW(po, fs.Changed("nvme-bw"), pf.Effective(o.partition))
+	po.calibrationDir(env.getenv, pf.Effective(o.partition).Calibration.Value)
 	return nil
 }

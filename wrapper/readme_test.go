@@ -37,14 +37,31 @@ func readmeSection(t *testing.T, name string) string {
 	return s
 }
 
+// readmeTour is what of the tour section this test runs: the tour itself
+// with the batch example (up to the planner's paragraph), and the
+// partitions/submit block.
+func readmeTour(t *testing.T) string {
+	t.Helper()
+	s := readmeSection(t, "A tour")
+	between := func(from, to string) string {
+		i, j := strings.Index(s, from), strings.Index(s, to)
+		if i < 0 || j < i {
+			t.Fatalf("README's tour lacks %q ... %q", from, to)
+		}
+		return s[i:j]
+	}
+	return between("## A tour", "**What the planner assumes") +
+		between("**Choosing the partition", "For each partition and a few sizes")
+}
+
 var fence = regexp.MustCompile("(?s)```(sh|bash)\n(.*?)```")
 
-// readmeCommands are the trainrun command lines of the section's sh and
+// readmeCommands are the trainrun command lines of the text's sh and
 // bash blocks, continuation lines joined.
-func readmeCommands(t *testing.T, section string) []string {
+func readmeCommands(t *testing.T, text string) []string {
 	t.Helper()
 	var out []string
-	for _, m := range fence.FindAllStringSubmatch(readmeSection(t, section), -1) {
+	for _, m := range fence.FindAllStringSubmatch(text, -1) {
 		block := strings.ReplaceAll(m[2], "\\\n", " ")
 		for _, line := range strings.Split(block, "\n") {
 			line = strings.TrimSpace(line)
@@ -82,7 +99,7 @@ func readmeWantsFor(line string) []string {
 }
 
 func TestREADMETour(t *testing.T) {
-	lines := readmeCommands(t, "A tour")
+	lines := readmeCommands(t, readmeTour(t))
 	slurmLines := 0
 	defer func() {
 		if slurmLines != 3 {
@@ -168,7 +185,7 @@ func TestREADMEExitCodeTable(t *testing.T) {
 // requeues (--open-mode=append), as the sweep's generated script does.
 func TestREADMEAndContribJobsAppendTheirLog(t *testing.T) {
 	scripts := map[string][]byte{}
-	for _, m := range fence.FindAllStringSubmatch(readmeSection(t, "A tour"), -1) {
+	for _, m := range fence.FindAllStringSubmatch(readmeTour(t), -1) {
 		if strings.Contains(m[2], "#SBATCH") {
 			scripts["README batch example"] = []byte(m[2])
 		}

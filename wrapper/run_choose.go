@@ -108,6 +108,9 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	if err != nil {
 		return choice{}, err
 	}
+	if err := r.loadCalibration(); err != nil {
+		return choice{}, err
+	}
 	so := po.searchOptions(pins)
 	res := plan.Search(m, j, c, so)
 	if err := noFitError(m, j, c, so, res); err != nil {
@@ -116,7 +119,8 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
 		return choice{}, withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
 	}
-	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Megatron: plan.MegatronArgs(m, j, *res.Plan)}, nil
+	in := plan.InputsOf(m, j, c, pins.String())
+	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Megatron: plan.MegatronArgs(m, j, *res.Plan), Inputs: &in}, nil
 }
 
 // plannerGPU is the GPU type to plan for: what the probe found on the

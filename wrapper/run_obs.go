@@ -105,6 +105,7 @@ func (r *runner) observeStart() {
 	}
 	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
 	r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
+	r.startRecorder() // the run's observation (calib.go)
 }
 
 // interruptCause maps the controller's stop reasons onto the metrics'.
@@ -132,6 +133,7 @@ func (r *runner) observeEnd(err error) {
 	if r.obs != nil {
 		r.pollProgress() // the trainer's last steps, since the last poll
 	}
+	r.finishObservation() // calib.go
 	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
 	if err != nil && !errors.Is(err, errSilent) {
 		e.Message = err.Error()
@@ -182,6 +184,7 @@ func (r *runner) pollProgress() {
 		r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
 	}
 	if e, ok := r.progress.Poll(); ok {
+		r.calibRec.Progress(e.Step, e.Time)
 		r.observe(e)
 	}
 }

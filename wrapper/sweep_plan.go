@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"time"
@@ -111,6 +112,9 @@ func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale floa
 		return 0, j, err
 	}
 	c := plan.ClusterFor(g, s.Nodes*s.GPUsPerNode, s.GPUsPerNode)
+	if err := o.plan.loadCalibration(func(string) string { return "" }, "", io.Discard); err != nil {
+		return 0, j, err
+	}
 	r := plan.Search(m, j, c, o.plan.searchOptions(pins))
 	if r.Plan == nil {
 		return 0, j, withCode(noFitCode(r), fmt.Errorf("%s does not fit on %d x %d %s: %s", m.Name, s.Nodes, s.GPUsPerNode, g.Name, plan.NoFit(m, j, c, o.plan.searchOptions(pins), r)))

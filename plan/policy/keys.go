@@ -168,6 +168,10 @@ func init() {
 			Format: "off, or a duration such as 2h: the age of the latest checkpoint at which metrics flag the job",
 			Why:    "off: no alert threshold unless the site sets one",
 			parse:  offDuration, set: func(s *Settings, v any, src Source) { s.MaxCkptAge = Setting[time.Duration]{v.(time.Duration), src} }},
+		{Name: "Calibration", Default: "none", User: true,
+			Format: "none, or the absolute path of a site calibration directory (trainrun calib)",
+			Why:    "none: plans use the published-run calibration only; with a directory, trainrun run appends each run's observation to it and plan/run/submit/sweep correct their predictions with the nearest ones",
+			parse:  parseCalibration, set: func(s *Settings, v any, src Source) { s.Calibration = Setting[string]{v.(string), src} }},
 	}
 	for _, k := range keys {
 		keyByName[strings.ToLower(k.Name)] = k
@@ -192,7 +196,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "Calibration"}
 }
 
 // badValue is a value error before the file and line are known.
@@ -357,6 +361,14 @@ func parseRoots(v string) (any, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// parseCalibration reads none ("") or an absolute directory path.
+func parseCalibration(v string) (any, error) {
+	if strings.EqualFold(v, "none") {
+		return "", nil
+	}
+	return parseAbsPath(v)
 }
 
 func parseCkptDir(v string) (any, error) {

@@ -111,6 +111,7 @@ type Settings struct {
 	Fabric                Setting[string]  // "auto", "ib", "roce", "efa", "tcp"
 	GPUType               Setting[string]  // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
 	NVMeBW                Setting[float64] // the nodes' NVMe bandwidth, GB/s per node, for offload=nvme; 0 = auto (the planner's default)
+	Calibration           Setting[string]  // site calibration directory; "" = none
 	GPUHourCost           Setting[float64] // price of one GPU-hour (any unit), for trainrun submit --objective cost; -1 = none
 	MemoryMargin          Setting[float64] // share of GPU memory a plan should leave free (a fraction; plan.DefaultMemoryMargin)
 	InjectEnv             Setting[bool]    // the plugin injects the environment (else it only reports)
@@ -478,6 +479,7 @@ func (s Settings) Rows() []Row {
 		Row{"Pushgateway", str(s.Pushgateway.Value, "off"), s.Pushgateway.Source},
 		Row{"Webhook", str(s.Webhook.Value, "off"), s.Webhook.Source},
 		Row{"MaxCkptAge", dur(s.MaxCkptAge.Value, "off"), s.MaxCkptAge.Source},
+		Row{"Calibration", str(s.Calibration.Value, "none"), s.Calibration.Source},
 	)
 	return rows
 }
