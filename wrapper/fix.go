@@ -29,7 +29,7 @@ func fixedLayout(fix string, world, globalBatch int) (plan.Layout, error) {
 	}
 	l, err := p.Layout(world, globalBatch)
 	if err != nil {
-		return l, withCode(ExitNoFit, fmt.Errorf("--fix %q: %w", fix, err))
+		return l, withCode(ExitLayout, fmt.Errorf("--fix %q: %w", fix, err))
 	}
 	return l, nil
 }

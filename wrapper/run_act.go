@@ -71,7 +71,7 @@ func (r *runner) afterStep(waitErr error, reason string, stopAt time.Time, tagAt
 // outcome gathers what run.Decide reads, except the commit's result.
 func (r *runner) outcome(code int, reason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
 	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.cmdArgv[0], CkptDir: r.ckptDir,
-		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.opts.maxRequeue, MaxFailures: r.opts.maxFailures,
+		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, Interactive: !r.job.IsBatch(), MaxRequeue: r.opts.maxRequeue, MaxFailures: r.opts.maxFailures,
 		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.lead,
 		HangWhat: r.hangWhat, Restarts: r.restarts, MaxRestarts: r.opts.fault.maxRestarts}
 	if firstFail != nil {

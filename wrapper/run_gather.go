@@ -98,7 +98,10 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	if probeErr != nil {
 		return f, probeErr
 	}
-	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue
+	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue && r.job.IsBatch() // salloc: Slurm requeues batch jobs only
+	if w := outputTruncationWarning(ctx, sc, r.job, r.env.getenv); w != "" {
+		r.logf("warning: %s", w)
+	}
 	r.facts = f.nodes
 	r.lead = r.opts.plan.CkptLead
 	if !r.fs.Changed("ckpt-lead") && !r.leadFixed && a.TimeLimit > 0 {
