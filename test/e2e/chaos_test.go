@@ -86,8 +86,9 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 		t.Logf("fault %d at %.0f s: %s", i, time.Since(t0).Seconds(), kind)
 		switch kind {
 		case "crash":
-			if killJobRank(id, rng.Intn(2)) == 0 {
-				t.Fatalf("fault %d: no rank process of job %d to kill", i, id)
+			rank := rng.Intn(2)
+			if err := harness.WaitFor(ctx, 30*time.Second, fmt.Sprintf("rank %d's process to kill", rank), func() bool { return killJobRank(id, rank) > 0 }); err != nil {
+				t.Fatalf("fault %d: %v: no rank process of job %d to kill\n%s", i, err, id, c.JobOutput(id))
 			}
 			// Restarted inside the job (--max-restarts, default 2), no requeue:
 			// the next wait finds the relaunch's new commit.
@@ -97,6 +98,10 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 				t.Fatalf("fault %d: %v\n%s", i, err, c.JobOutput(id))
 			}
 			crashes++
+			// The relaunched step's ranks, before the next fault: the commit
+			// the next wait sees may be the failed step's last, made before
+			// the relaunch (seed 5470542487994661677 killed nothing then).
+			waitStarted(t, c, id, "relaunching the step", 2, 2*time.Minute)
 		case "preempt":
 			info, _ := c.JobInfo(ctx, id)
 			node := jobNodes(t, info["NodeList"])[0]
