@@ -51,6 +51,7 @@ func readmeTour(t *testing.T) string {
 		return s[i:j]
 	}
 	return between("## A tour", "**What the planner assumes") +
+		between("**The planner learns from your runs", "A record written by hand") +
 		between("**Choosing the partition", "For each partition and a few sizes")
 }
 
@@ -75,16 +76,19 @@ func readmeCommands(t *testing.T, text string) []string {
 
 // readmeWants is what a tour line's output must hold (by the line's start).
 var readmeWants = map[string][]string{
-	"trainrun topo --machine list":                    {"hgx-h100", "ibmcloud-h100-vsi"},
-	"trainrun topo --machine ibmcloud-h100-vsi":       {"<system", "</system>"},
-	"trainrun topo --cluster":                         {"leaf0", "spine"},
-	"trainrun plan --list-models":                     {"llama3-70b", "mixtral-8x7b"},
-	"trainrun plan --model llama3-8b --gpu h100-sxm:": {"=== h100-sxm x 64 ===", "=== a100-80gb x 128 ==="},
-	"trainrun env --machine hgx-h100":                 {"NCCL_", "RANK=3"},
-	"trainrun policy check":                           {"OK"},
-	"trainrun ckpt list":                              {"step-200"},
-	"trainrun ckpt latest":                            {"step-200"},
-	"trainrun sweep":                                  {"4 trials", "--open-mode=append"},
+	"trainrun topo --machine list":                             {"hgx-h100", "ibmcloud-h100-vsi"},
+	"trainrun topo --machine ibmcloud-h100-vsi":                {"<system", "</system>"},
+	"trainrun topo --cluster":                                  {"leaf0", "spine"},
+	"trainrun plan --list-models":                              {"llama3-70b", "mixtral-8x7b"},
+	"trainrun plan --model llama3-8b --gpu h100-sxm:":          {"=== h100-sxm x 64 ===", "=== a100-80gb x 128 ==="},
+	"trainrun env --machine hgx-h100":                          {"NCCL_", "RANK=3"},
+	"trainrun policy check":                                    {"OK"},
+	"trainrun ckpt list":                                       {"step-200"},
+	"trainrun ckpt latest":                                     {"step-200"},
+	"trainrun sweep":                                           {"4 trials", "--open-mode=append"},
+	"trainrun calib import":                                    {"imported 1 observation"},
+	"trainrun calib list":                                      {"llama3-8b", "12.910"},
+	"trainrun plan --model llama3-8b --gpu h100-sxm --gpus 8 ": {"site calibration: 1 observation"},
 }
 
 // readmeWantsFor matches the longest key that starts line.
