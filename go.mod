@@ -12,6 +12,7 @@ require (
 	github.com/spf13/pflag v1.1.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

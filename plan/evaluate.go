@@ -122,6 +122,8 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return "offload=nvme needs the nodes' NVMe bandwidth (nvme_bandwidth, --nvme-bw)"
 	case j.Precision == FP8 && c.GPU.PeakFP8 <= 0:
 		return fmt.Sprintf("%s has no FP8 tensor cores", c.GPU.Name)
+	case j.Precision == BF16 && !c.GPU.HasBF16():
+		return fmt.Sprintf("%s has no BF16 (its tensor cores do FP16)", c.GPU.Name)
 	case j.Precision != BF16 && j.Precision != FP16 && j.Precision != FP8 && j.Precision != "":
 		return fmt.Sprintf("precision %q: accepted bf16, fp16, fp8", j.Precision)
 	case m.TopK > m.Experts:
@@ -176,9 +178,7 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	if c.NVMeBW <= 0 {
 		c.NVMeBW = defaultNVMeBW
 	}
-	if j.Precision == "" {
-		j.Precision = BF16
-	}
+	j.Precision = PrecisionFor(j.Precision, c.GPU)
 	if l.MicroBatch > 0 && l.DP > 0 {
 		l.GradAccum = j.GlobalBatch / (l.MicroBatch * l.DP)
 	}
@@ -220,6 +220,7 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 				perNode/gib, hostReserve*c.HostMemory/gib, hostReserve*100, c.HostMemory/gib)
 		}
 	}
+	e.Tight = e.Memory.Fits && e.Memory.PerGPU > (1-MarginOf(c))*e.Memory.Capacity
 	x.timeOf(e)
 	tokensPerStep := float64(j.GlobalBatch) * float64(j.SeqLen)
 	if e.Time.Step > 0 {
@@ -260,6 +261,9 @@ func (x *shape) why(e *Evaluation) []string {
 	ms := e.Memory
 	w = append(w, fmt.Sprintf("memory %.1f of %.1f GiB per GPU: weights %.1f, grads %.1f, optimizer %.1f (zero=%d), activations %.1f, other %.1f",
 		ms.PerGPU/gib, ms.Capacity/gib, ms.Weights/gib, ms.Grads/gib, ms.Optimizer/gib, l.Zero, ms.Activations/gib, ms.Other/gib))
+	if e.Tight {
+		w = append(w, tightWhy(e.Memory, x.c))
+	}
 	switch {
 	case x.layersMid > 0:
 		w = append(w, fmt.Sprintf("%d layers over PP=%d×VPP=%d with the embedding and the loss counted as layers: %.0f on the first and last stages, %.0f on the others (Megatron --account-for-embedding/loss-in-pipeline-split)", x.m.Layers, l.PP, l.VPP, x.layersPerStage, x.layersMid))
@@ -295,7 +299,7 @@ func (x *shape) why(e *Evaluation) []string {
 	w = append(w, fmt.Sprintf("step %.3f s: compute %.3f, recompute %.3f, TP %.3f, bubble %.3f, PP p2p %.3f, DP %.3f, CP %.3f, EP %.3f, optimizer %.3f, offload %.3f",
 		e.Time.Step, e.Time.Compute, e.Time.Recompute, e.Time.TPComm, e.Time.PPBubble, e.Time.PPComm, e.Time.DPCommExposed, e.Time.CPComm, e.Time.EPComm, e.Time.Optimizer, e.Time.Offload))
 	if !math.IsNaN(e.MFU) {
-		w = append(w, fmt.Sprintf("%.0f tokens/s/GPU, %.0f model TFLOP/s per GPU, MFU %.1f%% of dense BF16 peak", e.TokensPerSPerGPU, e.ModelTFLOPSPerGPU, 100*e.MFU))
+		w = append(w, fmt.Sprintf("%.0f tokens/s/GPU, %.0f model TFLOP/s per GPU, MFU %.1f%% of dense %s peak", e.TokensPerSPerGPU, e.ModelTFLOPSPerGPU, 100*e.MFU, c.GPU.Peak16Name()))
 	}
 	return w
 }

@@ -49,9 +49,9 @@ func writeHeader(b *strings.Builder, m Model, j Job, c Cluster) {
 		tokens = fmt.Sprintf(", %s tokens in total", fmtTokens(j.Tokens))
 	}
 	fmt.Fprintf(b, "job      seq %d, global batch %d (%s tokens/step), %s, %s%s\n",
-		j.SeqLen, j.GlobalBatch, fmtCount(float64(j.SeqLen*j.GlobalBatch)), j.Precision, train, tokens)
-	fmt.Fprintf(b, "cluster  %d x %s (%.0f GiB, %.0f TFLOP/s dense BF16), %d per node, NVLink domain %d, inter-node %.0f GB/s per GPU\n",
-		c.GPUs, c.GPU.Name, c.GPU.MemoryBytes/bytesPerGiB, c.GPU.PeakBF16/1e12, c.GPUsPerNode, c.NVLinkDomain, c.InterNode/1e9)
+		j.SeqLen, j.GlobalBatch, fmtCount(float64(j.SeqLen*j.GlobalBatch)), PrecisionFor(j.Precision, c.GPU), train, tokens)
+	fmt.Fprintf(b, "cluster  %d x %s (%.0f GiB, %.0f TFLOP/s dense %s), %d per node, NVLink domain %d, inter-node %.0f GB/s per GPU\n",
+		c.GPUs, c.GPU.Name, c.GPU.MemoryBytes/bytesPerGiB, c.GPU.PeakBF16/1e12, c.GPU.Peak16Name(), c.GPUsPerNode, c.NVLinkDomain, c.InterNode/1e9)
 }
 
 func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation) {
@@ -76,6 +76,8 @@ func writeEvaluation(b *strings.Builder, m Model, j Job, c Cluster, e Evaluation
 	fits := "fits"
 	if !mem.Fits {
 		fits = fmt.Sprintf("DOES NOT FIT: %.2f GiB over", (mem.PerGPU-mem.Capacity)/bytesPerGiB)
+	} else if e.Tight {
+		fits = tightLabel(mem, c)
 	}
 	fmt.Fprintf(b, "\n%-37s %8s\n", "memory per GPU, most loaded stage", "GiB")
 	rows := []struct {

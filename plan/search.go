@@ -177,6 +177,7 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 	if o.MaxRejected == 0 {
 		o.MaxRejected = 20
 	}
+	j.Precision = PrecisionFor(j.Precision, c.GPU)
 	if o.Correction == nil && len(o.Calibration) > 0 {
 		o.Correction = Calibrate(o.Calibration, m, j, c)
 	}
@@ -229,6 +230,7 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 		}
 		if len(s.close) == 0 {
 			r.Rejected = append(r.Rejected, s.invalid...)
+			r.Invalid = invalidKind(j, c, o.Pins)
 		}
 		if o.FullyPinned(m) && len(s.close) > 0 {
 			e := Evaluate(m, j, c, s.close[0].Layout)
@@ -239,6 +241,7 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 	if r.Plan == nil && len(r.Rejected) == 0 {
 		// Nothing was even evaluated: say which rule the pins (or the job) break.
 		r.Rejected = []Rejection{pinnedReason(m, j, c, o.Pins)}
+		r.Invalid = invalidKind(j, c, o.Pins)
 	}
 	if r.Alternatives == nil {
 		r.Alternatives = []Evaluation{}
@@ -274,6 +277,10 @@ func (s *searcher) run(offloads []string) {
 		if m.Layers%pp == 0 || pp <= m.Layers/2 {
 			pps = append(pps, pp)
 		}
+	}
+	rule := stackLayoutOf(j.Stack)
+	if !rule.pp {
+		pps = []int{1}
 	}
 	pps = pinOr(p.PP, pps)
 	cps := []int{1}
@@ -319,21 +326,9 @@ func (s *searcher) run(offloads []string) {
 					}
 				}
 				eps = pinOr(p.EP, eps)
-				// ZeRO-3/FSDP only without PP: with PP every micro-batch would gather
-				// the stage's weights again (Megatron does not combine them).
-				zeros := []int{1, 3}
-				if pp > 1 {
-					zeros = []int{1}
-				}
-				if dp*cp == 1 {
-					zeros = []int{0}
-				}
-				if z := StackZero(s.j.Stack); z >= 0 && dp*cp > 1 {
-					zeros = []int{z} // deepspeed:zeroN pins the stage
-				}
-				zeros = pinOr(p.Zero, zeros)
+				zeros := pinOr(p.Zero, s.zerosFor(rule, pp, dp*cp))
 				vpps := []int{1}
-				if pp > 1 && m.Layers%pp == 0 {
+				if pp > 1 && m.Layers%pp == 0 && rule.vpp {
 					vpps = divisors(m.Layers / pp)
 				}
 				vpps = pinOr(p.VPP, vpps)
@@ -355,6 +350,25 @@ func (s *searcher) run(offloads []string) {
 			}
 		}
 	}
+}
+
+// zerosFor is the ZeRO stages Search tries for pp stages and dpcp = dp·cp
+// ranks sharing the weights. ZeRO-3/FSDP only without PP: with PP every
+// micro-batch would gather the stage's weights again (Megatron does not
+// combine them); the stack's rule (stackLayoutOf) and a deepspeed:zeroN
+// stage narrow it.
+func (s *searcher) zerosFor(rule stackLayout, pp, dpcp int) []int {
+	switch {
+	case dpcp == 1:
+		return []int{0}
+	case StackZero(s.j.Stack) >= 0:
+		return []int{StackZero(s.j.Stack)}
+	case rule.zeros != nil:
+		return rule.zeros
+	case pp > 1:
+		return []int{1}
+	}
+	return []int{1, 3}
 }
 
 // mbsLoop tries micro-batch sizes upward and recompute from none to full,
@@ -414,6 +428,10 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 func NoFit(m Model, j Job, c Cluster, o SearchOptions, r Result) string {
 	if r.Plan != nil && r.Plan.Memory.Fits {
 		return ""
+	}
+	if r.Invalid != "" {
+		j.Precision = PrecisionFor(j.Precision, c.GPU)
+		return invalidMessage(m, j, c, o, r)
 	}
 	var msg string
 	if r.Plan != nil {

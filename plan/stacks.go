@@ -155,3 +155,32 @@ func stackEffOf(s Stack) float64 {
 	}
 	return 1
 }
+
+// stackLayout is which layouts a stack can run, so that Search offers only
+// those (pins are honoured as given). Megatron-Core, NeMo and Megatron-2022
+// run every layout: pipeline stages with interleaving (VPP) and ZeRO-1 as
+// the distributed optimizer.
+type stackLayout struct {
+	pp, vpp bool  // pipeline stages; interleaved chunks per stage
+	zeros   []int // the ZeRO stages it offers with data parallelism (nil: 1 and 3)
+}
+
+// stackLayoutOf is s's stackLayout.
+//   - FSDP/FSDP2 (fsdp, fsdp:compile) shards parameters, gradients and
+//     optimizer state together (FULL_SHARD, ZeRO-3) over a Hugging
+//     Face-style model with no pipeline schedule: no PP, no VPP, no ZeRO-1
+//     "distributed optimizer" (PyTorch FSDP docs, ShardingStrategy).
+//   - JAX (MaxText, PaxML) shards the same way over its mesh ("fsdp" axis).
+//   - DeepSpeed without its pipeline engine has no PP; deepspeed:pipe has
+//     PP without interleaving and ZeRO-1 at most (DeepSpeed pipeline docs).
+func stackLayoutOf(s Stack) stackLayout {
+	switch {
+	case s == StackFSDP || s == StackFSDPCompile || s == StackJAX:
+		return stackLayout{zeros: []int{3}}
+	case s == StackDeepSpeed+":pipe":
+		return stackLayout{pp: true, zeros: []int{1}}
+	case stackBase(s) == StackDeepSpeed:
+		return stackLayout{}
+	}
+	return stackLayout{pp: true, vpp: true}
+}

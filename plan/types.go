@@ -140,6 +140,7 @@ type Cluster struct {
 	InterNode    float64 `json:"inter_node_bandwidth"`        // bytes/s per GPU, one direction
 	HostMemory   float64 `json:"host_memory_bytes,omitempty"` // per node, for offload; 0 = unknown
 	NVMeBW       float64 `json:"nvme_bandwidth,omitempty"`    // per node, bytes/s, for offload=nvme; 0 = defaultNVMeBW
+	MemoryMargin float64 `json:"memory_margin,omitempty"`     // share of capacity a plan should leave free (margin.go); 0 = DefaultMemoryMargin, negative = none
 }
 
 // defaultNVMeBW is a node's local NVMe bandwidth when none is given: 8 Gen4
@@ -228,6 +229,9 @@ type Evaluation struct {
 	// Reason is empty for a valid layout that fits; otherwise the rule it
 	// breaks or the figure that does not fit.
 	Reason string `json:"reason,omitempty"`
+	// Tight: it fits, but inside the cluster's memory margin (margin.go);
+	// a Why line says so.
+	Tight bool `json:"-"`
 	// Calibration says how a site calibration moved this evaluation
 	// (calibrate.go); nil without one.
 	Calibration *CalibrationNote `json:"calibration,omitempty"`
@@ -244,4 +248,8 @@ type Result struct {
 	Plan         *Evaluation  `json:"plan"` // nil when nothing fits
 	Alternatives []Evaluation `json:"alternatives"`
 	Rejected     []Rejection  `json:"rejected"`
+	// Invalid is why nothing was evaluated against memory when Plan is nil:
+	// InvalidLayout (divisibility) or InvalidCapability; "" when layouts
+	// were evaluated and none fit (or one did). NoFit words each apart.
+	Invalid string `json:"-"`
 }

@@ -309,6 +309,9 @@ func (r *Request) planDefaults(s policy.Settings) error {
 	if r.Precision, err = plan.ParsePrecision(orStr(s.Precision.Value, "bf16")); err != nil {
 		return fmt.Errorf("policy Precision=%s (%s): %w", s.Precision.Value, s.Precision.Source, err)
 	}
+	if s.Precision.Source.Kind == policy.FromDefault {
+		r.Precision = "" // not chosen: the GPU's 16-bit format (plan.PrecisionFor: FP16 on V100)
+	}
 	if r.LoRARank, err = plan.ParseFinetune(s.Finetune.Value); err != nil {
 		return fmt.Errorf("policy Finetune=%s (%s): %w", s.Finetune.Value, s.Finetune.Source, err)
 	}

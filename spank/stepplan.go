@@ -71,7 +71,7 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	if bw := s.NVMeBW.Value; bw > 0 {
 		cl.NVMeBW = bw * 1e9 // the partition's NVMeBW, GB/s per node
 	}
-	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: orPrecision(r.Precision), Stack: r.Stack, LoRARank: r.LoRARank}
+	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: plan.PrecisionFor(r.Precision, g), Stack: r.Stack, LoRARank: r.LoRARank}
 	res := plan.Search(m, j, cl, so)
 	if msg := plan.NoFit(m, j, cl, so, res); msg != "" {
 		return nil, nil, fmt.Errorf("plan for --train-model=%s --train-batch=%s on the step's %d tasks (%s, %s): %s", r.Model, r.Batch(), world, g.Name, from, msg)
@@ -184,12 +184,4 @@ func WritePlan(cacheDir string, st Step, data []byte, owner *Cred) (string, erro
 	}
 	path := filepath.Join(JobDir(cacheDir, st.JobID), fmt.Sprintf("plan-%d.json", st.StepID))
 	return path, writeFileAtomic(path, data, 0o644, owner)
-}
-
-// orPrecision is p, or BF16 for a request made without the policy defaults.
-func orPrecision(p plan.Precision) plan.Precision {
-	if p == "" {
-		return plan.BF16
-	}
-	return p
 }

@@ -264,3 +264,24 @@ func TestPlanStepStackPrecisionFinetune(t *testing.T) {
 		t.Errorf("TRAINRUN_PRECISION=int8: %v", err)
 	}
 }
+
+// The plugin plans a V100 step in FP16 when no precision was chosen (V100
+// has no BF16: issue 30), and an explicit --train-precision=bf16 there is
+// refused, as trainrun plan refuses it.
+func TestPlanStepNoBF16OnVolta(t *testing.T) {
+	st := Step{JobID: 1, NodeID: 0, NNodes: 1, LocalTasks: 8, TotalTasks: 8, Nodelist: "n1"}
+	fake := &topo.Node{GPUs: []topo.GPU{{Index: 0}, {Index: 1}}}
+	c := policyConfig(t, "GPUType=v100-32gb\n")
+	given := map[string]string{"train-model": "llama3-8b", "train-batch": "64x2048"}
+	sp, _, err := PlanStep(c, resolveWith(t, c, given), st, fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.Job.Precision != plan.FP16 {
+		t.Errorf("V100 with the default precision: %s", sp.Job.Precision)
+	}
+	given["train-precision"] = "bf16"
+	if _, _, err := PlanStep(c, resolveWith(t, c, given), st, fake); err == nil || !strings.Contains(err.Error(), "has no BF16") {
+		t.Errorf("--train-precision=bf16 on V100: %v", err)
+	}
+}

@@ -116,12 +116,12 @@ type branchJSON struct {
 
 func runBranches(ctx context.Context, env *runEnv, args []string) error {
 	var o branchesOptions
-	fs := newFlags("branches", branchesSynopsis, env.stderr)
+	fs := newFlags("branches", branchesSynopsis, env.stdout)
 	o.addFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n\nFlags:\n", branchesSynopsis)
+		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n\nFlags:\n", branchesSynopsis)
 		fs.PrintDefaults()
-		fmt.Fprint(env.stderr, branchesHelpTail)
+		fmt.Fprint(env.stdout, branchesHelpTail)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -26,7 +26,7 @@ const calibUsage = "calib import|list|show|export --calibration DIR [FILE...|N]"
 // `list` prints one line per record, `show N` one record, `export` all of
 // them as JSON lines.
 func runCalib(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("calib", calibUsage, env.stderr)
+	fs := newFlags("calib", calibUsage, env.stdout)
 	dir := fs.String("calibration", env.getenv("TRAINRUN_CALIBRATION"), "site calibration directory (env TRAINRUN_CALIBRATION)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -57,6 +57,7 @@ func ckptHelp(w io.Writer) {
 	for _, r := range checkpoint.Layout {
 		fmt.Fprintf(w, "  %s\n      %s (by %s)\n", r.Pattern, r.Meaning, r.Writer)
 	}
+	writeExamples(w, "ckpt")
 }
 
 func runCkpt(ctx context.Context, env *runEnv, args []string) error {
@@ -115,19 +116,19 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var asJSON bool
 	var format string
-	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--format text|json]", env.stderr)
+	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--format table|json]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.BoolVar(&asJSON, "json", false, "print JSON, one object per checkpoint (--format json)")
-	fs.StringVar(&format, "format", "text", "text (a table) or json (a list of objects with raw_bytes and stored_bytes)")
+	fs.StringVar(&format, "format", "table", "table, or json (a list of objects with raw_bytes and stored_bytes); text is table's old name, kept for one release")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	switch format {
+	switch tableFormat(format, "text") {
 	case "json":
 		asJSON = true
 	case "text":
 	default:
-		return usageErrorf("--format %q: use text or json", format)
+		return usageErrorf("--format %q: use table or json", format)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("ckpt list takes no arguments, got %q", fs.Args())
@@ -209,7 +210,7 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var all, sizes bool
-	fs := newFlags("ckpt verify", "ckpt verify TAG|--all [--sizes-only] [--ckpt-dir DIR]", env.stderr)
+	fs := newFlags("ckpt verify", "ckpt verify TAG|--all [--sizes-only] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.BoolVar(&all, "all", false, "verify every committed checkpoint")
 	fs.BoolVar(&sizes, "sizes-only", false, "check markers and sizes, not checksums (no rereading)")
@@ -272,7 +273,7 @@ func runCkptPrune(_ context.Context, env *runEnv, args []string) error {
 	var keep int
 	var every int64
 	var dry bool
-	fs := newFlags("ckpt prune", "ckpt prune --keep N [--keep-every STEPS] [--dry-run] [--ckpt-dir DIR]", env.stderr)
+	fs := newFlags("ckpt prune", "ckpt prune --keep N [--keep-every STEPS] [--dry-run] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.IntVar(&keep, "keep", 0, "keep the newest N committed checkpoints (required, at least 1)")
 	fs.Int64Var(&every, "keep-every", 0, "also keep the first checkpoint of every STEPS steps (for loss curves and scaling laws)")
@@ -317,7 +318,7 @@ func runCkptPrune(_ context.Context, env *runEnv, args []string) error {
 func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var sizes, tagOnly bool
-	fs := newFlags("ckpt latest", "ckpt latest [--sizes-only] [--tag] [--ckpt-dir DIR]", env.stderr)
+	fs := newFlags("ckpt latest", "ckpt latest [--sizes-only] [--tag] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.BoolVar(&sizes, "sizes-only", false, "verify markers and sizes only (no rereading)")
 	fs.BoolVar(&tagOnly, "tag", false, "print the tag instead of the directory")
@@ -356,7 +357,7 @@ func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
 func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var then, reason string
-	fs := newFlags("ckpt request", "ckpt request [--then continue|stop|requeue] [--reason TEXT] [--ckpt-dir DIR]", env.stderr)
+	fs := newFlags("ckpt request", "ckpt request [--then continue|stop|requeue] [--reason TEXT] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.StringVar(&then, "then", "continue", "after the checkpoint: continue training, stop (no requeue) or requeue")
 	fs.StringVar(&reason, "reason", "", "why, for the job's log")
@@ -410,7 +411,7 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 	var local, node string
 	var ranks []int
 	var keepLocal, asJSON bool
-	fs := newFlags("ckpt drain", "ckpt drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--json] [--ckpt-dir DIR]", env.stderr)
+	fs := newFlags("ckpt drain", "ckpt drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--json] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.StringVar(&local, "local", env.getenv("TRAINRUN_CKPT_LOCAL_DIR"), "node-local checkpoint directory (env TRAINRUN_CKPT_LOCAL_DIR)")
 	fs.StringVar(&node, "node", slurm.TaskFromEnv(env.getenv).Node, "this node's name for its drain record (env SLURMD_NODENAME; default the host name)")

@@ -24,7 +24,7 @@ func runCkptCompress(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var all bool
 	var workers int
-	fs := newFlags("ckpt compress", "ckpt compress TAG|--all [--workers N] [--ckpt-dir DIR]", env.stderr)
+	fs := newFlags("ckpt compress", "ckpt compress TAG|--all [--workers N] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.BoolVar(&all, "all", false, "every committed checkpoint except the newest (it stays raw for the fastest resume)")
 	fs.IntVar(&workers, "workers", 0, "parallel coders (default: all cores)")
@@ -67,7 +67,7 @@ func runCkptRestore(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var to string
 	var workers int
-	fs := newFlags("ckpt restore", "ckpt restore TAG [--to DIR] [--workers N] [--ckpt-dir DIR]", env.stderr)
+	fs := newFlags("ckpt restore", "ckpt restore TAG [--to DIR] [--workers N] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.StringVar(&to, "to", "", "write the checkpoint's files under DIR instead of decompressing in place")
 	fs.IntVar(&workers, "workers", 0, "parallel decoders (default: all cores)")

@@ -55,7 +55,7 @@ func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Root, "root", "", "read a captured machine from DIR (DIR/sys, DIR/proc, DIR/etc) instead of this one")
 	fs.StringVar(&o.Machine, "machine", "", "read a built-in captured machine by name (see 'trainrun topo --machine list')")
 	fs.BoolVar(&o.Explain, "explain", false, "say why for every variable, and what was kept from the user, nccl.conf or a plugin")
-	fs.StringVar(&o.Format, "format", "shell", "shell (KEY=VALUE lines) | json")
+	fs.StringVar(&o.Format, "format", "table", "table (KEY=VALUE lines, shell-quoted) | json; shell is table's old name, kept for one release")
 	fs.StringVar(&o.Stack, "stack", "", "training software (megatron-core, nemo, megatron-2022, fsdp..., deepspeed..., jax; default: TRAINRUN_STACK, else megatron-core): Megatron's stacks get CUDA_DEVICE_MAX_CONNECTIONS by its rule")
 	fs.StringVar(&o.Policy, "policy", "", "the site's trainrun.conf: NCCLForce, NCCLDefault, NCCLPrecedence and Fabric shape the NCCL variables")
 	fs.StringVar(&o.Partition, "partition", "", "partition whose policy settings apply (default: SLURM_JOB_PARTITION; site-wide settings when neither)")
@@ -72,7 +72,7 @@ func (o *envOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("env", "env [--rank R] [--root DIR | --machine NAME] [--plan FILE | --fix tp=8,pp=4] [--policy FILE --partition P] [--explain]", env.stderr)
+	fs := newFlags("env", "env [--rank R] [--root DIR | --machine NAME] [--plan FILE | --fix tp=8,pp=4] [--policy FILE --partition P] [--explain]", env.stdout)
 	var o envOptions
 	o.AddFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -81,8 +81,9 @@ func runEnvCmd(ctx context.Context, env *runEnv, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q: env takes only flags", fs.Arg(0))
 	}
+	o.Format = tableFormat(o.Format, "shell")
 	if o.Format != "shell" && o.Format != "json" {
-		return usageErrorf("--format %q: accepted: shell, json", o.Format)
+		return usageErrorf("--format %q: accepted: table, json", o.Format)
 	}
 	e, header, err := computeEnv(ctx, env, &o)
 	if err != nil {

@@ -208,7 +208,7 @@ func TestEnvErrors(t *testing.T) {
 		{"root and machine", []string{"--machine", "hgx-h100", "--root", "/x"}, "pick one"},
 		{"bad fix key", []string{"--machine", "hgx-h100", "--fix", "tq=2"}, `unknown key "tq"`},
 		{"layout not filling", []string{"--machine", "hgx-h100", "--fix", "tp=8,dp=2"}, "uses 16 GPUs"},
-		{"bad format", []string{"--machine", "hgx-h100", "--format", "xml"}, "accepted: shell, json"},
+		{"bad format", []string{"--machine", "hgx-h100", "--format", "xml"}, "accepted: table, json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

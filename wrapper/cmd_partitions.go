@@ -34,13 +34,13 @@ type partitionsOptions struct {
 
 func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 	var o partitionsOptions
-	fs := newFlags("partitions", partitionsSynopsis, env.stderr)
+	fs := newFlags("partitions", partitionsSynopsis, env.stdout)
 	o.addFlags(fs, env.getenv)
 	fs.BoolVar(&o.free, "free", false, "also list the nodes with idle GPUs (fragments for partial-node jobs)")
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n\nFlags:\n", partitionsSynopsis)
+		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n\nFlags:\n", partitionsSynopsis)
 		fs.PrintDefaults()
-		fmt.Fprint(env.stderr, partitionsHelpTail)
+		fmt.Fprint(env.stdout, partitionsHelpTail)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -44,6 +46,7 @@ type planOptions struct {
 	GPUs, GPUsPerNode, NVLinkDomain int
 	InterNodeBW, HostMemoryGB       float64
 	NVMeBW                          float64 // GB/s per node
+	MemoryMargin                    float64 // per cent of GPU memory to leave free; -1: the policy's, else plan's default
 	// search and output
 	Fix                  string
 	AllowCP              bool
@@ -84,7 +87,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 
 	fs.IntVar(&o.SeqLen, "seq-len", 0, "sequence length (tokens)")
 	fs.IntVar(&o.GlobalBatch, "global-batch", 0, "global batch (sequences per optimizer step)")
-	fs.StringVar(&o.Precision, "precision", "bf16", "bf16|fp16|fp8")
+	fs.StringVar(&o.Precision, "precision", "", "bf16|fp16|fp8; when not given, bf16 (fp16 on GPUs without BF16, such as v100-32gb)")
 	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK] (lora alone means rank 16)")
 	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives), fsdp[:eager|:compile] (PyTorch FSDP/FSDP2), deepspeed[:zero1|:zero2|:zero3|:pipe], jax (MaxText/PaxML)")
 	fs.StringVar(&o.Tokens, "tokens", "", "total training tokens, for time to train and the sbatch time limit (1e12, 2T, 300B)")
@@ -97,6 +100,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.HostMemoryGB, "host-memory", 0, "host memory per node in GB, for offload (default: the GPU type's usual node)")
 	fs.Float64Var(&o.NVMeBW, "nvme-bw", 0, "local NVMe bandwidth per node in GB/s, for offload=nvme (ZeRO-Infinity; default: the policy's NVMeBW, else 25)")
 
+	fs.Float64Var(&o.MemoryMargin, "memory-margin", -1, "per cent of GPU memory a plan should leave free; a plan inside it fits but is shown as tight (default: the policy's MemoryMargin=, else 5)")
 	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep etp(expert TP, default tp) dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params|nvme)")
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
@@ -110,20 +114,25 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func runPlan(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("plan", "plan --model NAME|PATH --gpu TYPE --gpus N --seq-len S --global-batch B [flags]", env.stderr)
+	fs := newFlags("plan", "plan --model NAME|PATH --gpu TYPE --gpus N --seq-len S --global-batch B [flags]", env.stdout)
 	var o planOptions
 	o.AddFlags(fs)
 	var pol planPolicyOptions
 	pol.addFlags(fs, env.getenv)
+	listModels := fs.Bool("list-models", false, "print the model presets (layers, hidden, heads, parameters, source) and exit; --model list does the same")
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
 		flagsUsage()
-		fmt.Fprint(env.stderr, joinLines("",
-			"Exit status: 0 a plan fits; 2 bad flag or input file; 3 (no-fit) nothing fits, or the fully pinned",
-			"layout does not (it is still printed, with fits false); the message says what would fit."))
+		fmt.Fprint(env.stdout, joinLines("",
+			"A fully pinned layout that does not fit is still printed (fits false) and exits 3.",
+			""))
+		fmt.Fprint(env.stdout, exitCodeTable())
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *listModels || o.Model == "list" {
+		return writeModelList(env.stdout)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q: plan takes only flags", fs.Arg(0))
@@ -166,6 +175,7 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 		return planCompare(env, &o, m, j, clusters, so)
 	}
 	c := clusters[0]
+	j.Precision = plan.PrecisionFor(j.Precision, c.GPU)
 	r := plan.Search(m, j, c, so)
 	if err := o.render(env, m, j, c, r); err != nil {
 		return err
@@ -185,9 +195,22 @@ func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
 // error naming the nearest miss and what would fit (plan.NoFit).
 func noFitError(m plan.Model, j plan.Job, c plan.Cluster, so plan.SearchOptions, r plan.Result) error {
 	if msg := plan.NoFit(m, j, c, so, r); msg != "" {
-		return withCode(exitcode.NoFit, errors.New(msg))
+		return withCode(noFitCode(r), errors.New(msg))
 	}
 	return nil
+}
+
+// noFitCode tells a layout the rules forbid (exitcode.Layout) and a job the GPU
+// cannot run (exitcode.Capability) apart from one that needs more memory
+// (exitcode.NoFit): a job script's fix differs.
+func noFitCode(r plan.Result) int {
+	switch r.Invalid {
+	case plan.InvalidLayout:
+		return exitcode.Layout
+	case plan.InvalidCapability:
+		return exitcode.Capability
+	}
+	return exitcode.NoFit
 }
 
 // render writes r in the chosen format. Formats that describe one layout
@@ -229,7 +252,7 @@ func planCompare(env *runEnv, o *planOptions, m plan.Model, j plan.Job, clusters
 	}
 	var rs []plan.GPUResult
 	for _, c := range clusters {
-		rs = append(rs, plan.GPUResult{Cluster: c, Result: plan.Search(m, j, c, so)})
+		rs = append(rs, plan.GPUResult{Cluster: c, Result: plan.Search(m, j, c, so)}) // Search takes each GPU's 16-bit format
 	}
 	if o.Format == "json" {
 		if err := plan.RenderComparisonJSON(env.stdout, rs); err != nil {
@@ -248,13 +271,17 @@ func planCompare(env *runEnv, o *planOptions, m plan.Model, j plan.Job, clusters
 		}
 	}
 	var errs []string
+	code := 0
 	for _, g := range rs {
 		if g.Result.Plan != nil && g.Result.Plan.Memory.Fits {
 			return nil // at least one type fits: the comparison answered
 		}
 		errs = append(errs, noFitError(m, j, g.Cluster, so, g.Result).Error())
+		if c := noFitCode(g.Result); code == 0 || c == exitcode.NoFit {
+			code = c // no-fit where any type is only short of memory
+		}
 	}
-	return withCode(exitcode.NoFit, errors.New(strings.Join(errs, "; ")))
+	return withCode(code, errors.New(strings.Join(errs, "; ")))
 }
 
 // model resolves --model (preset or config.json) and the shape flags, which
@@ -396,7 +423,7 @@ func (o *planOptions) job() (plan.Job, error) {
 		return j, usageErrorf("--global-batch %d: give the sequences per optimizer step (e.g. --global-batch 512)", o.GlobalBatch)
 	}
 	switch j.Precision {
-	case plan.BF16, plan.FP16, plan.FP8:
+	case "", plan.BF16, plan.FP16, plan.FP8: // "": the GPU's 16-bit format (plan.PrecisionFor)
 	default:
 		return j, usageErrorf("--precision %q: accepted: bf16, fp16, fp8", o.Precision)
 	}
@@ -496,6 +523,9 @@ func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, 
 				return nil, usageErrorf("--gpus-per-node %d: must be positive", o.GPUsPerNode)
 			}
 			perNode = o.GPUsPerNode
+			if n > perNode && n%perNode != 0 {
+				return nil, usageErrorf("--gpus %d is not a whole number of %d-GPU nodes (--gpus-per-node %d): give --gpus %d or %d", n, perNode, perNode, n/perNode*perNode, (n/perNode+1)*perNode)
+			}
 		}
 		c := plan.ClusterFor(g, n, perNode)
 		if changed("nvlink-domain") {
@@ -522,7 +552,30 @@ func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, 
 			}
 			c.NVMeBW = o.NVMeBW * 1e9
 		}
+		switch {
+		case o.MemoryMargin == 0:
+			c.MemoryMargin = -1 // none
+		case o.MemoryMargin > 0 && o.MemoryMargin <= 50:
+			c.MemoryMargin = o.MemoryMargin / 100
+		case o.MemoryMargin > 50 || o.MemoryMargin < 0 && o.MemoryMargin != -1:
+			return nil, usageErrorf("--memory-margin %g: give a percentage from 0 to 50 (e.g. 5)", o.MemoryMargin)
+		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// writeModelList is `plan --list-models`: every preset --model takes.
+func writeModelList(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tLAYERS\tHIDDEN\tHEADS\tKV\tEXPERTS\tPARAMS\tSOURCE")
+	for _, n := range plan.ModelNames() {
+		m, err := plan.LookupModel(n)
+		if err != nil {
+			continue // a preset named only to refuse it (unsupported architecture)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.1fB\t%s\n", n, m.Layers, m.Hidden, m.Heads, m.KVHeads, m.Experts, m.Params()/1e9, plan.ModelSource(n))
+	}
+	fmt.Fprintln(tw, "\nOr give a Hugging Face config.json (or its directory), or the shape flags --layers --hidden --heads ...")
+	return tw.Flush()
 }

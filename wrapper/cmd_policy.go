@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ show   prints the settings a partition gets (site-wide ones without
 func runPolicy(ctx context.Context, env *runEnv, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(env.stderr, policyUsage)
+		writeExamples(env.stderr, "policy")
 		return usageErrorf("policy needs a subcommand: check or show")
 	}
 	switch args[0] {
@@ -39,6 +41,7 @@ func runPolicy(ctx context.Context, env *runEnv, args []string) error {
 		return runPolicyShow(env, args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprint(env.stdout, policyUsage)
+		writeExamples(env.stdout, "policy")
 		return nil
 	}
 	return usageErrorf("unknown policy subcommand %q; use check or show", args[0])
@@ -78,7 +81,7 @@ func reportPolicyErrors(w io.Writer, path string, err error) error {
 }
 
 func runPolicyCheck(env *runEnv, args []string) error {
-	fs := newFlags("policy check", "policy check FILE", env.stderr)
+	fs := newFlags("policy check", "policy check FILE", env.stdout)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -108,10 +111,14 @@ func policyPlural(n int, one, many string) string {
 }
 
 func runPolicyShow(env *runEnv, args []string) error {
-	fs := newFlags("policy show", "policy show [--partition P] FILE", env.stderr)
+	fs := newFlags("policy show", "policy show [--partition P] [--format table|json] FILE", env.stdout)
 	partition := fs.String("partition", "", "the partition whose settings to show (default: the site-wide ones)")
+	format := fs.String("format", "table", "table, or json (a list of {key, value, from, users_may_override})")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *format != "table" && *format != "json" {
+		return usageErrorf("--format %q: use table or json", *format)
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf("policy show takes one FILE, got %d arguments", fs.NArg())
@@ -120,6 +127,9 @@ func runPolicyShow(env *runEnv, args []string) error {
 	p, err := loadPolicyFile(path)
 	if err != nil {
 		return reportPolicyErrors(env.stderr, path, err)
+	}
+	if *format == "json" {
+		return policyShowJSON(env.stdout, p, *partition)
 	}
 	switch {
 	case *partition == "":
@@ -133,16 +143,39 @@ func runPolicyShow(env *runEnv, args []string) error {
 	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tFROM\tUSERS MAY OVERRIDE")
 	for _, r := range s.Rows() {
-		may := "never"
-		if k := policyKeyInfo(r.Key); k.User {
-			may = "no"
-			if p.MayOverride(r.Key, *partition) {
-				may = "yes"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Key, obs.RedactURLs(r.Value), r.Source, may) // webhook tokens
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Key, obs.RedactURLs(r.Value), r.Source, mayOverride(p, r.Key, *partition)) // webhook tokens
 	}
 	return tw.Flush()
+}
+
+// mayOverride is the USERS MAY OVERRIDE column: yes (UserOverride allows
+// it here), no (it could, but this policy does not allow it) or never (an
+// admin-only key).
+func mayOverride(p *policy.Policy, key, partition string) string {
+	if k := policyKeyInfo(key); !k.User {
+		return "never"
+	}
+	if p.MayOverride(key, partition) {
+		return "yes"
+	}
+	return "no"
+}
+
+// policyShowJSON is `policy show --format json`: the partition's rows.
+func policyShowJSON(w io.Writer, p *policy.Policy, partition string) error {
+	type row struct {
+		Key              string `json:"key"`
+		Value            string `json:"value"`
+		From             string `json:"from"`
+		UsersMayOverride string `json:"users_may_override"`
+	}
+	rows := []row{}
+	for _, r := range p.Effective(partition).Rows() {
+		rows = append(rows, row{r.Key, obs.RedactURLs(r.Value), r.Source.String(), mayOverride(p, r.Key, partition)})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"partition": partition, "settings": rows})
 }
 
 func policyKeyInfo(name string) policy.Key {

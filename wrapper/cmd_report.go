@@ -20,17 +20,18 @@ func init() {
 }
 
 func runReport(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("report", "report [--svg FILE] [--format text|json] JOBDIR", env.stderr)
+	fs := newFlags("report", "report [--svg FILE] [--format table|json] JOBDIR", env.stdout)
 	svg := fs.String("svg", "", "also draw the run's timeline (incarnations, checkpoints, interruptions, requeue waits, steps) into this SVG file")
-	format := fs.String("format", "text", "text, or json (the report's data)")
+	format := fs.String("format", "table", "table, or json (the report's data); text is table's old name, kept for one release")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf("report needs one job directory (the run's TRAINRUN_JOB_DIR, e.g. trainrun-1234), got %d arguments", fs.NArg())
 	}
+	*format = tableFormat(*format, "text")
 	if *format != "text" && *format != "json" {
-		return usageErrorf("--format %q: use text or json", *format)
+		return usageErrorf("--format %q: use table or json", *format)
 	}
 	if strings.HasSuffix(strings.ToLower(*svg), ".png") {
 		return usageErrorf("--svg %s: trainrun writes SVG; write %s and convert it (Debian librsvg2-bin: rsvg-convert -o %s %s)",

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
@@ -66,5 +68,46 @@ func TestReportErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, errs, tc.code, tc.msg)
 			}
 		})
+	}
+}
+
+// report --format json keeps its fields and adds "summary" in the one
+// output convention: snake_case, seconds as numbers, RFC 3339 times with a
+// zone, the job id (issue 30 point 8).
+func TestReportJSONSummary(t *testing.T) {
+	code, out, errs := runReportCmd(t, "--format", "json", filepath.Join("testdata", "report", "job"))
+	if code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r struct {
+		JobID        string
+		Incarnations []json.RawMessage
+		Summary      struct {
+			JobID        string  `json:"job_id"`
+			First        string  `json:"first"`
+			RunningS     float64 `json:"running_s"`
+			Incarnations []struct {
+				JobID string  `json:"job_id"`
+				Start string  `json:"start"`
+				LostS float64 `json:"lost_s"`
+				Ended string  `json:"ended"`
+			} `json:"incarnations"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Summary
+	if r.JobID == "" || s.JobID != r.JobID || len(s.Incarnations) != len(r.Incarnations) || len(s.Incarnations) == 0 || s.RunningS <= 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	for _, in := range s.Incarnations {
+		ts, err := time.Parse(time.RFC3339Nano, in.Start)
+		if err != nil || in.JobID != r.JobID || in.Ended == "" || in.LostS < 0 || in.LostS > 1e6 {
+			t.Errorf("incarnation %+v (%v)", in, err)
+		}
+		if _, off := ts.Zone(); !strings.HasSuffix(in.Start, "Z") && off == 0 {
+			t.Errorf("start %q has no zone", in.Start)
+		}
 	}
 }

@@ -99,7 +99,7 @@ var runHelpTail = joinLines(
 	"Inside an allocation (sbatch or salloc), plans the layout (or takes --fix/--plan), places one rank",
 	"per GPU, writes plan.json, hostfile and summary.txt into the job directory and launches the step",
 	"with srun. Each task gets the torchrun variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,",
-	"NODE_RANK, MASTER_ADDR, MASTER_PORT) and TRAINRUN_* (see PRODUCT.md).",
+	"NODE_RANK, MASTER_ADDR, MASTER_PORT) and TRAINRUN_* (trainrun help trainer lists them).",
 	"",
 	"With the SPANK plugin, '#SBATCH --train-model=NAME --train-batch=GLOBALxSEQLEN' reach trainrun run",
 	"as TRAINRUN_MODEL and TRAINRUN_BATCH: they stand for --model and --seq-len/--global-batch where",
@@ -141,13 +141,13 @@ var runHelpTail = joinLines(
 
 func runRun(ctx context.Context, env *runEnv, args []string) error {
 	var o runOptions
-	fs := newFlags("run", runSynopsis, env.stderr)
+	fs := newFlags("run", runSynopsis, env.stdout)
 	o.addFlags(fs, env.getenv)
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n\nFlags:\n", runSynopsis)
+		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n\nFlags:\n", runSynopsis)
 		fs.PrintDefaults()
-		fmt.Fprint(env.stderr, runHelpTail)
-		fmt.Fprint(env.stderr, exitCodeTable())
+		fmt.Fprint(env.stdout, runHelpTail)
+		fmt.Fprint(env.stdout, exitCodeTable())
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "exec-task", short: "internal: run one task of a 'trainrun run' step (srun starts it)", run: runExecTask})
+	register(&command{name: "exec-task", short: "internal: run one task of a 'trainrun run' step (srun starts it)", run: runExecTask, hidden: true})
 }
 
 // runExecTask is the per-task shim, internal/shim (the lean trainrun-shim

@@ -157,12 +157,12 @@ func (o *submitOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) 
 
 func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	var o submitOptions
-	fs := newFlags("submit", submitSynopsis, env.stderr)
+	fs := newFlags("submit", submitSynopsis, env.stdout)
 	o.addFlags(fs, env.getenv)
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n\nFlags:\n", submitSynopsis)
+		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n\nFlags:\n", submitSynopsis)
 		fs.PrintDefaults()
-		fmt.Fprint(env.stderr, submitHelpTail)
+		fmt.Fprint(env.stdout, submitHelpTail)
 	}
 	ours, passthrough, script, err := splitSbatchArgs(fs, args)
 	if err != nil {
@@ -191,7 +191,19 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 		return withCode(noChoiceCode(cands), err)
 	}
 	if o.dryRun {
-		return o.print(env.stdout, cands, chosen, "")
+		if err := o.print(env.stdout, cands, chosen, ""); err != nil {
+			return err
+		}
+		if o.plan.Format != "json" { // as sweep --dry-run: the command it would run (the plan file is written at submission)
+			c := &cands[chosen]
+			args := requestArgs(c, withPlanExport(sb, filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs))))
+			q := make([]string, 0, len(args)+len(script))
+			for _, a := range append(args, script...) {
+				q = append(q, shellQuote(a))
+			}
+			fmt.Fprintf(env.stdout, "dry run: would submit  sbatch %s\n", strings.Join(q, " "))
+		}
+		return nil
 	}
 	id, err := o.submitChosen(ctx, env, &cands[chosen], sb, script)
 	if err != nil {
@@ -350,7 +362,8 @@ func testOnly(ctx context.Context, c slurm.Client, cands []submit.Candidate, ext
 			if err != nil {
 				var se *slurm.Error
 				if errors.As(err, &se) && se.Stderr != "" {
-					cd.StartErr = se.Stderr
+					// one line: sbatch's multi-line messages broke the table
+					cd.StartErr = strings.Join(strings.Fields(strings.ReplaceAll(se.Stderr, "\n", " ; ")), " ")
 				} else {
 					cd.StartErr = err.Error()
 				}
@@ -553,8 +566,8 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 		if c.Partial {
 			kind = fmt.Sprintf("partial node: --gpus-per-node=%d, shared", c.GPUsPerNode)
 		}
-		fmt.Fprintf(w, "\nchosen: partition %s, %d node(s) × %d GPUs (%s), %s, --time=%d\n", c.Partition, c.Nodes, c.GPUsPerNode, kind,
-			c.Eval.Layout.Config(), int(c.TimeLimit/time.Minute))
+		fmt.Fprintf(w, "\nchosen: partition %s, %d node(s) × %d GPUs (%s), %s, --time=%s\n", c.Partition, c.Nodes, c.GPUsPerNode, kind,
+			c.Eval.Layout.Config(), slurmDuration(c.TimeLimit))
 	}
 	if id != "" {
 		fmt.Fprintf(w, "Submitted batch job %s\n", id)
@@ -569,9 +582,22 @@ func shortDur(s float64) string {
 	return units.Seconds(s)
 }
 
+// clock is a START or FINISH cell: RFC 3339 with its zone, as the JSON.
 func clock(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Format("2006-01-02T15:04:05")
+	return t.Format(time.RFC3339)
+}
+
+// slurmDuration writes d as sbatch's --time takes it and squeue prints it:
+// [D-]HH:MM:SS (366038 minutes is 254-04:38:00).
+func slurmDuration(d time.Duration) string {
+	s := int64(d / time.Second)
+	days, s := s/86400, s%86400
+	hms := fmt.Sprintf("%02d:%02d:%02d", s/3600, s%3600/60, s%60)
+	if days > 0 {
+		return fmt.Sprintf("%d-%s", days, hms)
+	}
+	return hms
 }

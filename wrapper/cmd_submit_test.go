@@ -238,6 +238,11 @@ func TestSubmitAmbiguousGPU(t *testing.T) {
 		!strings.Contains(errOut, "GPUType= on the policy's line 'PartitionName=ampere'") || strings.Contains(out, "ampere") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
 	}
+	// The note names the user's fix too; --dry-run shows the sbatch line (issue 30).
+	if !strings.Contains(errOut, "give --gpu a100-80gb (or a100-40gb)") || !strings.Contains(out, "dry run: would submit  sbatch --partition=hopper ") ||
+		!strings.Contains(out, " job.sh\n") || !strings.Contains(out, "--export=ALL,TRAINRUN_PLAN=") {
+		t.Errorf("note or dry-run line:\n%s\n%s", out, errOut)
+	}
 	_, errOut, code = runSched(t, f, append(append(args, "--partition", "ampere,nosuch"), "--", "job.sh")...)
 	if code != exitcode.Usage || !strings.Contains(errOut, "Slurm has no partition nosuch (it has: hopper, ampere)") {
 		t.Errorf("exit %d\n%s", code, errOut)

@@ -71,6 +71,7 @@ type sweepOptions struct {
 	partition  string
 	runArgs    []string
 	sbatchArgs []string
+	keysInEnv  bool // the trainer reads TRAINRUN_SWEEP_<KEY>: keys need not appear in the command
 }
 
 // sweepPlanFlagsNotForRun are plan flags that size or describe the sweep
@@ -87,6 +88,7 @@ func (o *sweepOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.proxyScale, "proxy-scale", 0, "plan the trials on the model scaled by F (0 < F < 1) in width and depth, and print the sweep's cost against the full model's")
 	fs.StringVar(&o.metric, "metric", "loss", "the metric 'sweep status' ranks trials by (as the trainer reports it)")
 	fs.BoolVar(&o.maximize, "maximize", false, "the best trial has the highest --metric (default: the lowest)")
+	fs.BoolVar(&o.keysInEnv, "keys-in-env", false, "the trainer reads each swept value from TRAINRUN_SWEEP_<KEY>: a key need not appear as {KEY} in the command")
 	fs.StringVar(&o.dir, "sweep-dir", "", "the sweep's directory, on a file system all nodes share (default ./trainrun-sweep-NAME)")
 	fs.Lookup("name").Usage = "the sweep's name: the array's job name, TRAINRUN_SWEEP, the metrics' sweep label (default: the swept keys and a hash of the sweep)"
 }
@@ -125,13 +127,13 @@ func runSweep(ctx context.Context, env *runEnv, args []string) error {
 		return runSweepStatus(ctx, env, args[1:])
 	}
 	var o sweepOptions
-	fs := newFlags("sweep", sweepSynopsis, env.stderr)
+	fs := newFlags("sweep", sweepSynopsis, env.stdout)
 	o.addFlags(fs)
 	o.plan.Calibration = env.getenv("TRAINRUN_CALIBRATION") // --calibration's default
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: trainrun %s\n       trainrun sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]\n\nFlags:\n", sweepSynopsis)
+		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n       trainrun sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]\n\nFlags:\n", sweepSynopsis)
 		fs.PrintDefaults()
-		fmt.Fprint(env.stderr, sweepHelpTail)
+		fmt.Fprint(env.stdout, sweepHelpTail)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -147,7 +149,13 @@ func runSweep(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkSweepCommand(fs, argv, s.Keys, o.keysInEnv); err != nil {
+		return err
+	}
 	if err := o.sizeAndTime(ctx, env, fs, s); err != nil {
+		return err
+	}
+	if err := o.checkTrialsPlannable(fs, env.getenv, s); err != nil {
 		return err
 	}
 	exe, err := os.Executable()

@@ -26,6 +26,8 @@ import (
 type sweepStatusJSON struct {
 	Trials []sweep.TrialStatus `json:"trials"`
 	Best   *sweepBestJSON      `json:"best"`
+	// Added by issue 30: which sweep and job array this is.
+	Sweep, JobID, Dir string
 }
 
 type sweepBestJSON struct {
@@ -35,7 +37,7 @@ type sweepBestJSON struct {
 }
 
 func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("sweep status", "sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]", env.stderr)
+	fs := newFlags("sweep status", "sweep status DIR [--format table|json] [--metric NAME] [--maximize] [--svg FILE]", env.stdout)
 	format := fs.String("format", "table", "table|json")
 	metric := fs.String("metric", "", "rank the trials by this metric (default: the sweep's --metric)")
 	maximize := fs.Bool("maximize", false, "the best trial has the highest metric (default: the sweep's choice, else the lowest)")
@@ -72,7 +74,7 @@ func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
 		fmt.Fprintf(env.stderr, "trainrun: sweep status: warning: %v\n", err)
 	}
 	if *format == "json" {
-		out := sweepStatusJSON{Trials: rows}
+		out := sweepStatusJSON{Trials: rows, Sweep: m.Name, JobID: m.JobID, Dir: m.Dir}
 		if ok {
 			out.Best = &sweepBestJSON{Index: best.Index, Params: best.Params, Metric: best.Metric}
 		}
@@ -134,7 +136,15 @@ func sweepRows(ctx context.Context, env *runEnv, m *sweepManifest) []sweep.Trial
 		if metric == nil {
 			metric = map[string]float64{}
 		}
-		rows = append(rows, sweep.TrialStatus{Index: t.Index, Params: t.Params, State: state, Reason: reason, Restarts: f.Restarts, Steps: f.Steps, Metric: metric})
+		row := sweep.TrialStatus{Index: t.Index, Params: t.Params, State: state, Reason: reason, Restarts: f.Restarts, Steps: f.Steps, Metric: metric}
+		if m.JobID != "" {
+			row.JobID = fmt.Sprintf("%s_%d", m.JobID, t.Index)
+		}
+		if state == sweep.Failed {
+			row.Log = filepath.Join(m.Dir, "logs", fmt.Sprintf("trial-%d.out", t.Index))
+			row.Error = trialError(row.Log)
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -161,7 +171,7 @@ func jsonSafe(s sweepStatusJSON) any {
 	for i, t := range s.Trials {
 		rows[i] = row{t, fix(t.Metric)}
 	}
-	out := map[string]any{"trials": rows, "best": nil}
+	out := map[string]any{"trials": rows, "best": nil, "sweep": s.Sweep, "job_id": s.JobID, "sweep_dir": s.Dir}
 	if s.Best != nil {
 		out["best"] = map[string]any{"index": s.Best.Index, "params": s.Best.Params, "metric": fix(s.Best.Metric)}
 	}
@@ -188,6 +198,12 @@ func printSweepStatus(env *runEnv, m *sweepManifest, rows []sweep.TrialStatus, m
 			v = strconv.FormatFloat(x, 'g', 6, 64)
 		}
 		fmt.Fprintf(w, " %-10s %7d %-12s %s\n", r.State, r.Steps, v, r.Reason)
+		if r.Error != "" {
+			fmt.Fprintf(w, "       %s\n", r.Error)
+		}
+		if r.Log != "" {
+			fmt.Fprintf(w, "       log: %s\n", r.Log)
+		}
 	}
 	if !ok {
 		fmt.Fprintf(w, "best: none yet (no trial reported %q as a number)\n", metric)

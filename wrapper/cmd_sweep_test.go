@@ -95,7 +95,7 @@ func TestSweepSubmitsOneArray(t *testing.T) {
 	}
 	// the same sweep again is refused, naming the directory
 	env2, _, errb2 := sweepEnv(f)
-	if code := dispatch(context.Background(), env2, []string{"sweep", "--grid", "lr=1,2", "--time", "5m", "--gpus-per-node", "1", "--sweep-dir", dir, "--", "x"}); code != exitcode.Usage ||
+	if code := dispatch(context.Background(), env2, []string{"sweep", "--grid", "lr=1,2", "--time", "5m", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--", "x", "{lr}"}); code != exitcode.Usage ||
 		!strings.Contains(errb2.String(), "already holds a sweep") {
 		t.Errorf("second sweep into %s: exit %d %s", dir, code, errb2)
 	}
@@ -109,7 +109,7 @@ func TestSweepDryRunWritesNothingAndSizesFromSlurm(t *testing.T) {
 	f := &fakeSlurm{nodesOut: string(nodes)}
 	env, out, errb := sweepEnv(f)
 	dir := filepath.Join(t.TempDir(), "sw")
-	code := dispatch(context.Background(), env, []string{"sweep", "--random", "3", "--range", "lr=1e-4:1e-2:log", "--time", "20",
+	code := dispatch(context.Background(), env, []string{"sweep", "--random", "3", "--range", "lr=1e-4:1e-2:log", "--time", "20", "--fix", "tp=1",
 		"--sweep-dir", dir, "--dry-run", "--", "python3", "t.py", "--lr={lr}"})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
@@ -133,7 +133,7 @@ func TestSweepDryRunWritesNothingAndSizesFromSlurm(t *testing.T) {
 func TestSweepPlansTheTimeLimit(t *testing.T) {
 	env, out, errb := sweepEnv(&fakeSlurm{})
 	args := []string{"sweep", "--grid", "lr=1e-4,3e-4", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus-per-node", "8", "--seq-len", "4096",
-		"--global-batch", "64", "--steps", "200", "--dry-run", "--proxy-scale", "0.25", "--", "python3", "t.py"}
+		"--global-batch", "64", "--steps", "200", "--dry-run", "--proxy-scale", "0.25", "--", "python3", "t.py", "--lr", "{lr}"}
 	if code := dispatch(context.Background(), env, args); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
@@ -145,7 +145,7 @@ func TestSweepPlansTheTimeLimit(t *testing.T) {
 	}
 	// without --time and without a model: a clear error that says what to give
 	env2, _, errb2 := sweepEnv(&fakeSlurm{})
-	if code := dispatch(context.Background(), env2, []string{"sweep", "--grid", "lr=1,2", "--gpus-per-node", "1", "--dry-run", "--", "x"}); code != exitcode.Usage ||
+	if code := dispatch(context.Background(), env2, []string{"sweep", "--grid", "lr=1,2", "--gpus-per-node", "1", "--dry-run", "--", "x", "{lr}"}); code != exitcode.Usage ||
 		!strings.Contains(errb2.String(), "--time not given") || !strings.Contains(errb2.String(), "give --time LIMIT") {
 		t.Errorf("exit %d: %s", code, errb2)
 	}
@@ -155,7 +155,7 @@ func TestSweepStatus(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sw")
 	f := &fakeSlurm{}
 	env, _, errb := sweepEnv(f)
-	if code := dispatch(context.Background(), env, []string{"sweep", "--grid", "lr=0.1,0.2,0.3", "--time", "5m", "--gpus-per-node", "1", "--sweep-dir", dir, "--", "x", "{lr}"}); code != 0 {
+	if code := dispatch(context.Background(), env, []string{"sweep", "--grid", "lr=0.1,0.2,0.3", "--time", "5m", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--", "x", "{lr}"}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 	// trial 0 finished with loss 0.5, trial 1 finished with loss 0.25, trial 2 runs at step 4
@@ -227,7 +227,7 @@ func TestSweepStatusMetrics(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sw")
 	f := &fakeSlurm{}
 	env, _, errb := sweepEnv(f)
-	if code := dispatch(context.Background(), env, []string{"sweep", "--name", "lrs", "--grid", "lr=0.1,0.2,0.3", "--time", "5m", "--gpus-per-node", "1", "--sweep-dir", dir, "--", "x"}); code != 0 {
+	if code := dispatch(context.Background(), env, []string{"sweep", "--name", "lrs", "--grid", "lr=0.1,0.2,0.3", "--time", "5m", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--", "x", "{lr}"}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 	f.showJob = "JobId=78 ArrayJobId=77 ArrayTaskId=0 JobState=RUNNING Reason=None Restarts=0 ExitCode=0:0\n" +

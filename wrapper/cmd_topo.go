@@ -23,10 +23,10 @@ func init() {
 }
 
 func runTopo(ctx context.Context, env *runEnv, args []string) error {
-	fs := newFlags("topo", "topo [--root DIR | --machine NAME|list] [--format matrix|json|nccl-xml]\n       trainrun topo --cluster [--topology-conf FILE] [--format matrix|json]", env.stderr)
+	fs := newFlags("topo", "topo [--root DIR | --machine NAME|list] [--format table|json|nccl-xml]\n       trainrun topo --cluster [--topology-conf FILE] [--format table|json]", env.stdout)
 	root := fs.String("root", "", "read a captured machine: DIR/sys (and DIR/proc, DIR/etc where present) instead of /sys, /proc, /etc")
 	machine := fs.String("machine", "", "read a built-in machine snapshot (e.g. hgx-h100); 'list' lists them")
-	format := fs.String("format", "matrix", "output: matrix (like nvidia-smi topo -m), json, or nccl-xml (an NCCL_TOPO_FILE)")
+	format := fs.String("format", "table", "output: table (the matrix, like nvidia-smi topo -m), json, or nccl-xml (an NCCL_TOPO_FILE); matrix is table's old name, kept for one release")
 	cluster := fs.Bool("cluster", false, "show the cluster model (switch tree, NVLink blocks) from the local Slurm's 'scontrol show topology' instead of one node")
 	topoConf := fs.String("topology-conf", "", "with --cluster: read this topology.conf instead of asking scontrol")
 	capture := fs.String("capture", "", "copy what topo reads of this machine (or of --root) into DIR, for --root DIR elsewhere; DIR/"+topo.CaptureManifest+" lists every path copied.\n"+topo.CaptureContents)
@@ -37,10 +37,11 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q; topo takes only flags (run 'trainrun topo --help')", fs.Arg(0))
 	}
+	*format = tableFormat(*format, "matrix")
 	switch *format {
 	case "matrix", "json", "nccl-xml":
 	default:
-		return usageErrorf("--format %q: accepted: matrix, json, nccl-xml", *format)
+		return usageErrorf("--format %q: accepted: table, json, nccl-xml", *format)
 	}
 	if *cluster {
 		if *root != "" || *machine != "" {

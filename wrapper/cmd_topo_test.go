@@ -93,7 +93,7 @@ func TestTopoBadInput(t *testing.T) {
 		{"no such dir", []string{"--root", "/nonexistent/x"}, "--root /nonexistent/x: not a directory"},
 		{"unknown machine", []string{"--machine", "dgx-z9"}, `--machine dgx-z9: no built-in machine "dgx-z9"; run 'trainrun topo --machine list'`},
 		{"both", []string{"--machine", "hgx-h100", "--root", empty}, "--root and --machine both given"},
-		{"format", []string{"--machine", "hgx-h100", "--format", "yaml"}, `--format "yaml": accepted: matrix, json, nccl-xml`},
+		{"format", []string{"--machine", "hgx-h100", "--format", "yaml"}, `--format "yaml": accepted: table, json, nccl-xml`},
 		{"cluster and machine", []string{"--cluster", "--machine", "hgx-h100"}, "--cluster shows the cluster, --root/--machine one node; pick one"},
 		{"cluster xml", []string{"--cluster", "--format", "nccl-xml"}, "--format nccl-xml describes one node"},
 		{"topology-conf alone", []string{"--topology-conf", "x.conf"}, "--topology-conf goes with --cluster"},

@@ -30,7 +30,7 @@ func fixedLayout(fix string, world, globalBatch int) (plan.Layout, error) {
 	}
 	l, err := p.Layout(world, globalBatch)
 	if err != nil {
-		return l, withCode(exitcode.NoFit, fmt.Errorf("--fix %q: %w", fix, err))
+		return l, withCode(exitcode.Layout, fmt.Errorf("--fix %q: %w", fix, err))
 	}
 	return l, nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 
@@ -20,6 +19,8 @@ import (
 type command struct {
 	name  string
 	short string // one line for the command list
+	// hidden commands are internal (started by trainrun itself): not listed.
+	hidden bool
 	// run parses its own flags from args. Nothing below main calls os.Exit.
 	run func(ctx context.Context, env *runEnv, args []string) error
 }
@@ -56,12 +57,15 @@ func main() {
 
 // dispatch runs the subcommand named by args[0] and maps its error to an exit code.
 func dispatch(ctx context.Context, env *runEnv, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage(env.stdout)
 		if len(args) == 0 {
 			return exitcode.Usage
 		}
 		return exitcode.OK
+	}
+	if args[0] == "help" {
+		return runHelp(ctx, env, args[1:])
 	}
 	if args[0] == "--version" || args[0] == "version" {
 		fmt.Fprintln(env.stdout, "trainrun", version)
@@ -69,7 +73,7 @@ func dispatch(ctx context.Context, env *runEnv, args []string) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(env.stderr, "trainrun: unknown command %q; run 'trainrun --help' for the list\n", args[0])
+		fmt.Fprintf(env.stderr, "trainrun: unknown command %q%s; run 'trainrun --help' for the list\n", args[0], didYouMean(args[0], commandNames()))
 		return exitcode.Usage
 	}
 	err := c.run(ctx, env, args[1:])
@@ -91,16 +95,21 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: trainrun COMMAND [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range commandNames() {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].short)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'trainrun COMMAND --help' for a command's flags.")
+	fmt.Fprintln(w, "Help topics ('trainrun help TOPIC'):")
+	for _, n := range topicNames() {
+		fmt.Fprintf(w, "  %-10s %s\n", n, helpTopics[n].short)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'trainrun COMMAND --help' (or 'trainrun help COMMAND') for a command's flags and examples.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Examples:")
+	fmt.Fprintln(w, "  trainrun topo --machine list")
+	fmt.Fprintln(w, "  trainrun plan --model llama3-70b --gpu h100-sxm --gpus 64 --seq-len 8192 --global-batch 512")
+	fmt.Fprintln(w, "  trainrun help exit-codes")
 	fmt.Fprintln(w)
 	fmt.Fprint(w, exitCodeTable())
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/plan/policy"
 )
 
 // planPolicyOptions are trainrun plan's --policy and --partition: the
@@ -15,6 +16,14 @@ type planPolicyOptions struct {
 func (o *planPolicyOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.file, "policy", getenv("TRAINRUN_POLICY"), "the site's trainrun.conf (env TRAINRUN_POLICY): the partition's NVMeBW is the default of --nvme-bw")
 	fs.StringVar(&o.partition, "partition", slurm.JobFromEnv(getenv).Partition, "with --policy: the partition whose settings apply (env SLURM_JOB_PARTITION; a partition the policy does not name, or none, gets the site-wide ones)")
+}
+
+// policyMemoryMargin makes the partition's MemoryMargin= the default of
+// --memory-margin (called with NVMeBW's, on every path that reads a policy).
+func policyMemoryMargin(o *planOptions, st policy.Settings) {
+	if o.MemoryMargin == -1 && st.MemoryMargin.Source.Kind != policy.FromDefault {
+		o.MemoryMargin = 100 * st.MemoryMargin.Value
+	}
 }
 
 // apply sets what the policy gives to the plan's options where their

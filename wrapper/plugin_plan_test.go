@@ -297,7 +297,7 @@ func TestRunPlanInputsFromPluginTwins(t *testing.T) {
 		})
 	}
 	t.Run("help", func(t *testing.T) {
-		_, _, help := cli{}.run("run", "--help")
+		_, help, _ := cli{}.run("run", "--help")
 		for _, w := range []string{"default: TRAINRUN_MODEL, which the plugin's #SBATCH --train-model sets", "default: from TRAINRUN_BATCH=GLOBALxSEQLEN", "#SBATCH --train-model=NAME --train-batch=GLOBALxSEQLEN"} {
 			if !strings.Contains(help, w) {
 				t.Errorf("trainrun run --help lacks %q", w)

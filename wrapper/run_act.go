@@ -73,7 +73,7 @@ func (r *runner) afterStep(res stepResult, store ckptStore) error {
 // outcome gathers what run.Decide reads, except the commit's result.
 func (r *runner) outcome(code int, reason run.StopReason, tagAtStop string, exits map[int]int, firstFail *launch.Event) run.Outcome {
 	o := run.Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.step.cmdArgv[0], CkptDir: r.dirs.ckptDir,
-		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, MaxRequeue: r.cfg.maxRequeue, MaxFailures: r.cfg.maxFailures,
+		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, Interactive: !r.facts.job.IsBatch(), MaxRequeue: r.cfg.maxRequeue, MaxFailures: r.cfg.maxFailures,
 		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.facts.lead,
 		HangWhat: r.sess.hangWhat, Restarts: r.sess.restarts, MaxRestarts: r.cfg.fault.maxRestarts}
 	if firstFail != nil {

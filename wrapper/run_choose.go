@@ -105,6 +105,7 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 		return choice{}, err
 	}
 	c := clusters[0]
+	j.Precision = plan.PrecisionFor(j.Precision, c.GPU) // the flag's default: the GPU's 16-bit format
 	pins, err := parseFix(po.Fix)
 	if err != nil {
 		return choice{}, err

@@ -103,10 +103,13 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 		return f, probeErr
 	}
 	// The allocation is never changed in place (goroutines may hold it): the
-	// job's limits give a new one.
+	// job's limits give a new one. Slurm requeues batch jobs only (salloc).
 	next := *a
-	next.TimeLimit, next.EndTime, next.Requeue = f.job.TimeLimit, f.job.EndTime, f.job.Requeue
+	next.TimeLimit, next.EndTime, next.Requeue = f.job.TimeLimit, f.job.EndTime, f.job.Requeue && f.job.IsBatch()
 	r.alloc, a = &next, &next
+	if w := outputTruncationWarning(ctx, sc, f.job, r.env.getenv); w != "" {
+		r.logf("warning: %s", w)
+	}
 	f.lead = r.cfg.plan.CkptLead
 	if r.cfg.source("ckpt-lead").kind == fromDefault && a.TimeLimit > 0 { // a lead given or from the policy is used as given
 		f.lead = min(defaultCkptLead, a.TimeLimit/4)

@@ -107,10 +107,16 @@ func runDirOf(base, name string, named, dry bool) (dir string, primary bool, err
 	return filepath.Join(base, jobRunsDir, name), false, nil
 }
 
-// alreadyFinishedMsg names the run that finished and says how to start another.
-func alreadyFinishedMsg(name, job string, restart int, when, tag string) string {
-	return fmt.Sprintf("run %q already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again. "+
+// alreadyFinishedMsg names the run that finished and says how to start
+// another, and how to train on from its final checkpoint (store: its
+// checkpoint directory).
+func alreadyFinishedMsg(name, job string, restart int, when, tag, store string) string {
+	msg := fmt.Sprintf("run %q already finished (job %s, restart %d, %s, final checkpoint %s); not starting it again. "+
 		"To start another run in this job, give it another name: trainrun run --name %s-2 ...", name, job, restart, when, tag, name)
+	if tag != "none" {
+		msg += fmt.Sprintf("; to train on from its final checkpoint, start a new run from it in a new, empty store: trainrun run --init-from %s --ckpt-dir NEW_DIR ...", filepath.Join(store, tag))
+	}
+	return msg
 }
 
 // resolveRun sets the run's name and directory under the job directory base.
@@ -147,8 +153,8 @@ func (r *runner) finishedBefore() (bool, error) {
 		return false, nil
 	}
 	if f.Run != "" && f.Run != r.dirs.runName {
-		return false, usageErrorf("--ckpt-dir %s holds run %q, which finished; this run is %q: give it its own --ckpt-dir (or leave --ckpt-dir unset: each run then gets JOBDIR/runs/NAME/checkpoints)", r.dirs.ckptDir, f.Run, r.dirs.runName)
+		return false, usageErrorf("--ckpt-dir %s holds run %q, which finished; this run is %q: give it its own --ckpt-dir (or leave --ckpt-dir unset: each run then gets JOBDIR/runs/NAME/checkpoints); to train on from its final checkpoint: --init-from %s --ckpt-dir NEW_DIR", r.dirs.ckptDir, f.Run, r.dirs.runName, filepath.Join(r.dirs.ckptDir, cmp.Or(f.Tag, "TAG")))
 	}
-	r.logf("%s", alreadyFinishedMsg(r.dirs.runName, f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none")))
+	r.logf("%s", alreadyFinishedMsg(r.dirs.runName, f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none"), r.dirs.ckptDir))
 	return true, nil
 }

@@ -76,8 +76,8 @@ func TestRunDirOf(t *testing.T) {
 }
 
 func TestAlreadyFinishedMsgSaysHowToStartAnother(t *testing.T) {
-	m := alreadyFinishedMsg("trial-1", "42", 1, "2026-01-01T00:00:00Z", "step-10")
-	for _, want := range []string{`run "trial-1" already finished`, "job 42", "step-10", "--name trial-1-2"} {
+	m := alreadyFinishedMsg("trial-1", "42", 1, "2026-01-01T00:00:00Z", "step-10", "/ckpt/run1")
+	for _, want := range []string{`run "trial-1" already finished`, "job 42", "step-10", "--name trial-1-2", "--init-from /ckpt/run1/step-10 --ckpt-dir NEW_DIR"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("message %q lacks %q", m, want)
 		}

@@ -54,6 +54,7 @@ func policyNVMeBW(o *planOptions, flagGiven bool, st policy.Settings) {
 	if !flagGiven && st.NVMeBW.Value > 0 {
 		o.NVMeBW = st.NVMeBW.Value
 	}
+	policyMemoryMargin(o, st)
 }
 
 // addSoftwareUsage says in run's help where --stack, --precision and

@@ -132,7 +132,7 @@ func TestRunSoftwareInputsPrecedence(t *testing.T) {
 		})
 	}
 	t.Run("help", func(t *testing.T) {
-		_, _, help := cli{}.run("run", "--help")
+		_, help, _ := cli{}.run("run", "--help")
 		for _, w := range []string{"default: TRAINRUN_STACK, which the plugin's #SBATCH --train-stack sets, else the partition's policy Stack=",
 			"default: TRAINRUN_FINETUNE", "else that twin, else the partition's"} {
 			if !strings.Contains(help, w) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
@@ -48,7 +49,11 @@ func (o *sweepOptions) planTime(fs *pflag.FlagSet, s *sweepManifest) error {
 		s.TimeLimitS, s.TimeSource = int64(d/time.Second), "given"
 	} else {
 		if planErr != nil {
-			return usageErrorf("--time not given and it cannot be planned: %v (give --time LIMIT, or the model and --steps N)", planErr)
+			code := exitcode.Usage
+			if c := exitCodeOf(planErr); c == exitcode.NoFit || c == exitcode.Layout || c == exitcode.Capability {
+				code = c // no trial could be planned: nothing is submitted, with the planner's cause
+			}
+			return withCode(code, fmt.Errorf("--time not given and it cannot be planned: %v (give --time LIMIT, or the model and --steps N)", planErr))
 		}
 		train := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: step}})
 		lead := o.plan.CkptLead
@@ -113,7 +118,7 @@ func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale floa
 	}
 	r := plan.Search(m, j, c, o.plan.searchOptions(pins))
 	if r.Plan == nil {
-		return 0, j, fmt.Errorf("%s does not fit on %d x %d %s: %s", m.Name, s.Nodes, s.GPUsPerNode, g.Name, plan.NoFit(m, j, c, o.plan.searchOptions(pins), r))
+		return 0, j, withCode(noFitCode(r), fmt.Errorf("%s does not fit on %d x %d %s: %s", m.Name, s.Nodes, s.GPUsPerNode, g.Name, plan.NoFit(m, j, c, o.plan.searchOptions(pins), r)))
 	}
 	return r.Plan.Time.Step, j, nil
 }

@@ -15,6 +15,9 @@ func sweepScript(exe string, s *sweepManifest, runFlags []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#!/bin/bash\n# trainrun sweep %s: %d trials (%s), written by trainrun; the trials and their parameters are in sweep.json\n",
 		s.Name, len(s.Trials), strings.Join(s.Keys, ", "))
+	// Also on sbatch's command line; here so that each trial's trainrun run
+	// sees it and does not warn that a requeue truncates its log.
+	b.WriteString("#SBATCH --open-mode=append\n")
 	b.WriteString("set -u\n")
 	fmt.Fprintf(&b, "export TRAINRUN_SWEEP=%s TRAINRUN_SWEEP_DIR=%s TRAINRUN_SWEEP_TRIAL=\"${SLURM_ARRAY_TASK_ID:-}\"\n", shellQuote(s.Name), shellQuote(s.Dir))
 	for _, f := range s.Proxy { // --layers=N -> TRAINRUN_PROXY_LAYERS=N

@@ -124,6 +124,10 @@ func init() {
 			Format: "none, or the price of one GPU-hour on the partition's nodes in any currency unit (a number, 0 or more, at most 1e9)",
 			Why:    "none: trainrun submit --objective cost cannot price the partition and says so; set it on each PartitionName= line to let cost choose",
 			parse:  parseGPUHourCost, set: func(s *Settings, v any, src Source) { s.GPUHourCost = Setting[float64]{v.(float64), src} }},
+		{Name: "MemoryMargin", Default: "5%",
+			Format: "the share of GPU memory a plan should leave free, in per cent: 0 to 50 (e.g. 5%; 0 for none)",
+			Why:    "5%: a plan using more than 95% of the GPU's memory is shown as tight (fragmentation, pinned buffers and longer batches the memory model cannot see)",
+			parse:  parseMemoryMargin, set: func(s *Settings, v any, src Source) { s.MemoryMargin = Setting[float64]{v.(float64), src} }},
 		{Name: "InjectEnv", Default: "yes", User: true,
 			Format: "yes or no",
 			Why:    "yes: the plugin puts the NCCL and launcher environment into every task; no: it only reports what it would set",
@@ -541,6 +545,15 @@ func parseFinetune(v string) (any, error) {
 		return nil, bad("%v", err)
 	}
 	return strings.ToLower(strings.TrimSpace(v)), nil
+}
+
+// parseMemoryMargin reads a percentage ("5%" or "5") as a fraction.
+func parseMemoryMargin(v string) (any, error) {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), "%"), 64)
+	if err != nil || !(f >= 0) || f > 50 {
+		return nil, bad("want a percentage from 0 to 50 (e.g. 5%%)")
+	}
+	return f / 100, nil
 }
 
 // parseNVMeBW reads auto (0) or a bandwidth in GB/s per node.

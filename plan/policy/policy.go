@@ -113,6 +113,7 @@ type Settings struct {
 	NVMeBW                Setting[float64] // the nodes' NVMe bandwidth, GB/s per node, for offload=nvme; 0 = auto (the planner's default)
 	Calibration           Setting[string]  // site calibration directory; "" = none
 	GPUHourCost           Setting[float64] // price of one GPU-hour (any unit), for trainrun submit --objective cost; -1 = none
+	MemoryMargin          Setting[float64] // share of GPU memory a plan should leave free (a fraction; plan.DefaultMemoryMargin)
 	InjectEnv             Setting[bool]    // the plugin injects the environment (else it only reports)
 	AutoPlan              Setting[bool]
 	Stack                 Setting[string] // the planner's stack name (plan.ParseStack), canonical spelling
@@ -505,6 +506,7 @@ func (s Settings) Rows() []Row {
 		Row{"GPUType", str(s.GPUType.Value, "auto"), s.GPUType.Source},
 		Row{"NVMeBW", nvmeBW(s.NVMeBW.Value), s.NVMeBW.Source},
 		Row{"GPUHourCost", gpuHourCost(s.GPUHourCost.Value), s.GPUHourCost.Source},
+		Row{"MemoryMargin", strconv.FormatFloat(100*s.MemoryMargin.Value, 'g', -1, 64) + "%", s.MemoryMargin.Source},
 		Row{"InjectEnv", yesno[s.InjectEnv.Value], s.InjectEnv.Source},
 		Row{"AutoPlan", yesno[s.AutoPlan.Value], s.AutoPlan.Source},
 		Row{"Stack", s.Stack.Value, s.Stack.Source},

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand"
@@ -86,8 +87,9 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 		t.Logf("fault %d at %.0f s: %s", i, time.Since(t0).Seconds(), kind)
 		switch kind {
 		case "crash":
-			if killJobRank(id, rng.Intn(2)) == 0 {
-				t.Fatalf("fault %d: no rank process of job %d to kill", i, id)
+			rank := rng.Intn(2)
+			if err := harness.WaitFor(ctx, 30*time.Second, fmt.Sprintf("rank %d's process to kill", rank), func() bool { return killJobRank(c, id, rank) > 0 }); err != nil {
+				t.Fatalf("fault %d: %v: no rank process of job %d to kill\n%s", i, err, id, c.JobOutput(id))
 			}
 			// Restarted inside the job (--max-restarts, default 2), no requeue:
 			// the next wait finds the relaunch's new commit.
@@ -97,6 +99,10 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 				t.Fatalf("fault %d: %v\n%s", i, err, c.JobOutput(id))
 			}
 			crashes++
+			// The relaunched step's ranks, before the next fault: the commit
+			// the next wait sees may be the failed step's last, made before
+			// the relaunch (seed 5470542487994661677 killed nothing then).
+			waitStarted(t, c, id, "relaunching the step", 2, 2*time.Minute)
 		case "preempt":
 			info, _ := c.JobInfo(ctx, id)
 			node := jobNodes(t, info["NodeList"])[0]
@@ -122,7 +128,7 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 			if err := c.StopSlurmd(node); err != nil {
 				t.Fatal(err)
 			}
-			if killJobProcs(id, node) == 0 {
+			if killJobProcs(c, id, node) == 0 {
 				t.Fatalf("fault %d: no process of job %d on %s to kill", i, id, node)
 			}
 			// This incarnation's exclusion (an earlier one may have excluded a node too).
@@ -155,8 +161,10 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 }
 
 // killJobRank SIGKILLs the training process of rank (RANK=... in its
-// environment; not the shim, which reports its exit) of job id.
-func killJobRank(id, rank int) int {
+// environment; not the shim, which reports its exit) of job id on c. Every
+// cluster numbers its jobs from 10000: without c, a test killed the ranks
+// of another test's job 10001 too.
+func killJobRank(c *harness.Cluster, id, rank int) int {
 	ents, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range ents {
@@ -166,7 +174,7 @@ func killJobRank(id, rank int) int {
 		}
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(cmd), "train_example.py") || !strings.Contains(string(env), fmt.Sprintf("SLURM_JOB_ID=%d\x00", id)) ||
+		if err != nil || !ofCluster(c, env) || !strings.Contains(string(cmd), "train_example.py") || !strings.Contains(string(env), fmt.Sprintf("SLURM_JOB_ID=%d\x00", id)) ||
 			!strings.Contains(string(env), fmt.Sprintf("\x00RANK=%d\x00", rank)) {
 			continue
 		}
@@ -174,6 +182,13 @@ func killJobRank(id, rank int) int {
 		n++
 	}
 	return n
+}
+
+// ofCluster says whether a process's environment (/proc/PID/environ) is of
+// a job of c: the harness marks every process its cluster starts with
+// TRAINRUN_HARNESS_DIR (test/harness: markerVar), and sbatch passes it on.
+func ofCluster(c *harness.Cluster, environ []byte) bool {
+	return bytes.Contains(environ, []byte("TRAINRUN_HARNESS_DIR="+c.Dir()+"\x00"))
 }
 
 // jobNodes expands a job's NodeList with topo's hostlist parser.

@@ -61,7 +61,7 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 120 --sleep 0.3 --save-eve
 	if err := c.StopSlurmd("n2"); err != nil {
 		t.Fatal(err)
 	}
-	if n := killJobProcs(id, "n2"); n == 0 {
+	if n := killJobProcs(c, id, "n2"); n == 0 {
 		t.Fatalf("found no process of job %d on n2 to kill", id)
 	}
 	waitLog(t, c, id, "excluding n2 from the requeued job", 90*time.Second)
@@ -105,9 +105,9 @@ exec %s run --fix tp=1 -- /usr/bin/python3 %s --steps 120 --sleep 0.3 --save-eve
 
 // killJobProcs SIGKILLs every process of job id on node (the tasks, found
 // by SLURM_JOB_ID and SLURMD_NODENAME in their environment) and the
-// slurmstepd above them, as a node that dies takes them; it returns how
-// many it killed.
-func killJobProcs(id int, node string) int {
+// slurmstepd above them, as a node that dies takes them, on cluster c only;
+// it returns how many it killed.
+func killJobProcs(c *harness.Cluster, id int, node string) int {
 	ents, _ := os.ReadDir("/proc")
 	kill := map[int]bool{}
 	jobEnv, nodeEnv := []byte(fmt.Sprintf("SLURM_JOB_ID=%d\x00", id)), []byte("SLURMD_NODENAME="+node+"\x00")
@@ -117,7 +117,7 @@ func killJobProcs(id int, node string) int {
 			continue
 		}
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !bytes.Contains(env, jobEnv) || !bytes.Contains(env, nodeEnv) {
+		if err != nil || !ofCluster(c, env) || !bytes.Contains(env, jobEnv) || !bytes.Contains(env, nodeEnv) {
 			continue
 		}
 		kill[pid] = true

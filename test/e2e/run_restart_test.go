@@ -45,7 +45,7 @@ exec %s run --fix tp=1 --probe none --job-dir %s/%s --max-restarts 1 -- /usr/bin
 	ctx := context.Background()
 	waitStep(t, cluster, id, progress, 12)
 	crashAt, _ := readProgress(progress)
-	if killJobRank(id, 1) == 0 {
+	if killJobRank(cluster, id, 1) == 0 {
 		t.Fatalf("no trainer process of rank 1 in job %d to kill", id)
 	}
 	fault := time.Now()
@@ -116,7 +116,7 @@ exec %s run --fix tp=1 --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s -
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.StartSlurmd(context.Background(), "n2") })
-	if n := killJobProcs(id, "n2"); n == 0 {
+	if n := killJobProcs(c, id, "n2"); n == 0 {
 		t.Fatalf("found no process of job %d on n2 to kill", id)
 	}
 	resumed := waitResumed(t, c, id, progress, 2, fault, fault)
@@ -177,7 +177,7 @@ exec %s run --fix tp=1 --probe none --job-dir %s/job --max-restarts 1 -- /usr/bi
 	killedOn := regexp.MustCompile(`rank 1 \(node (\w+), GPU -?\d+\) failed first with exit 137`)
 	for i, step := range []int{12, 22} {
 		waitStep(t, c, id, progress, step)
-		if killJobRank(id, 1) == 0 {
+		if killJobRank(c, id, 1) == 0 {
 			t.Fatalf("kill %d: no trainer process of rank 1 in job %d", i+1, id)
 		}
 		if err := harness.WaitFor(ctx, 90*time.Second, fmt.Sprintf("kill %d reported", i+1), func() bool {

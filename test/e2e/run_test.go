@@ -183,7 +183,7 @@ func TestRunUserErrors(t *testing.T) {
 		{name: "command not found", sbatch: "--nodes=1 --ntasks-per-node=2 --gpus-per-node=2", args: "--probe none --fix tp=2 -- no-such-trainer --x",
 			exit: 127, msg: `command "no-such-trainer" not found in PATH=`},
 		{name: "layout does not fit", sbatch: "--nodes=1 --ntasks-per-node=2 --gpus-per-node=2", args: "--probe none --fix tp=4 -- true",
-			exit: 3, msg: "tp×pp×cp = 4 does not divide the 2 GPUs"},
+			exit: 10, msg: "tp×pp×cp = 4 does not divide the 2 GPUs"}, // exit 10 (layout), not 3 (no-fit): issue 30
 		{name: "no GPUs", sbatch: "--nodes=1 --ntasks-per-node=2", args: "--probe none --fix tp=2 -- true",
 			exit: 4, msg: "the job holds no GPUs (partition low"},
 		{name: "tasks differ from GPUs", sbatch: "--nodes=1 --ntasks-per-node=1 --gpus-per-node=2", args: "--probe none --fix tp=2 -- true",

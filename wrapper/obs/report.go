@@ -30,7 +30,7 @@ type Report struct {
 // Incarnation is one run of the job.
 type Incarnation struct {
 	Restart    int
-	Start, End time.Time // End zero: no end recorded (killed)
+	Start, End time.Time // End zero: no end recorded (still running, or killed)
 	Cause      string    // EndFinished, ...; "" when killed
 	Crash      string
 	Exit       int
@@ -251,7 +251,7 @@ func (in Incarnation) EndText() string {
 	c := in.Cause
 	switch {
 	case c == "":
-		return "killed (no end recorded)"
+		return "no end recorded: still running, or killed (SIGKILL, a lost node)" // report cannot tell without Slurm
 	case c == EndCrash:
 		c = "failed: " + cmp.Or(in.Crash, CrashStepFailed)
 	case c == EndRestarted:

@@ -6,18 +6,23 @@ package exitcode
 import "errors"
 
 const (
-	OK           = 0   // success: the command did what was asked (a run finished)
-	Failure      = 1   // internal error: a bug or an unexpected system failure
-	Usage        = 2   // bad flags or bad input file: the message names the input and the fix
-	NoFit        = 3   // no layout fits (or a pinned layout does not fit): the message says what would
-	Slurm        = 4   // the allocation is unusable: not inside one, bad SLURM_* values, srun missing, no GPUs
-	StepFailed   = 5   // the training step failed: a task exited non-zero or was killed
-	Requeued     = 6   // checkpointed and requeued: the job will run again, the script should exit
-	Stopped      = 7   // checkpointed and stopped: no requeue (policy, --no-requeue, or cancelled)
-	RequeueLimit = 8   // gave up: requeue limit or repeated failures without progress
-	Checkpoint   = 9   // a checkpoint could not be verified or committed
-	NotFound     = 127 // the training command does not exist on the node
-	Interrupted  = 130 // interrupted by Ctrl-C / SIGTERM before the step started
+	OK           = 0 // success: the command did what was asked (a run finished)
+	Failure      = 1 // internal error: a bug or an unexpected system failure
+	Usage        = 2 // bad flags or bad input file: the message names the input and the fix
+	NoFit        = 3 // no layout fits (or a pinned layout does not fit): the message says what would
+	Slurm        = 4 // the allocation is unusable: not inside one, bad SLURM_* values, srun missing, no GPUs
+	StepFailed   = 5 // the training step failed: a task exited non-zero or was killed
+	Requeued     = 6 // checkpointed and requeued: the job will run again, the script should exit
+	Stopped      = 7 // checkpointed and stopped: no requeue (policy, --no-requeue, or cancelled)
+	RequeueLimit = 8 // gave up: requeue limit or repeated failures without progress
+	Checkpoint   = 9 // a checkpoint could not be verified or committed
+	// Added for issue 30 (exit codes by cause): input that is well-formed
+	// but asks for something that cannot run, apart from NoFit ("more
+	// memory would help"), because the fix differs.
+	Layout      = 10  // the layout or batch cannot be split over the GPUs (divisibility): change the degrees, the batch or the GPU count
+	Capability  = 11  // the GPU or cluster lacks what the job asks for (fp8 without FP8 tensor cores, offload=nvme without --nvme-bw)
+	NotFound    = 127 // the training command does not exist on the node
+	Interrupted = 130 // interrupted by Ctrl-C / SIGTERM before the step started
 )
 
 // Error carries an exit code with an error. Wrap with With.

@@ -68,6 +68,7 @@ type Outcome struct {
 	JobID        string
 	RestartCount int    // SLURM_RESTART_COUNT
 	Requeue      bool   // the job may be requeued (Requeue=1)
+	Interactive  bool   // an interactive allocation (salloc, srun alone; BatchFlag=0): Slurm requeues batch jobs only
 	MaxRequeue   int    // --max-requeue
 	MaxFailures  int    // --max-failures; 0: never requeue after a failure
 	HangWhat     string // Reason Hang: which ranks stopped ("rank 3 (node n1, GPU 3) ...")
@@ -311,6 +312,11 @@ func failuresInARow(o Outcome) (n int, counted bool) {
 // requeue: requeue unless the job may not be or its limit is reached.
 func requeue(d Decision, o Outcome, what string) Decision {
 	switch {
+	case o.Interactive:
+		if d.Exit == exitcode.OK || d.Exit == exitcode.Requeued {
+			d.Exit = exitcode.Stopped // a stop; a failure keeps its own code
+		}
+		d.Err = what + "; not requeueing: an interactive allocation (salloc, srun) cannot be requeued"
 	case !o.Requeue:
 		d.Exit, d.Err = exitcode.Stopped, what+"; the job may not be requeued (Requeue=0: submit with --requeue), stopping"
 	case o.RestartCount >= o.MaxRequeue:

@@ -62,8 +62,8 @@ func GPUType(partition, gres, policy string, features []string, fallback string)
 	set := fmt.Sprintf("set GPUType= on the policy's line 'PartitionName=%s' (types: %s)", partition, strings.Join(plan.GPUNames(), " "))
 	switch {
 	case isAmbiguous:
-		return "", fmt.Errorf("partition %s: GRES type %q is ambiguous (%s) and its nodes report no GPU memory feature (e.g. 80gb): %s, e.g. GPUType=%s",
-			partition, gres, strings.Join(choices, " or "), set, choices[len(choices)-1])
+		return "", fmt.Errorf("partition %s: GRES type %q is ambiguous (%s) and its nodes report no GPU memory feature (e.g. 80gb): give --gpu %s (or %s), or the admin can %s, e.g. GPUType=%s",
+			partition, gres, strings.Join(choices, " or "), choices[len(choices)-1], strings.Join(choices[:len(choices)-1], ", "), set, choices[len(choices)-1])
 	case name != "":
 		return "", fmt.Errorf("partition %s: GRES type %q is not a GPU type the planner knows: %s, or give --gpu TYPE", partition, gres, set)
 	}

@@ -39,6 +39,12 @@ type TrialStatus struct {
 	Restarts int                `json:"restarts,omitempty"`
 	Steps    int64              `json:"steps"`
 	Metric   map[string]float64 `json:"metric"`
+	// Added by issue 30: a failed trial's trainrun error (the last
+	// "trainrun: " line of its log) and the log's path; a trial's job id
+	// (ARRAYJOB_TASK) when Slurm knows it.
+	Error string `json:"error,omitempty"`
+	Log   string `json:"log,omitempty"`
+	JobID string `json:"job_id,omitempty"`
 }
 
 // StateOf maps Slurm's view and the run's files to a trial state; reason
