@@ -37,7 +37,7 @@ all: build
 help:
 	@echo "build      build bin/trainrun, bin/trainrun-shim, bin/spank_trainrun.so and bin/libtrainrun-spank.so (the SPANK plugin)"
 	@echo "deps       install what the tests need (Debian packages; root)"
-	@echo "test       deps + unit tests + end-to-end tests on a local Slurm"
+	@echo "test       deps + lint + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "check-frameworks  MEGATRON=DIR [MEGATRON_CHECK=DIR]: Megatron-LM's own argument checks on every preset and 45 layouts (skipped without)"
@@ -45,7 +45,7 @@ help:
 	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput; CHAOS_SEEDS=N: N seeds, pass rate and goodput spread"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
 	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
-	@echo "lint       gofmt + go vet"
+	@echo "lint       gofmt, go vet, staticcheck and a dead-code check (both pinned below, fetched by go run)"
 	@echo "install    install into \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
 	@echo "demo       set up and run the main job on a built-in default"
 	@echo "clean      remove build outputs"
@@ -75,7 +75,7 @@ FORCE:
 deps:
 	@bash test/deps.sh
 
-test: deps test-unit test-e2e
+test: deps lint test-unit test-e2e
 
 # The unit tests run hermetic (test/hermetic.sh: Slurm's client commands on
 # PATH replaced by recorders that fail; a call recorded fails the target),
@@ -129,10 +129,18 @@ bench: build
 	$(GO) test -run '^$$' -bench RootWorstInputs -benchtime 3x -count=1 ./spank/
 	@bash test/e2e.sh -run '^$$' -bench . -benchtime 10x
 
+# The linters are Go modules from the proxy, pinned here and run with go
+# run pkg@version, so they need no install and add nothing to go.mod.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE    ?= golang.org/x/tools/cmd/deadcode@v0.52.0
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/...
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags e2e ./test/...
+	@GO=$(GO) DEADCODE=$(DEADCODE) bash test/deadcode.sh
 
 install: build
 	install -d $(DESTDIR)$(BINDIR)

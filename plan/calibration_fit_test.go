@@ -88,8 +88,6 @@ func fitStacks(t testing.TB, runs []publishedRun) (map[Stack]float64, float64) {
 	return eff, pooled
 }
 
-type calSummary struct{ n, evaluable int }
-
 func absQ(xs []float64, q float64) float64 {
 	a := make([]float64, len(xs))
 	for i, x := range xs {

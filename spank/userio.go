@@ -84,6 +84,7 @@ func asUser(as *Cred, fn func() error) error {
 		return fn()
 	}
 	if as.UID == UnknownID || as.GID == UnknownID {
+		//lint:ignore ST1005 "Slurm" is a proper noun, and the message is read by users as it is
 		return errors.New("Slurm gave no uid/gid for the job, so no file of the user's is read")
 	}
 	done := make(chan error, 1)

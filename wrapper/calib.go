@@ -169,33 +169,39 @@ func calibExport(w io.Writer, recs []calib.Record) error {
 	return nil
 }
 
-// loadCalibration reads the site calibration of the run (flag, env, policy).
-func (r *runner) loadCalibration() error {
-	pol := ""
-	if r.policy != nil {
-		pol = r.policy.st.Calibration.Value
+// loadCalibration reads the run's site calibration (complete resolved the
+// directory from the flag, TRAINRUN_CALIBRATION or the policy) into po, the
+// choose phase's copy of the planner's options.
+func (r *runner) loadCalibration(po *planOptions) error {
+	if po.Calibration == "" || po.calObs != nil {
+		return nil
 	}
-	return r.opts.plan.loadCalibration(r.env.getenv, pol, r.env.stderr)
+	obs, err := calibrationObservations(po.Calibration, r.env.stderr)
+	if err != nil {
+		return err
+	}
+	po.calObs = append([]plan.Observation{}, obs...)
+	return nil
 }
 
 // startRecorder prepares the run's observation; why not, when not, is said
 // once here.
 func (r *runner) startRecorder() {
 	job := slurm.JobFromEnv(r.env.getenv).ID
-	if r.runName != "" {
-		job += "/" + r.runName
+	if r.dirs.runName != "" {
+		job += "/" + r.dirs.runName
 	}
 	in := r.choice.Inputs
-	if in == nil && r.opts.planFile != "" { // --plan FILE: trainrun plan's JSON carries its inputs
-		if b, err := safefs.ReadFile(r.opts.planFile, 64<<20); err == nil {
+	if in == nil && r.choice.PlanFile != "" { // --plan FILE: trainrun plan's JSON carries its inputs
+		if b, err := safefs.ReadFile(r.choice.PlanFile, 64<<20); err == nil {
 			if pr, err := plan.ParsePlanJSON(b); err == nil {
 				in = pr.Inputs
 			}
 		}
 	}
 	var why string
-	r.calibRec, why = newRunRecorder(r.choice.Eval, r.choice.Layout, in, r.ckptDir, r.opts.plan.Calibration, job,
-		cmp.Or(r.opts.plan.GPU, r.probedGPUName()), len(r.alloc.Nodes), version)
+	r.sess.calibRec, why = newRunRecorder(r.choice.Eval, r.choice.Layout, in, r.dirs.ckptDir, r.cfg.plan.Calibration, job,
+		cmp.Or(r.choice.GPU, r.cfg.plan.GPU, r.probedGPUName()), len(r.alloc.Nodes), version)
 	if why != "" {
 		r.logf("%s", why)
 	}
@@ -205,15 +211,16 @@ func (r *runner) startRecorder() {
 // trainer's last progress report gives (metric peak_mem_gib), and logs where
 // it went or why none was written.
 func (r *runner) finishObservation() {
-	if r.calibRec == nil {
+	rec := r.sess.calibRec
+	if rec == nil {
 		return
 	}
-	if p, err := obs.ReadProgressFile(filepath.Join(r.jobDir, "launch", obs.ProgressFile)); err == nil {
+	if p, err := obs.ReadProgressFile(r.dirs.in(jobLaunchDir, obs.ProgressFile)); err == nil {
 		if v, ok := p.Metrics["peak_mem_gib"]; ok && v > 0 && !math.IsInf(v, 0) {
-			r.calibRec.PeakMemGiB = &v
+			rec.PeakMemGiB = &v
 		}
 	}
-	if msg := r.calibRec.Finish(time.Now()); msg != "" {
+	if msg := rec.Finish(time.Now()); msg != "" {
 		r.logf("%s", msg)
 	}
 }

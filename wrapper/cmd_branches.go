@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func init() {
@@ -180,7 +181,7 @@ func (o *branchesOptions) submitBranches(ctx context.Context, env *runEnv, s *sw
 		var err error
 		mreq.Dependency = "afterok:" + s.JobID
 		if out.MergeJobID, err = env.slurm.Sbatch(ctx, mreq); err != nil {
-			return withCode(ExitSlurm, fmt.Errorf("branches submitted as job array %s, but the merge job was not: %w (submit %s with --dependency=afterok:%s yourself)", s.JobID, err, mreq.Script, s.JobID))
+			return withCode(exitcode.Slurm, fmt.Errorf("branches submitted as job array %s, but the merge job was not: %w (submit %s with --dependency=afterok:%s yourself)", s.JobID, err, mreq.Script, s.JobID))
 		}
 	}
 	return printBranches(env, o.plan.Format, s, out, []slurm.SbatchRequest{req, mreq}, scripts, false)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 var calibJob = []string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "16", "--seq-len", "8192", "--global-batch", "128"}
@@ -14,7 +16,7 @@ var calibJob = []string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "
 func planJSON(t *testing.T, c cli, extra ...string) (map[string]any, string) {
 	t.Helper()
 	code, out, errOut := c.run(append(append([]string{"plan"}, calibJob...), append(extra, "--format", "json")...)...)
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("plan: exit %d: %s", code, errOut)
 	}
 	var m map[string]any
@@ -43,23 +45,23 @@ func TestCalibImportThenPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := cli{}.run("calib", "import", "--calibration", dir, f)
-	if code != ExitOK || !strings.Contains(out, "imported 1 observation") {
+	if code != exitcode.OK || !strings.Contains(out, "imported 1 observation") {
 		t.Fatalf("import: exit %d: %s%s", code, out, errOut)
 	}
 	// Importing a run's store again does not count its observation twice.
 	code, out, _ = cli{}.run("calib", "import", "--calibration", dir, f)
-	if code != ExitOK || !strings.Contains(out, "imported 0 observation") || !strings.Contains(out, "1 already there") {
+	if code != exitcode.OK || !strings.Contains(out, "imported 0 observation") || !strings.Contains(out, "1 already there") {
 		t.Errorf("second import: exit %d: %s", code, out)
 	}
 	code, out, _ = cli{}.run("calib", "list", "--calibration", dir)
-	if code != ExitOK || !strings.Contains(out, "4242") || !strings.Contains(out, "llama3-8b") {
+	if code != exitcode.OK || !strings.Contains(out, "4242") || !strings.Contains(out, "llama3-8b") {
 		t.Errorf("list: exit %d:\n%s", code, out)
 	}
 	code, out, _ = cli{}.run("calib", "export", "--calibration", dir)
-	if n := strings.Count(out, "\n"); code != ExitOK || n != 1 || !strings.Contains(out, `"step_s":`) {
+	if n := strings.Count(out, "\n"); code != exitcode.OK || n != 1 || !strings.Contains(out, `"step_s":`) {
 		t.Errorf("export: exit %d, %d lines:\n%s", code, n, out)
 	}
-	if code, _, errOut := (cli{}).run("calib", "show", "--calibration", dir, "2"); code != ExitUsage || !strings.Contains(errOut, "from 1 to 1") {
+	if code, _, errOut := (cli{}).run("calib", "show", "--calibration", dir, "2"); code != exitcode.Usage || !strings.Contains(errOut, "from 1 to 1") {
 		t.Errorf("show 2 of 1: exit %d: %s", code, errOut)
 	}
 	for _, c := range []struct {
@@ -91,12 +93,12 @@ func TestCalibImportRefusesBadRecords(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(f, []byte(`{"plan": {"plan": {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1}}, "observed": {"step_s": 2}}`+"\n"+`{"plan": {}, "observed": {"step_s": 0}}`+"\n"), 0o644)
 	code, _, errOut := cli{}.run("calib", "import", "--calibration", dir, f)
-	if code != ExitUsage || !strings.Contains(errOut, "bad.jsonl:2") || !strings.Contains(errOut, "step_s") {
+	if code != exitcode.Usage || !strings.Contains(errOut, "bad.jsonl:2") || !strings.Contains(errOut, "step_s") {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
 	os.WriteFile(f, []byte(`{"plan": {"plan": {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 1}}, "observed": {"step_s": 2}}`+"\n"), 0o644)
 	code, _, errOut = cli{}.run("calib", "import", "--calibration", dir, f)
-	if code != ExitUsage || !strings.Contains(errOut, `no "inputs"`) || !strings.Contains(errOut, "argv") {
+	if code != exitcode.Usage || !strings.Contains(errOut, `no "inputs"`) || !strings.Contains(errOut, "argv") {
 		t.Errorf("record without inputs or argv: exit %d: %s", code, errOut)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -105,7 +107,7 @@ func TestCalibImportRefusesBadRecords(t *testing.T) {
 	// A hand-written record with argv instead of inputs is accepted.
 	argv, _ := json.Marshal(calibJob)
 	os.WriteFile(f, []byte(`{"plan": {"plan": {"tp": 2, "pp": 1, "dp": 8, "micro_batch": 2, "sp": true, "zero": 1}}, "observed": {"step_s": 9}, "argv": `+string(argv)+`, "source": "a blog"}`+"\n"), 0o644)
-	if code, out, errOut := (cli{}).run("calib", "import", "--calibration", dir, f); code != ExitOK {
+	if code, out, errOut := (cli{}).run("calib", "import", "--calibration", dir, f); code != exitcode.OK {
 		t.Errorf("argv record: exit %d: %s%s", code, out, errOut)
 	}
 }

@@ -66,7 +66,7 @@ func runCkpt(ctx context.Context, env *runEnv, args []string) error {
 		if len(args) == 0 {
 			return usageErrorf("ckpt needs a subcommand: list, verify, prune, latest or request")
 		}
-		return errHelpShown
+		return exitcode.ErrHelpShown
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
@@ -107,7 +107,7 @@ func (o *ckptFlags) open() (*checkpoint.Store, error) {
 	}
 	s, err := checkpoint.OpenWith(o.dir, checkpoint.Options{WorldSize: o.world})
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, withCode(exitcode.Usage, err)
 	}
 	return s, nil
 }
@@ -236,7 +236,7 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 			}
 		}
 		if len(tags) == 0 {
-			return withCode(ExitCheckpoint, fmt.Errorf("%s holds no committed checkpoint to verify", s.Dir()))
+			return withCode(exitcode.Checkpoint, fmt.Errorf("%s holds no committed checkpoint to verify", s.Dir()))
 		}
 	}
 	level, how := checkpoint.Checksums, "sizes and xxh64 match"
@@ -263,7 +263,7 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), units.Bytes(m.Bytes), h)
 	}
 	if failed != nil {
-		return withCode(ExitCheckpoint, failed)
+		return withCode(exitcode.Checkpoint, failed)
 	}
 	return nil
 }
@@ -342,7 +342,7 @@ func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
 	}
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-			return withCode(ExitCheckpoint, fmt.Errorf("%w: a job started now would start from scratch", err))
+			return withCode(exitcode.Checkpoint, fmt.Errorf("%w: a job started now would start from scratch", err))
 		}
 		return err
 	}
@@ -470,7 +470,7 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 		if errors.As(err, &ee) {
 			return err
 		}
-		return withCode(ExitCheckpoint, err)
+		return withCode(exitcode.Checkpoint, err)
 	}
 	if asJSON {
 		return nil

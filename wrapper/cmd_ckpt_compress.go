@@ -6,6 +6,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/units"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // `trainrun ckpt compress` and `trainrun ckpt restore` (issue 17): the
@@ -57,7 +58,7 @@ func runCkptCompress(ctx context.Context, env *runEnv, args []string) error {
 		fmt.Fprintln(env.stdout, "nothing to compress (the newest checkpoint stays raw)")
 	}
 	if err != nil {
-		return withCode(ExitCheckpoint, err)
+		return withCode(exitcode.Checkpoint, err)
 	}
 	return nil
 }
@@ -85,7 +86,7 @@ func runCkptRestore(ctx context.Context, env *runEnv, args []string) error {
 	}
 	n, err := s.Restore(ctx, fs.Arg(0), to, workers)
 	if err != nil {
-		return withCode(ExitCheckpoint, err)
+		return withCode(exitcode.Checkpoint, err)
 	}
 	where := s.TagDir(fs.Arg(0)) + " (in place)"
 	if to != "" {

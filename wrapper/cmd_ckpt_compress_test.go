@@ -13,6 +13,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // compressFixture: two committed checkpoints of one rank, each a 1 MiB
@@ -46,14 +47,14 @@ func compressFixture(t *testing.T) (string, map[string][]byte) {
 func TestCkptCompressListRestore(t *testing.T) {
 	dir, want := compressFixture(t)
 	code, out, errs := runCkptCmd(t, dir, "compress", "--all", "--workers", "2")
-	if code != ExitOK || !strings.Contains(out, "step-10: 1 files compressed") || strings.Contains(out, "step-20") {
+	if code != exitcode.OK || !strings.Contains(out, "step-10: 1 files compressed") || strings.Contains(out, "step-20") {
 		t.Fatalf("compress --all: exit %d\n%s%s", code, out, errs)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "step-10", "weights.bin.trz")); err != nil {
 		t.Fatalf("compressed file: %v", err)
 	}
 	code, out, errs = runCkptCmd(t, dir, "list", "--format", "json")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("list: exit %d: %s", code, errs)
 	}
 	var rows []struct {
@@ -72,12 +73,12 @@ func TestCkptCompressListRestore(t *testing.T) {
 	if r := rows[1]; r.Stored != r.Raw {
 		t.Errorf("step-20 (the newest, raw): %+v", r)
 	}
-	if code, out, errs = runCkptCmd(t, dir, "verify", "--all"); code != ExitOK {
+	if code, out, errs = runCkptCmd(t, dir, "verify", "--all"); code != exitcode.OK {
 		t.Fatalf("verify --all: exit %d\n%s%s", code, out, errs)
 	}
 	to := t.TempDir()
 	code, out, errs = runCkptCmd(t, dir, "restore", "step-10", "--to", to)
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errs)
 	}
 	got, err := os.ReadFile(filepath.Join(to, "weights.bin"))
@@ -95,26 +96,26 @@ func TestCkptCompressListRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ = runCkptCmd(t, dir, "verify", "step-10")
-	if code != ExitCheckpoint || !strings.Contains(out, z) || !strings.Contains(out, "chunk 0 ") {
+	if code != exitcode.Checkpoint || !strings.Contains(out, z) || !strings.Contains(out, "chunk 0 ") {
 		t.Errorf("verify of a flipped bit: exit %d\n%s", code, out)
 	}
 	code, _, errs = runCkptCmd(t, dir, "list", "--format", "yaml")
-	if code != ExitUsage || !strings.Contains(errs, `--format "yaml"`) {
+	if code != exitcode.Usage || !strings.Contains(errs, `--format "yaml"`) {
 		t.Errorf("list --format yaml: exit %d: %s", code, errs)
 	}
 	code, _, errs = runCkptCmd(t, dir, "compress")
-	if code != ExitUsage || !strings.Contains(errs, "exactly one TAG or --all") {
+	if code != exitcode.Usage || !strings.Contains(errs, "exactly one TAG or --all") {
 		t.Errorf("compress without a tag: exit %d: %s", code, errs)
 	}
 	code, _, errs = runCkptCmd(t, dir, "restore", "step-99", "--to", to)
-	if code != ExitCheckpoint || !strings.Contains(errs, "step-99") {
+	if code != exitcode.Checkpoint || !strings.Contains(errs, "step-99") {
 		t.Errorf("restore of a missing tag: exit %d: %s", code, errs)
 	}
 }
 
 func TestRunRefusesABadCompressMode(t *testing.T) {
 	code, _, errs := cli{}.run("run", "--ckpt-compress", "sometimes", "--", "true")
-	if code != ExitUsage || !strings.Contains(errs, `--ckpt-compress "sometimes"`) || !strings.Contains(errs, "archive") {
+	if code != exitcode.Usage || !strings.Contains(errs, `--ckpt-compress "sometimes"`) || !strings.Contains(errs, "archive") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
@@ -130,7 +131,7 @@ func TestRunCompressHooks(t *testing.T) {
 			t.Fatal(err)
 		}
 		var log bytes.Buffer
-		r := &runner{opts: runOptions{compress: mode}, store: s, env: &runEnv{stderr: &log}}
+		r := &runner{cfg: runConfig{runOptions: runOptions{compress: mode}}, ckpt: runStore{store: s}, env: &runEnv{stderr: &log}}
 		r.setCompressMode()
 		r.compressKick(true)
 		if got := s.CompressMode(); got != mode {

@@ -13,6 +13,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/internal/golden"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 var ckptT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -70,7 +71,7 @@ func TestCkptList(t *testing.T) {
 	defer func() { ckptNow = time.Now }()
 	dir := ckptFixture(t)
 	code, out, errs := runCkptCmd(t, dir, "list", "--world-size", "2")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	golden.CheckString(t, filepath.Join("testdata", "ckpt_list.golden"), out)
@@ -86,22 +87,22 @@ func TestCkptCommands(t *testing.T) {
 		wantOut  string // in stdout
 		wantErr  string // in stderr
 	}{
-		{"verify ok", []string{"verify", "step-200"}, "", ExitOK, "step-200: ok, 2 files, 4.4 KiB, sizes and xxh64 match", ""},
-		{"verify all", []string{"verify", "--all"}, "", ExitOK, "step-100: ok", ""},
-		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", ExitCheckpoint, "FAILED", "step-200/rank1.pt: size 10 bytes, the manifest says 3000: the file changed after commit; resume from an older checkpoint"},
-		{"verify needs a tag", []string{"verify"}, "", ExitUsage, "", "exactly one TAG or --all"},
-		{"verify uncommitted", []string{"verify", "step-300"}, "", ExitCheckpoint, "", "no manifest"},
-		{"latest", []string{"latest"}, "", ExitOK, "/step-200\n", ""},
-		{"latest tag", []string{"latest", "--tag"}, "", ExitOK, "step-200\n", ""},
-		{"latest falls back", []string{"latest", "--tag"}, "step-200/rank0.pt", ExitOK, "step-100\n", "skipped a newer checkpoint"},
-		{"prune dry run", []string{"prune", "--keep", "1", "--dry-run"}, "", ExitOK, "would delete step-100\n", ""},
-		{"prune", []string{"prune", "--keep", "1"}, "", ExitOK, "deleted step-100\n", ""},
-		{"prune keeps the resume point", []string{"prune", "--keep", "1"}, "step-200/rank0.pt", ExitOK, "nothing to prune", ""},
-		{"prune keep 0", []string{"prune", "--keep", "0"}, "", ExitUsage, "", "keep at least 1"},
-		{"request", []string{"request", "--then", "requeue", "--reason", "maintenance"}, "", ExitOK, "checkpoint requested (then requeue)", ""},
-		{"request bad then", []string{"request", "--then", "later"}, "", ExitUsage, "", "continue, stop, requeue"},
-		{"unknown", []string{"frobnicate"}, "", ExitUsage, "", `unknown subcommand`},
-		{"no subcommand", nil, "", ExitUsage, "Usage: trainrun ckpt", ""},
+		{"verify ok", []string{"verify", "step-200"}, "", exitcode.OK, "step-200: ok, 2 files, 4.4 KiB, sizes and xxh64 match", ""},
+		{"verify all", []string{"verify", "--all"}, "", exitcode.OK, "step-100: ok", ""},
+		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", exitcode.Checkpoint, "FAILED", "step-200/rank1.pt: size 10 bytes, the manifest says 3000: the file changed after commit; resume from an older checkpoint"},
+		{"verify needs a tag", []string{"verify"}, "", exitcode.Usage, "", "exactly one TAG or --all"},
+		{"verify uncommitted", []string{"verify", "step-300"}, "", exitcode.Checkpoint, "", "no manifest"},
+		{"latest", []string{"latest"}, "", exitcode.OK, "/step-200\n", ""},
+		{"latest tag", []string{"latest", "--tag"}, "", exitcode.OK, "step-200\n", ""},
+		{"latest falls back", []string{"latest", "--tag"}, "step-200/rank0.pt", exitcode.OK, "step-100\n", "skipped a newer checkpoint"},
+		{"prune dry run", []string{"prune", "--keep", "1", "--dry-run"}, "", exitcode.OK, "would delete step-100\n", ""},
+		{"prune", []string{"prune", "--keep", "1"}, "", exitcode.OK, "deleted step-100\n", ""},
+		{"prune keeps the resume point", []string{"prune", "--keep", "1"}, "step-200/rank0.pt", exitcode.OK, "nothing to prune", ""},
+		{"prune keep 0", []string{"prune", "--keep", "0"}, "", exitcode.Usage, "", "keep at least 1"},
+		{"request", []string{"request", "--then", "requeue", "--reason", "maintenance"}, "", exitcode.OK, "checkpoint requested (then requeue)", ""},
+		{"request bad then", []string{"request", "--then", "later"}, "", exitcode.Usage, "", "continue, stop, requeue"},
+		{"unknown", []string{"frobnicate"}, "", exitcode.Usage, "", `unknown subcommand`},
+		{"no subcommand", nil, "", exitcode.Usage, "Usage: trainrun ckpt", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,15 +125,15 @@ func TestCkptCommands(t *testing.T) {
 func TestCkptLatestEmptyAndMissing(t *testing.T) {
 	t.Parallel()
 	code, _, errs := runCkptCmd(t, t.TempDir(), "latest")
-	if code != ExitCheckpoint || !strings.Contains(errs, "no committed checkpoint in ") {
+	if code != exitcode.Checkpoint || !strings.Contains(errs, "no committed checkpoint in ") {
 		t.Fatalf("empty store: exit %d, %s", code, errs)
 	}
 	code, _, errs = runCkptCmd(t, filepath.Join(t.TempDir(), "nope"), "list")
-	if code != ExitUsage || !strings.Contains(errs, "mkdir -p") {
+	if code != exitcode.Usage || !strings.Contains(errs, "mkdir -p") {
 		t.Fatalf("missing store: exit %d, %s", code, errs)
 	}
 	code, _, errs = runCkptCmd(t, "", "list")
-	if code != ExitUsage || !strings.Contains(errs, "TRAINRUN_CKPT_DIR") {
+	if code != exitcode.Usage || !strings.Contains(errs, "TRAINRUN_CKPT_DIR") {
 		t.Fatalf("no store: exit %d, %s", code, errs)
 	}
 }
@@ -140,7 +141,7 @@ func TestCkptLatestEmptyAndMissing(t *testing.T) {
 func TestCkptRequestReachesTheController(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if code, _, errs := runCkptCmd(t, dir, "request", "--then", "stop"); code != ExitOK {
+	if code, _, errs := runCkptCmd(t, dir, "request", "--then", "stop"); code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	s, err := checkpoint.Open(dir)
@@ -161,7 +162,7 @@ func TestCkptDrain(t *testing.T) {
 		name := "rank" + strconv.Itoa(r) + ".pt"
 		checkpointtest.SaveRank(t, src, r, checkpointtest.File{Name: name, Data: name})
 		code, out, errs := runCkptCmd(t, dir, "drain", "--local", filepath.Join(local, node), "--node", node)
-		if code != ExitOK || !strings.Contains(out, "drained step-5") {
+		if code != exitcode.OK || !strings.Contains(out, "drained step-5") {
 			t.Fatalf("drain on %s: exit %d\n%s%s", node, code, out, errs)
 		}
 	}
@@ -172,7 +173,7 @@ func TestCkptDrain(t *testing.T) {
 	if latest, _, err := s.CommitComplete(t.Context(), 2); err != nil || latest != "step-5" {
 		t.Fatalf("CommitComplete = %q, %v", latest, err)
 	}
-	if code, _, errs := runCkptCmd(t, dir, "drain", "--node", "a"); code != ExitUsage || !strings.Contains(errs, "TRAINRUN_CKPT_LOCAL_DIR") {
+	if code, _, errs := runCkptCmd(t, dir, "drain", "--node", "a"); code != exitcode.Usage || !strings.Contains(errs, "TRAINRUN_CKPT_LOCAL_DIR") {
 		t.Fatalf("drain without --local: exit %d %s", code, errs)
 	}
 }
@@ -187,7 +188,7 @@ func TestCkptDrainJSON(t *testing.T) {
 	checkpointtest.SaveRank(t, done, 3, checkpointtest.File{Name: "w.bin", Data: "0123456789"})
 	os.MkdirAll(filepath.Join(local, "step-8"), 0o755) // being written when the job died
 	code, out, errs := runCkptCmd(t, dir, "drain", "--json", "--local="+local, "--node=n2")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 	var rep checkpoint.DrainReport
@@ -205,7 +206,7 @@ func TestCkptDrainJSON(t *testing.T) {
 	checkpointtest.MarkDone(t, filepath.Join(local, "step-9"), 3)
 	code, out, _ = runCkptCmd(t, filepath.Join(dir, "no", "such"), "drain", "--json", "--local="+local, "--node=n2")
 	rep = checkpoint.DrainReport{}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == ExitOK || rep.Error == "" || !reflect.DeepEqual(rep.Left, []string{"step-8", "step-9"}) {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == exitcode.OK || rep.Error == "" || !reflect.DeepEqual(rep.Left, []string{"step-8", "step-9"}) {
 		t.Errorf("failed drain: exit %d, report %+v (%v) from %q", code, rep, err, out)
 	}
 }

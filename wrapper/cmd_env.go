@@ -19,6 +19,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
 
@@ -267,7 +268,7 @@ func envRank(env *runEnv, o *envOptions, ranks int) error {
 		if v := slurm.TaskFromEnv(env.getenv).ProcID; v != "" {
 			var err error
 			if o.Rank, err = strconv.Atoi(v); err != nil {
-				return withCode(ExitSlurm, fmt.Errorf("SLURM_PROCID=%q is not a number", v))
+				return withCode(exitcode.Slurm, fmt.Errorf("SLURM_PROCID=%q is not a number", v))
 			}
 		}
 	}

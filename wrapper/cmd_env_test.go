@@ -7,6 +7,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/golden"
 	"github.com/trainrun/trainrun/topo/snapshot"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // runTrainrun runs a subcommand in-process with the given environment.
@@ -212,8 +213,8 @@ func TestEnvErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errs, code := runWithEnv(t, nil, append([]string{"env"}, tc.args...)...)
-			if code != ExitUsage || !strings.Contains(errs, tc.want) {
-				t.Fatalf("exit %d, stderr %q; want %d and %q", code, errs, ExitUsage, tc.want)
+			if code != exitcode.Usage || !strings.Contains(errs, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, errs, exitcode.Usage, tc.want)
 			}
 		})
 	}
@@ -279,7 +280,7 @@ func TestEnvPolicy(t *testing.T) {
 		})
 	}
 	_, errs, code := runWithEnv(t, nil, "env", "--machine", "hgx-h100", "--partition", "x")
-	if code != ExitUsage || !strings.Contains(errs, "without --policy") {
+	if code != exitcode.Usage || !strings.Contains(errs, "without --policy") {
 		t.Errorf("--partition alone: exit %d, %q", code, errs)
 	}
 }
@@ -294,7 +295,7 @@ func TestEnvRankFromSlurm(t *testing.T) {
 		t.Errorf("RANK=%s LOCAL_RANK=%s, want 6 and 6", got["RANK"], got["LOCAL_RANK"])
 	}
 	_, errs, code = runWithEnv(t, map[string]string{"SLURM_PROCID": "x"}, "env", "--machine", "dgx-a100")
-	if code != ExitSlurm || !strings.Contains(errs, `SLURM_PROCID="x"`) {
+	if code != exitcode.Slurm || !strings.Contains(errs, `SLURM_PROCID="x"`) {
 		t.Errorf("bad SLURM_PROCID: exit %d, %q", code, errs)
 	}
 }

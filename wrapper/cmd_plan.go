@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func init() {
@@ -190,7 +191,7 @@ func (o *planOptions) searchOptions(pins plan.Pins) plan.SearchOptions {
 	return plan.SearchOptions{Pins: pins, TopK: top, AllowCP: o.AllowCP, AllowTPOutsideDomain: o.AllowTPOutsideNVLink, Calibration: o.calObs}
 }
 
-// noFitError is nil when r has a plan that fits; otherwise an ExitNoFit
+// noFitError is nil when r has a plan that fits; otherwise an exitcode.NoFit
 // error naming the nearest miss and what would fit (plan.NoFit).
 func noFitError(m plan.Model, j plan.Job, c plan.Cluster, so plan.SearchOptions, r plan.Result) error {
 	if msg := plan.NoFit(m, j, c, so, r); msg != "" {
@@ -199,17 +200,17 @@ func noFitError(m plan.Model, j plan.Job, c plan.Cluster, so plan.SearchOptions,
 	return nil
 }
 
-// noFitCode tells a layout the rules forbid (ExitLayout) and a job the GPU
-// cannot run (ExitCapability) apart from one that needs more memory
-// (ExitNoFit): a job script's fix differs.
+// noFitCode tells a layout the rules forbid (exitcode.Layout) and a job the GPU
+// cannot run (exitcode.Capability) apart from one that needs more memory
+// (exitcode.NoFit): a job script's fix differs.
 func noFitCode(r plan.Result) int {
 	switch r.Invalid {
 	case plan.InvalidLayout:
-		return ExitLayout
+		return exitcode.Layout
 	case plan.InvalidCapability:
-		return ExitCapability
+		return exitcode.Capability
 	}
-	return ExitNoFit
+	return exitcode.NoFit
 }
 
 // render writes r in the chosen format. Formats that describe one layout
@@ -276,7 +277,7 @@ func planCompare(env *runEnv, o *planOptions, m plan.Model, j plan.Job, clusters
 			return nil // at least one type fits: the comparison answered
 		}
 		errs = append(errs, noFitError(m, j, g.Cluster, so, g.Result).Error())
-		if c := noFitCode(g.Result); code == 0 || c == ExitNoFit {
+		if c := noFitCode(g.Result); code == 0 || c == exitcode.NoFit {
 			code = c // no-fit where any type is only short of memory
 		}
 	}
@@ -285,13 +286,17 @@ func planCompare(env *runEnv, o *planOptions, m plan.Model, j plan.Job, clusters
 
 // model resolves --model (preset or config.json) and the shape flags, which
 // override the preset's figures or describe a model on their own.
-func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
+func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) { return o.modelGiven(fs.Changed) }
+
+// modelGiven is model for a command that has resolved its flags already:
+// changed says whether a flag was given.
+func (o *planOptions) modelGiven(changed func(name string) bool) (plan.Model, error) {
 	var m plan.Model
 	switch {
 	case o.Model == "":
 		var missing []string
 		for _, f := range []string{"layers", "hidden", "heads", "vocab"} {
-			if !fs.Changed(f) {
+			if !changed(f) {
 				missing = append(missing, "--"+f)
 			}
 		}
@@ -312,17 +317,17 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 		}
 		defer f.Close()
 		if m, err = plan.ParseHFConfig(f, path); err != nil {
-			return m, withCode(ExitUsage, err)
+			return m, withCode(exitcode.Usage, err)
 		}
 		m.Name = modelNameOfPath(path)
 	default:
 		var err error
 		if m, err = plan.LookupModel(o.Model); err != nil {
-			return m, withCode(ExitUsage, fmt.Errorf("--model: %w", err))
+			return m, withCode(exitcode.Usage, fmt.Errorf("--model: %w", err))
 		}
 	}
 	set := func(name string, dst *int, v int) {
-		if fs.Changed(name) {
+		if changed(name) {
 			*dst = v
 		}
 	}
@@ -342,15 +347,15 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 	set("q-lora-rank", &m.QLoRA, o.QLoRA)
 	set("qk-rope-dim", &m.QKRopeDim, o.QKRopeDim)
 	set("v-head-dim", &m.VHeadDim, o.VHeadDim)
-	if fs.Changed("tie-embeddings") {
+	if changed("tie-embeddings") {
 		m.TiedEmbeddings = o.TieEmbeddings
 	}
-	if fs.Changed("ffn-type") {
+	if changed("ffn-type") {
 		m.FFNType = plan.FFNType(strings.ToLower(o.FFNType))
 	}
 	overridden := false
 	for _, f := range modelFlags {
-		overridden = overridden || fs.Changed(f)
+		overridden = overridden || changed(f)
 	}
 	if overridden && o.Model != "" {
 		m.Name += " (modified)"
@@ -359,8 +364,8 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 	if m.KVHeads == 0 {
 		m.KVHeads = m.Heads
 	}
-	if fs.Changed("hidden") || fs.Changed("heads") {
-		if !fs.Changed("head-dim") && m.Heads > 0 {
+	if changed("hidden") || changed("heads") {
+		if !changed("head-dim") && m.Heads > 0 {
 			if m.Hidden%m.Heads != 0 {
 				return m, usageErrorf("--heads %d does not divide --hidden %d: give --head-dim", m.Heads, m.Hidden)
 			}
@@ -375,7 +380,7 @@ func (o *planOptions) model(fs *pflag.FlagSet) (plan.Model, error) {
 			return m, usageErrorf("--ffn is required with --ffn-type %s (its width is not a fixed multiple of --hidden); a MoE model whose every layer is MoE needs --moe-ffn instead", m.FFNType)
 		}
 		m.FFN = 4 * m.Hidden
-		if m.Experts > 0 && m.MoEFFN > 0 && !fs.Changed("ffn") {
+		if m.Experts > 0 && m.MoEFFN > 0 && !changed("ffn") {
 			m.FFN = m.MoEFFN
 		}
 	}
@@ -510,7 +515,7 @@ func (o *planOptions) clusters(changed func(name string) bool) ([]plan.Cluster, 
 		}
 		g, err := plan.LookupGPU(name)
 		if err != nil {
-			return nil, withCode(ExitUsage, fmt.Errorf("--gpu: %w", err))
+			return nil, withCode(exitcode.Usage, fmt.Errorf("--gpu: %w", err))
 		}
 		perNode := 0 // the type's usual node
 		if changed("gpus-per-node") {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // The acceptance case through the command's renderer: 64 nodes whose
@@ -83,7 +84,7 @@ func TestRenderPlacementErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env, _, _ := cli{vars: tc.vars}.env()
 			err := renderPlacement(env, "hostfile", &tc.o, plan.Model{}, plan.Job{}, plan.Cluster{GPUsPerNode: 8}, e)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || exitCodeOf(err) != ExitUsage {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || exitCodeOf(err) != exitcode.Usage {
 				t.Fatalf("err = %v (code %d), want usage error containing %q", err, exitCodeOf(err), tc.want)
 			}
 		})

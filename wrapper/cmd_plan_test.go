@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/internal/golden"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func planGolden(t *testing.T, name, got string) {
@@ -102,7 +103,7 @@ func checkContract(t *testing.T, out string) map[string]any {
 
 func TestPlanAcceptanceJSON(t *testing.T) {
 	out, errOut, code := runPlanCmd(t, with(acceptance, "--format", "json")...)
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	top := checkContract(t, out)
@@ -155,7 +156,7 @@ func TestPlanAcceptanceGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, errOut, code := runPlanCmd(t, c.args...)
-			if code != ExitOK {
+			if code != exitcode.OK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			planGolden(t, c.name, out)
@@ -175,8 +176,8 @@ func TestPlanNoFitGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, errOut, code := runPlanCmd(t, c.args...)
-			if code != ExitNoFit {
-				t.Fatalf("exit %d, want %d: %s", code, ExitNoFit, errOut)
+			if code != exitcode.NoFit {
+				t.Fatalf("exit %d, want %d: %s", code, exitcode.NoFit, errOut)
 			}
 			planGolden(t, c.name, out+"--- stderr\n"+errOut)
 		})
@@ -197,41 +198,41 @@ func TestPlanErrors(t *testing.T) {
 		stderr []string
 		stdout string
 	}{
-		{"unknown model names nearest", with([]string{"plan", "--model", "lama3-70b", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+		{"unknown model names nearest", with([]string{"plan", "--model", "lama3-70b", "--gpu", "h100-sxm", "--gpus", "8"}, job...), exitcode.Usage,
 			[]string{`unknown model "lama3-70b"; nearest: llama3-70b`}, ""},
-		{"unknown GPU names nearest", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxn", "--gpus", "8"}, job...), ExitUsage,
+		{"unknown GPU names nearest", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxn", "--gpus", "8"}, job...), exitcode.Usage,
 			[]string{`unknown GPU type "h100-sxn"`, "h100-sxm"}, ""},
-		{"malformed config.json names the file", with([]string{"plan", "--model", bad, "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+		{"malformed config.json names the file", with([]string{"plan", "--model", bad, "--gpu", "h100-sxm", "--gpus", "8"}, job...), exitcode.Usage,
 			[]string{bad + ":4:3: malformed JSON"}, ""},
-		{"config.json directory", with([]string{"plan", "--model", dir, "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+		{"config.json directory", with([]string{"plan", "--model", dir, "--gpu", "h100-sxm", "--gpus", "8"}, job...), exitcode.Usage,
 			[]string{bad + ":4:3"}, ""},
-		{"missing config file", with([]string{"plan", "--model", filepath.Join(dir, "nope.json"), "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+		{"missing config file", with([]string{"plan", "--model", filepath.Join(dir, "nope.json"), "--gpu", "h100-sxm", "--gpus", "8"}, job...), exitcode.Usage,
 			[]string{"nope.json", "no such file"}, ""},
-		{"deepseek-v3 on one node: too big, with the way out", with([]string{"plan", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitNoFit,
+		{"deepseek-v3 on one node: too big, with the way out", with([]string{"plan", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--gpus", "8"}, job...), exitcode.NoFit,
 			[]string{"no layout of deepseek-v3 fits 8 x h100-sxm", "fits with"}, "No layout fits."},
-		{"no seq len", []string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "8"}, ExitUsage,
+		{"no seq len", []string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--global-batch", "8"}, exitcode.Usage,
 			[]string{"--seq-len 0: give the training sequence length"}, ""},
-		{"no gpu count", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm"}, job...), ExitUsage,
+		{"no gpu count", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm"}, job...), exitcode.Usage,
 			[]string{"--gpu h100-sxm: how many? give --gpus N or --gpu h100-sxm:N"}, ""},
-		{"bad fix key", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--fix", "tp=2,ppp=2"}, job...), ExitUsage,
+		{"bad fix key", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--fix", "tp=2,ppp=2"}, job...), exitcode.Usage,
 			[]string{`--fix "tp=2,ppp=2": unknown key "ppp"; accepted: tp pp vpp cp ep etp dp mbs grad_accum recompute zero sp offload`}, ""},
-		{"bad format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "yaml"}, job...), ExitUsage,
+		{"bad format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "yaml"}, job...), exitcode.Usage,
 			[]string{`--format "yaml": accepted: table, json`}, ""},
-		{"bad stack", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--stack", "pytorch-lightning"}, job...), ExitUsage,
+		{"bad stack", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--stack", "pytorch-lightning"}, job...), exitcode.Usage,
 			[]string{`--stack "pytorch-lightning": accepted: megatron-core, nemo, megatron-2022, fsdp`}, ""},
-		{"bad tokens", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tokens", "lots"}, job...), ExitUsage,
+		{"bad tokens", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tokens", "lots"}, job...), exitcode.Usage,
 			[]string{`--tokens "lots"`}, ""},
-		{"kv heads do not divide heads", with([]string{"plan", "--model", "llama3-8b", "--kv-heads", "6", "--gpu", "h100-sxm", "--gpus", "8"}, job...), ExitUsage,
+		{"kv heads do not divide heads", with([]string{"plan", "--model", "llama3-8b", "--kv-heads", "6", "--gpu", "h100-sxm", "--gpus", "8"}, job...), exitcode.Usage,
 			[]string{"kv_heads = 6: must divide heads = 32"}, ""},
-		{"hostfile needs placement", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "hostfile"}, job...), ExitUsage,
+		{"hostfile needs placement", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--format", "hostfile"}, job...), exitcode.Usage,
 			[]string{"placement needs the nodes: pass --nodelist"}, ""},
-		{"list with one-layout format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm:8,a100-80gb:8", "--format", "megatron"}, job...), ExitUsage,
+		{"list with one-layout format", with([]string{"plan", "--model", "llama3-8b", "--gpu", "h100-sxm:8,a100-80gb:8", "--format", "megatron"}, job...), exitcode.Usage,
 			[]string{"--format megatron describes one layout"}, ""},
-		{"nothing fits: json plan null, suggestion", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json"}, ExitNoFit,
+		{"nothing fits: json plan null, suggestion", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json"}, exitcode.NoFit,
 			[]string{"no layout of llama3.1-405b fits 8 x h100-sxm", "fits with"}, `"plan": null`},
-		{"nothing fits: table", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64"}, ExitNoFit,
+		{"nothing fits: table", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64"}, exitcode.NoFit,
 			[]string{"no layout of llama3.1-405b fits"}, "No layout fits."},
-		{"nothing fits: megatron prints nothing", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "megatron"}, ExitNoFit,
+		{"nothing fits: megatron prints nothing", []string{"plan", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "megatron"}, exitcode.NoFit,
 			[]string{"no layout of llama3.1-405b fits"}, ""},
 	}
 	for _, c := range cases {
@@ -265,8 +266,8 @@ func TestPlanPinnedNoFit(t *testing.T) {
 	args := []string{"plan", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512",
 		"--fix", "tp=1,pp=1,cp=1,dp=64,mbs=1,vpp=1,recompute=none,zero=0,sp=false,offload=none", "--format", "json"}
 	out, errOut, code := runPlanCmd(t, args...)
-	if code != ExitNoFit {
-		t.Fatalf("exit %d, want %d (no-fit)\n%s", code, ExitNoFit, errOut)
+	if code != exitcode.NoFit {
+		t.Fatalf("exit %d, want %d (no-fit)\n%s", code, exitcode.NoFit, errOut)
 	}
 	top := checkContract(t, out)
 	p, ok := top["plan"].(map[string]any)
@@ -284,7 +285,7 @@ func TestPlanPinnedNoFit(t *testing.T) {
 // A pinned value is honoured by the search.
 func TestPlanFixHonoured(t *testing.T) {
 	out, errOut, code := runPlanCmd(t, with(acceptance, "--fix", "tp=4,pp=4", "--format", "json")...)
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	top := checkContract(t, out)
@@ -301,7 +302,7 @@ func TestPlanExplicitModel(t *testing.T) {
 	args := []string{"plan", "--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads", "8", "--ffn", "14336", "--ffn-type", "swiglu",
 		"--vocab", "128256", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--format", "json"}
 	out, errOut, code := runPlanCmd(t, args...)
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	// The same shape as the llama3-8b preset gives the same plan.
@@ -315,7 +316,7 @@ func TestPlanExplicitModel(t *testing.T) {
 		t.Errorf("override not shown:\n%s", out)
 	}
 	_, errOut, code = runPlanCmd(t, "plan", "--hidden", "4096", "--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64")
-	if code != ExitUsage || !strings.Contains(errOut, "missing --layers --heads --vocab") {
+	if code != exitcode.Usage || !strings.Contains(errOut, "missing --layers --heads --vocab") {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
 }
@@ -323,7 +324,7 @@ func TestPlanExplicitModel(t *testing.T) {
 func TestPlanHFConfig(t *testing.T) {
 	path := filepath.Join("..", "plan", "testdata", "hf", "llama3-70b.json")
 	hf, errOut, code := runPlanCmd(t, "plan", "--model", path, "--gpu", "h100-sxm", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512", "--format", "json")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	preset, _, _ := runPlanCmd(t, with(acceptance, "--format", "json")...)
@@ -389,7 +390,7 @@ func TestParseFix(t *testing.T) {
 		t.Errorf("empty --fix pins something: %+v", p)
 	}
 	for _, bad := range []string{"tp", "tp=0", "tp=2,tp=4", "zero=4", "sp=maybe", "recompute=some", "offload=disk", "foo=1"} {
-		if _, err := parseFix(bad); err == nil || exitCodeOf(err) != ExitUsage {
+		if _, err := parseFix(bad); err == nil || exitCodeOf(err) != exitcode.Usage {
 			t.Errorf("parseFix(%q): err %v, want a usage error", bad, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -51,12 +52,12 @@ func runPolicy(ctx context.Context, env *runEnv, args []string) error {
 func loadPolicyFile(path string) (*policy.Policy, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, withCode(ExitUsage, fmt.Errorf("policy file: %w", err))
+		return nil, withCode(exitcode.Usage, fmt.Errorf("policy file: %w", err))
 	}
 	defer f.Close()
 	p, err := policy.Parse(f, path)
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, withCode(exitcode.Usage, err)
 	}
 	return p, nil
 }
@@ -76,7 +77,7 @@ func reportPolicyErrors(w io.Writer, path string, err error) error {
 		noun = "error"
 	}
 	fmt.Fprintf(w, "%s: %d %s\n", path, len(list), noun)
-	return withCode(ExitUsage, errSilent)
+	return withCode(exitcode.Usage, exitcode.ErrSilent)
 }
 
 func runPolicyCheck(env *runEnv, args []string) error {

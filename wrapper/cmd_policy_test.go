@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/internal/golden"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 const examplePolicy = "../contrib/trainrun.conf.example"
@@ -18,7 +19,7 @@ func runPolicyCLI(args ...string) (code int, stdout, stderr string) {
 func TestPolicyCheckExample(t *testing.T) {
 	code, out, errOut := runPolicyCLI("policy", "check", examplePolicy)
 	want := examplePolicy + ": OK: 29 site-wide settings, 3 partitions (preempt, roce, debug)\n"
-	if code != ExitOK || out != want || errOut != "" {
+	if code != exitcode.OK || out != want || errOut != "" {
 		t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %q", code, out, want, errOut)
 	}
 }
@@ -46,8 +47,8 @@ func TestPolicyCheckRejects(t *testing.T) {
 			}
 			for _, sub := range []string{"check", "show"} {
 				code, out, errOut := runPolicyCLI("policy", sub, path)
-				if code != ExitUsage || out != "" {
-					t.Errorf("%s: exit %d (want %d), stdout %q", sub, code, ExitUsage, out)
+				if code != exitcode.Usage || out != "" {
+					t.Errorf("%s: exit %d (want %d), stdout %q", sub, code, exitcode.Usage, out)
 				}
 				lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
 				if len(lines) != len(tc.want) {
@@ -70,11 +71,11 @@ func TestPolicyUsageErrors(t *testing.T) {
 		code int
 		want string // in stderr
 	}{
-		{"no subcommand", []string{"policy"}, ExitUsage, "policy needs a subcommand: check or show"},
-		{"unknown subcommand", []string{"policy", "lint", "x"}, ExitUsage, `unknown policy subcommand "lint"`},
-		{"no file", []string{"policy", "check"}, ExitUsage, "policy check takes one FILE, got 0 arguments"},
-		{"missing file", []string{"policy", "check", "no/such/trainrun.conf"}, ExitUsage, "policy file: open no/such/trainrun.conf: no such file or directory"},
-		{"bad flag", []string{"policy", "show", "--partion", "gpu", examplePolicy}, ExitUsage, "unknown flag: --partion"},
+		{"no subcommand", []string{"policy"}, exitcode.Usage, "policy needs a subcommand: check or show"},
+		{"unknown subcommand", []string{"policy", "lint", "x"}, exitcode.Usage, `unknown policy subcommand "lint"`},
+		{"no file", []string{"policy", "check"}, exitcode.Usage, "policy check takes one FILE, got 0 arguments"},
+		{"missing file", []string{"policy", "check", "no/such/trainrun.conf"}, exitcode.Usage, "policy file: open no/such/trainrun.conf: no such file or directory"},
+		{"bad flag", []string{"policy", "show", "--partion", "gpu", examplePolicy}, exitcode.Usage, "unknown flag: --partion"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,7 +100,7 @@ func TestPolicyShowGolden(t *testing.T) {
 				args = []string{"policy", "show", "--partition", part, examplePolicy}
 			}
 			code, out, errOut := runPolicyCLI(args...)
-			if code != ExitOK || errOut != "" {
+			if code != exitcode.OK || errOut != "" {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}
 			golden.CheckString(t, filepath.Join("testdata", "policy", "show-"+name+".golden"), out)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -45,7 +46,7 @@ func runReport(ctx context.Context, env *runEnv, args []string) error {
 		return err
 	}
 	if len(evs) == 0 {
-		return withCode(ExitUsage, fmt.Errorf("job directory %s: no %s: not a trainrun job directory, or its runs predate the event log", dir, obs.EventsFile))
+		return withCode(exitcode.Usage, fmt.Errorf("job directory %s: no %s: not a trainrun job directory, or its runs predate the event log", dir, obs.EventsFile))
 	}
 	rep := obs.BuildReport(evs)
 	if *format == "json" {

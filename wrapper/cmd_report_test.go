@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func runReportCmd(t *testing.T, args ...string) (int, string, string) {
@@ -21,7 +23,7 @@ func runReportCmd(t *testing.T, args ...string) (int, string, string) {
 func TestReportGolden(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "timeline.svg")
 	code, out, errs := runReportCmd(t, "--svg", svg, filepath.Join("testdata", "report", "job"))
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	checkGolden(t, "report/report.golden", strings.ReplaceAll(out, svg, "TIMELINE.svg"))
@@ -53,12 +55,12 @@ func TestReportErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"no job dir", nil, ExitUsage, "needs one job directory"},
-		{"missing dir", []string{filepath.Join(empty, "nope")}, ExitUsage, "not a directory"},
-		{"no event log", []string{empty}, ExitUsage, "no events.jsonl"},
-		{"bad format", []string{"--format", "yaml", empty}, ExitUsage, "--format \"yaml\""},
-		{"png asked", []string{"--svg", "t.png", empty}, ExitUsage, "rsvg-convert -o t.png t.svg"},
-		{"svg into a missing directory", []string{"--svg", filepath.Join(empty, "no", "t.svg"), filepath.Join("testdata", "report", "job")}, ExitUsage, "does not exist"},
+		{"no job dir", nil, exitcode.Usage, "needs one job directory"},
+		{"missing dir", []string{filepath.Join(empty, "nope")}, exitcode.Usage, "not a directory"},
+		{"no event log", []string{empty}, exitcode.Usage, "no events.jsonl"},
+		{"bad format", []string{"--format", "yaml", empty}, exitcode.Usage, "--format \"yaml\""},
+		{"png asked", []string{"--svg", "t.png", empty}, exitcode.Usage, "rsvg-convert -o t.png t.svg"},
+		{"svg into a missing directory", []string{"--svg", filepath.Join(empty, "no", "t.svg"), filepath.Join("testdata", "report", "job")}, exitcode.Usage, "does not exist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errs := runReportCmd(t, tc.args...)
@@ -74,7 +76,7 @@ func TestReportErrors(t *testing.T) {
 // zone, the job id (issue 30 point 8).
 func TestReportJSONSummary(t *testing.T) {
 	code, out, errs := runReportCmd(t, "--format", "json", filepath.Join("testdata", "report", "job"))
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var r struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -12,10 +13,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/calib"
-	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
-	"github.com/trainrun/trainrun/plan/policy"
-	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -158,6 +156,22 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if len(argv) == 0 {
 		return usageErrorf("no training command: put it after --, e.g. trainrun run --fix tp=8 -- python train.py --tp {tp}")
 	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	r := &runner{env: env, t0: time.Now()}
+	return r.run(ctx, o, givenFlags(fs), argv)
+}
+
+// givenFlags are the flags set on fs's command line.
+func givenFlags(fs *pflag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+	return given
+}
+
+// validate refuses flag values no run can use, before anything starts.
+func (o *runOptions) validate() error {
 	if launch.SignalByName(o.ckptSignal) == nil {
 		return usageErrorf("--ckpt-signal %q: want a signal name such as USR2 or TERM", o.ckptSignal)
 	}
@@ -167,8 +181,7 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if o.plan.Fix != "" && o.planFile != "" {
 		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
 	}
-	hang, err := hangConfig(o.fault.hangTimeout)
-	if err != nil {
+	if _, err := hangConfig(o.fault.hangTimeout); err != nil {
 		return err
 	}
 	if o.fault.maxRestarts < 0 {
@@ -177,18 +190,19 @@ func runRun(ctx context.Context, env *runEnv, args []string) error {
 	if o.fault.spareNodes < 0 {
 		return usageErrorf("--spare-nodes %d: want 0 (no spare nodes) or more, fewer than the job's nodes", o.fault.spareNodes)
 	}
-	r := &runner{opts: o, fs: fs, env: env, argv: argv, t0: time.Now(), hangCfg: hang}
-	return r.run(ctx)
+	return nil
 }
 
 // choice is what the choose phase hands on: the layout, its evaluation
 // when the planner made one, and a planned model's Megatron arguments.
 type choice struct {
-	Layout plan.Layout
-	Eval   *plan.Evaluation // nil when the layout was pinned and not evaluated
-	Model  *plan.Model      // the planned model (nil: none given); {megatron_args} renders it with Job
-	Job    plan.Job
-	Inputs *plan.Inputs // what Eval was planned from (nil unless planned here): the observation's record
+	Layout   plan.Layout
+	Eval     *plan.Evaluation // nil when the layout was pinned and not evaluated
+	Model    *plan.Model      // the planned model (nil: none given); {megatron_args} renders it with Job
+	Job      plan.Job
+	Inputs   *plan.Inputs // what Eval was planned from (nil unless planned here): the observation's record
+	GPU      string       // the GPU type the planner planned for ("" when it did not plan)
+	PlanFile string       // the plan file the layout came from: --plan, else TRAINRUN_PLAN ("": none)
 }
 
 // placed is what the place phase hands on: each rank's node and GPU, and
@@ -198,48 +212,68 @@ type placed struct {
 	Placement *plan.Placement
 }
 
-// runner holds one `trainrun run` from allocation to exit.
+// runner holds one `trainrun run` from allocation to exit: its
+// configuration, and the value each phase returned, in their order.
 type runner struct {
-	// What the run was given.
-	opts runOptions
-	fs   *pflag.FlagSet
-	env  *runEnv
-	argv []string // the training command as given
-	t0   time.Time
-	self string // this trainrun binary
-	shim string // the lean shim binary the step runs ("": trainrun exec-task)
+	cfg runConfig // setup: the options resolved (complete) and the command; never written after
+	env *runEnv
+	t0  time.Time
 
-	// The site's policy for the partition (setup: applyPolicy).
-	policy     *partPolicy            // nil without --policy: defaults of --stack, --precision, --finetune, --nvme-bw
-	policyGPU  policy.Setting[string] // GPUType ("" = auto): the planner's GPU type when the probe finds none
-	ncclPolicy plan.NCCLPolicy
-	leadFixed  bool          // the lead came from the policy: no shortening for short jobs
-	leadAdapt  bool          // CkptLeadAdapt: raise the lead to fit measured checkpoints
-	graceBudg  time.Duration // CkptGraceBudget (0: auto, the partition's GraceTime)
-	// excludeStragglers: StragglerAction=exclude.
-	excludeStragglers bool
+	alloc  *allocation // setup; gather and the spares replace it, never change it
+	dirs   runDirs     // dirs
+	early  *earlyStep  // early: the step started before the plan; nil once handed to the monitor
+	facts  runFacts    // gather
+	choice choice      // choose
+	placed placed      // place; a restart on spare nodes places again
+	ckpt   runStore    // store (written by its goroutine, read after awaitStore)
+	step   stepLaunch  // prepare; a restart prepares again
+	sess   session     // while the step runs, and across restarts inside the allocation
+}
 
-	// What the phases found and chose, in their order.
-	alloc    *allocation // setup
-	jobDir   string      // dirs
-	runName  string
-	ckptDir  string
-	early    *earlyStep           // early: the step started before the plan; nil once handed to the monitor
-	job      slurm.Job            // gather
-	grace    graceLimits          // gather
-	facts    map[string]nodeFacts // gather: the probe's
-	lead     time.Duration        // gather: the checkpoint lead in use
-	choice   choice               // choose
-	placed   placed               // place
-	store    *checkpoint.Store    // store; nil in a dry run
-	resume   string               // store: the checkpoint resumed from
-	cmdArgv  []string             // prepare: the command with its templates filled
-	srunArgv []string             // prepare
-	srunEnv  []string             // prepare
-	tQuery   time.Duration        // from start to the end of the scontrol queries and the probe
-	tReady   time.Duration        // from start to launching srun (or its go)
+// runDirs are the run's directories (makeDirs).
+type runDirs struct {
+	jobDir  string // JOBDIR, or JOBDIR/runs/NAME for a named run
+	runName string
+	ckptDir string // the checkpoint store
+}
 
-	// While the step runs, and across restarts inside the allocation.
+// The job directory's layout: what trainrun run keeps under jobDir, in one
+// table (paths are runDirs.in(...) of these).
+const (
+	jobLaunchDir = "launch"         // the launch files, ckpt-request, the trainers' progress file
+	jobTopoDir   = "topo"           // the probe's node facts, reused by --probe auto
+	jobPlanFile  = "plan.json"      // the layout and where each rank runs (planDoc)
+	jobHostfile  = "hostfile"       // one line per node, slots=GPUs
+	jobSummary   = "summary.txt"    // what the run does (run_summary.go)
+	jobCkptDir   = "checkpoints"    // the default --ckpt-dir
+	jobRunsDir   = "runs"           // runs/NAME: each named run's own directory (run_name.go)
+	jobDSConfig  = "ds_config.json" // {deepspeed_config}: the plan's DeepSpeed configuration (megatron_args.go)
+)
+
+// in is the path of parts under the job directory.
+func (d runDirs) in(parts ...string) string {
+	return filepath.Join(append([]string{d.jobDir}, parts...)...)
+}
+
+// runStore is what the store phase opened (openRunStore).
+type runStore struct {
+	store  *checkpoint.Store // nil in a dry run
+	resume string            // the checkpoint resumed from
+}
+
+// stepLaunch is what the prepare phase made for srun.
+type stepLaunch struct {
+	cmdArgv    []string      // the command with its templates filled
+	srunArgv   []string      // srun's command line
+	srunEnv    []string      // srun's environment additions
+	masterPort int           // the step's MASTER_PORT (freeMasterPort)
+	tReady     time.Duration // from start to launching srun (or its go)
+}
+
+// session is the state that lives while steps run and across restarts
+// inside the allocation; the monitor's goroutines share it (tagMu guards
+// lastTag).
+type session struct {
 	tagMu        sync.Mutex
 	lastTag      string      // the latest committed checkpoint's tag known to the controller
 	obs          runObserver // nil in a dry run
@@ -247,13 +281,11 @@ type runner struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	masterPort   int            // the step's MASTER_PORT (freeMasterPort)
-	faults       faultState     // failed saves and nodes (run_faults.go)
-	hangCfg      *health.Config // nil: --hang-timeout off
-	restarts     int            // steps restarted inside this allocation (run_hang.go)
-	hangWhat     string         // the ranks the last hang points to
-	rankFaults   []rankFault    // hangs and stragglers seen, for the log and the report
-	spare        spareState     // --spare-nodes (run_spare.go)
+	faults       faultState  // failed saves and nodes (run_faults.go)
+	restarts     int         // steps restarted inside this allocation (run_hang.go)
+	hangWhat     string      // the ranks the last hang points to
+	rankFaults   []rankFault // hangs and stragglers seen, for the log and the report
+	spare        spareState  // --spare-nodes (run_spare.go)
 
 	// The run's observation (calib.go); nil: none is recorded.
 	calibRec *calib.Recorder
@@ -265,8 +297,8 @@ func (r *runner) logf(format string, a ...any) {
 
 // run is the controller's spine: setup → gather → choose → place →
 // prepare → launch/monitor → decide → act (see doc.go).
-func (r *runner) run(ctx context.Context) error {
-	if err := r.setup(); err != nil {
+func (r *runner) run(ctx context.Context, o runOptions, given map[string]bool, argv []string) error {
+	if err := r.setup(o, given, argv); err != nil {
 		return err
 	}
 	if finished, err := r.makeDirs(); err != nil || finished {
@@ -277,7 +309,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	defer r.abortEarly() // unless the monitor took the step over
 	// The observer starts while Slurm starts the early step.
-	if !r.opts.dryRun {
+	if !r.cfg.dryRun {
 		if err := r.startObserver(); err != nil {
 			return err
 		}
@@ -292,6 +324,7 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.facts = f
 	if err := r.setupSpares(ctx); err != nil {
 		return err
 	}
@@ -305,11 +338,12 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	renv, err := r.prepare(f)
+	step, renv, err := r.prepare(f)
 	if err != nil {
 		return err
 	}
-	if r.opts.dryRun {
+	r.step = step
+	if r.cfg.dryRun {
 		return r.printDryRun(renv)
 	}
 	for {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // writeTestLaunch writes a launch directory for 2 nodes × 2 GPUs, tp=2.
@@ -44,10 +45,10 @@ func TestExecTask(t *testing.T) {
 		{name: "cgroup-renumbered devices", env: map[string]string{"SLURM_PROCID": "2", "SLURMD_NODENAME": "n2", "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "2,3"},
 			argv: []string{"sh", "-c", report}, want: "2 0 4 1 0,1 2 29999\n"},
 		{name: "exit code passes through", env: map[string]string{"SLURM_PROCID": "0", "SLURMD_NODENAME": "n1"}, argv: []string{"sh", "-c", "exit 3"}, code: 3, stderr: "rank 0 on n1 (GPU 0): sh exited with 3"},
-		{name: "command not found", env: map[string]string{"SLURM_PROCID": "0", "SLURMD_NODENAME": "n1"}, argv: []string{"no-such-trainer-xyz"}, code: ExitNotFound, stderr: `command "no-such-trainer-xyz" not found in PATH=`},
-		{name: "missing path", env: map[string]string{"SLURM_PROCID": "0", "SLURMD_NODENAME": "n1"}, argv: []string{"/no/such/python"}, code: ExitNotFound, stderr: `"/no/such/python" not found`},
-		{name: "task on the wrong node", env: map[string]string{"SLURM_PROCID": "3", "SLURMD_NODENAME": "n1"}, argv: []string{"true"}, code: ExitSlurm, stderr: ""},
-		{name: "GPU not held", env: map[string]string{"SLURM_PROCID": "3", "SLURMD_NODENAME": "n2", "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "0,1"}, argv: []string{"true"}, code: ExitSlurm},
+		{name: "command not found", env: map[string]string{"SLURM_PROCID": "0", "SLURMD_NODENAME": "n1"}, argv: []string{"no-such-trainer-xyz"}, code: exitcode.NotFound, stderr: `command "no-such-trainer-xyz" not found in PATH=`},
+		{name: "missing path", env: map[string]string{"SLURM_PROCID": "0", "SLURMD_NODENAME": "n1"}, argv: []string{"/no/such/python"}, code: exitcode.NotFound, stderr: `"/no/such/python" not found`},
+		{name: "task on the wrong node", env: map[string]string{"SLURM_PROCID": "3", "SLURMD_NODENAME": "n1"}, argv: []string{"true"}, code: exitcode.Slurm, stderr: ""},
+		{name: "GPU not held", env: map[string]string{"SLURM_PROCID": "3", "SLURMD_NODENAME": "n2", "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "0,1"}, argv: []string{"true"}, code: exitcode.Slurm},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
@@ -218,10 +219,10 @@ var nowFunc = time.Now
 func noChoiceCode(cands []submit.Candidate) int {
 	for _, c := range cands {
 		if c.Fits {
-			return ExitSlurm // something fits; Slurm refused it
+			return exitcode.Slurm // something fits; Slurm refused it
 		}
 	}
-	return ExitNoFit
+	return exitcode.NoFit
 }
 
 func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Policy, error) {
@@ -310,11 +311,11 @@ func (o *submitOptions) partitions(ctx context.Context, env *runEnv, pol *policy
 }
 
 // withSlurmCode keeps a usage error's code; a Slurm command that failed
-// is ExitSlurm.
+// is exitcode.Slurm.
 func withSlurmCode(err error) error {
 	var se *slurm.Error
 	if errors.As(err, &se) {
-		return withCode(ExitSlurm, err)
+		return withCode(exitcode.Slurm, err)
 	}
 	return err
 }
@@ -405,7 +406,7 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 		if errors.As(err, &se) && se.Stderr != "" {
 			fmt.Fprintln(env.stderr, se.Stderr) // sbatch's message, as it printed it
 		}
-		return "", withCode(ExitSlurm, err)
+		return "", withCode(exitcode.Slurm, err)
 	}
 	return id, nil
 }

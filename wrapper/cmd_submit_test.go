@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // fakeSched answers as the heterogeneous harness's Slurm did
@@ -127,7 +128,7 @@ func TestSubmitDryRunChoosesByFinish(t *testing.T) {
 		f := &fakeSched{t: t}
 		args := append([]string{"submit", "--dry-run", "--format", "json", "--policy", pol, "--tokens", tc.tokens, "--min-gpus", "8"}, job8b...)
 		out, errOut, code := runSched(t, f, append(args, "--", "job.sh")...)
-		if code != ExitOK {
+		if code != exitcode.OK {
 			t.Fatalf("tokens %s: exit %d\n%s", tc.tokens, code, errOut)
 		}
 		s := decodeSubmit(t, out)
@@ -161,7 +162,7 @@ func TestSubmitSubmits(t *testing.T) {
 	args := append([]string{"submit", "--policy", policyFile(t, ampere40), "--tokens", "2e8", "--partition", "ampere", "--min-gpus", "16",
 		"--account=proj", "--qos", "high", "--mail-type=END", "--job-name", "my job", "--exclusive", "--plan-dir", dir}, job8b...)
 	out, errOut, code := runSched(t, f, append(args, "--", "job.sh", "arg 1")...)
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	if !strings.Contains(out, "Submitted batch job 1234") || !strings.Contains(out, "chosen: partition ampere, 2 node(s) × 8 GPUs") ||
@@ -199,7 +200,7 @@ func TestSubmitSubmits(t *testing.T) {
 func mustRun(t *testing.T, f *fakeSched, args ...string) string {
 	t.Helper()
 	out, errOut, code := runSched(t, f, args...)
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("%v: exit %d\n%s", args, code, errOut)
 	}
 	return out
@@ -221,7 +222,7 @@ func TestSubmitSbatchRefuses(t *testing.T) {
 	f := &fakeSched{t: t, refuse: "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified"}
 	args := append([]string{"submit", "--tokens", "1e8", "--partition", "hopper", "--plan-dir", t.TempDir()}, job8b...)
 	_, errOut, code := runSched(t, f, append(args, "--", "job.sh")...)
-	if code != ExitSlurm || !strings.Contains(errOut, "\nsbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n") &&
+	if code != exitcode.Slurm || !strings.Contains(errOut, "\nsbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n") &&
 		!strings.HasPrefix(errOut, "sbatch: error: Batch job submission failed") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
 	}
@@ -233,7 +234,7 @@ func TestSubmitAmbiguousGPU(t *testing.T) {
 	f := &fakeSched{t: t}
 	args := append([]string{"submit", "--dry-run", "--tokens", "1e8", "--min-gpus", "8"}, job8b...)
 	out, errOut, code := runSched(t, f, append(args, "--", "job.sh")...)
-	if code != ExitOK || !strings.Contains(errOut, "skipped: partition ampere: GRES type \"a100\" is ambiguous") ||
+	if code != exitcode.OK || !strings.Contains(errOut, "skipped: partition ampere: GRES type \"a100\" is ambiguous") ||
 		!strings.Contains(errOut, "GPUType= on the policy's line 'PartitionName=ampere'") || strings.Contains(out, "ampere") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -243,11 +244,11 @@ func TestSubmitAmbiguousGPU(t *testing.T) {
 		t.Errorf("note or dry-run line:\n%s\n%s", out, errOut)
 	}
 	_, errOut, code = runSched(t, f, append(append(args, "--partition", "ampere,nosuch"), "--", "job.sh")...)
-	if code != ExitUsage || !strings.Contains(errOut, "Slurm has no partition nosuch (it has: hopper, ampere)") {
+	if code != exitcode.Usage || !strings.Contains(errOut, "Slurm has no partition nosuch (it has: hopper, ampere)") {
 		t.Errorf("exit %d\n%s", code, errOut)
 	}
 	_, errOut, code = runSched(t, f, append(append(args, "--partition", "ampere"), "--", "job.sh")...)
-	if code != ExitUsage || !strings.Contains(errOut, "ambiguous") {
+	if code != exitcode.Usage || !strings.Contains(errOut, "ambiguous") {
 		t.Errorf("exit %d\n%s", code, errOut)
 	}
 }
@@ -310,7 +311,7 @@ func TestSubmitUsage(t *testing.T) {
 		{append(append([]string{"submit", "--tokens", "1e9", "stray"}, job8b...), "--", "job.sh"), `unexpected argument "stray"`},
 	} {
 		_, errOut, code := runSched(t, f, tc.args...)
-		if code != ExitUsage || !strings.Contains(errOut, tc.want) {
+		if code != exitcode.Usage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, code, errOut, tc.want)
 		}
 	}

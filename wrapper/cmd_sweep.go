@@ -18,6 +18,7 @@ import (
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 )
 
@@ -181,7 +182,7 @@ func (o *sweepOptions) expand(argv []string) (*sweepManifest, error) {
 	for _, g := range o.grid {
 		p, err := sweep.ParseGrid(g)
 		if err != nil {
-			return nil, withCode(ExitUsage, err)
+			return nil, withCode(exitcode.Usage, err)
 		}
 		grid = append(grid, p)
 	}
@@ -189,13 +190,13 @@ func (o *sweepOptions) expand(argv []string) (*sweepManifest, error) {
 	for _, r := range o.ranges {
 		x, err := sweep.ParseRange(r)
 		if err != nil {
-			return nil, withCode(ExitUsage, err)
+			return nil, withCode(exitcode.Usage, err)
 		}
 		ranges = append(ranges, x)
 	}
 	trials, err := sweep.Expand(grid, o.random, ranges, o.seed)
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, withCode(exitcode.Usage, err)
 	}
 	keys := sweep.Keys(grid, ranges)
 	name := o.name
@@ -229,7 +230,7 @@ func (o *sweepOptions) size(ctx context.Context, env *runEnv, fs *pflag.FlagSet,
 	}
 	n, err := env.slurm.NodeGPUs(ctx, o.partition)
 	if err != nil || n <= 0 {
-		return withCode(ExitSlurm, fmt.Errorf("--gpus-per-node not given and the GPUs of a node could not be read from Slurm (%v): give --gpus-per-node G", err))
+		return withCode(exitcode.Slurm, fmt.Errorf("--gpus-per-node not given and the GPUs of a node could not be read from Slurm (%v): give --gpus-per-node G", err))
 	}
 	s.GPUsPerNode = n
 	return nil
@@ -270,11 +271,11 @@ func writeSweepDir(s *sweepManifest, scripts map[string]string) error {
 	if _, err := os.Stat(filepath.Join(s.Dir, sweepManifestFile)); err == nil {
 		return usageErrorf("%s already holds a sweep (%s): see it with 'trainrun sweep status %s', or start another with --sweep-dir DIR or --name NAME", s.Dir, sweepManifestFile, s.Dir)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return withCode(ExitUsage, fmt.Errorf("sweep dir %s: %w", s.Dir, err))
+		return withCode(exitcode.Usage, fmt.Errorf("sweep dir %s: %w", s.Dir, err))
 	}
 	for _, d := range []string{s.Dir, filepath.Join(s.Dir, "logs")} {
 		if err := safefs.MkdirOwn(d, "sweep directory"); err != nil {
-			return withCode(ExitUsage, err)
+			return withCode(exitcode.Usage, err)
 		}
 	}
 	for p, script := range scripts {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // fakeSlurm answers sbatch with a job id and scontrol show job with out,
@@ -94,7 +95,7 @@ func TestSweepSubmitsOneArray(t *testing.T) {
 	}
 	// the same sweep again is refused, naming the directory
 	env2, _, errb2 := sweepEnv(f)
-	if code := dispatch(context.Background(), env2, []string{"sweep", "--grid", "lr=1,2", "--time", "5m", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--", "x", "{lr}"}); code != ExitUsage ||
+	if code := dispatch(context.Background(), env2, []string{"sweep", "--grid", "lr=1,2", "--time", "5m", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--", "x", "{lr}"}); code != exitcode.Usage ||
 		!strings.Contains(errb2.String(), "already holds a sweep") {
 		t.Errorf("second sweep into %s: exit %d %s", dir, code, errb2)
 	}
@@ -144,7 +145,7 @@ func TestSweepPlansTheTimeLimit(t *testing.T) {
 	}
 	// without --time and without a model: a clear error that says what to give
 	env2, _, errb2 := sweepEnv(&fakeSlurm{})
-	if code := dispatch(context.Background(), env2, []string{"sweep", "--grid", "lr=1,2", "--gpus-per-node", "1", "--dry-run", "--", "x", "{lr}"}); code != ExitUsage ||
+	if code := dispatch(context.Background(), env2, []string{"sweep", "--grid", "lr=1,2", "--gpus-per-node", "1", "--dry-run", "--", "x", "{lr}"}); code != exitcode.Usage ||
 		!strings.Contains(errb2.String(), "--time not given") || !strings.Contains(errb2.String(), "give --time LIMIT") {
 		t.Errorf("exit %d: %s", code, errb2)
 	}

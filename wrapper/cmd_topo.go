@@ -15,6 +15,7 @@ import (
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/nvml"
 	"github.com/trainrun/trainrun/topo/snapshot"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func init() {
@@ -75,7 +76,7 @@ func runTopo(ctx context.Context, env *runEnv, args []string) error {
 	case "nccl-xml":
 		b, err := n.NCCLTopoXML()
 		if err != nil {
-			return withCode(ExitFailure, err)
+			return withCode(exitcode.Failure, err)
 		}
 		if n.FlatPCIe() {
 			fmt.Fprintln(env.stderr, "trainrun: topo: warning: no GPU shares a PCIe switch with a NIC here (a VM's flat bus): this file says what sysfs shows, GPU-NIC paths through the host bridge, and NCCL then disables GPUDirect RDMA (PHB is beyond its default PXB). Prefer the platform's own NCCL_TOPO_FILE (Azure: /opt/microsoft/ndvN/topo.xml; AWS: the file aws-ofi-nccl sets).")
@@ -132,9 +133,9 @@ func discoverNode(root, machine string) (*topo.Node, error) {
 	n, err := topo.Discover(opts)
 	if err != nil {
 		if errors.Is(err, topo.ErrNVMLUnavailable) {
-			return nil, withCode(ExitFailure, err)
+			return nil, withCode(exitcode.Failure, err)
 		}
-		return nil, withCode(ExitFailure, fmt.Errorf("this machine: %w", err))
+		return nil, withCode(exitcode.Failure, fmt.Errorf("this machine: %w", err))
 	}
 	return n, nil
 }
@@ -170,9 +171,9 @@ func showCluster(ctx context.Context, env *runEnv, path, format string) error {
 		var err error
 		if c, err = env.slurm.Topology(ctx); err != nil {
 			if errors.Is(err, slurm.ErrNotFound) {
-				return withCode(ExitSlurm, errors.New("scontrol not found: --cluster reads the local Slurm's topology; pass --topology-conf FILE to read a file instead"))
+				return withCode(exitcode.Slurm, errors.New("scontrol not found: --cluster reads the local Slurm's topology; pass --topology-conf FILE to read a file instead"))
 			}
-			return withCode(ExitSlurm, err)
+			return withCode(exitcode.Slurm, err)
 		}
 	}
 	view := clusterView(c)

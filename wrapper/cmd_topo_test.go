@@ -10,6 +10,7 @@ import (
 	"github.com/trainrun/trainrun/internal/golden"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func runTopoCmd(t *testing.T, args ...string) (int, string, string) {
@@ -19,7 +20,7 @@ func runTopoCmd(t *testing.T, args ...string) (int, string, string) {
 
 func TestTopoMachineMatrixIsTheGolden(t *testing.T) {
 	code, out, errs := runTopoCmd(t, "topo", "--machine", "hgx-h100")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	want, err := os.ReadFile(filepath.Join("..", "topo", "testdata", "golden", "hgx-h100.matrix.txt"))
@@ -38,7 +39,7 @@ func TestTopoMachineMatrixIsTheGolden(t *testing.T) {
 
 func TestTopoFormats(t *testing.T) {
 	code, out, errs := runTopoCmd(t, "topo", "--machine", "ibmcloud-h100-vsi", "--format", "json")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var n topo.Node
@@ -49,18 +50,18 @@ func TestTopoFormats(t *testing.T) {
 		t.Errorf("json node: %d GPUs, root %q", len(n.GPUs), n.Root)
 	}
 	code, out, errs = runTopoCmd(t, "topo", "--machine", "dgx-a100", "--format", "nccl-xml")
-	if code != ExitOK || !strings.HasPrefix(out, `<system version="1">`+"\n") || strings.Contains(out, "\t") {
+	if code != exitcode.OK || !strings.HasPrefix(out, `<system version="1">`+"\n") || strings.Contains(out, "\t") {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
 	if strings.Contains(errs, "warning") {
 		t.Errorf("dgx-a100 has switches; no warning expected: %s", errs)
 	}
 	code, _, errs = runTopoCmd(t, "topo", "--machine", "azure-ndv5", "--format", "nccl-xml")
-	if code != ExitOK || !strings.Contains(errs, "disables GPUDirect RDMA") || !strings.Contains(errs, "/opt/microsoft/ndvN/topo.xml") {
+	if code != exitcode.OK || !strings.Contains(errs, "disables GPUDirect RDMA") || !strings.Contains(errs, "/opt/microsoft/ndvN/topo.xml") {
 		t.Fatalf("azure-ndv5 xml: exit %d, stderr %q", code, errs)
 	}
 	code, out, _ = runTopoCmd(t, "topo", "--machine", "list")
-	if code != ExitOK || !strings.Contains(out, "hgx-h100 ") || !strings.Contains(out, "aws-p4d ") {
+	if code != exitcode.OK || !strings.Contains(out, "hgx-h100 ") || !strings.Contains(out, "aws-p4d ") {
 		t.Fatalf("list: exit %d\n%s", code, out)
 	}
 }
@@ -69,14 +70,14 @@ func TestTopoRootIsACapturedTree(t *testing.T) {
 	// A tree unpacked by hand reads the same as --machine.
 	dir := t.TempDir()
 	code, want, _ := runTopoCmd(t, "topo", "--machine", "aws-p4d")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatal(code)
 	}
 	if err := unpackForTest("aws-p4d", dir); err != nil {
 		t.Fatal(err)
 	}
 	code, got, errs := runTopoCmd(t, "topo", "--root", dir)
-	if code != ExitOK || got != want {
+	if code != exitcode.OK || got != want {
 		t.Fatalf("exit %d %s\n%s", code, errs, got)
 	}
 }
@@ -102,8 +103,8 @@ func TestTopoBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, errs := runTopoCmd(t, append([]string{"topo"}, c.args...)...)
-			if code != ExitUsage || !strings.Contains(errs, c.want) {
-				t.Fatalf("exit %d, stderr %q, want exit %d and %q", code, errs, ExitUsage, c.want)
+			if code != exitcode.Usage || !strings.Contains(errs, c.want) {
+				t.Fatalf("exit %d, stderr %q, want exit %d and %q", code, errs, exitcode.Usage, c.want)
 			}
 		})
 	}
@@ -116,7 +117,7 @@ func TestTopoLive(t *testing.T) {
 		t.Skip("no /sys/bus/pci/devices here")
 	}
 	code, out, errs := runTopoCmd(t, "topo", "--format", "json")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var n topo.Node
@@ -133,12 +134,12 @@ func TestTopoLive(t *testing.T) {
 
 func TestTopoClusterFromFile(t *testing.T) {
 	code, out, errs := runTopoCmd(t, "topo", "--cluster", "--topology-conf", "testdata/topology-interleaved-64.conf")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	golden.CheckString(t, filepath.Join("testdata", "topo-cluster-interleaved-64.golden"), out)
 	code, out, errs = runTopoCmd(t, "topo", "--cluster", "--topology-conf", "testdata/topology-interleaved-64.conf", "--format", "json")
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var v clusterJSON
@@ -155,7 +156,7 @@ func TestTopoClusterFromFile(t *testing.T) {
 func TestTopoClusterWithoutScontrol(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	code, _, errs := cli{slurm: slurm.New()}.run("topo", "--cluster")
-	if code != ExitSlurm || !strings.Contains(errs, "scontrol not found") || !strings.Contains(errs, "--topology-conf FILE") {
+	if code != exitcode.Slurm || !strings.Contains(errs, "scontrol not found") || !strings.Contains(errs, "--topology-conf FILE") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
@@ -163,12 +164,12 @@ func TestTopoClusterWithoutScontrol(t *testing.T) {
 func TestTopoCapture(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cap")
 	code, out, errs := runTopoCmd(t, "topo", "--capture", dir)
-	if code != ExitOK || !strings.Contains(out, "trainrun topo --root "+dir) {
+	if code != exitcode.OK || !strings.Contains(out, "trainrun topo --root "+dir) {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
 	}
 	code, live, _ := runTopoCmd(t, "topo")
 	code2, fromCapture, errs := runTopoCmd(t, "topo", "--root", dir)
-	if code != ExitOK || code2 != ExitOK {
+	if code != exitcode.OK || code2 != exitcode.OK {
 		t.Fatalf("exit %d/%d: %s", code, code2, errs)
 	}
 	// Same report but for where it was read from and the NVML line (the
@@ -186,7 +187,7 @@ func TestTopoCapture(t *testing.T) {
 		t.Fatalf("live:\n%s\ncapture:\n%s", live, fromCapture)
 	}
 	code, _, errs = runTopoCmd(t, "topo", "--capture", dir)
-	if code != ExitUsage || !strings.Contains(errs, "not empty") {
+	if code != exitcode.Usage || !strings.Contains(errs, "not empty") {
 		t.Fatalf("second capture into the same dir: exit %d %s", code, errs)
 	}
 }

@@ -20,20 +20,25 @@
 //	obs                 metrics, webhooks, event log, report
 //
 // `trainrun run` (cmd_run.go: options, flags, help and the spine, runner.run)
-// runs these phases, each a method of runner handing its result to the next
-// (run_summary.go prints what the run will do):
+// first resolves its options once: complete (cmd_run_config.go) turns the
+// flags, their TRAINRUN_* twins, the partition's policy and TRAINRUN_PLAN
+// into a runConfig whose values carry their source; it is the only reader
+// of the flag set and the policy, and no phase writes it. Then it runs these
+// phases, each a method of runner whose result is one runner field (run_summary.go
+// prints what the run will do):
 //
-//	setup     srun, the allocation, the policy             run_setup.go    runner.setup
-//	dirs      job and checkpoint directories; finished?    run_setup.go    runner.makeDirs
+//	setup     srun, the allocation, complete               run_setup.go    runner.setup → cfg, alloc
+//	dirs      job and checkpoint directories; finished?    run_setup.go    runner.makeDirs → dirs
 //	early     the step, its shims waiting (and probing)    run_early.go    runner.startEarly → earlyStep
 //	gather    Slurm queries and the probe, in parallel     run_gather.go   runner.gather → runFacts
-//	choose    --plan, the planner, or --fix                run_choose.go   runner.choosePlan
-//	place     ranks onto GPUs                              run_prepare.go  runner.place, run_place.go
-//	store     recover, commit, resume point                run_prepare.go  runner.openRunStore
-//	prepare   templates, plan.json, rank env, srun argv    run_prepare.go  runner.prepare → rankEnv
+//	choose    --plan, the planner, or --fix                run_choose.go   runner.choosePlan → choice
+//	place     ranks onto GPUs                              run_prepare.go  runner.place → placed, run_place.go
+//	store     recover, commit, resume point                run_prepare.go  runner.openRunStore → runStore
+//	prepare   templates, plan.json, rank env, srun argv    run_prepare.go  runner.prepare → rankEnv, stepLaunch
 //	launch    control channel, launch files, go (or the    run_prepare.go  runner.startStep
 //	          step, when it did not start early)
-//	monitor   the event loop, one method per event         run_monitor.go  monitor.on*
+//	monitor   the event loop, one method per event; the    run_monitor.go  monitor.on* → stepResult
+//	          stop state machine (stopState, table-tested) run_stop.go
 //	decide    finish, stop or requeue; the exit code       internal/run    Decide (pure)
 //	act       history, finished marker, scontrol requeue   run_act.go      runner.afterStep, runner.act
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // --fix is read by plan.ParsePins for every command (`trainrun plan`, `env`
@@ -29,7 +30,7 @@ func fixedLayout(fix string, world, globalBatch int) (plan.Layout, error) {
 	}
 	l, err := p.Layout(world, globalBatch)
 	if err != nil {
-		return l, withCode(ExitLayout, fmt.Errorf("--fix %q: %w", fix, err))
+		return l, withCode(exitcode.Layout, fmt.Errorf("--fix %q: %w", fix, err))
 	}
 	return l, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // Issue 20: `trainrun plan`, `env` and `run` read --fix with one grammar. The
@@ -36,17 +37,17 @@ func TestFixOneGrammar(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			errs, code := try(t, args, "bogus=1")
 			want := `--fix "bogus=1": unknown key "bogus"; accepted: ` + plan.PinKeys
-			if code != ExitUsage || !strings.Contains(errs, want) {
-				t.Errorf("--fix bogus=1: exit %d, stderr %q; want %d and %q", code, errs, ExitUsage, want)
+			if code != exitcode.Usage || !strings.Contains(errs, want) {
+				t.Errorf("--fix bogus=1: exit %d, stderr %q; want %d and %q", code, errs, exitcode.Usage, want)
 			}
 			for _, fix := range []string{"tp=8,grad_accum=4", "tp=8,zero=1"} {
-				if errs, code := try(t, args, fix); code != ExitOK {
+				if errs, code := try(t, args, fix); code != exitcode.OK {
 					t.Errorf("--fix %s: exit %d, stderr:\n%s", fix, code, errs)
 				}
 			}
 			errs, code = try(t, args, "tp=8,pp=2305843009213693953")
-			if want := "pp=2305843009213693953: larger than 1048576"; code != ExitUsage || !strings.Contains(errs, want) {
-				t.Errorf("overflowing pp: exit %d, stderr %q; want %d and %q", code, errs, ExitUsage, want)
+			if want := "pp=2305843009213693953: larger than 1048576"; code != exitcode.Usage || !strings.Contains(errs, want) {
+				t.Errorf("overflowing pp: exit %d, stderr %q; want %d and %q", code, errs, exitcode.Usage, want)
 			}
 		})
 	}

@@ -7,11 +7,12 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // newFlags makes a subcommand's flag set. Its usage text goes to w (the
 // command's stdout: help is output a user pages or greps); a parse error
-// becomes ExitUsage and -h/--help becomes errHelpShown.
+// becomes exitcode.Usage and -h/--help becomes exitcode.ErrHelpShown.
 func newFlags(name, synopsis string, w io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(w)
@@ -60,7 +61,7 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
 		writeExamples(fs.Output(), fs.Name())
-		return errHelpShown
+		return exitcode.ErrHelpShown
 	}
 	if err != nil {
 		return usageErrorf("%v (run 'trainrun %s --help')", err, fs.Name())

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // One output convention (issue 30 point 8): --format table|json on every
@@ -22,7 +24,7 @@ func TestFormatTableEverywhere(t *testing.T) {
 		{[]string{"ckpt", "list"}, "text"},
 	} {
 		code, table, errOut := c.run(append(append([]string{}, tc.args...), "--format", "table")...)
-		if code != ExitOK || table == "" {
+		if code != exitcode.OK || table == "" {
 			t.Errorf("%v --format table: exit %d %s", tc.args, code, errOut)
 		}
 		if _, old, _ := c.run(append(append([]string{}, tc.args...), "--format", tc.old)...); old != table {
@@ -32,7 +34,7 @@ func TestFormatTableEverywhere(t *testing.T) {
 			t.Errorf("%v: the default is not the table", tc.args)
 		}
 		code, js, errOut := c.run(append(append([]string{}, tc.args...), "--format", "json")...)
-		if code != ExitOK || !json.Valid([]byte(js)) {
+		if code != exitcode.OK || !json.Valid([]byte(js)) {
 			t.Errorf("%v --format json: exit %d %s\n%s", tc.args, code, errOut, js)
 		}
 	}
@@ -43,7 +45,7 @@ func TestFormatTableEverywhere(t *testing.T) {
 			May              string `json:"users_may_override"`
 		} `json:"settings"`
 	}
-	if err := json.Unmarshal([]byte(js), &p); code != ExitOK || err != nil || len(p.Settings) < 20 {
+	if err := json.Unmarshal([]byte(js), &p); code != exitcode.OK || err != nil || len(p.Settings) < 20 {
 		t.Fatalf("policy show --format json: exit %d %v %s\n%s", code, err, errOut, js)
 	}
 	for _, s := range p.Settings {
@@ -52,7 +54,7 @@ func TestFormatTableEverywhere(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"report", "--format", "yaml", "x"}, {"topo", "--format", "yaml"}, {"policy", "show", "--format", "yaml", "f"}} {
-		if code, _, errOut := c.run(args...); code != ExitUsage || !strings.Contains(errOut, "table") {
+		if code, _, errOut := c.run(args...); code != exitcode.Usage || !strings.Contains(errOut, "table") {
 			t.Errorf("%v: exit %d %q", args, code, errOut)
 		}
 	}

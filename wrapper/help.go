@@ -9,6 +9,7 @@ import (
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // Help is printed on stdout (`trainrun plan --help | less` must show it);
@@ -119,17 +120,17 @@ var helpTopics = map[string]struct {
 func runHelp(ctx context.Context, env *runEnv, args []string) int {
 	if len(args) == 0 {
 		usage(env.stdout)
-		return ExitOK
+		return exitcode.OK
 	}
 	if t, ok := helpTopics[args[0]]; ok {
 		t.write(env.stdout)
-		return ExitOK
+		return exitcode.OK
 	}
 	if c, ok := commands[args[0]]; ok && !c.hidden {
 		return dispatch(ctx, env, append([]string{c.name}, append(args[1:], "--help")...))
 	}
 	fmt.Fprintf(env.stderr, "trainrun: help: no command or topic %q; topics: %s; commands: %s\n", args[0], strings.Join(topicNames(), ", "), strings.Join(commandNames(), ", "))
-	return ExitUsage
+	return exitcode.Usage
 }
 
 func topicNames() []string {
@@ -168,7 +169,7 @@ func writeFixHelp(w io.Writer) {
 		"  sp                        true | false (sequence parallelism, with tp > 1)",
 		"  offload                   none | optimizer | params | nvme (params and nvme need zero=3; nvme needs --nvme-bw)",
 		"",
-		"Rules a layout must keep (breaking one exits "+fmt.Sprint(ExitLayout)+" 'layout', not 3 'no-fit'):",
+		"Rules a layout must keep (breaking one exits "+fmt.Sprint(exitcode.Layout)+" 'layout', not 3 'no-fit'):",
 		"  tp·pp·cp divides the GPUs; heads and KV heads divisible by tp; layers split over pp (and pp·vpp);",
 		"  global batch divisible by mbs·dp; seq_len divisible by 2·cp; experts divisible by ep.",
 		"When every degree is pinned, plan evaluates that layout and prints it even when it does not fit.",

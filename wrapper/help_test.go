@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"mvdan.cc/sh/v3/shell"
 )
 
@@ -23,7 +24,7 @@ func TestHelpOnStdoutWithExamples(t *testing.T) {
 		t.Run(n, func(t *testing.T) {
 			args := append(strings.Fields(n), "--help")
 			code, out, errOut := cli{}.run(args...)
-			if code != ExitOK || errOut != "" || !strings.Contains(out, "Examples:") || !strings.Contains(out, "Usage: trainrun") {
+			if code != exitcode.OK || errOut != "" || !strings.Contains(out, "Examples:") || !strings.Contains(out, "Usage: trainrun") {
 				t.Errorf("trainrun %s: exit %d, stderr %q, stdout:\n%s", strings.Join(args, " "), code, errOut, out)
 			}
 		})
@@ -40,21 +41,21 @@ func TestHelpTopics(t *testing.T) {
 	}
 	for topic, want := range topics {
 		code, out, _ := cli{}.run("help", topic)
-		if code != ExitOK || !strings.Contains(out, want) {
+		if code != exitcode.OK || !strings.Contains(out, want) {
 			t.Errorf("help %s: exit %d, lacks %q:\n%s", topic, code, want, out)
 		}
 	}
-	if code, out, _ := (cli{}).run("help", "plan"); code != ExitOK || !strings.Contains(out, "--list-models") {
+	if code, out, _ := (cli{}).run("help", "plan"); code != exitcode.OK || !strings.Contains(out, "--list-models") {
 		t.Errorf("help plan: exit %d:\n%s", code, out)
 	}
-	if code, _, errOut := (cli{}).run("help", "nonsense"); code != ExitUsage || !strings.Contains(errOut, "exit-codes") {
+	if code, _, errOut := (cli{}).run("help", "nonsense"); code != exitcode.Usage || !strings.Contains(errOut, "exit-codes") {
 		t.Errorf("help nonsense: exit %d, %q", code, errOut)
 	}
 	_, top, _ := cli{}.run("--help")
 	if strings.Contains(top, "exec-task") || !strings.Contains(top, "help TOPIC") {
 		t.Errorf("top-level help lists an internal command or no topics:\n%s", top)
 	}
-	if code, _, errOut := (cli{}).run("pln"); code != ExitUsage || !strings.Contains(errOut, `did you mean "plan"`) {
+	if code, _, errOut := (cli{}).run("pln"); code != exitcode.Usage || !strings.Contains(errOut, `did you mean "plan"`) {
 		t.Errorf("pln: exit %d, %q", code, errOut)
 	}
 }
@@ -68,7 +69,7 @@ func TestHelpPointsAtNothingMissing(t *testing.T) {
 		}
 	}
 	code, out, _ := cli{}.run("plan", "--list-models")
-	if code != ExitOK || !strings.Contains(out, "llama3-70b") || !strings.Contains(out, "mixtral-8x7b") {
+	if code != exitcode.OK || !strings.Contains(out, "llama3-70b") || !strings.Contains(out, "mixtral-8x7b") {
 		t.Errorf("plan --list-models: exit %d:\n%s", code, out)
 	}
 	if _, out2, _ := (cli{}).run("plan", "--model", "list"); out2 != out {
@@ -91,7 +92,7 @@ func TestHelpExamplesRun(t *testing.T) {
 					t.Fatal(err)
 				}
 				code, out, errOut := cli{}.run(args[1:]...)
-				if code != ExitOK || out == "" {
+				if code != exitcode.OK || out == "" {
 					t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", e.cmd, code, out, errOut)
 				}
 			})

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // command is one subcommand. Each lives in its own cmd_*.go file and registers
@@ -59,28 +60,28 @@ func dispatch(ctx context.Context, env *runEnv, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage(env.stdout)
 		if len(args) == 0 {
-			return ExitUsage
+			return exitcode.Usage
 		}
-		return ExitOK
+		return exitcode.OK
 	}
 	if args[0] == "help" {
 		return runHelp(ctx, env, args[1:])
 	}
 	if args[0] == "--version" || args[0] == "version" {
 		fmt.Fprintln(env.stdout, "trainrun", version)
-		return ExitOK
+		return exitcode.OK
 	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(env.stderr, "trainrun: unknown command %q%s; run 'trainrun --help' for the list\n", args[0], didYouMean(args[0], commandNames()))
-		return ExitUsage
+		return exitcode.Usage
 	}
 	err := c.run(ctx, env, args[1:])
 	if err == nil {
-		return ExitOK
+		return exitcode.OK
 	}
 	code := exitCodeOf(err)
-	if !errors.Is(err, errHelpShown) && !errors.Is(err, errSilent) {
+	if !errors.Is(err, exitcode.ErrHelpShown) && !errors.Is(err, exitcode.ErrSilent) {
 		fmt.Fprintf(env.stderr, "trainrun: %s: %v\n", c.name, err)
 	}
 	return code

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -22,7 +22,7 @@ import (
 // command does not use it (then nothing it cannot express matters).
 func (r *runner) megatronArgs() ([]string, error) {
 	used := false
-	for _, a := range r.argv {
+	for _, a := range r.cfg.argv {
 		used = used || strings.Contains(a, "{megatron_args}")
 	}
 	if !used {
@@ -30,7 +30,7 @@ func (r *runner) megatronArgs() ([]string, error) {
 	}
 	args, err := r.renderMegatron()
 	if err != nil {
-		return nil, withCode(ExitUsage, fmt.Errorf("{megatron_args}: %w", err))
+		return nil, withCode(exitcode.Usage, fmt.Errorf("{megatron_args}: %w", err))
 	}
 	return args, nil
 }
@@ -43,7 +43,7 @@ func (r *runner) renderMegatron() ([]string, error) {
 	if c.Model != nil && c.Eval != nil {
 		return plan.MegatronArgs(*c.Model, c.Job, *c.Eval)
 	}
-	po := &r.opts.plan
+	po := r.cfg.plan // a copy: the phases never write the configuration
 	j := plan.Job{GlobalBatch: po.GlobalBatch, Precision: plan.Precision(strings.ToLower(po.Precision))}
 	if st, err := plan.ParseStack(po.Stack); err == nil {
 		j.Stack = st
@@ -66,24 +66,25 @@ func (r *runner) renderMegatron() ([]string, error) {
 // the planner that wrote it recorded them. ok is false when neither names
 // a model.
 func (r *runner) planModel() (plan.Model, plan.Job, bool, error) {
-	po := &r.opts.plan
-	given := po.Model != "" || slices.ContainsFunc(modelFlags, r.fs.Changed)
+	po := r.cfg.plan // a copy: the phases never write the configuration
+	changed := func(name string) bool { return r.cfg.given[name] }
+	given := po.Model != "" || slices.ContainsFunc(modelFlags, changed)
 	if given {
-		m, err := po.model(r.fs)
+		m, err := po.modelGiven(changed)
 		if err != nil {
 			return m, plan.Job{}, false, err
 		}
 		j, err := po.job()
 		if err != nil {
-			return m, j, false, fmt.Errorf("the model %s is given with --plan %s: %w", m.Name, r.opts.planFile, err)
+			return m, j, false, fmt.Errorf("the model %s is given with --plan %s: %w", m.Name, r.choice.PlanFile, err)
 		}
 		return m, j, true, nil
 	}
-	in, err := readPlanInputs(r.opts.planFile)
+	in, err := readPlanInputs(r.choice.PlanFile)
 	if err != nil || in == nil {
 		return plan.Model{}, plan.Job{}, false, err
 	}
-	return in.resolve(r.opts.planFile)
+	return in.resolve(r.choice.PlanFile)
 }
 
 // planInputs is the part of a plan file's "inputs" (PRODUCT.md: "The plan
@@ -139,7 +140,7 @@ func (in *planInputs) resolve(path string) (plan.Model, plan.Job, bool, error) {
 // frameworkEnv is the framework's own rank variables (plan.MegatronEnv for
 // Megatron's stacks); a value the user exported is kept.
 func (r *runner) frameworkEnv() []plan.RankVar {
-	st, _ := plan.ParseStack(r.opts.plan.Stack)
+	st, _ := plan.ParseStack(r.cfg.plan.Stack)
 	var out []plan.RankVar
 	for _, v := range plan.MegatronEnv(r.choice.Layout, st) {
 		if u := r.env.getenv(v.Key); u != "" && v.KeepUser {
@@ -170,7 +171,7 @@ func (r *runner) planTraffic(c choice) plan.Traffic {
 		r.logf("placement: the plan file records no traffic and the run knows no model (give --model with --plan): ranks stay in Slurm's order")
 		return plan.Traffic{}
 	}
-	name := cmp.Or(r.opts.plan.GPU, r.probedGPUName(), r.policyGPU.Value, "h100-sxm")
+	name := cmp.Or(r.cfg.plan.GPU, r.probedGPUName(), r.cfg.policyGPU.Value, "h100-sxm")
 	g, err := plan.LookupGPU(name)
 	if err != nil {
 		g, _ = plan.LookupGPU("h100-sxm")
@@ -186,7 +187,7 @@ func (r *runner) planTraffic(c choice) plan.Traffic {
 // dry run names the path and writes nothing.
 func (r *runner) deepSpeedConfig(vals map[string]string) error {
 	used := false
-	for _, a := range r.argv {
+	for _, a := range r.cfg.argv {
 		used = used || strings.Contains(a, "{deepspeed_config}")
 	}
 	if !used {
@@ -198,15 +199,15 @@ func (r *runner) deepSpeedConfig(vals map[string]string) error {
 		e = *r.choice.Eval
 	}
 	if r.choice.Model == nil {
-		j = plan.Job{GlobalBatch: r.opts.plan.GlobalBatch, Precision: plan.Precision(strings.ToLower(r.opts.plan.Precision))}
+		j = plan.Job{GlobalBatch: r.cfg.plan.GlobalBatch, Precision: plan.Precision(strings.ToLower(r.cfg.plan.Precision))}
 	}
 	c, err := plan.DeepSpeedConfig(j, e)
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("{deepspeed_config}: %w", err))
+		return withCode(exitcode.Usage, fmt.Errorf("{deepspeed_config}: %w", err))
 	}
-	path := filepath.Join(r.jobDir, "ds_config.json")
+	path := r.dirs.in(jobDSConfig)
 	vals["deepspeed_config"] = path
-	if r.opts.dryRun {
+	if r.cfg.dryRun {
 		return nil
 	}
 	return launch.WriteJSONAtomic(path, c, 0o644)

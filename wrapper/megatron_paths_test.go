@@ -173,7 +173,7 @@ func TestDeepSpeedConfigTemplate(t *testing.T) {
 	if _, err := os.Stat(path); err == nil {
 		t.Errorf("a dry run wrote %s", path)
 	}
-	r := &runner{opts: runOptions{}, argv: []string{"{deepspeed_config}"}, jobDir: dir}
+	r := &runner{cfg: runConfig{argv: []string{"{deepspeed_config}"}}, dirs: runDirs{jobDir: dir}}
 	m, _ := plan.LookupModel("llama3-8b")
 	g, _ := plan.LookupGPU("h100-sxm")
 	j := plan.Job{SeqLen: 4096, GlobalBatch: 256, Precision: plan.BF16, Stack: plan.StackDeepSpeed + ":zero3"}

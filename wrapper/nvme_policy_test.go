@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // The policy's NVMeBW (GB/s per node, per partition) is the default of
@@ -22,7 +24,7 @@ func TestPolicyNVMeBW(t *testing.T) {
 	stepOf := func(t *testing.T, args ...string) float64 {
 		t.Helper()
 		out, errOut, code := runPlanCmd(t, append(append([]string{"plan", "--gpus", "32", "--gpus-per-node", "8", "--format", "json"}, base...), args...)...)
-		if code != ExitOK {
+		if code != exitcode.OK {
 			t.Fatalf("trainrun plan %v: exit %d: %s", args, code, errOut)
 		}
 		var doc struct {
@@ -93,7 +95,7 @@ func TestPolicyNVMeBW(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, errOut, code := runPlanCmd(t, append([]string{"plan", "--gpus", "32", "--policy", bad}, base...)...)
-		if code != ExitUsage || !strings.Contains(errOut, `NVMeBW: bad value "-3": want auto or a positive number of GB/s per node`) {
+		if code != exitcode.Usage || !strings.Contains(errOut, `NVMeBW: bad value "-3": want auto or a positive number of GB/s per node`) {
 			t.Errorf("exit %d, stderr %s", code, errOut)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/trainrun/trainrun/spank"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/snapshot"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // jsonDiff lists the paths at which a and b (decoded JSON) differ.
@@ -156,7 +157,7 @@ func TestPluginPlanIsTrainrunPlan(t *testing.T) {
 				t.Fatal(err)
 			}
 			out, errOut, code := runPlanCmd(t, append(append([]string{"plan"}, tc.planArgs...), "--format", "json")...)
-			if code != ExitOK {
+			if code != exitcode.OK {
 				t.Fatalf("trainrun plan: exit %d: %s", code, errOut)
 			}
 			var a, b map[string]any
@@ -218,7 +219,7 @@ func TestRunPlanInputsFromPluginTwins(t *testing.T) {
 	planOf := func(args ...string) map[string]any {
 		t.Helper()
 		out, errOut, code := runPlanCmd(t, append(append([]string{"plan"}, args...), "--gpus", "32", "--gpus-per-node", "8", "--format", "json")...)
-		if code != ExitOK {
+		if code != exitcode.OK {
 			t.Fatalf("trainrun plan %v: exit %d: %s", args, code, errOut)
 		}
 		var doc struct{ Plan map[string]any }
@@ -290,7 +291,7 @@ func TestRunPlanInputsFromPluginTwins(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := dryRunEnv(t, tc.env, tc.args...)
-			if err == nil || exitCodeOf(err) != ExitUsage || !strings.Contains(err.Error(), tc.msg) {
+			if err == nil || exitCodeOf(err) != exitcode.Usage || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("err = %v (code %d); want a usage error with %q", err, exitCodeOf(err), tc.msg)
 			}
 		})

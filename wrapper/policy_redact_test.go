@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // `trainrun policy show` prints webhook and Pushgateway URLs redacted: their
@@ -16,7 +18,7 @@ func TestPolicyShowRedactsURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runPolicyCLI("policy", "show", path)
-	if code != ExitOK {
+	if code != exitcode.OK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	if strings.Contains(out, "SECRET") {

@@ -10,6 +10,7 @@ import (
 	"mvdan.cc/sh/v3/shell"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // The README's tour is tested (issue 30): every trainrun line of its
@@ -148,7 +149,7 @@ func TestREADMETour(t *testing.T) {
 				return
 			}
 			code, out, errOut := env.run(args[1:]...)
-			if code != ExitOK {
+			if code != exitcode.OK {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
 			if strings.TrimSpace(out) == "" {

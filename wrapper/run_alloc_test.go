@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -48,18 +49,18 @@ func TestParseAllocation(t *testing.T) {
 			}
 		}},
 		{name: "mixed task counts in one form", change: map[string]string{"SLURM_TASKS_PER_NODE": "8(x3),8"}},
-		{name: "not in an allocation", change: map[string]string{"SLURM_JOB_ID": ""}, wantCode: ExitSlurm, wantMsg: "not inside a Slurm allocation"},
-		{name: "bad job id", change: map[string]string{"SLURM_JOB_ID": "abc"}, wantCode: ExitSlurm, wantMsg: `SLURM_JOB_ID="abc"`},
-		{name: "bad nodelist", change: map[string]string{"SLURM_JOB_NODELIST": "n[1-"}, wantCode: ExitSlurm, wantMsg: `SLURM_JOB_NODELIST="n[1-"`},
-		{name: "node count disagrees", change: map[string]string{"SLURM_JOB_NUM_NODES": "3"}, wantCode: ExitSlurm, wantMsg: "SLURM_JOB_NUM_NODES=3"},
-		{name: "bad tasks per node", change: map[string]string{"SLURM_TASKS_PER_NODE": "8(4)"}, wantCode: ExitSlurm, wantMsg: `SLURM_TASKS_PER_NODE="8(4)"`},
-		{name: "one task per node", change: map[string]string{"SLURM_TASKS_PER_NODE": "1(x4)"}, wantCode: ExitSlurm, wantMsg: "#SBATCH --ntasks-per-node=8"},
-		{name: "uneven tasks", change: map[string]string{"SLURM_TASKS_PER_NODE": "8(x3),4"}, wantCode: ExitSlurm, wantMsg: "n4 has 4"},
-		{name: "no GPUs", change: map[string]string{"SLURM_GPUS_ON_NODE": "", "SLURM_JOB_GPUS": "", "SLURM_GPUS_PER_NODE": ""}, wantCode: ExitSlurm, wantMsg: "the job holds no GPUs (partition low"},
-		{name: "zero GPUs", change: map[string]string{"SLURM_GPUS_ON_NODE": "0", "SLURM_JOB_GPUS": ""}, wantCode: ExitSlurm, wantMsg: "--gpus-per-node=N"},
-		{name: "bad GPU count", change: map[string]string{"SLURM_GPUS_ON_NODE": "eight"}, wantCode: ExitSlurm, wantMsg: `SLURM_GPUS_ON_NODE="eight"`},
-		{name: "GPU ids disagree", change: map[string]string{"SLURM_JOB_GPUS": "0,1"}, wantCode: ExitSlurm, wantMsg: "lists 2 GPUs"},
-		{name: "bad restart count", change: map[string]string{"SLURM_RESTART_COUNT": "-1"}, wantCode: ExitSlurm, wantMsg: `SLURM_RESTART_COUNT="-1"`},
+		{name: "not in an allocation", change: map[string]string{"SLURM_JOB_ID": ""}, wantCode: exitcode.Slurm, wantMsg: "not inside a Slurm allocation"},
+		{name: "bad job id", change: map[string]string{"SLURM_JOB_ID": "abc"}, wantCode: exitcode.Slurm, wantMsg: `SLURM_JOB_ID="abc"`},
+		{name: "bad nodelist", change: map[string]string{"SLURM_JOB_NODELIST": "n[1-"}, wantCode: exitcode.Slurm, wantMsg: `SLURM_JOB_NODELIST="n[1-"`},
+		{name: "node count disagrees", change: map[string]string{"SLURM_JOB_NUM_NODES": "3"}, wantCode: exitcode.Slurm, wantMsg: "SLURM_JOB_NUM_NODES=3"},
+		{name: "bad tasks per node", change: map[string]string{"SLURM_TASKS_PER_NODE": "8(4)"}, wantCode: exitcode.Slurm, wantMsg: `SLURM_TASKS_PER_NODE="8(4)"`},
+		{name: "one task per node", change: map[string]string{"SLURM_TASKS_PER_NODE": "1(x4)"}, wantCode: exitcode.Slurm, wantMsg: "#SBATCH --ntasks-per-node=8"},
+		{name: "uneven tasks", change: map[string]string{"SLURM_TASKS_PER_NODE": "8(x3),4"}, wantCode: exitcode.Slurm, wantMsg: "n4 has 4"},
+		{name: "no GPUs", change: map[string]string{"SLURM_GPUS_ON_NODE": "", "SLURM_JOB_GPUS": "", "SLURM_GPUS_PER_NODE": ""}, wantCode: exitcode.Slurm, wantMsg: "the job holds no GPUs (partition low"},
+		{name: "zero GPUs", change: map[string]string{"SLURM_GPUS_ON_NODE": "0", "SLURM_JOB_GPUS": ""}, wantCode: exitcode.Slurm, wantMsg: "--gpus-per-node=N"},
+		{name: "bad GPU count", change: map[string]string{"SLURM_GPUS_ON_NODE": "eight"}, wantCode: exitcode.Slurm, wantMsg: `SLURM_GPUS_ON_NODE="eight"`},
+		{name: "GPU ids disagree", change: map[string]string{"SLURM_JOB_GPUS": "0,1"}, wantCode: exitcode.Slurm, wantMsg: "lists 2 GPUs"},
+		{name: "bad restart count", change: map[string]string{"SLURM_RESTART_COUNT": "-1"}, wantCode: exitcode.Slurm, wantMsg: `SLURM_RESTART_COUNT="-1"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -16,31 +17,32 @@ import (
 // evaluating what --fix pins); or from --fix alone, unevaluated.
 func (r *runner) choosePlan() (c choice, err error) {
 	world := r.alloc.World()
-	po := &r.opts.plan
-	modelFromEnv, err := r.planInputsFromEnv()
-	if err != nil {
-		return c, err
+	po := r.cfg.plan
+	modelFromEnv := r.cfg.modelFromEnv
+	if r.cfg.batchErr != nil {
+		return c, r.cfg.batchErr
 	}
-	if r.opts.planFile == "" {
-		r.opts.planFile = r.submittedPlan(world)
+	planFile := r.cfg.planFile
+	if planFile == "" {
+		planFile = r.submittedPlan(world)
 	}
 	hasModel := po.Model != ""
 	for _, f := range modelFlags {
-		hasModel = hasModel || r.fs.Changed(f)
+		hasModel = hasModel || r.cfg.given[f]
 	}
 	switch {
-	case r.opts.planFile == "" && modelFromEnv && po.Fix != "" && (po.SeqLen == 0 || po.GlobalBatch == 0):
+	case planFile == "" && modelFromEnv && po.Fix != "" && (po.SeqLen == 0 || po.GlobalBatch == 0):
 		// #SBATCH --train-model alone with a script that pins its layout:
 		// the layout is used as before, not evaluated.
 		r.logf("TRAINRUN_MODEL=%s is set but no batch (--seq-len, --global-batch or TRAINRUN_BATCH): --fix %s is used as given, not evaluated", po.Model, po.Fix)
 		if c.Layout, err = fixedLayout(po.Fix, world, po.GlobalBatch); err != nil {
 			return c, err
 		}
-	case r.opts.planFile != "":
-		if c.Eval, err = readRunPlan(r.opts.planFile, world); err != nil {
+	case planFile != "":
+		if c.Eval, err = readRunPlan(planFile, world); err != nil {
 			return c, err
 		}
-		c.Layout = c.Eval.Layout
+		c.Layout, c.PlanFile = c.Eval.Layout, planFile
 	case hasModel:
 		if c, err = r.planFromModel(modelFromEnv); err != nil {
 			return c, err
@@ -69,8 +71,8 @@ func (r *runner) choosePlan() (c choice, err error) {
 // (evaluated, with the model's Megatron arguments).
 func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	world := r.alloc.World()
-	po := &r.opts.plan
-	m, err := po.model(r.fs)
+	po := r.cfg.plan // a copy: the allocation's GPUs are filled in below
+	m, err := po.modelGiven(func(name string) bool { return r.cfg.given[name] })
 	if err != nil {
 		return choice{}, err
 	}
@@ -97,7 +99,7 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	// gave it.
 	po.GPUsPerNode = r.alloc.TasksPerNode
 	clusters, err := po.clusters(func(name string) bool {
-		return name == "gpus-per-node" || r.fs.Changed(name) || name == "nvme-bw" && po.NVMeBW > 0 // the policy's NVMeBW
+		return name == "gpus-per-node" || r.cfg.given[name] || name == "nvme-bw" && po.NVMeBW > 0 // the policy's NVMeBW
 	})
 	if err != nil {
 		return choice{}, err
@@ -108,7 +110,7 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	if err != nil {
 		return choice{}, err
 	}
-	if err := r.loadCalibration(); err != nil {
+	if err := r.loadCalibration(&po); err != nil {
 		return choice{}, err
 	}
 	so := po.searchOptions(pins)
@@ -117,57 +119,28 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 		return choice{}, err
 	}
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {
-		return choice{}, withCode(ExitNoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
+		return choice{}, withCode(exitcode.NoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
 	}
 	in := plan.InputsOf(m, j, c, pins.String())
-	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Model: &m, Job: j, Inputs: &in}, nil
+	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Model: &m, Job: j, Inputs: &in, GPU: po.GPU}, nil
 }
 
 // plannerGPU is the GPU type to plan for: what the probe found on the
 // nodes, else the policy's GPUType.
 func (r *runner) plannerGPU() (string, error) {
 	name := r.probedGPUName()
-	if name == "" && r.policyGPU.Value != "" {
-		r.logf("the probe found no GPU name the planner knows; planning for %s, the policy's GPUType (%s)", r.policyGPU.Value, r.policyGPU.Source)
-		name = r.policyGPU.Value
+	if name == "" && r.cfg.policyGPU.Value != "" {
+		r.logf("the probe found no GPU name the planner knows; planning for %s, the policy's GPUType (%s)", r.cfg.policyGPU.Value, r.cfg.policyGPU.Source)
+		name = r.cfg.policyGPU.Value
 	}
 	if name == "" {
 		return "", usageErrorf("no GPU type for the planner: the probe found no GPU name on the nodes (probe %s; fake or unrecognised devices); pass --gpu TYPE (%s)",
-			r.opts.probe, strings.Join(plan.GPUNames(), " "))
+			r.cfg.probe, strings.Join(plan.GPUNames(), " "))
 	}
 	if _, err := plan.LookupGPU(name); err != nil {
 		return "", usageErrorf("the nodes' GPU %q is not in the planner's catalog: pass --gpu TYPE (%s)", name, strings.Join(plan.GPUNames(), " "))
 	}
 	return name, nil
-}
-
-// planInputsFromEnv takes --model from TRAINRUN_MODEL and --seq-len and
-// --global-batch from TRAINRUN_BATCH (GLOBALxSEQLEN) where those flags are
-// not given: the plugin's --train-model and --train-batch, given as #SBATCH
-// directives, reach the batch script as these twins. fromEnv says whether
-// the model came from there.
-func (r *runner) planInputsFromEnv() (fromEnv bool, err error) {
-	po := &r.opts.plan
-	shape := false
-	for _, f := range modelFlags {
-		shape = shape || r.fs.Changed(f)
-	}
-	if v := strings.TrimSpace(r.env.getenv("TRAINRUN_MODEL")); v != "" && !r.fs.Changed("model") && !shape {
-		po.Model, fromEnv = v, true
-	}
-	if v := r.env.getenv("TRAINRUN_BATCH"); v != "" && (!r.fs.Changed("seq-len") || !r.fs.Changed("global-batch")) {
-		gb, sl, err := plan.ParseBatch(v)
-		if err != nil {
-			return fromEnv, usageErrorf("TRAINRUN_BATCH=%s: %v (it is #SBATCH --train-batch's twin; or give --seq-len and --global-batch)", v, err)
-		}
-		if !r.fs.Changed("global-batch") {
-			po.GlobalBatch = gb
-		}
-		if !r.fs.Changed("seq-len") {
-			po.SeqLen = sl
-		}
-	}
-	return fromEnv, nil
 }
 
 // planDoc is plan.json: the contract's plan object plus where each rank runs.
@@ -186,8 +159,9 @@ type planDoc struct {
 	CkptDir  string          `json:"ckpt_dir"`
 }
 
-func (r *runner) writePlan(path string) error {
-	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.placed.Slots, Command: r.cmdArgv, Resume: r.resume, CkptDir: r.ckptDir}
+// writePlan writes plan.json for the step that runs cmdArgv.
+func (r *runner) writePlan(path string, cmdArgv []string) error {
+	d := planDoc{JobID: r.alloc.JobID, Nodes: r.alloc.Nodes, Ranks: r.placed.Slots, Command: cmdArgv, Resume: r.ckpt.resume, CkptDir: r.dirs.ckptDir}
 	if r.placed.Placement != nil {
 		d.Traffic, d.Baseline = &r.placed.Placement.Traffic, &r.placed.Placement.Baseline
 	}

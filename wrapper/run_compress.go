@@ -20,10 +20,10 @@ var bgCompress sync.Map // store dir -> *checkpoint.Background
 // checkpoints after a commit (CkptCompress archive, auto or always); with
 // wait, it also waits for the pass, as at the end of a finished run.
 func (r *runner) compressKick(wait bool) {
-	if r.store == nil || r.opts.compress == "" || r.opts.compress == "no" {
+	if r.ckpt.store == nil || r.cfg.compress == "" || r.cfg.compress == "no" {
 		return
 	}
-	v, _ := bgCompress.LoadOrStore(r.store.Dir(), r.store.NewBackground(checkpoint.CompressOptions{}, r.logf))
+	v, _ := bgCompress.LoadOrStore(r.ckpt.store.Dir(), r.ckpt.store.NewBackground(checkpoint.CompressOptions{}, r.logf))
 	bg := v.(*checkpoint.Background)
 	bg.Kick(context.Background())
 	if wait {
@@ -34,7 +34,7 @@ func (r *runner) compressKick(wait bool) {
 // setCompressMode records the run's mode in the store, where every drain of
 // its checkpoints (the shims, the epilog's) reads it.
 func (r *runner) setCompressMode() {
-	if err := r.store.SetCompressMode(r.opts.compress); err != nil {
+	if err := r.ckpt.store.SetCompressMode(r.cfg.compress); err != nil {
 		r.logf("warning: checkpoints will be drained raw: %v", err)
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -59,14 +59,14 @@ const earlyProbeTimeout = 2 * time.Minute
 // the job holds spare nodes (--spare-nodes: the step runs on some of the
 // job's nodes only, and the probe must cover the spares too).
 func (r *runner) startEarly(ctx context.Context) error {
-	if r.opts.dryRun || r.env.getenv("TRAINRUN_EARLY_STEP") == "0" || r.opts.fault.spareNodes > 0 {
+	if r.cfg.dryRun || r.env.getenv("TRAINRUN_EARLY_STEP") == "0" || r.cfg.fault.spareNodes > 0 {
 		return nil
 	}
 	a := r.alloc
-	topoDir := filepath.Join(r.jobDir, "topo")
+	topoDir := r.dirs.in(jobTopoDir)
 	e := &earlyStep{done: make(chan error, 1)}
 	cache, cached := readProbeCache(a, topoDir) // read once: the probe decision, the binding guess, gather
-	switch r.opts.probe {
+	switch r.cfg.probe {
 	case "none":
 	case "all":
 		e.probing = true
@@ -89,13 +89,13 @@ func (r *runner) startEarly(ctx context.Context) error {
 	// channel opened and common.json written whole. Slurm takes longer to
 	// start a task than that; a shim that is first waits for the address
 	// (launch.WaitCommon).
-	launchDir := filepath.Join(r.jobDir, "launch")
+	launchDir := r.dirs.in(jobLaunchDir)
 	common := launchCommon{JobID: a.JobID, World: a.World()}
 	if err := launch.WriteCommon(launchDir, common); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
-	spec := launch.StepSpec{Self: r.self, Shim: r.shim, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
-		BindInShim: guessBindInShim(cache), Argv: r.argv, Wait: true}
+	spec := launch.StepSpec{Self: r.cfg.self, Shim: r.cfg.shim, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
+		BindInShim: guessBindInShim(cache), Argv: r.cfg.argv, Wait: true}
 	if e.probing {
 		spec.ProbeDir = topoDir
 	}
@@ -106,7 +106,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	e.started = time.Now()
 	if err := cmd.Start(); err != nil {
-		return withCode(ExitSlurm, fmt.Errorf("starting srun: %w", err))
+		return withCode(exitcode.Slurm, fmt.Errorf("starting srun: %w", err))
 	}
 	e.proc = cmd.Process
 	go func() { e.done <- cmd.Wait() }()
@@ -195,7 +195,7 @@ func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (m
 			case launch.Wait:
 				r, ok := asked[ev.Node]
 				if !ok {
-					return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %q is not one of the job's nodes (%s); its slurmd may call itself another name (skip the probe with --probe=none)",
+					return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe: node %q is not one of the job's nodes (%s); its slurmd may call itself another name (skip the probe with --probe=none)",
 						ev.Node, strings.Join(a.Nodes, ",")))
 				}
 				nodeOf[ev.Rank] = ev.Node
@@ -209,7 +209,7 @@ func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (m
 			}
 		case err := <-e.done:
 			e.done <- err
-			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe failed: the step ended (%v) before every node was probed; see the tasks' messages above (skip it with --probe=none)", errOr(err, "srun exited 0")))
+			return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe failed: the step ended (%v) before every node was probed; see the tasks' messages above (skip it with --probe=none)", errOr(err, "srun exited 0")))
 		case <-timeout.C:
 			var missing []string
 			for _, n := range a.Nodes {
@@ -217,7 +217,7 @@ func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (m
 					missing = append(missing, n)
 				}
 			}
-			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: no facts from %s within %s (skip it with --probe=none)", strings.Join(missing, ","), earlyProbeTimeout))
+			return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe: no facts from %s within %s (skip it with --probe=none)", strings.Join(missing, ","), earlyProbeTimeout))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

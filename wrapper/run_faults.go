@@ -38,7 +38,7 @@ type faultState struct {
 // it with checkpoint.CauseHang and Detail naming the rank and GPU, e.g.
 // "rank 3 (GPU 1) made no progress for 95 s".
 func (r *runner) NoteFailedNode(f checkpoint.FailedNode) {
-	fs := &r.faults
+	fs := &r.sess.faults
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, g := range fs.nodes {
@@ -51,16 +51,16 @@ func (r *runner) NoteFailedNode(f checkpoint.FailedNode) {
 }
 
 func (r *runner) failedNodes() []checkpoint.FailedNode {
-	r.faults.mu.Lock()
-	defer r.faults.mu.Unlock()
-	return append([]checkpoint.FailedNode(nil), r.faults.nodes...)
+	r.sess.faults.mu.Lock()
+	defer r.sess.faults.mu.Unlock()
+	return append([]checkpoint.FailedNode(nil), r.sess.faults.nodes...)
 }
 
 // noteSaveFailed records a failed save: the log, the metric (failed saves by
 // cause), and the time, which tells a stop whose checkpoint failed
 // (saveFailedSince) from one whose trainers saved nothing.
 func (r *runner) noteSaveFailed(cause, msg string) {
-	fs := &r.faults
+	fs := &r.sess.faults
 	fs.mu.Lock()
 	fs.saveFailAt, fs.saveFailMsg = time.Now(), msg
 	fs.mu.Unlock()
@@ -70,12 +70,12 @@ func (r *runner) noteSaveFailed(cause, msg string) {
 
 // saveFailedSince is the message of a save that failed at or after t ("" if none).
 func (r *runner) saveFailedSince(t time.Time) string {
-	r.faults.mu.Lock()
-	defer r.faults.mu.Unlock()
-	if r.faults.saveFailMsg == "" || t.IsZero() || r.faults.saveFailAt.Before(t) {
+	r.sess.faults.mu.Lock()
+	defer r.sess.faults.mu.Unlock()
+	if r.sess.faults.saveFailMsg == "" || t.IsZero() || r.sess.faults.saveFailAt.Before(t) {
 		return ""
 	}
-	return r.faults.saveFailMsg
+	return r.sess.faults.saveFailMsg
 }
 
 // discardFailedSaves removes the checkpoints the trainers could not save
@@ -87,10 +87,10 @@ func (r *runner) saveFailedSince(t time.Time) string {
 // latest that stays, and the trainer's resume point is never left behind a
 // failed save.
 func (r *runner) discardFailedSaves(store ckptStore) {
-	if r.store == nil {
+	if r.ckpt.store == nil {
 		return
 	}
-	failed, err := r.store.DiscardFailed(r.alloc.World())
+	failed, err := r.ckpt.store.DiscardFailed(r.alloc.World())
 	if err != nil {
 		r.logf("warning: %v", err)
 	}
@@ -101,7 +101,7 @@ func (r *runner) discardFailedSaves(store ckptStore) {
 		}
 	}
 	for _, f := range failed {
-		msg := checkpoint.DiskMessage(r.ckptDir, f.Tag, f.Cause, r.getLastTag())
+		msg := checkpoint.DiskMessage(r.dirs.ckptDir, f.Tag, f.Cause, r.getLastTag())
 		if f.Local {
 			msg = r.localDiskMessage(f)
 		}
@@ -120,22 +120,22 @@ func (r *runner) discardFailedSaves(store ckptStore) {
 func (r *runner) commitDiskFault(err error) (cause string, first bool) {
 	cause = checkpoint.DiskCause(err)
 	key := err.Error()
-	r.faults.mu.Lock()
-	if r.faults.seen == nil {
-		r.faults.seen = map[string]bool{}
+	r.sess.faults.mu.Lock()
+	if r.sess.faults.seen == nil {
+		r.sess.faults.seen = map[string]bool{}
 	}
-	first = !r.faults.seen[key]
-	r.faults.seen[key] = true
-	r.faults.mu.Unlock()
+	first = !r.sess.faults.seen[key]
+	r.sess.faults.seen[key] = true
+	r.sess.faults.mu.Unlock()
 	if cause == "" {
 		return "commit", first
 	}
 	if first {
-		msg := checkpoint.DiskMessage(r.ckptDir, "commit", cause, r.getLastTag())
+		msg := checkpoint.DiskMessage(r.dirs.ckptDir, "commit", cause, r.getLastTag())
 		msg = strings.Replace(msg, "checkpoint commit was not saved", "a checkpoint could not be committed", 1) + ": " + err.Error()
-		r.faults.mu.Lock()
-		r.faults.saveFailAt, r.faults.saveFailMsg = time.Now(), msg
-		r.faults.mu.Unlock()
+		r.sess.faults.mu.Lock()
+		r.sess.faults.saveFailAt, r.sess.faults.saveFailMsg = time.Now(), msg
+		r.sess.faults.mu.Unlock()
 		r.logf("warning: %s", msg)
 		r.prune()
 	}
@@ -145,8 +145,8 @@ func (r *runner) commitDiskFault(err error) (cause string, first bool) {
 // stepFailedNodes finds the nodes a failed step points to: a node none of
 // whose ranks reported an exit while others did (lost: its slurmd or its
 // processes died with it), else the first failing rank's node.
-func (r *runner) stepFailedNodes(code int, reason string, exits map[int]int, firstFail *launch.Event) []checkpoint.FailedNode {
-	if code == 0 || reason == stopCancelled || len(exits) == 0 {
+func (r *runner) stepFailedNodes(code int, reason run.StopReason, exits map[int]int, firstFail *launch.Event) []checkpoint.FailedNode {
+	if code == 0 || reason == run.Cancelled || len(exits) == 0 {
 		return r.failedNodes()
 	}
 	silent := map[string][]int{} // a node's ranks without an exit report
@@ -184,10 +184,10 @@ func (r *runner) stepFailedNodes(code int, reason string, exits map[int]int, fir
 // processes kills the queries trainrun starts (seen on Slurm 22.05); ""
 // when there is nothing to add.
 func (r *runner) badNodesToExclude() (list string, nodes []string) {
-	if r.store == nil {
+	if r.ckpt.store == nil {
 		return "", nil
 	}
-	incs, err := r.store.History().Load()
+	incs, err := r.ckpt.store.History().Load()
 	if err != nil {
 		r.logf("warning: %v", err)
 		return "", nil

@@ -13,6 +13,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 func faultRunner(t *testing.T, log *bytes.Buffer) *runner {
@@ -28,7 +29,7 @@ func faultRunner(t *testing.T, log *bytes.Buffer) *runner {
 func TestStepFailedNodes(t *testing.T) {
 	var log bytes.Buffer
 	r := faultRunner(t, &log)
-	got := r.stepFailedNodes(1, stopNone, map[int]int{0: 1, 1: 1}, &launch.Event{Msg: launch.Msg{Rank: 0, Code: 1}})
+	got := r.stepFailedNodes(1, run.None, map[int]int{0: 1, 1: 1}, &launch.Event{Msg: launch.Msg{Rank: 0, Code: 1}})
 	if len(got) != 1 || got[0].Node != "n2" || got[0].Cause != checkpoint.CauseNodeFail || !strings.Contains(got[0].Detail, "ranks 2,3") {
 		t.Fatalf("lost node: %+v", got)
 	}
@@ -36,16 +37,16 @@ func TestStepFailedNodes(t *testing.T) {
 		t.Errorf("log: %s", log.String())
 	}
 	r = faultRunner(t, &log)
-	got = r.stepFailedNodes(1, stopNone, map[int]int{0: 0, 1: 0, 2: 0, 3: 134}, &launch.Event{Msg: launch.Msg{Rank: 3, Code: 134}})
+	got = r.stepFailedNodes(1, run.None, map[int]int{0: 0, 1: 0, 2: 0, 3: 134}, &launch.Event{Msg: launch.Msg{Rank: 3, Code: 134}})
 	if len(got) != 1 || got[0].Node != "n2" || got[0].Cause != checkpoint.CauseCrash || got[0].Detail != "rank 3 (GPU 1) failed first with exit 134" {
 		t.Fatalf("crash: %+v", got)
 	}
 	// A cancelled or successful step, or one no rank reported from, blames no node.
 	for _, c := range []struct {
 		code   int
-		reason string
+		reason run.StopReason
 		exits  map[int]int
-	}{{0, stopNone, map[int]int{0: 0}}, {143, stopCancelled, map[int]int{0: 143}}, {1, stopNone, nil}} {
+	}{{0, run.None, map[int]int{0: 0}}, {143, run.Cancelled, map[int]int{0: 143}}, {1, run.None, nil}} {
 		r = faultRunner(t, &log)
 		if got := r.stepFailedNodes(c.code, c.reason, c.exits, nil); len(got) != 0 {
 			t.Errorf("%+v blamed %+v", c, got)
@@ -62,7 +63,7 @@ func TestExcludeBadNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.store = s
+	r.ckpt.store = s
 	if err := s.History().Append(checkpoint.Event{Type: "end", JobID: "77", Cause: checkpoint.CauseNodeFail,
 		FailedNodes: []checkpoint.FailedNode{{Node: "n2", Cause: checkpoint.CauseNodeFail}}}); err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestExcludeBadNodesKeepsTwiceKilledNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.store = s
+	r.ckpt.store = s
 	for range 2 {
 		if err := s.History().Append(checkpoint.Event{Type: "end", JobID: "77", Cause: checkpoint.CauseCrash,
 			FailedNodes: []checkpoint.FailedNode{{Node: "n1", Cause: checkpoint.CauseCrash, Exit: 137, Detail: "rank 0 (GPU 0) failed first with exit 137"}}}); err != nil {
@@ -122,9 +123,9 @@ func TestDiscardFailedSavesReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.store, r.ckptDir = s, dir
+	r.ckpt.store, r.dirs.ckptDir = s, dir
 	rec := &recorder{}
-	r.obs = rec
+	r.sess.obs = rec
 	for rank := 0; rank < 4; rank++ {
 		p := checkpoint.FailedMarkerPath(s.TagDir("step-20"), rank, checkpoint.DiskFull)
 		mustWrite(t, p)
@@ -136,7 +137,7 @@ func TestDiscardFailedSavesReports(t *testing.T) {
 	if n := countEvents(rec, "ckpt-fail", checkpoint.DiskFull); n != 1 {
 		t.Errorf("%d disk-full ckpt-fail events, want 1", n)
 	}
-	if r.saveFailedSince(r.faults.saveFailAt) == "" {
+	if r.saveFailedSince(r.sess.faults.saveFailAt) == "" {
 		t.Error("the failed save is not visible to the stop")
 	}
 	r.discardFailedSaves(nil) // nothing left: no second report
@@ -193,7 +194,7 @@ func TestDiscardFailedSavesCommitsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.store, r.ckptDir = s, dir
+	r.ckpt.store, r.dirs.ckptDir = s, dir
 	for rank := 0; rank < 4; rank++ {
 		mustWrite(t, checkpoint.DoneMarkerPath(s.TagDir("step-10"), rank))
 		mustWrite(t, checkpoint.FailedMarkerPath(s.TagDir("step-20"), rank, checkpoint.DiskFull))

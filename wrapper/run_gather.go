@@ -6,13 +6,13 @@ package main
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -21,6 +21,10 @@ type runFacts struct {
 	addrs   map[string]string    // NodeAddr by node name (scontrol show node)
 	nodes   map[string]nodeFacts // the probe's node facts (nil: no probe)
 	cluster *topo.Cluster        // the switch topology (flat when unknown)
+	job     slurm.Job            // scontrol show job: the end time, limits, name (zero when it failed)
+	grace   graceLimits          // the partition's GraceTime and KillWait (or the policy's CkptGraceBudget)
+	lead    time.Duration        // the checkpoint lead in use
+	tQuery  time.Duration        // from start to the end of the scontrol queries and the probe
 }
 
 // gather asks what the environment does not say: end time (scontrol show
@@ -42,18 +46,18 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	go func() {
 		defer wg.Done()
 		lim, err := sc.Limits(qctx, a.Partition)
-		r.grace, graceErr = graceLimitsOf(lim), err
+		f.grace, graceErr = graceLimitsOf(lim), err
 	}()
 	go func() { defer wg.Done(); f.cluster = liveTopology(qctx, sc, a.Nodes, r.logf) }()
-	go func() { defer wg.Done(); r.job, jobErr = sc.Job(qctx, a.JobID) }()
+	go func() { defer wg.Done(); f.job, jobErr = sc.Job(qctx, a.JobID) }()
 	if e := r.early; e != nil {
 		f.addrs, addrErr = e.addrs, e.addrErr
 		wg.Done()
 	} else {
 		go func() { defer wg.Done(); f.addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
 	}
-	topoDir := filepath.Join(r.jobDir, "topo")
-	switch r.opts.probe {
+	topoDir := r.dirs.in(jobTopoDir)
+	switch r.cfg.probe {
 	case "none":
 	case "auto", "all":
 		if e := r.early; e != nil {
@@ -65,26 +69,26 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 			}
 			break
 		}
-		if c, ok := readProbeCache(a, topoDir); ok && r.opts.probe == "auto" {
+		if c, ok := readProbeCache(a, topoDir); ok && r.cfg.probe == "auto" {
 			f.nodes = c
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f.nodes, probeErr = probeNodes(ctx, sc, a, launch.ShimArgv(r.self, r.shim), topoDir)
+			f.nodes, probeErr = probeNodes(ctx, sc, a, launch.ShimArgv(r.cfg.self, r.cfg.shim), topoDir)
 		}()
 	default:
-		return f, usageErrorf("--probe %q: want auto, all or none", r.opts.probe)
+		return f, usageErrorf("--probe %q: want auto, all or none", r.cfg.probe)
 	}
 	wg.Wait()
-	r.tQuery = time.Since(r.t0)
+	f.tQuery = time.Since(r.t0)
 	if ctx.Err() != nil {
-		return f, withCode(ExitInterrupted, errors.New("interrupted before the step started"))
+		return f, withCode(exitcode.Interrupted, errors.New("interrupted before the step started"))
 	}
 	if jobErr != nil {
 		r.logf("warning: %v; no end time known: checkpoints before the time limit depend on a B:USR1 signal", jobErr)
-		r.job = slurm.Job{}
+		f.job = slurm.Job{}
 	}
 	if addrErr != nil {
 		r.logf("warning: %v; using node names as addresses", addrErr)
@@ -92,20 +96,23 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	if graceErr != nil {
 		r.logf("warning: %v; the grace budget checks what it can", graceErr)
 	}
-	if r.graceBudg > 0 {
-		r.grace.GraceTime, r.grace.GraceSource = r.graceBudg, "the policy's CkptGraceBudget"
+	if r.cfg.graceBudg > 0 {
+		f.grace.GraceTime, f.grace.GraceSource = r.cfg.graceBudg, "the policy's CkptGraceBudget"
 	}
 	if probeErr != nil {
 		return f, probeErr
 	}
-	a.TimeLimit, a.EndTime, a.Requeue = r.job.TimeLimit, r.job.EndTime, r.job.Requeue && r.job.IsBatch() // salloc: Slurm requeues batch jobs only
-	if w := outputTruncationWarning(ctx, sc, r.job, r.env.getenv); w != "" {
+	// The allocation is never changed in place (goroutines may hold it): the
+	// job's limits give a new one. Slurm requeues batch jobs only (salloc).
+	next := *a
+	next.TimeLimit, next.EndTime, next.Requeue = f.job.TimeLimit, f.job.EndTime, f.job.Requeue && f.job.IsBatch()
+	r.alloc, a = &next, &next
+	if w := outputTruncationWarning(ctx, sc, f.job, r.env.getenv); w != "" {
 		r.logf("warning: %s", w)
 	}
-	r.facts = f.nodes
-	r.lead = r.opts.plan.CkptLead
-	if !r.fs.Changed("ckpt-lead") && !r.leadFixed && a.TimeLimit > 0 {
-		r.lead = min(defaultCkptLead, a.TimeLimit/4)
+	f.lead = r.cfg.plan.CkptLead
+	if r.cfg.source("ckpt-lead").kind == fromDefault && a.TimeLimit > 0 { // a lead given or from the policy is used as given
+		f.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
 	return f, nil
 }
@@ -114,7 +121,7 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 // if the nodes disagree).
 func (r *runner) probedGPUName() string {
 	name := ""
-	for _, f := range r.facts {
+	for _, f := range r.facts.nodes {
 		t := plan.GPUTypeOf(f.GPUName)
 		if t == "" || name != "" && t != name {
 			return ""

@@ -1,31 +1,28 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
-	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // Hang detection, restarts inside the allocation and stragglers (issue 21,
-// part A). The shims' beats (shim_beat.go) feed a health.Tracker; when it
+// part A). The shims' beats (internal/shim/beat.go) feed a health.Tracker; when it
 // reports a hang the controller names the ranks that stopped, asks them for a
 // stack dump, kills the step, and run.Decide restarts it inside the
 // allocation (errRestartStep) from the latest committed checkpoint.
 
 const (
-	stopHang  = run.Hang
 	stackWait = 3 * time.Second // for the stack dumps to reach the log before the kill
 	maxDumps  = 16              // stack dumps asked for at most (the suspects first)
 )
@@ -112,7 +109,7 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64, stat
 	if rank >= 0 && rank < len(r.placed.Slots) {
 		f.Node, f.GPU = r.placed.Slots[rank].Node, r.placed.Slots[rank].GPU
 	}
-	r.rankFaults = append(r.rankFaults, f)
+	r.sess.rankFaults = append(r.sess.rankFaults, f)
 	// The history's failed nodes (run_faults.go): a requeued job keeps out
 	// the node a hang points to (a straggler's under StragglerAction=exclude),
 	// and the report names it.
@@ -120,7 +117,7 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64, stat
 	case f.Node == "":
 	case kind == "hang":
 		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseHang, Detail: f.String(), State: state})
-	case kind == "straggler" && r.excludeStragglers:
+	case kind == "straggler" && r.cfg.excludeStragglers:
 		r.NoteFailedNode(checkpoint.FailedNode{Node: f.Node, Cause: checkpoint.CauseStraggler, Detail: f.String()})
 	}
 	return f
@@ -149,10 +146,10 @@ func (m *monitor) checkHealth(now time.Time) {
 		}
 		return
 	}
-	if m.reason != stopNone && m.reason != stopTimeLimit && m.reason != stopSignal && m.reason != stopRequested {
+	if m.reason != run.None && !m.reason.AskedTrainers() {
 		return // Slurm is ending the step (preemption, time limit, cancellation): nothing to restart
 	}
-	if h := hw.tr.Check(now, m.reason != stopNone || m.continuing); h != nil {
+	if h := hw.tr.Check(now, m.reason != run.None || m.continuing); h != nil {
 		m.onHang(h)
 		return
 	}
@@ -175,8 +172,8 @@ func (m *monitor) onHang(h *health.Hang) {
 		f := r.fault("hang", s.Rank, "stopped "+s.Describe(), 0, s.State)
 		names = append(names, f.String())
 	}
-	r.hangWhat = strings.Join(names, "; ")
-	r.logf("hang: %d of %d ranks made no progress; the hang points to %s", len(h.Stalled), m.world, r.hangWhat)
+	r.sess.hangWhat = strings.Join(names, "; ")
+	r.logf("hang: %d of %d ranks made no progress; the hang points to %s", len(h.Stalled), m.world, r.sess.hangWhat)
 	for _, s := range h.Stalled[:min(len(h.Stalled), 8)] {
 		if !s.Suspect {
 			node := "?"
@@ -201,54 +198,32 @@ func (m *monitor) onHang(h *health.Hang) {
 // killHung kills the hung step at once: a stopped or deadlocked trainer
 // cannot act on SIGTERM, and the healthy ranks would take it for a
 // checkpoint request whose collective never completes.
-func (m *monitor) killHung() {
-	r := m.r
-	m.reason = stopHang
-	m.killing++
-	r.observeInterrupt(stopHang)
-	r.logf("hang: killing the step")
-	if m.stepID != "" {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = r.env.slurm.KillStep(c, r.alloc.JobID, m.stepID)
-		cancel()
-	}
-	syscall.Kill(-m.proc.Pid, syscall.SIGKILL)
-}
-
-// faultPolicy: HangTimeout= and MaxRestarts= are the defaults of
-// --hang-timeout and --max-restarts (both values checked by the policy's
-// parser).
-func (r *runner) faultPolicy(st policy.Settings) {
-	if !r.fs.Changed("hang-timeout") && st.HangTimeout.Value != "" {
-		r.opts.fault.hangTimeout = st.HangTimeout.Value
-		r.hangCfg, _ = hangConfig(st.HangTimeout.Value)
-	}
-	if !r.fs.Changed("max-restarts") {
-		r.opts.fault.maxRestarts = st.MaxRestarts.Value
-	}
-	r.excludeStragglers = st.StragglerAction.Value == "exclude"
-	r.sparePolicy(st)
-}
+func (m *monitor) killHung() { m.do(m.hung()) }
 
 // restartStep prepares the relaunch after a hang or a failure: the latest
 // committed checkpoint is resumed from, with the same placement, or with
 // spare nodes in the place of lost ones (replaceLostNodes).
 func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) {
-	r.restarts++
-	r.hangWhat = ""
+	r.sess.restarts++
+	r.sess.hangWhat = ""
 	latest, notes, err := store.Latest()
 	if err != nil {
-		return rankEnv{}, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		return rankEnv{}, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.dirs.ckptDir, err))
 	}
 	for _, n := range notes {
 		r.logf("warning: %s", n)
 	}
-	r.resume = latest
+	r.ckpt.resume = latest
 	r.setLastTag(tagOf(latest))
 	if _, err := r.replaceLostNodes(f); err != nil {
 		return rankEnv{}, err
 	}
 	r.observeRestart(latest)
-	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.restarts, r.opts.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
-	return r.prepare(f)
+	r.logf("restart %d of --max-restarts %d inside job %s: relaunching the step from %s", r.sess.restarts, r.cfg.fault.maxRestarts, r.alloc.JobID, orDash(tagOf(latest)))
+	step, renv, err := r.prepare(f)
+	if err != nil {
+		return renv, err
+	}
+	r.step = step
+	return renv, nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // initialCheckpoint is --init-from: a committed checkpoint (STORE/TAG) that
@@ -23,11 +24,11 @@ func initialCheckpoint(dir string) (string, error) {
 	}
 	m, err := st.Verify(context.Background(), filepath.Base(abs), checkpoint.Checksums)
 	if err != nil {
-		return "", withCode(ExitCheckpoint, fmt.Errorf("--init-from %s: %w (it must be a committed checkpoint: see 'trainrun ckpt verify %s --ckpt-dir %s')",
+		return "", withCode(exitcode.Checkpoint, fmt.Errorf("--init-from %s: %w (it must be a committed checkpoint: see 'trainrun ckpt verify %s --ckpt-dir %s')",
 			dir, err, filepath.Base(abs), filepath.Dir(abs)))
 	}
 	if err := m.NotRaw(filepath.Dir(abs)); err != nil { // another run's store: refused, not restored in it
-		return "", withCode(ExitCheckpoint, fmt.Errorf("--init-from %s: %w", dir, err))
+		return "", withCode(exitcode.Checkpoint, fmt.Errorf("--init-from %s: %w", dir, err))
 	}
 	return abs, nil
 }
@@ -35,14 +36,14 @@ func initialCheckpoint(dir string) (string, error) {
 // resumeOrInit keeps the store's latest checkpoint as the resume point, or,
 // when the store has none and --init-from was given, starts from that.
 func (r *runner) resumeOrInit() error {
-	if r.resume != "" || r.opts.initFrom == "" {
+	if r.ckpt.resume != "" || r.cfg.initFrom == "" {
 		return nil
 	}
-	d, err := initialCheckpoint(r.opts.initFrom)
+	d, err := initialCheckpoint(r.cfg.initFrom)
 	if err != nil {
 		return err
 	}
-	r.resume = d
-	r.logf("starting from %s (--init-from; this run's store %s has no checkpoint yet)", d, r.ckptDir)
+	r.ckpt.resume = d
+	r.logf("starting from %s (--init-from; this run's store %s has no checkpoint yet)", d, r.dirs.ckptDir)
 	return nil
 }

@@ -7,10 +7,7 @@ import (
 )
 
 // The launch files (JOBDIR/launch) are internal/launch's.
-type (
-	launchCommon = launch.Common
-	launchRank   = launch.Rank
-)
+type launchCommon = launch.Common
 
 // writeLaunchDir writes the launch files for the placed ranks.
 func writeLaunchDir(dir string, common launchCommon, slots []rankSlot, env rankEnv) error {

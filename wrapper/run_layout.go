@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
 
@@ -21,18 +22,18 @@ func readRunPlan(path string, world int) (*plan.Evaluation, error) {
 		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
 	if pf.Plan == nil {
-		return nil, withCode(ExitNoFit, fmt.Errorf("--plan %s: \"plan\" is null (nothing fitted when it was planned; see its \"rejected\")", path))
+		return nil, withCode(exitcode.NoFit, fmt.Errorf("--plan %s: \"plan\" is null (nothing fitted when it was planned; see its \"rejected\")", path))
 	}
 	l := pf.Plan.Layout
 	if l.TP <= 0 || l.PP <= 0 || l.CP <= 0 || l.DP <= 0 {
 		return nil, usageErrorf("--plan %s: tp=%d pp=%d cp=%d dp=%d: every degree must be positive", path, l.TP, l.PP, l.CP, l.DP)
 	}
 	if n := l.TP * l.PP * l.CP * l.DP; n != world {
-		return nil, withCode(ExitNoFit, fmt.Errorf("--plan %s: tp×pp×cp×dp = %d GPUs but the allocation has %d; plan again for %d GPUs or change the allocation",
+		return nil, withCode(exitcode.NoFit, fmt.Errorf("--plan %s: tp×pp×cp×dp = %d GPUs but the allocation has %d; plan again for %d GPUs or change the allocation",
 			path, n, world, world))
 	}
 	if pf.Plan.Memory.Capacity > 0 && !pf.Plan.Memory.Fits {
-		return nil, withCode(ExitNoFit, fmt.Errorf("--plan %s: the plan does not fit: needs %.1f GiB per GPU, capacity %.1f GiB",
+		return nil, withCode(exitcode.NoFit, fmt.Errorf("--plan %s: the plan does not fit: needs %.1f GiB per GPU, capacity %.1f GiB",
 			path, pf.Plan.Memory.PerGPU/(1<<30), pf.Plan.Memory.Capacity/(1<<30)))
 	}
 	return pf.Plan, nil

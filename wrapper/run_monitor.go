@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,7 +13,9 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -32,25 +33,10 @@ type monitor struct {
 	started time.Time
 	clockT  *time.Timer // the own clock: EndTime - lead (nil: no end time)
 
-	reason       string    // why the step is being stopped (stopNone, ...)
-	stopAt       time.Time // when it was
-	termAt       time.Time // when Slurm's SIGTERM first reached the step or trainrun
-	stepTerm     bool      // a shim saw SIGTERM: Slurm signalled the step's tasks
-	ownTerm      bool      // trainrun itself got SIGTERM
-	stateAsked   bool      // the job's state was asked for (once per step)
-	stateDone    bool      // and its answer was read (onJobState)
-	lastState    string    // that answer
-	tagAtStop    string    // the latest committed when the stop was first asked for or signalled
-	stopMarked   bool
-	ckptID       int       // the last checkpoint request's id
-	stopReqID    int       // the id of the first request to checkpoint and stop (0: none)
-	heard        bool      // a stop request or Slurm's signal reached a training process
-	askedAt      time.Time // the last "continue" request, until its commit
-	continuing   bool      // a "continue" request is being served
-	hello        int       // shims that said hello
+	stopState        // why and how the step is being stopped (run_stop.go)
+	hello        int // shims that said hello
 	exits        map[int]int
 	firstFail    *launch.Event
-	killing      int    // interrupts that stopped the step
 	stepID       string // from the shims' hello: SLURM_STEP_ID
 	stateCh      chan string
 	committed    chan string
@@ -70,7 +56,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 
 	m := &monitor{r: r, ctl: ctl, store: store, world: r.alloc.World(), exits: map[int]int{},
 		stateCh: make(chan string, 1), committed: make(chan string, 4), stepFinished: make(chan error, 1)}
-	m.hw = newHangWatch(r.hangCfg, m.world, r.logf)
+	m.hw = newHangWatch(r.cfg.hang, m.world, r.logf)
 	if err := m.start(); err != nil {
 		return err
 	}
@@ -90,7 +76,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 		case s := <-sigc:
 			m.onSignal(s)
 		case <-clock:
-			m.requestCkpt(stopTimeLimit)
+			m.requestCkpt(run.TimeLimit)
 		case <-m.commitTick.C:
 			m.commitBG()
 		case tag := <-m.committed:
@@ -105,10 +91,16 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 			m.commitMu.Lock() // no background commit may run beside the final one
 			defer m.commitMu.Unlock()
 			m.drainEnds()
-			unheard := m.stopReqID > 0 && !m.heard
-			return r.afterStep(err, m.reason, m.stopAt, m.tagAtStop, m.exits, m.firstFail, unheard, store)
+			return r.afterStep(m.result(err), store)
 		}
 	}
+}
+
+// result is how the step ended, srun's wait error err with what the
+// monitor learnt.
+func (m *monitor) result(err error) stepResult {
+	return stepResult{WaitErr: err, Reason: m.reason, StopAt: m.stopAt, TagAtStop: m.tagAtStop,
+		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.unheard()}
 }
 
 // drainEnds takes in the exits and deliveries the shims sent before srun
@@ -135,13 +127,13 @@ func (m *monitor) start() error {
 		m.startClock()
 		return nil
 	}
-	cmd := slurm.StepCommand(r.srunArgv[1:])
-	cmd.Env = append(os.Environ(), r.srunEnv...)
+	cmd := slurm.StepCommand(r.step.srunArgv[1:])
+	cmd.Env = append(os.Environ(), r.step.srunEnv...)
 	cmd.Stdout, cmd.Stderr = r.env.stdout, r.env.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	m.started = time.Now()
 	if err := cmd.Start(); err != nil {
-		return withCode(ExitSlurm, fmt.Errorf("starting srun: %w", err))
+		return withCode(exitcode.Slurm, fmt.Errorf("starting srun: %w", err))
 	}
 	m.proc = cmd.Process
 	go func() { m.stepFinished <- cmd.Wait() }()
@@ -154,10 +146,10 @@ func (m *monitor) start() error {
 func (m *monitor) startClock() {
 	r := m.r
 	if !r.alloc.EndTime.IsZero() {
-		d := time.Until(r.alloc.EndTime.Add(-r.lead))
+		d := time.Until(r.alloc.EndTime.Add(-r.facts.lead))
 		if d < 0 {
 			d = 0
-			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.lead)
+			r.logf("warning: the job ends at %s, within --ckpt-lead %s: asking for a checkpoint at once", r.alloc.EndTime.Format(time.TimeOnly), r.facts.lead)
 		}
 		m.clockT = time.NewTimer(d)
 	}
@@ -170,51 +162,22 @@ func (m *monitor) startClock() {
 func (m *monitor) onSignal(s os.Signal) {
 	switch s {
 	case syscall.SIGUSR1, syscall.SIGUSR2:
-		m.requestCkpt(stopSignal)
+		m.requestCkpt(run.Signal)
 	case syscall.SIGTERM:
 		m.onTerm()
 	case syscall.SIGINT, syscall.SIGHUP:
-		m.stopStep(stopCancelled)
+		m.stopStep(run.Cancelled)
 	}
 }
 
-// onTerm: SIGTERM to trainrun itself (the batch step). At the time limit
-// Slurm's SIGTERM used to be read as a cancellation: it arrived while the
-// checkpoint the own clock had asked for was being written, the run was
-// reported cancelled and never requeued (issue 21). Now the job's record
-// decides (onJobState): the time limit keeps the run going to its requeue;
-// anything else is a cancellation, as before.
+// onTerm: SIGTERM to trainrun itself (stopState.term).
 func (m *monitor) onTerm() {
-	if m.ownTerm || m.killing > 0 {
-		m.stopStep(stopCancelled) // a second SIGTERM: someone insists
-		return
-	}
-	m.ownTerm = true
-	if m.termAt.IsZero() {
-		m.termAt = time.Now()
-	}
-	m.markStop()
-	if m.stateDone {
-		// The step's SIGTERM came first and Slurm's answer is in: read it
-		// again as trainrun's own SIGTERM.
-		if termCause(m.lastState, m.r.alloc.EndTime, time.Now(), false, true) == stopCancelled {
-			m.stopStep(stopCancelled)
-		} else {
-			m.r.logf("SIGTERM to trainrun at the time limit: the %s checkpoint is committed, then the job is requeued", cmp.Or(m.reason, stopTermLimit))
-		}
-		return
-	}
-	m.r.logf("SIGTERM to trainrun: asking Slurm why (time limit or cancellation)")
-	m.askJobState()
+	m.do(m.term(time.Now(), m.r.alloc.EndTime, m.r.getLastTag()))
 }
 
-// askJobState asks slurmctld, once per step and in the background, for the
-// job's state; onJobState reads the answer.
+// askJobState asks slurmctld, in the background, for the job's state;
+// onJobState reads the answer (stopState.askState asks once per step).
 func (m *monitor) askJobState() {
-	if m.stateAsked {
-		return
-	}
-	m.stateAsked = true
 	r := m.r
 	go func() {
 		st := ""
@@ -232,14 +195,13 @@ func (m *monitor) askJobState() {
 // onCommitted: a background commit committed tag; a "continue" request is
 // served by it.
 func (m *monitor) onCommitted(tag string) {
-	if !m.continuing || m.reason != stopNone {
+	askedAt, served := m.commitServed()
+	if !served {
 		return
 	}
-	m.continuing = false
 	m.resetRequest()
-	if !m.askedAt.IsZero() {
-		m.r.recordCkpt(tag, "request-continue", time.Since(m.askedAt))
-		m.askedAt = time.Time{}
+	if !askedAt.IsZero() {
+		m.r.recordCkpt(tag, "request-continue", time.Since(askedAt))
 		m.regrace()
 	}
 }
@@ -260,18 +222,17 @@ func (m *monitor) onRequestTick() {
 	if err != nil {
 		r.logf("warning: %v", err)
 	}
-	if req == nil || m.reason != stopNone {
+	if req == nil || m.reason != run.None {
 		return
 	}
 	by := "request" + cmp.Or(" by "+req.By, "")
 	switch req.Then {
 	case "continue":
-		m.ask(by, "continue")
-		m.continuing = true
+		m.do(m.requestContinue(by, time.Now()))
 	case "stop":
-		m.requestCkpt(stopRequested)
+		m.requestCkpt(run.Requested)
 	default:
-		m.requestCkpt(stopSignal)
+		m.requestCkpt(run.Signal)
 	}
 }
 
@@ -285,9 +246,7 @@ func (m *monitor) onShim(ev launch.Event) {
 	case launch.Beat:
 		m.onBeat(ev)
 	case launch.Delivered:
-		if m.stopReqID > 0 && ev.CkptID >= m.stopReqID {
-			m.heard = true
-		}
+		m.delivered(ev.CkptID)
 	case launch.Exit:
 		m.exits[ev.Rank] = ev.Code
 		if ev.Code != 0 && m.firstFail == nil {
@@ -305,67 +264,24 @@ func (m *monitor) onHello(ev launch.Event) {
 	}
 	// A rank that connects after a stop request still gets it (the shim acts
 	// once per request id).
-	if m.ckptID > 0 && (m.reason == stopTimeLimit || m.reason == stopSignal || m.reason == stopRequested) {
+	if m.ckptID > 0 && m.reason.AskedTrainers() {
 		m.ctl.SendTo(ev.Rank, launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
 	}
 	if m.hello == m.world {
 		r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
-			m.world, time.Since(m.started).Seconds(), r.tQuery.Seconds(), r.tReady.Seconds())
+			m.world, time.Since(m.started).Seconds(), r.facts.tQuery.Seconds(), r.step.tReady.Seconds())
 	}
 }
 
-// onShimSignal: a signal reached the step (not trainrun).
+// onShimSignal: a signal reached the step (not trainrun): stopState.stepSignal.
 func (m *monitor) onShimSignal(ev launch.Event) {
-	r := m.r
-	if sig := ev.Signal; sig == r.ckptSignalName() && sig != "TERM" && m.reason == stopNone {
-		// Slurm signalled the step itself (--signal=USR2@T without B:, or
-		// scancel --signal): it reached every trainer.
-		m.reason, m.stopAt, m.heard = stopSignal, time.Now(), true
-		m.markStop()
-		r.logf("SIG%s from Slurm reached the step (rank %d): the trainers checkpoint and stop; nothing more is sent", sig, ev.Rank)
-	}
-	// A SIGTERM after a rank failed is srun's --kill-on-bad-exit ending the
-	// other tasks, not Slurm's word: no preemption (seen in the crash e2e).
-	if ev.Signal == "TERM" && !m.stepTerm && m.firstFail == nil {
-		m.stepTerm, m.heard = true, true
-		if m.termAt.IsZero() {
-			m.termAt = time.Now()
-		}
-		m.markStop()
-		// Slurm signalled the whole step. Ask slurmctld why: a cancelled job
-		// is CANCELLED, a timed-out one TIMEOUT; a preempted one stays RUNNING.
-		m.askJobState()
-	}
+	m.do(m.stepSignal(ev.Signal, m.r.ckptSignalName(), ev.Rank, m.firstFail != nil, time.Now(), m.r.getLastTag()))
 }
 
-// onJobState: why Slurm's SIGTERM came, from the job's state (termCause).
-// A cancellation wins over any stop already under way; a time limit or a
-// preemption keeps a stop the own clock or a request already asked for
-// (its checkpoint is in flight, and its commit leads to the requeue).
+// onJobState: why Slurm's SIGTERM came, from the job's state
+// (stopState.jobState).
 func (m *monitor) onJobState(st string) {
-	r := m.r
-	m.stateDone, m.lastState = true, st
-	cause := termCause(st, r.alloc.EndTime, time.Now(), m.killing > 0, m.ownTerm)
-	switch {
-	case cause == stopCancelled:
-		if m.ownTerm {
-			m.stopStep(stopCancelled) // SIGTERM to srun, as a cancellation always did
-			return
-		}
-		m.reason = stopCancelled
-	case m.reason != stopNone:
-		r.logf("SIGTERM from Slurm (job %s) while the %s checkpoint is under way: it is committed, then the job is requeued", cmp.Or(st, "state unknown"), m.reason)
-	case cause == stopTermLimit:
-		m.reason, m.stopAt = stopTermLimit, time.Now()
-		r.logf("time limit (job %s): the trainers checkpoint on SIGTERM; it is committed, then the job is requeued", cmp.Or(st, "state unknown"))
-		if m.ownTerm && m.ckptID == 0 {
-			m.ask(m.reason, "stop") // Slurm's SIGTERM may reach the trainers later than trainrun
-		}
-	default:
-		m.reason, m.stopAt = stopPreempted, m.termAt
-		r.logf("preempted (SIGTERM from Slurm to the step, job %s): the trainers checkpoint on SIGTERM; nothing more is sent to them", cmp.Or(st, "state unknown"))
-	}
-	r.observeInterrupt(m.reason)
+	m.do(m.jobState(st, time.Now(), m.r.alloc.EndTime))
 }
 
 // slurmRequeued is the state jobState gives a job Slurm has requeued itself
@@ -397,20 +313,20 @@ func jobState(state string, restarts, ownRestart int) string {
 // a preemption and the cancelled job requeued); a requeue by Slurm is a
 // preemption; otherwise a SIGTERM to trainrun is a cancellation, and one
 // that reached only the step a preemption.
-func termCause(st string, end, now time.Time, stopping, own bool) string {
+func termCause(st string, end, now time.Time, stopping, own bool) run.StopReason {
 	switch {
 	case st == "CANCELLED" || st == "COMPLETING" && stopping:
-		return stopCancelled
+		return run.Cancelled
 	case st == "TIMEOUT" || st == "DEADLINE" || !end.IsZero() && now.After(end.Add(-5*time.Second)):
-		return stopTermLimit
+		return run.TermLimit
 	case st == "COMPLETING":
-		return stopCancelled
+		return run.Cancelled
 	case st == slurmRequeued:
-		return stopPreempted
+		return run.Preempted
 	case own:
-		return stopCancelled
+		return run.Cancelled
 	default:
-		return stopPreempted
+		return run.Preempted
 	}
 }
 
@@ -418,53 +334,59 @@ func termCause(st string, end, now time.Time, stopping, own bool) string {
 // (CkptLeadAdapt): the own clock then asks earlier.
 func (m *monitor) regrace() {
 	r := m.r
-	if r.checkGrace("commit") && m.clockT != nil && m.reason == stopNone {
-		m.clockT.Reset(max(time.Until(r.alloc.EndTime.Add(-r.lead)), 0))
+	if r.checkGrace("commit") && m.clockT != nil && m.reason == run.None {
+		m.clockT.Reset(max(time.Until(r.alloc.EndTime.Add(-r.facts.lead)), 0))
 	}
 }
 
-func (m *monitor) markStop() {
-	if !m.stopMarked {
-		m.stopMarked, m.tagAtStop = true, m.r.getLastTag()
-	}
-}
+func (m *monitor) markStop() { m.mark(m.r.getLastTag()) }
 
-// ask tells every training process, once, to checkpoint; then says whether
-// they stop afterwards (written first to launch/ckpt-request, which the
-// client reads when the signal arrives).
-func (m *monitor) ask(why, then string) {
+// do carries out a stop transition's actions, in order.
+func (m *monitor) do(acts []stopAction) {
 	r := m.r
-	m.ckptID++
-	if then == "stop" && m.stopReqID == 0 {
-		m.stopReqID = m.ckptID
+	for _, a := range acts {
+		switch a.kind {
+		case actLog:
+			r.logf("%s", a.text)
+		case actInterrupt:
+			r.observeInterrupt(a.reason)
+		case actAsk:
+			m.sendAsk(a.id, a.why, a.then)
+		case actAskState:
+			m.askJobState()
+		case actTermStep:
+			r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", a.reason)
+			m.proc.Signal(syscall.SIGTERM)
+		case actKillStep:
+			r.logf("%s: killing the step", a.reason)
+			m.killStep()
+		}
 	}
-	line := fmt.Sprintf("%d %s\n", m.ckptID, then)
-	if err := launch.WriteFileAtomic(filepath.Join(r.jobDir, "launch", ckptRequestFile), []byte(line), 0o644); err != nil {
+}
+
+// sendAsk tells every training process to checkpoint (request id); then
+// says whether they stop afterwards (written first to launch/ckpt-request,
+// which the client reads when the signal arrives).
+func (m *monitor) sendAsk(id int, why, then string) {
+	r := m.r
+	line := fmt.Sprintf("%d %s\n", id, then)
+	if err := launch.WriteFileAtomic(r.dirs.in(jobLaunchDir, ckptRequestFile), []byte(line), 0o644); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)
 	}
-	if then == "continue" {
-		m.askedAt = time.Now()
-	}
 	r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
-	n := m.ctl.Broadcast(launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
-	r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, m.world, strings.ToUpper(r.opts.ckptSignal), then)
+	n := m.ctl.Broadcast(launch.Msg{Kind: launch.Ckpt, CkptID: id})
+	r.logf("%s: asked %d of %d training processes for a checkpoint (signal %s, then %s)", why, n, m.world, strings.ToUpper(r.cfg.ckptSignal), then)
 }
 
-func (m *monitor) requestCkpt(why string) {
-	if m.reason != stopNone {
-		return
-	}
-	m.reason, m.stopAt = why, time.Now()
-	m.r.observeInterrupt(why)
-	m.markStop()
-	m.ask(why, "stop")
+func (m *monitor) requestCkpt(why run.StopReason) {
+	m.do(m.request(why, time.Now(), m.r.getLastTag()))
 }
 
 // resetRequest: a checkpoint signal that does not come from trainrun
 // (Slurm's --signal=USR2@T to the step) means stop: once a "continue"
 // request is served, the request file says stop again.
 func (m *monitor) resetRequest() {
-	launch.WriteFileAtomic(filepath.Join(m.r.jobDir, "launch", ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
+	launch.WriteFileAtomic(m.r.dirs.in(jobLaunchDir, ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
 }
 
 // commitBG commits complete checkpoints in the background, one commit at a
@@ -495,20 +417,13 @@ func (m *monitor) commitBG() {
 }
 
 // stopStep: the first interrupt sends SIGTERM to srun, the next kills the
-// step.
-func (m *monitor) stopStep(why string) {
+// step (stopState.interrupt).
+func (m *monitor) stopStep(why run.StopReason) { m.do(m.interrupt(why)) }
+
+// killStep kills the step at once: scancel of the step within 10 s, then
+// SIGKILL to srun's process group.
+func (m *monitor) killStep() {
 	r := m.r
-	if m.reason == stopNone || m.reason == stopTimeLimit || m.reason == stopSignal {
-		m.reason = why
-	}
-	r.observeInterrupt(why)
-	m.killing++
-	if m.killing == 1 {
-		r.logf("%s: stopping the step (SIGTERM to srun; a second interrupt kills it)", why)
-		m.proc.Signal(syscall.SIGTERM)
-		return
-	}
-	r.logf("%s: killing the step", why)
 	if m.stepID != "" {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the SIGKILL below must not wait long
 		_ = r.env.slurm.KillStep(c, r.alloc.JobID, m.stepID)

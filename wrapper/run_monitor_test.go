@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // Slurm's SIGTERM means a time limit, a preemption or a cancellation; the
@@ -16,26 +18,26 @@ func TestTermCause(t *testing.T) {
 		end      time.Time
 		stopping bool
 		own      bool
-		want     string
+		want     run.StopReason
 	}{
-		{"scancel", "CANCELLED", now.Add(time.Hour), false, true, stopCancelled},
-		{"scancel, seen by the step only", "CANCELLED", now.Add(time.Hour), false, false, stopCancelled},
-		{"completing after trainrun's own stop", "COMPLETING", now.Add(time.Hour), true, false, stopCancelled},
-		{"time limit, Slurm's state", "TIMEOUT", now.Add(time.Hour), false, true, stopTermLimit},
-		{"deadline", "DEADLINE", time.Time{}, false, true, stopTermLimit},
-		{"time limit, end time reached", "RUNNING", now.Add(-time.Second), false, true, stopTermLimit},
-		{"time limit, state unknown", "", now.Add(2 * time.Second), false, true, stopTermLimit},
-		{"cancelled even at the end time", "CANCELLED", now, false, true, stopCancelled},
-		{"preemption: the step's TERM, job still RUNNING", "RUNNING", now.Add(time.Hour), false, false, stopPreempted},
-		{"preemption, no end time", "RUNNING", time.Time{}, false, false, stopPreempted},
-		{"SIGTERM to trainrun, job RUNNING", "RUNNING", now.Add(time.Hour), false, true, stopCancelled},
-		{"SIGTERM to trainrun, Slurm not answering", "", now.Add(time.Hour), false, true, stopCancelled},
+		{"scancel", "CANCELLED", now.Add(time.Hour), false, true, run.Cancelled},
+		{"scancel, seen by the step only", "CANCELLED", now.Add(time.Hour), false, false, run.Cancelled},
+		{"completing after trainrun's own stop", "COMPLETING", now.Add(time.Hour), true, false, run.Cancelled},
+		{"time limit, Slurm's state", "TIMEOUT", now.Add(time.Hour), false, true, run.TermLimit},
+		{"deadline", "DEADLINE", time.Time{}, false, true, run.TermLimit},
+		{"time limit, end time reached", "RUNNING", now.Add(-time.Second), false, true, run.TermLimit},
+		{"time limit, state unknown", "", now.Add(2 * time.Second), false, true, run.TermLimit},
+		{"cancelled even at the end time", "CANCELLED", now, false, true, run.Cancelled},
+		{"preemption: the step's TERM, job still RUNNING", "RUNNING", now.Add(time.Hour), false, false, run.Preempted},
+		{"preemption, no end time", "RUNNING", time.Time{}, false, false, run.Preempted},
+		{"SIGTERM to trainrun, job RUNNING", "RUNNING", now.Add(time.Hour), false, true, run.Cancelled},
+		{"SIGTERM to trainrun, Slurm not answering", "", now.Add(time.Hour), false, true, run.Cancelled},
 		// scancel as CI saw it: the step's TERM first, the job COMPLETING.
-		{"scancel, the step's TERM first", jobState("COMPLETING", 0, 0), now.Add(time.Hour), false, false, stopCancelled},
-		{"scancel of a requeued run", jobState("COMPLETING", 2, 2), now.Add(time.Hour), false, true, stopCancelled},
-		{"time limit, completing", jobState("COMPLETING", 0, 0), now, false, false, stopTermLimit},
-		{"requeued by Slurm past the grace time", jobState("COMPLETING", 1, 0), now.Add(time.Hour), false, false, stopPreempted},
-		{"requeued by Slurm, then trainrun's TERM", jobState("COMPLETING", 3, 2), now.Add(time.Hour), false, true, stopPreempted},
+		{"scancel, the step's TERM first", jobState("COMPLETING", 0, 0), now.Add(time.Hour), false, false, run.Cancelled},
+		{"scancel of a requeued run", jobState("COMPLETING", 2, 2), now.Add(time.Hour), false, true, run.Cancelled},
+		{"time limit, completing", jobState("COMPLETING", 0, 0), now, false, false, run.TermLimit},
+		{"requeued by Slurm past the grace time", jobState("COMPLETING", 1, 0), now.Add(time.Hour), false, false, run.Preempted},
+		{"requeued by Slurm, then trainrun's TERM", jobState("COMPLETING", 3, 2), now.Add(time.Hour), false, true, run.Preempted},
 	} {
 		if got := termCause(c.state, c.end, now, c.stopping, c.own); got != c.want {
 			t.Errorf("%s: termCause(%q) = %s, want %s", c.name, c.state, got, c.want)

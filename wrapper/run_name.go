@@ -15,6 +15,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // A run's identity inside a job: `trainrun run --name NAME`, or a name
@@ -86,7 +87,7 @@ func isInterpreter(base string) bool {
 // the same job and gets base/runs/DERIVED. primary says the run owns base.
 func runDirOf(base, name string, named, dry bool) (dir string, primary bool, err error) {
 	if named {
-		return filepath.Join(base, "runs", name), false, nil
+		return filepath.Join(base, jobRunsDir, name), false, nil
 	}
 	p := filepath.Join(base, runNameFile)
 	b, err := safefs.ReadFile(p, 256)
@@ -103,7 +104,7 @@ func runDirOf(base, name string, named, dry bool) (dir string, primary bool, err
 	case strings.TrimSpace(string(b)) == name:
 		return base, true, nil
 	}
-	return filepath.Join(base, "runs", name), false, nil
+	return filepath.Join(base, jobRunsDir, name), false, nil
 }
 
 // alreadyFinishedMsg names the run that finished and says how to start
@@ -120,21 +121,21 @@ func alreadyFinishedMsg(name, job string, restart int, when, tag, store string) 
 
 // resolveRun sets the run's name and directory under the job directory base.
 func (r *runner) resolveRun(base string) (primary bool, err error) {
-	named := r.opts.name != ""
-	r.runName = r.opts.name
+	named := r.cfg.name != ""
+	r.dirs.runName = r.cfg.name
 	if named {
-		if err := checkRunName(r.runName); err != nil {
+		if err := checkRunName(r.dirs.runName); err != nil {
 			return false, err
 		}
 	} else {
-		r.runName = deriveRunName(r.argv)
+		r.dirs.runName = deriveRunName(r.cfg.argv)
 	}
-	if r.jobDir, primary, err = runDirOf(base, r.runName, named, r.opts.dryRun); err != nil {
-		return false, withCode(ExitUsage, err)
+	if r.dirs.jobDir, primary, err = runDirOf(base, r.dirs.runName, named, r.cfg.dryRun); err != nil {
+		return false, withCode(exitcode.Usage, err)
 	}
 	if !primary {
-		if err := mkdirOwnUnlessDry(r.opts.dryRun, r.jobDir); err != nil {
-			return false, withCode(ExitUsage, fmt.Errorf("run directory of %q: %w", r.runName, err))
+		if err := mkdirOwnUnlessDry(r.cfg.dryRun, r.dirs.jobDir); err != nil {
+			return false, withCode(exitcode.Usage, fmt.Errorf("run directory of %q: %w", r.dirs.runName, err))
 		}
 	}
 	return primary, nil
@@ -143,7 +144,7 @@ func (r *runner) resolveRun(base string) (primary bool, err error) {
 // finishedBefore says whether this run already finished (its store's
 // marker), and refuses a store that another, finished run left behind.
 func (r *runner) finishedBefore() (bool, error) {
-	st, err := checkpoint.Open(r.ckptDir)
+	st, err := checkpoint.Open(r.dirs.ckptDir)
 	if err != nil {
 		return false, nil // the run's setup reports a broken store later
 	}
@@ -151,9 +152,9 @@ func (r *runner) finishedBefore() (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	if f.Run != "" && f.Run != r.runName {
-		return false, usageErrorf("--ckpt-dir %s holds run %q, which finished; this run is %q: give it its own --ckpt-dir (or leave --ckpt-dir unset: each run then gets JOBDIR/runs/NAME/checkpoints); to train on from its final checkpoint: --init-from %s --ckpt-dir NEW_DIR", r.ckptDir, f.Run, r.runName, filepath.Join(r.ckptDir, cmp.Or(f.Tag, "TAG")))
+	if f.Run != "" && f.Run != r.dirs.runName {
+		return false, usageErrorf("--ckpt-dir %s holds run %q, which finished; this run is %q: give it its own --ckpt-dir (or leave --ckpt-dir unset: each run then gets JOBDIR/runs/NAME/checkpoints); to train on from its final checkpoint: --init-from %s --ckpt-dir NEW_DIR", r.dirs.ckptDir, f.Run, r.dirs.runName, filepath.Join(r.dirs.ckptDir, cmp.Or(f.Tag, "TAG")))
 	}
-	r.logf("%s", alreadyFinishedMsg(r.runName, f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none"), r.ckptDir))
+	r.logf("%s", alreadyFinishedMsg(r.dirs.runName, f.JobID, f.Restart, f.Time.Format(time.RFC3339), cmp.Or(f.Tag, "none"), r.dirs.ckptDir))
 	return true, nil
 }

@@ -108,21 +108,21 @@ func TestMakeDirsPerRunStores(t *testing.T) {
 		if !ckptFlag {
 			o.ckptDir = shared // as TRAINRUN_CKPT_DIR or the policy's CkptDir would set it
 		}
-		return &runner{opts: o, fs: fs, argv: argv, alloc: &allocation{JobID: "5"}, env: &runEnv{stderr: &log}}
+		return &runner{cfg: runConfig{runOptions: o, given: givenFlags(fs), argv: argv}, alloc: &allocation{JobID: "5"}, env: &runEnv{stderr: &log}}
 	}
 	first := newRunner("", []string{"python3", "a.py"}, false)
-	if done, err := first.makeDirs(); err != nil || done || first.jobDir != base || first.ckptDir != shared {
-		t.Fatalf("first run: %v %v dirs %s %s", done, err, first.jobDir, first.ckptDir)
+	if done, err := first.makeDirs(); err != nil || done || first.dirs.jobDir != base || first.dirs.ckptDir != shared {
+		t.Fatalf("first run: %v %v dirs %s %s", done, err, first.dirs.jobDir, first.dirs.ckptDir)
 	}
 	second := newRunner("eval", []string{"python3", "b.py"}, false)
-	if done, err := second.makeDirs(); err != nil || done || second.jobDir != filepath.Join(base, "runs", "eval") || second.ckptDir != filepath.Join(shared, "runs", "eval") {
-		t.Fatalf("second run: %v %v dirs %s %s", done, err, second.jobDir, second.ckptDir)
+	if done, err := second.makeDirs(); err != nil || done || second.dirs.jobDir != filepath.Join(base, "runs", "eval") || second.dirs.ckptDir != filepath.Join(shared, "runs", "eval") {
+		t.Fatalf("second run: %v %v dirs %s %s", done, err, second.dirs.jobDir, second.dirs.ckptDir)
 	}
 	st, err := checkpoint.Open(shared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkFinished(checkpoint.Finished{JobID: "5", Run: first.runName}); err != nil {
+	if err := st.MarkFinished(checkpoint.Finished{JobID: "5", Run: first.dirs.runName}); err != nil {
 		t.Fatal(err)
 	}
 	again := newRunner("", []string{"python3", "a.py"}, false)
@@ -131,7 +131,7 @@ func TestMakeDirsPerRunStores(t *testing.T) {
 	}
 	other := newRunner("eval", []string{"python3", "b.py"}, true) // --ckpt-dir given: used as given
 	_, err = other.makeDirs()
-	if err == nil || !strings.Contains(err.Error(), `holds run "`+first.runName+`", which finished; this run is "eval"`) {
+	if err == nil || !strings.Contains(err.Error(), `holds run "`+first.dirs.runName+`", which finished; this run is "eval"`) {
 		t.Errorf("another run on a finished run's store: %v", err)
 	}
 }

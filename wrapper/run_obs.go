@@ -3,14 +3,14 @@ package main
 import (
 	"cmp"
 	"errors"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
-	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -47,39 +47,39 @@ func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 // startObserver opens the run's observer: the event log in the job
 // directory, and the exporters the flags ask for.
 func (r *runner) startObserver() error {
-	o := r.opts.obs
+	o := r.cfg.obs
 	if o.notifyBound <= 0 {
 		return usageErrorf("--notify-timeout %s: want a positive duration such as 5s", o.notifyBound)
 	}
 	ob, err := obs.New(obs.Config{
-		JobDir: r.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
+		JobDir: r.dirs.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
 		MetricsAddr: o.metricsAddr, Textfile: o.textfile, Pushgateway: o.pushgateway,
 		Webhook: o.webhook, WebhookFormat: o.webhookFormat, ExitBound: o.notifyBound,
 		Logf: r.logf,
 	})
 	if err != nil {
-		return withCode(ExitUsage, err)
+		return withCode(exitcode.Usage, err)
 	}
 	if a := ob.Addr(); a != "" {
 		r.logf("metrics on http://%s/metrics", a)
 	}
-	r.obs = ob
+	r.sess.obs = ob
 	return nil
 }
 
 // observe passes one event to the observer (none in a dry run).
 func (r *runner) observe(e obs.Event) {
-	if r.obs != nil {
-		r.obs.Observe(e)
+	if r.sess.obs != nil {
+		r.sess.obs.Observe(e)
 	}
 }
 
 // closeObserver ends the observer, within --notify-timeout.
 func (r *runner) closeObserver() {
-	if r.obs == nil {
+	if r.sess.obs == nil {
 		return
 	}
-	if d := r.obs.Close(); d > time.Second {
+	if d := r.sess.obs.Close(); d > time.Second {
 		r.logf("metrics and notifications took %.1f s at exit", d.Seconds())
 	}
 }
@@ -88,15 +88,15 @@ func (r *runner) closeObserver() {
 func (r *runner) observeStart() {
 	l := r.choice.Layout
 	s := &obs.Start{
-		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.job.Name),
-		Run: r.runName, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
-		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: cmp.Or(r.opts.plan.GPU, r.probedGPUName()),
+		Partition: r.partition(), JobName: cmp.Or(slurm.JobFromEnv(r.env.getenv).Name, r.facts.job.Name),
+		Run: r.dirs.runName, Sweep: r.env.getenv("TRAINRUN_SWEEP"),
+		Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), GPUType: cmp.Or(r.choice.GPU, r.cfg.plan.GPU, r.probedGPUName()),
 		Layout:  map[string]int{"tp": l.TP, "pp": l.PP, "vpp": l.VPP, "cp": l.CP, "ep": l.EP, "dp": l.DP, "mbs": l.MicroBatch},
-		EndTime: r.alloc.EndTime, CkptLead: r.lead, MaxCkptAge: r.opts.obs.maxCkptAge,
-		GraceBudget: r.opts.obs.graceBudget, ResumeFrom: r.resume, CkptDir: r.ckptDir,
+		EndTime: r.alloc.EndTime, CkptLead: r.facts.lead, MaxCkptAge: r.cfg.obs.maxCkptAge,
+		GraceBudget: r.cfg.obs.graceBudget, ResumeFrom: r.ckpt.resume, CkptDir: r.dirs.ckptDir,
 	}
-	if s.GraceBudget == 0 && r.grace.GraceTime > 0 { // read once at start (scontrolGraceLimits)
-		s.GraceBudget = r.grace.GraceTime
+	if s.GraceBudget == 0 && r.facts.grace.GraceTime > 0 { // read once at start (scontrolGraceLimits)
+		s.GraceBudget = r.facts.grace.GraceTime
 	}
 	if ev := r.choice.Eval; ev != nil {
 		s.StepSeconds, s.MFU = ev.Time.Step, ev.MFU
@@ -104,59 +104,59 @@ func (r *runner) observeStart() {
 		s.TokensPerStep = s.TokensPerSecond * s.StepSeconds
 	}
 	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
-	r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
+	r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
 	r.startRecorder() // the run's observation (calib.go)
 }
 
 // interruptCause maps the controller's stop reasons onto the metrics'.
-var interruptCause = map[string]string{
-	stopTimeLimit: obs.InterruptTimeLimit, stopTermLimit: obs.InterruptTimeLimit, stopSignal: obs.InterruptSignal,
-	stopPreempted: obs.InterruptPreempted, stopCancelled: obs.InterruptCancelled, stopRequested: obs.InterruptRequested,
+var interruptCause = map[run.StopReason]string{
+	run.TimeLimit: obs.InterruptTimeLimit, run.TermLimit: obs.InterruptTimeLimit, run.Signal: obs.InterruptSignal,
+	run.Preempted: obs.InterruptPreempted, run.Cancelled: obs.InterruptCancelled, run.Requested: obs.InterruptRequested,
 }
 
 // observeInterrupt records an interruption once per cause.
-func (r *runner) observeInterrupt(reason string) {
+func (r *runner) observeInterrupt(reason run.StopReason) {
 	c := interruptCause[reason]
-	if c == "" || r.interrupted[c] {
+	if c == "" || r.sess.interrupted[c] {
 		return
 	}
-	if r.interrupted == nil {
-		r.interrupted = map[string]bool{}
+	if r.sess.interrupted == nil {
+		r.sess.interrupted = map[string]bool{}
 	}
-	r.interrupted[c] = true
+	r.sess.interrupted[c] = true
 	r.observe(obs.Event{Kind: obs.KindInterrupt, Cause: c})
 }
 
 // observeEnd classifies how the incarnation ends from what run returns
 // and the cause it recorded in the job history.
 func (r *runner) observeEnd(err error) {
-	if r.obs != nil {
+	if r.sess.obs != nil {
 		r.pollProgress() // the trainer's last steps, since the last poll
 	}
 	r.finishObservation() // calib.go
 	e := obs.Event{Kind: obs.KindEnd, Exit: exitCodeOf(err), Cause: obs.EndFinished}
-	if err != nil && !errors.Is(err, errSilent) {
+	if err != nil && !errors.Is(err, exitcode.ErrSilent) {
 		e.Message = err.Error()
 	}
-	e.Requeued = e.Exit == ExitRequeued
+	e.Requeued = e.Exit == exitcode.Requeued
 	switch {
-	case r.endCause == checkpoint.CauseCrash:
+	case r.sess.endCause == checkpoint.CauseCrash:
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
 	case err == nil:
-	case e.Exit == ExitRequeued:
+	case e.Exit == exitcode.Requeued:
 		e.Cause = obs.EndRequeued
-	case e.Exit == ExitStopped:
+	case e.Exit == exitcode.Stopped:
 		e.Cause = obs.EndStopped
-	case e.Exit == ExitRequeueLimit:
+	case e.Exit == exitcode.RequeueLimit:
 		e.Cause = obs.EndLimit
 	default:
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
 	}
-	e.Fault = faultOf[r.endCause]
+	e.Fault = faultOf[r.sess.endCause]
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}
-	if e.Exit == ExitCheckpoint && !r.commitFailed {
+	if e.Exit == exitcode.Checkpoint && !r.sess.commitFailed {
 		r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: "incomplete", Message: e.Message})
 	}
 	r.observe(e)
@@ -168,11 +168,11 @@ var faultOf = map[checkpoint.Cause]string{checkpoint.CauseCrash: obs.FaultCrash,
 
 func crashCause(code int) string {
 	switch code {
-	case ExitNotFound:
+	case exitcode.NotFound:
 		return obs.CrashNotFound
-	case ExitCheckpoint:
+	case exitcode.Checkpoint:
 		return obs.CrashCheckpoint
-	case ExitSlurm:
+	case exitcode.Slurm:
 		return obs.CrashSlurm
 	}
 	return obs.CrashStepFailed
@@ -180,11 +180,11 @@ func crashCause(code int) string {
 
 // pollProgress reads the trainer's progress file (JOBDIR/launch/progress).
 func (r *runner) pollProgress() {
-	if r.progress == nil {
-		r.progress = obs.NewProgressReader(filepath.Join(r.jobDir, "launch", obs.ProgressFile))
+	if r.sess.progress == nil {
+		r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
 	}
-	if e, ok := r.progress.Poll(); ok {
-		r.calibRec.Progress(e.Step, e.Time)
+	if e, ok := r.sess.progress.Poll(); ok {
+		r.sess.calibRec.Progress(e.Step, e.Time)
 		r.observe(e)
 	}
 }
@@ -206,7 +206,7 @@ func (s *observedStore) CommitComplete(world int) (string, bool, error) {
 	tag, changed, err := s.ckptStore.CommitComplete(world)
 	d := time.Since(t0)
 	if err != nil {
-		s.r.commitFailed = true
+		s.r.sess.commitFailed = true
 		if cause, first := s.r.commitDiskFault(err); first {
 			s.r.observe(obs.Event{Kind: obs.KindCkptFail, Cause: cause, Message: err.Error()})
 		}
@@ -236,30 +236,7 @@ func unwrapStore(s ckptStore) (storeAdapter, bool) {
 	return sa, ok
 }
 
-// obsPolicy takes the defaults of the metrics flags from the site's policy
-// (MetricsAddr, Pushgateway, Webhook, MaxCkptAge, CkptGraceBudget): a flag
-// or variable the user sets wins.
-func (r *runner) obsPolicy(st policy.Settings) {
-	o := &r.opts.obs
-	set := func(flag, env string) bool { return r.fs.Changed(flag) || r.env.getenv(env) != "" }
-	if !set("metrics-addr", "TRAINRUN_METRICS_ADDR") && st.MetricsAddr.Value != "" {
-		o.metricsAddr = st.MetricsAddr.Value
-	}
-	if !set("pushgateway", "TRAINRUN_PUSHGATEWAY") && st.Pushgateway.Value != "" {
-		o.pushgateway = st.Pushgateway.Value
-	}
-	if !set("webhook", "TRAINRUN_WEBHOOK") && st.Webhook.Value != "" {
-		o.webhook = st.Webhook.Value
-	}
-	if !r.fs.Changed("max-ckpt-age") && st.MaxCkptAge.Value > 0 {
-		o.maxCkptAge = st.MaxCkptAge.Value
-	}
-	if !r.fs.Changed("grace-budget") && st.CkptGraceBudget.Value > 0 {
-		o.graceBudget = st.CkptGraceBudget.Value
-	}
-}
-
 // partition is the job's partition: SLURM_JOB_PARTITION, else scontrol's.
 func (r *runner) partition() string {
-	return cmp.Or(r.alloc.Partition, r.job.Partition)
+	return cmp.Or(r.alloc.Partition, r.facts.job.Partition)
 }

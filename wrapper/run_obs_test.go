@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -39,19 +40,19 @@ func TestObserveEndClassifies(t *testing.T) {
 		requeued bool
 	}{
 		{"finished", nil, checkpoint.CauseFinished, "end", obs.EndFinished, "", false},
-		{"checkpointed and requeued", withCode(ExitRequeued, errSilent), checkpoint.CausePreempted, "end", obs.EndRequeued, "", true},
-		{"stopped", withCode(ExitStopped, errors.New("cancelled")), checkpoint.CauseCancelled, "end", obs.EndStopped, "", false},
-		{"requeue limit", withCode(ExitRequeueLimit, errors.New("limit")), checkpoint.CauseTimeLimit, "end", obs.EndLimit, "", false},
-		{"step failed", withCode(ExitStepFailed, errors.New("rank 1 failed")), checkpoint.CauseCrash, "end", obs.EndCrash, obs.CrashStepFailed, false},
-		{"failed and requeued (--max-failures)", withCode(ExitRequeued, errSilent), checkpoint.CauseCrash, "end", obs.EndCrash, obs.CrashStepFailed, true},
-		{"failures without progress", withCode(ExitRequeueLimit, errors.New("3 in a row")), checkpoint.CauseCrash, "end", obs.EndCrash, obs.CrashStepFailed, false},
-		{"command not found", withCode(ExitNotFound, errors.New("not found")), checkpoint.CauseCrash, "end", obs.EndCrash, obs.CrashNotFound, false},
-		{"no checkpoint after a stop", withCode(ExitCheckpoint, errors.New("no new complete checkpoint")), "", "ckpt-fail end", obs.EndCrash, obs.CrashCheckpoint, false},
-		{"srun failed", withCode(ExitSlurm, errors.New("srun")), "", "end", obs.EndCrash, obs.CrashSlurm, false},
+		{"checkpointed and requeued", withCode(exitcode.Requeued, exitcode.ErrSilent), checkpoint.CausePreempted, "end", obs.EndRequeued, "", true},
+		{"stopped", withCode(exitcode.Stopped, errors.New("cancelled")), checkpoint.CauseCancelled, "end", obs.EndStopped, "", false},
+		{"requeue limit", withCode(exitcode.RequeueLimit, errors.New("limit")), checkpoint.CauseTimeLimit, "end", obs.EndLimit, "", false},
+		{"step failed", withCode(exitcode.StepFailed, errors.New("rank 1 failed")), checkpoint.CauseCrash, "end", obs.EndCrash, obs.CrashStepFailed, false},
+		{"failed and requeued (--max-failures)", withCode(exitcode.Requeued, exitcode.ErrSilent), checkpoint.CauseCrash, "end", obs.EndCrash, obs.CrashStepFailed, true},
+		{"failures without progress", withCode(exitcode.RequeueLimit, errors.New("3 in a row")), checkpoint.CauseCrash, "end", obs.EndCrash, obs.CrashStepFailed, false},
+		{"command not found", withCode(exitcode.NotFound, errors.New("not found")), checkpoint.CauseCrash, "end", obs.EndCrash, obs.CrashNotFound, false},
+		{"no checkpoint after a stop", withCode(exitcode.Checkpoint, errors.New("no new complete checkpoint")), "", "ckpt-fail end", obs.EndCrash, obs.CrashCheckpoint, false},
+		{"srun failed", withCode(exitcode.Slurm, errors.New("srun")), "", "end", obs.EndCrash, obs.CrashSlurm, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
-			r := &runner{obs: rec, jobDir: t.TempDir(), endCause: tc.recorded}
+			r := &runner{sess: session{obs: rec, endCause: tc.recorded}, dirs: runDirs{jobDir: t.TempDir()}}
 			r.observeEnd(tc.err)
 			if rec.kinds() != tc.kinds {
 				t.Fatalf("events %q, want %q", rec.kinds(), tc.kinds)
@@ -60,7 +61,7 @@ func TestObserveEndClassifies(t *testing.T) {
 			if e.Cause != tc.cause || e.Crash != tc.crash || e.Requeued != tc.requeued || e.Exit != exitCodeOf(tc.err) {
 				t.Errorf("end %+v, want cause %s crash %q requeued %v exit %d", e, tc.cause, tc.crash, tc.requeued, exitCodeOf(tc.err))
 			}
-			if tc.err != nil && !errors.Is(tc.err, errSilent) && e.Message == "" {
+			if tc.err != nil && !errors.Is(tc.err, exitcode.ErrSilent) && e.Message == "" {
 				t.Error("no message")
 			}
 		})
@@ -82,7 +83,7 @@ func TestObservedStoreReportsCommit(t *testing.T) {
 		os.Chtimes(checkpoint.DoneMarkerPath(ckpt, rank), done.Add(time.Duration(rank)*time.Second), done.Add(time.Duration(rank)*time.Second))
 	}
 	rec := &recorder{}
-	r := &runner{obs: rec}
+	r := &runner{sess: session{obs: rec}}
 	s := &observedStore{ckptStore: storeAdapter{st}, st: st, r: r}
 	tag, changed, err := s.CommitComplete(2)
 	if err != nil || !changed || tag != "step-120" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -26,7 +27,7 @@ func (r *runner) place(f runFacts, c choice) (p placed, err error) {
 	traffic := r.planTraffic(c)
 	var notes []string
 	if p.Slots, p.Placement, notes, err = placeRanks(r.alloc, c.Layout, traffic, f.nodes, f.cluster); err != nil {
-		return p, withCode(ExitNoFit, err)
+		return p, withCode(exitcode.NoFit, err)
 	}
 	for _, n := range notes {
 		r.logf("placement: %s", n)
@@ -51,16 +52,16 @@ func (r *runner) openRunStoreAsync() func() (*observedStore, error) {
 }
 
 // openRunStore opens the checkpoint store, commits what an earlier run
-// completed, and finds the checkpoint to resume from (r.resume). A dry run
+// completed, and finds the checkpoint to resume from (r.ckpt.resume). A dry run
 // opens nothing (nil).
 func (r *runner) openRunStore() (*observedStore, error) {
-	if r.opts.dryRun {
+	if r.cfg.dryRun {
 		return nil, nil
 	}
 	a := r.alloc
-	sa, err := openStore(r.ckptDir)
+	sa, err := openStore(r.dirs.ckptDir)
 	if err != nil {
-		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+		return nil, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.dirs.ckptDir, err))
 	}
 	store := &observedStore{ckptStore: sa, st: sa.s, r: r}
 	// A checkpoint the previous incarnation completed but did not
@@ -68,7 +69,7 @@ func (r *runner) openRunStore() (*observedStore, error) {
 	// With node-local saves, an unfinished drain cannot be finished
 	// (its source was on the nodes): Recover discards it, so that the
 	// drains of this run start from a clean staging area.
-	if r.opts.ckptLocal != "" {
+	if r.cfg.ckptLocal != "" {
 		if rep, err := sa.s.Recover(context.Background(), a.World(), true); err != nil {
 			r.logf("warning: recovering the checkpoint store: %v", err)
 		} else if len(rep.Committed)+len(rep.Discarded) > 0 {
@@ -81,16 +82,16 @@ func (r *runner) openRunStore() (*observedStore, error) {
 	} else if changed {
 		r.logf("committed checkpoint %s, completed by an earlier run of this job", tag)
 	}
-	r.store = store.st
+	r.ckpt.store = store.st
 	r.setCompressMode()
 	var notes []string
-	if r.resume, notes, err = store.Latest(); err != nil {
-		return nil, withCode(ExitCheckpoint, fmt.Errorf("checkpoint store %s: %w", r.ckptDir, err))
+	if r.ckpt.resume, notes, err = store.Latest(); err != nil {
+		return nil, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.dirs.ckptDir, err))
 	}
 	for _, n := range notes {
 		r.logf("warning: %s", n)
 	}
-	r.setLastTag(tagOf(r.resume))
+	r.setLastTag(tagOf(r.ckpt.resume))
 	if err := r.resumeOrInit(); err != nil {
 		return nil, err
 	}
@@ -99,31 +100,32 @@ func (r *runner) openRunStore() (*observedStore, error) {
 
 // prepare substitutes the command's templates, writes plan.json and the
 // hostfile, and builds the rank environment and the srun command line.
-func (r *runner) prepare(f runFacts) (rankEnv, error) {
+func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 	a := r.alloc
+	var st stepLaunch
 	var unknown []string
 	megatron, err := r.megatronArgs()
 	if err != nil {
-		return rankEnv{}, err
+		return st, rankEnv{}, err
 	}
-	vals := templateValues(r.choice.Layout, r.resume, r.ckptDir)
+	vals := templateValues(r.choice.Layout, r.ckpt.resume, r.dirs.ckptDir)
 	if err := r.deepSpeedConfig(vals); err != nil {
-		return rankEnv{}, err
+		return st, rankEnv{}, err
 	}
-	r.cmdArgv, unknown = substituteTemplates(r.argv, vals, megatron)
+	st.cmdArgv, unknown = substituteTemplates(r.cfg.argv, vals, megatron)
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
 
 	// Files of the job directory (a dry run writes nothing).
-	planPath := filepath.Join(r.jobDir, "plan.json")
-	hostfilePath := filepath.Join(r.jobDir, "hostfile")
-	if !r.opts.dryRun {
-		if err := r.writePlan(planPath); err != nil {
-			return rankEnv{}, err
+	planPath := r.dirs.in(jobPlanFile)
+	hostfilePath := r.dirs.in(jobHostfile)
+	if !r.cfg.dryRun {
+		if err := r.writePlan(planPath, st.cmdArgv); err != nil {
+			return st, rankEnv{}, err
 		}
 		if err := launch.WriteFileAtomic(hostfilePath, []byte(hostfile(r.placed.Slots)), 0o644); err != nil {
-			return rankEnv{}, err
+			return st, rankEnv{}, err
 		}
 	}
 	master := nodesInRankOrder(r.placed.Slots)[0]
@@ -131,36 +133,36 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	if v := f.addrs[master]; v != "" {
 		masterAddr = v
 	}
-	r.masterPort = masterPort(a.JobID)
-	if !r.opts.dryRun {
-		r.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
+	st.masterPort = masterPort(a.JobID)
+	if !r.cfg.dryRun {
+		st.masterPort = freeMasterPort(a.JobID, master == a.BatchNode, net.Listen, r.logf)
 	}
 	renv := runRankEnv(a, r.placed.Slots, envInputs{
-		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: r.masterPort, PlanPath: planPath,
-		CkptDir: r.ckptDir, ResumeDir: r.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.opts.ckptSignal), "SIG"),
-		JobDir: r.jobDir, RestartCount: a.RestartCount, Framework: r.frameworkEnv(),
+		Layout: r.choice.Layout, MasterAddr: masterAddr, MasterPort: st.masterPort, PlanPath: planPath,
+		CkptDir: r.dirs.ckptDir, ResumeDir: r.ckpt.resume, CkptSignal: strings.TrimPrefix(strings.ToUpper(r.cfg.ckptSignal), "SIG"),
+		JobDir: r.dirs.jobDir, RestartCount: a.RestartCount, Framework: r.frameworkEnv(),
 	})
-	r.addNCCLEnv(&renv, masterAddr, f.addrs, planPath)
-	launchDir := filepath.Join(r.jobDir, "launch")
+	r.addNCCLEnv(&renv, masterAddr, st.masterPort, f.addrs, planPath)
+	launchDir := r.dirs.in(jobLaunchDir)
 	bindInShim := false
 	for _, s := range r.placed.Slots {
 		if s.CPUs != "" {
 			bindInShim = true
 		}
 	}
-	r.srunArgv, r.srunEnv = launch.SrunCommand(launch.StepSpec{
-		Self: r.self, Shim: r.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
-		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: r.cmdArgv,
-		NodeList: r.stepNodeList(), Overlap: len(r.spare.lost) > 0,
+	st.srunArgv, st.srunEnv = launch.SrunCommand(launch.StepSpec{
+		Self: r.cfg.self, Shim: r.cfg.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
+		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: st.cmdArgv,
+		NodeList: r.stepNodeList(), Overlap: len(r.sess.spare.lost) > 0,
 	})
-	return renv, nil
+	return st, renv, nil
 }
 
 // startStep opens the control channel, writes the launch files and the
 // summary, and launches the step, unless too many runs failed in a row.
 func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store *observedStore) error {
 	a := r.alloc
-	launchDir := filepath.Join(r.jobDir, "launch")
+	launchDir := r.dirs.in(jobLaunchDir)
 	if r.early != nil && !r.earlyFits() {
 		r.logf("the placement's rank order is not Slurm's block order: calling off the step started before the plan, starting it again with the hostfile")
 		r.abortEarly()
@@ -188,9 +190,9 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		ctl.Close()
 	}()
 	common := launchCommon{JobID: a.JobID, World: a.World(), Control: control,
-		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.opts.ckptLocal, CkptDir: r.ckptDir}
+		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.cfg.ckptLocal, CkptDir: r.dirs.ckptDir}
 	if r.early != nil {
-		common.Argv = r.cmdArgv
+		common.Argv = r.step.cmdArgv
 	}
 	// The history is read and the start recorded (an fsync) while the
 	// launch files are written.
@@ -201,7 +203,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		err = fmt.Errorf("launch files in %s: %w", launchDir, err)
 	} else {
 		summary := r.summary()
-		if err = launch.WriteFileAtomic(filepath.Join(r.jobDir, "summary.txt"), []byte(summary), 0o644); err == nil {
+		if err = launch.WriteFileAtomic(r.dirs.in(jobSummary), []byte(summary), 0o644); err == nil {
 			fmt.Fprint(r.env.stdout, summary)
 		}
 	}
@@ -212,8 +214,8 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		return err
 	}
 	r.checkGrace("start")
-	r.tReady = time.Since(r.t0)
-	if r.restarts == 0 { // the observer sees one run; a restart inside it is not its end
+	r.step.tReady = time.Since(r.t0)
+	if r.sess.restarts == 0 { // the observer sees one run; a restart inside it is not its end
 		r.observeStart()
 	}
 	err = r.launch(ctx, ctl, store)
@@ -227,12 +229,12 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 // runs failed without progress; else it records this run's start in the
 // history.
 func (r *runner) recordStartUnlessFailing() error {
-	if r.store != nil && r.opts.maxFailures > 0 {
+	if r.ckpt.store != nil && r.cfg.maxFailures > 0 {
 		// Runs that ended without an end event (killed, node failure) count as failures.
-		if incs, err := r.store.History().Load(); err == nil {
-			if n := checkpoint.FailuresBeforeResume(incs, tagOf(r.resume)); n >= r.opts.maxFailures {
-				return withCode(ExitRequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
-					n, r.ckptDir, r.opts.maxFailures))
+		if incs, err := r.ckpt.store.History().Load(); err == nil {
+			if n := checkpoint.FailuresBeforeResume(incs, tagOf(r.ckpt.resume)); n >= r.cfg.maxFailures {
+				return withCode(exitcode.RequeueLimit, fmt.Errorf("the last %d run(s) of this job failed without progress (history in %s/.trainrun/history.jsonl); not starting again (--max-failures %d)",
+					n, r.dirs.ckptDir, r.cfg.maxFailures))
 			}
 		}
 	}
@@ -255,19 +257,19 @@ var ncclPrefixes = []string{"NCCL_", "TORCH_NCCL_"}
 // addNCCLEnv adds each rank's NCCL environment from its node's topology,
 // where the probe discovered it. Values the task inherits (the user's, the
 // site's nccl.conf) are kept: RankEnv does not inject over them.
-func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]string, planPath string) {
+func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, port int, addrs map[string]string, planPath string) {
 	if r.placed.Placement == nil {
 		return
 	}
 	user := map[string]string{}
-	for _, k := range plan.ManagedEnvKeys(r.ncclPolicy) {
+	for _, k := range plan.ManagedEnvKeys(r.cfg.ncclPolicy) {
 		if v := os.Getenv(k); v != "" {
 			user[k] = v
 		}
 	}
 	reported := false
 	for i, s := range r.placed.Slots {
-		f, ok := r.facts[s.Node]
+		f, ok := r.facts.nodes[s.Node]
 		if !ok || f.Topo == nil {
 			continue
 		}
@@ -280,7 +282,7 @@ func (r *runner) addNCCLEnv(renv *rankEnv, masterAddr string, addrs map[string]s
 			nodeAddrs = []string{a}
 		}
 		e, err := plan.RankEnv(plan.EnvInput{Node: f.Topo, Placement: r.placed.Placement, Rank: s.Rank, Plan: r.choice.Layout, PlanPath: planPath,
-			MasterAddr: masterAddr, MasterPort: r.masterPort, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.ncclPolicy})
+			MasterAddr: masterAddr, MasterPort: port, NodeAddrs: nodeAddrs, UserEnv: user, NCCLConf: conf, Policy: r.cfg.ncclPolicy})
 		if err != nil {
 			if !reported {
 				r.logf("warning: NCCL environment not computed: %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/shim"
 )
@@ -33,7 +34,7 @@ func probeNodes(ctx context.Context, sc slurm.Client, a *allocation, shimArgv []
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if out, err := sc.Srun(ctx, args...); err != nil {
-		return nil, withCode(ExitSlurm, fmt.Errorf("topology probe failed: %v%s (skip it with --probe=none)",
+		return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe failed: %v%s (skip it with --probe=none)",
 			err, prefixed(": ", strings.TrimSpace(string(out)))))
 	}
 	return readProbeFacts(a.Nodes, dir)
@@ -45,7 +46,7 @@ func readProbeFacts(nodes []string, dir string) (map[string]nodeFacts, error) {
 	for _, node := range nodes {
 		var f nodeFacts
 		if err := launch.ReadJSON(filepath.Join(dir, node+".json"), &f); err != nil {
-			return nil, withCode(ExitSlurm, fmt.Errorf("topology probe: node %s wrote no facts (%v); its slurmd may call itself another name", node, err))
+			return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe: node %s wrote no facts (%v); its slurmd may call itself another name", node, err))
 		}
 		facts[node] = f
 	}

@@ -8,14 +8,6 @@ import (
 	"github.com/trainrun/trainrun/plan/policy"
 )
 
-// partPolicy is the site's policy as trainrun run read it for the job's
-// partition (nil without --policy).
-type partPolicy struct {
-	pol  *policy.Policy
-	st   policy.Settings
-	file string
-}
-
 // softwareInput is one of the planner's software inputs that the plugin's
 // options also carry: its flag, the TRAINRUN_* twin the plugin exports for
 // the batch script, and the policy key that gives its default.
@@ -41,45 +33,17 @@ var softwareInputs = []softwareInput{
 		func(v string) (string, error) { r, err := plan.ParseFinetune(v); return fmt.Sprint(r), err }},
 }
 
-// planSoftware sets the stack, precision and fine-tuning mode the planner
-// assumes: each from its flag, else its TRAINRUN_* twin (the plugin's
-// #SBATCH --train-* option), else the partition's policy, else the flag's
-// default; and --nvme-bw from the policy's NVMeBW where it is not given. A bad value is refused naming where it came from, and a value
-// that differs from the policy's must be one UserOverride allows.
+// planSoftware reports what complete found for the stack, precision and
+// fine-tuning mode the planner assumes (runConfig.resolveSoftware): where
+// each came from, or the first one refused.
 func (r *runner) planSoftware() error {
-	po := &r.opts.plan
-	for _, in := range softwareInputs {
-		dst := in.value(po)
-		var src string
-		switch v := r.env.getenv(in.env); {
-		case r.fs.Changed(in.flag):
-			src = "--" + in.flag + " " + *dst
-		case v != "":
-			*dst, src = v, fmt.Sprintf("%s=%s (the twin of #SBATCH %s)", in.env, v, in.option)
-		case r.policy != nil && in.setting(r.policy.st).Source.Kind != policy.FromDefault:
-			s := in.setting(r.policy.st)
-			*dst, src = s.Value, fmt.Sprintf("the policy's %s=%s (%s)", in.key, s.Value, s.Source)
-		default:
-			continue
+	for _, n := range r.cfg.software {
+		if n.err != nil {
+			return n.err
 		}
-		got, err := in.canon(*dst)
-		if err != nil {
-			return usageErrorf("%s: %v", src, err)
+		if n.log != "" {
+			r.logf("%s", n.log)
 		}
-		if r.policy != nil {
-			s := in.setting(r.policy.st)
-			def, err := in.canon(s.Value)
-			if err == nil && got != def && !r.policy.pol.MayOverride(in.key, r.alloc.Partition) {
-				return usageErrorf("%s: the site's policy (%s) plans partition %s for %s=%s (%s) and does not let users override %s (UserOverride); drop it or ask the admins",
-					src, r.policy.file, r.alloc.Partition, in.key, s.Value, s.Source, in.key)
-			}
-		}
-		if !r.fs.Changed(in.flag) {
-			r.logf("planning with %s %s, from %s", in.flag, *dst, src)
-		}
-	}
-	if r.policy != nil {
-		policyNVMeBW(po, r.fs.Changed("nvme-bw"), r.policy.st)
 	}
 	return nil
 }

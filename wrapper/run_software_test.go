@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // The stack, precision and fine-tuning mode of trainrun run come from the
@@ -17,10 +19,10 @@ func TestRunSoftwareInputsPrecedence(t *testing.T) {
 	megatronOf := func(t *testing.T, extra string) string {
 		t.Helper()
 		out, errOut, code := runPlanCmd(t, append([]string{"plan", "--format", "megatron"}, strings.Fields(base+" "+extra)...)...)
-		if r := refusal(errOut); code != ExitOK && r != "" {
+		if r := refusal(errOut); code != exitcode.OK && r != "" {
 			return r // LoRA: Megatron-LM core cannot express it, plan and run say so alike
 		}
-		if code != ExitOK {
+		if code != exitcode.OK {
 			t.Fatalf("trainrun plan %s: exit %d: %s", extra, code, errOut)
 		}
 		var flags []string
@@ -124,7 +126,7 @@ func TestRunSoftwareInputsPrecedence(t *testing.T) {
 				args = append(args, "--policy", pol(t, tc.policy))
 			}
 			_, _, err := run(t, tc.env, append(args, tc.args...)...)
-			if err == nil || exitCodeOf(err) != ExitUsage || !strings.Contains(err.Error(), tc.msg) {
+			if err == nil || exitCodeOf(err) != exitcode.Usage || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("err = %v (code %d); want a usage error with %q", err, exitCodeOf(err), tc.msg)
 			}
 		})

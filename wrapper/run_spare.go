@@ -10,7 +10,6 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
-	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -37,17 +36,10 @@ type spareState struct {
 
 // spareSource names where --spare-nodes came from, for messages.
 func (r *runner) spareSource() string {
-	if r.fs.Changed("spare-nodes") || r.policy == nil {
-		return fmt.Sprintf("--spare-nodes %d", r.opts.fault.spareNodes)
+	if src := r.cfg.source("spare-nodes"); src.kind == fromPolicy {
+		return fmt.Sprintf("the policy's %s=%d (%s)", src.name, r.cfg.fault.spareNodes, src.where)
 	}
-	return fmt.Sprintf("the policy's SpareNodes=%d (%s)", r.opts.fault.spareNodes, r.policy.st.SpareNodes.Source)
-}
-
-// sparePolicy: SpareNodes= is the default of --spare-nodes.
-func (r *runner) sparePolicy(st policy.Settings) {
-	if !r.fs.Changed("spare-nodes") {
-		r.opts.fault.spareNodes = st.SpareNodes.Value
-	}
+	return fmt.Sprintf("--spare-nodes %d", r.cfg.fault.spareNodes)
 }
 
 // setupSpares sets the spare nodes aside after the gather phase (which
@@ -56,8 +48,8 @@ func (r *runner) sparePolicy(st policy.Settings) {
 // are the last nodes in Slurm's order, never the batch node (the
 // controller runs there). K must leave at least one node for the layout.
 func (r *runner) setupSpares(ctx context.Context) error {
-	k, a := r.opts.fault.spareNodes, r.alloc
-	r.spare.all = append([]string(nil), a.Nodes...)
+	k, a := r.cfg.fault.spareNodes, r.alloc
+	r.sess.spare.all = append([]string(nil), a.Nodes...)
 	if k <= 0 {
 		return nil
 	}
@@ -66,11 +58,20 @@ func (r *runner) setupSpares(ctx context.Context) error {
 			r.spareSource(), len(a.Nodes), a.NodeList, k+1, k+1)
 	}
 	work, spare := splitSpares(a.Nodes, a.BatchNode, k)
-	a.Nodes, r.spare.spare = work, spare
+	a, r.sess.spare.spare = withNodes(a, work), spare
+	r.alloc = a
 	r.logf("spare nodes: %s (%s) stay idle; the layout and the step use the other %d node(s), %d ranks; a step that loses a node restarts inside the job on them",
 		strings.Join(spare, ","), r.spareSource(), len(work), a.World())
 	r.checkNoKill(ctx)
 	return nil
+}
+
+// withNodes is allocation a on nodes only (a subset of its nodes, in its
+// order): a new allocation, never a changed one.
+func withNodes(a *allocation, nodes []string) *allocation {
+	next := *a
+	next.Nodes = nodes
+	return &next
 }
 
 // splitSpares picks k spare nodes: the last in order, skipping the batch
@@ -110,11 +111,11 @@ func (r *runner) checkNoKill(ctx context.Context) {
 // without).
 func (r *runner) spareSummary() string {
 	var b strings.Builder
-	if len(r.spare.spare) > 0 {
-		fmt.Fprintf(&b, "  spare       %s (idle: a step that loses a node restarts inside the job on them)\n", strings.Join(r.spare.spare, ","))
+	if len(r.sess.spare.spare) > 0 {
+		fmt.Fprintf(&b, "  spare       %s (idle: a step that loses a node restarts inside the job on them)\n", strings.Join(r.sess.spare.spare, ","))
 	}
-	if len(r.spare.lost) > 0 {
-		fmt.Fprintf(&b, "  lost        %s (failed in this job: not used again by it)\n", strings.Join(r.spare.lost, ","))
+	if len(r.sess.spare.lost) > 0 {
+		fmt.Fprintf(&b, "  lost        %s (failed in this job: not used again by it)\n", strings.Join(r.sess.spare.lost, ","))
 	}
 	return b.String()
 }
@@ -125,18 +126,18 @@ func (r *runner) spareSummary() string {
 // fail again), and SpareNodes counts the spares still healthy. Skipped
 // when the step could restart nowhere (--max-restarts 0, no spares).
 func (r *runner) spareOutcome(o *run.Outcome) {
-	if !o.Failed() || len(r.spare.spare) == 0 && r.opts.fault.maxRestarts == 0 {
+	if !o.Failed() || len(r.sess.spare.spare) == 0 && r.cfg.fault.maxRestarts == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nodes := append(append([]string(nil), r.alloc.Nodes...), r.spare.spare...)
+	nodes := append(append([]string(nil), r.alloc.Nodes...), r.sess.spare.spare...)
 	states, err := r.env.slurm.NodeStates(ctx, strings.Join(nodes, ","))
 	if err != nil {
 		r.logf("warning: reading the nodes' state after the failure: %v", err)
 	}
 	o.SpareNodes = 0
-	for _, n := range r.spare.spare {
+	for _, n := range r.sess.spare.spare {
 		if st := states[n]; slurm.NodeFailed(st) {
 			r.logf("warning: spare node %s is %s: it cannot take a lost node's place", n, st)
 		} else {
@@ -158,27 +159,27 @@ func (r *runner) replaceLostNodes(f runFacts) ([]string, error) {
 	lost := run.LostNodes(r.failedNodes())
 	var gone []string
 	for _, n := range lost {
-		if slices.Contains(r.alloc.Nodes, n) && !slices.Contains(r.spare.lost, n) {
+		if slices.Contains(r.alloc.Nodes, n) && !slices.Contains(r.sess.spare.lost, n) {
 			gone = append(gone, n)
 		}
 	}
 	if len(gone) == 0 {
 		return nil, nil
 	}
-	if len(gone) > len(r.spare.spare) { // a hang's restart (run.Decide restarts no failure so)
-		r.logf("warning: %d node(s) lost (%s) and %d spare node(s) left: the step restarts on the same nodes", len(gone), strings.Join(gone, ","), len(r.spare.spare))
+	if len(gone) > len(r.sess.spare.spare) { // a hang's restart (run.Decide restarts no failure so)
+		r.logf("warning: %d node(s) lost (%s) and %d spare node(s) left: the step restarts on the same nodes", len(gone), strings.Join(gone, ","), len(r.sess.spare.spare))
 		return nil, nil
 	}
-	r.spare.lost = append(r.spare.lost, gone...)
-	took := r.spare.spare[:len(gone)]
-	r.spare.spare = r.spare.spare[len(gone):]
+	r.sess.spare.lost = append(r.sess.spare.lost, gone...)
+	took := r.sess.spare.spare[:len(gone)]
+	r.sess.spare.spare = r.sess.spare.spare[len(gone):]
 	var work []string
-	for _, n := range r.spare.all { // Slurm's order: block distribution keeps it
+	for _, n := range r.sess.spare.all { // Slurm's order: block distribution keeps it
 		if (slices.Contains(r.alloc.Nodes, n) || slices.Contains(took, n)) && !slices.Contains(gone, n) {
 			work = append(work, n)
 		}
 	}
-	r.alloc.Nodes = work
+	r.alloc = withNodes(r.alloc, work)
 	r.logf("spare node(s) %s take the place of the lost %s: the step runs on %s (%d ranks)", strings.Join(took, ","), strings.Join(gone, ","),
 		topo.CompressHostlist(work), r.alloc.World())
 	p, err := r.place(f, r.choice)
@@ -192,7 +193,7 @@ func (r *runner) replaceLostNodes(f runFacts) ([]string, error) {
 // stepNodeList is srun's --nodelist: the step's nodes when the job holds
 // others (spare or lost ones), else "" (the whole allocation).
 func (r *runner) stepNodeList() string {
-	if len(r.spare.spare) == 0 && len(r.spare.lost) == 0 {
+	if len(r.sess.spare.spare) == 0 && len(r.sess.spare.lost) == 0 {
 		return ""
 	}
 	return strings.Join(nodesInRankOrder(r.placed.Slots), ",")
@@ -202,18 +203,18 @@ func (r *runner) stepNodeList() string {
 // allocation (the report's new incarnation, the restarts metric by cause),
 // and forgets the failed step's nodes: the history's end event keeps them.
 func (r *runner) observeRestart(resume string) {
-	if r.obs != nil {
+	if r.sess.obs != nil {
 		r.pollProgress()
 	}
-	e := obs.Event{Kind: obs.KindRestart, Fault: cmp.Or(faultOf[r.endCause], obs.FaultCrash), Message: r.spare.restartWhy,
+	e := obs.Event{Kind: obs.KindRestart, Fault: cmp.Or(faultOf[r.sess.endCause], obs.FaultCrash), Message: r.sess.spare.restartWhy,
 		Start: &obs.Start{Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), ResumeFrom: resume}}
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}
 	r.observe(e)
-	r.faults.mu.Lock()
-	r.faults.nodes = nil
-	r.faults.mu.Unlock()
+	r.sess.faults.mu.Lock()
+	r.sess.faults.nodes = nil
+	r.sess.faults.mu.Unlock()
 }
 
 // localDiskMessage says that a node-local save (--ckpt-local-dir) failed:
@@ -232,5 +233,5 @@ func (r *runner) localDiskMessage(f checkpoint.FailedSave) string {
 		latest = "the latest committed checkpoint stays " + t
 	}
 	return fmt.Sprintf("checkpoint %s was not saved: the node-local --ckpt-local-dir %s on %s %s; %s, training goes on and the next save retries; free space there (df -h on the node: /dev/shm counts against the node's memory) or point --ckpt-local-dir at larger local storage",
-		f.Tag, r.opts.ckptLocal, cmp.Or(strings.Join(nodes, ","), "the failed ranks' nodes"), cmp.Or(what, "failed"), latest)
+		f.Tag, r.cfg.ckptLocal, cmp.Or(strings.Join(nodes, ","), "the failed ranks' nodes"), cmp.Or(what, "failed"), latest)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,14 +12,15 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
-	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // spareRunner is a 3-node job, one task per node, batch node n1, with the
-// flags args (e.g. --spare-nodes 1); fake answers its Slurm queries.
+// flags args (e.g. --spare-nodes 1), resolved by complete; fake answers its
+// Slurm queries.
 func spareRunner(t *testing.T, log *bytes.Buffer, fake *slurm.Canned, args ...string) *runner {
 	t.Helper()
 	var o runOptions
@@ -26,8 +29,13 @@ func spareRunner(t *testing.T, log *bytes.Buffer, fake *slurm.Canned, args ...st
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return &runner{opts: o, fs: fs, env: &runEnv{stderr: log, getenv: func(string) string { return "" }, slurm: slurm.Client{Run: fake.Run}},
-		alloc: &allocation{JobID: "77", Nodes: []string{"n1", "n2", "n3"}, NodeList: "n[1-3]", TasksPerNode: 1, BatchNode: "n1"}}
+	a := &allocation{JobID: "77", Nodes: []string{"n1", "n2", "n3"}, NodeList: "n[1-3]", TasksPerNode: 1, BatchNode: "n1"}
+	getenv := func(string) string { return "" }
+	cfg, err := complete(o, givenFlags(fs), getenv, a, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &runner{cfg: cfg, env: &runEnv{stderr: log, getenv: getenv, slurm: slurm.Client{Run: fake.Run}}, alloc: a}
 }
 
 func TestSplitSpares(t *testing.T) {
@@ -61,8 +69,8 @@ func TestSetupSpares(t *testing.T) {
 		if err := r.setupSpares(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Join(r.alloc.Nodes, ",") != "n1,n2" || r.alloc.World() != 2 || strings.Join(r.spare.spare, ",") != "n3" {
-			t.Errorf("nodes %v (world %d), spare %v; want n1,n2 (2) and n3", r.alloc.Nodes, r.alloc.World(), r.spare.spare)
+		if strings.Join(r.alloc.Nodes, ",") != "n1,n2" || r.alloc.World() != 2 || strings.Join(r.sess.spare.spare, ",") != "n3" {
+			t.Errorf("nodes %v (world %d), spare %v; want n1,n2 (2) and n3", r.alloc.Nodes, r.alloc.World(), r.sess.spare.spare)
 		}
 		if got := strings.Contains(log.String(), "has no '#SBATCH --no-kill'"); got != tc.warn {
 			t.Errorf("script %q: warned %v, want %v:\n%s", tc.script, got, tc.warn, log.String())
@@ -79,13 +87,15 @@ func TestSetupSparesTooMany(t *testing.T) {
 	var log bytes.Buffer
 	r := spareRunner(t, &log, &slurm.Canned{}, "--spare-nodes", "3")
 	err := r.setupSpares(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "--spare-nodes 3: the job holds 3 node(s) (n[1-3])") || exitCodeOf(err) != ExitUsage {
+	if err == nil || !strings.Contains(err.Error(), "--spare-nodes 3: the job holds 3 node(s) (n[1-3])") || exitCodeOf(err) != exitcode.Usage {
 		t.Errorf("err %v (exit %d), want a usage error naming --spare-nodes 3 and n[1-3]", err, exitCodeOf(err))
 	}
-	r = spareRunner(t, &log, &slurm.Canned{})
-	r.policy = &partPolicy{file: "site.conf", st: policy.Settings{SpareNodes: policy.Setting[int]{Value: 4, Source: policy.Source{Kind: policy.FromSite, File: "site.conf", Line: 7}}}}
-	r.sparePolicy(r.policy.st)
-	if err := r.setupSpares(context.Background()); err == nil || !strings.Contains(err.Error(), "the policy's SpareNodes=4 (site (site.conf:7))") {
+	conf := filepath.Join(t.TempDir(), "site.conf")
+	if err := os.WriteFile(conf, []byte("# spare nodes\nSpareNodes=4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = spareRunner(t, &log, &slurm.Canned{}, "--policy", conf)
+	if err := r.setupSpares(context.Background()); err == nil || !strings.Contains(err.Error(), "the policy's SpareNodes=4 (site ("+conf+":2))") {
 		t.Errorf("policy: err %v, want one naming SpareNodes=4 and its line", err)
 	}
 }
@@ -125,7 +135,7 @@ func TestReplaceLostNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.choice.Layout = plan.Layout{TP: 1, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 2, MicroBatch: 1, GradAccum: 1}
-	f := runFacts{cluster: topo.FlatCluster(r.spare.all)}
+	f := runFacts{cluster: topo.FlatCluster(r.sess.spare.all)}
 	p, err := r.place(f, r.choice)
 	if err != nil {
 		t.Fatal(err)
@@ -139,8 +149,8 @@ func TestReplaceLostNodes(t *testing.T) {
 	if err != nil || !slices.Equal(gone, []string{"n2"}) {
 		t.Fatalf("replaceLostNodes = %v %v", gone, err)
 	}
-	if len(r.placed.Slots) != 2 || r.stepNodeList() != "n1,n3" || len(r.spare.spare) != 0 || !slices.Equal(r.spare.lost, []string{"n2"}) {
-		t.Errorf("after the loss: %d slots on %q, spare %v, lost %v; want 2 on n1,n3", len(r.placed.Slots), r.stepNodeList(), r.spare.spare, r.spare.lost)
+	if len(r.placed.Slots) != 2 || r.stepNodeList() != "n1,n3" || len(r.sess.spare.spare) != 0 || !slices.Equal(r.sess.spare.lost, []string{"n2"}) {
+		t.Errorf("after the loss: %d slots on %q, spare %v, lost %v; want 2 on n1,n3", len(r.placed.Slots), r.stepNodeList(), r.sess.spare.spare, r.sess.spare.lost)
 	}
 	if !strings.Contains(r.spareSummary(), "lost        n2 (failed") || strings.Contains(r.spareSummary(), "spare ") {
 		t.Errorf("summary %q does not name the lost node", r.spareSummary())
@@ -178,7 +188,7 @@ func TestShimTermAfterFailure(t *testing.T) {
 func TestLocalDiskMessage(t *testing.T) {
 	var log bytes.Buffer
 	r := faultRunner(t, &log)
-	r.opts.ckptLocal = "/dev/shm/trainrun-%j"
+	r.cfg.ckptLocal = "/dev/shm/trainrun-%j"
 	r.setLastTag("step-10")
 	msg := r.localDiskMessage(checkpoint.FailedSave{Tag: "step-20", Cause: checkpoint.DiskFull, Ranks: []int{3}, Local: true})
 	for _, want := range []string{"checkpoint step-20 was not saved", "--ckpt-local-dir /dev/shm/trainrun-%j on n2 is full", "the latest committed checkpoint stays step-10"} {

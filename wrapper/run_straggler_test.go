@@ -19,7 +19,7 @@ func TestFaultsRecordTheirNodes(t *testing.T) {
 		{"straggler", true, checkpoint.CauseStraggler},
 	} {
 		env, _, _ := cli{}.env()
-		r := &runner{env: env, placed: placed{Slots: []rankSlot{{Node: "n1", GPU: 0}, {Node: "n2", GPU: 3}}}, excludeStragglers: tc.exclude}
+		r := &runner{env: env, placed: placed{Slots: []rankSlot{{Node: "n1", GPU: 0}, {Node: "n2", GPU: 3}}}, cfg: runConfig{excludeStragglers: tc.exclude}}
 		f := r.fault(tc.kind, 1, "slow", 2, "D")
 		got := r.failedNodes()
 		if f.Node != "n2" || f.GPU != 3 {

@@ -7,10 +7,11 @@ import "github.com/trainrun/trainrun/wrapper/internal/planjson"
 // chose, so that `trainrun run` inside uses exactly that layout. A plan for
 // another number of GPUs than the allocation has (the job was resized, or
 // TRAINRUN_PLAN is some other step's) is not used: the run says so and plans
-// as without it. "" when TRAINRUN_PLAN is unset or --plan is given.
+// as without it. "" when TRAINRUN_PLAN is unset or --plan is given
+// (complete decides: runConfig.submittedPlan).
 func (r *runner) submittedPlan(world int) string {
-	path := r.env.getenv("TRAINRUN_PLAN")
-	if path == "" || r.fs.Changed("plan") {
+	path := r.cfg.submittedPlan
+	if path == "" {
 		return ""
 	}
 	if _, err := planjson.ReadSubmitted(path); err != nil { // own file in an own directory: another user must not choose the layout

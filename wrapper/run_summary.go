@@ -22,7 +22,7 @@ func (r *runner) summary() string {
 	fmt.Fprintf(&b, "trainrun run: job %s, %d node(s) × %d GPU(s) = %d ranks, partition %s, restart %d\n",
 		a.JobID, len(a.Nodes), a.TasksPerNode, a.World(), orDash(a.Partition), a.RestartCount)
 	if !a.EndTime.IsZero() {
-		fmt.Fprintf(&b, "  time limit  %s, ends %s; checkpoint asked %s before\n", fmtLimit(a.TimeLimit), a.EndTime.Format("2006-01-02 15:04:05"), r.lead)
+		fmt.Fprintf(&b, "  time limit  %s, ends %s; checkpoint asked %s before\n", fmtLimit(a.TimeLimit), a.EndTime.Format("2006-01-02 15:04:05"), r.facts.lead)
 	}
 	fmt.Fprintf(&b, "  layout      tp=%d pp=%d vpp=%d cp=%d ep=%d dp=%d  micro_batch=%d grad_accum=%d recompute=%s zero=%d sp=%t",
 		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.GradAccum, l.Recompute, l.Zero, l.SP)
@@ -34,7 +34,7 @@ func (r *runner) summary() string {
 		fmt.Fprintf(&b, " (pinned with --fix; not evaluated: no prediction)\n")
 	}
 	fmt.Fprintf(&b, "  placement   rank order tp-cp-ep-dp-pp; %s\n", placementLine(r.placed.Slots, l))
-	for _, w := range tpSlowLinks(r.placed.Slots, r.facts, 4) {
+	for _, w := range tpSlowLinks(r.placed.Slots, r.facts.nodes, 4) {
 		fmt.Fprintf(&b, "  warning     %s\n", w)
 	}
 	if p := r.placed.Placement; p != nil && r.choice.Eval != nil {
@@ -45,13 +45,13 @@ func (r *runner) summary() string {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
 	b.WriteString(r.spareSummary())
-	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.resume, "(none: first start)"))
-	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.ckptDir, strings.ToUpper(r.opts.ckptSignal))
-	if r.opts.ckptLocal != "" {
-		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.opts.ckptLocal)
+	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.ckpt.resume, "(none: first start)"))
+	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.dirs.ckptDir, strings.ToUpper(r.cfg.ckptSignal))
+	if r.cfg.ckptLocal != "" {
+		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.cfg.ckptLocal)
 	}
-	fmt.Fprintf(&b, "  command     %s\n", shellJoin(r.cmdArgv))
-	fmt.Fprintf(&b, "  job dir     %s (plan.json, hostfile, summary.txt, launch/)\n", r.jobDir)
+	fmt.Fprintf(&b, "  command     %s\n", shellJoin(r.step.cmdArgv))
+	fmt.Fprintf(&b, "  job dir     %s (plan.json, hostfile, summary.txt, launch/)\n", r.dirs.jobDir)
 	return b.String()
 }
 
@@ -113,20 +113,20 @@ func fmtLimit(d time.Duration) string {
 }
 
 func (r *runner) printDryRun(renv rankEnv) error {
-	if r.opts.rank < 0 || r.opts.rank >= len(r.placed.Slots) {
-		return usageErrorf("--rank %d: the job has ranks 0..%d", r.opts.rank, len(r.placed.Slots)-1)
+	if r.cfg.rank < 0 || r.cfg.rank >= len(r.placed.Slots) {
+		return usageErrorf("--rank %d: the job has ranks 0..%d", r.cfg.rank, len(r.placed.Slots)-1)
 	}
 	w := r.env.stdout
 	fmt.Fprint(w, r.summary())
 	fmt.Fprintln(w, "\n# srun command line:")
-	line := shellJoin(r.srunArgv)
-	if len(r.srunEnv) > 0 {
-		line = shellJoin(r.srunEnv) + " " + line
+	line := shellJoin(r.step.srunArgv)
+	if len(r.step.srunEnv) > 0 {
+		line = shellJoin(r.step.srunEnv) + " " + line
 	}
 	fmt.Fprintln(w, line)
-	s := r.placed.Slots[r.opts.rank]
+	s := r.placed.Slots[r.cfg.rank]
 	fmt.Fprintf(w, "\n# environment of rank %d (node %s, local rank %d, GPU %d), besides what Slurm sets:\n", s.Rank, s.Node, s.LocalRank, s.GPU)
-	for _, kv := range launch.MergedEnv(renv.Common, renv.Ranks[r.opts.rank]) {
+	for _, kv := range launch.MergedEnv(renv.Common, renv.Ranks[r.cfg.rank]) {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(w, "%s=%s\n", k, shellQuote(v))
 	}

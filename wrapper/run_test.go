@@ -10,6 +10,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
 	"github.com/trainrun/trainrun/internal/golden"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -33,13 +34,13 @@ func TestFixedLayout(t *testing.T) {
 		{name: "grad accum from global batch", fix: "tp=4,mbs=2", world: 32, gb: 64, want: plan.Layout{TP: 4, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 8, MicroBatch: 2, GradAccum: 4, Recompute: "none", Offload: "none"}},
 		{name: "everything", fix: "tp=2,pp=2,vpp=2,cp=2,ep=2,dp=2,mbs=1,recompute=selective,zero=1,sp=true,offload=optimizer", world: 16,
 			want: plan.Layout{TP: 2, PP: 2, VPP: 2, CP: 2, EP: 2, DP: 2, SP: true, MicroBatch: 1, GradAccum: 1, Recompute: "selective", Zero: 1, Offload: "optimizer"}},
-		{name: "does not divide", fix: "tp=3", world: 8, code: ExitLayout, msgContains: "does not divide the 8 GPUs"},
-		{name: "dp mismatch", fix: "tp=2,dp=2", world: 8, code: ExitLayout, msgContains: "tp=2 pp=1 cp=1 dp=2 uses 4 GPUs, but there are 8"},
-		{name: "ep must divide dp·cp", fix: "tp=2,ep=3", world: 8, code: ExitLayout, msgContains: "ep=3 must divide"},
-		{name: "global batch", fix: "tp=2", world: 8, gb: 6, code: ExitLayout, msgContains: "not a multiple of micro_batch×dp"},
-		{name: "unknown key", fix: "tp=2,tensor=4", world: 8, code: ExitUsage, msgContains: `unknown key "tensor"`},
-		{name: "bad value", fix: "tp=0", world: 8, code: ExitUsage, msgContains: `tp="0"`},
-		{name: "bad recompute", fix: "recompute=some", world: 8, code: ExitUsage, msgContains: "accepted: none, selective, full"},
+		{name: "does not divide", fix: "tp=3", world: 8, code: exitcode.Layout, msgContains: "does not divide the 8 GPUs"},
+		{name: "dp mismatch", fix: "tp=2,dp=2", world: 8, code: exitcode.Layout, msgContains: "tp=2 pp=1 cp=1 dp=2 uses 4 GPUs, but there are 8"},
+		{name: "ep must divide dp·cp", fix: "tp=2,ep=3", world: 8, code: exitcode.Layout, msgContains: "ep=3 must divide"},
+		{name: "global batch", fix: "tp=2", world: 8, gb: 6, code: exitcode.Layout, msgContains: "not a multiple of micro_batch×dp"},
+		{name: "unknown key", fix: "tp=2,tensor=4", world: 8, code: exitcode.Usage, msgContains: `unknown key "tensor"`},
+		{name: "bad value", fix: "tp=0", world: 8, code: exitcode.Usage, msgContains: `tp="0"`},
+		{name: "bad recompute", fix: "recompute=some", world: 8, code: exitcode.Usage, msgContains: "accepted: none, selective, full"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,18 +186,18 @@ func TestRunUserErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{name: "no command", args: []string{"--fix", "tp=2"}, code: ExitUsage, msg: "no training command"},
-		{name: "no layout", args: []string{"--dry-run", "--probe", "none", "--", "true"}, code: ExitUsage, msg: "--fix"},
-		{name: "does not divide", args: []string{"--dry-run", "--probe", "none", "--fix", "tp=3", "--", "true"}, code: ExitLayout, msg: "does not divide"},
-		{name: "bad signal", args: []string{"--ckpt-signal", "FOO", "--fix", "tp=2", "--", "true"}, code: ExitUsage, msg: "--ckpt-signal"},
-		{name: "not in allocation", env: map[string]string{"SLURM_JOB_ID": ""}, args: []string{"--dry-run", "--fix", "tp=2", "--", "true"}, code: ExitSlurm, msg: "not inside a Slurm allocation"},
+		{name: "no command", args: []string{"--fix", "tp=2"}, code: exitcode.Usage, msg: "no training command"},
+		{name: "no layout", args: []string{"--dry-run", "--probe", "none", "--", "true"}, code: exitcode.Usage, msg: "--fix"},
+		{name: "does not divide", args: []string{"--dry-run", "--probe", "none", "--fix", "tp=3", "--", "true"}, code: exitcode.Layout, msg: "does not divide"},
+		{name: "bad signal", args: []string{"--ckpt-signal", "FOO", "--fix", "tp=2", "--", "true"}, code: exitcode.Usage, msg: "--ckpt-signal"},
+		{name: "not in allocation", env: map[string]string{"SLURM_JOB_ID": ""}, args: []string{"--dry-run", "--fix", "tp=2", "--", "true"}, code: exitcode.Slurm, msg: "not inside a Slurm allocation"},
 		{name: "policy: override not allowed", args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--max-requeue", "3", "--fix", "tp=2", "--", "true"},
-			code: ExitUsage, msg: "does not let users override MaxRequeue"},
+			code: exitcode.Usage, msg: "does not let users override MaxRequeue"},
 		{name: "policy: checkpoint root", args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--ckpt-dir", "/home/me/ck", "--fix", "tp=2", "--", "true"},
-			code: ExitUsage, msg: "not under the checkpoint roots the site allows"},
+			code: exitcode.Usage, msg: "not under the checkpoint roots the site allows"},
 		{name: "policy: debug partition allows nothing", env: map[string]string{"SLURM_JOB_PARTITION": "debug"}, args: []string{"--dry-run", "--probe", "none", "--policy", "../contrib/trainrun.conf.example", "--ckpt-lead", "1m", "--fix", "tp=2", "--", "true"},
-			code: ExitUsage, msg: "UserOverride=none"},
-		{name: "bad rank", args: []string{"--dry-run", "--probe", "none", "--rank", "99", "--fix", "tp=2", "--", "true"}, code: ExitUsage, msg: "--rank 99"},
+			code: exitcode.Usage, msg: "UserOverride=none"},
+		{name: "bad rank", args: []string{"--dry-run", "--probe", "none", "--rank", "99", "--fix", "tp=2", "--", "true"}, code: exitcode.Usage, msg: "--rank 99"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,7 +220,7 @@ func TestRunUserErrors(t *testing.T) {
 
 func TestRunHelpShowsExitCodes(t *testing.T) {
 	code, help, _ := cli{}.run("run", "--help")
-	if code != ExitOK || !strings.Contains(help, "Exit codes:") || !strings.Contains(help, "127  not-found") || !strings.Contains(help, "{megatron_args}") {
+	if code != exitcode.OK || !strings.Contains(help, "Exit codes:") || !strings.Contains(help, "127  not-found") || !strings.Contains(help, "{megatron_args}") {
 		t.Errorf("code %d, help:\n%s", code, help)
 	}
 }

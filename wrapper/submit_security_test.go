@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/internal/safefs/safefstest"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // Review t4, F2: another user who created --plan-dir first (mode 0777)
@@ -22,7 +23,7 @@ func TestSubmitRefusesForeignPlanDir(t *testing.T) {
 	f := &fakeSched{t: t}
 	args := append([]string{"submit", "--policy", policyFile(t, ampere40), "--tokens", "2e8", "--partition", "ampere", "--min-gpus", "16", "--plan-dir", dir}, job8b...)
 	_, errOut, code := runSched(t, f, append(args, "--", "job.sh")...)
-	if code == ExitOK || len(f.submitted) != 0 {
+	if code == exitcode.OK || len(f.submitted) != 0 {
 		t.Fatalf("exit %d, submitted %q", code, f.submitted)
 	}
 	if !strings.Contains(errOut, "--plan-dir "+dir) || !strings.Contains(errOut, "uid 65534") {
@@ -38,7 +39,7 @@ func TestSubmitRefusesForeignPlanDir(t *testing.T) {
 // restore it; once restored it is accepted.
 func TestInitFromCompressedRefused(t *testing.T) {
 	dir, _ := compressFixture(t)
-	if code, out, errs := runCkptCmd(t, dir, "compress", "--all", "--workers", "2"); code != ExitOK {
+	if code, out, errs := runCkptCmd(t, dir, "compress", "--all", "--workers", "2"); code != exitcode.OK {
 		t.Fatalf("compress: exit %d\n%s%s", code, out, errs)
 	}
 	from := filepath.Join(dir, "step-10")
@@ -46,7 +47,7 @@ func TestInitFromCompressedRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "weights.bin") || !strings.Contains(err.Error(), "trainrun ckpt restore step-10 --ckpt-dir "+dir) {
 		t.Fatalf("--init-from a compressed checkpoint: %v", err)
 	}
-	if code, out, errs := runCkptCmd(t, dir, "restore", "step-10"); code != ExitOK {
+	if code, out, errs := runCkptCmd(t, dir, "restore", "step-10"); code != exitcode.OK {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errs)
 	}
 	if got, err := initialCheckpoint(from); err != nil || got != from {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 )
 
@@ -74,7 +75,7 @@ func (o *sweepOptions) sizeAndTime(ctx context.Context, env *runEnv, fs *pflag.F
 func submitArray(ctx context.Context, env *runEnv, s *sweepManifest, req slurm.SbatchRequest, what string) error {
 	var err error
 	if s.JobID, err = env.slurm.Sbatch(ctx, req); err != nil {
-		return withCode(ExitSlurm, fmt.Errorf("submit the %s job array: %w (the files are in %s)", what, err, s.Dir))
+		return withCode(exitcode.Slurm, fmt.Errorf("submit the %s job array: %w (the files are in %s)", what, err, s.Dir))
 	}
 	p := filepath.Join(s.Dir, sweepManifestFile)
 	if err := atomicfile.WriteJSON(p, s, 0o644); err != nil {

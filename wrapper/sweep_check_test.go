@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // Issue 30 point 5: a sweep's mistakes are refused before anything is
@@ -21,13 +22,13 @@ func TestSweepFailsEarly(t *testing.T) {
 		code int
 		want string
 	}{
-		{"unknown placeholder", []string{"--time", "30m", "--fix", "tp=8", "--", "python", "t.py", "--lr", "{lrr}"}, ExitUsage, `{lrr} in the command is neither a swept key (lr) nor a trainrun run template`},
-		{"stray word before --", []string{"--time", "5", "hours", "--fix", "tp=8", "--", "python", "t.py", "--lr", "{lr}"}, ExitUsage, `"hours" before '--' is not a flag or its value`},
-		{"swept key unused", []string{"--grid", "wd=0,0.1", "--time", "30m", "--fix", "tp=8", "--", "python", "t.py", "--lr", "{lr}"}, ExitUsage, "the swept key wd appears nowhere in the command as {wd}"},
-		{"no layout for any trial", []string{"--time", "30m", "--", "python", "t.py", "--lr", "{lr}"}, ExitUsage, "no trial could choose a layout"},
-		{"a --fix no trial can split", []string{"--time", "30m", "--fix", "tp=3", "--", "python", "t.py", "--lr", "{lr}"}, ExitLayout, "no trial could start"},
-		{"a model no trial can fit, with --time", []string{"--time", "30m", "--model", "gpt3-175b", "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "64", "--", "python", "t.py", "--lr", "{lr}"}, ExitNoFit, "no trial could start"},
-		{"a model no trial can fit", []string{"--model", "gpt3-175b", "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "64", "--steps", "10", "--", "python", "t.py", "--lr", "{lr}"}, ExitNoFit, "does not fit"},
+		{"unknown placeholder", []string{"--time", "30m", "--fix", "tp=8", "--", "python", "t.py", "--lr", "{lrr}"}, exitcode.Usage, `{lrr} in the command is neither a swept key (lr) nor a trainrun run template`},
+		{"stray word before --", []string{"--time", "5", "hours", "--fix", "tp=8", "--", "python", "t.py", "--lr", "{lr}"}, exitcode.Usage, `"hours" before '--' is not a flag or its value`},
+		{"swept key unused", []string{"--grid", "wd=0,0.1", "--time", "30m", "--fix", "tp=8", "--", "python", "t.py", "--lr", "{lr}"}, exitcode.Usage, "the swept key wd appears nowhere in the command as {wd}"},
+		{"no layout for any trial", []string{"--time", "30m", "--", "python", "t.py", "--lr", "{lr}"}, exitcode.Usage, "no trial could choose a layout"},
+		{"a --fix no trial can split", []string{"--time", "30m", "--fix", "tp=3", "--", "python", "t.py", "--lr", "{lr}"}, exitcode.Layout, "no trial could start"},
+		{"a model no trial can fit, with --time", []string{"--time", "30m", "--model", "gpt3-175b", "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "64", "--", "python", "t.py", "--lr", "{lr}"}, exitcode.NoFit, "no trial could start"},
+		{"a model no trial can fit", []string{"--model", "gpt3-175b", "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "64", "--steps", "10", "--", "python", "t.py", "--lr", "{lr}"}, exitcode.NoFit, "does not fit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,7 +49,7 @@ func TestSweepFailsEarly(t *testing.T) {
 	// The trainer may read its values from the environment instead.
 	f := &fakeSlurm{}
 	env, _, errb := sweepEnv(f)
-	if code := dispatch(context.Background(), env, append(append([]string{}, base...), "--time", "30m", "--fix", "tp=8", "--keys-in-env", "--dry-run", "--", "python", "t.py")); code != ExitOK {
+	if code := dispatch(context.Background(), env, append(append([]string{}, base...), "--time", "30m", "--fix", "tp=8", "--keys-in-env", "--dry-run", "--", "python", "t.py")); code != exitcode.OK {
 		t.Errorf("--keys-in-env: exit %d: %s", code, errb)
 	}
 }

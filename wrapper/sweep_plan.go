@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
@@ -48,8 +49,8 @@ func (o *sweepOptions) planTime(fs *pflag.FlagSet, s *sweepManifest) error {
 		s.TimeLimitS, s.TimeSource = int64(d/time.Second), "given"
 	} else {
 		if planErr != nil {
-			code := ExitUsage
-			if c := exitCodeOf(planErr); c == ExitNoFit || c == ExitLayout || c == ExitCapability {
+			code := exitcode.Usage
+			if c := exitCodeOf(planErr); c == exitcode.NoFit || c == exitcode.Layout || c == exitcode.Capability {
 				code = c // no trial could be planned: nothing is submitted, with the planner's cause
 			}
 			return withCode(code, fmt.Errorf("--time not given and it cannot be planned: %v (give --time LIMIT, or the model and --steps N)", planErr))

@@ -86,12 +86,6 @@ func (f *Fixture) Save(tag string, ranks ...int) {
 	SaveRanks(f.t, f.Store.TagDir(tag), tag, ranks...)
 }
 
-// SaveRank saves rank's files of checkpoint tag in the store.
-func (f *Fixture) SaveRank(tag string, rank int, files ...File) {
-	f.t.Helper()
-	SaveRank(f.t, f.Store.TagDir(tag), rank, files...)
-}
-
 // Stage puts rank's files of tag in the store's staging area, as a drain
 // that has carried that rank so far leaves them.
 func (f *Fixture) Stage(tag string, rank int, files ...File) {

@@ -38,9 +38,18 @@ func moduleFiles(t *testing.T) []file {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
+			if path != root && (name == ".git" || name == "testdata" || name == "vendor") {
 				return filepath.SkipDir
 			}
+			return nil
+		}
+		// go build ./... and go vet ./... skip directories whose names start
+		// with a dot or an underscore, so Go there is compiled by nothing and
+		// checked by nothing (a committed .h2/main.go did not compile for
+		// weeks). Such a file is an error, not a file to skip.
+		if strings.HasSuffix(name, ".go") && hiddenFromGo(root, path) {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s: Go file under a directory that go build ./... skips (name starts with . or _): move it into a package or delete it", filepath.ToSlash(rel))
 			return nil
 		}
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
@@ -66,6 +75,21 @@ func moduleFiles(t *testing.T) []file {
 		t.Fatalf("found %d Go files under %s: not the module", len(files), root)
 	}
 	return files
+}
+
+// hiddenFromGo says whether a directory between root and path has a name
+// that the go command's ./... pattern ignores.
+func hiddenFromGo(root, path string) bool {
+	rel, err := filepath.Rel(root, filepath.Dir(path))
+	if err != nil || rel == "." {
+		return false
+	}
+	for _, dir := range strings.Split(filepath.ToSlash(rel), "/") {
+		if strings.HasPrefix(dir, ".") || strings.HasPrefix(dir, "_") {
+			return true
+		}
+	}
+	return false
 }
 
 const module = "github.com/trainrun/trainrun/"

@@ -147,10 +147,10 @@ func TestRestartSlurmd(t *testing.T) {
 
 // task is what one task of a step reports about itself.
 type task struct {
-	node           string
-	procID, local  int
-	cvd, stepGPUs  string
-	jobGPUs, gpuID string
+	node          string
+	procID, local int
+	cvd, stepGPUs string
+	jobGPUs       string
 }
 
 const taskReport = `echo "node=$SLURMD_NODENAME procid=$SLURM_PROCID localid=$SLURM_LOCALID cvd=$CUDA_VISIBLE_DEVICES stepgpus=$SLURM_STEP_GPUS jobgpus=$SLURM_JOB_GPUS"`

@@ -179,20 +179,6 @@ func (c *Cluster) JobInfo(ctx context.Context, jobID int) (map[string]string, er
 	return slurm.ParseRecord(line), nil
 }
 
-// JobState is the job's JobState as scontrol shows it (PENDING, RUNNING,
-// COMPLETING, COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, REQUEUED, ...).
-func (c *Cluster) JobState(ctx context.Context, jobID int) (string, error) {
-	info, err := c.JobInfo(ctx, jobID)
-	if err != nil {
-		return "", err
-	}
-	s, ok := info["JobState"]
-	if !ok {
-		return "", fmt.Errorf("harness: no JobState for job %d in `scontrol show job -o`", jobID)
-	}
-	return s, nil
-}
-
 // FinalStates are the job states a job does not leave by itself. PREEMPTED is
 // not among them: under PreemptMode=REQUEUE the job is queued again.
 var FinalStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}

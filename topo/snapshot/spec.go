@@ -232,6 +232,7 @@ func Parse(name string, data []byte) (*Spec, error) {
 
 func parseNVLinks(s *Spec, rest []string) error {
 	if len(rest) < 2 {
+		//lint:ignore ST1005 the "..." is grammar (repeat the last item), not punctuation
 		return fmt.Errorf("want: nvlinks all|GPU-BDF TARGET*COUNT...")
 	}
 	for _, t := range rest[1:] {

@@ -42,16 +42,16 @@ func With(code int, err error) error {
 	return &Error{Code: code, Err: err}
 }
 
-// HelpShown is returned after printing --help: exit 0, print nothing more.
-var HelpShown = errors.New("help shown")
+// ErrHelpShown is returned after printing --help: exit 0, print nothing more.
+var ErrHelpShown = errors.New("help shown")
 
-// Silent wraps an error already reported to the user.
-var Silent = errors.New("already reported")
+// ErrSilent wraps an error already reported to the user.
+var ErrSilent = errors.New("already reported")
 
-// Of is err's exit code: OK for nil or HelpShown, the code With attached,
+// Of is err's exit code: OK for nil or ErrHelpShown, the code With attached,
 // else Failure.
 func Of(err error) int {
-	if err == nil || errors.Is(err, HelpShown) {
+	if err == nil || errors.Is(err, ErrHelpShown) {
 		return OK
 	}
 	var ee *Error

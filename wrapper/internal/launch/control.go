@@ -98,6 +98,7 @@ func Parse(line string) (Msg, error) {
 		return Msg{Kind: Kind(f[0])}, nil
 	}
 	if len(f) < 2 {
+		//lint:ignore ST1005 the "..." is grammar (more arguments), not punctuation
 		return Msg{}, fmt.Errorf("control line %q: want KIND ARGS...", clip(line))
 	}
 	m := Msg{Kind: Kind(f[0])}

@@ -11,23 +11,40 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
-// Why the controller stopped the step (None: it ended by itself).
+// StopReason is why the controller stopped the step. Its text is part of
+// the log, the history and the observer's events.
+type StopReason string
+
+// The stop reasons (None: the step ended by itself).
 const (
-	None      = ""
-	TimeLimit = "time-limit"   // trainrun's own clock reached EndTime - lead
-	Signal    = "signal"       // SIGUSR1/SIGUSR2 to trainrun (#SBATCH --signal=B:USR1, scancel --batch)
-	Preempted = "preempted"    // Slurm's SIGTERM reached the step while the job stays RUNNING
-	Cancelled = "cancelled"    // scancel / Ctrl-C
-	TermLimit = "killed-limit" // Slurm's SIGTERM at the time limit (the own clock was too late)
-	Requested = "request-stop" // trainrun ckpt request --then stop
-	Hang      = "hang"         // no rank made progress within the hang timeout (wrapper/internal/health)
+	None      StopReason = ""
+	TimeLimit StopReason = "time-limit"   // trainrun's own clock reached EndTime - lead
+	Signal    StopReason = "signal"       // SIGUSR1/SIGUSR2 to trainrun (#SBATCH --signal=B:USR1, scancel --batch)
+	Preempted StopReason = "preempted"    // Slurm's SIGTERM reached the step while the job stays RUNNING
+	Cancelled StopReason = "cancelled"    // scancel / Ctrl-C
+	TermLimit StopReason = "killed-limit" // Slurm's SIGTERM at the time limit (the own clock was too late)
+	Requested StopReason = "request-stop" // trainrun ckpt request --then stop
+	Hang      StopReason = "hang"         // no rank made progress within the hang timeout (wrapper/internal/health)
 )
+
+// AskedTrainers says that trainrun asked the trainers to checkpoint and
+// stop (its own clock, a signal to trainrun, a stop request): the handshake,
+// not Slurm's SIGTERM, ends the step, and a rank that connects late is asked
+// too.
+func (r StopReason) AskedTrainers() bool {
+	return r == TimeLimit || r == Signal || r == Requested
+}
+
+// ForDeadline says that the stop was made for the job's end (trainrun's own
+// clock, or the advance signal of #SBATCH --signal): --ckpt-lead bounds its
+// checkpoint, and an interrupt may still replace it.
+func (r StopReason) ForDeadline() bool { return r == TimeLimit || r == Signal }
 
 // Outcome is how the step ended, and what of the job and its policy the
 // decision reads.
 type Outcome struct {
 	Code      int         // srun's exit code (128+n for signal n)
-	Reason    string      // why the controller stopped the step (None, TimeLimit, ...)
+	Reason    StopReason  // why the controller stopped the step (None, TimeLimit, ...)
 	Latest    string      // the latest committed checkpoint after the step ("" none)
 	TagAtStop string      // the latest committed when the stop was first asked for
 	RankExits map[int]int // the exit code of each rank that reported one
@@ -112,9 +129,9 @@ func Decide(o Outcome) Decision {
 		return decideDisk(o)
 	case o.CommitErr != nil:
 		return Decision{Exit: exitcode.Checkpoint, Err: o.CommitErr.Error(), Cause: checkpoint.CauseCrash, Record: o.CommitErr.Error()}
-	case o.Code == 0 && o.Unheard && (o.Reason == TimeLimit || o.Reason == Signal || o.Reason == Requested):
+	case o.Code == 0 && o.Unheard && o.Reason.AskedTrainers():
 		return Decision{Exit: exitcode.OK, Cause: checkpoint.CauseFinished, Tag: o.Latest, Finished: true,
-			Record: "the trainers ended before the " + o.Reason + " checkpoint request reached one"}
+			Record: "the trainers ended before the " + string(o.Reason) + " checkpoint request reached one"}
 	case o.Reason == Requested && o.Code == 0:
 		return Decision{Exit: exitcode.Stopped, Err: fmt.Sprintf("checkpointed (latest %s) and stopped as requested", cmp.Or(o.Latest, "none")),
 			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "stopped by trainrun ckpt request"}
@@ -133,13 +150,13 @@ func Decide(o Outcome) Decision {
 	if o.Reason == TimeLimit || o.Reason == TermLimit || o.Reason == Signal && o.EndNear {
 		cause = checkpoint.CauseTimeLimit
 	}
-	d := Decision{Cause: cause, Tag: o.Latest, Record: o.Reason}
+	d := Decision{Cause: cause, Tag: o.Latest, Record: string(o.Reason)}
 	if o.Latest == "" || o.Latest == o.TagAtStop {
 		d.Exit = exitcode.Checkpoint
 		d.Err = fmt.Sprintf("%s: the trainers exited 0 but no new complete checkpoint is in %s (each rank must create %s); not requeueing", o.Reason, o.CkptDir, checkpoint.DonePattern)
 		return d
 	}
-	return requeue(d, o, o.Reason+": checkpointed")
+	return requeue(d, o, string(o.Reason)+": checkpointed")
 }
 
 // decideFailure: a command not found stops; any other failure is restarted

@@ -50,7 +50,7 @@ func newFlags(w io.Writer) *pflag.FlagSet {
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
-		return exitcode.HelpShown
+		return exitcode.ErrHelpShown
 	}
 	if err != nil {
 		return usageErrorf("%v (run 'trainrun exec-task --help')", err)
@@ -66,7 +66,7 @@ func usageErrorf(format string, a ...any) error {
 // trainrun prints a subcommand's, and becomes the exit code.
 func Main(ctx context.Context, env Env, args []string) int {
 	err := Run(ctx, env, args)
-	if err != nil && !errors.Is(err, exitcode.HelpShown) && !errors.Is(err, exitcode.Silent) {
+	if err != nil && !errors.Is(err, exitcode.ErrHelpShown) && !errors.Is(err, exitcode.ErrSilent) {
 		fmt.Fprintf(env.Stderr, "trainrun: exec-task: %v\n", err)
 	}
 	return exitcode.Of(err)

@@ -107,7 +107,7 @@ func Run(ctx context.Context, env Env, args []string) error {
 		}
 		fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s: cannot start %q: %v\n", rank, node, path, err)
 		finishDrain()
-		return exitcode.With(code, exitcode.Silent)
+		return exitcode.With(code, exitcode.ErrSilent)
 	}
 	pid := cmd.Process.Pid
 
@@ -254,12 +254,12 @@ func resolveCommand(env Env, path string, envl []string, rank int, node string) 
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s: command %q not found in PATH=%s; install it on every node or give its full path\n",
 				rank, node, path, pathVar)
-			return "", exitcode.With(exitcode.NotFound, exitcode.Silent)
+			return "", exitcode.With(exitcode.NotFound, exitcode.ErrSilent)
 		}
 		path = p
 	} else if _, err := os.Stat(path); err != nil {
 		fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s: command %q not found (%v); the path must exist on every node\n", rank, node, path, err)
-		return "", exitcode.With(exitcode.NotFound, exitcode.Silent)
+		return "", exitcode.With(exitcode.NotFound, exitcode.ErrSilent)
 	}
 	return path, nil
 }
@@ -345,7 +345,7 @@ func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Sign
 			if code == 0 {
 				return nil
 			}
-			return exitcode.With(code, exitcode.Silent)
+			return exitcode.With(code, exitcode.ErrSilent)
 		}
 	}
 }
