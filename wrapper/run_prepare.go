@@ -106,11 +106,15 @@ func (r *runner) prepare(f runFacts) (rankEnv, error) {
 	if err != nil {
 		return rankEnv{}, err
 	}
+	titan, err := r.torchTitanArgs()
+	if err != nil {
+		return rankEnv{}, err
+	}
 	vals := templateValues(r.choice.Layout, r.resume, r.ckptDir)
 	if err := r.deepSpeedConfig(vals); err != nil {
 		return rankEnv{}, err
 	}
-	r.cmdArgv, unknown = substituteTemplates(r.argv, vals, megatron)
+	r.cmdArgv, unknown = substituteTemplates(r.argv, vals, megatron, map[string][]string{"torchtitan_args": titan})
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}
