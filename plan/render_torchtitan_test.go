@@ -13,7 +13,8 @@ import (
 // on this machine (no tyro, and torch 1.13 lacks the modules
 // torchtitan.trainer imports). Flag spelling: tyro (brentyi/tyro d0f2e3fb,
 // _cli.py:242-245, 506-509) treats '_' and '-' alike and spells a bool's
-// inverse --section.no_FIELD (_arguments.py:40-55).
+// inverse --section.no_FIELD (_arguments.py:40-55, a pair for every bool,
+// _arguments.py:404-409; underscores normalised, _tyro_backend.py:147).
 func TestTorchTitanRules(t *testing.T) {
 	base := func(f func(*Layout)) Evaluation {
 		l := Layout{TP: 1, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 16, MicroBatch: 2, GradAccum: 8, Recompute: "none", Zero: 3, Offload: "none"}
