@@ -228,11 +228,11 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 	}
 	switch o.Format {
 	case "megatron":
-		return plan.RenderMegatron(w, m, j, *r.Plan)
+		return formatRefusal(plan.RenderMegatron(w, m, j, *r.Plan))
 	case "deepspeed":
-		return plan.RenderDeepSpeed(w, j, *r.Plan)
+		return formatRefusal(plan.RenderDeepSpeed(w, j, *r.Plan))
 	case "torchtitan":
-		return plan.RenderTorchTitan(w, m, j, *r.Plan)
+		return formatRefusal(plan.RenderTorchTitan(w, m, j, *r.Plan))
 	case "env":
 		return plan.RenderEnv(w, *r.Plan)
 	case "sbatch":
@@ -244,6 +244,18 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 	default: // hostfile, placement
 		return renderPlacement(env, o.Format, &o.Place, m, j, c, r.Plan)
 	}
+}
+
+// formatRefusal: a plan the framework format cannot express exits 2
+// (usage: plan it otherwise, or use the tool the message names), as
+// {megatron_args}, {deepspeed_config} and {torchtitan_args} do in run.
+func formatRefusal(err error) error {
+	var fe *plan.FormatError
+	var me *plan.MegatronError
+	if errors.As(err, &fe) || errors.As(err, &me) {
+		return withCode(ExitUsage, err)
+	}
+	return err
 }
 
 // planCompare plans the same job on each GPU type and compares them.
