@@ -79,6 +79,13 @@ func TorchTitanArgs(j Job, e Evaluation, layers int) ([]string, error) {
 		add("--training.num_tokens_per_train_step", gb*j.SeqLen)
 		add("--training.max_context_length", j.SeqLen)
 	}
+	if l.PP > 1 || l.EP > 1 {
+		// Trainer.Config refuses CUDA graphs (on by default) with PP, and
+		// with EP unless the model's token dispatcher never syncs with the
+		// host (trainer.py:168-199): the config function's dispatcher is
+		// not known here, so off.
+		add("--training.disable_cuda_graphs")
+	}
 	add("--training.mixed_precision_param", "bfloat16")
 	add("--training.mixed_precision_reduce", "float32")
 	if l.Offload == "params" {

@@ -57,6 +57,11 @@ func TestTorchTitanRules(t *testing.T) {
 		{"VPP: a looped schedule, ceil((L+in+out)/lps) = pp·vpp stages (pipeline_parallel.py:223-257)", j, base(func(l *Layout) { l.PP, l.VPP, l.DP = 4, 2, 4; l.GradAccum = 32 }), 30,
 			map[string]string{"--parallelism.pipeline_parallel_schedule": "Interleaved1F1B", "--parallelism.pipeline_parallel_first_stage_less_layers": "1",
 				"--parallelism.pipeline_parallel_last_stage_less_layers": "1", "--parallelism.pipeline_parallel_layers_per_stage": "4"}, nil, ""},
+		{"PP: CUDA graphs off, Trainer.Config refuses them (trainer.py:172-176)", j, base(func(l *Layout) { l.PP, l.DP = 2, 8; l.GradAccum = 16 }), 32,
+			map[string]string{"--training.disable_cuda_graphs": ""}, nil, ""},
+		{"EP: CUDA graphs off unless the dispatcher never syncs (trainer.py:178-199)", j, base(func(l *Layout) { l.EP = 4 }), 32,
+			map[string]string{"--training.disable_cuda_graphs": ""}, nil, ""},
+		{"neither: CUDA graphs left as the config function has them", j, base(nil), 32, nil, []string{"--training.disable_cuda_graphs"}, ""},
 		{"a split torchtitan cannot make", j, base(func(l *Layout) { l.PP, l.VPP, l.DP = 4, 2, 4; l.GradAccum = 32 }), 29, nil, nil, "29 layers over pp=4 vpp=2"},
 		{"compile (configs.py:294-296)", with(func(k *Job) { k.Stack = StackFSDPCompile }), base(nil), 32, map[string]string{"--compile.enable": ""}, []string{"--compile.no_enable"}, ""},
 		{"eager: compile off whatever the config function says", j, base(nil), 32, map[string]string{"--compile.no_enable": ""}, nil, ""},
@@ -98,6 +103,11 @@ func TestTorchTitanRules(t *testing.T) {
 			for _, k := range c.absent {
 				if _, ok := got[k]; ok {
 					t.Errorf("%s present; args %q", k, args)
+				}
+			}
+			for k := range got {
+				if name, ok := strings.CutPrefix(k, "--"); ok && !torchTitanCLI[strings.Replace(name, ".no_", ".", 1)] {
+					t.Errorf("%s is not one of torchtitan's command-line options", k)
 				}
 			}
 			// tyro reads a subcommand's parent flags before it: exactly one, last.
@@ -149,6 +159,24 @@ func TestTorchTitanDegreesMultiply(t *testing.T) {
 			}
 		}
 	}
+}
+
+// torchTitanCLI are the options of torchtitan's command line that the
+// format uses, each in its frozen list at TorchTitanVersion
+// (tests/unit_tests/test_no_new_cli_options.py:18-243: "The set of
+// --section.option CLI flags will not grow", config/README.md).
+var torchTitanCLI = map[string]bool{
+	"compile.enable":                      true,                                                     // :51
+	"parallelism.context_parallel_degree": true, "parallelism.data_parallel_replicate_degree": true, // :140, 143
+	"parallelism.data_parallel_shard_degree": true, "parallelism.enable_sequence_parallel": true, // :144, 146
+	"parallelism.expert_parallel_degree": true, "parallelism.fsdp_reshard_after_forward": true, // :147-148
+	"parallelism.pipeline_parallel_degree": true, "parallelism.pipeline_parallel_first_stage_less_layers": true, // :150-151
+	"parallelism.pipeline_parallel_last_stage_less_layers": true, "parallelism.pipeline_parallel_layers_per_stage": true, // :152-153
+	"parallelism.num_pp_microbatches": true, "parallelism.pipeline_parallel_schedule": true, // :154-155
+	"parallelism.tensor_parallel_degree": true, "training.disable_cuda_graphs": true, // :158, 180
+	"training.enable_cpu_offload": true, "training.max_context_length": true, // :182, 185
+	"training.mixed_precision_param": true, "training.mixed_precision_reduce": true, // :187-188
+	"training.num_tokens_per_microbatch_per_dp_rank": true, "training.num_tokens_per_train_step": true, // :189-190
 }
 
 // torchTitanFlags maps each flag (and the subcommand) to its value.
