@@ -40,7 +40,7 @@ help:
 	@echo "test       deps + lint + unit tests + end-to-end tests on a local Slurm"
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
-	@echo "check-frameworks  MEGATRON=DIR [MEGATRON_CHECK=DIR]: Megatron-LM's own argument checks on every preset and 45 layouts (skipped without)"
+	@echo "check-frameworks  MEGATRON=DIR [MEGATRON_CHECK=DIR]: Megatron-LM's own argument checks on every preset and 45 layouts (skipped without); TORCHTITAN=DIR [TORCHTITAN_PYTHONPATH=DIR]: torchtitan's config parsing of --format torchtitan"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput; CHAOS_SEEDS=N: N seeds, pass rate and goodput spread"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
@@ -95,8 +95,11 @@ test-hermetic:
 MEGATRON ?=
 MEGATRON_CHECK ?= $(wildcard ../shared/tools/megatron-check)
 check-frameworks:
+	@if [ -n "$(TORCHTITAN)" ]; then \
+		TRAINRUN_TORCHTITAN=$(abspath $(TORCHTITAN)) TRAINRUN_TORCHTITAN_PYTHONPATH=$(if $(TORCHTITAN_PYTHONPATH),$(abspath $(TORCHTITAN_PYTHONPATH))) \
+			$(GO) test -count=1 -timeout 10m -v -run 'TestTorchTitan' ./test/frameworks || exit 1; fi
 	@if [ -z "$(MEGATRON)" ] || [ -z "$(MEGATRON_CHECK)" ]; then \
-		echo "SKIP check-frameworks: give MEGATRON=DIR (a Megatron-LM tree) and MEGATRON_CHECK=DIR (the megatron-check tool)"; exit 0; fi; \
+		echo "SKIP check-frameworks (Megatron-LM): give MEGATRON=DIR (a Megatron-LM tree) and MEGATRON_CHECK=DIR (the megatron-check tool)"; exit 0; fi; \
 	TRAINRUN_MEGATRON=$(abspath $(MEGATRON)) TRAINRUN_MEGATRON_CHECK=$(abspath $(MEGATRON_CHECK)) \
 		$(GO) test -count=1 -timeout 90m -v -run 'TestMegatron' ./test/frameworks
 

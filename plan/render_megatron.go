@@ -379,7 +379,7 @@ func unevenSplit(layers, pp int) (first, middle, last int, ok bool) {
 // Megatron-FSDP ("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"):
 // 32, NeMo's choice. nil for a stack other than Megatron's.
 func MegatronEnv(l Layout, st Stack) []RankVar {
-	if st != StackMegatronCore && st != StackNeMo && st != StackMegatron2022 {
+	if !MegatronStack(st) {
 		return nil
 	}
 	l = normalizeLayout(l)
@@ -393,6 +393,13 @@ func MegatronEnv(l Layout, st Stack) []RankVar {
 			Why: why + "TP or CP needs one hardware queue so collectives keep their order behind the GEMMs"}}
 	}
 	return nil
+}
+
+// MegatronStack says whether st trains with Megatron-LM's arguments
+// (megatron-core, nemo, megatron-2022): the stacks whose ranks get
+// MegatronEnv and TRAINRUN_MEGATRON_ARGS.
+func MegatronStack(st Stack) bool {
+	return st == StackMegatronCore || st == StackNeMo || st == StackMegatron2022
 }
 
 // RenderMegatron writes MegatronArgs as a shell continuation block, one flag

@@ -137,6 +137,11 @@ func ComputeStep(c *Config, r *Request, st Step, node *topo.Node) (tasks []TaskE
 	resume, resumeSet, rn := stepResume(c, ckptDir)
 	notes = append(notes, rn...)
 	extra := r.extraVars(st, ckptDir, resume, resumeSet)
+	if kv, note := MegatronArgsVar(sp, r, ml); kv != "" {
+		extra = append(extra, kv)
+	} else if note != "" {
+		notes = append(notes, note)
+	}
 	stepNotes := slices.Clone(notes) // the plan's and the store's, for --train-explain
 	base := plan.EnvInput{
 		Node: node, Placement: p, Plan: ml,

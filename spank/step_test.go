@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/snapshot"
@@ -79,11 +80,35 @@ func TestSameAsTrainrunEnv(t *testing.T) {
 			}
 			found = true
 			var got []string
+			megatron := ""
 			for _, kv := range task.Vars {
 				if strings.HasPrefix(kv, "TRAINRUN_CKPT_") || strings.HasPrefix(kv, "TRAINRUN_RESTART_COUNT=") {
 					continue // the plugin's own: the checkpoint handshake
 				}
+				if v, ok := strings.CutPrefix(kv, "TRAINRUN_MEGATRON_ARGS="); ok {
+					megatron = v // the plugin's own (trainrun env prints no flags): checked below
+					continue
+				}
 				got = append(got, kv)
+			}
+			// A layout pinned without a model: the layout's flags, as
+			// `trainrun run --fix tp=8,pp=2` gives {megatron_args}
+			// (wrapper/plugin_plan_test.go compares a planned step's with
+			// `trainrun plan --format megatron`).
+			l, err := r.Pins.Layout(32, r.Global)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ml, err := MegatronLayout(l, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args, err := plan.MegatronLayoutArgs(ml, plan.Job{GlobalBatch: r.Global, Precision: r.Precision, Stack: r.Stack})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := plan.ShellJoin(args); megatron != want || !strings.Contains(megatron, "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2") {
+				t.Errorf("node %d: TRAINRUN_MEGATRON_ARGS=%q, want %q", nodeID, megatron, want)
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("node %d: rank 17's variables differ from trainrun env's:\n got %q\nwant %q", nodeID, got, want)

@@ -87,6 +87,33 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	return &StepPlan{Model: m, Job: j, Cluster: cl, Options: so, Result: res, JSON: js.Bytes(), GPUFrom: from}, notes, nil
 }
 
+// MegatronArgsVar is TRAINRUN_MEGATRON_ARGS=VALUE for a step on a Megatron
+// stack (plan.MegatronStack): the flags `trainrun plan --format megatron`
+// prints for the same plan (plan.MegatronArgs of sp, the model's full set),
+// or, for a layout pinned by --train-layout without a model, the layout's
+// flags alone (plan.MegatronLayoutArgs, as `trainrun run --fix` gives
+// {megatron_args}), joined by plan.ShellJoin: each word shell-quoted where a
+// shell would split or expand it. "" with no plan and no pins, another
+// stack, or, with a note, a plan Megatron-LM cannot express (LoRA).
+func MegatronArgsVar(sp *StepPlan, r *Request, ml plan.Layout) (kv, note string) {
+	var args []string
+	var err error
+	switch {
+	case !plan.MegatronStack(r.Stack):
+		return "", ""
+	case sp != nil:
+		args, err = plan.MegatronArgs(sp.Model, sp.Job, *sp.Result.Plan)
+	case r.LayoutSet:
+		args, err = plan.MegatronLayoutArgs(ml, plan.Job{GlobalBatch: r.Global, Precision: r.Precision, Stack: r.Stack, LoRARank: r.LoRARank})
+	default:
+		return "", ""
+	}
+	if err != nil {
+		return "", fmt.Sprintf("TRAINRUN_MEGATRON_ARGS not set: %v", err)
+	}
+	return "TRAINRUN_MEGATRON_ARGS=" + plan.ShellJoin(args), ""
+}
+
 // loadModel reads --train-model as Validate accepted it: a preset, or the
 // absolute path of a Hugging Face config.json.
 func loadModel(c *Config, name string) (plan.Model, error) {

@@ -138,7 +138,11 @@ func (in *planInputs) resolve(path string) (plan.Model, plan.Job, bool, error) {
 }
 
 // frameworkEnv is the framework's own rank variables (plan.MegatronEnv for
-// Megatron's stacks); a value the user exported is kept.
+// Megatron's stacks); a value the user exported is kept. On a Megatron
+// stack TRAINRUN_MEGATRON_ARGS is {megatron_args} as shell-quoted words
+// (plan.ShellJoin), the plugin's variable, for scripts that do not use the
+// template; unset, with a log line, where Megatron-LM cannot express the
+// plan.
 func (r *runner) frameworkEnv() []plan.RankVar {
 	st, _ := plan.ParseStack(r.cfg.plan.Stack)
 	var out []plan.RankVar
@@ -149,7 +153,57 @@ func (r *runner) frameworkEnv() []plan.RankVar {
 		}
 		out = append(out, v)
 	}
+	if plan.MegatronStack(st) {
+		if args, err := r.renderMegatron(); err != nil {
+			r.logf("TRAINRUN_MEGATRON_ARGS not set: %v", err)
+		} else {
+			out = append(out, plan.RankVar{Key: "TRAINRUN_MEGATRON_ARGS", Value: plan.ShellJoin(args),
+				Why: "the Megatron-LM flags of the plan ({megatron_args}), shell-quoted words"})
+		}
+	}
 	return out
+}
+
+// torchTitanArgs is {torchtitan_args} for the chosen layout
+// (plan.TorchTitanArgs, what `trainrun plan --format torchtitan` prints);
+// nil when the command does not use it.
+func (r *runner) torchTitanArgs() ([]string, error) {
+	used := false
+	for _, a := range r.cfg.argv {
+		used = used || strings.Contains(a, "{torchtitan_args}")
+	}
+	if !used {
+		return nil, nil
+	}
+	c, po := r.choice, r.cfg.plan // a copy: the phases never write the configuration
+	j, e, layers := c.Job, plan.Evaluation{Layout: c.Layout}, 0
+	if c.Eval != nil {
+		e = *c.Eval
+	}
+	switch {
+	case c.Model != nil:
+		layers = c.Model.Layers
+	default:
+		j = plan.Job{SeqLen: po.SeqLen, GlobalBatch: po.GlobalBatch, Precision: plan.Precision(strings.ToLower(po.Precision))}
+		if st, err := plan.ParseStack(po.Stack); err == nil {
+			j.Stack = st
+		}
+		if rank, err := parseFinetune(po.Finetune); err == nil {
+			j.LoRARank = rank
+		}
+		if c.Eval != nil {
+			if m, mj, ok, err := r.planModel(); err != nil {
+				return nil, withCode(exitcode.Usage, fmt.Errorf("{torchtitan_args}: %w", err))
+			} else if ok {
+				j, layers = mj, m.Layers
+			}
+		}
+	}
+	args, err := plan.TorchTitanArgs(j, e, layers)
+	if err != nil {
+		return nil, withCode(exitcode.Usage, fmt.Errorf("{torchtitan_args}: %w", err))
+	}
+	return args, nil
 }
 
 // planTraffic is the traffic the placement weighs: the evaluation's, else

@@ -228,3 +228,81 @@ func TestEnvCUDADeviceMaxConnections(t *testing.T) {
 		})
 	}
 }
+
+// {torchtitan_args} is what `trainrun plan --format torchtitan` prints for
+// the same plan: one argument per word standalone, shell-quoted words
+// inside a longer argument.
+func TestTorchTitanArgsTemplate(t *testing.T) {
+	model := []string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "256", "--stack", "fsdp:compile"}
+	out, errs, code := runWithEnv(t, nil, append(append([]string{"plan", "--gpus", "16"}, model...), "--format", "torchtitan")...)
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	var body []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			body = append(body, l)
+		}
+	}
+	want := bashWords(t, "printf '%s\\0' "+strings.Join(body, "\n"), "")
+	env := slurmEnv4x8()
+	env["SLURM_JOB_NODELIST"], env["SLURM_JOB_NUM_NODES"], env["SLURM_TASKS_PER_NODE"] = "n[1-2]", "2", "8(x2)"
+	env["TRAINRUN_JOB_DIR"] = t.TempDir()
+	got, _ := dryRunArgs(t, env, append(append([]string{"--dry-run", "--probe", "none"}, model...), "--", "python", "train.py", "{torchtitan_args}")...)
+	if len(want) < 10 || !slices.Equal(got, want) {
+		t.Errorf("standalone:\n got %q\nwant %q", got, want)
+	}
+	sub, _ := substituteTemplates([]string{"bash", "-c", "exec python -m torchtitan.train {torchtitan_args}"}, nil, nil, map[string][]string{"torchtitan_args": want})
+	if len(sub) != 3 || sub[2] != "exec python -m torchtitan.train "+plan.ShellJoin(want) {
+		t.Errorf("inside a word: %q", sub)
+	}
+	// A Megatron stack's plan: the error names the stacks to use.
+	_, errs2, code := runWithEnv(t, env, append(append([]string{"run", "--dry-run", "--probe", "none"}, model[:8]...), "--", "python", "{torchtitan_args}")...)
+	if code == 0 || !strings.Contains(errs2, "--stack fsdp") {
+		t.Errorf("megatron-core plan with {torchtitan_args}: exit %d: %s", code, errs2)
+	}
+}
+
+// trainrun run exports TRAINRUN_MEGATRON_ARGS to the ranks on a Megatron
+// stack: the words of `trainrun plan --format megatron` for the same plan,
+// as the plugin sets it; not on another stack.
+func TestRunExportsMegatronArgs(t *testing.T) {
+	model := []string{"--model", "llama3-8b", "--gpu", "h100-sxm", "--seq-len", "4096", "--global-batch", "256"}
+	out, errs, code := runWithEnv(t, nil, append(append([]string{"plan", "--gpus", "32"}, model...), "--format", "megatron")...)
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	var body []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			body = append(body, l)
+		}
+	}
+	want := bashWords(t, "printf '%s\\0' "+strings.Join(body, "\n"), "")
+	vars, errb, err := dryRunEnv(t, nil, append(model, "--", "python", "t.py")...)
+	if err != nil {
+		t.Fatalf("%v: %s", err, errb)
+	}
+	v, ok := vars["TRAINRUN_MEGATRON_ARGS"]
+	if !ok {
+		t.Fatalf("TRAINRUN_MEGATRON_ARGS not exported: %v", vars)
+	}
+	if got := bashWords(t, `eval "set -- $V"; printf '%s\0' "$@"`, unquoteDry(v)); len(want) < 10 || !slices.Equal(got, want) {
+		t.Errorf("TRAINRUN_MEGATRON_ARGS:\n got %q\nwant %q", got, want)
+	}
+	vars, errb, err = dryRunEnv(t, nil, append(model, "--stack", "fsdp", "--", "python", "t.py")...)
+	if err != nil {
+		t.Fatalf("%v: %s", err, errb)
+	}
+	if v, ok := vars["TRAINRUN_MEGATRON_ARGS"]; ok {
+		t.Errorf("--stack fsdp: TRAINRUN_MEGATRON_ARGS=%s exported", v)
+	}
+}
+
+// unquoteDry undoes the dry run's shell quoting of a printed value.
+func unquoteDry(v string) string {
+	if strings.HasPrefix(v, "'") {
+		return strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(v, "'"), "'"), `'\''`, "'")
+	}
+	return v
+}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,6 +185,7 @@ func TestPluginPlanIsTrainrunPlan(t *testing.T) {
 				k, v, _ := strings.Cut(kv, "=")
 				env[k] = v
 			}
+			checkPluginMegatronArgs(t, env, tc.planArgs)
 			for k, field := range map[string]string{"TRAINRUN_TP": "tp", "TRAINRUN_PP": "pp", "TRAINRUN_VPP": "vpp", "TRAINRUN_CP": "cp", "TRAINRUN_EP": "ep",
 				"TRAINRUN_DP": "dp", "TRAINRUN_MICRO_BATCH": "micro_batch", "TRAINRUN_GRAD_ACCUM": "grad_accum", "TRAINRUN_RECOMPUTE": "recompute"} {
 				if got := env[k]; got != fmt.Sprint(p[field]) {
@@ -191,6 +194,54 @@ func TestPluginPlanIsTrainrunPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkPluginMegatronArgs: the plugin's TRAINRUN_MEGATRON_ARGS, read by
+// bash as a script would (eval "set -- $TRAINRUN_MEGATRON_ARGS"), is word
+// for word what bash reads from `trainrun plan ARGS --format megatron`; on a
+// stack other than Megatron's, or a plan that format refuses, it is unset.
+func checkPluginMegatronArgs(t *testing.T, env map[string]string, planArgs []string) {
+	t.Helper()
+	v, set := env["TRAINRUN_MEGATRON_ARGS"]
+	out, errOut, code := runPlanCmd(t, append(append([]string{"plan"}, planArgs...), "--format", "megatron")...)
+	st := ""
+	for i, a := range planArgs {
+		if a == "--stack" && i+1 < len(planArgs) {
+			st = planArgs[i+1]
+		}
+	}
+	if code != exitcode.OK || (st != "" && !strings.HasPrefix(st, "megatron") && st != "nemo") {
+		if set {
+			t.Errorf("TRAINRUN_MEGATRON_ARGS=%q set, but plan --format megatron exits %d (%s) on stack %q", v, code, strings.TrimSpace(errOut), st)
+		}
+		return
+	}
+	if !set {
+		t.Fatalf("TRAINRUN_MEGATRON_ARGS not set; plan --format megatron gives:\n%s", out)
+	}
+	var body []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			body = append(body, l)
+		}
+	}
+	plugin := bashWords(t, `eval "set -- $V"; printf '%s\0' "$@"`, v)
+	planned := bashWords(t, "printf '%s\\0' "+strings.Join(body, "\n"), "")
+	if len(planned) < 10 || !slices.Equal(plugin, planned) {
+		t.Errorf("the plugin's TRAINRUN_MEGATRON_ARGS (%d words) differs from plan --format megatron's (%d words):\n%q\n%q", len(plugin), len(planned), plugin, planned)
+	}
+}
+
+// bashWords runs script in bash with V=v and splits its NUL-separated output.
+func bashWords(t *testing.T, script, v string) []string {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "V="+v)
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bash -c %q: %v", script, err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }
 
 // dryRunEnv runs `trainrun run --dry-run` on a 4x8 allocation given by env

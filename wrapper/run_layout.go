@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
@@ -40,7 +42,7 @@ func readRunPlan(path string, world int) (*plan.Evaluation, error) {
 }
 
 // templateNames are the placeholders PRODUCT.md defines for the user's command.
-var templateNames = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "grad_accum", "resume", "ckpt_dir", "megatron_args", "deepspeed_config"}
+var templateNames = []string{"tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "grad_accum", "resume", "ckpt_dir", "megatron_args", "deepspeed_config", "torchtitan_args"}
 
 var templateRE = regexp.MustCompile(`\{[a-z_]+\}`)
 
@@ -50,17 +52,21 @@ var templateRE = regexp.MustCompile(`\{[a-z_]+\}`)
 // shell-quoted where a shell would split or expand it. Unknown {words}
 // are left alone (they may be the program's own syntax) and returned so the
 // caller can warn about likely typos.
-func substituteTemplates(argv []string, vals map[string]string, megatron []string) (out []string, unknown []string) {
+func substituteTemplates(argv []string, vals map[string]string, megatron []string, lists ...map[string][]string) (out []string, unknown []string) {
+	words := map[string][]string{"megatron_args": megatron} // and {torchtitan_args}, the same way
+	for _, l := range lists {
+		maps.Copy(words, l)
+	}
 	seen := map[string]bool{}
 	for _, a := range argv {
-		if a == "{megatron_args}" {
-			out = append(out, megatron...)
+		if w, ok := words[strings.Trim(a, "{}")]; ok && a == "{"+strings.Trim(a, "{}")+"}" {
+			out = append(out, w...)
 			continue
 		}
 		s := templateRE.ReplaceAllStringFunc(a, func(m string) string {
 			name := m[1 : len(m)-1]
-			if name == "megatron_args" {
-				return plan.ShellJoin(megatron)
+			if w, ok := words[name]; ok {
+				return plan.ShellJoin(w)
 			}
 			if v, ok := vals[name]; ok {
 				return v

@@ -108,11 +108,15 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 	if err != nil {
 		return st, rankEnv{}, err
 	}
+	titan, err := r.torchTitanArgs()
+	if err != nil {
+		return st, rankEnv{}, err
+	}
 	vals := templateValues(r.choice.Layout, r.ckpt.resume, r.dirs.ckptDir)
 	if err := r.deepSpeedConfig(vals); err != nil {
 		return st, rankEnv{}, err
 	}
-	st.cmdArgv, unknown = substituteTemplates(r.cfg.argv, vals, megatron)
+	st.cmdArgv, unknown = substituteTemplates(r.cfg.argv, vals, megatron, map[string][]string{"torchtitan_args": titan})
 	for _, u := range unknown {
 		r.logf("warning: %s in the command is not a trainrun template (known: {%s}); left as is", u, strings.Join(templateNames, "} {"))
 	}

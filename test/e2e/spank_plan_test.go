@@ -74,6 +74,31 @@ func TestSpankPlan(t *testing.T) {
 		t.Fatalf("trainrun plan: %v\n%s", err, wantJSON)
 	}
 
+	// The words of `trainrun plan --format megatron` for the same job, read
+	// by bash: what every task's TRAINRUN_MEGATRON_ARGS must give a script.
+	megOut, err := exec.Command(bin, "plan", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "32", "--gpus-per-node", "8",
+		"--seq-len", "4096", "--global-batch", "256", "--format", "megatron").Output()
+	if err != nil {
+		t.Fatalf("trainrun plan --format megatron: %v", err)
+	}
+	var megBody []string
+	for _, l := range strings.Split(string(megOut), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			megBody = append(megBody, l)
+		}
+	}
+	shellWords := func(t *testing.T, script, v string) string {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = append(os.Environ(), "V="+v)
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("bash -c %q: %v", script, err)
+		}
+		return string(b)
+	}
+	wantMegatron := shellWords(t, "printf '%s\\0' "+strings.Join(megBody, "\n"), "")
+
 	// A store with a committed checkpoint, made as the trainer and trainrun
 	// run make one: files, done markers, Commit.
 	committed := filepath.Join(dir, "ckpt-committed")
@@ -169,6 +194,9 @@ func TestSpankPlan(t *testing.T) {
 				}
 				if !bytes.Equal(got, wantJSON) {
 					t.Errorf("task %d: the file TRAINRUN_PLAN names is not trainrun plan's JSON:\n%s\nwant\n%s", procid, got, wantJSON)
+				}
+				if got := shellWords(t, `eval "set -- $V"; printf '%s\0' "$@"`, task["TRAINRUN_MEGATRON_ARGS"]); got != wantMegatron || strings.Count(got, "\x00") < 10 {
+					t.Errorf("task %d: TRAINRUN_MEGATRON_ARGS=%q is not trainrun plan --format megatron's words %q", procid, task["TRAINRUN_MEGATRON_ARGS"], wantMegatron)
 				}
 				if v, ok := task["TRAINRUN_RESUME_DIR"]; !ok || v != tc.resume {
 					t.Errorf("task %d: TRAINRUN_RESUME_DIR=%q (set %v), want %q set", procid, v, ok, tc.resume)
