@@ -43,14 +43,7 @@ func (r *runner) renderMegatron() ([]string, error) {
 	if c.Model != nil && c.Eval != nil {
 		return plan.MegatronArgs(*c.Model, c.Job, *c.Eval)
 	}
-	po := r.cfg.plan // a copy: the phases never write the configuration
-	j := plan.Job{GlobalBatch: po.GlobalBatch, Precision: plan.Precision(strings.ToLower(po.Precision))}
-	if st, err := plan.ParseStack(po.Stack); err == nil {
-		j.Stack = st
-	}
-	if rank, err := parseFinetune(po.Finetune); err == nil {
-		j.LoRARank = rank
-	}
+	j := r.configJob()
 	if c.Eval != nil {
 		if m, mj, ok, err := r.planModel(); err != nil {
 			return nil, err
@@ -59,6 +52,21 @@ func (r *runner) renderMegatron() ([]string, error) {
 		}
 	}
 	return plan.MegatronLayoutArgs(c.Layout, j)
+}
+
+// configJob is the job as the run's options give it when no model was
+// planned here: batch, precision, stack and fine-tuning (a value the
+// planner would refuse is left at its zero, as the choose phase reports it).
+func (r *runner) configJob() plan.Job {
+	po := r.cfg.plan // a copy: the phases never write the configuration
+	j := plan.Job{GlobalBatch: po.GlobalBatch, Precision: plan.Precision(strings.ToLower(po.Precision))}
+	if st, err := plan.ParseStack(po.Stack); err == nil {
+		j.Stack = st
+	}
+	if rank, err := parseFinetune(po.Finetune); err == nil {
+		j.LoRARank = rank
+	}
+	return j
 }
 
 // planModel is the model and job of a run given --plan FILE: from the model
@@ -175,7 +183,7 @@ func (r *runner) torchTitanArgs() ([]string, error) {
 	if !used {
 		return nil, nil
 	}
-	c, po := r.choice, r.cfg.plan // a copy: the phases never write the configuration
+	c := r.choice
 	j, e, layers := c.Job, plan.Evaluation{Layout: c.Layout}, 0
 	if c.Eval != nil {
 		e = *c.Eval
@@ -184,13 +192,8 @@ func (r *runner) torchTitanArgs() ([]string, error) {
 	case c.Model != nil:
 		layers = c.Model.Layers
 	default:
-		j = plan.Job{SeqLen: po.SeqLen, GlobalBatch: po.GlobalBatch, Precision: plan.Precision(strings.ToLower(po.Precision))}
-		if st, err := plan.ParseStack(po.Stack); err == nil {
-			j.Stack = st
-		}
-		if rank, err := parseFinetune(po.Finetune); err == nil {
-			j.LoRARank = rank
-		}
+		j = r.configJob()
+		j.SeqLen = r.cfg.plan.SeqLen
 		if c.Eval != nil {
 			if m, mj, ok, err := r.planModel(); err != nil {
 				return nil, withCode(exitcode.Usage, fmt.Errorf("{torchtitan_args}: %w", err))
