@@ -11,6 +11,19 @@ import (
 // maxTableRejections is how many rejections the table shows; JSON lists all.
 const maxTableRejections = 6
 
+// noPlanHeadline is the table's line when there is no plan: "fits" only
+// where layouts were weighed against memory (exit 3); a layout the rules
+// forbid (exit 10) or a job the GPU cannot run (exit 11) says so instead.
+func noPlanHeadline(invalid string) string {
+	switch invalid {
+	case InvalidLayout:
+		return "\nNo valid layout: the degrees or the batch cannot be split over these GPUs.\n"
+	case InvalidCapability:
+		return "\nNo layout: these GPUs lack what the job asks for.\n"
+	}
+	return "\nNo layout fits.\n"
+}
+
 // RenderTable writes the plan for a person: the request, the chosen layout,
 // the memory and time breakdowns, throughput and time to train, the why
 // lines, the alternatives and the main rejections.
@@ -18,7 +31,7 @@ func RenderTable(w io.Writer, m Model, j Job, c Cluster, r Result) error {
 	var b strings.Builder
 	writeHeader(&b, m, j, c)
 	if r.Plan == nil {
-		b.WriteString("\nNo layout fits.\n")
+		b.WriteString(noPlanHeadline(r.Invalid))
 	} else {
 		e := *r.Plan
 		if !e.Memory.Fits {

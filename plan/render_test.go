@@ -501,3 +501,31 @@ func TestUnevenSplit(t *testing.T) {
 		t.Errorf("uneven flags: %s", got)
 	}
 }
+
+// The table's headline without a plan says why there is none: "fits" is a
+// memory verdict (exit 3), not what a divisibility rule (exit 10) or a
+// missing capability (exit 11) means (issue 30).
+func TestRenderTableNoPlanHeadline(t *testing.T) {
+	m, err := LookupModel("llama3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := Job{SeqLen: 4096, GlobalBatch: 64, Precision: BF16}
+	c := Cluster{GPU: mustGPU(t, "h100-sxm"), GPUs: 8, GPUsPerNode: 8}
+	for invalid, want := range map[string]string{
+		"":                "No layout fits.",
+		InvalidLayout:     "No valid layout: the degrees or the batch cannot be split",
+		InvalidCapability: "No layout: these GPUs lack what the job asks for.",
+	} {
+		var b strings.Builder
+		if err := RenderTable(&b, m, j, c, Result{Invalid: invalid}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("Invalid %q: table lacks %q:\n%s", invalid, want, b.String())
+		}
+		if invalid != "" && strings.Contains(b.String(), "No layout fits.") {
+			t.Errorf("Invalid %q: the table still says no layout fits", invalid)
+		}
+	}
+}
