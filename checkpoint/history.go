@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
 )
 
@@ -117,42 +118,10 @@ func (h History) Append(e Event) error {
 		return err
 	}
 	p := h.s.historyPath()
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("history %s: %w", p, err)
-	}
-	// A torn line from a killed writer has no newline: start on a fresh line.
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-		if last, err := lastByte(p); err == nil && last != '\n' {
-			b = append([]byte{'\n'}, b...)
-		}
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("history %s: %w", p, err)
+	if err := atomicfile.AppendLine(p, b, 0o644, false); err != nil {
+		return fmt.Errorf("history: %w", err)
 	}
 	return nil
-}
-
-func lastByte(p string) (byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || fi.Size() == 0 {
-		return '\n', err
-	}
-	b := make([]byte, 1)
-	_, err = f.ReadAt(b, fi.Size()-1)
-	return b[0], err
 }
 
 // Events reads every event, skipping lines that do not parse (a torn write).

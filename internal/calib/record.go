@@ -13,9 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
 )
 
@@ -84,35 +84,9 @@ func Append(path string, r Record) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("observations %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return fmt.Errorf("observations %s: %w", path, err)
-	}
-	// Runs of a team append to one site calibration at once: an advisory
-	// lock keeps their lines whole where O_APPEND alone does not (NFS). A
-	// file system without locks gets the O_APPEND write alone.
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX) == nil {
-		defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-		// A torn line from a killed writer has no newline: start a fresh one.
-		last := make([]byte, 1)
-		if rf, err := os.Open(path); err == nil {
-			if _, err := rf.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
-				b = append([]byte{'\n'}, b...)
-			}
-			rf.Close()
-		}
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("observations %s: %w", path, err)
+	// Runs of a team append to one site calibration at once: locked.
+	if err := atomicfile.AppendLine(path, b, 0o644, true); err != nil {
+		return fmt.Errorf("observations: %w", err)
 	}
 	return nil
 }
