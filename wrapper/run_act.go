@@ -27,13 +27,14 @@ const ckptRequestFile = "ckpt-request"
 // stepResult is what the monitor hands on when srun has ended: how it
 // ended, why the controller stopped it, and what the shims told.
 type stepResult struct {
-	WaitErr   error          // srun's wait error (nil: exit 0)
-	Reason    run.StopReason // why the controller stopped the step (run.None: it ended by itself)
-	StopAt    time.Time      // when the stop was asked for or signalled (zero: none)
-	TagAtStop string         // the latest committed tag then: only a later one is progress made for the stop
-	Exits     map[int]int    // each rank's exit code, as its shim reported it
-	FirstFail *launch.Event  // the first rank that exited non-zero (nil: none)
-	Unheard   bool           // a stop request reached no training process (nor did Slurm's signal)
+	WaitErr   error             // srun's wait error (nil: exit 0)
+	Reason    run.StopReason    // why the controller stopped the step (run.None: it ended by itself)
+	StopAt    time.Time         // when the stop was asked for or signalled (zero: none)
+	TagAtStop string            // the latest committed tag then: only a later one is progress made for the stop
+	Exits     map[int]int       // each rank's exit code, as its shim reported it
+	FirstFail *launch.Event     // the first rank that exited non-zero (nil: none)
+	Unheard   bool              // a stop request reached no training process (nor did Slurm's signal)
+	Closed    map[int]time.Time // when the connection of each rank without an exit report closed (absent: still open)
 }
 
 // afterStep commits what the step completed, decides (run.Decide) what the
@@ -49,7 +50,7 @@ func (r *runner) afterStep(res stepResult, store ckptStore) error {
 	o := r.outcome(code, reason, tagAtStop, res.Exits, res.FirstFail)
 	o.Unheard = res.Unheard
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
-	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, res.Exits, res.FirstFail)
+	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, res)
 	r.spareOutcome(&o)
 	if o.CommitErr == nil && code == 0 && reason == run.None {
 		r.compressKick(true) // a finished run compresses what it retains before it ends

@@ -14,7 +14,6 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/topo"
-	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -144,8 +143,14 @@ func (r *runner) commitDiskFault(err error) (cause string, first bool) {
 
 // stepFailedNodes finds the nodes a failed step points to: a node none of
 // whose ranks reported an exit while others did (lost: its slurmd or its
-// processes died with it), else the first failing rank's node.
-func (r *runner) stepFailedNodes(code int, reason run.StopReason, exits map[int]int, firstFail *launch.Event) []checkpoint.FailedNode {
+// processes died with it), else the first failing rank's node. A silent
+// node is lost only when one of its ranks' connections closed before the
+// first failure was reported, or never closed: when every one closed after
+// it, srun cleared the node's ranks on ending the step (kill-on-bad-exit),
+// which says nothing of the node (issue 35: a rank that failed its
+// rendezvous had the healthy peer node excluded as lost).
+func (r *runner) stepFailedNodes(code int, reason run.StopReason, res stepResult) []checkpoint.FailedNode {
+	exits, firstFail := res.Exits, res.FirstFail
 	if code == 0 || reason == run.Cancelled || len(exits) == 0 {
 		return r.failedNodes()
 	}
@@ -164,11 +169,17 @@ func (r *runner) stepFailedNodes(code int, reason run.StopReason, exits map[int]
 	}
 	lost := false
 	for _, n := range order {
-		if !reported[n] && len(silent[n]) > 0 {
-			lost = true
-			r.NoteFailedNode(checkpoint.FailedNode{Node: n, Cause: checkpoint.CauseNodeFail,
-				Detail: fmt.Sprintf("ranks %s never reported an exit: the node or its processes were lost", rankList(silent[n]))})
+		if reported[n] || len(silent[n]) == 0 {
+			continue
 		}
+		if firstFail != nil && closedAfter(silent[n], res.Closed, firstFail.At) {
+			r.logf("node %s: ranks %s reported no exit, but their connections closed after rank %d's failure: srun ended them with the step, not a lost node",
+				n, rankList(silent[n]), firstFail.Rank)
+			continue
+		}
+		lost = true
+		r.NoteFailedNode(checkpoint.FailedNode{Node: n, Cause: checkpoint.CauseNodeFail,
+			Detail: fmt.Sprintf("ranks %s never reported an exit: the node or its processes were lost", rankList(silent[n]))})
 	}
 	if !lost && firstFail != nil && firstFail.Rank >= 0 && firstFail.Rank < len(r.placed.Slots) {
 		s := r.placed.Slots[firstFail.Rank]
@@ -176,6 +187,18 @@ func (r *runner) stepFailedNodes(code int, reason run.StopReason, exits map[int]
 			Detail: fmt.Sprintf("rank %d (GPU %d) failed first with exit %d", s.Rank, s.GPU, firstFail.Code)})
 	}
 	return r.failedNodes()
+}
+
+// closedAfter says whether the connection of every one of ranks closed
+// after t (one still open, or closed before, says the node may be lost).
+func closedAfter(ranks []int, closed map[int]time.Time, t time.Time) bool {
+	for _, rk := range ranks {
+		c, ok := closed[rk]
+		if !ok || !c.After(t) {
+			return false
+		}
+	}
+	return true
 }
 
 // badNodesToExclude is the job's ExcNodeList with the nodes the history

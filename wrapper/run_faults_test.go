@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
@@ -29,15 +30,36 @@ func faultRunner(t *testing.T, log *bytes.Buffer) *runner {
 func TestStepFailedNodes(t *testing.T) {
 	var log bytes.Buffer
 	r := faultRunner(t, &log)
-	got := r.stepFailedNodes(1, run.None, map[int]int{0: 1, 1: 1}, &launch.Event{Msg: launch.Msg{Rank: 0, Code: 1}})
-	if len(got) != 1 || got[0].Node != "n2" || got[0].Cause != checkpoint.CauseNodeFail || !strings.Contains(got[0].Detail, "ranks 2,3") {
-		t.Fatalf("lost node: %+v", got)
+	t0 := time.Now()
+	fail := &launch.Event{Msg: launch.Msg{Rank: 0, Code: 1}, At: t0}
+	// n2's connections still open, or one closed before rank 0's failure:
+	// the node is lost.
+	for _, closed := range []map[int]time.Time{nil, {2: t0.Add(-time.Second), 3: t0.Add(time.Second)}} {
+		log.Reset()
+		r = faultRunner(t, &log)
+		got := r.stepFailedNodes(1, run.None, stepResult{Exits: map[int]int{0: 1, 1: 1}, FirstFail: fail, Closed: closed})
+		if len(got) != 1 || got[0].Node != "n2" || got[0].Cause != checkpoint.CauseNodeFail || !strings.Contains(got[0].Detail, "ranks 2,3") {
+			t.Fatalf("lost node (closed %v): %+v", closed, got)
+		}
+		if !strings.Contains(log.String(), "node n2: node-fail") {
+			t.Errorf("log: %s", log.String())
+		}
 	}
-	if !strings.Contains(log.String(), "node n2: node-fail") {
+	// Every connection of n2 closed after rank 0 failed: srun ended those
+	// ranks with the step (chaos seed 7545823044724849540: rank 0's
+	// rendezvous port was taken); rank 0's failure is the evidence.
+	log.Reset()
+	r = faultRunner(t, &log)
+	got := r.stepFailedNodes(1, run.None, stepResult{Exits: map[int]int{0: 1, 1: 1}, FirstFail: fail,
+		Closed: map[int]time.Time{2: t0.Add(time.Millisecond), 3: t0.Add(2 * time.Millisecond)}})
+	if len(got) != 1 || got[0].Node != "n1" || got[0].Cause != checkpoint.CauseCrash {
+		t.Fatalf("srun cleared n2: %+v", got)
+	}
+	if !strings.Contains(log.String(), "node n2: ranks 2,3 reported no exit, but their connections closed after rank 0's failure") {
 		t.Errorf("log: %s", log.String())
 	}
 	r = faultRunner(t, &log)
-	got = r.stepFailedNodes(1, run.None, map[int]int{0: 0, 1: 0, 2: 0, 3: 134}, &launch.Event{Msg: launch.Msg{Rank: 3, Code: 134}})
+	got = r.stepFailedNodes(1, run.None, stepResult{Exits: map[int]int{0: 0, 1: 0, 2: 0, 3: 134}, FirstFail: &launch.Event{Msg: launch.Msg{Rank: 3, Code: 134}}})
 	if len(got) != 1 || got[0].Node != "n2" || got[0].Cause != checkpoint.CauseCrash || got[0].Detail != "rank 3 (GPU 1) failed first with exit 134" {
 		t.Fatalf("crash: %+v", got)
 	}
@@ -48,7 +70,7 @@ func TestStepFailedNodes(t *testing.T) {
 		exits  map[int]int
 	}{{0, run.None, map[int]int{0: 0}}, {143, run.Cancelled, map[int]int{0: 143}}, {1, run.None, nil}} {
 		r = faultRunner(t, &log)
-		if got := r.stepFailedNodes(c.code, c.reason, c.exits, nil); len(got) != 0 {
+		if got := r.stepFailedNodes(c.code, c.reason, stepResult{Exits: c.exits}); len(got) != 0 {
 			t.Errorf("%+v blamed %+v", c, got)
 		}
 	}

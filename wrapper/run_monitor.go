@@ -100,7 +100,22 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 // monitor learnt.
 func (m *monitor) result(err error) stepResult {
 	return stepResult{WaitErr: err, Reason: m.reason, StopAt: m.stopAt, TagAtStop: m.tagAtStop,
-		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.unheard()}
+		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.unheard(), Closed: m.closedSilent()}
+}
+
+// closedSilent is when the connection of each rank that reported no exit
+// closed (stepFailedNodes tells a lost node from one srun cleared).
+func (m *monitor) closedSilent() map[int]time.Time {
+	out := map[int]time.Time{}
+	for rank := range m.world {
+		if _, ok := m.exits[rank]; ok {
+			continue
+		}
+		if t, ok := m.ctl.ClosedAt(rank); ok {
+			out[rank] = t
+		}
+	}
+	return out
 }
 
 // drainEnds takes in the exits and deliveries the shims sent before srun

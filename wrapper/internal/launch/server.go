@@ -52,6 +52,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[int]net.Conn
+	// closed: when each rank's connection closed since its last hello (its
+	// shim ended: exited, killed, or its node's kernel reset the socket).
+	closed map[int]time.Time
 	// gate: what a waiting shim is told (Go or Abort; "" until Release or
 	// Abort says).
 	gate Kind
@@ -230,6 +233,7 @@ func (s *Server) serve(c net.Conn, peer netip.Addr, p *pending) {
 	rank := h.Rank
 	s.mu.Lock()
 	s.conns[rank] = c
+	delete(s.closed, rank)
 	if h.Kind == Wait && s.gate != "" {
 		c.SetWriteDeadline(time.Now().Add(writeTimeout))
 		c.Write([]byte(string(s.gate) + "\n"))
@@ -270,8 +274,22 @@ func (s *Server) drop(rank int, c net.Conn) {
 	s.mu.Lock()
 	if s.conns[rank] == c {
 		delete(s.conns, rank)
+		if s.closed == nil {
+			s.closed = map[int]time.Time{}
+		}
+		s.closed[rank] = time.Now()
 	}
 	s.mu.Unlock()
+}
+
+// ClosedAt is when rank's connection closed, since its shim's last hello;
+// false while it is open or when none was made. A node that is lost without
+// its kernel (power, network) leaves its connections open.
+func (s *Server) ClosedAt(rank int) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.closed[rank]
+	return t, ok
 }
 
 // Release tells every waiting shim, and each that says wait later, to go.
