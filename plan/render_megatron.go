@@ -126,8 +126,10 @@ func (a *megatronArgv) pipelineSplit(m *Model, l Layout) error {
 			a.add("--account-for-embedding-in-pipeline-split")
 			a.add("--account-for-loss-in-pipeline-split")
 		case l.VPP > 1:
-			return &MegatronError{fmt.Sprintf("%d layers over pp=%d vpp=%d (neither %d nor %d divides by %d)", L, l.PP, l.VPP, L, L+2, pv),
-				"pin another vpp (--fix vpp=1) or let the planner choose"}
+			// The layout names every virtual stage (and so the VPP): no
+			// --num-virtual-stages-per-pipeline-rank beside it.
+			a.add("--pipeline-model-parallel-layout", pipelineLayout(L, l.PP, l.VPP))
+			return nil
 		default:
 			first, _, last, ok := unevenSplit(L, l.PP)
 			if !ok {
@@ -348,6 +350,31 @@ func (a *megatronArgv) moe(m Model) {
 	}
 	a.add("--moe-grouped-gemm")
 	a.add("--moe-token-dispatcher-type", "alltoall")
+}
+
+// pipelineLayout is Megatron-Core's --pipeline-model-parallel-layout for L
+// transformer layers over pp·vpp virtual stages listed in model order
+// (virtual stage c runs on pipeline rank c mod pp): E is the embedding, t a
+// layer, L the loss, | a stage boundary. The first L mod pv chunks get one
+// layer more, which puts ⌈L/pp⌉ layers on the first rank and ⌊L/pp⌋ on the
+// last, as shape.splitLayers assumes.
+func pipelineLayout(layers, pp, vpp int) string {
+	pv := pp * vpp
+	q, r := layers/pv, layers%pv
+	var b strings.Builder
+	b.WriteString("E")
+	for c := range pv {
+		if c > 0 {
+			b.WriteString("|")
+		}
+		n := q
+		if c < r {
+			n++
+		}
+		b.WriteString(strings.Repeat("t", n))
+	}
+	b.WriteString("L")
+	return b.String()
 }
 
 // unevenSplit spreads layers over pp stages the way Megatron-LM can express
