@@ -23,13 +23,12 @@ import "fmt"
 // In a MoE layer the expert GEMMs' inputs are the permuted routed copies:
 // TopK × (h + F) elements per token are quantized, not h + F.
 
-// fp8Recipe is the recipe j runs on g: as asked, else the GPU's usual one.
-func fp8Recipe(j Job, g GPU) FP8Recipe {
+// fp8Recipe is the recipe j runs: as asked, else delayed scaling (what
+// --format megatron passes when no recipe is asked for; it runs on every
+// FP8 GPU, Blackwell included).
+func fp8Recipe(j Job, _ GPU) FP8Recipe {
 	if j.FP8Recipe != "" {
 		return j.FP8Recipe
-	}
-	if g.Arch == "blackwell" {
-		return FP8MX
 	}
 	return FP8Delayed
 }

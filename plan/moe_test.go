@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -156,11 +157,14 @@ func TestMTPLayersCostTheLastStage(t *testing.T) {
 
 // FP8 recipes: current scaling reads each tensor once more for its amax;
 // MXFP8 exists only on Blackwell (block scales in the tensor cores); the
-// default is delayed scaling before Blackwell and MXFP8 on it.
+// default is delayed scaling, what --format megatron passes.
 func TestFP8Recipes(t *testing.T) {
 	h100, b200 := mustGPU(t, "h100-sxm"), mustGPU(t, "b200")
-	if fp8Recipe(Job{}, h100) != FP8Delayed || fp8Recipe(Job{}, b200) != FP8MX {
+	if fp8Recipe(Job{}, h100) != FP8Delayed || fp8Recipe(Job{}, b200) != FP8Delayed {
 		t.Errorf("defaults: %s on H100, %s on B200", fp8Recipe(Job{}, h100), fp8Recipe(Job{}, b200))
+	}
+	if r := validFP8Recipe(FP8MX, b200); r != "" {
+		t.Errorf("mxfp8 on B200: %s", r)
 	}
 	if !(fp8CastBytes(FP8Delayed) < fp8CastBytes(FP8MX) && fp8CastBytes(FP8MX) < fp8CastBytes(FP8Current)) {
 		t.Errorf("cast bytes delayed %.3f, mxfp8 %.3f, current %.3f", fp8CastBytes(FP8Delayed), fp8CastBytes(FP8MX), fp8CastBytes(FP8Current))
@@ -198,5 +202,26 @@ func TestFP8CastsOfRoutedCopies(t *testing.T) {
 	want := nd + cb*(8*(h+2048)+2048)
 	if math.Abs(tpMoE-want) > 1e-6 || tpDense != nd+cb*float64(m.FFN) {
 		t.Errorf("casts per token: MoE %.0f (want %.0f), dense %.0f", tpMoE, want, tpDense)
+	}
+}
+
+// --format megatron passes what the time model assumed: the FP8 recipe
+// (Megatron's name for current scaling is tensorwise), the flex dispatcher,
+// the EP overlap, the capacity factor with padding, and MTP.
+func TestMegatronArgsForMoEOptions(t *testing.T) {
+	m, j, c, l := dsv3Job(t)
+	m.MTPLayers = 1
+	j.FP8Recipe, j.MoEDispatcher, j.MoEA2AOverlap, j.MoECapacity = FP8Current, "flex", true, 1.25
+	e := Evaluate(m, j, c, l)
+	var b bytes.Buffer
+	if err := RenderMegatron(&b, m, j, e); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--fp8-recipe tensorwise", "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep",
+		"--overlap-moe-expert-parallel-comm", "--moe-expert-capacity-factor 1.25", "--moe-pad-expert-input-to-capacity", "--mtp-num-layers 1",
+		"--pipeline-model-parallel-layout 'Ett|", "|tmL'"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in\n%s", want, b.String())
+		}
 	}
 }

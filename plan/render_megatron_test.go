@@ -193,7 +193,7 @@ func TestMegatronEnv(t *testing.T) {
 // Megatron-Core's explicit --pipeline-model-parallel-layout, with the
 // heaviest rank holding what the memory and time model assume.
 func TestMegatronPipelineLayout(t *testing.T) {
-	got := pipelineLayout(61, 8, 4)
+	got := pipelineLayout(61, 8, 4, 0)
 	if n := strings.Count(got, "|") + 1; n != 32 {
 		t.Fatalf("%s: %d virtual stages, want 32", got, n)
 	}

@@ -84,8 +84,8 @@ type Job struct {
 	LoRARank    int       `json:"lora_rank,omitempty"` // 0 = full training
 	Tokens      float64   `json:"tokens,omitempty"`    // total tokens, for time-to-train; 0 = not asked
 	Stack       Stack     `json:"stack,omitempty"`     // training software generation; "" = Megatron-Core + TE
-	// FP8Recipe is how FP8 tensors are scaled (precision.go); "" = the
-	// GPU's usual one: MXFP8 on Blackwell, delayed scaling before.
+	// FP8Recipe is how FP8 tensors are scaled (precision.go, fp8.go);
+	// "" = delayed scaling.
 	FP8Recipe FP8Recipe `json:"fp8_recipe,omitempty"`
 	// MoECapacity is the MoE capacity factor (token dropping, Megatron-Core
 	// --moe-expert-capacity-factor, inputs padded to capacity); 0 = dropless.
