@@ -278,8 +278,13 @@ func (x *shape) why(e *Evaluation) []string {
 	switch {
 	case x.layersMid > 0:
 		w = append(w, fmt.Sprintf("%d layers over PP=%d×VPP=%d with the embedding and the loss counted as layers: %.0f on the first and last stages, %.0f on the others (Megatron --account-for-embedding/loss-in-pipeline-split)", x.m.Layers, l.PP, l.VPP, x.layersPerStage, x.layersMid))
+	case l.PP > 1 && l.VPP > 1 && x.m.Layers%(l.PP*l.VPP) != 0:
+		w = append(w, fmt.Sprintf("%d layers over PP=%d×VPP=%d in uneven chunks: %.0f on the heaviest stage, %.0f on the last (Megatron --pipeline-model-parallel-layout)", x.m.Layers, l.PP, l.VPP, x.layersPerStage, x.layersLast))
 	case l.PP > 1 && x.m.Layers%l.PP != 0:
 		w = append(w, fmt.Sprintf("%d layers over PP=%d unevenly: %.0f on the heaviest stage, %.0f on the last (Megatron --decoder-first/last-pipeline-num-layers)", x.m.Layers, l.PP, x.layersPerStage, x.layersLast))
+	}
+	if s := x.moeWhy(e); s != "" {
+		w = append(w, s)
 	}
 	if l.PP > 1 {
 		if l.VPP > 1 {

@@ -1,6 +1,9 @@
 package plan
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // The MoE layer's terms beyond its GEMMs (time.go: linearsTime times the
 // grouped expert GEMMs per local expert, so an expert with few tokens runs
@@ -132,4 +135,28 @@ func (x *shape) mtpTime() stageT {
 	st.tp, st.cp, st.ep = n*lt.tp, n*lt.cp, n*lt.ep
 	st.fwd, st.bwd = n*(lt.fwd+f), n*(lt.bwd+b)
 	return st
+}
+
+// moeWhy says how the EP all-to-all runs and what sets the experts' pace.
+func (x *shape) moeWhy(e *Evaluation) string {
+	if !x.m.isMoE() || x.l.EP <= 1 {
+		return ""
+	}
+	l, k := x.groupLink(x.ep, x.epStride())
+	where := "inside the NVLink domain"
+	if l.lat != nvlLatency {
+		where = fmt.Sprintf("%.0f of %.0f peers over the network", x.ep-k, x.ep-1)
+		if x.j.MoEDispatcher == "flex" {
+			where += fmt.Sprintf(", flex dispatch sends %.0f%% of their copies (one per remote domain)", 100*x.dedupShare(x.ep/k))
+		}
+	}
+	s := fmt.Sprintf("EP=%d all-to-all %s: %.1f%% of the step", x.l.EP, where, pct(e.Time.EPComm, e.Time.Step))
+	if x.j.MoEA2AOverlap {
+		s += ", what shows beside the overlapped compute"
+	}
+	load := "dropless, balanced routing"
+	if x.j.MoECapacity > 0 {
+		load = fmt.Sprintf("capacity factor %.2g, padded", x.j.MoECapacity)
+	}
+	return s + fmt.Sprintf("; the busiest rank gets %.3g× the mean routed tokens (%s)", x.moeLoad(), load)
 }
