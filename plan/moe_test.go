@@ -225,3 +225,28 @@ func TestMegatronArgsForMoEOptions(t *testing.T) {
 		}
 	}
 }
+
+// The plan JSON's inputs carry how the MoE and FP8 layers ran, so an
+// observation of the run re-evaluates to the same plan; a bad value names
+// its field.
+func TestInputsCarryMoEOptions(t *testing.T) {
+	m, j, c, _ := dsv3Job(t)
+	m.MTPLayers = 1
+	j.FP8Recipe, j.MoEDispatcher, j.MoEA2AOverlap, j.MoECapacity = FP8Blockwise, "flex", true, 1.25
+	in := InputsOf(m, j, c, "")
+	m2, j2, _, err := in.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j2.FP8Recipe != j.FP8Recipe || j2.MoEDispatcher != "flex" || !j2.MoEA2AOverlap || j2.MoECapacity != 1.25 || m2.MTPLayers != 1 {
+		t.Errorf("round trip: job %+v, mtp %d", j2, m2.MTPLayers)
+	}
+	in.FP8Recipe = "mxfp8"
+	if _, _, _, err := in.Resolve(); err == nil || !strings.Contains(err.Error(), "inputs.fp8_recipe") {
+		t.Errorf("mxfp8 on H100: %v", err)
+	}
+	in.FP8Recipe, in.MoEDispatcher = "", "nccl"
+	if _, _, _, err := in.Resolve(); err == nil || !strings.Contains(err.Error(), "inputs.moe_dispatcher") {
+		t.Errorf("unknown dispatcher: %v", err)
+	}
+}
