@@ -21,7 +21,8 @@ import (
 //     network carries the expected number of distinct remote domains a
 //     token's TopK experts fall in, not TopK·(D−1)/D copies. Group-limited
 //     routing (Model.RouterGroups, RouterGroupTopK: DeepSeek-V3's 8 groups,
-//     4 kept) caps that further when the groups line up with the domains.
+//     4 kept) caps that further when the groups line up with the domains;
+//     its large per-node messages run at flexNetEff of the NIC rate.
 //   - Router load: the slowest EP rank sets the pace of the expert GEMMs and
 //     of the all-to-all it receives. Dropless with balanced routing, a rank's
 //     routed tokens vary like a multinomial count, and the busiest of EP ranks
@@ -38,6 +39,14 @@ import (
 //     another's forward or backward computes: what exceeds the layer's
 //     compute shows, plus the interference of overlapped communication
 //     (tpInterfere, as for TP userbuffers).
+
+// flexNetEff is a hierarchical dispatcher's share of the NIC rate: DeepEP's
+// normal kernels on H800 with one CX7 400 Gb/s NIC (~50 GB/s) per GPU reach
+// 43 GB/s of RDMA bottleneck bandwidth at EP 16 and 50-58 at EP 32-64 in the
+// DeepSeek-V3 setting (deepseek-ai/DeepEP README, "Normal kernels with NVLink
+// and RDMA forwarding"); the lowest, 43/50, is taken. NCCL's all-to-all of
+// many small per-peer messages gets a2aNetEff.
+const flexNetEff = 0.86
 
 // moeLoad is the busiest EP rank's routed tokens over the mean.
 func (x *shape) moeLoad() float64 {
@@ -66,11 +75,13 @@ func (x *shape) a2aTime(vol, n, stride float64) float64 {
 	}
 	intra := vol * (k - 1) / (n - 1)
 	inter := vol - intra
+	eff := a2aNetEff
 	if x.j.MoEDispatcher == "flex" {
 		inter *= x.dedupShare(n / k)
 		intra = vol // every copy takes an NVLink hop, at the source or after the network
+		eff = flexNetEff
 	}
-	return math.Max(inter/(x.c.InterNode*a2aNetEff), intra/x.nvlink().bw) + l.lat
+	return math.Max(inter/(x.c.InterNode*eff), intra/x.nvlink().bw) + l.lat
 }
 
 // dedupShare is the share of the plain all-to-all's network copies a
