@@ -32,7 +32,7 @@ const lhiMinRows = 4
 func rowJob(t testing.TB, r publishedRun) (Model, Job, Cluster, Layout, float64) {
 	m := r.model()
 	gbs, _ := r.globalBatch()
-	j := Job{SeqLen: r.SeqLen, GlobalBatch: gbs, Precision: r.precision(), Stack: r.stack()}
+	j := r.job()
 	c := r.cluster(t)
 	l, rc := r.layout()
 	if rc != "" {

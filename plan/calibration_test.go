@@ -74,12 +74,19 @@ type publishedRun struct {
 	MoEFFN      int    `json:"moe_ffn_hidden"`
 	SharedFFN   int    `json:"moe_shared_ffn_hidden"`
 	DenseLayers int    `json:"dense_layers"`
-	file        string // which calibration file
+
+	// published-runs-3.json adds these (issue 29).
+	HeldOut    bool   `json:"held_out"`        // never fitted on: predicted only (its in-sample error is out of sample)
+	FP8Recipe  string `json:"fp8_recipe"`      // delayed | current | blockwise | mxfp8
+	MTPLayers  int    `json:"mtp_layers"`      // multi-token-prediction layers (DeepSeek-V3: 1)
+	A2AOverlap bool   `json:"moe_a2a_overlap"` // the recipe overlaps the EP all-to-all (Megatron-Core, DualPipe)
+	Dispatcher string `json:"moe_dispatcher"`  // alltoall | flex
+	file       string // which calibration file
 }
 
 // calibrationFiles are the copies of shared/calibration/*.json (sources in
 // testdata/published-runs.md).
-var calibrationFiles = []string{"published-runs.json", "published-runs-2.json"}
+var calibrationFiles = []string{"published-runs.json", "published-runs-2.json", "published-runs-3.json"}
 
 func loadRuns(t testing.TB) []publishedRun {
 	t.Helper()
@@ -126,11 +133,14 @@ func (r publishedRun) model() Model {
 		// Megatron GPT and NeMo Llama/Nemotron untie the output layer; the
 		// calibration set's FLOP figures count it either way.
 		TiedEmbeddings: false,
-		Experts:        r.Experts, TopK: r.TopK, MoEFFN: r.MoEFFN, SharedFFN: r.SharedFFN, DenseLayers: r.DenseLayers}
+		Experts:        r.Experts, TopK: r.TopK, MoEFFN: r.MoEFFN, SharedFFN: r.SharedFFN, DenseLayers: r.DenseLayers,
+		MTPLayers: r.MTPLayers}
 	if strings.Contains(r.Model, "DeepSeek-V3") {
 		// MLA as the row's notes give it (NeMo DeepSeekV3Config): q_lora 1536,
 		// kv_lora 512, 128 no-RoPE + 64 RoPE dims per query/key head, 128 per value head.
 		m.HeadDim, m.QKRopeDim, m.VHeadDim, m.QLoRA, m.KVLoRA = 128, 64, 128, 1536, 512
+		// Group-limited routing (HF config n_group 8, topk_group 4).
+		m.RouterGroups, m.RouterGroupTopK = 8, 4
 	}
 	return m
 }
@@ -177,7 +187,8 @@ func (r publishedRun) globalBatch() (int, bool) {
 }
 
 func (r publishedRun) cluster(t testing.TB) Cluster {
-	name := map[string]string{"A100-80GB": "a100-80gb", "A100-40GB": "a100-40gb", "H100-SXM-80GB": "h100-sxm"}[r.GPUType]
+	name := map[string]string{"A100-80GB": "a100-80gb", "A100-40GB": "a100-40gb", "H100-SXM-80GB": "h100-sxm",
+		"H800": "h800", "B200": "b200", "GB200": "gb200"}[r.GPUType]
 	g, err := LookupGPU(name)
 	if err != nil {
 		t.Fatalf("%s: %v", r.ID, err)
@@ -278,6 +289,8 @@ type calRow struct {
 	family, file         string
 	stack                Stack
 	moe                  bool    // a MoE model (grouped by dense/MoE in calibration.md)
+	heldOut              bool    // never fitted on (published-runs-3.json)
+	prec, model          string  // precision and FP8 recipe, and the model, for the held-out tables
 	params               float64 // model parameters, for the nearest-row uncertainty band
 	evaluable            bool
 	lofo                 float64 // leave-one-family-out error
@@ -288,10 +301,17 @@ type calRow struct {
 	rcChosen, note       string
 }
 
+// job is the row's job as the planner sees it.
+func (r publishedRun) job() Job {
+	gbs, _ := r.globalBatch()
+	return Job{SeqLen: r.SeqLen, GlobalBatch: gbs, Precision: r.precision(), Stack: r.stack(), FP8Recipe: FP8Recipe(r.FP8Recipe),
+		MoEA2AOverlap: r.A2AOverlap, MoEDispatcher: r.Dispatcher}
+}
+
 func predictRun(t testing.TB, r publishedRun) calRow {
 	m := r.model()
-	gbs, assumedGBS := r.globalBatch()
-	j := Job{SeqLen: r.SeqLen, GlobalBatch: gbs, Precision: r.precision(), Stack: r.stack()}
+	_, assumedGBS := r.globalBatch()
+	j := r.job()
 	c := r.cluster(t)
 	l, rc := r.layout()
 	var e Evaluation
@@ -318,7 +338,7 @@ func predictRun(t testing.TB, r publishedRun) calRow {
 	}
 	pub, how := r.published(m)
 	row := calRow{id: r.ID, gpu: r.GPUType, how: how, pub: pub, pred: e.TokensPerSPerGPU,
-		family: r.family(), file: r.file, stack: r.stack(), moe: m.isMoE(), params: m.Params(), evaluable: e.Reason == "" && e.TokensPerSPerGPU > 0,
+		family: r.family(), file: r.file, stack: r.stack(), moe: m.isMoE(), heldOut: r.HeldOut, prec: precLabel(j, c.GPU), model: r.Model, params: m.Params(), evaluable: e.Reason == "" && e.TokensPerSPerGPU > 0,
 		fits: e.Memory.Fits, mem: e.Memory.PerGPU, capacity: e.Memory.Capacity, rcChosen: e.Recompute, note: note}
 	rcs := e.Recompute
 	if e.RecomputeLayers > 0 {
@@ -371,4 +391,12 @@ func korthikantiMemory(t testing.TB, r publishedRun) (wo, actNoSP, actSPSel floa
 	layerParams := m.attnParams() + m.denseMLPParams()
 	wo = 18 * layerParams * float64(r.Layers) / float64(r.TP*r.PP) / gib
 	return
+}
+
+// precLabel is a row's precision, with the FP8 recipe it runs.
+func precLabel(j Job, g GPU) string {
+	if j.Precision != FP8 {
+		return string(j.Precision)
+	}
+	return "fp8 " + string(fp8Recipe(j, g))
 }

@@ -84,8 +84,10 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return fmt.Sprintf("%d attention heads are not divisible by tp=%d", m.Heads, l.TP)
 	case m.kvHeads()%l.TP != 0:
 		return fmt.Sprintf("%d KV heads are not divisible by tp=%d", m.kvHeads(), l.TP)
-	case l.VPP > 1 && m.Layers%(l.PP*l.VPP) != 0 && (m.Layers+2)%(l.PP*l.VPP) != 0:
-		return fmt.Sprintf("%d layers are not divisible by pp·vpp = %d, nor are %d with the embedding and the loss counted as layers (interleaving needs equal chunks)", m.Layers, l.PP*l.VPP, m.Layers+2)
+	case l.VPP > 1 && m.Layers < l.PP*l.VPP:
+		// Uneven chunks are fine (Megatron-Core --pipeline-model-parallel-layout,
+		// render_megatron.go: pipelineLayout); an empty one is not planned.
+		return fmt.Sprintf("%d layers are fewer than the pp·vpp = %d virtual stages", m.Layers, l.PP*l.VPP)
 	case l.PP > m.Layers/2 && l.PP > 1 && m.Layers%l.PP != 0:
 		return fmt.Sprintf("%d layers cannot be split unevenly over pp=%d stages", m.Layers, l.PP)
 	case l.PP > m.Layers:
@@ -126,6 +128,12 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return fmt.Sprintf("%s has no BF16 (its tensor cores do FP16)", c.GPU.Name)
 	case j.Precision != BF16 && j.Precision != FP16 && j.Precision != FP8 && j.Precision != "":
 		return fmt.Sprintf("precision %q: accepted bf16, fp16, fp8", j.Precision)
+	case j.Precision == FP8 && validFP8Recipe(j.FP8Recipe, c.GPU) != "":
+		return validFP8Recipe(j.FP8Recipe, c.GPU)
+	case j.MoEDispatcher != "" && j.MoEDispatcher != "alltoall" && j.MoEDispatcher != "flex":
+		return fmt.Sprintf("moe_dispatcher %q: accepted alltoall, flex (DeepEP/HybridEP)", j.MoEDispatcher)
+	case j.MoECapacity < 0 || m.MTPLayers < 0:
+		return fmt.Sprintf("moe_capacity_factor %g and mtp_layers %d must be ≥ 0 (0 = dropless, no MTP)", j.MoECapacity, m.MTPLayers)
 	case m.TopK > m.Experts:
 		return fmt.Sprintf("topk %d exceeds %d experts", m.TopK, m.Experts)
 	}
@@ -140,8 +148,11 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 //     loss as one layer each, so the first and last stages hold (L+2)/p − 1
 //     transformer layers and the middle ones (L+2)/p (Llama-3.1-405B's 126
 //     layers on PP 8 with VPP 8, or PP 16).
-//   - Otherwise with VPP 1: --decoder-first/last-pipeline-num-layers; the
-//     heaviest (first) stage holds ceil(L/p), the last floor(L/p).
+//   - Otherwise: with VPP 1 --decoder-first/last-pipeline-num-layers, with
+//     VPP > 1 an explicit --pipeline-model-parallel-layout whose chunks hold
+//     ⌊L/pv⌋ or ⌈L/pv⌉ layers (pipelineLayout: DeepSeek-V3's 61 layers on
+//     PP 8 × VPP 4, as NVIDIA's recipes run it); either way the heaviest
+//     (first) stage holds ceil(L/p), the last floor(L/p).
 func (x *shape) splitLayers() {
 	L := float64(x.m.Layers)
 	x.layersMid = 0
@@ -267,8 +278,13 @@ func (x *shape) why(e *Evaluation) []string {
 	switch {
 	case x.layersMid > 0:
 		w = append(w, fmt.Sprintf("%d layers over PP=%d×VPP=%d with the embedding and the loss counted as layers: %.0f on the first and last stages, %.0f on the others (Megatron --account-for-embedding/loss-in-pipeline-split)", x.m.Layers, l.PP, l.VPP, x.layersPerStage, x.layersMid))
+	case l.PP > 1 && l.VPP > 1 && x.m.Layers%(l.PP*l.VPP) != 0:
+		w = append(w, fmt.Sprintf("%d layers over PP=%d×VPP=%d in uneven chunks: %.0f on the heaviest stage, %.0f on the last (Megatron --pipeline-model-parallel-layout)", x.m.Layers, l.PP, l.VPP, x.layersPerStage, x.layersLast))
 	case l.PP > 1 && x.m.Layers%l.PP != 0:
 		w = append(w, fmt.Sprintf("%d layers over PP=%d unevenly: %.0f on the heaviest stage, %.0f on the last (Megatron --decoder-first/last-pipeline-num-layers)", x.m.Layers, l.PP, x.layersPerStage, x.layersLast))
+	}
+	if s := x.moeWhy(e); s != "" {
+		w = append(w, s)
 	}
 	if l.PP > 1 {
 		if l.VPP > 1 {

@@ -24,6 +24,13 @@ type Inputs struct {
 	Stack        string  `json:"stack"`
 	Finetune     string  `json:"finetune"`
 	Pins         string  `json:"pins,omitempty"` // the --fix string
+	// How the FP8 and MoE layers run (issue 29; Job's fields of the same
+	// names): an observation of a MoE run keeps them, so a calibration
+	// compares like with like.
+	FP8Recipe     string  `json:"fp8_recipe,omitempty"`
+	MoEDispatcher string  `json:"moe_dispatcher,omitempty"`
+	MoEA2AOverlap bool    `json:"moe_a2a_overlap,omitempty"`
+	MoECapacity   float64 `json:"moe_capacity_factor,omitempty"`
 }
 
 // InputsOf describes m, j on c with the user's pins.
@@ -41,7 +48,8 @@ func InputsOf(m Model, j Job, c Cluster, pins string) Inputs {
 		prec = string(BF16)
 	}
 	in := Inputs{Model: m, GPU: c.GPU.Name, GPUs: c.GPUs, GPUsPerNode: c.GPUsPerNode, NVLinkDomain: c.NVLinkDomain,
-		SeqLen: j.SeqLen, GlobalBatch: j.GlobalBatch, Precision: prec, Stack: st, Finetune: ft, Pins: pins}
+		SeqLen: j.SeqLen, GlobalBatch: j.GlobalBatch, Precision: prec, Stack: st, Finetune: ft, Pins: pins,
+		FP8Recipe: string(j.FP8Recipe), MoEDispatcher: j.MoEDispatcher, MoEA2AOverlap: j.MoEA2AOverlap, MoECapacity: j.MoECapacity}
 	if c.InterNode != c.GPU.InterNode {
 		in.InterNode = c.InterNode
 	}
@@ -85,7 +93,14 @@ func (in Inputs) Resolve() (Model, Job, Cluster, error) {
 	if in.InterNode > 0 && !math.IsInf(in.InterNode, 0) {
 		c.InterNode = in.InterNode
 	}
-	j := Job{SeqLen: in.SeqLen, GlobalBatch: in.GlobalBatch, Precision: prec, LoRARank: lora, Stack: st}
+	j := Job{SeqLen: in.SeqLen, GlobalBatch: in.GlobalBatch, Precision: prec, LoRARank: lora, Stack: st,
+		FP8Recipe: FP8Recipe(in.FP8Recipe), MoEDispatcher: in.MoEDispatcher, MoEA2AOverlap: in.MoEA2AOverlap, MoECapacity: in.MoECapacity}
+	if r := validFP8Recipe(j.FP8Recipe, g); r != "" && j.Precision == FP8 {
+		return Model{}, Job{}, Cluster{}, fmt.Errorf("inputs.fp8_recipe: %s", r)
+	}
+	if j.MoEDispatcher != "" && j.MoEDispatcher != "alltoall" && j.MoEDispatcher != "flex" {
+		return Model{}, Job{}, Cluster{}, fmt.Errorf("inputs.moe_dispatcher %q: accepted alltoall, flex", j.MoEDispatcher)
+	}
 	return in.Model, j, c, nil
 }
 

@@ -26,3 +26,25 @@ func (g GPU) Peak16Name() string {
 	}
 	return "BF16"
 }
+
+// FP8Recipe is how FP8 tensors get their scales (Transformer Engine
+// recipes). They differ in the passes over each tensor before the GEMM and
+// in how fast the GEMM runs (fp8.go).
+type FP8Recipe string
+
+const (
+	// FP8Delayed: one scale per tensor from the amax history of earlier
+	// steps (TE DelayedScaling): the cast is one fused pass.
+	FP8Delayed FP8Recipe = "delayed"
+	// FP8Current: one scale per tensor from this tensor's own amax (TE
+	// Float8CurrentScaling, NeMo "FP8-CS"): an amax pass before the cast.
+	FP8Current FP8Recipe = "current"
+	// FP8Blockwise: DeepSeek-V3's fine-grained scaling (1×128 activation
+	// tiles, 128×128 weight blocks; TE Float8BlockScaling) on Hopper, whose
+	// tensor cores have no block scales: partial sums are rescaled on the
+	// CUDA cores (DeepSeek-V3 report §3.3.2).
+	FP8Blockwise FP8Recipe = "blockwise"
+	// FP8MX: MXFP8, 32-element blocks with E8M0 scales, applied by
+	// Blackwell's tensor cores (OCP MX spec; TE MXFP8BlockScaling).
+	FP8MX FP8Recipe = "mxfp8"
+)

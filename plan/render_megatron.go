@@ -126,8 +126,10 @@ func (a *megatronArgv) pipelineSplit(m *Model, l Layout) error {
 			a.add("--account-for-embedding-in-pipeline-split")
 			a.add("--account-for-loss-in-pipeline-split")
 		case l.VPP > 1:
-			return &MegatronError{fmt.Sprintf("%d layers over pp=%d vpp=%d (neither %d nor %d divides by %d)", L, l.PP, l.VPP, L, L+2, pv),
-				"pin another vpp (--fix vpp=1) or let the planner choose"}
+			// The layout names every virtual stage (and so the VPP): no
+			// --num-virtual-stages-per-pipeline-rank beside it.
+			a.add("--pipeline-model-parallel-layout", pipelineLayout(L, l.PP, l.VPP, m.MTPLayers))
+			return nil
 		default:
 			first, _, last, ok := unevenSplit(L, l.PP)
 			if !ok {
@@ -202,10 +204,11 @@ func (a *megatronArgv) optimizer(j Job, l Layout) {
 		a.add("--fp16")
 	case FP8:
 		// FP8 GEMMs through Transformer Engine (E4M3 forward, E5M2
-		// gradients, delayed scaling); weights and the rest stay BF16.
+		// gradients, the job's scaling recipe: fp8.go); weights and the
+		// rest stay BF16. Megatron calls current scaling "tensorwise".
 		a.add("--bf16")
 		a.add("--fp8-format", "hybrid")
-		a.add("--fp8-recipe", "delayed")
+		a.add("--fp8-recipe", map[FP8Recipe]string{FP8Delayed: "delayed", FP8Current: "tensorwise", FP8Blockwise: "blockwise", FP8MX: "mxfp8"}[fp8Recipe(j, GPU{})])
 	default:
 		a.add("--bf16")
 	}
@@ -230,7 +233,7 @@ func (a *megatronArgv) model(m Model, j Job) error {
 	if err := a.mlp(m); err != nil {
 		return err
 	}
-	a.moe(m)
+	a.moe(m, j)
 	return nil
 }
 
@@ -322,7 +325,10 @@ func (a *megatronArgv) mlp(m Model) error {
 
 // moe: experts, routing, shared experts, the dense leading layers,
 // grouped GEMM and the all-to-all dispatcher.
-func (a *megatronArgv) moe(m Model) {
+func (a *megatronArgv) moe(m Model, j Job) {
+	if m.MTPLayers > 0 {
+		a.add("--mtp-num-layers", m.MTPLayers)
+	}
 	if m.Experts == 0 {
 		return
 	}
@@ -347,7 +353,45 @@ func (a *megatronArgv) moe(m Model) {
 		a.add("--moe-router-topk-scaling-factor", m.RouterScale)
 	}
 	a.add("--moe-grouped-gemm")
-	a.add("--moe-token-dispatcher-type", "alltoall")
+	if j.MoEDispatcher == "flex" {
+		a.add("--moe-token-dispatcher-type", "flex")
+		a.add("--moe-flex-dispatcher-backend", "deepep")
+	} else {
+		a.add("--moe-token-dispatcher-type", "alltoall")
+	}
+	if j.MoEA2AOverlap {
+		a.add("--overlap-moe-expert-parallel-comm")
+	}
+	if j.MoECapacity > 0 {
+		a.add("--moe-expert-capacity-factor", j.MoECapacity)
+		a.add("--moe-pad-expert-input-to-capacity")
+	}
+}
+
+// pipelineLayout is Megatron-Core's --pipeline-model-parallel-layout for L
+// transformer layers over pp·vpp virtual stages listed in model order
+// (virtual stage c runs on pipeline rank c mod pp): E is the embedding, t a
+// layer, m a multi-token-prediction layer (on the last stage, before the
+// loss, as the time model puts it), L the loss, | a stage boundary. The
+// first L mod pv chunks get one layer more, which puts ⌈L/pp⌉ layers on the
+// first rank and ⌊L/pp⌋ on the last, as shape.splitLayers assumes.
+func pipelineLayout(layers, pp, vpp, mtp int) string {
+	pv := pp * vpp
+	q, r := layers/pv, layers%pv
+	var b strings.Builder
+	b.WriteString("E")
+	for c := range pv {
+		if c > 0 {
+			b.WriteString("|")
+		}
+		n := q
+		if c < r {
+			n++
+		}
+		b.WriteString(strings.Repeat("t", n))
+	}
+	b.WriteString(strings.Repeat("m", max(mtp, 0)) + "L")
+	return b.String()
 }
 
 // unevenSplit spreads layers over pp stages the way Megatron-LM can express

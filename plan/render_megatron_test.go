@@ -24,8 +24,6 @@ func TestMegatronRefuses(t *testing.T) {
 	nvme.Offload = "nvme"
 	params2 := rdHandEval()
 	params2.PP, params2.VPP = 2, 1
-	badVPP := rdHandEval()
-	badVPP.VPP = 3 // 80 and 82 over 4·3
 	cases := []struct {
 		name string
 		m    Model
@@ -39,7 +37,6 @@ func TestMegatronRefuses(t *testing.T) {
 		{"alibi", bloom, rdJobL70, params2, []string{"position=alibi", "Megatron-DeepSpeed"}},
 		{"geglu", geglu, rdJobL70, rdHandEval(), []string{"ffn_type=geglu", "gated_linear_unit"}},
 		{"relu", relu, rdJobL70, rdHandEval(), []string{"ffn_type=relu"}},
-		{"vpp that splits no way", l70, rdJobL70, badVPP, []string{"80 layers over pp=4 vpp=3", "--fix vpp=1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -188,5 +185,37 @@ func TestMegatronEnv(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: CUDA_DEVICE_MAX_CONNECTIONS=%q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// Issue 29: a layout whose virtual stages cannot hold equal layer counts
+// (DeepSeek-V3's 61 layers on PP 8 × VPP 4, NVIDIA's H100 recipe) renders
+// Megatron-Core's explicit --pipeline-model-parallel-layout, with the
+// heaviest rank holding what the memory and time model assume.
+func TestMegatronPipelineLayout(t *testing.T) {
+	got := pipelineLayout(61, 8, 4, 0)
+	if n := strings.Count(got, "|") + 1; n != 32 {
+		t.Fatalf("%s: %d virtual stages, want 32", got, n)
+	}
+	if !strings.HasPrefix(got, "Ett|") || !strings.HasSuffix(got, "|tL") || strings.Count(got, "t") != 61 {
+		t.Errorf("layout %s: want 61 layers, the embedding first and the loss last", got)
+	}
+	// Per pipeline rank (virtual stage c on rank c mod 8): 8 on rank 0, 7 on rank 7.
+	per := make([]int, 8)
+	for c, chunk := range strings.Split(got, "|") {
+		per[c%8] += strings.Count(chunk, "t")
+	}
+	if per[0] != 8 || per[7] != 7 {
+		t.Errorf("layers per rank %v, want 8 first and 7 last (⌈61/8⌉, ⌊61/8⌋)", per)
+	}
+	l70, _ := LookupModel("llama3-70b")
+	e := rdHandEval()
+	e.VPP = 3 // 80 and 82 over 4·3: no equal split
+	var b bytes.Buffer
+	if err := RenderMegatron(&b, l70, rdJobL70, e); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "--pipeline-model-parallel-layout") || strings.Contains(b.String(), "--num-virtual-stages-per-pipeline-rank") {
+		t.Errorf("uneven VPP: want the layout and no --num-virtual-stages-per-pipeline-rank:\n%s", b.String())
 	}
 }

@@ -10,7 +10,7 @@ var stackEff = map[Stack]float64{
 	"fsdp:compile":  0.883,
 	"jax":           0.897,
 	"megatron-2022": 0.992,
-	"nemo":          1.018,
+	"nemo":          1.015,
 }
 
 var stackEffPooled = 0.994
@@ -49,18 +49,18 @@ var calErrors = []calError{
 	{"megatron-2022", "ampere", 1.009e+12, -0.1013}, // korthikanti22-1T-seq-sel
 	{"megatron-2022", "ampere", 1.009e+12, -0.0996}, // korthikanti22-1T-full-recompute
 	{"megatron-2022", "ampere", 5.306e+11, -0.0887}, // korthikanti22-530B-2240gpu
-	{"nemo", "hopper", 5.252e+09, -0.0321},          // nemo2407-h100-fp8-gpt3-5b-64
-	{"nemo", "hopper", 2.056e+10, -0.0208},          // nemo2407-h100-fp8-gpt3-20b-64
-	{"nemo", "hopper", 1.752e+11, -0.0669},          // nemo2407-h100-fp8-gpt3-175b-128
-	{"nemo", "hopper", 1.752e+11, -0.2044},          // nemo2407-h100-fp8-gpt3-175b-512
-	{"nemo", "hopper", 6.738e+09, -0.1082},          // nemo2407-h100-fp8-llama2-7b-8
-	{"nemo", "hopper", 1.302e+10, -0.0846},          // nemo2407-h100-fp8-llama2-13b-16
-	{"nemo", "hopper", 6.898e+10, -0.0150},          // nemo2407-h100-fp8-llama2-70b-64
-	{"nemo", "hopper", 8.54e+09, 0.0555},            // nemo2407-h100-fp8-nemotron-8b-64
-	{"nemo", "hopper", 2.127e+10, -0.0047},          // nemo2407-h100-fp8-nemotron-22b-64
-	{"nemo", "hopper", 3.41e+11, -0.1976},           // nemo2407-h100-fp8-nemotron-340b-128
-	{"nemo", "hopper", 8.03e+09, -0.0727},           // nemo2407-h100-fp8-llama3-8b-8
-	{"nemo", "hopper", 7.055e+10, -0.0373},          // nemo2407-h100-fp8-llama3-70b-64
+	{"nemo", "hopper", 5.252e+09, -0.0292},          // nemo2407-h100-fp8-gpt3-5b-64
+	{"nemo", "hopper", 2.056e+10, -0.0181},          // nemo2407-h100-fp8-gpt3-20b-64
+	{"nemo", "hopper", 1.752e+11, -0.0642},          // nemo2407-h100-fp8-gpt3-175b-128
+	{"nemo", "hopper", 1.752e+11, -0.2021},          // nemo2407-h100-fp8-gpt3-175b-512
+	{"nemo", "hopper", 6.738e+09, -0.1055},          // nemo2407-h100-fp8-llama2-7b-8
+	{"nemo", "hopper", 1.302e+10, -0.0818},          // nemo2407-h100-fp8-llama2-13b-16
+	{"nemo", "hopper", 6.898e+10, -0.0121},          // nemo2407-h100-fp8-llama2-70b-64
+	{"nemo", "hopper", 8.54e+09, 0.0586},            // nemo2407-h100-fp8-nemotron-8b-64
+	{"nemo", "hopper", 2.127e+10, -0.0018},          // nemo2407-h100-fp8-nemotron-22b-64
+	{"nemo", "hopper", 3.41e+11, -0.1954},           // nemo2407-h100-fp8-nemotron-340b-128
+	{"nemo", "hopper", 8.03e+09, -0.0699},           // nemo2407-h100-fp8-llama3-8b-8
+	{"nemo", "hopper", 7.055e+10, -0.0345},          // nemo2407-h100-fp8-llama3-70b-64
 	{"nemo", "hopper", 6.738e+09, -0.0842},          // nemo-longseq-llama2-7b-4k
 	{"nemo", "hopper", 6.738e+09, -0.0711},          // nemo-longseq-llama2-7b-8k
 	{"nemo", "hopper", 6.738e+09, -0.0064},          // nemo-longseq-llama2-7b-16k
@@ -70,14 +70,14 @@ var calErrors = []calError{
 	{"nemo", "hopper", 6.738e+09, -0.0267},          // nemo-longseq-llama2-7b-256k
 	{"nemo", "hopper", 6.738e+09, -0.0487},          // nemo-longseq-llama2-7b-512k
 	{"nemo", "hopper", 6.738e+09, -0.0303},          // nemo-longseq-llama2-7b-1024k
-	{"fsdp", "ampere", 6.738e+09, 0.1019},           // fmsfsdp-blog-a100-7b
-	{"fsdp", "ampere", 1.302e+10, 0.2404},           // fmsfsdp-blog-a100-13b
-	{"fsdp", "ampere", 3.374e+10, 0.0007},           // fmsfsdp-blog-a100-34b
-	{"fsdp", "ampere", 6.898e+10, -0.0557},          // fmsfsdp-blog-a100-70b
-	{"fsdp", "hopper", 6.738e+09, 0.3051},           // fmsfsdp-blog-h100-7b
-	{"fsdp", "hopper", 1.302e+10, 0.4526},           // fmsfsdp-blog-h100-13b
-	{"fsdp", "hopper", 3.374e+10, 0.1664},           // fmsfsdp-blog-h100-34b
-	{"fsdp", "hopper", 6.898e+10, 0.1408},           // fmsfsdp-blog-h100-70b
+	{"fsdp", "ampere", 6.738e+09, 0.1039},           // fmsfsdp-blog-a100-7b
+	{"fsdp", "ampere", 1.302e+10, 0.2428},           // fmsfsdp-blog-a100-13b
+	{"fsdp", "ampere", 3.374e+10, 0.0026},           // fmsfsdp-blog-a100-34b
+	{"fsdp", "ampere", 6.898e+10, -0.0540},          // fmsfsdp-blog-a100-70b
+	{"fsdp", "hopper", 6.738e+09, 0.3076},           // fmsfsdp-blog-h100-7b
+	{"fsdp", "hopper", 1.302e+10, 0.4553},           // fmsfsdp-blog-h100-13b
+	{"fsdp", "hopper", 3.374e+10, 0.1686},           // fmsfsdp-blog-h100-34b
+	{"fsdp", "hopper", 6.898e+10, 0.1429},           // fmsfsdp-blog-h100-70b
 	{"fsdp:compile", "ampere", 6.738e+09, -0.1303},  // fmsfsdp-compile-a100-7b
 	{"fsdp:compile", "ampere", 1.302e+10, -0.0085},  // fmsfsdp-compile-a100-13b
 	{"fsdp:compile", "ampere", 3.374e+10, -0.0411},  // fmsfsdp-compile-a100-34b
@@ -96,8 +96,8 @@ var calErrors = []calError{
 	{"nemo", "hopper", 1.752e+11, 0.1100},           // dgxc2411-gpt3-175b-2048gpu
 	{"nemo", "hopper", 1.563e+10, 0.1028},           // dgxc2411-nemotron4-15b-16gpu
 	{"nemo", "hopper", 1.563e+10, 0.1411},           // dgxc2411-nemotron4-15b-2048gpu
-	{"nemo", "hopper", 3.165e+11, 0.0682},           // dgxc2411-grok1-314b-512gpu
-	{"nemo", "hopper", 3.165e+11, 0.0776},           // dgxc2411-grok1-314b-2048gpu
+	{"nemo", "hopper", 3.165e+11, 0.0490},           // dgxc2411-grok1-314b-512gpu
+	{"nemo", "hopper", 3.165e+11, 0.0582},           // dgxc2411-grok1-314b-2048gpu
 	{"jax", "hopper", 6.898e+10, -0.2618},           // dgxc2411-maxtext-llama2-70b-64gpu
 	{"jax", "hopper", 6.898e+10, -0.2442},           // dgxc2411-maxtext-llama2-70b-2048gpu
 	{"jax", "hopper", 5.244e+09, 0.3226},            // dgxc2411-paxml-gpt5b-16gpu
@@ -105,10 +105,10 @@ var calErrors = []calError{
 	{"nemo", "hopper", 8.03e+09, -0.0896},           // dgxc2504-llama31-8b-8gpu
 	{"nemo", "hopper", 7.055e+10, 0.0492},           // dgxc2504-llama31-70b-64gpu
 	{"nemo", "hopper", 4.059e+11, 0.0988},           // dgxc2504-llama31-405b-512gpu
-	{"nemo", "hopper", 3.165e+11, -0.0930},          // dgxc2505-grok1-314b-512gpu
-	{"nemo", "hopper", 4.007e+11, 0.0326},           // dgxc2505-llama4-maverick-512gpu
-	{"nemo", "hopper", 6.71e+11, -0.0354},           // dgxc2505-dsv3-671b-512gpu
-	{"nemo", "hopper", 6.71e+11, 0.0992},            // dgxc2505-dsv3-671b-1024gpu
+	{"nemo", "hopper", 3.165e+11, -0.1219},          // dgxc2505-grok1-314b-512gpu
+	{"nemo", "hopper", 4.007e+11, 0.0250},           // dgxc2505-llama4-maverick-512gpu
+	{"nemo", "hopper", 6.71e+11, 0.0144},            // dgxc2505-dsv3-671b-512gpu
+	{"nemo", "hopper", 6.71e+11, 0.1513},            // dgxc2505-dsv3-671b-1024gpu
 	{"fsdp:compile", "ampere", 1.1e+09, -0.1048},    // tinyllama-1.1b-a100-40gb
 	{"fsdp:compile", "ampere", 8.34e+08, -0.1747},   // flashattn-gpt3-760m-8xa100
 	{"fsdp:compile", "ampere", 1.414e+09, -0.2162},  // flashattn-gpt3-1.3b-8xa100

@@ -233,7 +233,7 @@ func (x *shape) linearsTime(moe bool) (fwd, bwd float64) {
 		// ETP < TP: each TP rank dispatches its own SP shard).
 		kt := float64(m.TopK) * T * x.etp / t
 		local := float64(m.Experts) / x.ep
-		me := kt / local
+		me := kt / local * x.moeLoad() // the busiest rank sets the pace (moe.go)
 		fe := float64(m.moeFFN())
 		f1, b1 := k.linear(me, h, (mats-1)*fe/x.etp, fp8, frozen)
 		f2, b2 := k.linear(me, fe/x.etp, h, fp8, frozen)
@@ -281,7 +281,7 @@ func (x *shape) layerTime(moe bool) stageT {
 		st.cp = x.cpComm(attF, attB)
 	}
 	if moe && x.l.EP > 1 {
-		st.ep = x.epComm()
+		st.ep = x.epShown(x.epComm(), st.compute+st.recompute)
 	}
 	return st
 }
@@ -336,8 +336,9 @@ func (x *shape) elementwiseFwd(moe bool) float64 {
 		tpE += 4 * (n + g) * d // rotary embedding on q and k
 	}
 	if fp8 {
-		rep += 8 * h                      // casts of the QKV and MLP inputs (read 2, write FP8 and its transpose)
-		tpE += 4 * (n*d + float64(m.FFN)) // casts of the projection and fc2 inputs
+		r, p := x.fp8Casts(moe) // the recipe's casts (fp8.go)
+		rep += r
+		tpE += p
 	}
 	return x.st.eltBytes * T * (rep/repDiv + tpE/t) / k.hbmE
 }
@@ -393,13 +394,8 @@ func (x *shape) epComm() float64 {
 	m := &x.m
 	T, t, h := x.tokens, x.t, float64(m.Hidden)
 	kh2 := float64(m.TopK) * h * 2
-	vol := T / t * kh2 * (x.ep - 1) / x.ep
-	l, _ := x.groupLink(x.ep, x.epStride())
-	bw := l.bw
-	if l.lat != nvlLatency {
-		bw = x.c.InterNode * a2aNetEff
-	}
-	one := vol/bw + l.lat
+	vol := T / t * kh2 * (x.ep - 1) / x.ep * x.moeLoad()
+	one := x.a2aTime(vol, x.ep, x.epStride())
 	if x.etp > 1 {
 		nv := x.nvlink()
 		one += T*x.etp/t*kh2*(x.etp-1)/x.etp/nv.bw + nv.lat
@@ -457,6 +453,7 @@ func (x *shape) stageTime(kind stageKind) stageT {
 		st.compute += f + b + ce
 		st.fwd += f
 		st.bwd += b
+		addL(x.mtpTime(), 1)
 	}
 	return st
 }

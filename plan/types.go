@@ -35,6 +35,11 @@ type Model struct {
 	MoEFFN         int     `json:"moe_ffn,omitempty"`      // each routed expert's MLP hidden size
 	SharedFFN      int     `json:"shared_ffn,omitempty"`   // shared-expert MLP hidden size (0 = none)
 	DenseLayers    int     `json:"dense_layers,omitempty"` // leading dense layers of a MoE model
+	// MTPLayers is DeepSeek-V3's multi-token-prediction depth (report §2.2):
+	// each adds one transformer layer (MoE when the model is), a 2h→h
+	// projection and a second pass of the output layer and loss on the
+	// last pipeline stage. 0 = none (the presets' main model).
+	MTPLayers int `json:"mtp_layers,omitempty"`
 
 	// Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); KVLoRA > 0 turns
 	// it on. Queries and keys have HeadDim (no-RoPE part) + QKRopeDim per
@@ -79,6 +84,20 @@ type Job struct {
 	LoRARank    int       `json:"lora_rank,omitempty"` // 0 = full training
 	Tokens      float64   `json:"tokens,omitempty"`    // total tokens, for time-to-train; 0 = not asked
 	Stack       Stack     `json:"stack,omitempty"`     // training software generation; "" = Megatron-Core + TE
+	// FP8Recipe is how FP8 tensors are scaled (precision.go, fp8.go);
+	// "" = delayed scaling.
+	FP8Recipe FP8Recipe `json:"fp8_recipe,omitempty"`
+	// MoECapacity is the MoE capacity factor (token dropping, Megatron-Core
+	// --moe-expert-capacity-factor, inputs padded to capacity); 0 = dropless.
+	MoECapacity float64 `json:"moe_capacity_factor,omitempty"`
+	// MoEA2AOverlap: the EP all-to-all of one micro-batch overlaps another's
+	// compute (Megatron-Core --overlap-moe-expert-parallel-comm; DeepSeek's
+	// DualPipe), moe.go.
+	MoEA2AOverlap bool `json:"moe_a2a_overlap,omitempty"`
+	// MoEDispatcher is the token dispatcher: "" or "alltoall" (NCCL
+	// all-to-all, every routed copy sent) or "flex" (DeepEP / HybridEP:
+	// one copy per remote NVLink domain, fanned out over NVLink), moe.go.
+	MoEDispatcher string `json:"moe_dispatcher,omitempty"`
 }
 
 // Stack is the generation of the training software. It decides mechanisms the

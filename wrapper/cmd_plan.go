@@ -33,6 +33,7 @@ type planOptions struct {
 	FFNType                                 string
 	Vocab, Experts, TopK, MoEFFN, SharedFFN int
 	DenseLayers                             int
+	MTPLayers                               int // multi-token prediction (DeepSeek-V3: 1)
 	TieEmbeddings                           bool
 	QLoRA, KVLoRA, QKRopeDim, VHeadDim      int // MLA
 	// job
@@ -41,6 +42,11 @@ type planOptions struct {
 	Finetune            string
 	Tokens              string
 	Stack               string
+	// how the MoE and FP8 layers run (plan/moe.go, plan/fp8.go)
+	FP8Recipe     string
+	MoEDispatcher string
+	MoEA2AOverlap bool
+	MoECapacity   float64
 	// cluster
 	GPU                             string
 	GPUs, GPUsPerNode, NVLinkDomain int
@@ -61,7 +67,7 @@ type planOptions struct {
 }
 
 // modelFlags are the flags that describe (or override) the model's shape.
-var modelFlags = []string{"layers", "hidden", "heads", "kv-heads", "head-dim", "ffn", "ffn-type", "vocab", "experts", "topk", "moe-ffn", "shared-ffn", "dense-layers", "tie-embeddings", "q-lora-rank", "kv-lora-rank", "qk-rope-dim", "v-head-dim"}
+var modelFlags = []string{"layers", "hidden", "heads", "kv-heads", "head-dim", "ffn", "ffn-type", "vocab", "experts", "topk", "moe-ffn", "shared-ffn", "dense-layers", "mtp-layers", "tie-embeddings", "q-lora-rank", "kv-lora-rank", "qk-rope-dim", "v-head-dim"}
 
 // AddFlags registers the plan flags on fs.
 func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
@@ -79,6 +85,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MoEFFN, "moe-ffn", 0, "each expert's MLP hidden size (default --ffn)")
 	fs.IntVar(&o.SharedFFN, "shared-ffn", 0, "shared-expert MLP hidden size (0 = none)")
 	fs.IntVar(&o.DenseLayers, "dense-layers", 0, "leading dense layers of a MoE model")
+	fs.IntVar(&o.MTPLayers, "mtp-layers", 0, "multi-token-prediction layers trained beside the model (DeepSeek-V3: 1; the presets: 0)")
 	fs.BoolVar(&o.TieEmbeddings, "tie-embeddings", false, "input and output embeddings share weights")
 	fs.IntVar(&o.KVLoRA, "kv-lora-rank", 0, "multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): KV latent width (0 = no MLA)")
 	fs.IntVar(&o.QLoRA, "q-lora-rank", 0, "MLA: query latent width (0 = full-rank queries)")
@@ -90,6 +97,10 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Precision, "precision", "", "bf16|fp16|fp8; when not given, bf16 (fp16 on GPUs without BF16, such as v100-32gb)")
 	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK] (lora alone means rank 16)")
 	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives), fsdp[:eager|:compile] (PyTorch FSDP/FSDP2), deepspeed[:zero1|:zero2|:zero3|:pipe], jax (MaxText/PaxML)")
+	fs.StringVar(&o.FP8Recipe, "fp8-recipe", "", "with --precision fp8: delayed|current|blockwise|mxfp8 scaling (default: mxfp8 on Blackwell, else delayed)")
+	fs.StringVar(&o.MoEDispatcher, "moe-dispatcher", "", "MoE token dispatcher: alltoall (NCCL, default) or flex (DeepEP/HybridEP: one copy per remote node)")
+	fs.BoolVar(&o.MoEA2AOverlap, "moe-a2a-overlap", false, "the EP all-to-all overlaps another micro-batch's compute (Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe)")
+	fs.Float64Var(&o.MoECapacity, "moe-capacity", 0, "MoE capacity factor (token dropping, experts padded to capacity); 0 = dropless")
 	fs.StringVar(&o.Tokens, "tokens", "", "total training tokens, for time to train and the sbatch time limit (1e12, 2T, 300B)")
 
 	fs.StringVar(&o.GPU, "gpu", "", "GPU type ("+strings.Join(plan.GPUNames(), " ")+"), or a list TYPE:N,TYPE:N to compare")
@@ -357,6 +368,7 @@ func (o *planOptions) modelGiven(changed func(name string) bool) (plan.Model, er
 	set("moe-ffn", &m.MoEFFN, o.MoEFFN)
 	set("shared-ffn", &m.SharedFFN, o.SharedFFN)
 	set("dense-layers", &m.DenseLayers, o.DenseLayers)
+	set("mtp-layers", &m.MTPLayers, o.MTPLayers)
 	set("kv-lora-rank", &m.KVLoRA, o.KVLoRA)
 	set("q-lora-rank", &m.QLoRA, o.QLoRA)
 	set("qk-rope-dim", &m.QKRopeDim, o.QKRopeDim)
@@ -446,6 +458,9 @@ func (o *planOptions) job() (plan.Job, error) {
 		return j, usageErrorf("--%v", err)
 	}
 	j.Stack = st
+	if err := o.moeJob(&j); err != nil {
+		return j, err
+	}
 	rank, err := parseFinetune(o.Finetune)
 	if err != nil {
 		return j, err
@@ -592,4 +607,26 @@ func writeModelList(w io.Writer) error {
 	}
 	fmt.Fprintln(tw, "\nOr give a Hugging Face config.json (or its directory), or the shape flags --layers --hidden --heads ...")
 	return tw.Flush()
+}
+
+// moeJob sets how the job's FP8 and MoE layers run, from their flags.
+func (o *planOptions) moeJob(j *plan.Job) error {
+	j.FP8Recipe = plan.FP8Recipe(strings.ToLower(o.FP8Recipe))
+	switch j.FP8Recipe {
+	case "", plan.FP8Delayed, plan.FP8Current, plan.FP8Blockwise, plan.FP8MX:
+	default:
+		return usageErrorf("--fp8-recipe %q: accepted: delayed, current, blockwise, mxfp8", o.FP8Recipe)
+	}
+	if j.FP8Recipe != "" && j.Precision != plan.FP8 {
+		return usageErrorf("--fp8-recipe %s needs --precision fp8", o.FP8Recipe)
+	}
+	j.MoEDispatcher = strings.ToLower(o.MoEDispatcher)
+	if j.MoEDispatcher != "" && j.MoEDispatcher != "alltoall" && j.MoEDispatcher != "flex" {
+		return usageErrorf("--moe-dispatcher %q: accepted: alltoall, flex", o.MoEDispatcher)
+	}
+	if o.MoECapacity < 0 {
+		return usageErrorf("--moe-capacity %g: give a capacity factor ≥ 1 (e.g. 1.25), or 0 for dropless", o.MoECapacity)
+	}
+	j.MoECapacity, j.MoEA2AOverlap = o.MoECapacity, o.MoEA2AOverlap
+	return nil
 }

@@ -413,3 +413,27 @@ func withoutInputs(t *testing.T, s string) string {
 	b, _ := json.Marshal(m)
 	return string(b)
 }
+
+// Issue 29: the MoE and FP8 job flags reach the job, and a bad value is a
+// usage error that names the flag.
+func TestPlanMoEJobFlags(t *testing.T) {
+	o := planOptions{SeqLen: 4096, GlobalBatch: 512, Precision: "fp8", Stack: "megatron-core",
+		FP8Recipe: "current", MoEDispatcher: "flex", MoEA2AOverlap: true, MoECapacity: 1.25, Finetune: "full"}
+	j, err := o.job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.FP8Recipe != "current" || j.MoEDispatcher != "flex" || !j.MoEA2AOverlap || j.MoECapacity != 1.25 {
+		t.Errorf("job %+v", j)
+	}
+	for _, bad := range []planOptions{
+		{FP8Recipe: "nvfp4", Precision: "fp8"}, {FP8Recipe: "current", Precision: "bf16"},
+		{MoEDispatcher: "nccl"}, {MoECapacity: -1},
+	} {
+		bad.SeqLen, bad.GlobalBatch, bad.Stack, bad.Finetune = 4096, 512, "megatron-core", "full"
+		_, err := bad.job()
+		if err == nil || exitCodeOf(err) != exitcode.Usage || !strings.Contains(err.Error(), "--") {
+			t.Errorf("%+v: err %v, want a usage error naming the flag", bad, err)
+		}
+	}
+}
