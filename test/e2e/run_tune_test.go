@@ -74,7 +74,7 @@ func TestRunTune(t *testing.T) {
 	job := "--layers 4 --hidden 256 --heads 8 --vocab 1024 --seq-len 128 --global-batch 16 --gpu h100-sxm"
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=1 --ntasks-per-node=4 --gpus-per-node=4 --time=15
-exec %s run %s --tune 4:10 --tune-budget 4 --ckpt-dir %s -- /usr/bin/python3 %s 12
+exec %s run %s --tune 4:10 --tune-budget 4 --ckpt-dir %s -- /usr/bin/python3 %s 40
 `, bin, job, ckpt, trainer)
 	state, exit, log, id := runJob(t, script, 6*time.Minute)
 	if state != "COMPLETED" || exit != 0 {
@@ -116,6 +116,10 @@ exec %s run %s --tune 4:10 --tune-budget 4 --ckpt-dir %s -- /usr/bin/python3 %s 
 		if tr.Tune.Chosen {
 			chosen = i
 		}
+	}
+	if t.Failed() {
+		b, _ := os.ReadFile(filepath.Join(ckpt, ".trainrun", "observations.jsonl"))
+		t.Logf("observations:\n%s", b)
 	}
 	if best <= 0 || chosen != best {
 		t.Fatalf("chosen trial %d, truly fastest %d (want it, and not the planner's first):\n%s", chosen, best, log)
@@ -164,6 +168,10 @@ exec %s run %s --tune 4:10 --tune-budget 4 --ckpt-dir %s -- /usr/bin/python3 %s 
 		t.Fatal(err)
 	}
 	measured := trials[best].Observed.StepS
+	if t.Failed() {
+		b, _ := os.ReadFile(filepath.Join(ckpt, ".trainrun", "observations.jsonl"))
+		t.Logf("observations:\n%s", b)
+	}
 	if p := pj.Plan; p.TP != w.TP || p.PP != w.PP || p.Time.Range[0] > measured || p.Time.Range[1] < measured {
 		t.Errorf("calibrated plan: tp=%d pp=%d step %.3f s band %v; want tp=%d pp=%d with a band holding the measured %.3f s\n%s",
 			p.TP, p.PP, p.Time.Step, p.Time.Range, w.TP, w.PP, measured, out)
