@@ -635,3 +635,17 @@ func parseTuneBudget(v string) (any, error) {
 	}
 	return nil, &badValue{fmt.Sprintf("%q: want auto, minutes (e.g. 5) or a duration (e.g. 90s)", v)}
 }
+
+// CheckTune says what is wrong with a Tune= value (none, K or K:STEPS), for
+// the plugin's --train-tune.
+func CheckTune(v string) error {
+	_, err := parseTune(v)
+	return err
+}
+
+// CheckCalibration says what is wrong with a Calibration= value (none or an
+// absolute directory), for the plugin's --train-calibration.
+func CheckCalibration(v string) error {
+	_, err := parseCalibration(v)
+	return err
+}
