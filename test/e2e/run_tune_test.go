@@ -80,6 +80,11 @@ exec %s run %s --tune 4:10 --tune-budget 4 --ckpt-dir %s -- /usr/bin/python3 %s 
 	if state != "COMPLETED" || exit != 0 {
 		t.Fatalf("job %d: %s exit %d\n%s", id, state, exit, log)
 	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "tune:") || strings.Contains(l, "dropped:") || strings.Contains(l, " s (") {
+			t.Log(l) // the figures the run printed
+		}
+	}
 	recs := readTuneRecords(t, filepath.Join(ckpt, ".trainrun", "observations.jsonl"))
 	var trials []tuneRecord
 	var run *tuneRecord
