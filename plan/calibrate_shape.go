@@ -20,8 +20,7 @@ type shapeMeasure struct {
 	layout  string  // layoutKey
 	lnStep  float64 // the measurement (median of its runs)
 	spread  float64
-	terms   [nTerms]float64 // the model's terms for it, uncorrected
-	lnModel float64         // the corrected model's ln step for it (set after the fit)
+	lnModel float64 // the corrected model's ln step for it (set after the fit)
 }
 
 // shapeKey names a layout's parallel shape.
