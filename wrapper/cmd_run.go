@@ -140,6 +140,11 @@ var runHelpTail = joinLines(
 	"history; a requeued job excludes lost nodes (scontrol update ExcNodeList; use #SBATCH --no-kill).",
 	"Restarts: a crash or a lost node is first restarted inside the job (--max-restarts; a lost node only",
 	"onto a --spare-nodes node, with the same world size), then the job is requeued.",
+	"Tune: --tune K[:STEPS] first runs the planner's K best layouts STEPS steps each as steps of the job",
+	"(TRAINRUN_CKPT_DIR a scratch directory, removed after; each trial's step is killed once its",
+	"report_progress gives a steady step time, or at its share of --tune-budget), drops one that fails,",
+	"records every trial as an observation and trains the fastest measured layout (kept for a requeue in",
+	"CKPT_DIR/.trainrun/tune.json). --dry-run lists the candidates.",
 	"",
 )
 

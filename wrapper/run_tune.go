@@ -146,7 +146,7 @@ type tuneDoc struct {
 // records, and r.choice and r.placed set to the fastest measured layout.
 func (r *runner) tune(ctx context.Context, f runFacts, store *observedStore) error {
 	spec, given := r.tuneSpec()
-	if spec.K == 0 || r.cfg.dryRun {
+	if spec.K == 0 {
 		return nil
 	}
 	if r.choice.Search == nil {
@@ -169,6 +169,12 @@ func (r *runner) tune(ctx context.Context, f runFacts, store *observedStore) err
 	}
 	budget, from := run.TuneBudget(given, r.alloc.TimeLimit)
 	r.logf("tune: %d candidate(s), %d steps each, within %s (%s)", len(cands), spec.Steps, budget, from)
+	if r.cfg.dryRun {
+		for i, ev := range cands {
+			r.logf("tune: candidate %d: %s (predicted step %.3f s)", i+1, ev.Layout.Config(), ev.Time.Step)
+		}
+		return nil // the dry run shows the planner's choice
+	}
 	t0 := time.Now()
 	trials, err := r.runTrials(ctx, f, store, cands, spec.Steps, t0.Add(budget))
 	if err != nil {
