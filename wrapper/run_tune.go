@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,6 +114,12 @@ func (r *runner) trialOutcome(ts *tuneState, t *run.Trial) {
 	code, _ := slurm.ExitCode(res.WaitErr)
 	if ok && (res.Reason == run.TuneDone || res.Reason == run.None && code == 0) {
 		t.Observed = o
+		// The peak memory the trainer's last report gives, as the run's own observation.
+		if p, err := obs.ReadProgressFile(r.dirs.in(jobLaunchDir, obs.ProgressFile)); err == nil {
+			if v, ok := p.Metrics["peak_mem_gib"]; ok && v > 0 && !math.IsInf(v, 0) {
+				t.Observed.PeakMemGiB = &v
+			}
+		}
 		return
 	}
 	first := ""
