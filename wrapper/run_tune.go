@@ -130,6 +130,17 @@ func (r *runner) trialOutcome(ts *tuneState, t *run.Trial) {
 	t.Failed = run.Failure(code, first, res.Reason, why)
 }
 
+// silentTrainer says that a trial ran until its deadline without two
+// progress reports: the trainer does not report (no Checkpointer), and
+// the other candidates would spend the budget the same way.
+func silentTrainer(ts *tuneState) bool {
+	if ts == nil || ts.res == nil || ts.res.Reason != run.TuneDone {
+		return false
+	}
+	_, _, _, span := ts.rec.Measure()
+	return span == 0
+}
+
 // tuneSpec is the resolved --tune (complete checked it).
 func (r *runner) tuneSpec() (run.TuneSpec, time.Duration) {
 	spec, budget, _ := r.cfg.tune.parsed("--tune", "--tune-budget")
@@ -260,6 +271,13 @@ func (r *runner) runTrials(ctx context.Context, f runFacts, store *observedStore
 			r.logf("tune: trial %d: median step %.3f s over %d steady steps in %s", i+1, t.Observed.StepS, t.Observed.Steps, t.Took.Round(time.Second))
 		} else {
 			r.logf("tune: trial %d dropped: %s", i+1, t.Failed)
+			if measured == 0 && silentTrainer(ts) {
+				for j := i + 1; j < len(trials); j++ {
+					trials[j].Eval, trials[j].Failed = cands[j], "not run: the trainer reports no progress"
+				}
+				r.logf("tune: trial %d ran its whole share of the budget without two progress reports: --tune measures the trainer's Checkpointer.report_progress; the other candidates are not run", i+1)
+				break
+			}
 		}
 	}
 	r.sess.tune, r.sess.calibRec = nil, nil

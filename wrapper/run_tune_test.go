@@ -70,6 +70,24 @@ func TestTrialOutcome(t *testing.T) {
 		t.Errorf("a crash: measured %+v, failed %q", tr.Observed, tr.Failed)
 	}
 
+	// Killed at its deadline without a report: the trainer does not report,
+	// and the tune stops (silentTrainer); one that crashed is not that.
+	r.sess.tune = &tuneState{rec: &calib.Recorder{}, steps: 10}
+	r.endTrial(stepResult{Reason: run.TuneDone, WaitErr: exitErr(t, "137")})
+	if !silentTrainer(r.sess.tune) {
+		t.Error("a trial without progress reports until its deadline: want silentTrainer")
+	}
+	ms := measured()
+	ms.res = &stepResult{Reason: run.TuneDone}
+	if silentTrainer(ms) {
+		t.Error("a trial that reported: not silent")
+	}
+	r.sess.tune = &tuneState{rec: &calib.Recorder{}, steps: 10}
+	r.endTrial(stepResult{Reason: run.None, WaitErr: exitErr(t, "1")})
+	if silentTrainer(r.sess.tune) {
+		t.Error("a crash is not a silent trainer")
+	}
+
 	r.sess.tune = &tuneState{rec: &calib.Recorder{}, steps: 10}
 	if r.endTrial(stepResult{Reason: run.Cancelled}) {
 		t.Error("a cancellation during a trial must go to afterStep")
