@@ -74,6 +74,7 @@ type Correction struct {
 	Sigma    float64 // weighted ln residual spread after the fit
 	Used     []ObservationUse
 	exact    map[string]exactMeasure
+	shapes   map[string][]shapeMeasure // the same job's measured layouts by parallel shape (calibrate_shape.go)
 }
 
 // ObservationUse is one observation that moved the plan and by how much.
@@ -101,7 +102,10 @@ type CalibrationNote struct {
 	UncalibRange   [2]float64         `json:"step_s_range_uncalibrated"`
 	Moved          float64            `json:"moved"` // step_s / step_s_uncalibrated − 1
 	MeasuredLayout bool               `json:"measured_layout"`
-	Nearest        []ObservationUse   `json:"nearest"`
+	// MeasuredSibling is the layout of the same job and parallel shape whose
+	// measurement this one is scaled from ("" = none; calibrate_shape.go).
+	MeasuredSibling string           `json:"measured_sibling,omitempty"`
+	Nearest         []ObservationUse `json:"nearest"`
 }
 
 // distance is how far an observation's job is from the job planned.
@@ -180,6 +184,7 @@ func Calibrate(obs []Observation, m Model, j Job, c Cluster) *Correction {
 	}
 	var rows []fitRow
 	exact := map[string][]Observation{}
+	exactTerms := map[string][nTerms]float64{}
 	for _, o := range obs {
 		if o.StepS <= 0 || math.IsNaN(o.StepS) || math.IsInf(o.StepS, 0) {
 			continue
@@ -214,6 +219,7 @@ func Calibrate(obs []Observation, m Model, j Job, c Cluster) *Correction {
 		if sameJob(m, j, c, om, oj, oc) {
 			k := layoutKey(o.Layout)
 			exact[k] = append(exact[k], o)
+			exactTerms[k] = termsOf(e.Time)
 		}
 	}
 	if len(rows) == 0 {
@@ -257,6 +263,7 @@ func Calibrate(obs []Observation, m Model, j Job, c Cluster) *Correction {
 		}
 		k.exact[key] = exactMeasure{lnStep: median(ls), spread: median(sp), n: len(os)}
 	}
+	k.addShapes(exact, exactTerms, a)
 	return k
 }
 
@@ -427,6 +434,7 @@ func (k *Correction) apply(e *Evaluation, c Cluster, tokensPerStep float64, note
 	n := k.Evidence
 	h := math.Sqrt(k.Sigma*k.Sigma*(1+1/n) + h0*h0/(1+n))
 	ex, measured := k.exact[layoutKey(e.Layout)]
+	sibling := "" // the measured layout of its shape it is scaled from (calibrate_shape.go)
 	if measured {
 		// The measurement decides; the model only breaks ties between
 		// layouts measured alike. The band is the measurement's spread, and
@@ -438,8 +446,20 @@ func (k *Correction) apply(e *Evaluation, c Cluster, tokensPerStep float64, note
 		}
 		step = math.Exp(ln)
 		h = math.Max(ex.spread/2, math.Abs(ln-ex.lnStep)+bandFloor)
+	} else if ln, hs, s, ok := k.sibling(e.Layout, math.Log(step), h); ok {
+		for i := range scale {
+			scale[i] *= math.Exp(ln) / step
+		}
+		step, h, sibling = math.Exp(ln), hs, s
 	}
 	h = math.Max(h, bandFloor)
+	band := [2]float64{step * math.Exp(-h), step * math.Exp(h)}
+	if x := k.expected(measured || sibling != "", h); x != 1 { // calibrate_shape.go
+		for i := range scale {
+			scale[i] *= x
+		}
+		step *= x
+	}
 	t.Compute *= scale[termCompute]
 	t.Recompute *= scale[termCompute]
 	t.Optimizer *= scale[termCompute]
@@ -452,7 +472,7 @@ func (k *Correction) apply(e *Evaluation, c Cluster, tokensPerStep float64, note
 	t.EPComm *= scale[termEP]
 	t.Offload *= scale[termOffload]
 	t.Step = step
-	t.StepRange = [2]float64{step * math.Exp(-h), step * math.Exp(h)}
+	t.StepRange = band
 	e.TokensPerSPerGPU = tokensPerStep / step / float64(c.GPUs)
 	e.ModelTFLOPSPerGPU = e.TokensPerSPerGPU * e.ModelFlopsPerToken / 1e12
 	e.MFU = e.ModelTFLOPSPerGPU * 1e12 / c.GPU.PeakBF16
@@ -460,7 +480,7 @@ func (k *Correction) apply(e *Evaluation, c Cluster, tokensPerStep float64, note
 		return
 	}
 	cn := &CalibrationNote{Observations: len(k.Used), Evidence: math.Round(n*100) / 100, Factors: map[string]float64{},
-		UncalibratedS: before, UncalibRange: beforeRange, Moved: step/before - 1, MeasuredLayout: measured}
+		UncalibratedS: before, UncalibRange: beforeRange, Moved: step/before - 1, MeasuredLayout: measured, MeasuredSibling: sibling}
 	for i, f := range k.Factors {
 		cn.Factors[termNames[i]] = math.Round(f*1000) / 1000
 	}
@@ -490,6 +510,8 @@ func (k *Correction) why(cn *CalibrationNote) string {
 		k.Factors[termCompute], k.Factors[termComm], k.Factors[termEP], k.Factors[termOffload])
 	if cn.MeasuredLayout {
 		b.WriteString("; this layout was measured in the same job")
+	} else if cn.MeasuredSibling != "" {
+		fmt.Fprintf(&b, "; scaled from %s, measured in the same job with the same parallel degrees", cn.MeasuredSibling)
 	}
 	b.WriteString("; nearest:")
 	for i, u := range cn.Nearest {

@@ -50,6 +50,10 @@ var Options = []Option{
 		Usage: "matmul precision the plan assumes (default: the partition's Precision=)"},
 	{Name: "train-finetune", Arg: "full|lora[:RANK]", HasArg: true, Env: "TRAINRUN_FINETUNE", Example: "lora:16",
 		Usage: "training mode the plan assumes: full, or LoRA adapters of RANK (default 16) on a frozen base (default: the partition's Finetune=)"},
+	{Name: "train-calibration", Arg: "DIR", HasArg: true, Env: "TRAINRUN_CALIBRATION", Example: "/tmp/calibration",
+		Usage: "site calibration directory (absolute) for the job's trainrun run: its observations correct the plan, and the run appends its own (default: the partition's Calibration=)"},
+	{Name: "train-tune", Arg: "K[:STEPS]", HasArg: true, Env: "TRAINRUN_TUNE", Example: "4:10",
+		Usage: "trainrun run first runs the planner's K best layouts STEPS steps each (default 10) inside the job and trains the fastest measured one; none: off (default: the partition's Tune=)"},
 }
 
 // OptionIndex returns the index of the option called name, or -1.
@@ -83,6 +87,10 @@ type Request struct {
 	Stack     plan.Stack
 	Precision plan.Precision
 	LoRARank  int
+	// For the job's trainrun run, which gets them as their twins
+	// (--train-calibration, --train-tune).
+	Calibration string
+	Tune        string
 }
 
 // Resolve combines the options given (name → value; flags "1"), their
@@ -235,6 +243,22 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 			return mayNot("Finetune")
 		}
 		r.LoRARank = rank
+	case "train-calibration":
+		if err := policy.CheckCalibration(v); err != nil {
+			return err
+		}
+		if v != s.Calibration.Value && !pol.MayOverride("Calibration", part) {
+			return mayNot("Calibration")
+		}
+		r.Calibration = v
+	case "train-tune":
+		if err := policy.CheckTune(v); err != nil {
+			return err
+		}
+		if !strings.EqualFold(v, orStr(s.Tune.Value, "none")) && !pol.MayOverride("Tune", part) {
+			return mayNot("Tune")
+		}
+		r.Tune = v
 	case "train-explain":
 		switch strings.ToLower(v) {
 		case "", "1", "yes", "true", "on":

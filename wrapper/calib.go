@@ -31,6 +31,9 @@ func calibrationObservations(dir string, w io.Writer) ([]plan.Observation, error
 	}
 	var obs []plan.Observation
 	for i, rec := range recs {
+		if !rec.Measured() {
+			continue // a tune trial that failed: no step time to learn from
+		}
 		o, err := observationOf(rec, fmt.Sprintf("%s:%d", filepath.Base(calib.SitePath(dir)), i+1))
 		if err != nil {
 			bad = append(bad, err)

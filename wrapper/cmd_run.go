@@ -44,6 +44,7 @@ type runOptions struct {
 	rank        int
 	obs         obsOptions
 	fault       faultOptions
+	tune        tuneOptions // --tune, --tune-budget (run_tune.go)
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -83,6 +84,7 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.IntVar(&o.rank, "rank", 0, "with --dry-run: the rank whose environment to print")
 	o.obs.addFlags(fs, getenv)
 	o.fault.addFlags(fs)
+	o.tune.addFlags(fs, getenv)
 }
 
 func envOr(getenv func(string) string, k, def string) string {
@@ -138,6 +140,11 @@ var runHelpTail = joinLines(
 	"history; a requeued job excludes lost nodes (scontrol update ExcNodeList; use #SBATCH --no-kill).",
 	"Restarts: a crash or a lost node is first restarted inside the job (--max-restarts; a lost node only",
 	"onto a --spare-nodes node, with the same world size), then the job is requeued.",
+	"Tune: --tune K[:STEPS] first runs the planner's K best layouts STEPS steps each as steps of the job",
+	"(TRAINRUN_CKPT_DIR a scratch directory, removed after; each trial's step is killed once its",
+	"report_progress gives a steady step time, or at its share of --tune-budget), drops one that fails,",
+	"records every trial as an observation and trains the fastest measured layout (kept for a requeue in",
+	"CKPT_DIR/.trainrun/tune.json). --dry-run lists the candidates.",
 	"",
 )
 
@@ -189,6 +196,9 @@ func (o *runOptions) validate() error {
 	if o.fault.maxRestarts < 0 {
 		return usageErrorf("--max-restarts %d: want 0 (never restart inside the allocation) or more", o.fault.maxRestarts)
 	}
+	if _, _, err := o.tune.parsed("--tune (env TRAINRUN_TUNE)", "--tune-budget (env TRAINRUN_TUNE_BUDGET)"); err != nil {
+		return err
+	}
 	if o.fault.spareNodes < 0 {
 		return usageErrorf("--spare-nodes %d: want 0 (no spare nodes) or more, fewer than the job's nodes", o.fault.spareNodes)
 	}
@@ -205,6 +215,7 @@ type choice struct {
 	Inputs   *plan.Inputs // what Eval was planned from (nil unless planned here): the observation's record
 	GPU      string       // the GPU type the planner planned for ("" when it did not plan)
 	PlanFile string       // the plan file the layout came from: --plan, else TRAINRUN_PLAN ("": none)
+	Search   *plan.Result // the planner's search (nil unless planned here): --tune's candidates
 }
 
 // placed is what the place phase hands on: each rank's node and GPU, and
@@ -291,6 +302,9 @@ type session struct {
 
 	// The run's observation (calib.go); nil: none is recorded.
 	calibRec *calib.Recorder
+
+	tune      *tuneState // the tune trial running (run_tune.go); nil: the run's own step
+	tuneTable []string   // the tune's predicted-versus-measured table, for the summary
 }
 
 func (r *runner) logf(format string, a ...any) {
@@ -338,6 +352,9 @@ func (r *runner) run(ctx context.Context, o runOptions, given map[string]bool, a
 	}
 	store, err := awaitStore()
 	if err != nil {
+		return err
+	}
+	if err := r.tune(ctx, f, store); err != nil { // --tune: the trials, then the fastest layout (run_tune.go)
 		return err
 	}
 	step, renv, err := r.prepare(f)

@@ -102,6 +102,7 @@ var envTwins = []struct{ flag, env string }{
 	{"policy", "TRAINRUN_POLICY"}, {"job-dir", "TRAINRUN_JOB_DIR"},
 	{"metrics-addr", "TRAINRUN_METRICS_ADDR"}, {"metrics-textfile", "TRAINRUN_METRICS_TEXTFILE"},
 	{"pushgateway", "TRAINRUN_PUSHGATEWAY"}, {"webhook", "TRAINRUN_WEBHOOK"}, {"webhook-format", "TRAINRUN_WEBHOOK_FORMAT"},
+	{"tune", "TRAINRUN_TUNE"}, {"tune-budget", "TRAINRUN_TUNE_BUDGET"},
 }
 
 // complete resolves trainrun run's options for allocation a: o as parsed,
@@ -192,6 +193,7 @@ var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
 	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"}, {"spare-nodes", "SpareNodes"},
+	{"tune", "Tune"}, {"tune-budget", "TuneBudget"},
 }
 
 // applyPolicy takes the site's settings for the job's partition: its values
@@ -253,6 +255,8 @@ func (c *runConfig) applyPolicy(st policy.Settings, getenv func(string) string, 
 	})
 	set("max-restarts", "MaxRestarts", st.MaxRestarts.Source, true, func() { c.fault.maxRestarts = st.MaxRestarts.Value })
 	set("spare-nodes", "SpareNodes", st.SpareNodes.Source, true, func() { c.fault.spareNodes = st.SpareNodes.Value })
+	set("tune", "Tune", st.Tune.Source, st.Tune.Value != "", func() { c.tune.tune = st.Tune.Value })
+	set("tune-budget", "TuneBudget", st.TuneBudget.Source, st.TuneBudget.Value > 0, func() { c.tune.budget = st.TuneBudget.Value.String() })
 	// The metrics flags (MetricsAddr, Pushgateway, Webhook, MaxCkptAge,
 	// CkptGraceBudget): a flag or variable the user sets wins.
 	set("metrics-addr", "MetricsAddr", st.MetricsAddr.Source, st.MetricsAddr.Value != "", func() { c.obs.metricsAddr = st.MetricsAddr.Value })

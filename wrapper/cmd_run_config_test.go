@@ -60,6 +60,8 @@ var configInputs = []configInput{
 	{"model", "llama3-8b", "TRAINRUN_MODEL", "llama3-70b", "", "", [3]string{"llama3-8b", "llama3-70b"}, func(c *runConfig) string { return c.plan.Model }},
 	{"global-batch", "64", "TRAINRUN_BATCH", "512x4096", "", "", [3]string{"64", "512"}, func(c *runConfig) string { return fmt.Sprint(c.plan.GlobalBatch) }},
 	{"seq-len", "2048", "TRAINRUN_BATCH", "512x4096", "", "", [3]string{"2048", "4096"}, func(c *runConfig) string { return fmt.Sprint(c.plan.SeqLen) }},
+	{"tune", "4:10", "TRAINRUN_TUNE", "3", "Tune", "2:8", [3]string{"4:10", "3", "2:8"}, func(c *runConfig) string { return c.tune.tune }},
+	{"tune-budget", "5", "TRAINRUN_TUNE_BUDGET", "90s", "TuneBudget", "3", [3]string{"5", "90s", "3m0s"}, func(c *runConfig) string { return c.tune.budget }},
 	{"plan", "/flag/plan.json", "TRAINRUN_PLAN", "/env/plan.json", "", "", [3]string{"/flag/plan.json", "/env/plan.json"}, func(c *runConfig) string { return c.planFile + c.submittedPlan }},
 }
 

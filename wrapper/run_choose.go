@@ -114,6 +114,9 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 		return choice{}, err
 	}
 	so := po.searchOptions(pins)
+	if spec, _ := r.tuneSpec(); spec.K > 0 {
+		so.TopK = max(so.TopK, 4*spec.K) // --tune's candidates come from the alternatives (run_tune.go)
+	}
 	res := plan.Search(m, j, c, so)
 	if err := noFitError(m, j, c, so, res); err != nil {
 		return choice{}, err
@@ -122,7 +125,7 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 		return choice{}, withCode(exitcode.NoFit, fmt.Errorf("the plan %s uses %d GPUs but the allocation has %d", res.Plan.Layout.Config(), n, world))
 	}
 	in := plan.InputsOf(m, j, c, pins.String())
-	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Model: &m, Job: j, Inputs: &in, GPU: po.GPU}, nil
+	return choice{Layout: res.Plan.Layout, Eval: res.Plan, Model: &m, Job: j, Inputs: &in, GPU: po.GPU, Search: &res}, nil
 }
 
 // plannerGPU is the GPU type to plan for: what the probe found on the

@@ -91,6 +91,9 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 			m.commitMu.Lock() // no background commit may run beside the final one
 			defer m.commitMu.Unlock()
 			m.drainEnds()
+			if r.endTrial(m.result(err)) { // a --tune trial's step (run_tune.go)
+				return errTuneTrial
+			}
 			return r.afterStep(m.result(err), store)
 		}
 	}
@@ -232,6 +235,7 @@ func (m *monitor) onRequestTick() {
 		m.commitMu.Unlock()
 	}
 	r.pollProgress()
+	m.tuneTick(time.Now()) // a --tune trial ends once measured (run_tune.go)
 	m.checkHealth(time.Now())
 	req, err := m.store.TakeRequest()
 	if err != nil {

@@ -205,7 +205,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 	err := writeLaunchDir(launchDir, common, r.placed.Slots, renv)
 	if err != nil {
 		err = fmt.Errorf("launch files in %s: %w", launchDir, err)
-	} else {
+	} else if r.sess.tune == nil { // a --tune trial logs its own line (run_tune.go)
 		summary := r.summary()
 		if err = launch.WriteFileAtomic(r.dirs.in(jobSummary), []byte(summary), 0o644); err == nil {
 			fmt.Fprint(r.env.stdout, summary)
@@ -219,11 +219,11 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 	}
 	r.checkGrace("start")
 	r.step.tReady = time.Since(r.t0)
-	if r.sess.restarts == 0 { // the observer sees one run; a restart inside it is not its end
+	if r.sess.restarts == 0 && r.sess.tune == nil { // the observer sees one run; a restart or a tune trial inside it is not its end
 		r.observeStart()
 	}
 	err = r.launch(ctx, ctl, store)
-	if !errors.Is(err, errRestartStep) {
+	if !errors.Is(err, errRestartStep) && !errors.Is(err, errTuneTrial) {
 		r.observeEnd(err)
 	}
 	return err
@@ -233,6 +233,9 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 // runs failed without progress; else it records this run's start in the
 // history.
 func (r *runner) recordStartUnlessFailing() error {
+	if r.sess.tune != nil {
+		return nil // a --tune trial is not a run of the job's history
+	}
 	if r.ckpt.store != nil && r.cfg.maxFailures > 0 {
 		// Runs that ended without an end event (killed, node failure) count as failures.
 		if incs, err := r.ckpt.store.History().Load(); err == nil {

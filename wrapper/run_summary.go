@@ -45,6 +45,7 @@ func (r *runner) summary() string {
 		fmt.Fprintf(&b, "    %s\n", line)
 	}
 	b.WriteString(r.spareSummary())
+	b.WriteString(r.tuneSummary())
 	fmt.Fprintf(&b, "  resume      %s\n", cmp.Or(r.ckpt.resume, "(none: first start)"))
 	fmt.Fprintf(&b, "  checkpoints %s (signal %s)\n", r.dirs.ckptDir, strings.ToUpper(r.cfg.ckptSignal))
 	if r.cfg.ckptLocal != "" {

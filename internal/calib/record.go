@@ -33,7 +33,26 @@ type Record struct {
 	Job      string            `json:"job,omitempty"` // Slurm job id (and run name)
 	At       time.Time         `json:"at"`
 	Source   string            `json:"source,omitempty"` // where a hand-written record's figure comes from
+	Tune     *Trial            `json:"tune,omitempty"`   // set when the layout ran as a trial of trainrun run --tune
 }
+
+// Trial says that a record is one candidate of trainrun run --tune: which of
+// the candidates it was, whether the run went on with it, and, for one that
+// failed (out of memory, a crash, a hang, over the budget), why: such a
+// record has no step time and is not a measurement the planner reads.
+type Trial struct {
+	Index     int     `json:"index"`             // 1-based, in the planner's order
+	Of        int     `json:"of"`                // candidates in the tune
+	Steps     int     `json:"steps"`             // steps asked of each candidate
+	Chosen    bool    `json:"chosen"`            // the run trained with this layout
+	Failed    string  `json:"failed,omitempty"`  // why the candidate was dropped ("" = measured)
+	Predicted float64 `json:"predicted_s"`       // the planner's step time for it, seconds
+	Seconds   float64 `json:"seconds,omitempty"` // the trial's wall time, launch to end
+}
+
+// Measured says whether the record carries a step time the planner can use:
+// every record but a failed tune trial.
+func (r Record) Measured() bool { return r.Tune == nil || r.Tune.Failed == "" }
 
 // Observed is the measurement.
 type Observed struct {
@@ -62,6 +81,8 @@ func (r Record) Validate() error {
 	switch s := r.Observed.StepS; {
 	case len(bytes.TrimSpace(r.Plan)) == 0 || string(bytes.TrimSpace(r.Plan)) == "null":
 		return errors.New(`"plan" is missing: give the object trainrun plan --format json prints for the layout that ran`)
+	case !r.Measured() && s == 0:
+		return nil // a failed tune trial: recorded, with no step time
 	case math.IsNaN(s) || math.IsInf(s, 0) || s <= 0:
 		return fmt.Errorf(`"observed.step_s" %v: give the median steady step time in seconds, > 0`, s)
 	case r.Observed.Steps < 0:
@@ -179,6 +200,15 @@ func (s *Steady) Add(step int64, at time.Time) {
 		s.samples = s.samples[:0]
 	}
 	s.samples = append(s.samples, sample{step, at})
+}
+
+// Span is how many steps the samples cover: the last reported step minus
+// the first (0 with fewer than two samples).
+func (s *Steady) Span() int64 {
+	if len(s.samples) < 2 {
+		return 0
+	}
+	return s.samples[len(s.samples)-1].step - s.samples[0].step
 }
 
 // warmupSteps is how many steps after the first report are warm-up.

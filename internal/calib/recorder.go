@@ -71,3 +71,16 @@ func (r *Recorder) Finish(now time.Time) string {
 	}
 	return msg
 }
+
+// Measure is what the progress so far gives (nil-safe): the summary (ok
+// false with why not, as Summary) and the steps reported since the first
+// report. trainrun run --tune ends a trial on it.
+func (r *Recorder) Measure() (o Observed, ok bool, why string, span int64) {
+	if r == nil {
+		return Observed{}, false, "no recorder", 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok, why = r.steady.Summary()
+	return o, ok, why, r.steady.Span()
+}

@@ -172,6 +172,14 @@ func init() {
 			Format: "none, or the absolute path of a site calibration directory (trainrun calib)",
 			Why:    "none: plans use the published-run calibration only; with a directory, trainrun run appends each run's observation to it and plan/run/submit/sweep correct their predictions with the nearest ones",
 			parse:  parseCalibration, set: func(s *Settings, v any, src Source) { s.Calibration = Setting[string]{v.(string), src} }},
+		{Name: "Tune", Default: "none", User: true,
+			Format: "none, K or K:STEPS (K layouts to try, 1-16; STEPS per layout, at least 6, default 10)",
+			Why:    "none: trainrun run trains the planner's choice; with K, it first runs the planner's K best layouts STEPS steps each inside the job and trains the fastest measured one (trainrun run --tune)",
+			parse:  parseTune, set: func(s *Settings, v any, src Source) { s.Tune = Setting[string]{v.(string), src} }},
+		{Name: "TuneBudget", Default: "auto", User: true,
+			Format: "auto, or the tune trials' time: minutes (5) or a duration (90s)",
+			Why:    "auto: 5% of the job's time limit (10m without one), so that measuring costs a few per cent of the job",
+			parse:  parseTuneBudget, set: func(s *Settings, v any, src Source) { s.TuneBudget = Setting[time.Duration]{v.(time.Duration), src} }},
 	}
 	for _, k := range keys {
 		keyByName[strings.ToLower(k.Name)] = k
@@ -196,7 +204,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "Calibration"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "Calibration", "Tune", "TuneBudget"}
 }
 
 // badValue is a value error before the file and line are known.
@@ -593,4 +601,51 @@ func parseGPUType(v string) (any, error) {
 		return nil, bad("%s", msg)
 	}
 	return g.Name, nil
+}
+
+// parseTune reads none, K or K:STEPS (trainrun run --tune; the run checks
+// it again where it is used).
+func parseTune(v string) (any, error) {
+	if strings.EqualFold(v, "none") {
+		return "", nil
+	}
+	ks, ss, hasSteps := strings.Cut(v, ":")
+	k, err := strconv.Atoi(ks)
+	if err != nil || k < 1 || k > 16 {
+		return nil, &badValue{fmt.Sprintf("%q: want none, K or K:STEPS with K from 1 to 16 (the layouts to try), e.g. 4:10", v)}
+	}
+	if hasSteps {
+		if n, err := strconv.Atoi(ss); err != nil || n < 6 {
+			return nil, &badValue{fmt.Sprintf("%q: STEPS %q must be a whole number of at least 6 (the first steps are warm-up), e.g. %d:10", v, ss, k)}
+		}
+	}
+	return v, nil
+}
+
+// parseTuneBudget reads auto (0), minutes or a duration.
+func parseTuneBudget(v string) (any, error) {
+	if strings.EqualFold(v, "auto") {
+		return time.Duration(0), nil
+	}
+	if m, err := strconv.ParseFloat(v, 64); err == nil && m > 0 && m < 1e6 {
+		return time.Duration(m * float64(time.Minute)).Round(time.Second), nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d, nil
+	}
+	return nil, &badValue{fmt.Sprintf("%q: want auto, minutes (e.g. 5) or a duration (e.g. 90s)", v)}
+}
+
+// CheckTune says what is wrong with a Tune= value (none, K or K:STEPS), for
+// the plugin's --train-tune.
+func CheckTune(v string) error {
+	_, err := parseTune(v)
+	return err
+}
+
+// CheckCalibration says what is wrong with a Calibration= value (none or an
+// absolute directory), for the plugin's --train-calibration.
+func CheckCalibration(v string) error {
+	_, err := parseCalibration(v)
+	return err
 }

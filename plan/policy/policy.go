@@ -107,14 +107,16 @@ type Settings struct {
 	StragglerAction       Setting[string]   // "report" or "exclude" (a straggler's node from the next requeue)
 	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
-	NCCLPrecedence        Setting[string]  // "user" or "site"
-	Fabric                Setting[string]  // "auto", "ib", "roce", "efa", "tcp"
-	GPUType               Setting[string]  // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
-	NVMeBW                Setting[float64] // the nodes' NVMe bandwidth, GB/s per node, for offload=nvme; 0 = auto (the planner's default)
-	Calibration           Setting[string]  // site calibration directory; "" = none
-	GPUHourCost           Setting[float64] // price of one GPU-hour (any unit), for trainrun submit --objective cost; -1 = none
-	MemoryMargin          Setting[float64] // share of GPU memory a plan should leave free (a fraction; plan.DefaultMemoryMargin)
-	InjectEnv             Setting[bool]    // the plugin injects the environment (else it only reports)
+	NCCLPrecedence        Setting[string]        // "user" or "site"
+	Fabric                Setting[string]        // "auto", "ib", "roce", "efa", "tcp"
+	GPUType               Setting[string]        // the planner's GPU type for nodes whose GPUs are not identified; "" = auto
+	NVMeBW                Setting[float64]       // the nodes' NVMe bandwidth, GB/s per node, for offload=nvme; 0 = auto (the planner's default)
+	Calibration           Setting[string]        // site calibration directory; "" = none
+	Tune                  Setting[string]        // trainrun run --tune K[:STEPS]; "" = none
+	TuneBudget            Setting[time.Duration] // --tune-budget; 0 = auto
+	GPUHourCost           Setting[float64]       // price of one GPU-hour (any unit), for trainrun submit --objective cost; -1 = none
+	MemoryMargin          Setting[float64]       // share of GPU memory a plan should leave free (a fraction; plan.DefaultMemoryMargin)
+	InjectEnv             Setting[bool]          // the plugin injects the environment (else it only reports)
 	AutoPlan              Setting[bool]
 	Stack                 Setting[string] // the planner's stack name (plan.ParseStack), canonical spelling
 	Precision             Setting[string] // bf16, fp16, fp8
@@ -518,6 +520,8 @@ func (s Settings) Rows() []Row {
 		Row{"Webhook", str(s.Webhook.Value, "off"), s.Webhook.Source},
 		Row{"MaxCkptAge", dur(s.MaxCkptAge.Value, "off"), s.MaxCkptAge.Source},
 		Row{"Calibration", str(s.Calibration.Value, "none"), s.Calibration.Source},
+		Row{"Tune", str(s.Tune.Value, "none"), s.Tune.Source},
+		Row{"TuneBudget", dur(s.TuneBudget.Value, "auto"), s.TuneBudget.Source},
 	)
 	return rows
 }

@@ -33,4 +33,10 @@ static const struct tr_opt tr_opts[] = {
 	{ "train-finetune", "full|lora[:RANK]",
 	  "training mode the plan assumes: full, or LoRA adapters of RANK (default 16) on a frozen base (default: the partition's Finetune=) [env TRAINRUN_FINETUNE]",
 	  "TRAINRUN_FINETUNE", 1 },
+	{ "train-calibration", "DIR",
+	  "site calibration directory (absolute) for the job's trainrun run: its observations correct the plan, and the run appends its own (default: the partition's Calibration=) [env TRAINRUN_CALIBRATION]",
+	  "TRAINRUN_CALIBRATION", 1 },
+	{ "train-tune", "K[:STEPS]",
+	  "trainrun run first runs the planner's K best layouts STEPS steps each (default 10) inside the job and trains the fastest measured one; none: off (default: the partition's Tune=) [env TRAINRUN_TUNE]",
+	  "TRAINRUN_TUNE", 1 },
 };

@@ -225,8 +225,10 @@ func TestSpankPlan(t *testing.T) {
 	})
 
 	t.Run("#SBATCH --train-model --train-batch reach trainrun run", func(t *testing.T) {
+		cal := filepath.Join(dir, "cal")
 		id, err := c.SubmitBatch(ctx, "#!/bin/bash\n#SBATCH -N4 --ntasks-per-node=8 --gpus-per-node=8 --train-model=llama3-8b --train-batch=256x4096\n"+
-			"echo twins $TRAINRUN_MODEL $TRAINRUN_BATCH\n"+
+			"#SBATCH --train-tune=3:8 --train-calibration="+cal+"\n"+
+			"echo twins $TRAINRUN_MODEL $TRAINRUN_BATCH $TRAINRUN_TUNE $TRAINRUN_CALIBRATION\n"+
 			bin+" run --dry-run --probe none --policy "+pol+" --job-dir "+filepath.Join(dir, "job")+" -- true\n")
 		if err != nil {
 			t.Fatal(err)
@@ -237,8 +239,12 @@ func TestSpankPlan(t *testing.T) {
 		out := c.JobOutput(id)
 		p := want.Plan
 		layout := fmt.Sprintf("layout      tp=%v pp=%v vpp=%v cp=%v ep=%v dp=%v  micro_batch=%v grad_accum=%v recompute=%v", p["tp"], p["pp"], p["vpp"], p["cp"], p["ep"], p["dp"], p["micro_batch"], p["grad_accum"], p["recompute"])
-		if !strings.Contains(out, "twins llama3-8b 256x4096") || !strings.Contains(out, layout) || !strings.Contains(out, "the policy's GPUType") {
+		if !strings.Contains(out, "twins llama3-8b 256x4096 3:8 "+cal) || !strings.Contains(out, layout) || !strings.Contains(out, "the policy's GPUType") {
 			t.Errorf("job output lacks the twins, %q or the GPU type's source:\n%s", layout, out)
+		}
+		// --train-tune reaches trainrun run: its dry run lists the candidates.
+		if !strings.Contains(out, "tune: 3 candidate(s), 8 steps each") {
+			t.Errorf("#SBATCH --train-tune=3:8 did not reach trainrun run:\n%s", out)
 		}
 	})
 }
