@@ -116,7 +116,7 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return fmt.Sprintf("zero=%d: accepted 0-3", l.Zero)
 	case l.Offload != "none" && l.Offload != "optimizer" && l.Offload != "params" && l.Offload != "nvme":
 		return fmt.Sprintf("offload %q: accepted none, optimizer, params, nvme", l.Offload)
-	case (l.Offload == "params" || l.Offload == "nvme") && l.Zero != 3:
+	case (l.Offload == "params" || l.Offload == "nvme") && l.Zero != 3 && !(l.Offload == "params" && j.frozenBase()):
 		return fmt.Sprintf("offload=%s needs zero=3 (parameters are gathered from the %s per layer)", l.Offload, map[string]string{"params": "host", "nvme": "NVMe"}[l.Offload])
 	case l.Offload == "nvme" && c.NVMeBW <= 0:
 		return "offload=nvme needs the nodes' NVMe bandwidth (nvme_bandwidth, --nvme-bw)"
@@ -129,7 +129,7 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 	case m.TopK > m.Experts:
 		return fmt.Sprintf("topk %d exceeds %d experts", m.TopK, m.Experts)
 	}
-	return ""
+	return finetuneInvalid(m, FinetuneOf(j))
 }
 
 // splitLayers sets the layers of the first, last and middle stages.
@@ -188,6 +188,8 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 		e.Reason = r
 		return
 	}
+	tokensPerStep := float64(j.GlobalBatch) * float64(j.SeqLen)
+	j.SeqLen += j.promptTokens() // prompt tuning: the model runs on the virtual tokens too
 	*x = shape{m: m, j: j, c: c, l: l}
 	x.t, x.p, x.v = float64(l.TP), float64(l.PP), float64(l.VPP)
 	x.cp, x.ep, x.dp = float64(l.CP), float64(l.EP), float64(l.DP)
@@ -222,7 +224,6 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	}
 	e.Tight = e.Memory.Fits && e.Memory.PerGPU > (1-MarginOf(c))*e.Memory.Capacity
 	x.timeOf(e)
-	tokensPerStep := float64(j.GlobalBatch) * float64(j.SeqLen)
 	if e.Time.Step > 0 {
 		e.TokensPerSPerGPU = tokensPerStep / e.Time.Step / float64(c.GPUs)
 	}
@@ -261,6 +262,7 @@ func (x *shape) why(e *Evaluation) []string {
 	ms := e.Memory
 	w = append(w, fmt.Sprintf("memory %.1f of %.1f GiB per GPU: weights %.1f, grads %.1f, optimizer %.1f (zero=%d), activations %.1f, other %.1f",
 		ms.PerGPU/gib, ms.Capacity/gib, ms.Weights/gib, ms.Grads/gib, ms.Optimizer/gib, l.Zero, ms.Activations/gib, ms.Other/gib))
+	w = append(w, x.finetuneWhy(e)...)
 	if e.Tight {
 		w = append(w, tightWhy(e.Memory, x.c))
 	}

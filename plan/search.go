@@ -496,13 +496,7 @@ func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 			out = append(out, "fits with context parallelism allowed")
 		}
 	}
-	if j.LoRARank == 0 {
-		jj := j
-		jj.LoRARank = 16
-		if r := Search(m, jj, c, o); r.Plan != nil && r.Plan.Memory.Fits {
-			out = append(out, "fits with LoRA r=16")
-		}
-	}
+	out = append(out, suggestFinetune(m, j, c, o)...)
 	if o.Pins.Offload == nil || *o.Pins.Offload == "none" {
 		oo := o
 		for _, off := range []string{"optimizer", "params", "nvme"} {

@@ -77,8 +77,11 @@ type Job struct {
 	GlobalBatch int       `json:"global_batch"` // sequences per optimizer step
 	Precision   Precision `json:"precision"`
 	LoRARank    int       `json:"lora_rank,omitempty"` // 0 = full training
-	Tokens      float64   `json:"tokens,omitempty"`    // total tokens, for time-to-train; 0 = not asked
-	Stack       Stack     `json:"stack,omitempty"`     // training software generation; "" = Megatron-Core + TE
+	// Finetune is the fine-tuning kind (finetune.go); its zero value with
+	// LoRARank > 0 is LoRA of that rank (FinetuneOf), with 0 full training.
+	Finetune Finetune `json:"finetune,omitempty"`
+	Tokens   float64  `json:"tokens,omitempty"` // total tokens, for time-to-train; 0 = not asked
+	Stack    Stack    `json:"stack,omitempty"`  // training software generation; "" = Megatron-Core + TE
 }
 
 // Stack is the generation of the training software. It decides mechanisms the
