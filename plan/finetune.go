@@ -138,9 +138,15 @@ func parseLoRASpec(s string, kind FinetuneKind, rest []string) (Finetune, error)
 		return Finetune{}, fmt.Errorf("finetune %q: "+format, append([]any{s}, a...)...)
 	}
 	if len(rest) > 0 && rest[0] != "" {
+		name := map[FinetuneKind]string{FinetuneLoRA: "LoRA", FinetuneQLoRA: "QLoRA"}[kind]
 		r, err := strconv.Atoi(rest[0])
-		if err != nil || r < 1 || r > MaxLoRARank {
-			return bad("the %s rank must be an integer from 1 to %d (usual: 8-64), e.g. %s:16", kind, MaxLoRARank, kind)
+		switch {
+		case err != nil && len(strings.Trim(rest[0], "0123456789")) == 0:
+			return bad("the %s rank %s is past %d: ranks are usually 8-64, e.g. %s:16", name, rest[0], MaxLoRARank, kind)
+		case err != nil || r < 1:
+			return bad("the %s rank must be a positive integer, e.g. %s:16", name, kind)
+		case r > MaxLoRARank:
+			return bad("the %s rank %d is past %d: ranks are usually 8-64, e.g. %s:16", name, r, MaxLoRARank, kind)
 		}
 		f.Rank = r
 	}

@@ -351,7 +351,7 @@ func (x *shape) stageActivations(kind stageKind) float64 {
 		act += x.unfusedScoreBytes()
 	}
 	if x.hasOutput(kind) {
-		act += logitBytes * x.tokens * float64(m.Vocab) / x.t
+		act += cmpOr(x.st.logit, logitBytes) * x.tokens * float64(m.Vocab) / x.t
 	}
 	return act
 }

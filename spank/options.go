@@ -83,6 +83,7 @@ type Request struct {
 	Stack     plan.Stack
 	Precision plan.Precision
 	LoRARank  int
+	Finetune  plan.Finetune // the whole spec (LoRARank is its rank)
 }
 
 // Resolve combines the options given (name → value; flags "1"), their
@@ -227,14 +228,14 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		}
 		r.Precision = p
 	case "train-finetune":
-		rank, err := plan.ParseFinetune(v)
+		ft, err := plan.ParseFinetuneSpec(v)
 		if err != nil {
 			return err
 		}
-		if def, _ := plan.ParseFinetune(s.Finetune.Value); rank != def && !pol.MayOverride("Finetune", part) {
+		if def, _ := plan.ParseFinetuneSpec(s.Finetune.Value); ft.String() != def.String() && !pol.MayOverride("Finetune", part) {
 			return mayNot("Finetune")
 		}
-		r.LoRARank = rank
+		r.LoRARank, r.Finetune = ft.Rank, ft
 	case "train-explain":
 		switch strings.ToLower(v) {
 		case "", "1", "yes", "true", "on":
@@ -312,9 +313,10 @@ func (r *Request) planDefaults(s policy.Settings) error {
 	if s.Precision.Source.Kind == policy.FromDefault {
 		r.Precision = "" // not chosen: the GPU's 16-bit format (plan.PrecisionFor: FP16 on V100)
 	}
-	if r.LoRARank, err = plan.ParseFinetune(s.Finetune.Value); err != nil {
+	if r.Finetune, err = plan.ParseFinetuneSpec(s.Finetune.Value); err != nil {
 		return fmt.Errorf("policy Finetune=%s (%s): %w", s.Finetune.Value, s.Finetune.Source, err)
 	}
+	r.LoRARank = r.Finetune.Rank
 	return nil
 }
 

@@ -88,7 +88,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SeqLen, "seq-len", 0, "sequence length (tokens)")
 	fs.IntVar(&o.GlobalBatch, "global-batch", 0, "global batch (sequences per optimizer step)")
 	fs.StringVar(&o.Precision, "precision", "", "bf16|fp16|fp8; when not given, bf16 (fp16 on GPUs without BF16, such as v100-32gb)")
-	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK] (lora alone means rank 16)")
+	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK[:TARGETS]]|qlora[:RANK[:TARGETS]][:adamw8|adamw32]|prefix[:TOKENS]|prompt[:TOKENS]|ia3 (rank 16 and 20 virtual tokens by default; TARGETS: q,k,v,o,gate,up,down, default all linear)")
 	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives), fsdp[:eager|:compile] (PyTorch FSDP/FSDP2), deepspeed[:zero1|:zero2|:zero3|:pipe], jax (MaxText/PaxML)")
 	fs.StringVar(&o.Tokens, "tokens", "", "total training tokens, for time to train and the sbatch time limit (1e12, 2T, 300B)")
 
@@ -446,11 +446,11 @@ func (o *planOptions) job() (plan.Job, error) {
 		return j, usageErrorf("--%v", err)
 	}
 	j.Stack = st
-	rank, err := parseFinetune(o.Finetune)
+	ft, err := parseFinetune(o.Finetune)
 	if err != nil {
 		return j, err
 	}
-	j.LoRARank = rank
+	j = j.WithFinetune(ft)
 	if o.Tokens != "" {
 		if j.Tokens, err = parseTokens(o.Tokens); err != nil {
 			return j, err
@@ -459,23 +459,14 @@ func (o *planOptions) job() (plan.Job, error) {
 	return j, nil
 }
 
-// defaultLoRARank is the rank of a bare --finetune lora (a common choice).
-const defaultLoRARank = 16
-
-func parseFinetune(s string) (int, error) {
-	switch v := strings.ToLower(strings.TrimSpace(s)); {
-	case v == "" || v == "full":
-		return 0, nil
-	case v == "lora":
-		return defaultLoRARank, nil
-	case strings.HasPrefix(v, "lora:"):
-		r, err := strconv.Atoi(v[len("lora:"):])
-		if err != nil || r <= 0 {
-			return 0, usageErrorf("--finetune %q: the LoRA rank must be a positive integer, e.g. lora:16", s)
-		}
-		return r, nil
+// parseFinetune reads --finetune (plan.ParseFinetuneSpec); a bad spec is a
+// usage error naming the flag.
+func parseFinetune(s string) (plan.Finetune, error) {
+	f, err := plan.ParseFinetuneSpec(s)
+	if err != nil {
+		return f, usageErrorf("--%v", err)
 	}
-	return 0, usageErrorf("--finetune %q: accepted: full, lora, lora:RANK", s)
+	return f, nil
 }
 
 // parseTokens reads 1e12, 2T, 300B, 1.5t, 500M, 4096K or a plain integer.
