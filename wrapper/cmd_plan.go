@@ -119,6 +119,8 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	o.AddFlags(fs)
 	var pol planPolicyOptions
 	pol.addFlags(fs, env.getenv)
+	var cheap cheapestOptions
+	cheap.addFlags(fs)
 	listModels := fs.Bool("list-models", false, "print the model presets (layers, hidden, heads, parameters, source) and exit; --model list does the same")
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
@@ -158,6 +160,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	j, err := o.job()
 	if err != nil {
 		return err
+	}
+	if cheap.on {
+		return o.cheapest(env, fs, &cheap, m, j)
 	}
 	clusters, err := o.clusters(func(name string) bool { return fs.Changed(name) || name == "nvme-bw" && o.NVMeBW > 0 })
 	if err != nil {

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+)
+
+// cheapestOptions are trainrun plan's --cheapest flags (issue 37): plan's
+// own, not planOptions', so run, submit and sweep do not grow them.
+type cheapestOptions struct {
+	on        bool
+	timeLimit string
+	prices    string
+	maxGPUs   int
+}
+
+func (c *cheapestOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&c.on, "cheapest", false, "across the GPU types (--gpu TYPE,TYPE to choose; default every known type), the fewest GPUs of each that fit the job, side by side with time and cost and the --finetune kind that makes each fit (full → lora:16 → qlora:16 when needed)")
+	fs.StringVar(&c.timeLimit, "time-limit", "", "with --cheapest: the longest the whole run may take (hours, e.g. 24, or a duration such as 36h); needs --tokens")
+	fs.StringVar(&c.prices, "gpu-hour-cost", "", "with --cheapest: price of one GPU-hour per type, TYPE=PRICE,... (e.g. l40s=1.0,h100-sxm=3.5); without one, types are ranked by GPU-hours")
+	fs.IntVar(&c.maxGPUs, "max-gpus", 64, "with --cheapest: the largest GPU count tried per type")
+}
+
+// parseCheapestLimit reads hours ("24", "1.5") or a Go duration ("36h", "90m").
+func parseCheapestLimit(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if h, err := strconv.ParseFloat(s, 64); err == nil && h > 0 && !math.IsInf(h, 0) {
+		return h * 3600, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d.Seconds(), nil
+	}
+	return 0, usageErrorf("--time-limit %q: give hours (24, 1.5) or a duration (36h, 90m), more than 0", s)
+}
+
+// parsePrices reads TYPE=PRICE,... with catalog GPU names.
+func parsePrices(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		g, err := plan.LookupGPU(k)
+		if !ok || err != nil {
+			return nil, usageErrorf("--gpu-hour-cost %q: want TYPE=PRICE with a known GPU type (%s), e.g. l40s=1.2", kv, strings.Join(plan.GPUNames(), " "))
+		}
+		p, err := strconv.ParseFloat(v, 64)
+		if err != nil || p < 0 || p > 1e9 || math.IsNaN(p) {
+			return nil, usageErrorf("--gpu-hour-cost %s=%s: the price must be a number from 0 to 1e9", k, v)
+		}
+		out[g.Name] = p
+	}
+	return out, nil
+}
+
+// cheapestGPUs is the types --cheapest compares: --gpu's list (counts
+// ignored), else the whole catalog.
+func cheapestGPUs(list string) ([]plan.GPU, error) {
+	if strings.TrimSpace(list) == "" {
+		return plan.GPUCatalog(), nil
+	}
+	var out []plan.GPU
+	for _, item := range strings.Split(list, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(item), ":")
+		g, err := plan.LookupGPU(name)
+		if err != nil {
+			return nil, withCode(exitcode.Usage, fmt.Errorf("--gpu: %w", err))
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// planCheapest runs trainrun plan --cheapest.
+func planCheapest(env *runEnv, o *planOptions, c *cheapestOptions, m plan.Model, j plan.Job, so plan.SearchOptions) error {
+	if o.Format != "table" && o.Format != "json" {
+		return usageErrorf("--cheapest compares GPU types: --format table or json, not %s", o.Format)
+	}
+	limit, err := parseCheapestLimit(c.timeLimit)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && j.Tokens <= 0 {
+		return usageErrorf("--time-limit %s needs --tokens (the run's total tokens) to tell how long each option takes", c.timeLimit)
+	}
+	if c.maxGPUs < 1 || c.maxGPUs > 1<<20 {
+		return usageErrorf("--max-gpus %d: give 1 or more (at most %d)", c.maxGPUs, 1<<20)
+	}
+	prices, err := parsePrices(c.prices)
+	if err != nil {
+		return err
+	}
+	gpus, err := cheapestGPUs(o.GPU)
+	if err != nil {
+		return err
+	}
+	opts := plan.Cheapest(m, j, gpus, plan.CheapestOptions{Search: so, TimeLimit: limit, MaxGPUs: c.maxGPUs, Prices: prices})
+	if o.Format == "json" {
+		err = writeCheapestJSON(env.stdout, m, j, limit, opts)
+	} else {
+		err = writeCheapestTable(env.stdout, m, j, limit, len(prices) > 0, opts)
+	}
+	if err != nil {
+		return err
+	}
+	if len(opts) == 0 || !opts[0].Fits {
+		return withCode(exitcode.NoFit, errors.New("no GPU type fits the job within --max-gpus and the time limit: see each type's reason"))
+	}
+	return nil
+}
+
+func writeCheapestJSON(w io.Writer, m plan.Model, j plan.Job, limit float64, opts []plan.CheapestOption) error {
+	out := struct {
+		Model      string                `json:"model"`
+		Finetune   string                `json:"finetune"`
+		Tokens     float64               `json:"tokens,omitempty"`
+		TimeLimitH float64               `json:"time_limit_h,omitempty"`
+		Options    []plan.CheapestOption `json:"options"`
+	}{m.Name, plan.FinetuneOf(j).String(), j.Tokens, limit / 3600, opts}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func writeCheapestTable(w io.Writer, m plan.Model, j plan.Job, limit float64, priced bool, opts []plan.CheapestOption) error {
+	head := fmt.Sprintf("cheapest GPUs for %s, seq %d, global batch %d, %s", m.Name, j.SeqLen, j.GlobalBatch, plan.FinetuneOf(j).Label())
+	if j.Tokens > 0 {
+		head += fmt.Sprintf(", %.3g tokens", j.Tokens)
+	}
+	if limit > 0 {
+		head += fmt.Sprintf(", within %.1f h", limit/3600)
+	}
+	fmt.Fprintln(w, head)
+	var short []string
+	for _, op := range opts {
+		if op.Fits {
+			short = append(short, fmt.Sprintf("%d × %s, %s", op.GPUs, op.GPU, hoursWord(op)))
+		}
+	}
+	if len(short) > 0 {
+		fmt.Fprintf(w, "  %s\n\n", strings.Join(short, "; "))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	cost := "GPU-h"
+	if priced {
+		cost = "cost"
+	}
+	fmt.Fprintf(tw, "  type\tGPUs\tfinetune\ttokens/s\ttime\tGPU-h\t%s\tGiB/GPU\tlimits\n", cost)
+	for _, op := range opts {
+		if !op.Fits {
+			fmt.Fprintf(tw, "  %s\t-\t-\t-\t-\t-\t-\t-\t%s\n", op.GPU, op.Why)
+			continue
+		}
+		c := "-"
+		switch {
+		case op.PricePerGPUH > 0 || op.Cost > 0:
+			c = fmt.Sprintf("%.2f", op.Cost)
+		case !priced && op.GPUHours > 0:
+			c = fmt.Sprintf("%.1f", op.GPUHours)
+		}
+		gh := "-"
+		if op.GPUHours > 0 {
+			gh = fmt.Sprintf("%.1f", op.GPUHours)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%.1f/%.0f\t%s\n", op.GPU, op.GPUs, op.Finetune, op.TokensPerS, hoursWord(op), gh, c, op.MemoryGiB, op.CapacityGiB, op.Limits)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if j.Tokens <= 0 {
+		fmt.Fprintln(w, "  (no --tokens: time and GPU-hours need the run's total tokens; ranked by GPU-hours per billion tokens)")
+	}
+	return nil
+}
+
+func hoursWord(op plan.CheapestOption) string {
+	if op.TrainHours <= 0 {
+		return fmt.Sprintf("%.2f s/step", op.StepS)
+	}
+	return fmt.Sprintf("%.1f h", op.TrainHours)
+}
+
+// cheapest is runPlan's --cheapest branch: the pins and calibration as for
+// one plan, then planCheapest.
+func (o *planOptions) cheapest(env *runEnv, fs *pflag.FlagSet, c *cheapestOptions, m plan.Model, j plan.Job) error {
+	if fs.Changed("gpus") {
+		return usageErrorf("--cheapest chooses the GPU count per type: leave out --gpus (--max-gpus caps it)")
+	}
+	fix, err := parseFix(o.Fix)
+	if err != nil {
+		return err
+	}
+	if err := o.loadCalibration(env.getenv, "", env.stderr); err != nil {
+		return err
+	}
+	return planCheapest(env, o, c, m, j, o.searchOptions(fix))
+}
