@@ -104,7 +104,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep etp(expert TP, default tp) dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params|nvme)")
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
-	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|deepspeed (ds_config JSON)|torchtitan (command-line overrides)|env|sbatch|hostfile|placement")
+	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|deepspeed (ds_config JSON)|torchtitan (command-line overrides)|peft (Hugging Face PEFT/bitsandbytes/TrainingArguments/accelerate JSON)|env|sbatch|hostfile|placement")
 	fs.IntVar(&o.Top, "top", plan.DefaultTop, "alternatives to report")
 	fs.DurationVar(&o.CkptLead, "ckpt-lead", 10*time.Minute, "sbatch: checkpoint lead before the time limit (added to it, and the --signal time)")
 	fs.Float64Var(&o.TimeMargin, "time-margin", 0.10, "sbatch: fraction added to the predicted training time")
@@ -140,9 +140,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 		return usageErrorf("unexpected argument %q: plan takes only flags", fs.Arg(0))
 	}
 	switch o.Format {
-	case "table", "json", "megatron", "deepspeed", "torchtitan", "env", "sbatch", "hostfile", "placement":
+	case "table", "json", "megatron", "deepspeed", "torchtitan", "peft", "env", "sbatch", "hostfile", "placement":
 	default:
-		return usageErrorf("--format %q: accepted: table, json, megatron, deepspeed, torchtitan, env, sbatch, hostfile, placement", o.Format)
+		return usageErrorf("--format %q: accepted: table, json, megatron, deepspeed, torchtitan, peft, env, sbatch, hostfile, placement", o.Format)
 	}
 	if o.Top < 0 {
 		return usageErrorf("--top %d: must be 0 or more", o.Top)
@@ -239,6 +239,8 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 		return formatRefusal(plan.RenderDeepSpeed(w, j, *r.Plan))
 	case "torchtitan":
 		return formatRefusal(plan.RenderTorchTitan(w, m, j, *r.Plan))
+	case "peft":
+		return formatRefusal(plan.RenderPEFT(w, m, j, c, *r.Plan))
 	case "env":
 		return plan.RenderEnv(w, *r.Plan)
 	case "sbatch":
