@@ -634,3 +634,13 @@ func suggestFinetune(m Model, j Job, c Cluster, o SearchOptions) []string {
 	}
 	return nil
 }
+
+// gatheredBytes is the bytes per weight ZeRO-3/FSDP gathers: QLoRA's frozen
+// linear layers travel and stay in NF4 (bnb_4bit_quant_storage flattens
+// them with FSDP); the rest in 16 bits.
+func (x *shape) gatheredBytes() float64 {
+	if FinetuneOf(x.j).Kind == FinetuneQLoRA {
+		return nf4Bytes
+	}
+	return wB
+}

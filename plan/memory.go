@@ -368,8 +368,9 @@ func (x *shape) allowance(sp stageParams, act float64) float64 {
 	}
 	other := cudaContextBytes + ncclGroupBytes*groups + fragmentation*act
 	if x.l.Zero == 3 || (x.l.Offload == "params" && !x.j.frozenBase()) || x.l.Offload == "nvme" {
-		// Gathered weights of the current and the prefetched module.
-		other += 2 * wB * sp.layerMax
+		// Gathered weights of the current and the prefetched module
+		// (QLoRA gathers them in NF4, finetune.go).
+		other += 2 * x.gatheredBytes() * sp.layerMax
 	}
 	return other + x.frozenAllowance(sp)
 }
