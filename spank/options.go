@@ -48,8 +48,8 @@ var Options = []Option{
 		Usage: "training software the plan assumes: megatron-core, nemo, megatron-2022, fsdp[:eager|:compile], deepspeed[:zero1|:zero2|:zero3|:pipe], jax (default: the partition's Stack=)"},
 	{Name: "train-precision", Arg: "bf16|fp16|fp8", HasArg: true, Env: "TRAINRUN_PRECISION", Example: "fp8",
 		Usage: "matmul precision the plan assumes (default: the partition's Precision=)"},
-	{Name: "train-finetune", Arg: "full|lora[:RANK]", HasArg: true, Env: "TRAINRUN_FINETUNE", Example: "lora:16",
-		Usage: "training mode the plan assumes: full, or LoRA adapters of RANK (default 16) on a frozen base (default: the partition's Finetune=)"},
+	{Name: "train-finetune", Arg: "full|lora[:RANK[:TARGETS]]|qlora[:RANK]|prefix[:N]|prompt[:N]|ia3", HasArg: true, Env: "TRAINRUN_FINETUNE", Example: "lora:16",
+		Usage: "training mode the plan assumes: full, LoRA adapters of RANK (default 16), QLoRA on a 4-bit base, prefix or prompt tuning of N virtual tokens, or IA3, on a frozen base (default: the partition's Finetune=)"},
 }
 
 // OptionIndex returns the index of the option called name, or -1.

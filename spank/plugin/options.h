@@ -30,7 +30,7 @@ static const struct tr_opt tr_opts[] = {
 	{ "train-precision", "bf16|fp16|fp8",
 	  "matmul precision the plan assumes (default: the partition's Precision=) [env TRAINRUN_PRECISION]",
 	  "TRAINRUN_PRECISION", 1 },
-	{ "train-finetune", "full|lora[:RANK]",
-	  "training mode the plan assumes: full, or LoRA adapters of RANK (default 16) on a frozen base (default: the partition's Finetune=) [env TRAINRUN_FINETUNE]",
+	{ "train-finetune", "full|lora[:RANK[:TARGETS]]|qlora[:RANK]|prefix[:N]|prompt[:N]|ia3",
+	  "training mode the plan assumes: full, LoRA adapters of RANK (default 16), QLoRA on a 4-bit base, prefix or prompt tuning of N virtual tokens, or IA3, on a frozen base (default: the partition's Finetune=) [env TRAINRUN_FINETUNE]",
 	  "TRAINRUN_FINETUNE", 1 },
 };
