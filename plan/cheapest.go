@@ -17,14 +17,23 @@ type CheapestOptions struct {
 	Search    SearchOptions
 	TimeLimit float64            // seconds for the whole run (needs Job.Tokens); 0 = none
 	MaxGPUs   int                // largest count tried per type; 0 = 64
-	Prices    map[string]float64 // price of one GPU-hour by catalog name; missing = unknown
 	// Kinds are the fine-tuning kinds tried in order at each count; nil =
 	// CheapestKinds(the job's kind).
 	Kinds []Finetune
 }
 
-// CheapestOption is one GPU type's answer.
+// CheapestTarget is one place to run: a GPU type, the site partition that
+// has it ("" = the catalog type), and its price per GPU-hour if known.
+type CheapestTarget struct {
+	GPU       GPU
+	Partition string
+	Price     float64
+	Priced    bool
+}
+
+// CheapestOption is one target's answer.
 type CheapestOption struct {
+	Partition      string      `json:"partition,omitempty"`
 	GPU            string      `json:"gpu"`
 	GPUs           int         `json:"gpus"`
 	Finetune       string      `json:"finetune"` // the kind that makes it fit (a --finetune spec)
@@ -74,7 +83,7 @@ func cheapestCounts(g GPU, maxGPUs int) []int {
 
 // Cheapest plans m, j on each GPU type and returns one option per type,
 // the fitting ones first by cost (or GPU-hours), then the others.
-func Cheapest(m Model, j Job, gpus []GPU, o CheapestOptions) []CheapestOption {
+func Cheapest(m Model, j Job, targets []CheapestTarget, o CheapestOptions) []CheapestOption {
 	maxGPUs := o.MaxGPUs
 	if maxGPUs <= 0 {
 		maxGPUs = 64
@@ -86,8 +95,10 @@ func Cheapest(m Model, j Job, gpus []GPU, o CheapestOptions) []CheapestOption {
 	so := o.Search
 	so.TopK, so.MaxRejected = -1, -1
 	var out []CheapestOption
-	for _, g := range gpus {
-		out = append(out, cheapestOn(m, j, g, kinds, maxGPUs, so, o))
+	for _, t := range targets {
+		op := cheapestOn(m, j, t, kinds, maxGPUs, so, o)
+		op.Partition = t.Partition
+		out = append(out, op)
 	}
 	slices.SortStableFunc(out, func(a, b CheapestOption) int {
 		if a.Fits != b.Fits {
@@ -113,9 +124,10 @@ func Cheapest(m Model, j Job, gpus []GPU, o CheapestOptions) []CheapestOption {
 	return out
 }
 
-func cheapestOn(m Model, j Job, g GPU, kinds []Finetune, maxGPUs int, so SearchOptions, o CheapestOptions) CheapestOption {
+func cheapestOn(m Model, j Job, t CheapestTarget, kinds []Finetune, maxGPUs int, so SearchOptions, o CheapestOptions) CheapestOption {
+	g := t.GPU
 	opt := CheapestOption{GPU: g.Name}
-	price, known := o.Prices[g.Name]
+	price, known := t.Price, t.Priced
 	slow := ""
 	for _, n := range cheapestCounts(g, maxGPUs) {
 		c := ClusterOf(g, n)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
@@ -23,6 +24,7 @@ type cheapestOptions struct {
 	timeLimit string
 	prices    string
 	maxGPUs   int
+	policy    *policy.Policy // --policy's file, when given: its partitions are the targets
 }
 
 func (c *cheapestOptions) addFlags(fs *pflag.FlagSet) {
@@ -67,20 +69,51 @@ func parsePrices(s string) (map[string]float64, error) {
 	return out, nil
 }
 
-// cheapestGPUs is the types --cheapest compares: --gpu's list (counts
-// ignored), else the whole catalog.
-func cheapestGPUs(list string) ([]plan.GPU, error) {
-	if strings.TrimSpace(list) == "" {
-		return plan.GPUCatalog(), nil
+// targets is what --cheapest compares: the site's partitions when a policy
+// names their GPUType= (each priced by its GPUHourCost=, or --gpu-hour-cost
+// for its type), else --gpu's types (counts ignored), else the whole catalog.
+func (c *cheapestOptions) targets(list string, prices map[string]float64) ([]plan.CheapestTarget, error) {
+	priced := func(g plan.GPU, part string) plan.CheapestTarget {
+		t := plan.CheapestTarget{GPU: g, Partition: part}
+		t.Price, t.Priced = prices[g.Name]
+		return t
 	}
-	var out []plan.GPU
+	if c.policy != nil && strings.TrimSpace(list) == "" {
+		var out []plan.CheapestTarget
+		for _, p := range c.policy.Partitions() {
+			st := c.policy.Effective(p)
+			g, err := plan.LookupGPU(st.GPUType.Value)
+			if st.GPUType.Value == "" || err != nil {
+				continue // GPUType=auto: the policy does not say which GPUs it has
+			}
+			t := priced(g, p)
+			if v := st.GPUHourCost.Value; v >= 0 && st.GPUHourCost.Source.Kind != policy.FromDefault {
+				t.Price, t.Priced = v, true
+			}
+			out = append(out, t)
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+	var gpus []plan.GPU
+	if strings.TrimSpace(list) == "" {
+		gpus = plan.GPUCatalog()
+	}
 	for _, item := range strings.Split(list, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
 		name, _, _ := strings.Cut(strings.TrimSpace(item), ":")
 		g, err := plan.LookupGPU(name)
 		if err != nil {
 			return nil, withCode(exitcode.Usage, fmt.Errorf("--gpu: %w", err))
 		}
-		out = append(out, g)
+		gpus = append(gpus, g)
+	}
+	var out []plan.CheapestTarget
+	for _, g := range gpus {
+		out = append(out, priced(g, ""))
 	}
 	return out, nil
 }
@@ -104,15 +137,15 @@ func planCheapest(env *runEnv, o *planOptions, c *cheapestOptions, m plan.Model,
 	if err != nil {
 		return err
 	}
-	gpus, err := cheapestGPUs(o.GPU)
+	targets, err := c.targets(o.GPU, prices)
 	if err != nil {
 		return err
 	}
-	opts := plan.Cheapest(m, j, gpus, plan.CheapestOptions{Search: so, TimeLimit: limit, MaxGPUs: c.maxGPUs, Prices: prices})
+	opts := plan.Cheapest(m, j, targets, plan.CheapestOptions{Search: so, TimeLimit: limit, MaxGPUs: c.maxGPUs})
 	if o.Format == "json" {
 		err = writeCheapestJSON(env.stdout, m, j, limit, opts)
 	} else {
-		err = writeCheapestTable(env.stdout, m, j, limit, len(prices) > 0, opts)
+		err = writeCheapestTable(env.stdout, m, j, limit, opts)
 	}
 	if err != nil {
 		return err
@@ -139,7 +172,11 @@ func writeCheapestJSON(w io.Writer, m plan.Model, j plan.Job, limit float64, opt
 	return err
 }
 
-func writeCheapestTable(w io.Writer, m plan.Model, j plan.Job, limit float64, priced bool, opts []plan.CheapestOption) error {
+func writeCheapestTable(w io.Writer, m plan.Model, j plan.Job, limit float64, opts []plan.CheapestOption) error {
+	priced := false
+	for _, op := range opts {
+		priced = priced || op.PricePerGPUH > 0 || op.Cost > 0
+	}
 	head := fmt.Sprintf("cheapest GPUs for %s, seq %d, global batch %d, %s", m.Name, j.SeqLen, j.GlobalBatch, plan.FinetuneOf(j).Label())
 	if j.Tokens > 0 {
 		head += fmt.Sprintf(", %.3g tokens", j.Tokens)
@@ -164,6 +201,9 @@ func writeCheapestTable(w io.Writer, m plan.Model, j plan.Job, limit float64, pr
 	}
 	fmt.Fprintf(tw, "  type\tGPUs\tfinetune\ttokens/s\ttime\tGPU-h\t%s\tGiB/GPU\tlimits\n", cost)
 	for _, op := range opts {
+		if op.Partition != "" {
+			op.GPU = op.Partition + ":" + op.GPU
+		}
 		if !op.Fits {
 			fmt.Fprintf(tw, "  %s\t-\t-\t-\t-\t-\t-\t-\t%s\n", op.GPU, op.Why)
 			continue
@@ -202,6 +242,13 @@ func hoursWord(op plan.CheapestOption) string {
 func (o *planOptions) cheapest(env *runEnv, fs *pflag.FlagSet, c *cheapestOptions, m plan.Model, j plan.Job) error {
 	if fs.Changed("gpus") {
 		return usageErrorf("--cheapest chooses the GPU count per type: leave out --gpus (--max-gpus caps it)")
+	}
+	if f := fs.Lookup("policy"); f != nil && f.Value.String() != "" {
+		pf, err := loadPolicyFile(f.Value.String())
+		if err != nil {
+			return reportPolicyErrors(env.stderr, f.Value.String(), err)
+		}
+		c.policy = pf
 	}
 	fix, err := parseFix(o.Fix)
 	if err != nil {

@@ -69,3 +69,30 @@ func TestPlanCheapestErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCheapestPartitions: with a policy, the site's partitions are the
+// targets, priced by their GPUHourCost=.
+func TestPlanCheapestPartitions(t *testing.T) {
+	pol := policyFile(t, "PartitionName=ws GPUType=l40s GPUHourCost=0.9\nPartitionName=big GPUType=h100-sxm GPUHourCost=2.5\nPartitionName=old GPUType=a100-80gb\nPartitionName=any\n")
+	out, stderr, code := runPlanCmd(t, "plan", "--model", "llama3-70b", "--seq-len", "4096", "--global-batch", "8", "--finetune", "lora:16",
+		"--cheapest", "--tokens", "50M", "--time-limit", "36", "--policy", pol, "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Options []plan.CheapestOption `json:"options"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, op := range doc.Options {
+		parts = append(parts, op.Partition+":"+op.GPU)
+		if op.Partition == "ws" && op.PricePerGPUH != 0.9 || op.Partition == "old" && op.Cost != 0 {
+			t.Errorf("%s: price %.2f cost %.2f: want the partition's GPUHourCost, none for old", op.Partition, op.PricePerGPUH, op.Cost)
+		}
+	}
+	if got := strings.Join(parts, " "); got != "big:h100-sxm ws:l40s old:a100-80gb" {
+		t.Errorf("targets %q, want the three typed partitions, priced by cost first (the GPUType=auto one left out)", got)
+	}
+}
