@@ -15,8 +15,8 @@ import (
 // CheapestOptions steer Cheapest.
 type CheapestOptions struct {
 	Search    SearchOptions
-	TimeLimit float64            // seconds for the whole run (needs Job.Tokens); 0 = none
-	MaxGPUs   int                // largest count tried per type; 0 = 64
+	TimeLimit float64 // seconds for the whole run (needs Job.Tokens); 0 = none
+	MaxGPUs   int     // largest count tried per type; 0 = 64
 	// Kinds are the fine-tuning kinds tried in order at each count; nil =
 	// CheapestKinds(the job's kind).
 	Kinds []Finetune
