@@ -25,6 +25,7 @@ type shape struct {
 	sp, flash, fp8      bool
 	legacy              bool
 	layerAct            float64 // activations of the transformer layers (first stage), for reports
+	hostNeed            float64 // host memory per GPU the offload keeps (memoryOf)
 	k                   kern
 }
 
@@ -39,6 +40,7 @@ func Evaluate(m Model, j Job, c Cluster, l Layout) Evaluation {
 	if e.Reason == "" || e.Memory.PerGPU > 0 {
 		e.Time.StepRange = stepRange(e.Time.Step, j.Stack, c.GPU.Arch, m.Params())
 		e.Why = x.why(&e)
+		e.Finetune = x.finetuneNote(&e)
 	}
 	return e
 }
@@ -210,6 +212,7 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	x.k = newKern(c.GPU, j.Stack)
 
 	host := x.memoryOf(e)
+	x.hostNeed = host
 	e.Memory.Fits = e.Memory.PerGPU <= e.Memory.Capacity
 	if !e.Memory.Fits {
 		e.Reason = fmt.Sprintf("needs %.1f GiB per GPU, capacity %.1f GiB", e.Memory.PerGPU/gib, e.Memory.Capacity/gib)

@@ -604,7 +604,7 @@ func (x *shape) baseWords(f Finetune) string {
 		s = fmt.Sprintf("NF4 with double quantisation (%.3f bits per linear weight), dequantised to BF16 per GEMM", 8*nf4Bytes)
 	}
 	if x.l.Offload == "params" {
-		s += fmt.Sprintf(", in host memory streamed per layer over PCIe (%.0f GB/s at %.0f%%)", x.c.GPU.PCIeBandwidth/1e9, 100*pcieEff)
+		s += fmt.Sprintf(", in host memory (%.1f GiB pinned per GPU) streamed per layer over PCIe (%.0f GB/s at %.0f%%)", x.hostNeed/gib, x.c.GPU.PCIeBandwidth/1e9, 100*pcieEff)
 	}
 	if p := x.j.prefixTokens(); p > 0 {
 		s += fmt.Sprintf("; attention sees %d+%.0f keys", x.j.SeqLen, p)
@@ -643,4 +643,32 @@ func (x *shape) gatheredBytes() float64 {
 		return nf4Bytes
 	}
 	return wB
+}
+
+// FinetuneNote is the plan JSON's "finetune" object: what a frozen-base
+// plan trains and what binds it.
+type FinetuneNote struct {
+	Spec            string  `json:"spec"` // canonical --finetune spec
+	TrainableParams float64 `json:"trainable_params"`
+	TrainableShare  float64 `json:"trainable_share"`           // of all parameters
+	StateBytes      float64 `json:"state_bytes_per_trainable"` // weights + gradients + optimizer
+	BaseBits        float64 `json:"base_bits_per_linear_weight"`
+	BaseOnHost      bool    `json:"base_on_host"`       // offload=params: streamed per layer
+	HostBytesPerGPU float64 `json:"host_bytes_per_gpu"` // pinned host memory the offload keeps
+	Limits          string  `json:"limits"`
+}
+
+func (x *shape) finetuneNote(e *Evaluation) *FinetuneNote {
+	f := FinetuneOf(x.j)
+	if !f.Frozen() || e.Memory.PerGPU == 0 {
+		return nil
+	}
+	aw, ag, ao := x.adapterStateBytes()
+	tr := TrainableParams(x.m, x.j)
+	bits := 8 * wB
+	if f.Kind == FinetuneQLoRA {
+		bits = 8 * nf4Bytes
+	}
+	return &FinetuneNote{Spec: f.String(), TrainableParams: tr, TrainableShare: tr / x.m.Params(), StateBytes: aw + ag + ao,
+		BaseBits: bits, BaseOnHost: x.l.Offload == "params" || x.l.Offload == "nvme", HostBytesPerGPU: x.hostNeed, Limits: limitsOf(e)}
 }

@@ -181,6 +181,10 @@ func TestFinetuneIssueExample(t *testing.T) {
 			t.Errorf("why lacks %q:\n%s", w, why)
 		}
 	}
+	if n := r.Plan.Finetune; n == nil || n.Spec != "qlora:16" || math.Abs(n.BaseBits-4.127) > 0.001 || n.TrainableParams != TrainableParams(m, j) || n.Limits == "" ||
+		(r.Plan.Offload == "params") != (n.BaseOnHost && n.HostBytesPerGPU > 30*gib) {
+		t.Errorf("plan JSON's finetune note %+v (offload %s)", n, r.Plan.Offload)
+	}
 	// Without the adapters the BF16 base alone (141 GB) cannot fit one card
 	// even streamed: full training says so.
 	if r := Search(m, Job{SeqLen: 4096, GlobalBatch: 8}, ClusterOf(mustGPU(t, "l40s"), 1), SearchOptions{}); r.Plan != nil && r.Plan.Memory.Fits {

@@ -238,6 +238,8 @@ type Evaluation struct {
 	// Calibration says how a site calibration moved this evaluation
 	// (calibrate.go); nil without one.
 	Calibration *CalibrationNote `json:"calibration,omitempty"`
+	// Finetune describes a frozen-base plan (finetune.go); nil for full training.
+	Finetune *FinetuneNote `json:"finetune,omitempty"`
 }
 
 // Rejection is a layout that was considered and why it lost.
