@@ -672,3 +672,13 @@ func (x *shape) finetuneNote(e *Evaluation) *FinetuneNote {
 	return &FinetuneNote{Spec: f.String(), TrainableParams: tr, TrainableShare: tr / x.m.Params(), StateBytes: aw + ag + ao,
 		BaseBits: bits, BaseOnHost: x.l.Offload == "params" || x.l.Offload == "nvme", HostBytesPerGPU: x.hostNeed, Limits: limitsOf(e)}
 }
+
+// CheckFinetune is an error when model m cannot take spec f (a LoRA rank past
+// its projections' width, a gate target without a gated MLP): a usage
+// error, found before any layout is searched.
+func CheckFinetune(m Model, f Finetune) error {
+	if r := finetuneInvalid(m, f); r != "" {
+		return fmt.Errorf("finetune %s: %s", f, r)
+	}
+	return nil
+}

@@ -161,6 +161,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := plan.CheckFinetune(m, plan.FinetuneOf(j)); err != nil {
+		return usageErrorf("--%v", err)
+	}
 	if cheap.on {
 		return o.cheapest(env, fs, &cheap, m, j)
 	}

@@ -62,6 +62,8 @@ func TestPlanCheapestErrors(t *testing.T) {
 		{[]string{"--gpu-hour-cost", "nosuch=1"}, "want TYPE=PRICE with a known GPU type"},
 		{[]string{"--gpus", "8"}, "leave out --gpus"},
 		{[]string{"--format", "megatron"}, "--format table or json"},
+		{[]string{"--finetune", "lora:2048"}, "--finetune lora:2048: LoRA rank 2048 exceeds the 1024-wide projections of llama3-8b"},
+		{[]string{"--finetune", "lora:8:gate", "--ffn-type", "gelu"}, "has no gate projection"},
 	} {
 		_, stderr, code := runPlanCmd(t, append(append([]string{}, base...), c.args...)...)
 		if code != 2 || !strings.Contains(stderr, c.want) {
