@@ -195,11 +195,7 @@ func writeCheapestTable(w io.Writer, m plan.Model, j plan.Job, limit float64, op
 		fmt.Fprintf(w, "  %s\n\n", strings.Join(short, "; "))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	cost := "GPU-h"
-	if priced {
-		cost = "cost"
-	}
-	fmt.Fprintf(tw, "  type\tGPUs\tfinetune\ttokens/s\ttime\tGPU-h\t%s\tGiB/GPU\tlimits\n", cost)
+	fmt.Fprintf(tw, "  type\tGPUs\tfinetune\ttokens/s\ttime\tGPU-h\tcost\tGiB/GPU\tlimits\n")
 	for _, op := range opts {
 		if op.Partition != "" {
 			op.GPU = op.Partition + ":" + op.GPU
@@ -208,12 +204,9 @@ func writeCheapestTable(w io.Writer, m plan.Model, j plan.Job, limit float64, op
 			fmt.Fprintf(tw, "  %s\t-\t-\t-\t-\t-\t-\t-\t%s\n", op.GPU, op.Why)
 			continue
 		}
-		c := "-"
-		switch {
-		case op.PricePerGPUH > 0 || op.Cost > 0:
+		c := "-" // no price for this type (--gpu-hour-cost, the policy's GPUHourCost=)
+		if op.PricePerGPUH > 0 || op.Cost > 0 {
 			c = fmt.Sprintf("%.2f", op.Cost)
-		case !priced && op.GPUHours > 0:
-			c = fmt.Sprintf("%.1f", op.GPUHours)
 		}
 		gh := "-"
 		if op.GPUHours > 0 {
@@ -225,8 +218,12 @@ func writeCheapestTable(w io.Writer, m plan.Model, j plan.Job, limit float64, op
 		return err
 	}
 	if j.Tokens <= 0 {
-		fmt.Fprintln(w, "  (no --tokens: time and GPU-hours need the run's total tokens; ranked by GPU-hours per billion tokens)")
+		fmt.Fprintln(w, "  (no --tokens: time and GPU-hours need the run's total tokens; ranked by GPU-hours per billion tokens, cost per billion tokens)")
 	}
+	if !priced {
+		fmt.Fprintln(w, "  (no prices: --gpu-hour-cost TYPE=PRICE,... or a policy's GPUHourCost= ranks by cost; ranked by GPU-hours)")
+	}
+	fmt.Fprintln(w, "  (each type's fewest GPUs that fit, within --time-limit when given)")
 	return nil
 }
 
