@@ -30,7 +30,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench lint install clean demo fuzz check-frameworks
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench lint install clean demo fuzz check-frameworks check-peft
 
 all: build
 
@@ -41,6 +41,7 @@ help:
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "check-frameworks  MEGATRON=DIR [MEGATRON_CHECK=DIR]: Megatron-LM's own argument checks on every preset and 45 layouts (skipped without); TORCHTITAN=DIR [TORCHTITAN_PYTHONPATH=DIR]: torchtitan's config parsing of --format torchtitan"
+	@echo "check-peft PEFT=DIR: Hugging Face PEFT's own config classes load --format peft for every fine-tuning kind (a huggingface/peft tree; not in CI)"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput; CHAOS_SEEDS=N: N seeds, pass rate and goodput spread"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
@@ -102,6 +103,13 @@ check-frameworks:
 		echo "SKIP check-frameworks (Megatron-LM): give MEGATRON=DIR (a Megatron-LM tree) and MEGATRON_CHECK=DIR (the megatron-check tool)"; exit 0; fi; \
 	TRAINRUN_MEGATRON=$(abspath $(MEGATRON)) TRAINRUN_MEGATRON_CHECK=$(abspath $(MEGATRON_CHECK)) \
 		$(GO) test -count=1 -timeout 90m -v -run 'TestMegatron' ./test/frameworks
+
+# Hugging Face PEFT's own config classes (LoraConfig, PrefixTuningConfig,
+# PromptTuningConfig, IA3Config) load what --format peft prints, from a
+# huggingface/peft tree (git archive of plan.PEFTVersion); not in CI.
+check-peft:
+	@if [ -z "$(PEFT)" ]; then echo "SKIP check-peft: give PEFT=DIR (a huggingface/peft tree)"; exit 0; fi; \
+	TRAINRUN_PEFT=$(abspath $(PEFT)) $(GO) test -count=1 -timeout 10m -v -run 'TestPEFT' ./test/frameworks
 
 # Every Fuzz target in the module, found with go test -list (so targets added
 # anywhere join), FUZZTIME each; a failure does not stop the rest, the

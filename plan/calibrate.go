@@ -136,7 +136,7 @@ func distance(m Model, j Job, c Cluster, om Model, oj Job, oc Cluster) float64 {
 	if m.isMoE() != om.isMoE() {
 		d += 2
 	}
-	if (j.LoRARank > 0) != (oj.LoRARank > 0) {
+	if j.frozenBase() != oj.frozenBase() {
 		d++
 	}
 	d += 0.5 * math.Abs(math.Log(math.Max(m.Params(), 1)/math.Max(om.Params(), 1)))

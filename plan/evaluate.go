@@ -25,6 +25,7 @@ type shape struct {
 	sp, flash, fp8      bool
 	legacy              bool
 	layerAct            float64 // activations of the transformer layers (first stage), for reports
+	hostNeed            float64 // host memory per GPU the offload keeps (memoryOf)
 	k                   kern
 }
 
@@ -39,6 +40,7 @@ func Evaluate(m Model, j Job, c Cluster, l Layout) Evaluation {
 	if e.Reason == "" || e.Memory.PerGPU > 0 {
 		e.Time.StepRange = stepRange(e.Time.Step, j.Stack, c.GPU.Arch, m.Params())
 		e.Why = x.why(&e)
+		e.Finetune = x.finetuneNote(&e)
 	}
 	return e
 }
@@ -118,7 +120,7 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 		return fmt.Sprintf("zero=%d: accepted 0-3", l.Zero)
 	case l.Offload != "none" && l.Offload != "optimizer" && l.Offload != "params" && l.Offload != "nvme":
 		return fmt.Sprintf("offload %q: accepted none, optimizer, params, nvme", l.Offload)
-	case (l.Offload == "params" || l.Offload == "nvme") && l.Zero != 3:
+	case (l.Offload == "params" || l.Offload == "nvme") && l.Zero != 3 && !(l.Offload == "params" && j.frozenBase()):
 		return fmt.Sprintf("offload=%s needs zero=3 (parameters are gathered from the %s per layer)", l.Offload, map[string]string{"params": "host", "nvme": "NVMe"}[l.Offload])
 	case l.Offload == "nvme" && c.NVMeBW <= 0:
 		return "offload=nvme needs the nodes' NVMe bandwidth (nvme_bandwidth, --nvme-bw)"
@@ -137,7 +139,7 @@ func validate(m Model, j Job, c Cluster, l Layout) string {
 	case m.TopK > m.Experts:
 		return fmt.Sprintf("topk %d exceeds %d experts", m.TopK, m.Experts)
 	}
-	return ""
+	return finetuneInvalid(m, FinetuneOf(j))
 }
 
 // splitLayers sets the layers of the first, last and middle stages.
@@ -199,6 +201,8 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 		e.Reason = r
 		return
 	}
+	tokensPerStep := float64(j.GlobalBatch) * float64(j.SeqLen)
+	j.SeqLen += j.promptTokens() // prompt tuning: the model runs on the virtual tokens too
 	*x = shape{m: m, j: j, c: c, l: l}
 	x.t, x.p, x.v = float64(l.TP), float64(l.PP), float64(l.VPP)
 	x.cp, x.ep, x.dp = float64(l.CP), float64(l.EP), float64(l.DP)
@@ -219,6 +223,7 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	x.k = newKern(c.GPU, j.Stack)
 
 	host := x.memoryOf(e)
+	x.hostNeed = host
 	e.Memory.Fits = e.Memory.PerGPU <= e.Memory.Capacity
 	if !e.Memory.Fits {
 		e.Reason = fmt.Sprintf("needs %.1f GiB per GPU, capacity %.1f GiB", e.Memory.PerGPU/gib, e.Memory.Capacity/gib)
@@ -233,7 +238,6 @@ func evaluate(x *shape, m Model, j Job, c Cluster, l Layout, e *Evaluation) {
 	}
 	e.Tight = e.Memory.Fits && e.Memory.PerGPU > (1-MarginOf(c))*e.Memory.Capacity
 	x.timeOf(e)
-	tokensPerStep := float64(j.GlobalBatch) * float64(j.SeqLen)
 	if e.Time.Step > 0 {
 		e.TokensPerSPerGPU = tokensPerStep / e.Time.Step / float64(c.GPUs)
 	}
@@ -272,6 +276,7 @@ func (x *shape) why(e *Evaluation) []string {
 	ms := e.Memory
 	w = append(w, fmt.Sprintf("memory %.1f of %.1f GiB per GPU: weights %.1f, grads %.1f, optimizer %.1f (zero=%d), activations %.1f, other %.1f",
 		ms.PerGPU/gib, ms.Capacity/gib, ms.Weights/gib, ms.Grads/gib, ms.Optimizer/gib, l.Zero, ms.Activations/gib, ms.Other/gib))
+	w = append(w, x.finetuneWhy(e)...)
 	if e.Tight {
 		w = append(w, tightWhy(e.Memory, x.c))
 	}

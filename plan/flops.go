@@ -218,26 +218,20 @@ func FlopsPerTokenNonCausal(m Model, seqLen int) float64 {
 	return 3 * (lin + att)
 }
 
-// loraAdapterParams is the adapter parameters of rank r on every linear layer
-// of attention and the dense MLP (memory.go's LoRA placement), whole model.
-func (m Model) loraAdapterParams(r int) float64 {
-	h, d := float64(m.Hidden), float64(m.headDim())
-	n, g := float64(m.Heads), float64(m.kvHeads())
-	f := float64(m.FFN)
-	mats := m.FFNType.mlpMatrices()
-	perLayer := (h + (n+2*g)*d) + (n*d + h) + (h + (mats-1)*f) + (f + h)
-	return float64(r) * perLayer * float64(m.Layers)
-}
-
 // JobFlopsPerToken is FlopsPerToken for the job: LoRA trains no frozen weight,
 // so its backward has no weight-gradient GEMMs for them; the matmuls a token
 // needs are the forward and the input-gradient GEMMs (2× forward) of the
 // linear layers, the attention core's 3×, and the adapters' 6 FLOPs per
-// parameter (Hu et al. 2021). Full training: FlopsPerToken.
+// parameter (Hu et al. 2021). Prefix tuning adds every prefix key to each
+// query's attention; prompt tuning runs s + P tokens for each s the user
+// trains (finetune.go), counted per user token. Full training: FlopsPerToken.
 func JobFlopsPerToken(m Model, j Job) float64 {
-	if j.LoRARank <= 0 {
+	f := FinetuneOf(j)
+	if !f.Frozen() || j.SeqLen <= 0 {
 		return FlopsPerToken(m, j.SeqLen)
 	}
-	lin, att := m.forwardFlopsPerToken(j.SeqLen, true)
-	return 2*lin + 3*att + 6*m.loraAdapterParams(j.LoRARank)
+	s := j.SeqLen + j.promptTokens()
+	lin, att := m.forwardFlopsPerToken(s, true)
+	att += 2 * j.prefixTokens() * float64(m.Heads) * float64(m.qkDim()+m.vDim()) * float64(m.Layers)
+	return (2*lin + 3*att + 6*m.adapterMatmulParams(f)) * float64(s) / float64(j.SeqLen)
 }

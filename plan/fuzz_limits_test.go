@@ -49,7 +49,7 @@ func FuzzParseNCCLConf(f *testing.F) {
 // plugin) as user text: no panic, an accepted batch is within the limits,
 // and every accepted value reads back as itself from its canonical form.
 func FuzzParseJobOpts(f *testing.F) {
-	for _, s := range []string{"1024x8192", "lora:16", "fsdp:compile", "bf16", "full", "9223372036854775807x1", "lora:-1", "x"} {
+	for _, s := range []string{"1024x8192", "lora:16", "qlora:64:q,v:adamw32", "prefix:30", "fsdp:compile", "bf16", "full", "9223372036854775807x1", "lora:-1", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -69,6 +69,11 @@ func FuzzParseJobOpts(f *testing.F) {
 		if p, err := ParsePrecision(s); err == nil {
 			if back, err := ParsePrecision(string(p)); err != nil || back != p {
 				t.Fatalf("%q: precision %q reads back as %q (%v)", s, p, back, err)
+			}
+		}
+		if f, err := ParseFinetuneSpec(s); err == nil {
+			if back, err := ParseFinetuneSpec(f.String()); err != nil || back != f || f.Rank > MaxLoRARank || f.Tokens > MaxVirtualTokens {
+				t.Fatalf("%q: spec %+v reads back as %+v (%v)", s, f, back, err)
 			}
 		}
 		if r, err := ParseFinetune(s); err == nil {

@@ -35,10 +35,7 @@ type Inputs struct {
 
 // InputsOf describes m, j on c with the user's pins.
 func InputsOf(m Model, j Job, c Cluster, pins string) Inputs {
-	ft := "full"
-	if j.LoRARank > 0 {
-		ft = fmt.Sprintf("lora:%d", j.LoRARank)
-	}
+	ft := FinetuneOf(j).String()
 	st := string(j.Stack)
 	if j.Stack == StackMegatronCore {
 		st = "megatron-core"
@@ -71,11 +68,9 @@ func (in Inputs) Resolve() (Model, Job, Cluster, error) {
 	if err != nil {
 		return Model{}, Job{}, Cluster{}, fmt.Errorf("inputs.precision: %w", err)
 	}
-	lora := 0
-	if in.Finetune != "" {
-		if lora, err = ParseFinetune(in.Finetune); err != nil {
-			return Model{}, Job{}, Cluster{}, fmt.Errorf("inputs.finetune: %w", err)
-		}
+	ft, err := ParseFinetuneSpec(in.Finetune)
+	if err != nil {
+		return Model{}, Job{}, Cluster{}, fmt.Errorf("inputs.finetune: %w", err)
 	}
 	if md := in.Model; md.Layers <= 0 || md.Hidden <= 0 || md.Heads <= 0 || md.Vocab <= 0 {
 		return Model{}, Job{}, Cluster{}, fmt.Errorf("inputs.model: layers %d, hidden %d, heads %d and vocab %d must all be > 0", md.Layers, md.Hidden, md.Heads, md.Vocab)
@@ -93,8 +88,8 @@ func (in Inputs) Resolve() (Model, Job, Cluster, error) {
 	if in.InterNode > 0 && !math.IsInf(in.InterNode, 0) {
 		c.InterNode = in.InterNode
 	}
-	j := Job{SeqLen: in.SeqLen, GlobalBatch: in.GlobalBatch, Precision: prec, LoRARank: lora, Stack: st,
-		FP8Recipe: FP8Recipe(in.FP8Recipe), MoEDispatcher: in.MoEDispatcher, MoEA2AOverlap: in.MoEA2AOverlap, MoECapacity: in.MoECapacity}
+	j := Job{SeqLen: in.SeqLen, GlobalBatch: in.GlobalBatch, Precision: prec, Stack: st,
+		FP8Recipe: FP8Recipe(in.FP8Recipe), MoEDispatcher: in.MoEDispatcher, MoEA2AOverlap: in.MoEA2AOverlap, MoECapacity: in.MoECapacity}.WithFinetune(ft)
 	if r := validFP8Recipe(j.FP8Recipe, g); r != "" && j.Precision == FP8 {
 		return Model{}, Job{}, Cluster{}, fmt.Errorf("inputs.fp8_recipe: %s", r)
 	}

@@ -2,29 +2,20 @@ package plan
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
 // DefaultLoRARank is the rank of a bare "lora" fine-tuning mode (a common choice).
 const DefaultLoRARank = 16
 
-// ParseFinetune reads a fine-tuning mode: full (0), lora (DefaultLoRARank)
-// or lora:RANK, and returns the LoRA rank (0 = full training).
+// ParseFinetune reads a fine-tuning mode (ParseFinetuneSpec) and returns its
+// LoRA or QLoRA rank: 0 for full training and the kinds without a rank.
 func ParseFinetune(s string) (int, error) {
-	switch v := strings.ToLower(strings.TrimSpace(s)); {
-	case v == "" || v == "full":
-		return 0, nil
-	case v == "lora":
-		return DefaultLoRARank, nil
-	case strings.HasPrefix(v, "lora:"):
-		r, err := strconv.Atoi(v[len("lora:"):])
-		if err != nil || r <= 0 {
-			return 0, fmt.Errorf("finetune %q: the LoRA rank must be a positive integer, e.g. lora:16", s)
-		}
-		return r, nil
+	f, err := ParseFinetuneSpec(s)
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("finetune %q: accepted: full, lora, lora:RANK", s)
+	return f.Rank, nil
 }
 
 // ParsePrecision reads bf16, fp16 or fp8 (case-insensitive).

@@ -98,15 +98,12 @@ func (x *shape) stage(kind stageKind) stageParams {
 		// gathered at once (torch FSDP auto_wrap_policy on the block class).
 		sp.layerMax = (attn + m.denseMLPParams()/t + m.sharedParams()/t) + float64(m.Experts)*m.expertParams()/(x.ep*x.etp)
 	}
-	if x.j.LoRARank > 0 {
-		r := float64(x.j.LoRARank)
-		h, d := float64(m.Hidden), float64(m.headDim())
-		n, g := float64(m.Heads), float64(m.kvHeads())
-		mats := m.FFNType.mlpMatrices()
-		f := float64(m.FFN)
-		// A is r×in (replicated across TP for column-parallel layers), B is out×r (sharded).
-		perLayer := r*(h+(n+2*g)*d/t) + r*(n*d/t+h) + r*(h+(mats-1)*f/t) + r*(f/t+h)
-		sp.adapters = ls * perLayer
+	if f := FinetuneOf(x.j); f.Frozen() {
+		// Adapters per layer (finetune.go); prompt tuning's embeddings on the first stage.
+		sp.adapters = ls * m.adapterParamsTP(f, t)
+		if kind == stFirst {
+			sp.adapters += m.promptParams(f)
+		}
 	}
 	return sp
 }
@@ -152,12 +149,14 @@ func (x *shape) layerActivationBytes(moe bool, recompute string) float64 {
 		}
 		return 4 * f
 	}
+	cutRep, cutTP := x.frozenActivationCut() // a frozen base keeps less (finetune.go)
+	rep -= cutRep
 	if moe {
 		tp += mlpAct(float64(m.SharedFFN))
 		// Each GPU's experts see k·T·etp/t routed tokens at width F/etp.
 		tp += float64(m.TopK) * (2*h*x.etp + mlpAct(float64(m.moeFFN())))
 	} else {
-		tp += mlpAct(float64(m.FFN))
+		tp += mlpAct(float64(m.FFN)) - cutTP
 	}
 	var score float64
 	if x.flash {
@@ -165,7 +164,9 @@ func (x *shape) layerActivationBytes(moe bool, recompute string) float64 {
 	} else if recompute == "none" {
 		score = 5 * n * float64(x.j.SeqLen) / x.t
 	}
-	return T * (rep/repDiv + tp/x.t + score)
+	// Prefix tuning's keys and values, per sequence.
+	prefixKV := x.b * x.j.prefixTokens() * 4 * g * d / x.t
+	return T*(rep/repDiv+tp/x.t+score) + prefixKV
 }
 
 // stageLayers returns the dense and MoE layers of a stage (MoE models put
@@ -259,22 +260,11 @@ func (x *shape) modelStates(sp stageParams) (mem Memory, hostPerGPU float64) {
 	shard := x.dp * x.cp
 	expShard := max(x.edp, 1)
 	gB := x.gradBytes()
-	lora := x.j.LoRARank > 0
-	if lora {
-		// Frozen base: 16-bit weights only; ZeRO-3 shards them.
-		base := sp.dense + sp.expert
-		if x.l.Zero == 3 {
-			base = sp.dense/shard + sp.expert/expShard
-		}
-		mem.Weights = wB*base + wB*sp.adapters
-		mem.Grads = gB * sp.adapters
-		mem.Optimizer = oB * sp.adapters
-		if x.l.Zero >= 1 {
-			mem.Optimizer /= shard
-		}
-		if x.l.Zero >= 2 {
-			mem.Grads /= shard
-		}
+	frozen := x.j.frozenBase()
+	if frozen {
+		// Frozen base (finetune.go): base weights only, NF4 for QLoRA; ZeRO-3
+		// shards them; offload=optimizer and params placed there.
+		mem, hostPerGPU = x.frozenStates(sp, shard, expShard)
 	} else {
 		w := wB * (sp.dense + sp.expert)
 		g := gB * (sp.dense + sp.expert)
@@ -295,7 +285,11 @@ func (x *shape) modelStates(sp stageParams) (mem Memory, hostPerGPU float64) {
 	if x.fp8 {
 		mem.Weights += 2 * (sp.linear + sp.expert)
 	}
-	switch x.l.Offload {
+	off := x.l.Offload
+	if frozen && off != "nvme" {
+		off = "none" // frozenStates placed them
+	}
+	switch off {
 	case "optimizer":
 		// States and FP32 master weights live on the host, with an FP32 copy of
 		// the gradients to update them (ZeRO-Offload, Ren et al. 2021).
@@ -357,7 +351,7 @@ func (x *shape) stageActivations(kind stageKind) float64 {
 		act += x.unfusedScoreBytes()
 	}
 	if x.hasOutput(kind) {
-		act += logitBytes * x.tokens * float64(m.Vocab) / x.t
+		act += cmpOr(x.st.logit, logitBytes) * x.tokens * float64(m.Vocab) / x.t
 	}
 	return act
 }
@@ -373,9 +367,10 @@ func (x *shape) allowance(sp stageParams, act float64) float64 {
 		}
 	}
 	other := cudaContextBytes + ncclGroupBytes*groups + fragmentation*act
-	if x.l.Zero == 3 || x.l.Offload == "params" || x.l.Offload == "nvme" {
-		// Gathered weights of the current and the prefetched module.
-		other += 2 * wB * sp.layerMax
+	if x.l.Zero == 3 || (x.l.Offload == "params" && !x.j.frozenBase()) || x.l.Offload == "nvme" {
+		// Gathered weights of the current and the prefetched module
+		// (QLoRA gathers them in NF4, finetune.go).
+		other += 2 * x.gatheredBytes() * sp.layerMax
 	}
-	return other
+	return other + x.frozenAllowance(sp)
 }

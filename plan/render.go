@@ -41,6 +41,9 @@ type jsonPlan struct {
 	// Added by issue 29 (a new key only, absent without a site
 	// calibration): how the calibration moved the plan (calibrate.go).
 	Calibration *CalibrationNote `json:"calibration,omitempty"`
+	// Added by issue 37 (a new key only, absent for full training): what a
+	// frozen-base plan trains and what binds it (finetune.go).
+	Finetune *FinetuneNote `json:"finetune,omitempty"`
 }
 
 // jsonMemory and jsonTime are the contract's "memory" and "time" objects.
@@ -108,7 +111,7 @@ func toJSONPlan(e Evaluation) jsonPlan {
 		MicroBatch: e.MicroBatch, GradAccum: e.GradAccum, Recompute: e.Recompute, Zero: e.Zero, Offload: e.Offload,
 		Memory: jsonMemory(e.Memory), Time: toJSONTime(e.Time),
 		TokensPerSPerGPU: e.TokensPerSPerGPU, ModelFlopsPerToken: e.ModelFlopsPerToken,
-		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why, Calibration: e.Calibration,
+		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why, Calibration: e.Calibration, Finetune: e.Finetune,
 	}
 }
 

@@ -34,9 +34,9 @@ func (e *MegatronError) Error() string {
 // Only data, tokenizer and schedule flags stay the user's. An element
 // Megatron-LM cannot express is a *MegatronError.
 func MegatronArgs(m Model, j Job, e Evaluation) ([]string, error) {
-	if j.LoRARank > 0 {
-		return nil, &MegatronError{fmt.Sprintf("LoRA r=%d (Megatron-LM core trains every weight)", j.LoRARank),
-			"run LoRA through NeMo / Megatron-Bridge PEFT with this layout's parallel sizes, or plan with --finetune full"}
+	if f := FinetuneOf(j); f.Frozen() {
+		return nil, &MegatronError{f.Label() + " (Megatron-LM core trains every weight)",
+			"run it through NeMo / Megatron-Bridge PEFT, or Hugging Face PEFT (--format peft), with this layout's parallel sizes, or plan with --finetune full"}
 	}
 	a := megatronArgv{}
 	if err := a.layout(&m, j, e.Layout); err != nil {

@@ -54,8 +54,8 @@ func writeHeader(b *strings.Builder, m Model, j Job, c Cluster) {
 	fmt.Fprintf(b, "model    %s: %d layers, hidden %d, %d heads (%d KV), FFN %d %s, vocab %d; %s\n",
 		m.Name, m.Layers, m.Hidden, m.Heads, m.KVHeads, m.FFN, m.FFNType, m.Vocab, params)
 	train := "full training"
-	if j.LoRARank > 0 {
-		train = fmt.Sprintf("LoRA r=%d", j.LoRARank)
+	if f := FinetuneOf(j); f.Frozen() {
+		train = f.Label()
 	}
 	tokens := ""
 	if j.Tokens > 0 {

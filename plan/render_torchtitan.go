@@ -119,9 +119,12 @@ func torchTitanCheck(j Job, l Layout) error {
 		}
 		return f(fmt.Sprintf("--stack %s (its overrides are for torchtitan's FSDP2 trainer)", st),
 			"plan with --stack fsdp or fsdp:compile, or use --format megatron (Megatron stacks) or deepspeed")
-	case j.LoRARank > 0:
+	case FinetuneOf(j).Kind == FinetuneLoRA:
 		return f(fmt.Sprintf("LoRA r=%d (LoRA is a model converter set in the config function, torchtitan/components/lora.py, not a command-line option)", j.LoRARank),
 			"add the LoRA converter in your --config function and take these overrides from a plan with --finetune full")
+	case j.frozenBase():
+		return f(FinetuneOf(j).Label()+" (torchtitan has no such model converter)",
+			"use --format peft (Hugging Face PEFT + accelerate FSDP), or plan with --finetune full or lora")
 	case j.Precision == FP16:
 		return f("precision fp16 (training.mixed_precision_param takes bfloat16 or float32, configs.py:94)",
 			"plan with --precision bf16, or use --stack megatron-core / deepspeed for fp16")

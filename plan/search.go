@@ -269,6 +269,9 @@ func (s *searcher) run(offloads []string) {
 		}
 		tps = append(tps, t)
 	}
+	if j.Stack == StackHF {
+		tps = []int{1} // the Hugging Face Trainer shards with DDP or FSDP only (stacks.go)
+	}
 	tps = pinOr(p.TP, tps)
 	// PP: divisors of the layer count, and uneven splits (heaviest stage
 	// ceil(L/p), Megatron's first/last-stage layer counts) up to L/2 stages.
@@ -291,6 +294,9 @@ func (s *searcher) run(offloads []string) {
 	}
 	cps = pinOr(p.CP, cps)
 	recs := []string{"none", "selective", "full"}
+	if j.Stack == StackHF {
+		recs = []string{"none", "full"} // gradient_checkpointing is the whole model's, on or off
+	}
 	if p.Recompute != nil {
 		recs = []string{*p.Recompute}
 	}
@@ -398,7 +404,7 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 			l.RecomputeLayers = 0
 			*e = Evaluation{}
 			evaluate(x, m, j, c, l, e)
-			if rc == "full" && e.Memory.Fits && s.o.Pins.Recompute == nil {
+			if rc == "full" && e.Memory.Fits && s.o.Pins.Recompute == nil && j.Stack != StackHF {
 				// Recompute only as many layers per chunk as memory demands.
 				if n := minRecomputeLayers(x, m, j, c, l); n > 0 {
 					l.RecomputeLayers = n
@@ -496,13 +502,7 @@ func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 			out = append(out, "fits with context parallelism allowed")
 		}
 	}
-	if j.LoRARank == 0 {
-		jj := j
-		jj.LoRARank = 16
-		if r := Search(m, jj, c, o); r.Plan != nil && r.Plan.Memory.Fits {
-			out = append(out, "fits with LoRA r=16")
-		}
-	}
+	out = append(out, suggestFinetune(m, j, c, o)...)
 	if o.Pins.Offload == nil || *o.Pins.Offload == "none" {
 		oo := o
 		for _, off := range []string{"optimizer", "params", "nvme"} {

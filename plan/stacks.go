@@ -31,12 +31,25 @@ const (
 	// the GEMM epilogues, FSDP-style sharding over the mesh, cuDNN flash
 	// attention (FlashAttention-2 class on Hopper).
 	StackJAX Stack = "jax"
+	// StackHF is Hugging Face Transformers with PEFT/TRL and accelerate
+	// (issue 37), where QLoRA, prefix, prompt and IA³ tuning run: eager
+	// PyTorch kernels and FlashAttention-2 as under FSDP eager (whose fitted
+	// efficiency it takes), DDP or FSDP full sharding, and the loss on FP32
+	// logits: LlamaForCausalLM upcasts them (logits.float()) and
+	// cross_entropy keeps FP32 log-probabilities, so the backward's peak
+	// holds 4 (FP32 logits) + 4 (log-softmax) + 4 (its gradient) + 2 (the
+	// BF16 gradient into lm_head) = 14 bytes per logit, where Megatron's
+	// fused vocab-parallel loss keeps 6 (memory.go logitBytes).
+	StackHF Stack = "hf"
 )
+
+// hfLogitBytes is StackHF's loss memory per logit (see StackHF).
+const hfLogitBytes = 14.0
 
 // StackNames lists the accepted --stack values, for help texts and errors.
 func StackNames() []string {
 	return []string{"megatron-core", "nemo", "megatron-2022", "fsdp", "fsdp:eager", "fsdp:compile",
-		"deepspeed", "deepspeed:zero1", "deepspeed:zero2", "deepspeed:zero3", "deepspeed:pipe", "jax"}
+		"deepspeed", "deepspeed:zero1", "deepspeed:zero2", "deepspeed:zero3", "deepspeed:pipe", "jax", "hf"}
 }
 
 // ParseStack reads a --stack value (case-insensitive). "megatron-core" is the
@@ -106,6 +119,8 @@ type stackConsts struct {
 	bf16Grads bool
 	// eff is the fitted kernel efficiency (stackEff).
 	eff float64
+	// logit is the loss's bytes per logit; 0 = logitBytes.
+	logit float64
 }
 
 // kernelGap is the idle time between two dependent kernels when the host
@@ -137,6 +152,10 @@ func stackOf(s Stack) stackConsts {
 		c = stackConsts{eltBytes: 3, kernels: 70, fa2: true}
 	case StackJAX:
 		c = stackConsts{eltBytes: 1.3, kernels: 30, fa2: true, fsdpUnits: true, bf16Grads: true}
+	case StackHF:
+		c = stackConsts{eltBytes: 3, kernels: 70, fa2: true, fsdpUnits: true, bf16Grads: true, logit: hfLogitBytes}
+		c.eff = stackEffOf(StackFSDP)
+		return c
 	default:
 		c = stackConsts{eltBytes: 1, kernels: 25}
 	}
@@ -177,10 +196,20 @@ func stackLayoutOf(s Stack) stackLayout {
 	switch {
 	case s == StackFSDP || s == StackFSDPCompile || s == StackJAX:
 		return stackLayout{zeros: []int{3}}
+	case s == StackHF:
+		return stackLayout{zeros: []int{0, 3}} // DDP, or accelerate FSDP FULL_SHARD
 	case s == StackDeepSpeed+":pipe":
 		return stackLayout{pp: true, zeros: []int{1}}
 	case stackBase(s) == StackDeepSpeed:
 		return stackLayout{}
 	}
 	return stackLayout{pp: true, vpp: true}
+}
+
+// cmpOr is a unless it is 0, else b.
+func cmpOr(a, b float64) float64 {
+	if a != 0 {
+		return a
+	}
+	return b
 }

@@ -207,7 +207,7 @@ func (x *shape) linearsTime(moe bool) (fwd, bwd float64) {
 	T := x.tokens
 	t := x.t
 	h := float64(m.Hidden)
-	frozen := x.j.LoRARank > 0
+	frozen := x.j.frozenBase()
 	fp8 := x.fp8
 	add := func(f, b float64) { fwd += f; bwd += b }
 	als, nal := m.attnLinears()
@@ -255,6 +255,7 @@ func (x *shape) layerTime(moe bool) stageT {
 	fwd, bwd := x.linearsTime(moe)
 	add := func(f, b float64) { fwd += f; bwd += b }
 	gemmF, gemmB := fwd, bwd
+	add(x.dequantTime(moe)) // QLoRA (finetune.go)
 	attF, attB := x.attentionCore()
 	add(attF, attB)
 	eltF := x.elementwiseFwd(moe)
@@ -293,7 +294,7 @@ func (x *shape) attentionCore() (attF, attB float64) {
 	T, t, s := x.tokens, x.t, float64(x.j.SeqLen)
 	n, d := float64(m.Heads), float64(m.headDim())
 	if x.flash {
-		flopsF := 2 * T * (s / 2) * (n / t) * float64(m.qkDim()+m.vDim()) // causal: half the keys
+		flopsF := 2 * T * (s/2 + x.j.prefixTokens()) * (n / t) * float64(m.qkDim()+m.vDim()) // causal: half the keys, and every prefix key
 		eff := s / (s + flashSeqKnee)
 		attF = flopsF / (k.attn * eff)
 		attB = 2.5 * attF
@@ -447,7 +448,7 @@ func (x *shape) stageTime(kind stageKind) stageT {
 	if x.hasOutput(kind) {
 		// Output layer (16-bit) and vocab-parallel cross-entropy.
 		V := float64(m.Vocab)
-		f, b := x.k.linear(x.tokens, float64(m.Hidden), V/x.t, false, x.j.LoRARank > 0)
+		f, b := x.k.linear(x.tokens, float64(m.Hidden), V/x.t, false, x.j.frozenBase())
 		f, b = f/x.st.eff, b/x.st.eff
 		ce := x.st.eltBytes * ceBytes * x.tokens * V / x.t / x.k.hbmE / x.st.eff
 		st.compute += f + b + ce
@@ -565,7 +566,7 @@ func (x *shape) dpComm(tm *Time, tr *Traffic, st stageT, perMB float64) (sp stag
 	// weights over the expert-data-parallel group DP·CP/EP (members t·cp·ep apart).
 	sp = x.stage(stFirst)
 	dense, expert = sp.dense, sp.expert
-	if x.j.LoRARank > 0 {
+	if x.j.frozenBase() {
 		dense, expert = sp.adapters, 0
 	}
 	gB := x.gradBytes()
@@ -634,6 +635,12 @@ func (x *shape) optimizerTime(tm *Time, sp stageParams, dense, expert, n, ne, pe
 	local := dense + expert
 	if x.l.Zero >= 1 {
 		local = dense/n + expert/math.Max(ne, 1)
+	}
+	if x.j.frozenBase() && x.l.Offload == "params" {
+		// The adapters' optimizer stays on the GPU; the base streams in.
+		tm.Optimizer = adamBytes * local / x.k.hbmE
+		tm.Offload = x.paramsOffloadTime(sp, perMB)
+		return
 	}
 	switch x.l.Offload {
 	case "none":

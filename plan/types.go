@@ -82,8 +82,11 @@ type Job struct {
 	GlobalBatch int       `json:"global_batch"` // sequences per optimizer step
 	Precision   Precision `json:"precision"`
 	LoRARank    int       `json:"lora_rank,omitempty"` // 0 = full training
-	Tokens      float64   `json:"tokens,omitempty"`    // total tokens, for time-to-train; 0 = not asked
-	Stack       Stack     `json:"stack,omitempty"`     // training software generation; "" = Megatron-Core + TE
+	// Finetune is the fine-tuning kind (finetune.go); its zero value with
+	// LoRARank > 0 is LoRA of that rank (FinetuneOf), with 0 full training.
+	Finetune Finetune `json:"finetune,omitempty"`
+	Tokens   float64  `json:"tokens,omitempty"` // total tokens, for time-to-train; 0 = not asked
+	Stack    Stack    `json:"stack,omitempty"`  // training software generation; "" = Megatron-Core + TE
 	// FP8Recipe is how FP8 tensors are scaled (precision.go, fp8.go);
 	// "" = delayed scaling.
 	FP8Recipe FP8Recipe `json:"fp8_recipe,omitempty"`
@@ -254,6 +257,8 @@ type Evaluation struct {
 	// Calibration says how a site calibration moved this evaluation
 	// (calibrate.go); nil without one.
 	Calibration *CalibrationNote `json:"calibration,omitempty"`
+	// Finetune describes a frozen-base plan (finetune.go); nil for full training.
+	Finetune *FinetuneNote `json:"finetune,omitempty"`
 }
 
 // Rejection is a layout that was considered and why it lost.

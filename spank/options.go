@@ -48,8 +48,8 @@ var Options = []Option{
 		Usage: "training software the plan assumes: megatron-core, nemo, megatron-2022, fsdp[:eager|:compile], deepspeed[:zero1|:zero2|:zero3|:pipe], jax (default: the partition's Stack=)"},
 	{Name: "train-precision", Arg: "bf16|fp16|fp8", HasArg: true, Env: "TRAINRUN_PRECISION", Example: "fp8",
 		Usage: "matmul precision the plan assumes (default: the partition's Precision=)"},
-	{Name: "train-finetune", Arg: "full|lora[:RANK]", HasArg: true, Env: "TRAINRUN_FINETUNE", Example: "lora:16",
-		Usage: "training mode the plan assumes: full, or LoRA adapters of RANK (default 16) on a frozen base (default: the partition's Finetune=)"},
+	{Name: "train-finetune", Arg: "full|lora[:RANK[:TARGETS]]|qlora[:RANK]|prefix[:N]|prompt[:N]|ia3", HasArg: true, Env: "TRAINRUN_FINETUNE", Example: "lora:16",
+		Usage: "training mode the plan assumes: full, LoRA adapters of RANK (default 16), QLoRA on a 4-bit base, prefix or prompt tuning of N virtual tokens, or IA3, on a frozen base (default: the partition's Finetune=)"},
 	{Name: "train-calibration", Arg: "DIR", HasArg: true, Env: "TRAINRUN_CALIBRATION", Example: "/tmp/calibration",
 		Usage: "site calibration directory (absolute) for the job's trainrun run: its observations correct the plan, and the run appends its own (default: the partition's Calibration=)"},
 	{Name: "train-tune", Arg: "K[:STEPS]", HasArg: true, Env: "TRAINRUN_TUNE", Example: "4:10",
@@ -87,6 +87,7 @@ type Request struct {
 	Stack     plan.Stack
 	Precision plan.Precision
 	LoRARank  int
+	Finetune  plan.Finetune // the whole spec (LoRARank is its rank)
 	// For the job's trainrun run, which gets them as their twins
 	// (--train-calibration, --train-tune).
 	Calibration string
@@ -235,14 +236,14 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		}
 		r.Precision = p
 	case "train-finetune":
-		rank, err := plan.ParseFinetune(v)
+		ft, err := plan.ParseFinetuneSpec(v)
 		if err != nil {
 			return err
 		}
-		if def, _ := plan.ParseFinetune(s.Finetune.Value); rank != def && !pol.MayOverride("Finetune", part) {
+		if def, _ := plan.ParseFinetuneSpec(s.Finetune.Value); ft.String() != def.String() && !pol.MayOverride("Finetune", part) {
 			return mayNot("Finetune")
 		}
-		r.LoRARank = rank
+		r.LoRARank, r.Finetune = ft.Rank, ft
 	case "train-calibration":
 		if err := policy.CheckCalibration(v); err != nil {
 			return err
@@ -336,9 +337,10 @@ func (r *Request) planDefaults(s policy.Settings) error {
 	if s.Precision.Source.Kind == policy.FromDefault {
 		r.Precision = "" // not chosen: the GPU's 16-bit format (plan.PrecisionFor: FP16 on V100)
 	}
-	if r.LoRARank, err = plan.ParseFinetune(s.Finetune.Value); err != nil {
+	if r.Finetune, err = plan.ParseFinetuneSpec(s.Finetune.Value); err != nil {
 		return fmt.Errorf("policy Finetune=%s (%s): %w", s.Finetune.Value, s.Finetune.Source, err)
 	}
+	r.LoRARank = r.Finetune.Rank
 	return nil
 }
 

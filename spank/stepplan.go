@@ -71,7 +71,7 @@ func PlanStep(c *Config, r *Request, st Step, node *topo.Node) (*StepPlan, []str
 	if bw := s.NVMeBW.Value; bw > 0 {
 		cl.NVMeBW = bw * 1e9 // the partition's NVMeBW, GB/s per node
 	}
-	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: plan.PrecisionFor(r.Precision, g), Stack: r.Stack, LoRARank: r.LoRARank}
+	j := plan.Job{SeqLen: r.SeqLen, GlobalBatch: r.Global, Precision: plan.PrecisionFor(r.Precision, g), Stack: r.Stack}.WithFinetune(plan.FinetuneOf(plan.Job{LoRARank: r.LoRARank, Finetune: r.Finetune}))
 	res := plan.Search(m, j, cl, so)
 	if msg := plan.NoFit(m, j, cl, so, res); msg != "" {
 		return nil, nil, fmt.Errorf("plan for --train-model=%s --train-batch=%s on the step's %d tasks (%s, %s): %s", r.Model, r.Batch(), world, g.Name, from, msg)
@@ -104,7 +104,7 @@ func MegatronArgsVar(sp *StepPlan, r *Request, ml plan.Layout) (kv, note string)
 	case sp != nil:
 		args, err = plan.MegatronArgs(sp.Model, sp.Job, *sp.Result.Plan)
 	case r.LayoutSet:
-		args, err = plan.MegatronLayoutArgs(ml, plan.Job{GlobalBatch: r.Global, Precision: r.Precision, Stack: r.Stack, LoRARank: r.LoRARank})
+		args, err = plan.MegatronLayoutArgs(ml, plan.Job{GlobalBatch: r.Global, Precision: r.Precision, Stack: r.Stack}.WithFinetune(plan.FinetuneOf(plan.Job{LoRARank: r.LoRARank, Finetune: r.Finetune})))
 	default:
 		return "", ""
 	}

@@ -95,7 +95,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SeqLen, "seq-len", 0, "sequence length (tokens)")
 	fs.IntVar(&o.GlobalBatch, "global-batch", 0, "global batch (sequences per optimizer step)")
 	fs.StringVar(&o.Precision, "precision", "", "bf16|fp16|fp8; when not given, bf16 (fp16 on GPUs without BF16, such as v100-32gb)")
-	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK] (lora alone means rank 16)")
+	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK[:TARGETS]]|qlora[:RANK[:TARGETS]][:adamw8|adamw32]|prefix[:TOKENS]|prompt[:TOKENS]|ia3 (rank 16 and 20 virtual tokens by default; TARGETS: q,k,v,o,gate,up,down, default all linear)")
 	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives), fsdp[:eager|:compile] (PyTorch FSDP/FSDP2), deepspeed[:zero1|:zero2|:zero3|:pipe], jax (MaxText/PaxML)")
 	fs.StringVar(&o.FP8Recipe, "fp8-recipe", "", "with --precision fp8: delayed|current|blockwise|mxfp8 scaling (default: mxfp8 on Blackwell, else delayed)")
 	fs.StringVar(&o.MoEDispatcher, "moe-dispatcher", "", "MoE token dispatcher: alltoall (NCCL, default) or flex (DeepEP/HybridEP: one copy per remote node)")
@@ -115,7 +115,7 @@ func (o *planOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep etp(expert TP, default tp) dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params|nvme)")
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
-	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|deepspeed (ds_config JSON)|torchtitan (command-line overrides)|env|sbatch|hostfile|placement")
+	fs.StringVar(&o.Format, "format", "table", "table|json|megatron|deepspeed (ds_config JSON)|torchtitan (command-line overrides)|peft (Hugging Face PEFT/bitsandbytes/TrainingArguments/accelerate JSON)|env|sbatch|hostfile|placement")
 	fs.IntVar(&o.Top, "top", plan.DefaultTop, "alternatives to report")
 	fs.DurationVar(&o.CkptLead, "ckpt-lead", 10*time.Minute, "sbatch: checkpoint lead before the time limit (added to it, and the --signal time)")
 	fs.Float64Var(&o.TimeMargin, "time-margin", 0.10, "sbatch: fraction added to the predicted training time")
@@ -130,6 +130,8 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	o.AddFlags(fs)
 	var pol planPolicyOptions
 	pol.addFlags(fs, env.getenv)
+	var cheap cheapestOptions
+	cheap.addFlags(fs)
 	listModels := fs.Bool("list-models", false, "print the model presets (layers, hidden, heads, parameters, source) and exit; --model list does the same")
 	flagsUsage := fs.Usage
 	fs.Usage = func() {
@@ -149,9 +151,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 		return usageErrorf("unexpected argument %q: plan takes only flags", fs.Arg(0))
 	}
 	switch o.Format {
-	case "table", "json", "megatron", "deepspeed", "torchtitan", "env", "sbatch", "hostfile", "placement":
+	case "table", "json", "megatron", "deepspeed", "torchtitan", "peft", "env", "sbatch", "hostfile", "placement":
 	default:
-		return usageErrorf("--format %q: accepted: table, json, megatron, deepspeed, torchtitan, env, sbatch, hostfile, placement", o.Format)
+		return usageErrorf("--format %q: accepted: table, json, megatron, deepspeed, torchtitan, peft, env, sbatch, hostfile, placement", o.Format)
 	}
 	if o.Top < 0 {
 		return usageErrorf("--top %d: must be 0 or more", o.Top)
@@ -169,6 +171,12 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	j, err := o.job()
 	if err != nil {
 		return err
+	}
+	if err := plan.CheckFinetune(m, plan.FinetuneOf(j)); err != nil {
+		return usageErrorf("--%v", err)
+	}
+	if cheap.on {
+		return o.cheapest(env, fs, &cheap, m, j)
 	}
 	clusters, err := o.clusters(func(name string) bool { return fs.Changed(name) || name == "nvme-bw" && o.NVMeBW > 0 })
 	if err != nil {
@@ -245,6 +253,8 @@ func (o *planOptions) render(env *runEnv, m plan.Model, j plan.Job, c plan.Clust
 		return formatRefusal(plan.RenderDeepSpeed(w, j, *r.Plan))
 	case "torchtitan":
 		return formatRefusal(plan.RenderTorchTitan(w, m, j, *r.Plan))
+	case "peft":
+		return formatRefusal(plan.RenderPEFT(w, m, j, c, *r.Plan))
 	case "env":
 		return plan.RenderEnv(w, *r.Plan)
 	case "sbatch":
@@ -461,11 +471,11 @@ func (o *planOptions) job() (plan.Job, error) {
 	if err := o.moeJob(&j); err != nil {
 		return j, err
 	}
-	rank, err := parseFinetune(o.Finetune)
+	ft, err := parseFinetune(o.Finetune)
 	if err != nil {
 		return j, err
 	}
-	j.LoRARank = rank
+	j = j.WithFinetune(ft)
 	if o.Tokens != "" {
 		if j.Tokens, err = parseTokens(o.Tokens); err != nil {
 			return j, err
@@ -474,23 +484,14 @@ func (o *planOptions) job() (plan.Job, error) {
 	return j, nil
 }
 
-// defaultLoRARank is the rank of a bare --finetune lora (a common choice).
-const defaultLoRARank = 16
-
-func parseFinetune(s string) (int, error) {
-	switch v := strings.ToLower(strings.TrimSpace(s)); {
-	case v == "" || v == "full":
-		return 0, nil
-	case v == "lora":
-		return defaultLoRARank, nil
-	case strings.HasPrefix(v, "lora:"):
-		r, err := strconv.Atoi(v[len("lora:"):])
-		if err != nil || r <= 0 {
-			return 0, usageErrorf("--finetune %q: the LoRA rank must be a positive integer, e.g. lora:16", s)
-		}
-		return r, nil
+// parseFinetune reads --finetune (plan.ParseFinetuneSpec); a bad spec is a
+// usage error naming the flag.
+func parseFinetune(s string) (plan.Finetune, error) {
+	f, err := plan.ParseFinetuneSpec(s)
+	if err != nil {
+		return f, usageErrorf("--%v", err)
 	}
-	return 0, usageErrorf("--finetune %q: accepted: full, lora, lora:RANK", s)
+	return f, nil
 }
 
 // parseTokens reads 1e12, 2T, 300B, 1.5t, 500M, 4096K or a plain integer.

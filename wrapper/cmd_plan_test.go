@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -82,8 +83,16 @@ func checkContract(t *testing.T, out string) map[string]any {
 		t.Fatalf("alternatives: %T, want an array", top["alternatives"])
 	}
 	for _, p := range append(plans, alts...) {
-		sameKeys(t, "plan", p, cPlan)
 		pm := p.(map[string]any)
+		// finetune was added by issue 37 (a frozen-base plan's note, an object).
+		if ft, ok := pm["finetune"]; ok {
+			if _, isObj := ft.(map[string]any); !isObj {
+				t.Errorf("finetune: %T, want an object", ft)
+			}
+			pm = maps.Clone(pm)
+			delete(pm, "finetune")
+		}
+		sameKeys(t, "plan", pm, cPlan)
 		sameKeys(t, "memory", pm["memory"], cMemory)
 		// step_s_range was added by issue 13 (a band, not a part of step_s).
 		sameKeys(t, "time", pm["time"], append(append([]string(nil), cTime...), "step_s_range"))
@@ -372,13 +381,20 @@ func TestParseTokens(t *testing.T) {
 func TestParseFinetune(t *testing.T) {
 	cases := []struct {
 		in   string
-		want int
-		ok   bool
-	}{{"full", 0, true}, {"lora", 16, true}, {"lora:64", 64, true}, {"LoRA:8", 8, true}, {"lora:0", 0, false}, {"lora:x", 0, false}, {"qlora", 0, false}}
+		want string // canonical spec; "" = refused
+	}{
+		{"full", "full"}, {"lora", "lora:16"}, {"lora:64", "lora:64"}, {"LoRA:8", "lora:8"}, {"lora:0", ""}, {"lora:x", ""},
+		{"qlora", "qlora:16"}, {"qlora:64:adamw32", "qlora:64:adamw32"}, {"lora:8:q_proj,v_proj", "lora:8:q,v"},
+		{"lora:8:all", "lora:8"}, {"prefix", "prefix:20"}, {"prompt:100", "prompt:100"}, {"ia3", "ia3"},
+		{"lora:9223372036854775807", ""}, {"lora:65537", ""}, {"prefix:0", ""}, {"ia3:4", ""}, {"lora:8:qq", ""}, {"qlora:8:adamw", ""},
+	}
 	for _, c := range cases {
 		got, err := parseFinetune(c.in)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseFinetune(%q) = %d, %v; want %d ok=%v", c.in, got, err, c.want, c.ok)
+		if (err == nil) != (c.want != "") || (err == nil && got.String() != c.want) {
+			t.Errorf("parseFinetune(%q) = %s, %v; want %q", c.in, got, err, c.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--finetune") {
+			t.Errorf("parseFinetune(%q): %v does not name the flag", c.in, err)
 		}
 	}
 }

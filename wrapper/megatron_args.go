@@ -63,8 +63,8 @@ func (r *runner) configJob() plan.Job {
 	if st, err := plan.ParseStack(po.Stack); err == nil {
 		j.Stack = st
 	}
-	if rank, err := parseFinetune(po.Finetune); err == nil {
-		j.LoRARank = rank
+	if f, err := plan.ParseFinetuneSpec(po.Finetune); err == nil {
+		j = j.WithFinetune(f)
 	}
 	return j
 }
@@ -131,11 +131,11 @@ func (in *planInputs) resolve(path string) (plan.Model, plan.Job, bool, error) {
 		return plan.Model{}, j, false, usageErrorf("--plan %s: inputs.stack: %v", path, err)
 	}
 	j.Stack = st
-	if in.Finetune != "" {
-		if j.LoRARank, err = plan.ParseFinetune(in.Finetune); err != nil {
-			return plan.Model{}, j, false, usageErrorf("--plan %s: inputs.finetune: %v", path, err)
-		}
+	ft, err := plan.ParseFinetuneSpec(in.Finetune)
+	if err != nil {
+		return plan.Model{}, j, false, usageErrorf("--plan %s: inputs.finetune: %v", path, err)
 	}
+	j = j.WithFinetune(ft)
 	if err := plan.ValidateModel(*in.Model); err != nil {
 		return plan.Model{}, j, false, usageErrorf("--plan %s: inputs.model: %v", path, err)
 	}

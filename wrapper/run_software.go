@@ -30,7 +30,7 @@ var softwareInputs = []softwareInput{
 	{"finetune", "TRAINRUN_FINETUNE", "--train-finetune", "Finetune",
 		func(o *planOptions) *string { return &o.Finetune },
 		func(s policy.Settings) policy.Setting[string] { return s.Finetune },
-		func(v string) (string, error) { r, err := plan.ParseFinetune(v); return fmt.Sprint(r), err }},
+		func(v string) (string, error) { f, err := plan.ParseFinetuneSpec(v); return f.String(), err }},
 }
 
 // planSoftware reports what complete found for the stack, precision and
