@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"time"
 
 	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -21,80 +20,6 @@ import (
 // DIR (env TRAINRUN_CALIBRATION, policy Calibration=) names the directory;
 // its observations correct the planner (plan.Calibrate), and trainrun run
 // appends its own to it (calib.Recorder).
-
-// calibrationObservations reads a calibration directory's records as the
-// planner's observations; records it cannot use are reported once on w.
-func calibrationObservations(dir string, w io.Writer) ([]plan.Observation, error) {
-	recs, bad, err := calib.Load(calib.SitePath(dir))
-	if err != nil {
-		return nil, fmt.Errorf("--calibration %s: %w", dir, err)
-	}
-	var obs []plan.Observation
-	for i, rec := range recs {
-		o, err := observationOf(rec, fmt.Sprintf("%s:%d", filepath.Base(calib.SitePath(dir)), i+1))
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		obs = append(obs, o)
-	}
-	if len(bad) > 0 {
-		fmt.Fprintf(w, "trainrun: calibration %s: %d record(s) not used, first: %v\n", dir, len(bad), bad[0])
-	}
-	return obs, nil
-}
-
-// observationOf turns a record into an observation: the layout from its
-// plan, the inputs from the plan's "inputs" or, for a record written by
-// hand, from its "argv" (trainrun plan arguments).
-func observationOf(rec calib.Record, id string) (plan.Observation, error) {
-	pr, err := plan.ParsePlanJSON(rec.Plan)
-	if err != nil {
-		return plan.Observation{}, fmt.Errorf("%s: %w", id, err)
-	}
-	in := pr.Inputs
-	if in == nil && len(rec.Argv) > 0 {
-		if in, err = inputsFromArgv(rec.Argv); err != nil {
-			return plan.Observation{}, fmt.Errorf("%s: argv: %w", id, err)
-		}
-	}
-	if in == nil {
-		return plan.Observation{}, fmt.Errorf(`%s: the plan has no "inputs" and the record no "argv": give the object trainrun plan --format json prints (it carries its inputs), or "argv": the trainrun plan arguments that reproduce it`, id)
-	}
-	if rec.Job != "" {
-		id = rec.Job
-	}
-	if !rec.At.IsZero() {
-		id += "@" + rec.At.UTC().Format("2006-01-02")
-	}
-	return plan.Observation{ID: id, Inputs: *in, Layout: pr.Layout, StepS: rec.Observed.StepS, Steps: rec.Observed.Steps, Spread: rec.Observed.Spread,
-		PlannedStep: pr.Step}, nil
-}
-
-// inputsFromArgv evaluates trainrun plan arguments into plan inputs.
-func inputsFromArgv(argv []string) (*plan.Inputs, error) {
-	var sink bytes.Buffer
-	fs := newFlags("plan", "plan", &sink)
-	var o planOptions
-	o.AddFlags(fs)
-	if err := parseFlags(fs, argv); err != nil {
-		return nil, err
-	}
-	m, err := o.model(fs)
-	if err != nil {
-		return nil, err
-	}
-	j, err := o.job()
-	if err != nil {
-		return nil, err
-	}
-	cs, err := o.clusters(fs.Changed)
-	if err != nil {
-		return nil, err
-	}
-	in := plan.InputsOf(m, j, cs[0], o.Fix)
-	return &in, nil
-}
 
 // calibrationDir is --calibration, else TRAINRUN_CALIBRATION, else the
 // policy's Calibration= (pol).
@@ -111,14 +36,14 @@ func (o *planOptions) calibrationDir(getenv func(string) string, pol string) str
 // loadCalibration reads the calibration directory (calibrationDir) once;
 // searchOptions hands its observations to the planner.
 func (o *planOptions) loadCalibration(getenv func(string) string, pol string, w io.Writer) error {
-	if o.calibrationDir(getenv, pol) == "" || o.calObs != nil {
+	if o.calibrationDir(getenv, pol) == "" || o.Observations != nil {
 		return nil
 	}
-	obs, err := calibrationObservations(o.Calibration, w)
+	obs, err := planflags.Observations(o.Calibration, w)
 	if err != nil {
 		return err
 	}
-	o.calObs = append([]plan.Observation{}, obs...)
+	o.Observations = append([]plan.Observation{}, obs...)
 	return nil
 }
 
@@ -173,14 +98,14 @@ func calibExport(w io.Writer, recs []calib.Record) error {
 // directory from the flag, TRAINRUN_CALIBRATION or the policy) into po, the
 // choose phase's copy of the planner's options.
 func (r *runner) loadCalibration(po *planOptions) error {
-	if po.Calibration == "" || po.calObs != nil {
+	if po.Calibration == "" || po.Observations != nil {
 		return nil
 	}
-	obs, err := calibrationObservations(po.Calibration, r.env.stderr)
+	obs, err := planflags.Observations(po.Calibration, r.env.stderr)
 	if err != nil {
 		return err
 	}
-	po.calObs = append([]plan.Observation{}, obs...)
+	po.Observations = append([]plan.Observation{}, obs...)
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
 
@@ -223,7 +224,7 @@ func envLayout(o *envOptions, nodes, G int) (ml plan.Layout, traffic plan.Traffi
 		}
 	}
 	if o.Fix != "" {
-		if layout, err = parseDegrees(o.Fix, layout, world); err != nil {
+		if layout, err = planflags.ParseDegrees(o.Fix, layout, world); err != nil {
 			return ml, traffic, "", err
 		}
 	} else if o.PlanFile == "" {

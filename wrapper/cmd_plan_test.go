@@ -339,69 +339,6 @@ func TestPlanHFConfig(t *testing.T) {
 	}
 }
 
-func TestModelNameOfPath(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"/models/Meta-Llama-3-70B/config.json", "Meta-Llama-3-70B"},
-		{"/tmp/qwen2.5-72b.json", "qwen2.5-72b"},
-		{"cfg/mixtral.JSON", "mixtral.JSON"},
-	}
-	for _, c := range cases {
-		if got := modelNameOfPath(c.in); got != c.want {
-			t.Errorf("modelNameOfPath(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
-func TestParseTokens(t *testing.T) {
-	cases := []struct {
-		in   string
-		want float64
-		ok   bool
-	}{
-		{"1e12", 1e12, true}, {"2T", 2e12, true}, {"300B", 300e9, true}, {"1.5t", 1.5e12, true}, {"500M", 500e6, true},
-		{"4096", 4096, true}, {"10k", 10e3, true}, {"", 0, false}, {"T", 0, false}, {"-1T", 0, false}, {"2X", 0, false}, {"inf", 0, false},
-	}
-	for _, c := range cases {
-		got, err := parseTokens(c.in)
-		if (err == nil) != c.ok || (c.ok && got != c.want) {
-			t.Errorf("parseTokens(%q) = %g, %v; want %g ok=%v", c.in, got, err, c.want, c.ok)
-		}
-	}
-}
-
-func TestParseFinetune(t *testing.T) {
-	cases := []struct {
-		in   string
-		want int
-		ok   bool
-	}{{"full", 0, true}, {"lora", 16, true}, {"lora:64", 64, true}, {"LoRA:8", 8, true}, {"lora:0", 0, false}, {"lora:x", 0, false}, {"qlora", 0, false}}
-	for _, c := range cases {
-		got, err := parseFinetune(c.in)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseFinetune(%q) = %d, %v; want %d ok=%v", c.in, got, err, c.want, c.ok)
-		}
-	}
-}
-
-func TestParseFix(t *testing.T) {
-	p, err := parseFix("tp=8, pp=4,vpp=2,cp=1,ep=1,dp=2,mbs=1,recompute=selective,zero=1,sp=true,offload=none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if *p.TP != 8 || *p.PP != 4 || *p.VPP != 2 || *p.CP != 1 || *p.EP != 1 || *p.DP != 2 || *p.MicroBatch != 1 ||
-		*p.Recompute != "selective" || *p.Zero != 1 || !*p.SP || *p.Offload != "none" {
-		t.Errorf("parsed %+v", p)
-	}
-	if p, _ := parseFix(""); p.TP != nil || p.Zero != nil || p.SP != nil {
-		t.Errorf("empty --fix pins something: %+v", p)
-	}
-	for _, bad := range []string{"tp", "tp=0", "tp=2,tp=4", "zero=4", "sp=maybe", "recompute=some", "offload=disk", "foo=1"} {
-		if _, err := parseFix(bad); err == nil || exitCodeOf(err) != exitcode.Usage {
-			t.Errorf("parseFix(%q): err %v, want a usage error", bad, err)
-		}
-	}
-}
-
 // withoutInputs is plan JSON without its "inputs" object.
 func withoutInputs(t *testing.T, s string) string {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/health"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // sourceKind is where one option of trainrun run got its value, in the
@@ -165,7 +166,7 @@ func (c *runConfig) resolveCalibration(getenv func(string) string, st *policy.Se
 func (c *runConfig) planInputsFromEnv(getenv func(string) string) {
 	po := &c.plan
 	shape := false
-	for _, f := range modelFlags {
+	for _, f := range planflags.ModelFlags {
 		shape = shape || c.given[f]
 	}
 	if v := strings.TrimSpace(getenv("TRAINRUN_MODEL")); v != "" && !c.given["model"] && !shape {

@@ -23,6 +23,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
@@ -69,7 +70,7 @@ func (o *schedOptions) load(fs *pflag.FlagSet) (plan.Model, plan.Job, *policy.Po
 	if err != nil {
 		return m, plan.Job{}, nil, err
 	}
-	j, err := o.plan.job()
+	j, err := o.plan.Job()
 	return m, j, pol, err
 }
 
@@ -256,14 +257,14 @@ func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Poli
 		}
 		minG, maxG = o.plan.GPUs, o.plan.GPUs
 	}
-	fix, err := parseFix(o.plan.Fix)
+	fix, err := planflags.ParseFix(o.plan.Fix)
 	if err != nil {
 		return submit.Request{}, nil, err
 	}
 	if err := o.plan.loadCalibration(func(string) string { return "" }, pol.Effective("").Calibration.Value, io.Discard); err != nil {
 		return submit.Request{}, nil, err
 	}
-	so := o.plan.searchOptions(fix)
+	so := o.plan.SearchOptions(fix)
 	so.TopK = 1
 	return submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
 		CkptInterval: o.ckptInterval, CkptBW: o.ckptBW * 1e9,

@@ -11,6 +11,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // What `trainrun run` hands the framework: {megatron_args} and the
@@ -63,7 +64,7 @@ func (r *runner) configJob() plan.Job {
 	if st, err := plan.ParseStack(po.Stack); err == nil {
 		j.Stack = st
 	}
-	if rank, err := parseFinetune(po.Finetune); err == nil {
+	if rank, err := planflags.ParseFinetune(po.Finetune); err == nil {
 		j.LoRARank = rank
 	}
 	return j
@@ -76,13 +77,13 @@ func (r *runner) configJob() plan.Job {
 func (r *runner) planModel() (plan.Model, plan.Job, bool, error) {
 	po := r.cfg.plan // a copy: the phases never write the configuration
 	changed := func(name string) bool { return r.cfg.given[name] }
-	given := po.Model != "" || slices.ContainsFunc(modelFlags, changed)
+	given := po.Model != "" || slices.ContainsFunc(planflags.ModelFlags, changed)
 	if given {
-		m, err := po.modelGiven(changed)
+		m, err := po.ModelGiven(changed)
 		if err != nil {
 			return m, plan.Job{}, false, err
 		}
-		j, err := po.job()
+		j, err := po.Job()
 		if err != nil {
 			return m, j, false, fmt.Errorf("the model %s is given with --plan %s: %w", m.Name, r.choice.PlanFile, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // choosePlan chooses the layout (evaluated when the planner evaluated it):
@@ -27,7 +28,7 @@ func (r *runner) choosePlan() (c choice, err error) {
 		planFile = r.submittedPlan(world)
 	}
 	hasModel := po.Model != ""
-	for _, f := range modelFlags {
+	for _, f := range planflags.ModelFlags {
 		hasModel = hasModel || r.cfg.given[f]
 	}
 	switch {
@@ -35,7 +36,7 @@ func (r *runner) choosePlan() (c choice, err error) {
 		// #SBATCH --train-model alone with a script that pins its layout:
 		// the layout is used as before, not evaluated.
 		r.logf("TRAINRUN_MODEL=%s is set but no batch (--seq-len, --global-batch or TRAINRUN_BATCH): --fix %s is used as given, not evaluated", po.Model, po.Fix)
-		if c.Layout, err = fixedLayout(po.Fix, world, po.GlobalBatch); err != nil {
+		if c.Layout, err = planflags.FixedLayout(po.Fix, world, po.GlobalBatch); err != nil {
 			return c, err
 		}
 	case planFile != "":
@@ -48,7 +49,7 @@ func (r *runner) choosePlan() (c choice, err error) {
 			return c, err
 		}
 	case po.Fix != "":
-		if c.Layout, err = fixedLayout(po.Fix, world, po.GlobalBatch); err != nil {
+		if c.Layout, err = planflags.FixedLayout(po.Fix, world, po.GlobalBatch); err != nil {
 			return c, err
 		}
 	default:
@@ -72,14 +73,14 @@ func (r *runner) choosePlan() (c choice, err error) {
 func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	world := r.alloc.World()
 	po := r.cfg.plan // a copy: the allocation's GPUs are filled in below
-	m, err := po.modelGiven(func(name string) bool { return r.cfg.given[name] })
+	m, err := po.ModelGiven(func(name string) bool { return r.cfg.given[name] })
 	if err != nil {
 		return choice{}, err
 	}
 	if err := r.planSoftware(); err != nil {
 		return choice{}, err
 	}
-	j, err := po.job()
+	j, err := po.Job()
 	if err != nil {
 		if modelFromEnv {
 			return choice{}, usageErrorf("%v (the model %s comes from TRAINRUN_MODEL, which #SBATCH --train-model sets: give the batch with --seq-len and --global-batch, or #SBATCH --train-batch=GLOBALxSEQLEN)", err, po.Model)
@@ -98,7 +99,7 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	// The allocation decides the GPUs per node, as if --gpus-per-node
 	// gave it.
 	po.GPUsPerNode = r.alloc.TasksPerNode
-	clusters, err := po.clusters(func(name string) bool {
+	clusters, err := po.Clusters(func(name string) bool {
 		return name == "gpus-per-node" || r.cfg.given[name] || name == "nvme-bw" && po.NVMeBW > 0 // the policy's NVMeBW
 	})
 	if err != nil {
@@ -106,16 +107,16 @@ func (r *runner) planFromModel(modelFromEnv bool) (choice, error) {
 	}
 	c := clusters[0]
 	j.Precision = plan.PrecisionFor(j.Precision, c.GPU) // the flag's default: the GPU's 16-bit format
-	pins, err := parseFix(po.Fix)
+	pins, err := planflags.ParseFix(po.Fix)
 	if err != nil {
 		return choice{}, err
 	}
 	if err := r.loadCalibration(&po); err != nil {
 		return choice{}, err
 	}
-	so := po.searchOptions(pins)
+	so := po.SearchOptions(pins)
 	res := plan.Search(m, j, c, so)
-	if err := noFitError(m, j, c, so, res); err != nil {
+	if err := planflags.NoFitError(m, j, c, so, res); err != nil {
 		return choice{}, err
 	}
 	if n := plan.LayoutGPUs(res.Plan.Layout); n != world {

@@ -48,15 +48,6 @@ func (r *runner) planSoftware() error {
 	return nil
 }
 
-// policyNVMeBW makes the partition's NVMeBW (GB/s per node) the default of
-// --nvme-bw; o.NVMeBW > 0 afterwards says that a bandwidth was given.
-func policyNVMeBW(o *planOptions, flagGiven bool, st policy.Settings) {
-	if !flagGiven && st.NVMeBW.Value > 0 {
-		o.NVMeBW = st.NVMeBW.Value
-	}
-	policyMemoryMargin(o, st)
-}
-
 // addSoftwareUsage says in run's help where --stack, --precision and
 // --finetune come from when they are not given.
 func addSoftwareUsage(fs *pflag.FlagSet) {

@@ -12,6 +12,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // checkGolden compares got with testdata/name (internal/golden: -update
@@ -44,7 +45,7 @@ func TestFixedLayout(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := fixedLayout(tc.fix, tc.world, tc.gb)
+			got, err := planflags.FixedLayout(tc.fix, tc.world, tc.gb)
 			if tc.code != 0 {
 				if err == nil || exitCodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.msgContains) {
 					t.Fatalf("got %v (code %d), want code %d with %q", err, exitCodeOf(err), tc.code, tc.msgContains)

@@ -1,4 +1,4 @@
-package main
+package planflags
 
 import (
 	"fmt"
@@ -12,8 +12,8 @@ import (
 // keys (plan.PinKeys). These adapters only add the flag's name and the exit
 // code.
 
-// parseFix reads --fix into the planner's pins (nil = search).
-func parseFix(s string) (plan.Pins, error) {
+// ParseFix reads --fix into the planner's pins (nil = search).
+func ParseFix(s string) (plan.Pins, error) {
 	p, err := plan.ParsePins(s)
 	if err != nil {
 		return p, usageErrorf("--fix %q: %v", s, err)
@@ -21,10 +21,10 @@ func parseFix(s string) (plan.Pins, error) {
 	return p, nil
 }
 
-// fixedLayout is the layout --fix pins for `trainrun run` without a model:
+// FixedLayout is the layout --fix pins for `trainrun run` without a model:
 // world GPUs, grad_accum from --global-batch (plan.Pins.Layout).
-func fixedLayout(fix string, world, globalBatch int) (plan.Layout, error) {
-	p, err := parseFix(fix)
+func FixedLayout(fix string, world, globalBatch int) (plan.Layout, error) {
+	p, err := ParseFix(fix)
 	if err != nil {
 		return plan.Layout{}, err
 	}
@@ -35,10 +35,10 @@ func fixedLayout(fix string, world, globalBatch int) (plan.Layout, error) {
 	return l, nil
 }
 
-// parseDegrees is `trainrun env --fix`: the pins over the layout of --plan
+// ParseDegrees is `trainrun env --fix`: the pins over the layout of --plan
 // FILE when there is one (base), else the layout they state for world GPUs.
-func parseDegrees(s string, base plan.Layout, world int) (plan.Layout, error) {
-	p, err := parseFix(s)
+func ParseDegrees(s string, base plan.Layout, world int) (plan.Layout, error) {
+	p, err := ParseFix(s)
 	if err != nil {
 		return base, err
 	}
