@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
@@ -226,12 +227,12 @@ func (o *branchesOptions) mergeJob(exe string, s *sweepManifest) (string, slurm.
 	fmt.Fprintf(&b, "#!/bin/bash\n# trainrun branches %s: the merge, after every branch finished (--dependency=afterok); written by trainrun\nset -eu\n", s.Name)
 	var refs []string
 	for i, t := range s.Trials {
-		fmt.Fprintf(&b, "B%d=$(%s ckpt latest --ckpt-dir %s)\n", i, shellQuote(exe), shellQuote(filepath.Join(s.Dir, "runs", t.Name, "checkpoints")))
+		fmt.Fprintf(&b, "B%d=$(%s ckpt latest --ckpt-dir %s)\n", i, shell.Quote(exe), shell.Quote(filepath.Join(s.Dir, "runs", t.Name, "checkpoints")))
 		refs = append(refs, fmt.Sprintf(`"$B%d"`, i))
 	}
-	fmt.Fprintf(&b, "export TRAINRUN_MERGE_WEIGHTS=%s\n", shellQuote(weights))
-	cmd := strings.NewReplacer("{branches}", strings.Join(refs, " "), "{out}", "'{ckpt_dir}/merged'", "{weights}", shellQuote(weights)).Replace(o.merge)
-	fmt.Fprintf(&b, "exec %s run --name merge --job-dir %s --fix tp=1 -- %s\n", shellQuote(exe), shellQuote(s.Dir), cmd)
+	fmt.Fprintf(&b, "export TRAINRUN_MERGE_WEIGHTS=%s\n", shell.Quote(weights))
+	cmd := strings.NewReplacer("{branches}", strings.Join(refs, " "), "{out}", "'{ckpt_dir}/merged'", "{weights}", shell.Quote(weights)).Replace(o.merge)
+	fmt.Fprintf(&b, "exec %s run --name merge --job-dir %s --fix tp=1 -- %s\n", shell.Quote(exe), shell.Quote(s.Dir), cmd)
 	req := slurm.SbatchRequest{Script: filepath.Join(s.Dir, "merge.sbatch"), JobName: "merge-" + s.Name, Partition: o.partition,
 		Nodes: 1, NtasksPerNode: 1, GPUsPerNode: 1, Time: time.Duration(s.TimeLimitS) * time.Second,
 		Output: filepath.Join(s.Dir, "logs", "merge.out"), Requeue: true, Extra: o.sbatchArgs}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
@@ -375,7 +376,7 @@ func writeEnvShell(w io.Writer, e *plan.Env, explain bool) error {
 			if explain {
 				pr("# %s (%s): %s\n", v.Key, v.Source, oneLine(v.Why))
 			}
-			pr("%s=%s\n", v.Key, shellQuote(v.Value))
+			pr("%s=%s\n", v.Key, shell.Quote(v.Value))
 		case explain && v.Value != "":
 			pr("# %s=%s stays (%s, not injected): %s\n", v.Key, v.Value, v.Source, oneLine(v.Why))
 		case explain:
@@ -391,21 +392,3 @@ func writeEnvShell(w io.Writer, e *plan.Env, explain bool) error {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-// shellQuote leaves safe words alone and single-quotes the rest.
-func shellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_@%+=:,./-", c)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

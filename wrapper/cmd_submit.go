@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
+	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
@@ -200,7 +201,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 			args := requestArgs(c, withPlanExport(sb, filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs))))
 			q := make([]string, 0, len(args)+len(script))
 			for _, a := range append(args, script...) {
-				q = append(q, shellQuote(a))
+				q = append(q, shell.Quote(a))
 			}
 			fmt.Fprintf(env.stdout, "dry run: would submit  sbatch %s\n", strings.Join(q, " "))
 		}

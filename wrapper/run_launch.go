@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -17,12 +15,4 @@ func writeLaunchDir(dir string, common launchCommon, slots []rankSlot, env rankE
 		ranks[i] = launch.Rank{Rank: s.Rank, Node: s.Node, LocalRank: s.LocalRank, GPU: s.GPU, GPUSlot: s.GPUSlot, CPUs: s.CPUs, Env: env.Ranks[i]}
 	}
 	return launch.WriteDir(dir, common, ranks)
-}
-
-func shellJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = shellQuote(a)
-	}
-	return strings.Join(q, " ")
 }

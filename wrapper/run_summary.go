@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
@@ -50,7 +51,7 @@ func (r *runner) summary() string {
 	if r.cfg.ckptLocal != "" {
 		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.cfg.ckptLocal)
 	}
-	fmt.Fprintf(&b, "  command     %s\n", shellJoin(r.step.cmdArgv))
+	fmt.Fprintf(&b, "  command     %s\n", shell.Join(r.step.cmdArgv))
 	fmt.Fprintf(&b, "  job dir     %s (plan.json, hostfile, summary.txt, launch/)\n", r.dirs.jobDir)
 	return b.String()
 }
@@ -119,16 +120,16 @@ func (r *runner) printDryRun(renv rankEnv) error {
 	w := r.env.stdout
 	fmt.Fprint(w, r.summary())
 	fmt.Fprintln(w, "\n# srun command line:")
-	line := shellJoin(r.step.srunArgv)
+	line := shell.Join(r.step.srunArgv)
 	if len(r.step.srunEnv) > 0 {
-		line = shellJoin(r.step.srunEnv) + " " + line
+		line = shell.Join(r.step.srunEnv) + " " + line
 	}
 	fmt.Fprintln(w, line)
 	s := r.placed.Slots[r.cfg.rank]
 	fmt.Fprintf(w, "\n# environment of rank %d (node %s, local rank %d, GPU %d), besides what Slurm sets:\n", s.Rank, s.Node, s.LocalRank, s.GPU)
 	for _, kv := range launch.MergedEnv(renv.Common, renv.Ranks[r.cfg.rank]) {
 		k, v, _ := strings.Cut(kv, "=")
-		fmt.Fprintf(w, "%s=%s\n", k, shellQuote(v))
+		fmt.Fprintf(w, "%s=%s\n", k, shell.Quote(v))
 	}
 	fmt.Fprintf(w, "# CUDA_VISIBLE_DEVICES: Slurm's list for the step, reordered by the shim so that device %d (LOCAL_RANK) is GPU %d\n", s.LocalRank, s.GPU)
 	return nil
