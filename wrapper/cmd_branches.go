@@ -14,6 +14,7 @@ import (
 	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 func init() {
@@ -84,7 +85,7 @@ func parseBranchData(items []string) (names, specs []string, err error) {
 				specs[len(specs)-1] += "," + piece
 				continue
 			}
-			if !runNameRE.MatchString(n) || len(n) > 48 {
+			if !run.RunNameRE.MatchString(n) || len(n) > 48 {
 				return nil, nil, usageErrorf("--data %q: branch name %q: want letters, digits, '.', '_' or '-' (it names branch-%s)", item, n, n)
 			}
 			if seen[n] {
@@ -136,7 +137,7 @@ func runBranches(ctx context.Context, env *runEnv, args []string) error {
 	if o.from == "" {
 		return usageErrorf("--from not given: the committed checkpoint every branch starts from (STORE/TAG)")
 	}
-	from, err := initialCheckpoint(o.from)
+	from, err := run.InitialCheckpoint(o.from)
 	if err != nil {
 		return err
 	}
@@ -202,7 +203,7 @@ func (o *branchesOptions) manifest(argv []string) (*sweepManifest, error) {
 	}
 	name := o.name
 	if name == "" {
-		name = deriveRunName(append(append([]string{strings.Join(names, "-")}, o.from), argv...))
+		name = run.DeriveRunName(append(append([]string{strings.Join(names, "-")}, o.from), argv...))
 	}
 	s, err := o.newManifest("branches", name, "trainrun-branches-", []string{"branch", "data"}, argv, len(names))
 	if err != nil {

@@ -315,9 +315,9 @@ func envPolicy(env *runEnv, o *envOptions) (plan.NCCLPolicy, error) {
 		}
 		return plan.NCCLPolicy{}, nil
 	}
-	pf, err := loadPolicyFile(o.Policy)
+	pf, err := planflags.LoadPolicy(o.Policy)
 	if err != nil {
-		return plan.NCCLPolicy{}, reportPolicyErrors(env.stderr, o.Policy, err)
+		return plan.NCCLPolicy{}, planflags.ReportPolicyErrors(env.stderr, o.Policy, err)
 	}
 	part := o.Partition
 	if part == "" {

@@ -72,7 +72,7 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 			return fitOn(pi, m, j, adj, o.plan.SearchOptions(plan.Pins{}), o.plan.GPUs)
 		}
 	} else if o.policyFile != "" {
-		p, err := loadPolicyFile(o.policyFile)
+		p, err := planflags.LoadPolicy(o.policyFile)
 		if err != nil {
 			return err
 		}

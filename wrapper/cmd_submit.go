@@ -61,7 +61,7 @@ func (o *schedOptions) load(fs *pflag.FlagSet) (plan.Model, plan.Job, *policy.Po
 	}
 	pol := policy.Default()
 	if o.policyFile != "" {
-		p, err := loadPolicyFile(o.policyFile)
+		p, err := planflags.LoadPolicy(o.policyFile)
 		if err != nil {
 			return plan.Model{}, plan.Job{}, nil, err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // planPolicyOptions are trainrun plan's --policy and --partition: the
@@ -24,9 +25,9 @@ func (o *planPolicyOptions) apply(env *runEnv, fs *pflag.FlagSet, po *planOption
 		po.calibrationDir(env.getenv, "")
 		return nil
 	}
-	pf, err := loadPolicyFile(o.file)
+	pf, err := planflags.LoadPolicy(o.file)
 	if err != nil {
-		return reportPolicyErrors(env.stderr, o.file, err)
+		return planflags.ReportPolicyErrors(env.stderr, o.file, err)
 	}
 	po.PolicyNVMeBW(fs.Changed("nvme-bw"), pf.Effective(o.partition))
 	po.calibrationDir(env.getenv, pf.Effective(o.partition).Calibration.Value)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // A sweep's mistakes are found before its job array is submitted (issue
@@ -29,7 +30,7 @@ func checkSweepCommand(fs *pflag.FlagSet, argv, keys []string, allowUnused bool)
 	if n := fs.ArgsLenAtDash(); n > 0 {
 		return usageErrorf("%q before '--' is not a flag or its value: the training command goes after '--' (a value with spaces needs quotes, e.g. --time '5:00:00')", strings.Join(argv[:n], " "))
 	}
-	known := append(append([]string{}, keys...), templateNames...)
+	known := append(append([]string{}, keys...), run.TemplateNames...)
 	used := map[string]bool{}
 	for _, a := range argv {
 		for _, m := range placeholderRE.FindAllStringSubmatch(a, -1) {
@@ -37,7 +38,7 @@ func checkSweepCommand(fs *pflag.FlagSet, argv, keys []string, allowUnused bool)
 			used[name] = true
 			if !slices.Contains(known, name) {
 				return usageErrorf("{%s} in the command is neither a swept key (%s) nor a trainrun run template (%s)%s",
-					name, strings.Join(keys, ", "), strings.Join(templateNames, " "), didYouMean(name, known))
+					name, strings.Join(keys, ", "), strings.Join(run.TemplateNames, " "), didYouMean(name, known))
 			}
 		}
 	}
