@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
@@ -26,24 +27,24 @@ func TestParseAllocation(t *testing.T) {
 		change   map[string]string // "" value deletes the variable
 		wantCode int               // 0 = success
 		wantMsg  string
-		check    func(t *testing.T, a *allocation)
+		check    func(t *testing.T, a *slurm.Allocation)
 	}{
-		{name: "4 nodes x 8 GPUs", check: func(t *testing.T, a *allocation) {
+		{name: "4 nodes x 8 GPUs", check: func(t *testing.T, a *slurm.Allocation) {
 			if a.World() != 32 || len(a.Nodes) != 4 || a.Nodes[3] != "n4" || a.GPUsPerNode != 8 || a.TasksPerNode != 8 || a.Partition != "low" {
 				t.Errorf("got %+v", a)
 			}
 		}},
-		{name: "restart count", change: map[string]string{"SLURM_RESTART_COUNT": "3"}, check: func(t *testing.T, a *allocation) {
+		{name: "restart count", change: map[string]string{"SLURM_RESTART_COUNT": "3"}, check: func(t *testing.T, a *slurm.Allocation) {
 			if a.RestartCount != 3 {
 				t.Errorf("RestartCount = %d", a.RestartCount)
 			}
 		}},
-		{name: "GPUs from SLURM_JOB_GPUS only", change: map[string]string{"SLURM_GPUS_ON_NODE": "", "SLURM_GPUS_PER_NODE": ""}, check: func(t *testing.T, a *allocation) {
+		{name: "GPUs from SLURM_JOB_GPUS only", change: map[string]string{"SLURM_GPUS_ON_NODE": "", "SLURM_GPUS_PER_NODE": ""}, check: func(t *testing.T, a *slurm.Allocation) {
 			if a.GPUsPerNode != 8 {
 				t.Errorf("GPUsPerNode = %d", a.GPUsPerNode)
 			}
 		}},
-		{name: "GPUs from typed SLURM_GPUS_PER_NODE", change: map[string]string{"SLURM_GPUS_ON_NODE": "", "SLURM_JOB_GPUS": "", "SLURM_GPUS_PER_NODE": "h100:8"}, check: func(t *testing.T, a *allocation) {
+		{name: "GPUs from typed SLURM_GPUS_PER_NODE", change: map[string]string{"SLURM_GPUS_ON_NODE": "", "SLURM_JOB_GPUS": "", "SLURM_GPUS_PER_NODE": "h100:8"}, check: func(t *testing.T, a *slurm.Allocation) {
 			if a.GPUsPerNode != 8 {
 				t.Errorf("GPUsPerNode = %d", a.GPUsPerNode)
 			}

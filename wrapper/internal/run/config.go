@@ -65,10 +65,10 @@ type Config struct {
 
 	hang *health.Config // --hang-timeout (nil: off)
 
-	alloc *allocation // the allocation as Slurm's environment gave it (setup)
-	argv  []string    // the training command as given (after --)
-	self  string      // this trainrun binary
-	shim  string      // the lean shim binary the step runs ("": trainrun exec-task)
+	alloc *slurm.Allocation // the allocation as Slurm's environment gave it (setup)
+	argv  []string          // the training command as given (after --)
+	self  string            // this trainrun binary
+	shim  string            // the lean shim binary the step runs ("": trainrun exec-task)
 
 	// The planner's inputs from the plugin's twins. They matter only when
 	// the run plans from a model, so their errors and notes are kept for
@@ -110,7 +110,7 @@ var envTwins = []struct{ flag, env string }{
 // given the flags set on the command line, getenv the environment. Errors
 // are the policy's (it does not parse, UserOverride refuses a flag, the
 // checkpoint directory is outside CkptRoots).
-func complete(o Options, given map[string]bool, getenv func(string) string, a *allocation, stderr io.Writer) (Config, error) {
+func complete(o Options, given map[string]bool, getenv func(string) string, a *slurm.Allocation, stderr io.Writer) (Config, error) {
 	c := Config{Options: o, given: given, from: map[string]source{}}
 	for f := range given {
 		c.from[f] = source{kind: fromFlag, name: f}

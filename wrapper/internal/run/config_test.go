@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
@@ -83,7 +84,7 @@ func completeWith(t *testing.T, args []string, env map[string]string, conf strin
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	c, err := complete(o, givenFlags(fs), getenv, &allocation{JobID: "42", Partition: "gpu"}, &log)
+	c, err := complete(o, givenFlags(fs), getenv, &slurm.Allocation{JobID: "42", Partition: "gpu"}, &log)
 	return c, log.String(), err
 }
 
@@ -290,7 +291,7 @@ func flagNames(fs *pflag.FlagSet) []string {
 }
 
 // The phases read runner.cfg and never write it: only complete (this
-// file's twin, cmd_run_config.go) builds it, and setup stores it once.
+// file's twin, config.go) builds it, and setup stores it once.
 func TestRunConfigIsNotWritten(t *testing.T) {
 	fset := token.NewFileSet()
 	files, err := filepath.Glob("*.go")
@@ -298,7 +299,7 @@ func TestRunConfigIsNotWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") || name == "cmd_run_config.go" {
+		if strings.HasSuffix(name, "_test.go") || name == "config.go" {
 			continue
 		}
 		f, err := parser.ParseFile(fset, name, nil, 0)
@@ -318,7 +319,7 @@ func TestRunConfigIsNotWritten(t *testing.T) {
 				}
 			}
 			for _, e := range targets {
-				if through, whole := reachesCfg(e); through && !(whole && name == "run_setup.go") {
+				if through, whole := reachesCfg(e); through && !(whole && name == "setup.go") {
 					t.Errorf("%s: %s writes the run's configuration (or takes its address): resolve it in complete instead", fset.Position(e.Pos()), types.ExprString(e))
 				}
 			}

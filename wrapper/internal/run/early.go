@@ -44,8 +44,8 @@ type earlyStep struct {
 	proc    *os.Process // srun
 	done    chan error  // srun's end (one value)
 	started time.Time
-	probing bool                 // the shims probe their nodes; gather waits for their facts
-	cached  map[string]nodeFacts // --probe auto: the probe cache that covers the nodes (nil: none)
+	probing bool                        // the shims probe their nodes; gather waits for their facts
+	cached  map[string]launch.NodeFacts // --probe auto: the probe cache that covers the nodes (nil: none)
 	addrs   map[string]string
 	addrErr error
 }
@@ -90,7 +90,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 	// start a task than that; a shim that is first waits for the address
 	// (launch.WaitCommon).
 	launchDir := r.dirs.in(jobLaunchDir)
-	common := launchCommon{JobID: a.JobID, World: a.World()}
+	common := launch.Common{JobID: a.JobID, World: a.World()}
 	if err := launch.WriteCommon(launchDir, common); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
@@ -120,7 +120,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 
 // openChannel asks Slurm for the nodes' addresses, listens on the batch
 // node's, and writes common.json whole.
-func (e *earlyStep) openChannel(ctx context.Context, r *runner, common launchCommon, launchDir string) error {
+func (e *earlyStep) openChannel(ctx context.Context, r *runner, common launch.Common, launchDir string) error {
 	a := r.alloc
 	e.addrs, e.addrErr = r.env.Slurm.NodeAddrs(ctx, a.NodeList)
 	bind, ctlHost := launch.ControlHost(r.controlHost(e.addrs), len(a.Nodes) > 1)
@@ -160,7 +160,7 @@ func (r *runner) controlHost(addrs map[string]string) string {
 // guessBindInShim: will the placement give ranks CPU lists (their GPUs'
 // NUMA nodes)? Yes where the probe cache says so; else where this node has
 // NVIDIA GPUs (the probe finds their NUMA nodes there).
-func guessBindInShim(cache map[string]nodeFacts) bool {
+func guessBindInShim(cache map[string]launch.NodeFacts) bool {
 	if cache != nil {
 		for _, f := range cache {
 			if f.Topo != nil {
@@ -179,7 +179,7 @@ func guessBindInShim(cache map[string]nodeFacts) bool {
 
 // waitProbe asks, on every node, the first task that says wait to probe the
 // node, waits until each has, then reads the facts.
-func (e *earlyStep) waitProbe(ctx context.Context, a *allocation, dir string) (map[string]nodeFacts, error) {
+func (e *earlyStep) waitProbe(ctx context.Context, a *slurm.Allocation, dir string) (map[string]launch.NodeFacts, error) {
 	asked := map[string]int{} // node → the rank asked to probe it
 	nodeOf := map[int]string{}
 	done := map[string]bool{}

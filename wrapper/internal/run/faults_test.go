@@ -20,7 +20,7 @@ func faultRunner(t *testing.T, log *bytes.Buffer) *runner {
 	for i, n := range []string{"n1", "n1", "n2", "n2"} {
 		slots = append(slots, rankSlot{Rank: i, Node: n, GPU: i % 2})
 	}
-	return &runner{env: &Deps{Stderr: log}, placed: placed{Slots: slots}, alloc: &allocation{JobID: "77", Nodes: []string{"n1", "n2"}, TasksPerNode: 2}}
+	return &runner{env: &Deps{Stderr: log}, placed: placed{Slots: slots}, alloc: &slurm.Allocation{JobID: "77", Nodes: []string{"n1", "n2"}, TasksPerNode: 2}}
 }
 
 // A node none of whose ranks reported an exit is lost; otherwise the first

@@ -18,13 +18,13 @@ import (
 
 // runFacts is what the gather phase learns beyond the environment.
 type runFacts struct {
-	addrs   map[string]string    // NodeAddr by node name (scontrol show node)
-	nodes   map[string]nodeFacts // the probe's node facts (nil: no probe)
-	cluster *topo.Cluster        // the switch topology (flat when unknown)
-	job     slurm.Job            // scontrol show job: the end time, limits, name (zero when it failed)
-	grace   graceLimits          // the partition's GraceTime and KillWait (or the policy's CkptGraceBudget)
-	lead    time.Duration        // the checkpoint lead in use
-	tQuery  time.Duration        // from start to the end of the scontrol queries and the probe
+	addrs   map[string]string           // NodeAddr by node name (scontrol show node)
+	nodes   map[string]launch.NodeFacts // the probe's node facts (nil: no probe)
+	cluster *topo.Cluster               // the switch topology (flat when unknown)
+	job     slurm.Job                   // scontrol show job: the end time, limits, name (zero when it failed)
+	grace   graceLimits                 // the partition's GraceTime and KillWait (or the policy's CkptGraceBudget)
+	lead    time.Duration               // the checkpoint lead in use
+	tQuery  time.Duration               // from start to the end of the scontrol queries and the probe
 }
 
 // gather asks what the environment does not say: end time (scontrol show

@@ -33,7 +33,7 @@ var errRestartStep = errors.New("restart the step inside the allocation")
 type faultOptions struct {
 	hangTimeout string
 	maxRestarts int
-	spareNodes  int // --spare-nodes (run_spare.go)
+	spareNodes  int // --spare-nodes (spare.go)
 }
 
 func (o *faultOptions) addFlags(fs *pflag.FlagSet) {
@@ -109,7 +109,7 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64, stat
 		f.Node, f.GPU = r.placed.Slots[rank].Node, r.placed.Slots[rank].GPU
 	}
 	r.sess.rankFaults = append(r.sess.rankFaults, f)
-	// The history's failed nodes (run_faults.go): a requeued job keeps out
+	// The history's failed nodes (faults.go): a requeued job keeps out
 	// the node a hang points to (a straggler's under StragglerAction=exclude),
 	// and the report names it.
 	switch {

@@ -4,11 +4,8 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
-// The launch files (JOBDIR/launch) are internal/launch's.
-type launchCommon = launch.Common
-
 // writeLaunchDir writes the launch files for the placed ranks.
-func writeLaunchDir(dir string, common launchCommon, slots []rankSlot, env rankEnv) error {
+func writeLaunchDir(dir string, common launch.Common, slots []rankSlot, env rankEnv) error {
 	common.Env = env.Common
 	ranks := make([]launch.Rank, len(slots))
 	for i, s := range slots {

@@ -17,7 +17,7 @@ func TestSecLaunchDirPrecreated(t *testing.T) {
 	os.Mkdir(dir, 0o777)
 	os.Chmod(dir, 0o777)
 	safefstest.AsNobody(t, dir)
-	if err := writeLaunchDir(dir, launchCommon{JobID: "7", World: 1}, nil, rankEnv{}); err == nil {
+	if err := writeLaunchDir(dir, launch.Common{JobID: "7", World: 1}, nil, rankEnv{}); err == nil {
 		t.Fatal("wrote launch files into another uid's directory")
 	}
 }

@@ -32,7 +32,7 @@ type monitor struct {
 	started time.Time
 	clockT  *time.Timer // the own clock: EndTime - lead (nil: no end time)
 
-	stopState        // why and how the step is being stopped (run_stop.go)
+	stopState        // why and how the step is being stopped (stop.go)
 	hello        int // shims that said hello
 	exits        map[int]int
 	firstFail    *launch.Event

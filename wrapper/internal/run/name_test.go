@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 func TestDeriveRunName(t *testing.T) {
@@ -108,7 +109,7 @@ func TestMakeDirsPerRunStores(t *testing.T) {
 		if !ckptFlag {
 			o.ckptDir = shared // as TRAINRUN_CKPT_DIR or the policy's CkptDir would set it
 		}
-		return &runner{cfg: Config{Options: o, given: givenFlags(fs), argv: argv}, alloc: &allocation{JobID: "5"}, env: &Deps{Stderr: &log}}
+		return &runner{cfg: Config{Options: o, given: givenFlags(fs), argv: argv}, alloc: &slurm.Allocation{JobID: "5"}, env: &Deps{Stderr: &log}}
 	}
 	first := newRunner("", []string{"python3", "a.py"}, false)
 	if done, err := first.makeDirs(); err != nil || done || first.dirs.jobDir != base || first.dirs.ckptDir != shared {

@@ -5,8 +5,10 @@ import (
 	"net"
 	"strings"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // rankSlot is where one global rank runs and what it is in the layout.
@@ -30,7 +32,7 @@ type rankSlot struct {
 // i-th GPU. With Megatron's rank order this keeps each TP group on one node
 // whenever tp divides the GPUs per node. It is the placement used until the
 // topology-aware placement (plan placement) is available in this build.
-func blockPlacement(a *allocation, l plan.Layout, gpuIDs map[string][]int) ([]rankSlot, error) {
+func blockPlacement(a *slurm.Allocation, l plan.Layout, gpuIDs map[string][]int) ([]rankSlot, error) {
 	world := a.World()
 	if l.TP*l.PP*l.CP*l.DP != world {
 		return nil, fmt.Errorf("layout tp=%d pp=%d cp=%d dp=%d needs %d GPUs, allocation has %d", l.TP, l.PP, l.CP, l.DP, l.TP*l.PP*l.CP*l.DP, world)
@@ -67,7 +69,7 @@ func nodesInRankOrder(slots []rankSlot) []string {
 // sameOrderAsSlurm reports whether Slurm's block distribution over the
 // allocation's node order puts every rank where slots does (then srun needs
 // no hostfile).
-func sameOrderAsSlurm(a *allocation, slots []rankSlot) bool {
+func sameOrderAsSlurm(a *slurm.Allocation, slots []rankSlot) bool {
 	for _, s := range slots {
 		if a.Nodes[s.Rank/a.TasksPerNode] != s.Node {
 			return false
@@ -144,7 +146,7 @@ type envInputs struct {
 // of PRODUCT.md ("Environment of every training process") from plan's one
 // table, as the plugin's plan.RankEnv does: the launcher and plan rows, then
 // run's own. Rows that differ between ranks go to Ranks, the rest to Common.
-func runRankEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
+func runRankEnv(a *slurm.Allocation, slots []rankSlot, in envInputs) rankEnv {
 	l := in.Layout
 	l.VPP = max(l.VPP, 1)
 	job := plan.RunJob{PlanPath: in.PlanPath, CkptDir: in.CkptDir, ResumeDir: in.ResumeDir, CkptSignal: in.CkptSignal,
@@ -179,7 +181,7 @@ func runRankEnv(a *allocation, slots []rankSlot, in envInputs) rankEnv {
 // switch level), from the probed node topologies and the cluster model. It
 // falls back to Slurm's block order, saying why, when the placement cannot
 // take the layout.
-func placeRanks(a *allocation, l plan.Layout, traffic plan.Traffic, facts map[string]nodeFacts, cl *topo.Cluster) ([]rankSlot, *plan.Placement, []string, error) {
+func placeRanks(a *slurm.Allocation, l plan.Layout, traffic plan.Traffic, facts map[string]launch.NodeFacts, cl *topo.Cluster) ([]rankSlot, *plan.Placement, []string, error) {
 	G := a.TasksPerNode
 	var notes []string
 	nodes := make([]plan.PlaceNode, len(a.Nodes))
@@ -225,7 +227,7 @@ func placeRanks(a *allocation, l plan.Layout, traffic plan.Traffic, facts map[st
 // nvlinkDomains maps each probed node to its NVLink clique ("" when not
 // fabric attached or not probed): trays of one GB200 NVL72 clique are one
 // placement block, trays of another clique never share one.
-func nvlinkDomains(facts map[string]nodeFacts) map[string]string {
+func nvlinkDomains(facts map[string]launch.NodeFacts) map[string]string {
 	m := make(map[string]string, len(facts))
 	for n, f := range facts {
 		if f.Topo != nil {
@@ -251,7 +253,7 @@ func wholeNode(ids []int, g int) bool {
 	return true
 }
 
-func gpuIDsOf(facts map[string]nodeFacts) map[string][]int {
+func gpuIDsOf(facts map[string]launch.NodeFacts) map[string][]int {
 	m := map[string][]int{}
 	for n, f := range facts {
 		m[n] = f.GPUs

@@ -3,9 +3,11 @@ package run
 import (
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/topo/snapshot"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // trainrun run's place phase with probe facts from four GB200 NVL72 trays
@@ -31,10 +33,10 @@ func TestPlaceRanksGB200Cliques(t *testing.T) {
 		}
 		return n
 	}
-	a := &allocation{Nodes: []string{"a0", "b0", "a1", "b1"}, TasksPerNode: 4, GPUsPerNode: 4}
-	facts := map[string]nodeFacts{}
+	a := &slurm.Allocation{Nodes: []string{"a0", "b0", "a1", "b1"}, TasksPerNode: 4, GPUsPerNode: 4}
+	facts := map[string]launch.NodeFacts{}
 	for _, h := range a.Nodes {
-		f := nodeFacts{Node: h, GPUs: []int{0, 1, 2, 3}, Topo: tray(0)}
+		f := launch.NodeFacts{Node: h, GPUs: []int{0, 1, 2, 3}, Topo: tray(0)}
 		if h[0] == 'b' {
 			f.Topo = tray(7)
 		}

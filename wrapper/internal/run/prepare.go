@@ -193,7 +193,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		r.abortEarly() // the step did not get to the monitor: call it off before closing its channel
 		ctl.Close()
 	}()
-	common := launchCommon{JobID: a.JobID, World: a.World(), Control: control,
+	common := launch.Common{JobID: a.JobID, World: a.World(), Control: control,
 		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.cfg.ckptLocal, CkptDir: r.dirs.ckptDir}
 	if r.early != nil {
 		common.Argv = r.step.cmdArgv

@@ -16,14 +16,9 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/shim"
 )
 
-// nodeFacts is what the probe learns on one node of the allocation
-// (internal/launch: the probe's file is part of the controller ↔ shim
-// contract; internal/shim writes it).
-type nodeFacts = launch.NodeFacts
-
 // probeNodes runs the probe on every node in one step (one task per node,
 // --overlap so it never waits for resources) and reads the results.
-func probeNodes(ctx context.Context, sc slurm.Client, a *allocation, shimArgv []string, dir string) (map[string]nodeFacts, error) {
+func probeNodes(ctx context.Context, sc slurm.Client, a *slurm.Allocation, shimArgv []string, dir string) (map[string]launch.NodeFacts, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -41,10 +36,10 @@ func probeNodes(ctx context.Context, sc slurm.Client, a *allocation, shimArgv []
 }
 
 // readProbeFacts reads what the probe wrote for each node (DIR/<node>.json).
-func readProbeFacts(nodes []string, dir string) (map[string]nodeFacts, error) {
-	facts := map[string]nodeFacts{}
+func readProbeFacts(nodes []string, dir string) (map[string]launch.NodeFacts, error) {
+	facts := map[string]launch.NodeFacts{}
 	for _, node := range nodes {
-		var f nodeFacts
+		var f launch.NodeFacts
 		if err := launch.ReadJSON(filepath.Join(dir, node+".json"), &f); err != nil {
 			return nil, withCode(exitcode.Slurm, fmt.Errorf("topology probe: node %s wrote no facts (%v); its slurmd may call itself another name", node, err))
 		}
@@ -59,10 +54,10 @@ func readProbeFacts(nodes []string, dir string) (map[string]nodeFacts, error) {
 // other GPUs (the 21-A hang test saw GPU 4 planned while the step held GPU
 // 0): a probe of another restart count, a missing node, or a batch node
 // whose GPUs differ from SLURM_JOB_GPUS is no cache.
-func readProbeCache(a *allocation, dir string) (map[string]nodeFacts, bool) {
-	facts := map[string]nodeFacts{}
+func readProbeCache(a *slurm.Allocation, dir string) (map[string]launch.NodeFacts, bool) {
+	facts := map[string]launch.NodeFacts{}
 	for _, node := range a.Nodes {
-		var f nodeFacts
+		var f launch.NodeFacts
 		if launch.ReadJSON(filepath.Join(dir, node+".json"), &f) != nil || f.Restart != strconv.Itoa(a.RestartCount) && !(f.Restart == "" && a.RestartCount == 0) {
 			return nil, false
 		}

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -12,7 +13,7 @@ import (
 func TestProbeCacheOnlyForTheSameIncarnation(t *testing.T) {
 	write := func(dir, restart string, gpus map[string][]int) {
 		for node, g := range gpus {
-			if err := launch.WriteJSONAtomic(filepath.Join(dir, node+".json"), nodeFacts{Node: node, GPUs: g, Restart: restart}, 0o644); err != nil {
+			if err := launch.WriteJSONAtomic(filepath.Join(dir, node+".json"), launch.NodeFacts{Node: node, GPUs: g, Restart: restart}, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -36,7 +37,7 @@ func TestProbeCacheOnlyForTheSameIncarnation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			write(dir, tc.restart, tc.cached)
-			a := &allocation{Nodes: []string{"n1", "n2"}, BatchNode: "n1", RestartCount: tc.allocRest, GPUIDs: tc.jobGPUs}
+			a := &slurm.Allocation{Nodes: []string{"n1", "n2"}, BatchNode: "n1", RestartCount: tc.allocRest, GPUIDs: tc.jobGPUs}
 			if _, ok := readProbeCache(a, dir); ok != tc.ok {
 				t.Errorf("cache used: %v, want %v", ok, tc.ok)
 			}

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 )
 
@@ -11,7 +12,7 @@ import (
 // in Common, what differs in Ranks, with run's own values (VPP at least 1,
 // LOCAL_WORLD_SIZE the tasks per node, TRAINRUN_GPU only where probed).
 func TestRunRankEnv(t *testing.T) {
-	a := &allocation{Nodes: []string{"n1", "n2"}, TasksPerNode: 2, GPUsPerNode: 2}
+	a := &slurm.Allocation{Nodes: []string{"n1", "n2"}, TasksPerNode: 2, GPUsPerNode: 2}
 	l := plan.Layout{TP: 2, PP: 1, CP: 1, EP: 1, DP: 2, MicroBatch: 1, GradAccum: 8, Recompute: "full"}
 	slots, err := blockPlacement(a, l, map[string][]int{"n2": {6, 7}})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/calib"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
@@ -138,15 +139,15 @@ type runner struct {
 	env *Deps
 	t0  time.Time
 
-	alloc  *allocation // setup; gather and the spares replace it, never change it
-	dirs   runDirs     // dirs
-	early  *earlyStep  // early: the step started before the plan; nil once handed to the monitor
-	facts  runFacts    // gather
-	choice choice      // choose
-	placed placed      // place; a restart on spare nodes places again
-	ckpt   runStore    // store (written by its goroutine, read after awaitStore)
-	step   stepLaunch  // prepare; a restart prepares again
-	sess   session     // while the step runs, and across restarts inside the allocation
+	alloc  *slurm.Allocation // setup; gather and the spares replace it, never change it
+	dirs   runDirs           // dirs
+	early  *earlyStep        // early: the step started before the plan; nil once handed to the monitor
+	facts  runFacts          // gather
+	choice choice            // choose
+	placed placed            // place; a restart on spare nodes places again
+	ckpt   runStore          // store (written by its goroutine, read after awaitStore)
+	step   stepLaunch        // prepare; a restart prepares again
+	sess   session           // while the step runs, and across restarts inside the allocation
 }
 
 // runDirs are the run's directories (makeDirs).
@@ -163,9 +164,9 @@ const (
 	jobTopoDir   = "topo"           // the probe's node facts, reused by --probe auto
 	jobPlanFile  = "plan.json"      // the layout and where each rank runs (planDoc)
 	jobHostfile  = "hostfile"       // one line per node, slots=GPUs
-	jobSummary   = "summary.txt"    // what the run does (run_summary.go)
+	jobSummary   = "summary.txt"    // what the run does (summary.go)
 	jobCkptDir   = "checkpoints"    // the default --ckpt-dir
-	jobRunsDir   = "runs"           // runs/NAME: each named run's own directory (run_name.go)
+	jobRunsDir   = "runs"           // runs/NAME: each named run's own directory (name.go)
 	jobDSConfig  = "ds_config.json" // {deepspeed_config}: the plan's DeepSpeed configuration (megatron_args.go)
 )
 
@@ -200,11 +201,11 @@ type session struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	faults       faultState  // failed saves and nodes (run_faults.go)
-	restarts     int         // steps restarted inside this allocation (run_hang.go)
+	faults       faultState  // failed saves and nodes (faults.go)
+	restarts     int         // steps restarted inside this allocation (hang.go)
 	hangWhat     string      // the ranks the last hang points to
 	rankFaults   []rankFault // hangs and stragglers seen, for the log and the report
-	spare        spareState  // --spare-nodes (run_spare.go)
+	spare        spareState  // --spare-nodes (spare.go)
 
 	// The run's observation (calib.go); nil: none is recorded.
 	calibRec *calib.Recorder

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/checkpoint/checkpointtest"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
@@ -77,7 +78,7 @@ func TestSubstituteTemplates(t *testing.T) {
 }
 
 func TestBlockPlacement(t *testing.T) {
-	a := &allocation{Nodes: []string{"n1", "n2"}, TasksPerNode: 4, GPUsPerNode: 4}
+	a := &slurm.Allocation{Nodes: []string{"n1", "n2"}, TasksPerNode: 4, GPUsPerNode: 4}
 	l := plan.Layout{TP: 2, PP: 2, CP: 1, DP: 2, EP: 1}
 	slots, err := blockPlacement(a, l, map[string][]int{"n2": {4, 5, 6, 7}})
 	if err != nil {

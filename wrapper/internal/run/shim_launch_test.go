@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/shim"
 )
 
@@ -18,14 +20,14 @@ import (
 func writeTestLaunch(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	a := &allocation{JobID: "7", Nodes: []string{"n1", "n2"}, TasksPerNode: 2, GPUsPerNode: 2}
+	a := &slurm.Allocation{JobID: "7", Nodes: []string{"n1", "n2"}, TasksPerNode: 2, GPUsPerNode: 2}
 	l := plan.Layout{TP: 2, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 2, MicroBatch: 1, GradAccum: 1, Recompute: "none"}
 	slots, err := blockPlacement(a, l, map[string][]int{"n1": {0, 1}, "n2": {2, 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	renv := runRankEnv(a, slots, envInputs{Layout: l, MasterAddr: "127.0.0.1", MasterPort: 29999, CkptSignal: "USR2", CkptDir: dir})
-	if err := writeLaunchDir(dir, launchCommon{JobID: "7", World: 4, Signal: "USR2"}, slots, renv); err != nil {
+	if err := writeLaunchDir(dir, launch.Common{JobID: "7", World: 4, Signal: "USR2"}, slots, renv); err != nil {
 		t.Fatal(err)
 	}
 	return dir

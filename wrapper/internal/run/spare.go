@@ -67,7 +67,7 @@ func (r *runner) setupSpares(ctx context.Context) error {
 
 // withNodes is allocation a on nodes only (a subset of its nodes, in its
 // order): a new allocation, never a changed one.
-func withNodes(a *allocation, nodes []string) *allocation {
+func withNodes(a *slurm.Allocation, nodes []string) *slurm.Allocation {
 	next := *a
 	next.Nodes = nodes
 	return &next

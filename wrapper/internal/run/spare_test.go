@@ -28,7 +28,7 @@ func spareRunner(t *testing.T, log *bytes.Buffer, fake *slurm.Canned, args ...st
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	a := &allocation{JobID: "77", Nodes: []string{"n1", "n2", "n3"}, NodeList: "n[1-3]", TasksPerNode: 1, BatchNode: "n1"}
+	a := &slurm.Allocation{JobID: "77", Nodes: []string{"n1", "n2", "n3"}, NodeList: "n[1-3]", TasksPerNode: 1, BatchNode: "n1"}
 	getenv := func(string) string { return "" }
 	cfg, err := complete(o, givenFlags(fs), getenv, a, log)
 	if err != nil {

@@ -14,16 +14,18 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/shim"
 )
 
 // tieredLaunch is writeTestLaunch with --ckpt-local-dir DIR/local/%n and a
 // store: n1 holds ranks 0 and 1.
-func tieredLaunch(t *testing.T) (launch, local, store string) {
+func tieredLaunch(t *testing.T) (launchDir, local, store string) {
 	t.Helper()
 	dir := t.TempDir()
-	a := &allocation{JobID: "7", Nodes: []string{"n1", "n2"}, TasksPerNode: 2, GPUsPerNode: 2}
+	a := &slurm.Allocation{JobID: "7", Nodes: []string{"n1", "n2"}, TasksPerNode: 2, GPUsPerNode: 2}
 	l := plan.Layout{TP: 2, PP: 1, VPP: 1, CP: 1, EP: 1, DP: 2, MicroBatch: 1, GradAccum: 1, Recompute: "none"}
 	slots, err := blockPlacement(a, l, map[string][]int{"n1": {0, 1}, "n2": {2, 3}})
 	if err != nil {
@@ -34,12 +36,12 @@ func tieredLaunch(t *testing.T) (launch, local, store string) {
 		t.Fatal(err)
 	}
 	renv := runRankEnv(a, slots, envInputs{Layout: l, MasterAddr: "127.0.0.1", MasterPort: 29999, CkptSignal: "USR2", CkptDir: store})
-	launch = filepath.Join(dir, "launch")
-	c := launchCommon{JobID: "7", World: 4, Signal: "USR2", LocalDir: filepath.Join(dir, "local", "%n"), CkptDir: store}
-	if err := writeLaunchDir(launch, c, slots, renv); err != nil {
+	launchDir = filepath.Join(dir, "launch")
+	c := launch.Common{JobID: "7", World: 4, Signal: "USR2", LocalDir: filepath.Join(dir, "local", "%n"), CkptDir: store}
+	if err := writeLaunchDir(launchDir, c, slots, renv); err != nil {
 		t.Fatal(err)
 	}
-	return launch, filepath.Join(dir, "local", "n1"), store
+	return launchDir, filepath.Join(dir, "local", "n1"), store
 }
 
 // Local rank 0's shim leaves the epilog a drain record in

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // tpSlowLinks says which TP groups Slurm's pick of GPUs split across a slow
@@ -14,7 +15,7 @@ import (
 // group whose GPUs are not all NVLink-connected to each other (a partial
 // node got GPUs of two NVLink islands, or of two sockets). One line per
 // such group, at most max; nil when the nodes were not probed.
-func tpSlowLinks(slots []rankSlot, facts map[string]nodeFacts, max int) []string {
+func tpSlowLinks(slots []rankSlot, facts map[string]launch.NodeFacts, max int) []string {
 	type key struct {
 		node          string
 		cp, dp, pp, e int

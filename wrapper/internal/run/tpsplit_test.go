@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
 // islands is a node of 8 GPUs in two NVLink islands of 4 (0-3, 4-7), the
@@ -42,7 +43,7 @@ func tpSlots(node string, gpus ...int) []rankSlot {
 }
 
 func TestTPSlowLinks(t *testing.T) {
-	facts := map[string]nodeFacts{"n1": {Topo: islands(true)}, "pcie": {Topo: islands(false)}, "bare": {}}
+	facts := map[string]launch.NodeFacts{"n1": {Topo: islands(true)}, "pcie": {Topo: islands(false)}, "bare": {}}
 	if w := tpSlowLinks(tpSlots("n1", 0, 1, 2, 3), facts, 4); w != nil {
 		t.Errorf("a TP group inside one NVLink island: %q", w)
 	}
