@@ -2,9 +2,7 @@ package run
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
+	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
 
 // What `trainrun run` hands the framework: {megatron_args} and the
@@ -96,33 +95,25 @@ func (r *runner) planModel() (plan.Model, plan.Job, bool, error) {
 	return in.resolve(r.choice.PlanFile)
 }
 
-// planInputs is the part of a plan file's "inputs" (PRODUCT.md: "The plan
-// JSON carries its inputs") that the framework flags need.
-type planInputs struct {
-	Model       *plan.Model `json:"model"`
-	SeqLen      int         `json:"seq_len"`
-	GlobalBatch int         `json:"global_batch"`
-	Precision   string      `json:"precision"`
-	Stack       string      `json:"stack"`
-	Finetune    string      `json:"finetune"`
-}
+// planInputs is what run takes from a plan file's "inputs".
+type planInputs planjson.Inputs
 
-// readPlanInputs reads "inputs" of a plan file (nil when it has none).
+// readPlanInputs reads "inputs" of a plan file (nil when it has none) with
+// the one plan-JSON reader (planjson: a regular file, size-capped, its
+// layout checked).
 func readPlanInputs(path string) (*planInputs, error) {
-	b, err := os.ReadFile(path)
+	b, err := planjson.ReadFile(path)
 	if err != nil {
 		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
-	var doc struct {
-		Inputs *planInputs `json:"inputs"`
+	pf, err := planjson.Decode(b)
+	if err != nil {
+		return nil, usageErrorf("--plan %s: %v", path, err)
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, usageErrorf("--plan %s: \"inputs\": %v", path, err)
-	}
-	if doc.Inputs == nil || doc.Inputs.Model == nil {
+	if pf.Inputs == nil || pf.Inputs.Model == nil {
 		return nil, nil
 	}
-	return doc.Inputs, nil
+	return (*planInputs)(pf.Inputs), nil
 }
 
 func (in *planInputs) resolve(path string) (plan.Model, plan.Job, bool, error) {

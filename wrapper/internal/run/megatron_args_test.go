@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
 // {megatron_args} inside a longer word is shell-quoted (a bash -c script
@@ -64,5 +65,34 @@ func TestTorchTitanArgsSubstitution(t *testing.T) {
 	sub, _ = substituteTemplates([]string{"python", "{torchtitan_args}"}, nil, nil, map[string][]string{"torchtitan_args": args})
 	if strings.Join(sub, "|") != "python|--training.steps|100|--job.description|a b" {
 		t.Errorf("standalone: %q", sub)
+	}
+}
+
+// The plan file's "inputs" are read by the one plan-JSON reader: a symbolic
+// link (or a FIFO, or a file over planjson.MaxBytes) is refused as --plan
+// itself is, and a file without inputs has none.
+func TestReadPlanInputsOneReader(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(path, []byte(`{"plan": null, "inputs": {"model": {"name": "m", "layers": 2}, "seq_len": 4096, "global_batch": 64}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := readPlanInputs(path)
+	if err != nil || in == nil || in.SeqLen != 4096 || in.GlobalBatch != 64 || in.Model.Layers != 2 {
+		t.Fatalf("readPlanInputs: %+v, %v", in, err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := readPlanInputs(link); err == nil || exitcode.Of(err) != exitcode.Usage {
+		t.Errorf("a symbolic link: %+v, %v; want a usage error", in, err)
+	}
+	bare := filepath.Join(dir, "bare.json")
+	if err := os.WriteFile(bare, []byte(`{"plan": null}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := readPlanInputs(bare); in != nil || err != nil {
+		t.Errorf("no inputs: %+v, %v; want none", in, err)
 	}
 }
