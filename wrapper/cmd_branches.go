@@ -14,6 +14,7 @@ import (
 	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
@@ -228,7 +229,7 @@ func (o *branchesOptions) mergeJob(exe string, s *sweepManifest) (string, slurm.
 	fmt.Fprintf(&b, "#!/bin/bash\n# trainrun branches %s: the merge, after every branch finished (--dependency=afterok); written by trainrun\nset -eu\n", s.Name)
 	var refs []string
 	for i, t := range s.Trials {
-		fmt.Fprintf(&b, "B%d=$(%s ckpt latest --ckpt-dir %s)\n", i, shell.Quote(exe), shell.Quote(filepath.Join(s.Dir, "runs", t.Name, "checkpoints")))
+		fmt.Fprintf(&b, "B%d=$(%s ckpt latest --ckpt-dir %s)\n", i, shell.Quote(exe), shell.Quote(filepath.Join(jobdir.Run(s.Dir, t.Name), jobdir.Checkpoints)))
 		refs = append(refs, fmt.Sprintf(`"$B%d"`, i))
 	}
 	fmt.Fprintf(&b, "export TRAINRUN_MERGE_WEIGHTS=%s\n", shell.Quote(weights))

@@ -10,6 +10,7 @@ import (
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -100,7 +101,7 @@ func (r *runner) finishObservation() {
 	if rec == nil {
 		return
 	}
-	if p, err := obs.ReadProgressFile(r.dirs.in(jobLaunchDir, obs.ProgressFile)); err == nil {
+	if p, err := obs.ReadProgressFile(r.dirs.in(jobdir.Launch, obs.ProgressFile)); err == nil {
 		if v, ok := p.Metrics["peak_mem_gib"]; ok && v > 0 && !math.IsInf(v, 0) {
 			rec.PeakMemGiB = &v
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -63,7 +64,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 		return nil
 	}
 	a := r.alloc
-	topoDir := r.dirs.in(jobTopoDir)
+	topoDir := r.dirs.in(jobdir.Topo)
 	e := &earlyStep{done: make(chan error, 1)}
 	cache, cached := readProbeCache(a, topoDir) // read once: the probe decision, the binding guess, gather
 	switch r.cfg.probe {
@@ -89,7 +90,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 	// channel opened and common.json written whole. Slurm takes longer to
 	// start a task than that; a shim that is first waits for the address
 	// (launch.WaitCommon).
-	launchDir := r.dirs.in(jobLaunchDir)
+	launchDir := r.dirs.in(jobdir.Launch)
 	common := launch.Common{JobID: a.JobID, World: a.World()}
 	if err := launch.WriteCommon(launchDir, common); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -56,7 +57,7 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	} else {
 		go func() { defer wg.Done(); f.addrs, addrErr = sc.NodeAddrs(ctx, a.NodeList) }()
 	}
-	topoDir := r.dirs.in(jobTopoDir)
+	topoDir := r.dirs.in(jobdir.Topo)
 	switch r.cfg.probe {
 	case "none":
 	case "auto", "all":

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/planjson"
@@ -254,7 +255,7 @@ func (r *runner) deepSpeedConfig(vals map[string]string) error {
 	if err != nil {
 		return withCode(exitcode.Usage, fmt.Errorf("{deepspeed_config}: %w", err))
 	}
-	path := r.dirs.in(jobDSConfig)
+	path := r.dirs.in(jobdir.DSConfig)
 	vals["deepspeed_config"] = path
 	if r.cfg.dryRun {
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -369,7 +370,7 @@ func (m *monitor) do(acts []stopAction) {
 func (m *monitor) sendAsk(id int, why, then string) {
 	r := m.r
 	line := fmt.Sprintf("%d %s\n", id, then)
-	if err := launch.WriteFileAtomic(r.dirs.in(jobLaunchDir, ckptRequestFile), []byte(line), 0o644); err != nil {
+	if err := launch.WriteFileAtomic(r.dirs.in(jobdir.Launch, ckptRequestFile), []byte(line), 0o644); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)
 	}
 	r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
@@ -385,7 +386,7 @@ func (m *monitor) requestCkpt(why StopReason) {
 // (Slurm's --signal=USR2@T to the step) means stop: once a "continue"
 // request is served, the request file says stop again.
 func (m *monitor) resetRequest() {
-	launch.WriteFileAtomic(m.r.dirs.in(jobLaunchDir, ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
+	launch.WriteFileAtomic(m.r.dirs.in(jobdir.Launch, ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
 }
 
 // commitBG commits complete checkpoints in the background, one commit at a

@@ -16,6 +16,7 @@ import (
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 )
 
 // A run's identity inside a job: `trainrun run --name NAME`, or a name
@@ -23,11 +24,7 @@ import (
 // so two different runs in one batch script both run, and a rerun after a
 // requeue skips only those that finished.
 
-// runNameFile, in the job directory, names the unnamed run that owns the
-// job directory itself (today's layout: JOBDIR/checkpoints, JOBDIR/launch).
-// Every other run lives in JOBDIR/runs/NAME.
-const runNameFile = "run.name"
-
+// RunNameRE is what a run name may be: one path element (JOBDIR/runs/NAME).
 var RunNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // CheckRunName accepts a --name that is safe as one path element.
@@ -87,9 +84,9 @@ func isInterpreter(base string) bool {
 // the same job and gets base/runs/DERIVED. primary says the run owns base.
 func runDirOf(base, name string, named, dry bool) (dir string, primary bool, err error) {
 	if named {
-		return filepath.Join(base, jobRunsDir, name), false, nil
+		return filepath.Join(base, jobdir.Runs, name), false, nil
 	}
-	p := filepath.Join(base, runNameFile)
+	p := filepath.Join(base, jobdir.RunName)
 	b, err := safefs.ReadFile(p, 256)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -104,7 +101,7 @@ func runDirOf(base, name string, named, dry bool) (dir string, primary bool, err
 	case strings.TrimSpace(string(b)) == name:
 		return base, true, nil
 	}
-	return filepath.Join(base, jobRunsDir, name), false, nil
+	return filepath.Join(base, jobdir.Runs, name), false, nil
 }
 
 // alreadyFinishedMsg names the run that finished and says how to start

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 )
 
 func TestDeriveRunName(t *testing.T) {
@@ -62,7 +63,7 @@ func TestRunDirOf(t *testing.T) {
 	if d, primary, err := runDirOf(base, "cmd2-bbbb", false, false); err != nil || primary || d != filepath.Join(base, "runs", "cmd2-bbbb") {
 		t.Fatalf("second unnamed: %q %v %v", d, primary, err)
 	}
-	b, _ := os.ReadFile(filepath.Join(base, runNameFile))
+	b, _ := os.ReadFile(filepath.Join(base, jobdir.RunName))
 	if string(b) != "cmd1-aaaa\n" {
 		t.Errorf("run.name = %q", b)
 	}
@@ -71,7 +72,7 @@ func TestRunDirOf(t *testing.T) {
 	if _, _, err := runDirOf(dry, "x", false, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dry, runNameFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dry, jobdir.RunName)); err == nil {
 		t.Error("a dry run wrote run.name")
 	}
 }

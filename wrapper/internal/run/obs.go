@@ -10,6 +10,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -103,7 +104,7 @@ func (r *runner) observeStart() {
 		s.TokensPerStep = s.TokensPerSecond * s.StepSeconds
 	}
 	r.observe(obs.Event{Kind: obs.KindStart, Restart: r.alloc.RestartCount, Start: s})
-	r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
+	r.sess.progress = obs.NewProgressReader(r.dirs.in(jobdir.Launch, obs.ProgressFile))
 	r.startRecorder() // the run's observation (calib.go)
 }
 
@@ -180,7 +181,7 @@ func crashCause(code int) string {
 // pollProgress reads the trainer's progress file (JOBDIR/launch/progress).
 func (r *runner) pollProgress() {
 	if r.sess.progress == nil {
-		r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
+		r.sess.progress = obs.NewProgressReader(r.dirs.in(jobdir.Launch, obs.ProgressFile))
 	}
 	if e, ok := r.sess.progress.Poll(); ok {
 		r.sess.calibRec.Progress(e.Step, e.Time)

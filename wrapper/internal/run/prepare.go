@@ -19,6 +19,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
@@ -122,8 +123,8 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 	}
 
 	// Files of the job directory (a dry run writes nothing).
-	planPath := r.dirs.in(jobPlanFile)
-	hostfilePath := r.dirs.in(jobHostfile)
+	planPath := r.dirs.in(jobdir.Plan)
+	hostfilePath := r.dirs.in(jobdir.Hostfile)
 	if !r.cfg.dryRun {
 		if err := r.writePlan(planPath, st.cmdArgv); err != nil {
 			return st, rankEnv{}, err
@@ -147,7 +148,7 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 		JobDir: r.dirs.jobDir, RestartCount: a.RestartCount, Framework: r.frameworkEnv(),
 	})
 	r.addNCCLEnv(&renv, masterAddr, st.masterPort, f.addrs, planPath)
-	launchDir := r.dirs.in(jobLaunchDir)
+	launchDir := r.dirs.in(jobdir.Launch)
 	bindInShim := false
 	for _, s := range r.placed.Slots {
 		if s.CPUs != "" {
@@ -166,7 +167,7 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 // summary, and launches the step, unless too many runs failed in a row.
 func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store *observedStore) error {
 	a := r.alloc
-	launchDir := r.dirs.in(jobLaunchDir)
+	launchDir := r.dirs.in(jobdir.Launch)
 	if r.early != nil && !r.earlyFits() {
 		r.logf("the placement's rank order is not Slurm's block order: calling off the step started before the plan, starting it again with the hostfile")
 		r.abortEarly()
@@ -207,7 +208,7 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		err = fmt.Errorf("launch files in %s: %w", launchDir, err)
 	} else {
 		summary := r.summary()
-		if err = launch.WriteFileAtomic(r.dirs.in(jobSummary), []byte(summary), 0o644); err == nil {
+		if err = launch.WriteFileAtomic(r.dirs.in(jobdir.Summary), []byte(summary), 0o644); err == nil {
 			fmt.Fprint(r.env.Stdout, summary)
 		}
 	}

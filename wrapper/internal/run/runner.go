@@ -157,20 +157,7 @@ type runDirs struct {
 	ckptDir string // the checkpoint store
 }
 
-// The job directory's layout: what trainrun run keeps under jobDir, in one
-// table (paths are runDirs.in(...) of these).
-const (
-	jobLaunchDir = "launch"         // the launch files, ckpt-request, the trainers' progress file
-	jobTopoDir   = "topo"           // the probe's node facts, reused by --probe auto
-	jobPlanFile  = "plan.json"      // the layout and where each rank runs (planDoc)
-	jobHostfile  = "hostfile"       // one line per node, slots=GPUs
-	jobSummary   = "summary.txt"    // what the run does (summary.go)
-	jobCkptDir   = "checkpoints"    // the default --ckpt-dir
-	jobRunsDir   = "runs"           // runs/NAME: each named run's own directory (name.go)
-	jobDSConfig  = "ds_config.json" // {deepspeed_config}: the plan's DeepSpeed configuration (megatron_args.go)
-)
-
-// in is the path of parts under the job directory.
+// in is the path of parts under the job directory (the names: jobdir).
 func (d runDirs) in(parts ...string) string {
 	return filepath.Join(append([]string{d.jobDir}, parts...)...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 )
 
 // setup checks srun, reads the allocation and resolves the options (o, with
@@ -66,14 +67,14 @@ func (r *runner) makeDirs() (finished bool, err error) {
 	}
 	r.dirs.ckptDir = r.cfg.ckptDir
 	if r.dirs.ckptDir == "" {
-		r.dirs.ckptDir = r.dirs.in(jobCkptDir)
+		r.dirs.ckptDir = r.dirs.in(jobdir.Checkpoints)
 		if err := mkdirOwnUnlessDry(r.cfg.dryRun, r.dirs.ckptDir); err != nil {
 			return false, withCode(exitcode.Usage, fmt.Errorf("default --ckpt-dir: %w", err))
 		}
 	} else if !primary && !r.cfg.given["ckpt-dir"] {
 		// TRAINRUN_CKPT_DIR or the policy's CkptDir is the job's, shared by
 		// every run in it: each run but the first gets its own store below.
-		r.dirs.ckptDir = filepath.Join(r.dirs.ckptDir, "runs", r.dirs.runName)
+		r.dirs.ckptDir = filepath.Join(r.dirs.ckptDir, jobdir.Runs, r.dirs.runName)
 	}
 	if r.dirs.ckptDir, err = filepath.Abs(r.dirs.ckptDir); err != nil {
 		return false, err
