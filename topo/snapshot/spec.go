@@ -176,6 +176,7 @@ func (p *specParser) node(kw string, rest []string, ln int) error {
 		err = parseFile(s, rest, ln)
 	case "netif":
 		if len(rest) < 1 {
+			//lint:ignore ST1005 the "..." is grammar (more attributes), not punctuation
 			return errors.New("want: netif NAME kind=...")
 		}
 		a, err := kv(rest[1:])
