@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/wrapper/internal/runname"
+
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/internal/shell"
@@ -86,7 +88,7 @@ func parseBranchData(items []string) (names, specs []string, err error) {
 				specs[len(specs)-1] += "," + piece
 				continue
 			}
-			if !run.RunNameRE.MatchString(n) || len(n) > 48 {
+			if !runname.RE.MatchString(n) || len(n) > 48 {
 				return nil, nil, usageErrorf("--data %q: branch name %q: want letters, digits, '.', '_' or '-' (it names branch-%s)", item, n, n)
 			}
 			if seen[n] {
@@ -204,7 +206,7 @@ func (o *branchesOptions) manifest(argv []string) (*sweepManifest, error) {
 	}
 	name := o.name
 	if name == "" {
-		name = run.DeriveRunName(append(append([]string{strings.Join(names, "-")}, o.from), argv...))
+		name = runname.Derive(append(append([]string{strings.Join(names, "-")}, o.from), argv...))
 	}
 	s, err := o.newManifest("branches", name, "trainrun-branches-", []string{"branch", "data"}, argv, len(names))
 	if err != nil {

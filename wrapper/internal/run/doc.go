@@ -49,8 +49,9 @@
 // Decide is the last decision, the core promise of the product: pure and
 // table-tested over every stop reason (StopReason).
 //
-// What the other commands use: CheckRunName, DeriveRunName and RunNameRE
-// (a run's identity in its job: sweep and branches name their trials),
-// InitialCheckpoint (--init-from), TemplateNames (sweep checks a command's
-// templates), PlanFlagsNotForRun, and ReadRunPlan.
+// What the other commands use: InitialCheckpoint (--init-from),
+// TemplateNames (sweep checks a command's templates), PlanFlagsNotForRun,
+// and ReadRunPlan. A run's identity in its job (--name, or one derived from
+// the command) is wrapper/internal/runname, which sweep and branches name
+// their trials with; the job directory's layout is wrapper/internal/jobdir.
 package run

@@ -2,15 +2,14 @@ package run
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/trainrun/trainrun/wrapper/internal/runname"
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/atomicfile"
@@ -23,59 +22,6 @@ import (
 // derived from the command line. The "already finished" rule is per run,
 // so two different runs in one batch script both run, and a rerun after a
 // requeue skips only those that finished.
-
-// RunNameRE is what a run name may be: one path element (JOBDIR/runs/NAME).
-var RunNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-// CheckRunName accepts a --name that is safe as one path element.
-func CheckRunName(name string) error {
-	if !RunNameRE.MatchString(name) {
-		return usageErrorf("--name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit (it names a directory, JOBDIR/runs/NAME)", name)
-	}
-	return nil
-}
-
-// DeriveRunName is the default run name: the program (or, for an
-// interpreter, the script) and a short hash of the whole command line, so
-// the same command gets the same name after a requeue and a different
-// command a different one.
-func DeriveRunName(argv []string) string {
-	stem := ""
-	for i, a := range argv {
-		if i > 0 && strings.HasPrefix(a, "-") {
-			if a == "-m" && i+1 < len(argv) { // python -m module
-				stem = argv[i+1]
-				break
-			}
-			continue
-		}
-		b := filepath.Base(a)
-		stem = strings.TrimSuffix(b, filepath.Ext(b))
-		if i > 0 || !isInterpreter(b) {
-			break
-		}
-	}
-	stem = strings.Trim(unsafeNameRE.ReplaceAllString(stem, "_"), "._-")
-	if len(stem) > 32 {
-		stem = stem[:32]
-	}
-	if stem == "" {
-		stem = "run"
-	}
-	sum := sha256.Sum256([]byte(strings.Join(argv, "\x00")))
-	return stem + "-" + hex.EncodeToString(sum[:4])
-}
-
-var unsafeNameRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-func isInterpreter(base string) bool {
-	for _, p := range []string{"python", "bash", "sh", "torchrun", "env", "uv", "deepspeed", "accelerate"} {
-		if base == p || strings.HasPrefix(base, p+"3") || strings.HasPrefix(base, p+"2") {
-			return true
-		}
-	}
-	return false
-}
 
 // runDirOf is the run's own directory under the job directory base. A run
 // given --name always lives in base/runs/NAME. An unnamed run keeps
@@ -121,11 +67,11 @@ func (r *runner) resolveRun(base string) (primary bool, err error) {
 	named := r.cfg.name != ""
 	r.dirs.runName = r.cfg.name
 	if named {
-		if err := CheckRunName(r.dirs.runName); err != nil {
+		if err := runname.Check(r.dirs.runName); err != nil {
 			return false, err
 		}
 	} else {
-		r.dirs.runName = DeriveRunName(r.cfg.argv)
+		r.dirs.runName = runname.Derive(r.cfg.argv)
 	}
 	if r.dirs.jobDir, primary, err = runDirOf(base, r.dirs.runName, named, r.cfg.dryRun); err != nil {
 		return false, withCode(exitcode.Usage, err)

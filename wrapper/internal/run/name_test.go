@@ -11,40 +11,6 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 )
 
-func TestDeriveRunName(t *testing.T) {
-	a := DeriveRunName([]string{"python3", "-u", "train_example.py", "--lr", "0.1"})
-	if a != DeriveRunName([]string{"python3", "-u", "train_example.py", "--lr", "0.1"}) {
-		t.Fatal("the same command line got two names")
-	}
-	if !strings.HasPrefix(a, "train_example-") || len(a) != len("train_example-")+8 {
-		t.Errorf("name %q: want train_example-<8 hex>", a)
-	}
-	b := DeriveRunName([]string{"python3", "-u", "train_example.py", "--lr", "0.2"})
-	if a == b {
-		t.Errorf("different commands share the name %q", a)
-	}
-	for _, argv := range [][]string{{"/opt/x y/évil;rm -rf", "a"}, {"python", "-m", "torch.distributed.run"}, {"--"}} {
-		n := DeriveRunName(argv)
-		if err := CheckRunName(n); err != nil {
-			t.Errorf("derived name %q of %q is not a valid --name: %v", n, argv, err)
-		}
-	}
-	if n := DeriveRunName([]string{"python", "-m", "pkg.mod"}); !strings.HasPrefix(n, "pkg.mod-") {
-		t.Errorf("python -m pkg.mod: got %q", n)
-	}
-}
-
-func TestCheckRunName(t *testing.T) {
-	for _, bad := range []string{"", "../x", "a/b", ".hidden", strings.Repeat("a", 65), "sp ace"} {
-		if err := CheckRunName(bad); err == nil || !strings.Contains(err.Error(), "--name") {
-			t.Errorf("CheckRunName(%q) = %v, want an error naming --name", bad, err)
-		}
-	}
-	if err := CheckRunName("trial-3"); err != nil {
-		t.Error(err)
-	}
-}
-
 func TestRunDirOf(t *testing.T) {
 	base := t.TempDir()
 	// a named run: always runs/NAME, and base stays free
