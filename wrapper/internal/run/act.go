@@ -18,11 +18,6 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 )
 
-// ckptRequestFile (in JOBDIR/launch) holds "ID THEN" for the latest checkpoint
-// request: THEN is stop or continue. The trainer client reads it when the
-// checkpoint signal arrives; SIGTERM always means stop.
-const ckptRequestFile = "ckpt-request"
-
 // stepResult is what the monitor hands on when srun has ended: how it
 // ended, why the controller stopped it, and what the shims told.
 type stepResult struct {

@@ -369,8 +369,7 @@ func (m *monitor) do(acts []stopAction) {
 // which the client reads when the signal arrives).
 func (m *monitor) sendAsk(id int, why, then string) {
 	r := m.r
-	line := fmt.Sprintf("%d %s\n", id, then)
-	if err := launch.WriteFileAtomic(r.dirs.in(jobdir.Launch, ckptRequestFile), []byte(line), 0o644); err != nil {
+	if err := launch.WriteRequest(r.dirs.in(jobdir.Launch), id, then); err != nil {
 		r.logf("warning: writing the checkpoint request: %v", err)
 	}
 	r.observe(obs.Event{Kind: obs.KindCkptRequest, Why: why})
@@ -386,7 +385,7 @@ func (m *monitor) requestCkpt(why StopReason) {
 // (Slurm's --signal=USR2@T to the step) means stop: once a "continue"
 // request is served, the request file says stop again.
 func (m *monitor) resetRequest() {
-	launch.WriteFileAtomic(m.r.dirs.in(jobdir.Launch, ckptRequestFile), []byte(fmt.Sprintf("%d stop\n", m.ckptID)), 0o644)
+	launch.WriteRequest(m.r.dirs.in(jobdir.Launch), m.ckptID, "stop")
 }
 
 // commitBG commits complete checkpoints in the background, one commit at a
