@@ -18,7 +18,7 @@ type Deps struct {
 	// as on a machine without Slurm.
 	Slurm   slurm.Client
 	Version string    // trainrun's version, recorded in the run's observation
-	Start   time.Time // when trainrun started: the run's start-up time counts from here (zero: Setup's call)
+	Start   time.Time // when trainrun started: the run's start-up time counts from here (zero: when Run is called)
 }
 
 // Setup is the setup phase: it checks srun, reads the allocation from
@@ -29,9 +29,6 @@ type Deps struct {
 // the exit code (exitcode.Slurm outside an allocation, exitcode.Usage for
 // what the policy refuses).
 func Setup(o Options, given map[string]bool, argv []string, d Deps) (Config, error) {
-	if d.Start.IsZero() {
-		d.Start = time.Now()
-	}
 	return setup(o, given, argv, &d)
 }
 
