@@ -3,9 +3,7 @@ package run
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -101,16 +99,11 @@ func (r *runner) startEarly(ctx context.Context) error {
 		spec.ProbeDir = topoDir
 	}
 	argv, env := launch.SrunCommand(spec)
-	cmd := slurm.StepCommand(argv[1:])
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = r.env.Stdout, r.env.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	e.started = time.Now()
-	if err := cmd.Start(); err != nil {
-		return withCode(exitcode.Slurm, fmt.Errorf("starting srun: %w", err))
+	var err error
+	if e.proc, err = r.startSrun(argv, env, e.done); err != nil {
+		return err
 	}
-	e.proc = cmd.Process
-	go func() { e.done <- cmd.Wait() }()
 	if err := e.openChannel(ctx, r, common, launchDir); err != nil {
 		e.callOff(r.logf)
 		return err
@@ -124,19 +117,11 @@ func (r *runner) startEarly(ctx context.Context) error {
 func (e *earlyStep) openChannel(ctx context.Context, r *runner, common launch.Common, launchDir string) error {
 	a := r.alloc
 	e.addrs, e.addrErr = r.env.Slurm.NodeAddrs(ctx, a.NodeList)
-	bind, ctlHost := launch.ControlHost(r.controlHost(e.addrs), len(a.Nodes) > 1)
-	if bind == "" {
-		r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
-	}
-	ctl, err := launch.ListenPeers(bind, a.World(), launch.NodePeers(a.Nodes, e.addrs, os.Getuid()))
+	ctl, control, err := r.openControl(e.addrs)
 	if err != nil {
 		return err
 	}
-	if w := ctl.Weaker(); w != "" {
-		r.logf("warning: %s", w)
-	}
-	e.ctl = ctl
-	e.control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))
+	e.ctl, e.control = ctl, control
 	common.Control, common.Token = e.control, ctl.Token
 	if err := launch.WriteCommon(launchDir, common); err != nil {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)

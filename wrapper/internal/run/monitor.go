@@ -3,7 +3,6 @@ package run
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
-	"github.com/trainrun/trainrun/internal/slurm"
-	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -127,16 +124,11 @@ func (m *monitor) start() error {
 		m.startClock()
 		return nil
 	}
-	cmd := slurm.StepCommand(r.step.srunArgv[1:])
-	cmd.Env = append(os.Environ(), r.step.srunEnv...)
-	cmd.Stdout, cmd.Stderr = r.env.Stdout, r.env.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	m.started = time.Now()
-	if err := cmd.Start(); err != nil {
-		return withCode(exitcode.Slurm, fmt.Errorf("starting srun: %w", err))
+	var err error
+	if m.proc, err = r.startSrun(r.step.srunArgv, r.step.srunEnv, m.stepFinished); err != nil {
+		return err
 	}
-	m.proc = cmd.Process
-	go func() { m.stepFinished <- cmd.Wait() }()
 	m.startClock()
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -177,18 +176,10 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 	if e := r.early; e != nil {
 		ctl, control = e.ctl, e.control
 	} else {
-		bind, ctlHost := launch.ControlHost(r.controlHost(f.addrs), len(a.Nodes) > 1)
-		if bind == "" {
-			r.logf("warning: the batch node's address %s is not one of its own non-loopback addresses; the control channel listens on all interfaces", ctlHost)
-		}
 		var err error
-		if ctl, err = launch.ListenPeers(bind, a.World(), launch.NodePeers(a.Nodes, f.addrs, os.Getuid())); err != nil {
+		if ctl, control, err = r.openControl(f.addrs); err != nil {
 			return err
 		}
-		if w := ctl.Weaker(); w != "" {
-			r.logf("warning: %s", w)
-		}
-		control = net.JoinHostPort(ctlHost, strconv.Itoa(ctl.Port()))
 	}
 	defer func() {
 		r.abortEarly() // the step did not get to the monitor: call it off before closing its channel
