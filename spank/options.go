@@ -139,15 +139,18 @@ func Validate(c *Config, partition string, idx int, value string) error {
 }
 
 func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx int, v string) error {
-	part := s.Partition
-	partName := "site-wide"
-	if part != "" {
-		partName = "partition " + part + "'s"
+	switch name := Options[idx].Name; name {
+	case "train-model", "train-batch", "train-layout", "train-explain":
+		return applyJob(c, r, name, v)
+	default:
+		return governed{pol: pol, s: s, part: s.Partition}.apply(r, name, v)
 	}
-	mayNot := func(key string) error {
-		return fmt.Errorf("%s policy (%s) does not let users override %s (UserOverride=%s); ask the site, or leave it out", partName, pol.File(), key, s.UserOverride.Value)
-	}
-	switch Options[idx].Name {
+}
+
+// applyJob takes the options that describe the job itself: its model, batch,
+// layout and whether to explain the plan. The site's policy has no say.
+func applyJob(c *Config, r *Request, name, v string) error {
+	switch name {
 	case "train-model":
 		if strings.HasPrefix(v, "/") {
 			if _, err := readModelConfig(c, v); err != nil {
@@ -173,16 +176,50 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 			return err
 		}
 		r.Pins, r.LayoutSet = p, true
+	case "train-explain":
+		switch strings.ToLower(v) {
+		case "", "1", "yes", "true", "on":
+			r.Explain = true
+		case "0", "no", "false", "off":
+			r.Explain = false
+		default:
+			return fmt.Errorf("accepted: 1, yes, true, on (or 0, no, false, off)")
+		}
+	}
+	return nil
+}
+
+// governed is the site's policy for the job's partition, which the options
+// below it may override only where UserOverride lets them.
+type governed struct {
+	pol  *policy.Policy
+	s    *policy.Settings
+	part string
+}
+
+// mayNot is the error for an option the policy does not let users override.
+func (g governed) mayNot(key string) error {
+	partName := "site-wide"
+	if g.part != "" {
+		partName = "partition " + g.part + "'s"
+	}
+	return fmt.Errorf("%s policy (%s) does not let users override %s (UserOverride=%s); ask the site, or leave it out", partName, g.pol.File(), key, g.s.UserOverride.Value)
+}
+
+// apply takes the options the site's policy governs: the checkpoint
+// directory and signal, the NCCL environment and the software planned for.
+func (g governed) apply(r *Request, name, v string) error {
+	switch name {
 	case "train-ckpt":
 		if !path.IsAbs(v) || strings.ContainsAny(v, "$\n") || strings.Contains("/"+v+"/", "/../") {
 			return fmt.Errorf("want an absolute path without $ or .. (%%u user, %%j job id, %%x job name are expanded)")
 		}
 		dir := path.Clean(v)
-		if dir != s.CkptDir.Value && !pol.MayOverride("CkptDir", part) {
-			return mayNot("CkptDir")
+		if dir != g.s.CkptDir.Value && !g.pol.MayOverride("CkptDir", g.part) {
+			return g.mayNot("CkptDir")
 		}
-		if roots := s.CkptRoots.Value; len(roots) > 0 && !underRoot(dir, roots) {
-			return fmt.Errorf("not under the site's CkptRoots=%s (%s); pick a directory under one of them", strings.Join(roots, ","), s.CkptRoots.Source)
+		if roots := g.s.CkptRoots.Value; len(roots) > 0 && !underRoot(dir, roots) {
+			return fmt.Errorf("not under the site's CkptRoots=%s (%s); pick a directory under one of them", strings.Join(roots, ","), g.s.CkptRoots.Source)
 		}
 		r.CkptDir = dir
 	case "train-ckpt-signal":
@@ -191,8 +228,8 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		if err != nil {
 			return err
 		}
-		if ps.CkptSignal.Value != s.CkptSignal.Value && !pol.MayOverride("CkptSignal", part) {
-			return mayNot("CkptSignal")
+		if ps.CkptSignal.Value != g.s.CkptSignal.Value && !g.pol.MayOverride("CkptSignal", g.part) {
+			return g.mayNot("CkptSignal")
 		}
 		r.Signal = ps.CkptSignal.Value
 		if hasLead {
@@ -200,16 +237,16 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 			if err != nil {
 				return err
 			}
-			if pl.CkptLead.Value != s.CkptLead.Value && !pol.MayOverride("CkptLead", part) {
-				return mayNot("CkptLead")
+			if pl.CkptLead.Value != g.s.CkptLead.Value && !g.pol.MayOverride("CkptLead", g.part) {
+				return g.mayNot("CkptLead")
 			}
 			r.Lead = pl.CkptLead.Value
 		}
 	case "train-nccl":
 		switch strings.ToLower(v) {
 		case "on":
-			if !s.InjectEnv.Value && !pol.MayOverride("InjectEnv", part) {
-				return mayNot("InjectEnv (it is no: the plugin only reports)")
+			if !g.s.InjectEnv.Value && !g.pol.MayOverride("InjectEnv", g.part) {
+				return g.mayNot("InjectEnv (it is no: the plugin only reports)")
 			}
 			r.Inject, r.NCCL = true, true
 		case "off":
@@ -222,8 +259,8 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		if err != nil {
 			return err
 		}
-		if canon := stackName(st); canon != s.Stack.Value && !pol.MayOverride("Stack", part) {
-			return mayNot("Stack")
+		if canon := stackName(st); canon != g.s.Stack.Value && !g.pol.MayOverride("Stack", g.part) {
+			return g.mayNot("Stack")
 		}
 		r.Stack = st
 	case "train-precision":
@@ -231,8 +268,8 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		if err != nil {
 			return err
 		}
-		if string(p) != s.Precision.Value && !pol.MayOverride("Precision", part) {
-			return mayNot("Precision")
+		if string(p) != g.s.Precision.Value && !g.pol.MayOverride("Precision", g.part) {
+			return g.mayNot("Precision")
 		}
 		r.Precision = p
 	case "train-finetune":
@@ -240,35 +277,26 @@ func apply(c *Config, pol *policy.Policy, s *policy.Settings, r *Request, idx in
 		if err != nil {
 			return err
 		}
-		if def, _ := plan.ParseFinetuneSpec(s.Finetune.Value); ft.String() != def.String() && !pol.MayOverride("Finetune", part) {
-			return mayNot("Finetune")
+		if def, _ := plan.ParseFinetuneSpec(g.s.Finetune.Value); ft.String() != def.String() && !g.pol.MayOverride("Finetune", g.part) {
+			return g.mayNot("Finetune")
 		}
 		r.LoRARank, r.Finetune = ft.Rank, ft
 	case "train-calibration":
 		if err := policy.CheckCalibration(v); err != nil {
 			return err
 		}
-		if v != s.Calibration.Value && !pol.MayOverride("Calibration", part) {
-			return mayNot("Calibration")
+		if v != g.s.Calibration.Value && !g.pol.MayOverride("Calibration", g.part) {
+			return g.mayNot("Calibration")
 		}
 		r.Calibration = v
 	case "train-tune":
 		if err := policy.CheckTune(v); err != nil {
 			return err
 		}
-		if !strings.EqualFold(v, orStr(s.Tune.Value, "none")) && !pol.MayOverride("Tune", part) {
-			return mayNot("Tune")
+		if !strings.EqualFold(v, orStr(g.s.Tune.Value, "none")) && !g.pol.MayOverride("Tune", g.part) {
+			return g.mayNot("Tune")
 		}
 		r.Tune = v
-	case "train-explain":
-		switch strings.ToLower(v) {
-		case "", "1", "yes", "true", "on":
-			r.Explain = true
-		case "0", "no", "false", "off":
-			r.Explain = false
-		default:
-			return fmt.Errorf("accepted: 1, yes, true, on (or 0, no, false, off)")
-		}
 	}
 	return nil
 }

@@ -296,20 +296,62 @@ func (s *clusterSpec) buildTree(c *Cluster, addNode func(string)) error {
 	if len(s.switches) == 0 {
 		return nil
 	}
+	byName, err := s.switchIndex()
+	if err != nil {
+		return err
+	}
+	g, err := s.linkSwitches(byName)
+	if err != nil {
+		return err
+	}
+	level, err := s.switchLevels(g.children)
+	if err != nil {
+		return err
+	}
+	newIdx := s.addSwitches(c, g, level)
+	// nodes in file order
+	for _, sw := range s.switches {
+		if !sw.hasSwitch {
+			for _, node := range sw.nodes {
+				addNode(node)
+				c.leafOf[node] = c.swIndex[sw.name]
+			}
+		}
+	}
+	c.buildDistances(g.children, newIdx)
+	return nil
+}
+
+// switchIndex is each switch's index by name; it refuses a switch defined
+// twice, one with both Nodes= and Switches=, and one with neither.
+func (s *clusterSpec) switchIndex() (map[string]int, error) {
 	byName := map[string]int{}
 	for i, sw := range s.switches {
 		if j, dup := byName[sw.name]; dup {
-			return s.errorf(sw.line, "SwitchName", "switch %q is defined again (first on line %d); give each switch one line", sw.name, s.switches[j].line)
+			return nil, s.errorf(sw.line, "SwitchName", "switch %q is defined again (first on line %d); give each switch one line", sw.name, s.switches[j].line)
 		}
 		byName[sw.name] = i
 		switch {
 		case sw.hasNodes && sw.hasSwitch && !s.scontrol: // scontrol prints Nodes= (all descendants) on upper switches too
-			return s.errorf(sw.line, "SwitchName", "switch %q has both Nodes= and Switches=; Slurm's tree plugin would treat it as a leaf and ignore Switches=: put the nodes on a leaf switch of their own", sw.name)
+			return nil, s.errorf(sw.line, "SwitchName", "switch %q has both Nodes= and Switches=; Slurm's tree plugin would treat it as a leaf and ignore Switches=: put the nodes on a leaf switch of their own", sw.name)
 		case !sw.hasNodes && !sw.hasSwitch:
-			return s.errorf(sw.line, "SwitchName", "switch %q has neither Nodes= nor Switches=; a leaf lists its nodes, an upper switch its child switches", sw.name)
+			return nil, s.errorf(sw.line, "SwitchName", "switch %q has neither Nodes= nor Switches=; a leaf lists its nodes, an upper switch its child switches", sw.name)
 		}
 	}
-	// children and parents; leaves and their nodes
+	return byName, nil
+}
+
+// switchGraph is the switches' tree as the spec gives it (indices of
+// s.switches): each one's children and parents, and which are leaves.
+type switchGraph struct {
+	children, parents [][]int
+	isLeaf            []bool
+}
+
+// linkSwitches links the switches by their Switches= lists and checks the
+// leaves' nodes: a child must be defined and not the switch itself, and a
+// node is under one leaf.
+func (s *clusterSpec) linkSwitches(byName map[string]int) (switchGraph, error) {
 	n := len(s.switches)
 	children := make([][]int, n)
 	parents := make([][]int, n)
@@ -325,10 +367,10 @@ func (s *clusterSpec) buildTree(c *Cluster, addNode func(string)) error {
 			for _, ch := range sw.children {
 				j, ok := byName[ch]
 				if !ok {
-					return s.errorf(sw.childLine, "Switches", "switch %q lists child switch %q, which is not defined; add a SwitchName=%s line or fix the name", sw.name, ch, ch)
+					return switchGraph{}, s.errorf(sw.childLine, "Switches", "switch %q lists child switch %q, which is not defined; add a SwitchName=%s line or fix the name", sw.name, ch, ch)
 				}
 				if j == i {
-					return s.errorf(sw.childLine, "Switches", "switch %q lists itself as a child: the switches must form a tree", sw.name)
+					return switchGraph{}, s.errorf(sw.childLine, "Switches", "switch %q lists itself as a child: the switches must form a tree", sw.name)
 				}
 				if slices.Contains(children[i], j) {
 					continue // listed twice, as Slurm's hostlist would allow
@@ -344,14 +386,19 @@ func (s *clusterSpec) buildTree(c *Cluster, addNode func(string)) error {
 				if prev == sw.name {
 					continue
 				}
-				return s.errorf(sw.nodesLine, "Nodes", "node %q is under leaf switches %q (line %d) and %q; Slurm only warns about such multi-homed nodes, but trainrun needs one leaf per node to place ranks: keep it on one", node, prev, leafLine[node], sw.name)
+				return switchGraph{}, s.errorf(sw.nodesLine, "Nodes", "node %q is under leaf switches %q (line %d) and %q; Slurm only warns about such multi-homed nodes, but trainrun needs one leaf per node to place ranks: keep it on one", node, prev, leafLine[node], sw.name)
 			}
 			leafName[node] = sw.name
 			leafLine[node] = sw.nodesLine
 		}
 	}
-	// levels, with cycle detection (Slurm gives up with "Switch configuration
-	// is not a tree")
+	return switchGraph{children: children, parents: parents, isLeaf: isLeaf}, nil
+}
+
+// switchLevels is each switch's level (a leaf 0, its parent 1, ...), with
+// cycle detection (Slurm gives up with "Switch configuration is not a tree").
+func (s *clusterSpec) switchLevels(children [][]int) ([]int, error) {
+	n := len(s.switches)
 	level := make([]int, n)
 	state := make([]uint8, n) // 0 new, 1 on the stack, 2 done
 	var stack []int
@@ -383,10 +430,17 @@ func (s *clusterSpec) buildTree(c *Cluster, addNode func(string)) error {
 	}
 	for i := range s.switches {
 		if err := visit(i); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// the model, switches sorted by level then name
+	return level, nil
+}
+
+// addSwitches puts the model's switches into c, sorted by level then name,
+// and returns each spec index's place in that order.
+func (s *clusterSpec) addSwitches(c *Cluster, g switchGraph, level []int) []int {
+	n := len(s.switches)
+	children, parents, isLeaf := g.children, g.parents, g.isLeaf
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
@@ -427,17 +481,7 @@ func (s *clusterSpec) buildTree(c *Cluster, addNode func(string)) error {
 		c.swIndex[sw.name] = k
 		c.levels = max(c.levels, level[i]+1)
 	}
-	// nodes in file order
-	for _, sw := range s.switches {
-		if !sw.hasSwitch {
-			for _, node := range sw.nodes {
-				addNode(node)
-				c.leafOf[node] = c.swIndex[sw.name]
-			}
-		}
-	}
-	c.buildDistances(children, newIdx)
-	return nil
+	return newIdx
 }
 
 // buildDistances fills the leaf-pair table (or the ancestor lists) from the

@@ -27,125 +27,20 @@ import (
 // On a node without GPUs no rail exists: slow Ethernet is management, the rest
 // unknown.
 func assignRoles(n *Node) {
-	near := func(d *RDMADevice) PathType {
-		best := PathUnknown
-		for _, p := range d.GPUPaths {
-			if p != PathUnknown && (best == PathUnknown || p < best) {
-				best = p
-			}
-		}
-		return best
-	}
-	// A port that is not ACTIVE reports a minimum rate (a down NDR port reads
-	// "10 Gb/sec (4X SDR)"), so only active ports say what rate a device runs at.
-	activeRate := func(d *RDMADevice) float64 {
-		for _, p := range d.Ports {
-			if p.Active() {
-				return p.RateGbps
-			}
-		}
-		return 0
-	}
-	layerRank := func(l string) int {
-		switch l {
-		case "InfiniBand":
-			return 0
-		case "Ethernet":
-			return 1
-		}
-		return 2
-	}
-	var railLayer string
-	var railRate float64
-	haveRail := false
-	if len(n.GPUs) > 0 {
-		for _, limit := range []PathType{PathPXB, PathPHB, PathSYS} {
-			layers := map[string]int{}
-			for i := range n.RDMA {
-				d := &n.RDMA[i]
-				if p := near(d); len(d.Ports) > 0 && p != PathUnknown && p <= limit && !strings.HasPrefix(d.Name, "smi") {
-					layers[d.Ports[0].LinkLayer]++
-				}
-			}
-			if len(layers) == 0 {
-				continue
-			}
-			haveRail = true
-			best := -1
-			for l, c := range layers {
-				if c > best || (c == best && layerRank(l) < layerRank(railLayer)) {
-					railLayer, best = l, c
-				}
-			}
-			rates := map[float64]int{}
-			for i := range n.RDMA {
-				d := &n.RDMA[i]
-				if p := near(d); len(d.Ports) > 0 && d.Ports[0].LinkLayer == railLayer && p <= limit && activeRate(d) > 0 {
-					rates[activeRate(d)]++
-				}
-			}
-			best = -1
-			for r, c := range rates {
-				if c > best || (c == best && r > railRate) {
-					railRate, best = r, c
-				}
-			}
-			break
-		}
-	}
-	railDesc := railLayer
-	if railRate > 0 {
-		railDesc += " " + gbps(railRate)
-	}
+	rl := computeRail(n)
 	railNear := false
 	for i := range n.RDMA {
 		d := &n.RDMA[i]
-		if haveRail && len(d.Ports) > 0 && d.Ports[0].LinkLayer == railLayer && near(d) != PathUnknown && near(d) <= PathPHB {
+		if rl.ok && len(d.Ports) > 0 && d.Ports[0].LinkLayer == rl.layer && nearestGPU(d) != PathUnknown && nearestGPU(d) <= PathPHB {
 			railNear = true
 		}
 	}
 	railCount := 0
 	for i := range n.RDMA {
 		d := &n.RDMA[i]
-		var layer string
-		if len(d.Ports) > 0 {
-			layer = d.Ports[0].LinkLayer
-		}
-		rate := activeRate(d)
-		if rate == 0 && len(d.Ports) > 0 {
-			rate = d.Ports[0].RateGbps
-		}
-		switch {
-		case len(d.Ports) == 0:
-			d.Role, d.RoleReason = RoleUnknown, "no ports"
-		case strings.HasPrefix(d.Name, "smi"):
-			// XDR (ConnectX-8) systems expose switch-management devices on the
-			// same PCI function as the HCA (fixtures/ib/xdr-smi-devices-*.txt).
-			d.Role, d.RoleReason = RoleManagement, "switch-management (SMI) device on the function of "+sameFunction(n, d)+", not a data path"
-		case !haveRail:
-			if layer == "Ethernet" && rate < 50 {
-				d.Role, d.RoleReason = RoleManagement, fmt.Sprintf("Ethernet %s, no GPUs on this node", gbps(rate))
-			} else {
-				d.Role, d.RoleReason = RoleUnknown, "no GPUs on this node: no compute rail to compare with"
-			}
-		case layer != railLayer:
-			d.Role = storageOrMgmt(rate, 100)
-			d.RoleReason = fmt.Sprintf("%s %s beside the %s compute rail", layer, gbps(rate), railDesc)
-			if layer == "Ethernet" && railLayer == "InfiniBand" {
-				d.RoleReason = fmt.Sprintf("Ethernet %s on an InfiniBand fabric (compute rail: %s)", gbps(rate), railDesc)
-			}
-		case activeRate(d) > 0 && railRate > 0 && activeRate(d) != railRate:
-			d.Role = storageOrMgmt(rate, 50)
-			d.RoleReason = fmt.Sprintf("rate %s differs from the compute rail's %s", gbps(rate), gbps(railRate))
-		case railNear && near(d) >= PathNODE:
-			d.Role = RoleStorage
-			d.RoleReason = fmt.Sprintf("not near any GPU (nearest is %s) while the compute NICs sit next to their GPUs", near(d))
-		default:
-			d.Role = RoleCompute
-			railCount++
-			d.RoleReason = fmt.Sprintf("%s, %s to %s", railDesc, near(d), strings.Join(nearGPUs(n, d, near(d)), ","))
-		}
+		d.Role, d.RoleReason = rl.role(n, d, railNear)
 		if d.Role == RoleCompute {
+			railCount++
 			for _, p := range d.Ports {
 				if p.Active() {
 					d.NCCL = true
@@ -157,20 +52,153 @@ func assignRoles(n *Node) {
 		}
 	}
 	gpuNCCLNICs(n)
-	if haveRail && railCount > 0 && len(n.NCCLNICs()) == 0 {
-		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", railLayer))
+	if rl.ok && railCount > 0 && len(n.NCCLNICs()) == 0 {
+		n.Notes = append(n.Notes, fmt.Sprintf("no compute NIC has an ACTIVE port: NCCL would fall back to whatever is up (e.g. the Ethernet front-end) or to sockets; check the %s links", rl.layer))
 	}
-	if n.FlatPCIe() {
-		if n.CPU.Arch == "arm64" && minGPUSM(n) >= 90 {
-			n.Notes = append(n.Notes, "the GPUs attach to the Grace CPUs over NVLink-C2C, not to a PCIe switch shared with a NIC: the nearest NICs are those of the GPU's NUMA node (NODE)")
-		} else if n.PlatformTopoFile != "" {
-			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus): the nearest NICs come from the platform's topology file "+n.PlatformTopoFile+" (NCCL_TOPO_FILE in /etc/nccl.conf), which NCCL reads too")
-		} else {
-			n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
+	flatPCIeNotes(n)
+	netRoles(n)
+}
+
+// nearestGPU is the closest path from an RDMA device to any GPU.
+func nearestGPU(d *RDMADevice) PathType {
+	best := PathUnknown
+	for _, p := range d.GPUPaths {
+		if p != PathUnknown && (best == PathUnknown || p < best) {
+			best = p
 		}
 	}
+	return best
+}
 
-	netRoles(n)
+// activeRate is the rate of the device's first ACTIVE port (0: none). A port
+// that is not ACTIVE reports a minimum rate (a down NDR port reads "10
+// Gb/sec (4X SDR)"), so only active ports say what rate a device runs at.
+func activeRate(d *RDMADevice) float64 {
+	for _, p := range d.Ports {
+		if p.Active() {
+			return p.RateGbps
+		}
+	}
+	return 0
+}
+
+// layerRank orders link layers for a tie: InfiniBand first, then Ethernet.
+func layerRank(l string) int {
+	switch l {
+	case "InfiniBand":
+		return 0
+	case "Ethernet":
+		return 1
+	}
+	return 2
+}
+
+// rail is a node's compute rail: the link layer and rate of the RDMA devices
+// next to the GPUs (rule 1); ok is false on a node without GPUs or without
+// such devices.
+type rail struct {
+	layer string
+	rate  float64
+	ok    bool
+}
+
+// computeRail finds the compute rail (rule 1): the most common link layer,
+// then rate, among the devices nearest the GPUs.
+func computeRail(n *Node) rail {
+	var rl rail
+	if len(n.GPUs) == 0 {
+		return rl
+	}
+	for _, limit := range []PathType{PathPXB, PathPHB, PathSYS} {
+		layers := map[string]int{}
+		for i := range n.RDMA {
+			d := &n.RDMA[i]
+			if p := nearestGPU(d); len(d.Ports) > 0 && p != PathUnknown && p <= limit && !strings.HasPrefix(d.Name, "smi") {
+				layers[d.Ports[0].LinkLayer]++
+			}
+		}
+		if len(layers) == 0 {
+			continue
+		}
+		rl.ok = true
+		best := -1
+		for l, c := range layers {
+			if c > best || (c == best && layerRank(l) < layerRank(rl.layer)) {
+				rl.layer, best = l, c
+			}
+		}
+		rates := map[float64]int{}
+		for i := range n.RDMA {
+			d := &n.RDMA[i]
+			if p := nearestGPU(d); len(d.Ports) > 0 && d.Ports[0].LinkLayer == rl.layer && p <= limit && activeRate(d) > 0 {
+				rates[activeRate(d)]++
+			}
+		}
+		best = -1
+		for r, c := range rates {
+			if c > best || (c == best && r > rl.rate) {
+				rl.rate, best = r, c
+			}
+		}
+		break
+	}
+	return rl
+}
+
+// role is what RDMA device d is for (rules 2 to 5) and why; railNear says
+// that some rail device sits next to its GPU.
+func (rl rail) role(n *Node, d *RDMADevice, railNear bool) (NICRole, string) {
+	railDesc := rl.layer
+	if rl.rate > 0 {
+		railDesc += " " + gbps(rl.rate)
+	}
+	var layer string
+	if len(d.Ports) > 0 {
+		layer = d.Ports[0].LinkLayer
+	}
+	rate := activeRate(d)
+	if rate == 0 && len(d.Ports) > 0 {
+		rate = d.Ports[0].RateGbps
+	}
+	near := nearestGPU(d)
+	switch {
+	case len(d.Ports) == 0:
+		return RoleUnknown, "no ports"
+	case strings.HasPrefix(d.Name, "smi"):
+		// XDR (ConnectX-8) systems expose switch-management devices on the
+		// same PCI function as the HCA (fixtures/ib/xdr-smi-devices-*.txt).
+		return RoleManagement, "switch-management (SMI) device on the function of " + sameFunction(n, d) + ", not a data path"
+	case !rl.ok:
+		if layer == "Ethernet" && rate < 50 {
+			return RoleManagement, fmt.Sprintf("Ethernet %s, no GPUs on this node", gbps(rate))
+		}
+		return RoleUnknown, "no GPUs on this node: no compute rail to compare with"
+	case layer != rl.layer:
+		if layer == "Ethernet" && rl.layer == "InfiniBand" {
+			return storageOrMgmt(rate, 100), fmt.Sprintf("Ethernet %s on an InfiniBand fabric (compute rail: %s)", gbps(rate), railDesc)
+		}
+		return storageOrMgmt(rate, 100), fmt.Sprintf("%s %s beside the %s compute rail", layer, gbps(rate), railDesc)
+	case activeRate(d) > 0 && rl.rate > 0 && activeRate(d) != rl.rate:
+		return storageOrMgmt(rate, 50), fmt.Sprintf("rate %s differs from the compute rail's %s", gbps(rate), gbps(rl.rate))
+	case railNear && near >= PathNODE:
+		return RoleStorage, fmt.Sprintf("not near any GPU (nearest is %s) while the compute NICs sit next to their GPUs", near)
+	}
+	return RoleCompute, fmt.Sprintf("%s, %s to %s", railDesc, near, strings.Join(nearGPUs(n, d, near), ","))
+}
+
+// flatPCIeNotes says, on a node where no GPU shares a PCIe switch with a
+// NIC, where the GPU-NIC pairing comes from instead.
+func flatPCIeNotes(n *Node) {
+	if !n.FlatPCIe() {
+		return
+	}
+	if n.CPU.Arch == "arm64" && minGPUSM(n) >= 90 {
+		n.Notes = append(n.Notes, "the GPUs attach to the Grace CPUs over NVLink-C2C, not to a PCIe switch shared with a NIC: the nearest NICs are those of the GPU's NUMA node (NODE)")
+	} else if n.PlatformTopoFile != "" {
+		n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus): the nearest NICs come from the platform's topology file "+n.PlatformTopoFile+" (NCCL_TOPO_FILE in /etc/nccl.conf), which NCCL reads too")
+	} else {
+		n.Notes = append(n.Notes, "no GPU shares a PCIe switch with a NIC (a VM's flat bus?): GPU-NIC pairing is not visible here; NCCL needs the platform's topology file (NCCL_TOPO_FILE)")
+	}
 }
 
 // gpuNCCLNICs sets each GPU's nearest NICs among those NCCL should use.

@@ -1,103 +1,18 @@
 package main
 
 import (
-	"bytes"
-	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
-	"math"
-	"path/filepath"
-	"time"
 
 	"github.com/trainrun/trainrun/internal/calib"
-	"github.com/trainrun/trainrun/internal/safefs"
-	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
-	"github.com/trainrun/trainrun/wrapper/obs"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // The site calibration as plan, run, submit and sweep use it: --calibration
 // DIR (env TRAINRUN_CALIBRATION, policy Calibration=) names the directory;
 // its observations correct the planner (plan.Calibrate), and trainrun run
 // appends its own to it (calib.Recorder).
-
-// calibrationObservations reads a calibration directory's records as the
-// planner's observations; records it cannot use are reported once on w.
-func calibrationObservations(dir string, w io.Writer) ([]plan.Observation, error) {
-	recs, bad, err := calib.Load(calib.SitePath(dir))
-	if err != nil {
-		return nil, fmt.Errorf("--calibration %s: %w", dir, err)
-	}
-	var obs []plan.Observation
-	for i, rec := range recs {
-		if !rec.Measured() {
-			continue // a tune trial that failed: no step time to learn from
-		}
-		o, err := observationOf(rec, fmt.Sprintf("%s:%d", filepath.Base(calib.SitePath(dir)), i+1))
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		obs = append(obs, o)
-	}
-	if len(bad) > 0 {
-		fmt.Fprintf(w, "trainrun: calibration %s: %d record(s) not used, first: %v\n", dir, len(bad), bad[0])
-	}
-	return obs, nil
-}
-
-// observationOf turns a record into an observation: the layout from its
-// plan, the inputs from the plan's "inputs" or, for a record written by
-// hand, from its "argv" (trainrun plan arguments).
-func observationOf(rec calib.Record, id string) (plan.Observation, error) {
-	pr, err := plan.ParsePlanJSON(rec.Plan)
-	if err != nil {
-		return plan.Observation{}, fmt.Errorf("%s: %w", id, err)
-	}
-	in := pr.Inputs
-	if in == nil && len(rec.Argv) > 0 {
-		if in, err = inputsFromArgv(rec.Argv); err != nil {
-			return plan.Observation{}, fmt.Errorf("%s: argv: %w", id, err)
-		}
-	}
-	if in == nil {
-		return plan.Observation{}, fmt.Errorf(`%s: the plan has no "inputs" and the record no "argv": give the object trainrun plan --format json prints (it carries its inputs), or "argv": the trainrun plan arguments that reproduce it`, id)
-	}
-	if rec.Job != "" {
-		id = rec.Job
-	}
-	if !rec.At.IsZero() {
-		id += "@" + rec.At.UTC().Format("2006-01-02")
-	}
-	return plan.Observation{ID: id, Inputs: *in, Layout: pr.Layout, StepS: rec.Observed.StepS, Steps: rec.Observed.Steps, Spread: rec.Observed.Spread,
-		PlannedStep: pr.Step}, nil
-}
-
-// inputsFromArgv evaluates trainrun plan arguments into plan inputs.
-func inputsFromArgv(argv []string) (*plan.Inputs, error) {
-	var sink bytes.Buffer
-	fs := newFlags("plan", "plan", &sink)
-	var o planOptions
-	o.AddFlags(fs)
-	if err := parseFlags(fs, argv); err != nil {
-		return nil, err
-	}
-	m, err := o.model(fs)
-	if err != nil {
-		return nil, err
-	}
-	j, err := o.job()
-	if err != nil {
-		return nil, err
-	}
-	cs, err := o.clusters(fs.Changed)
-	if err != nil {
-		return nil, err
-	}
-	in := plan.InputsOf(m, j, cs[0], o.Fix)
-	return &in, nil
-}
 
 // calibrationDir is --calibration, else TRAINRUN_CALIBRATION, else the
 // policy's Calibration= (pol).
@@ -114,51 +29,15 @@ func (o *planOptions) calibrationDir(getenv func(string) string, pol string) str
 // loadCalibration reads the calibration directory (calibrationDir) once;
 // searchOptions hands its observations to the planner.
 func (o *planOptions) loadCalibration(getenv func(string) string, pol string, w io.Writer) error {
-	if o.calibrationDir(getenv, pol) == "" || o.calObs != nil {
+	if o.calibrationDir(getenv, pol) == "" || o.Observations != nil {
 		return nil
 	}
-	obs, err := calibrationObservations(o.Calibration, w)
+	obs, err := planflags.Observations(o.Calibration, w)
 	if err != nil {
 		return err
 	}
-	o.calObs = append([]plan.Observation{}, obs...)
+	o.Observations = append([]plan.Observation{}, obs...)
 	return nil
-}
-
-// newRunRecorder prepares the observation of a run that trains ev (or,
-// unevaluated, l): its plan JSON, with the inputs when they are known, and
-// where the record goes. note is said once at the start when there is
-// something to say.
-func newRunRecorder(ev *plan.Evaluation, l plan.Layout, in *plan.Inputs, ckptDir, calibDir, job, gpu string, nodes int, version string) (rec *calib.Recorder, note string) {
-	var paths []string
-	if ckptDir != "" {
-		paths = append(paths, calib.RunStorePath(ckptDir))
-	}
-	if calibDir != "" {
-		paths = append(paths, calib.SitePath(calibDir))
-	}
-	if len(paths) == 0 {
-		return nil, "no observation will be recorded: no --ckpt-dir and no --calibration to record it in"
-	}
-	if ev == nil {
-		ev = &plan.Evaluation{Layout: l}
-	}
-	res := plan.Result{Plan: ev, Alternatives: []plan.Evaluation{}, Rejected: []plan.Rejection{}}
-	var b bytes.Buffer
-	var err error
-	t := calib.Record{GPU: gpu, Nodes: nodes, Software: map[string]string{"trainrun": version}, Job: job}
-	if in != nil {
-		err = plan.RenderJSONWithInputs(&b, res, *in)
-		t.GPU, t.Stack, t.Software["precision"] = in.GPU, in.Stack, in.Precision
-	} else {
-		err = plan.RenderJSON(&b, res)
-		note = `the observation will carry no plan "inputs" (the layout was not planned from a model here): add "argv" (the trainrun plan arguments) to the record before 'trainrun calib import'`
-	}
-	if err != nil {
-		return nil, "no observation will be recorded: " + err.Error()
-	}
-	t.Plan = bytes.TrimSpace(b.Bytes())
-	return &calib.Recorder{Paths: paths, Template: t}, note
 }
 
 // calibExport writes records as JSON lines.
@@ -170,60 +49,4 @@ func calibExport(w io.Writer, recs []calib.Record) error {
 		}
 	}
 	return nil
-}
-
-// loadCalibration reads the run's site calibration (complete resolved the
-// directory from the flag, TRAINRUN_CALIBRATION or the policy) into po, the
-// choose phase's copy of the planner's options.
-func (r *runner) loadCalibration(po *planOptions) error {
-	if po.Calibration == "" || po.calObs != nil {
-		return nil
-	}
-	obs, err := calibrationObservations(po.Calibration, r.env.stderr)
-	if err != nil {
-		return err
-	}
-	po.calObs = append([]plan.Observation{}, obs...)
-	return nil
-}
-
-// startRecorder prepares the run's observation; why not, when not, is said
-// once here.
-func (r *runner) startRecorder() {
-	job := slurm.JobFromEnv(r.env.getenv).ID
-	if r.dirs.runName != "" {
-		job += "/" + r.dirs.runName
-	}
-	in := r.choice.Inputs
-	if in == nil && r.choice.PlanFile != "" { // --plan FILE: trainrun plan's JSON carries its inputs
-		if b, err := safefs.ReadFile(r.choice.PlanFile, 64<<20); err == nil {
-			if pr, err := plan.ParsePlanJSON(b); err == nil {
-				in = pr.Inputs
-			}
-		}
-	}
-	var why string
-	r.sess.calibRec, why = newRunRecorder(r.choice.Eval, r.choice.Layout, in, r.dirs.ckptDir, r.cfg.plan.Calibration, job,
-		cmp.Or(r.choice.GPU, r.cfg.plan.GPU, r.probedGPUName()), len(r.alloc.Nodes), version)
-	if why != "" {
-		r.logf("%s", why)
-	}
-}
-
-// finishObservation writes the run's observation, with the peak memory the
-// trainer's last progress report gives (metric peak_mem_gib), and logs where
-// it went or why none was written.
-func (r *runner) finishObservation() {
-	rec := r.sess.calibRec
-	if rec == nil {
-		return
-	}
-	if p, err := obs.ReadProgressFile(r.dirs.in(jobLaunchDir, obs.ProgressFile)); err == nil {
-		if v, ok := p.Metrics["peak_mem_gib"]; ok && v > 0 && !math.IsInf(v, 0) {
-			rec.PeakMemGiB = &v
-		}
-	}
-	if msg := rec.Finish(time.Now()); msg != "" {
-		r.logf("%s", msg)
-	}
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
+	"testing"
 
+	"github.com/trainrun/trainrun/internal/golden"
 	"github.com/trainrun/trainrun/internal/slurm"
 )
 
@@ -41,4 +44,21 @@ func (c cli) runRun(args ...string) (stdout, stderr string, err error) {
 	env, out, errb := c.env()
 	err = runRun(context.Background(), env, args)
 	return out.String(), errb.String(), err
+}
+
+// checkGolden compares got with testdata/name (internal/golden: -update
+// rewrites it).
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	golden.CheckString(t, filepath.Join("testdata", name), got)
+}
+
+// slurmEnv4x8 is the batch-step environment of `sbatch -N4 --ntasks-per-node=8
+// --gpus-per-node=8 -p low` on the harness cluster (Slurm 22.05).
+func slurmEnv4x8() map[string]string {
+	return map[string]string{
+		"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "n[1-4]", "SLURM_JOB_NUM_NODES": "4",
+		"SLURM_TASKS_PER_NODE": "8(x4)", "SLURM_GPUS_ON_NODE": "8", "SLURM_JOB_GPUS": "0,1,2,3,4,5,6,7",
+		"SLURM_GPUS_PER_NODE": "8", "SLURM_JOB_PARTITION": "low", "SLURM_SUBMIT_DIR": "/tmp/sub", "SLURMD_NODENAME": "n1",
+	}
 }

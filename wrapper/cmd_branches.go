@@ -9,10 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/wrapper/internal/runname"
+
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 func init() {
@@ -83,7 +88,7 @@ func parseBranchData(items []string) (names, specs []string, err error) {
 				specs[len(specs)-1] += "," + piece
 				continue
 			}
-			if !runNameRE.MatchString(n) || len(n) > 48 {
+			if !runname.RE.MatchString(n) || len(n) > 48 {
 				return nil, nil, usageErrorf("--data %q: branch name %q: want letters, digits, '.', '_' or '-' (it names branch-%s)", item, n, n)
 			}
 			if seen[n] {
@@ -135,7 +140,7 @@ func runBranches(ctx context.Context, env *runEnv, args []string) error {
 	if o.from == "" {
 		return usageErrorf("--from not given: the committed checkpoint every branch starts from (STORE/TAG)")
 	}
-	from, err := initialCheckpoint(o.from)
+	from, err := run.InitialCheckpoint(o.from)
 	if err != nil {
 		return err
 	}
@@ -201,7 +206,7 @@ func (o *branchesOptions) manifest(argv []string) (*sweepManifest, error) {
 	}
 	name := o.name
 	if name == "" {
-		name = deriveRunName(append(append([]string{strings.Join(names, "-")}, o.from), argv...))
+		name = runname.Derive(append(append([]string{strings.Join(names, "-")}, o.from), argv...))
 	}
 	s, err := o.newManifest("branches", name, "trainrun-branches-", []string{"branch", "data"}, argv, len(names))
 	if err != nil {
@@ -226,12 +231,12 @@ func (o *branchesOptions) mergeJob(exe string, s *sweepManifest) (string, slurm.
 	fmt.Fprintf(&b, "#!/bin/bash\n# trainrun branches %s: the merge, after every branch finished (--dependency=afterok); written by trainrun\nset -eu\n", s.Name)
 	var refs []string
 	for i, t := range s.Trials {
-		fmt.Fprintf(&b, "B%d=$(%s ckpt latest --ckpt-dir %s)\n", i, shellQuote(exe), shellQuote(filepath.Join(s.Dir, "runs", t.Name, "checkpoints")))
+		fmt.Fprintf(&b, "B%d=$(%s ckpt latest --ckpt-dir %s)\n", i, shell.Quote(exe), shell.Quote(filepath.Join(jobdir.Run(s.Dir, t.Name), jobdir.Checkpoints)))
 		refs = append(refs, fmt.Sprintf(`"$B%d"`, i))
 	}
-	fmt.Fprintf(&b, "export TRAINRUN_MERGE_WEIGHTS=%s\n", shellQuote(weights))
-	cmd := strings.NewReplacer("{branches}", strings.Join(refs, " "), "{out}", "'{ckpt_dir}/merged'", "{weights}", shellQuote(weights)).Replace(o.merge)
-	fmt.Fprintf(&b, "exec %s run --name merge --job-dir %s --fix tp=1 -- %s\n", shellQuote(exe), shellQuote(s.Dir), cmd)
+	fmt.Fprintf(&b, "export TRAINRUN_MERGE_WEIGHTS=%s\n", shell.Quote(weights))
+	cmd := strings.NewReplacer("{branches}", strings.Join(refs, " "), "{out}", "'{ckpt_dir}/merged'", "{weights}", shell.Quote(weights)).Replace(o.merge)
+	fmt.Fprintf(&b, "exec %s run --name merge --job-dir %s --fix tp=1 -- %s\n", shell.Quote(exe), shell.Quote(s.Dir), cmd)
 	req := slurm.SbatchRequest{Script: filepath.Join(s.Dir, "merge.sbatch"), JobName: "merge-" + s.Name, Partition: o.partition,
 		Nodes: 1, NtasksPerNode: 1, GPUsPerNode: 1, Time: time.Duration(s.TimeLimitS) * time.Second,
 		Output: filepath.Join(s.Dir, "logs", "merge.out"), Requeue: true, Extra: o.sbatchArgs}

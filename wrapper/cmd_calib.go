@@ -11,6 +11,7 @@ import (
 	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 func init() {
@@ -83,7 +84,7 @@ func calibImport(env *runEnv, dir string, files []string) error {
 			return usageErrorf("calib import: %v (nothing was imported; fix or remove the record)", bad[0])
 		}
 		for i, r := range recs {
-			if _, err := observationOf(r, fmt.Sprintf("%s: record %d", f, i+1)); err != nil {
+			if _, err := planflags.ObservationOf(r, fmt.Sprintf("%s: record %d", f, i+1)); err != nil {
 				return usageErrorf("calib import: %v (nothing was imported)", err)
 			}
 		}
@@ -138,7 +139,7 @@ func calibList(env *runEnv, dir string, recs []calib.Record) error {
 	for _, i := range idx {
 		r := recs[i]
 		model, gpu, gpus, stack, layout, pred := "?", r.GPU, 0, r.Stack, "?", "?"
-		if o, err := observationOf(r, fmt.Sprint(i+1)); err == nil {
+		if o, err := planflags.ObservationOf(r, fmt.Sprint(i+1)); err == nil {
 			model, gpu, gpus, stack, layout = o.Inputs.Model.Name, o.Inputs.GPU, o.Inputs.GPUs, o.Inputs.Stack, o.Layout.Config()
 		}
 		if pr, err := plan.ParsePlanJSON(r.Plan); err == nil && pr.Step > 0 {

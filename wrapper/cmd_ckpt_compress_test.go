@@ -119,34 +119,3 @@ func TestRunRefusesABadCompressMode(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
-
-// The controller's hooks: the mode goes into the store for the drains, and
-// after a commit the retained older checkpoints are compressed (the newest
-// stays raw), logged; with no, nothing happens.
-func TestRunCompressHooks(t *testing.T) {
-	for _, mode := range []string{"no", "archive"} {
-		dir, _ := compressFixture(t)
-		s, err := checkpoint.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var log bytes.Buffer
-		r := &runner{cfg: runConfig{runOptions: runOptions{compress: mode}}, ckpt: runStore{store: s}, env: &runEnv{stderr: &log}}
-		r.setCompressMode()
-		r.compressKick(true)
-		if got := s.CompressMode(); got != mode {
-			t.Errorf("%s: store's mode %q", mode, got)
-		}
-		list, err := s.List()
-		if err != nil || len(list) != 2 {
-			t.Fatalf("%s: %v %v", mode, list, err)
-		}
-		old, newest := list[0], list[1]
-		if compressed := old.Stored < old.Bytes; compressed != (mode == "archive") || newest.Stored != newest.Bytes {
-			t.Errorf("%s: step-10 stored %d of %d, step-20 %d of %d", mode, old.Stored, old.Bytes, newest.Stored, newest.Bytes)
-		}
-		if logged := strings.Contains(log.String(), "compressed checkpoint step-10"); logged != (mode == "archive") {
-			t.Errorf("%s: log %q", mode, log.String())
-		}
-	}
-}

@@ -16,10 +16,12 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
 
@@ -223,7 +225,7 @@ func envLayout(o *envOptions, nodes, G int) (ml plan.Layout, traffic plan.Traffi
 		}
 	}
 	if o.Fix != "" {
-		if layout, err = parseDegrees(o.Fix, layout, world); err != nil {
+		if layout, err = planflags.ParseDegrees(o.Fix, layout, world); err != nil {
 			return ml, traffic, "", err
 		}
 	} else if o.PlanFile == "" {
@@ -313,9 +315,9 @@ func envPolicy(env *runEnv, o *envOptions) (plan.NCCLPolicy, error) {
 		}
 		return plan.NCCLPolicy{}, nil
 	}
-	pf, err := loadPolicyFile(o.Policy)
+	pf, err := planflags.LoadPolicy(o.Policy)
 	if err != nil {
-		return plan.NCCLPolicy{}, reportPolicyErrors(env.stderr, o.Policy, err)
+		return plan.NCCLPolicy{}, planflags.ReportPolicyErrors(env.stderr, o.Policy, err)
 	}
 	part := o.Partition
 	if part == "" {
@@ -374,7 +376,7 @@ func writeEnvShell(w io.Writer, e *plan.Env, explain bool) error {
 			if explain {
 				pr("# %s (%s): %s\n", v.Key, v.Source, oneLine(v.Why))
 			}
-			pr("%s=%s\n", v.Key, shellQuote(v.Value))
+			pr("%s=%s\n", v.Key, shell.Quote(v.Value))
 		case explain && v.Value != "":
 			pr("# %s=%s stays (%s, not injected): %s\n", v.Key, v.Value, v.Source, oneLine(v.Why))
 		case explain:
@@ -390,21 +392,3 @@ func writeEnvShell(w io.Writer, e *plan.Env, explain bool) error {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-// shellQuote leaves safe words alone and single-quotes the rest.
-func shellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_@%+=:,./-", c)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

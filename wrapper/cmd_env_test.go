@@ -220,22 +220,6 @@ func TestEnvErrors(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	cases := map[string]string{
-		"=mlx5_0:1,mlx5_3:1": "=mlx5_0:1,mlx5_3:1",
-		"":                   "''",
-		"a b":                "'a b'",
-		"it's":               `'it'\''s'`,
-		"/opt/x.xml":         "/opt/x.xml",
-		"$HOME":              "'$HOME'",
-	}
-	for in, want := range cases {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 // The policy file shapes the NCCL variables. contrib's example forces
 // NCCL_IB_TIMEOUT=22 site-wide; its "roce" partition forces 23 and
 // NCCL_IB_GID_INDEX=3 and says trainrun's values win (NCCLPrecedence=site).

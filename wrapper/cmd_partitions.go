@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 func init() {
@@ -52,7 +53,7 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 		return usageErrorf("--format %q: accepted: table, json", o.plan.Format)
 	}
 	withModel := o.plan.Model != ""
-	for _, f := range modelFlags {
+	for _, f := range planflags.ModelFlags {
 		withModel = withModel || fs.Changed(f)
 	}
 	var fit func(partInfo) partitionFit
@@ -68,10 +69,10 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 		}
 		pol = p
 		fit = func(pi partInfo) partitionFit {
-			return fitOn(pi, m, j, adj, o.plan.searchOptions(plan.Pins{}), o.plan.GPUs)
+			return fitOn(pi, m, j, adj, o.plan.SearchOptions(plan.Pins{}), o.plan.GPUs)
 		}
 	} else if o.policyFile != "" {
-		p, err := loadPolicyFile(o.policyFile)
+		p, err := planflags.LoadPolicy(o.policyFile)
 		if err != nil {
 			return err
 		}

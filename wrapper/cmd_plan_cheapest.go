@@ -15,6 +15,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // cheapestOptions are trainrun plan's --cheapest flags (issue 37): plan's
@@ -241,18 +242,18 @@ func (o *planOptions) cheapest(env *runEnv, fs *pflag.FlagSet, c *cheapestOption
 		return usageErrorf("--cheapest chooses the GPU count per type: leave out --gpus (--max-gpus caps it)")
 	}
 	if f := fs.Lookup("policy"); f != nil && f.Value.String() != "" {
-		pf, err := loadPolicyFile(f.Value.String())
+		pf, err := planflags.LoadPolicy(f.Value.String())
 		if err != nil {
-			return reportPolicyErrors(env.stderr, f.Value.String(), err)
+			return planflags.ReportPolicyErrors(env.stderr, f.Value.String(), err)
 		}
 		c.policy = pf
 	}
-	fix, err := parseFix(o.Fix)
+	fix, err := planflags.ParseFix(o.Fix)
 	if err != nil {
 		return err
 	}
 	if err := o.loadCalibration(env.getenv, "", env.stderr); err != nil {
 		return err
 	}
-	return planCheapest(env, o, c, m, j, o.searchOptions(fix))
+	return planCheapest(env, o, c, m, j, o.SearchOptions(fix))
 }

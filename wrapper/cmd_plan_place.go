@@ -8,16 +8,11 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
-// planPlaceOptions are the placement inputs of `trainrun plan` (the flags
-// --nodelist and --topology-conf are registered in cmd_plan.go).
-type planPlaceOptions struct {
-	Nodelist, TopologyConf string
-}
-
 // renderPlacement writes --format hostfile|placement for the chosen plan.
-func renderPlacement(env *runEnv, format string, o *planPlaceOptions, m plan.Model, j plan.Job, c plan.Cluster, e *plan.Evaluation) error {
+func renderPlacement(env *runEnv, format string, o *planflags.PlaceOptions, m plan.Model, j plan.Job, c plan.Cluster, e *plan.Evaluation) error {
 	if e == nil {
 		return nil
 	}
@@ -48,7 +43,7 @@ func writePlacement(env *runEnv, format string, p *plan.Placement) error {
 // placementInput gathers the nodes (--nodelist, else the allocation's
 // SLURM_JOB_NODELIST) and the cluster model (--topology-conf, else the live
 // `scontrol show topology` inside an allocation, else one switch).
-func placementInput(env *runEnv, o *planPlaceOptions, gpusPerNode int, l plan.Layout, tr plan.Traffic) (plan.PlaceInput, error) {
+func placementInput(env *runEnv, o *planflags.PlaceOptions, gpusPerNode int, l plan.Layout, tr plan.Traffic) (plan.PlaceInput, error) {
 	expr, from := o.Nodelist, "--nodelist"
 	if expr == "" {
 		expr, from = slurm.JobFromEnv(env.getenv).NodeList, "SLURM_JOB_NODELIST"

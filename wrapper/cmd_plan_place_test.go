@@ -8,6 +8,7 @@ import (
 
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // The acceptance case through the command's renderer: 64 nodes whose
@@ -19,7 +20,7 @@ import (
 func TestRenderPlacementInterleavedLeaves(t *testing.T) {
 	tr := plan.Traffic{TP: 1e12, DP: 8e9, PP: 2e9}
 	e := &plan.Evaluation{Layout: plan.Layout{TP: 8, PP: 4, DP: 16, CP: 1, EP: 1, VPP: 1}, Traffic: tr}
-	o := &planPlaceOptions{Nodelist: "node[001-064]", TopologyConf: "testdata/topology-interleaved-64.conf"}
+	o := &planflags.PlaceOptions{Nodelist: "node[001-064]", TopologyConf: "testdata/topology-interleaved-64.conf"}
 	render := func(format string) string {
 		env, out, errb := cli{}.env()
 		if err := renderPlacement(env, format, o, plan.Model{}, plan.Job{}, plan.Cluster{GPUsPerNode: 8}, e); err != nil {
@@ -70,15 +71,15 @@ func TestRenderPlacementErrors(t *testing.T) {
 	e := &plan.Evaluation{Layout: plan.Layout{TP: 8, PP: 1, DP: 4}}
 	cases := []struct {
 		name string
-		o    planPlaceOptions
+		o    planflags.PlaceOptions
 		vars map[string]string
 		want string
 	}{
-		{"no nodes", planPlaceOptions{}, nil, "pass --nodelist"},
-		{"bad hostlist", planPlaceOptions{Nodelist: "gpu[1-"}, nil, "--nodelist"},
-		{"size mismatch", planPlaceOptions{Nodelist: "gpu[1-3]"}, nil, "uses 32 GPUs"},
-		{"missing topology file", planPlaceOptions{Nodelist: "gpu[1-4]", TopologyConf: "testdata/none.conf"}, nil, "--topology-conf"},
-		{"node under no switch", planPlaceOptions{Nodelist: "gpu[1-4]", TopologyConf: "testdata/topology-interleaved-64.conf"}, nil, "under no switch"},
+		{"no nodes", planflags.PlaceOptions{}, nil, "pass --nodelist"},
+		{"bad hostlist", planflags.PlaceOptions{Nodelist: "gpu[1-"}, nil, "--nodelist"},
+		{"size mismatch", planflags.PlaceOptions{Nodelist: "gpu[1-3]"}, nil, "uses 32 GPUs"},
+		{"missing topology file", planflags.PlaceOptions{Nodelist: "gpu[1-4]", TopologyConf: "testdata/none.conf"}, nil, "--topology-conf"},
+		{"node under no switch", planflags.PlaceOptions{Nodelist: "gpu[1-4]", TopologyConf: "testdata/topology-interleaved-64.conf"}, nil, "under no switch"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +127,7 @@ func TestPlanHostfileCommand(t *testing.T) {
 func TestRenderPlacementFromAllocation(t *testing.T) {
 	env, out, _ := cli{vars: map[string]string{"SLURM_JOB_NODELIST": "gpu[07-08]"}}.env()
 	e := &plan.Evaluation{Layout: plan.Layout{TP: 8, DP: 2}, Traffic: plan.Traffic{TP: 1, DP: 1}}
-	if err := renderPlacement(env, "hostfile", &planPlaceOptions{}, plan.Model{}, plan.Job{}, plan.Cluster{GPUsPerNode: 8}, e); err != nil {
+	if err := renderPlacement(env, "hostfile", &planflags.PlaceOptions{}, plan.Model{}, plan.Job{}, plan.Cluster{GPUsPerNode: 8}, e); err != nil {
 		t.Fatal(err)
 	}
 	if want := strings.Repeat("gpu07\n", 8) + strings.Repeat("gpu08\n", 8); out.String() != want {

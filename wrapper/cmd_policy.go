@@ -3,15 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/trainrun/trainrun/plan/policy"
-	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -47,39 +45,6 @@ func runPolicy(ctx context.Context, env *runEnv, args []string) error {
 	return usageErrorf("unknown policy subcommand %q; use check or show", args[0])
 }
 
-// loadPolicyFile opens and parses a trainrun.conf. A file with errors gives
-// policy.Errors (every error, each naming file, line and key).
-func loadPolicyFile(path string) (*policy.Policy, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, withCode(exitcode.Usage, fmt.Errorf("policy file: %w", err))
-	}
-	defer f.Close()
-	p, err := policy.Parse(f, path)
-	if err != nil {
-		return nil, withCode(exitcode.Usage, err)
-	}
-	return p, nil
-}
-
-// reportPolicyErrors prints a file's errors one per line and returns the
-// exit error; other errors are returned for dispatch to print.
-func reportPolicyErrors(w io.Writer, path string, err error) error {
-	var list policy.Errors
-	if !errors.As(err, &list) {
-		return err
-	}
-	for _, e := range list {
-		fmt.Fprintln(w, e)
-	}
-	noun := "errors"
-	if len(list) == 1 {
-		noun = "error"
-	}
-	fmt.Fprintf(w, "%s: %d %s\n", path, len(list), noun)
-	return withCode(exitcode.Usage, exitcode.ErrSilent)
-}
-
 func runPolicyCheck(env *runEnv, args []string) error {
 	fs := newFlags("policy check", "policy check FILE", env.stdout)
 	if err := parseFlags(fs, args); err != nil {
@@ -89,9 +54,9 @@ func runPolicyCheck(env *runEnv, args []string) error {
 		return usageErrorf("policy check takes one FILE, got %d arguments", fs.NArg())
 	}
 	path := fs.Arg(0)
-	p, err := loadPolicyFile(path)
+	p, err := planflags.LoadPolicy(path)
 	if err != nil {
-		return reportPolicyErrors(env.stderr, path, err)
+		return planflags.ReportPolicyErrors(env.stderr, path, err)
 	}
 	parts := p.Partitions()
 	list := ""
@@ -124,9 +89,9 @@ func runPolicyShow(env *runEnv, args []string) error {
 		return usageErrorf("policy show takes one FILE, got %d arguments", fs.NArg())
 	}
 	path := fs.Arg(0)
-	p, err := loadPolicyFile(path)
+	p, err := planflags.LoadPolicy(path)
 	if err != nil {
-		return reportPolicyErrors(env.stderr, path, err)
+		return planflags.ReportPolicyErrors(env.stderr, path, err)
 	}
 	if *format == "json" {
 		return policyShowJSON(env.stdout, p, *partition)

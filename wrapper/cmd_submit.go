@@ -18,11 +18,13 @@ import (
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
+	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
@@ -59,7 +61,7 @@ func (o *schedOptions) load(fs *pflag.FlagSet) (plan.Model, plan.Job, *policy.Po
 	}
 	pol := policy.Default()
 	if o.policyFile != "" {
-		p, err := loadPolicyFile(o.policyFile)
+		p, err := planflags.LoadPolicy(o.policyFile)
 		if err != nil {
 			return plan.Model{}, plan.Job{}, nil, err
 		}
@@ -69,7 +71,7 @@ func (o *schedOptions) load(fs *pflag.FlagSet) (plan.Model, plan.Job, *policy.Po
 	if err != nil {
 		return m, plan.Job{}, nil, err
 	}
-	j, err := o.plan.job()
+	j, err := o.plan.Job()
 	return m, j, pol, err
 }
 
@@ -199,7 +201,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 			args := requestArgs(c, withPlanExport(sb, filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs))))
 			q := make([]string, 0, len(args)+len(script))
 			for _, a := range append(args, script...) {
-				q = append(q, shellQuote(a))
+				q = append(q, shell.Quote(a))
 			}
 			fmt.Fprintf(env.stdout, "dry run: would submit  sbatch %s\n", strings.Join(q, " "))
 		}
@@ -256,14 +258,14 @@ func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Poli
 		}
 		minG, maxG = o.plan.GPUs, o.plan.GPUs
 	}
-	fix, err := parseFix(o.plan.Fix)
+	fix, err := planflags.ParseFix(o.plan.Fix)
 	if err != nil {
 		return submit.Request{}, nil, err
 	}
 	if err := o.plan.loadCalibration(func(string) string { return "" }, pol.Effective("").Calibration.Value, io.Discard); err != nil {
 		return submit.Request{}, nil, err
 	}
-	so := o.plan.searchOptions(fix)
+	so := o.plan.SearchOptions(fix)
 	so.TopK = 1
 	return submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
 		CkptInterval: o.ckptInterval, CkptBW: o.ckptBW * 1e9,

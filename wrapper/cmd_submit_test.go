@@ -15,6 +15,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // fakeSched answers as the heterogeneous harness's Slurm did
@@ -186,7 +187,7 @@ func TestSubmitSubmits(t *testing.T) {
 	}
 	_, after, _ := strings.Cut(sub, "TRAINRUN_PLAN=")
 	path, _, _ := strings.Cut(after, ",")
-	ev, err := readRunPlan(path, 16)
+	ev, err := run.ReadRunPlan(path, 16)
 	if err != nil {
 		t.Fatal(err)
 	}

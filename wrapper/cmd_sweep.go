@@ -19,6 +19,7 @@ import (
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 )
 
@@ -76,7 +77,7 @@ type sweepOptions struct {
 
 // sweepPlanFlagsNotForRun are plan flags that size or describe the sweep
 // itself; every other plan flag given is passed on to each trial's run.
-var sweepPlanFlagsNotForRun = append([]string{"tokens"}, planFlagsNotForRun...)
+var sweepPlanFlagsNotForRun = append([]string{"tokens"}, run.PlanFlagsNotForRun...)
 
 func (o *sweepOptions) addFlags(fs *pflag.FlagSet) {
 	o.addArrayFlags(fs, "trial", "trials")

@@ -18,6 +18,7 @@ import (
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -121,11 +122,11 @@ func sweepRows(ctx context.Context, env *runEnv, m *sweepManifest) []sweep.Trial
 		if a, ok := tasks[t.Index]; ok {
 			f = sweep.TrialFacts{InSlurm: true, State: a.State, Reason: a.Reason, ExitCode: a.ExitCode, Restarts: a.Restarts}
 		}
-		runDir := filepath.Join(m.Dir, "runs", t.Name)
-		if st, err := checkpoint.Open(filepath.Join(runDir, "checkpoints")); err == nil {
+		runDir := jobdir.Run(m.Dir, t.Name)
+		if st, err := checkpoint.Open(filepath.Join(runDir, jobdir.Checkpoints)); err == nil {
 			_, f.Finished, _ = st.Finished()
 		}
-		if p, err := obs.ReadProgressFile(filepath.Join(runDir, "launch", obs.ProgressFile)); err == nil || p.Step > 0 {
+		if p, err := obs.ReadProgressFile(filepath.Join(runDir, jobdir.Launch, obs.ProgressFile)); err == nil || p.Step > 0 {
 			f.Steps, f.Metrics = p.Step, p.Metrics
 		}
 		state, reason := sweep.StateOf(f)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // Issue 30 point 3: a layout the rules forbid and a job the GPU cannot run
@@ -45,9 +46,9 @@ func TestPlanExitCodeByCause(t *testing.T) {
 
 // `trainrun run --fix` without a model checks divisibility only: exit 10.
 func TestRunFixedLayoutDivisibility(t *testing.T) {
-	_, err := fixedLayout("tp=3", 8, 64)
+	_, err := planflags.FixedLayout("tp=3", 8, 64)
 	if exitCodeOf(err) != exitcode.Layout {
-		t.Errorf("fixedLayout(tp=3, 8 GPUs): %v (exit %d), want exit %d", err, exitCodeOf(err), exitcode.Layout)
+		t.Errorf("planflags.FixedLayout(tp=3, 8 GPUs): %v (exit %d), want exit %d", err, exitCodeOf(err), exitcode.Layout)
 	}
 }
 

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/internal/slurm"
-	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
 
 // planPolicyOptions are trainrun plan's --policy and --partition: the
@@ -18,14 +18,6 @@ func (o *planPolicyOptions) addFlags(fs *pflag.FlagSet, getenv func(string) stri
 	fs.StringVar(&o.partition, "partition", slurm.JobFromEnv(getenv).Partition, "with --policy: the partition whose settings apply (env SLURM_JOB_PARTITION; a partition the policy does not name, or none, gets the site-wide ones)")
 }
 
-// policyMemoryMargin makes the partition's MemoryMargin= the default of
-// --memory-margin (called with NVMeBW's, on every path that reads a policy).
-func policyMemoryMargin(o *planOptions, st policy.Settings) {
-	if o.MemoryMargin == -1 && st.MemoryMargin.Source.Kind != policy.FromDefault {
-		o.MemoryMargin = 100 * st.MemoryMargin.Value
-	}
-}
-
 // apply sets what the policy gives to the plan's options where their
 // flags are not given.
 func (o *planPolicyOptions) apply(env *runEnv, fs *pflag.FlagSet, po *planOptions) error {
@@ -33,11 +25,11 @@ func (o *planPolicyOptions) apply(env *runEnv, fs *pflag.FlagSet, po *planOption
 		po.calibrationDir(env.getenv, "")
 		return nil
 	}
-	pf, err := loadPolicyFile(o.file)
+	pf, err := planflags.LoadPolicy(o.file)
 	if err != nil {
-		return reportPolicyErrors(env.stderr, o.file, err)
+		return planflags.ReportPolicyErrors(env.stderr, o.file, err)
 	}
-	policyNVMeBW(po, fs.Changed("nvme-bw"), pf.Effective(o.partition))
+	po.PolicyNVMeBW(fs.Changed("nvme-bw"), pf.Effective(o.partition))
 	po.calibrationDir(env.getenv, pf.Effective(o.partition).Calibration.Value)
 	return nil
 }

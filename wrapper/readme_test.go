@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // The README's tour is tested (issue 30): every trainrun line of its
@@ -140,9 +141,9 @@ func TestREADMETour(t *testing.T) {
 			if args[1] == "run" {
 				// The batch script's line: it needs an allocation; its flags
 				// must still be run's (e2e runs the contrib scripts).
-				var o runOptions
+				var o run.Options
 				fs := newFlags("run", runSynopsis, &strings.Builder{})
-				o.addFlags(fs, func(string) string { return "" })
+				o.AddFlags(fs, func(string) string { return "" })
 				if err := parseFlags(fs, args[2:]); err != nil {
 					t.Errorf("the README's trainrun run line: %v", err)
 				}

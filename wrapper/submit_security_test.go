@@ -8,6 +8,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/safefs/safefstest"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // Review t4, F2: another user who created --plan-dir first (mode 0777)
@@ -43,14 +44,14 @@ func TestInitFromCompressedRefused(t *testing.T) {
 		t.Fatalf("compress: exit %d\n%s%s", code, out, errs)
 	}
 	from := filepath.Join(dir, "step-10")
-	_, err := initialCheckpoint(from)
+	_, err := run.InitialCheckpoint(from)
 	if err == nil || !strings.Contains(err.Error(), "weights.bin") || !strings.Contains(err.Error(), "trainrun ckpt restore step-10 --ckpt-dir "+dir) {
 		t.Fatalf("--init-from a compressed checkpoint: %v", err)
 	}
 	if code, out, errs := runCkptCmd(t, dir, "restore", "step-10"); code != exitcode.OK {
 		t.Fatalf("restore: exit %d\n%s%s", code, out, errs)
 	}
-	if got, err := initialCheckpoint(from); err != nil || got != from {
+	if got, err := run.InitialCheckpoint(from); err != nil || got != from {
 		t.Errorf("--init-from the restored checkpoint: %q, %v", got, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/trainrun/trainrun/wrapper/internal/runname"
+
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
@@ -51,7 +53,7 @@ func (o *sweepOptions) newManifest(cmd, name, dirPrefix string, keys, argv []str
 	if o.nodes <= 0 {
 		return nil, usageErrorf("--nodes %d: want 1 or more", o.nodes)
 	}
-	if err := checkRunName(name); err != nil {
+	if err := runname.Check(name); err != nil {
 		return nil, usageErrorf("%s --name %q: want 1 to 64 letters, digits, '.', '_' or '-'", cmd, name)
 	}
 	dir, err := filepath.Abs(cmp.Or(o.dir, dirPrefix+name))

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // A sweep's mistakes are found before its job array is submitted (issue
@@ -28,7 +30,7 @@ func checkSweepCommand(fs *pflag.FlagSet, argv, keys []string, allowUnused bool)
 	if n := fs.ArgsLenAtDash(); n > 0 {
 		return usageErrorf("%q before '--' is not a flag or its value: the training command goes after '--' (a value with spaces needs quotes, e.g. --time '5:00:00')", strings.Join(argv[:n], " "))
 	}
-	known := append(append([]string{}, keys...), templateNames...)
+	known := append(append([]string{}, keys...), run.TemplateNames...)
 	used := map[string]bool{}
 	for _, a := range argv {
 		for _, m := range placeholderRE.FindAllStringSubmatch(a, -1) {
@@ -36,7 +38,7 @@ func checkSweepCommand(fs *pflag.FlagSet, argv, keys []string, allowUnused bool)
 			used[name] = true
 			if !slices.Contains(known, name) {
 				return usageErrorf("{%s} in the command is neither a swept key (%s) nor a trainrun run template (%s)%s",
-					name, strings.Join(keys, ", "), strings.Join(templateNames, " "), didYouMean(name, known))
+					name, strings.Join(keys, ", "), strings.Join(run.TemplateNames, " "), didYouMean(name, known))
 			}
 		}
 	}
@@ -58,14 +60,14 @@ func checkSweepCommand(fs *pflag.FlagSet, argv, keys []string, allowUnused bool)
 // trial's GPUs.
 func (o *sweepOptions) checkTrialsPlannable(fs *pflag.FlagSet, getenv func(string) string, s *sweepManifest) error {
 	has := o.plan.Model != "" || getenv("TRAINRUN_MODEL") != "" || getenv("TRAINRUN_PLAN") != ""
-	for _, f := range modelFlags {
+	for _, f := range planflags.ModelFlags {
 		has = has || fs.Changed(f)
 	}
 	for _, a := range o.runArgs {
 		has = has || strings.HasPrefix(a, "--plan") || strings.HasPrefix(a, "--model") || strings.HasPrefix(a, "--fix")
 	}
 	if o.plan.Fix != "" && o.plan.Model == "" && s.Nodes > 0 && s.GPUsPerNode > 0 {
-		if _, err := fixedLayout(o.plan.Fix, s.Nodes*s.GPUsPerNode, o.plan.GlobalBatch); err != nil {
+		if _, err := planflags.FixedLayout(o.plan.Fix, s.Nodes*s.GPUsPerNode, o.plan.GlobalBatch); err != nil {
 			return withCode(exitCodeOf(err), fmt.Errorf("no trial could start: %w (each trial has %d node(s) x %d GPUs)", err, s.Nodes, s.GPUsPerNode))
 		}
 		return nil
@@ -86,7 +88,7 @@ func (o *sweepOptions) planOneTrial(fs *pflag.FlagSet, s *sweepManifest) error {
 	if err != nil {
 		return err
 	}
-	j, err := o.plan.job()
+	j, err := o.plan.Job()
 	if err != nil {
 		return err
 	}
@@ -94,13 +96,13 @@ func (o *sweepOptions) planOneTrial(fs *pflag.FlagSet, s *sweepManifest) error {
 	if err != nil {
 		return usageErrorf("--gpu: %v", err)
 	}
-	pins, err := parseFix(o.plan.Fix)
+	pins, err := planflags.ParseFix(o.plan.Fix)
 	if err != nil {
 		return err
 	}
 	c := plan.ClusterFor(g, s.Nodes*s.GPUsPerNode, s.GPUsPerNode)
-	so := o.plan.searchOptions(pins)
-	if err := noFitError(m, j, c, so, plan.Search(m, j, c, so)); err != nil {
+	so := o.plan.SearchOptions(pins)
+	if err := planflags.NoFitError(m, j, c, so, plan.Search(m, j, c, so)); err != nil {
 		return withCode(exitCodeOf(err), fmt.Errorf("no trial could start (each has %d node(s) x %d %s): %w", s.Nodes, s.GPUsPerNode, g.Name, err))
 	}
 	return nil

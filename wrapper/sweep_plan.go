@@ -12,6 +12,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
@@ -91,7 +92,7 @@ func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale floa
 	if scale > 0 {
 		m = scaleModel(m, scale)
 	}
-	j, err := o.plan.job()
+	j, err := o.plan.Job()
 	if err != nil {
 		return 0, j, err
 	}
@@ -108,7 +109,7 @@ func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale floa
 	if err != nil {
 		return 0, j, err
 	}
-	pins, err := parseFix(o.plan.Fix)
+	pins, err := planflags.ParseFix(o.plan.Fix)
 	if err != nil {
 		return 0, j, err
 	}
@@ -116,9 +117,9 @@ func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale floa
 	if err := o.plan.loadCalibration(func(string) string { return "" }, "", io.Discard); err != nil {
 		return 0, j, err
 	}
-	r := plan.Search(m, j, c, o.plan.searchOptions(pins))
+	r := plan.Search(m, j, c, o.plan.SearchOptions(pins))
 	if r.Plan == nil {
-		return 0, j, withCode(noFitCode(r), fmt.Errorf("%s does not fit on %d x %d %s: %s", m.Name, s.Nodes, s.GPUsPerNode, g.Name, plan.NoFit(m, j, c, o.plan.searchOptions(pins), r)))
+		return 0, j, withCode(planflags.NoFitCode(r), fmt.Errorf("%s does not fit on %d x %d %s: %s", m.Name, s.Nodes, s.GPUsPerNode, g.Name, plan.NoFit(m, j, c, o.plan.SearchOptions(pins), r)))
 	}
 	return r.Plan.Time.Step, j, nil
 }

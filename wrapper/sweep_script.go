@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/trainrun/trainrun/internal/shell"
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 )
 
@@ -19,10 +20,10 @@ func sweepScript(exe string, s *sweepManifest, runFlags []string) string {
 	// sees it and does not warn that a requeue truncates its log.
 	b.WriteString("#SBATCH --open-mode=append\n")
 	b.WriteString("set -u\n")
-	fmt.Fprintf(&b, "export TRAINRUN_SWEEP=%s TRAINRUN_SWEEP_DIR=%s TRAINRUN_SWEEP_TRIAL=\"${SLURM_ARRAY_TASK_ID:-}\"\n", shellQuote(s.Name), shellQuote(s.Dir))
+	fmt.Fprintf(&b, "export TRAINRUN_SWEEP=%s TRAINRUN_SWEEP_DIR=%s TRAINRUN_SWEEP_TRIAL=\"${SLURM_ARRAY_TASK_ID:-}\"\n", shell.Quote(s.Name), shell.Quote(s.Dir))
 	for _, f := range s.Proxy { // --layers=N -> TRAINRUN_PROXY_LAYERS=N
 		k, v, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
-		fmt.Fprintf(&b, "export TRAINRUN_PROXY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), shellQuote(v))
+		fmt.Fprintf(&b, "export TRAINRUN_PROXY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), shell.Quote(v))
 	}
 	b.WriteString("case \"${SLURM_ARRAY_TASK_ID:-}\" in\n")
 	for i := range s.Trials {
@@ -37,9 +38,9 @@ func sweepScript(exe string, s *sweepManifest, runFlags []string) string {
 		sort.Strings(keys)
 		var exports []string
 		for _, k := range keys {
-			exports = append(exports, sweep.EnvName(k)+"="+shellQuote(t.Params[k]))
+			exports = append(exports, sweep.EnvName(k)+"="+shell.Quote(t.Params[k]))
 		}
-		fmt.Fprintf(&b, "%d)\n  export %s\n  exec %s ;;\n", t.Index, strings.Join(exports, " "), shellJoin(t.Argv))
+		fmt.Fprintf(&b, "%d)\n  export %s\n  exec %s ;;\n", t.Index, strings.Join(exports, " "), shell.Join(t.Argv))
 	}
 	b.WriteString("*)\n  echo \"trainrun sweep: no trial '${SLURM_ARRAY_TASK_ID:-}' in this sweep (run it as the job array sweep.sbatch was written for)\" >&2\n  exit 2 ;;\nesac\n")
 	return b.String()

@@ -32,7 +32,15 @@ type Key struct {
 var keys []*Key
 
 func init() {
-	keys = []*Key{
+	keys = slices.Concat(checkpointKeys(), faultKeys(), ncclKeys(), plannerKeys(), pluginKeys(), overrideKeys(), observeKeys())
+	for _, k := range keys {
+		keyByName[strings.ToLower(k.Name)] = k
+	}
+}
+
+// checkpointKeys are the keys of the checkpoint handshake, store and pruning.
+func checkpointKeys() []*Key {
+	return []*Key{
 		{Name: "CkptSignal", Default: "USR2", User: true,
 			Format: "a signal name: " + strings.Join(signalNames, ", ") + " (SIG prefix optional)",
 			Why:    "PRODUCT.md's handshake: SIGUSR2, because NCCL uses SIGUSR1",
@@ -72,6 +80,12 @@ func init() {
 			Why: "no: checkpoints stay as the trainer wrote them; archive: retained older checkpoints are compressed losslessly in the background (the newest stays raw); " +
 				"auto: archive, and the tiered drain also compresses when it measures the target slower than the compressor; always: archive, and every drain compresses. Off by default: it spends the batch host's CPU",
 			parse: parseCompress, set: func(s *Settings, v any, src Source) { s.CkptCompress = Setting[string]{v.(string), src} }},
+	}
+}
+
+// faultKeys are the keys of requeues, hangs, restarts, spare nodes and stragglers.
+func faultKeys() []*Key {
+	return []*Key{
 		{Name: "MaxRequeue", Default: "100", User: true,
 			Format: "a whole number; 0 = never requeue",
 			Why:    "time-limit requeues are normal progress (two weeks in 4-hour slices is 84), so the cap is loose; loops are caught by MaxFailuresNoProgress",
@@ -96,6 +110,12 @@ func init() {
 			Format: "report or exclude",
 			Why:    "report: a rank whose step time stays 1.5x its peers' median is logged and named in the report; exclude: its node is also kept out of the job's next requeue, as a hung rank's is",
 			parse:  oneOf("report", "exclude"), set: func(s *Settings, v any, src Source) { s.StragglerAction = Setting[string]{v.(string), src} }},
+	}
+}
+
+// ncclKeys are the keys of the NCCL environment and the fabric it runs on.
+func ncclKeys() []*Key {
+	return []*Key{
 		{Name: "NCCLForce", Default: "none", Repeat: true,
 			Format: "NAME=VALUE, one variable per NCCLForce= (repeat the key); none clears the site's list on a partition line",
 			Why:    "variables set over anyone: the user's environment, /etc/nccl.conf, a cloud plugin and trainrun",
@@ -112,6 +132,12 @@ func init() {
 			Format: "auto, ib, roce, efa or tcp",
 			Why:    "auto: from the link layer of the active compute ports in sysfs; name it where sysfs cannot tell (VMs, SR-IOV)",
 			parse:  oneOf("auto", "ib", "roce", "efa", "tcp"), set: func(s *Settings, v any, src Source) { s.Fabric = Setting[string]{v.(string), src} }},
+	}
+}
+
+// plannerKeys are the keys of the partition's nodes as the planner sees them, and their price.
+func plannerKeys() []*Key {
+	return []*Key{
 		{Name: "GPUType", Default: "auto",
 			Format: "auto, or a GPU type of the planner: " + strings.Join(plan.GPUNames(), ", "),
 			Why:    "auto: from the nodes' GPU names (NVML, else the PCI id table); name it where they cannot be identified (VMs, fake or unlisted devices), so the plugin can plan for the partition's nodes",
@@ -128,6 +154,12 @@ func init() {
 			Format: "the share of GPU memory a plan should leave free, in per cent: 0 to 50 (e.g. 5%; 0 for none)",
 			Why:    "5%: a plan using more than 95% of the GPU's memory is shown as tight (fragmentation, pinned buffers and longer batches the memory model cannot see)",
 			parse:  parseMemoryMargin, set: func(s *Settings, v any, src Source) { s.MemoryMargin = Setting[float64]{v.(float64), src} }},
+	}
+}
+
+// pluginKeys are the keys of what the SPANK plugin does, and the software it plans for when a job names none.
+func pluginKeys() []*Key {
+	return []*Key{
 		{Name: "InjectEnv", Default: "yes", User: true,
 			Format: "yes or no",
 			Why:    "yes: the plugin puts the NCCL and launcher environment into every task; no: it only reports what it would set",
@@ -148,10 +180,22 @@ func init() {
 			Format: "full, lora or lora:RANK",
 			Why:    "the training mode the plugin plans for when a job names none (--train-finetune): LoRA trains adapters on a frozen base",
 			parse:  parseFinetune, set: func(s *Settings, v any, src Source) { s.Finetune = Setting[string]{v.(string), src} }},
+	}
+}
+
+// overrideKeys is UserOverride: which of the user keys users may set.
+func overrideKeys() []*Key {
+	return []*Key{
 		{Name: "UserOverride", Default: "all",
 			Format: "all, none, or a comma-separated list of: " + strings.Join(userKeyNames(), ", "),
 			Why:    "all: users may override every setting marked user-overridable; restrict it per partition",
 			parse:  parseOverride, set: func(s *Settings, v any, src Source) { s.UserOverride = Setting[Override]{v.(Override), src} }},
+	}
+}
+
+// observeKeys are the keys of metrics, events, checkpoint age alerts and the site calibration.
+func observeKeys() []*Key {
+	return []*Key{
 		{Name: "MetricsAddr", Default: "off", SiteOnly: true,
 			Format: "off, or HOST:PORT to serve Prometheus metrics on (HOST may be empty: all addresses)",
 			Why:    "off: no listener unless the site asks; a port per node is the site's to allocate",
@@ -180,9 +224,6 @@ func init() {
 			Format: "auto, or the tune trials' time: minutes (5) or a duration (90s)",
 			Why:    "auto: 5% of the job's time limit (10m without one), so that measuring costs a few per cent of the job",
 			parse:  parseTuneBudget, set: func(s *Settings, v any, src Source) { s.TuneBudget = Setting[time.Duration]{v.(time.Duration), src} }},
-	}
-	for _, k := range keys {
-		keyByName[strings.ToLower(k.Name)] = k
 	}
 }
 

@@ -205,7 +205,7 @@ func jobNodes(t *testing.T, list string) []string {
 	return nodes
 }
 
-// exclusionRE is the controller's exclusion line (wrapper/run_faults.go).
+// exclusionRE is the controller's exclusion line (wrapper/internal/run/faults.go).
 var exclusionRE = regexp.MustCompile(`excluding \S+ from the requeued job \(ExcNodeList=([^)\s]+)\)`)
 
 // excludes is a WaitOutputFunc condition: after the last marker, an

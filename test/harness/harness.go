@@ -119,6 +119,48 @@ func Start(opts Options) (*Cluster, error) {
 
 func start(opts Options) (c *Cluster, err error) {
 	t0 := time.Now()
+	opts = opts.withDefaults()
+	if err := checkHost(); err != nil {
+		return nil, err
+	}
+	reapStale(opts.BaseDir, opts.Logf)
+
+	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+	defer cancel()
+
+	if c, err = newCluster(opts); err != nil {
+		return nil, err
+	}
+	c.env = c.buildEnv()
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w%s", err, c.LogTail(25))
+			if serr := c.Stop(); serr != nil {
+				err = fmt.Errorf("%w\nand stopping the half-started cluster: %v", err, serr)
+			}
+			c = nil
+		}
+	}()
+	if err := c.writeFiles(); err != nil {
+		return c, err
+	}
+	if err := c.startReaper(); err != nil {
+		return c, err
+	}
+	opts.Logf("harness: cluster %s in %s: slurmctld 127.0.0.1:%d, slurmd ports %v", c.l.clusterName, c.l.dir, c.l.ctldPort, c.l.nodePorts)
+	if err := c.startDaemons(ctx); err != nil {
+		return c, err
+	}
+	c.timings.Start = time.Since(t0)
+	opts.Logf("harness: %d nodes idle; start took %v (munged %v, slurmctld %v, nodes %v)",
+		opts.Nodes, c.timings.Start.Round(time.Millisecond), c.timings.Munged.Round(time.Millisecond),
+		c.timings.Slurmctld.Round(time.Millisecond), c.timings.Nodes.Round(time.Millisecond))
+	return c, nil
+}
+
+// withDefaults fills the options left zero: 4 nodes of 8 GPUs, a minute to
+// start, the system's temporary directory, no log.
+func (opts Options) withDefaults() Options {
 	if opts.Nodes == 0 {
 		opts.Nodes = 4
 	}
@@ -134,19 +176,26 @@ func start(opts Options) (c *Cluster, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	return opts
+}
+
+// checkHost refuses a machine that cannot run the cluster: not root, or
+// without Slurm's and munge's programs.
+func checkHost() error {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("harness: Start needs root (munged, slurmctld and slurmd run as root, and mknod makes the fake GPUs)")
+		return errors.New("harness: Start needs root (munged, slurmctld and slurmd run as root, and mknod makes the fake GPUs)")
 	}
 	for _, bin := range []string{"munged", "slurmctld", "slurmd", "srun", "sbatch", "scontrol", "squeue", "scancel"} {
 		if _, err := lookBin(bin); err != nil {
-			return nil, fmt.Errorf("harness: %s not found in PATH or /usr/sbin (%w): install Debian's slurm-wlm and munge (make deps)", bin, err)
+			return fmt.Errorf("harness: %s not found in PATH or /usr/sbin (%w): install Debian's slurm-wlm and munge (make deps)", bin, err)
 		}
 	}
-	reapStale(opts.BaseDir, opts.Logf)
+	return nil
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
-	defer cancel()
-
+// newCluster makes the cluster's directory and picks its ports; nothing
+// runs yet.
+func newCluster(opts Options) (*Cluster, error) {
 	dir, err := os.MkdirTemp(opts.BaseDir, dirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("harness: make cluster directory: %w", err)
@@ -167,7 +216,7 @@ func start(opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return early(err)
 	}
-	c = &Cluster{
+	return &Cluster{
 		opts: opts,
 		l: layout{
 			dir:         dir,
@@ -183,52 +232,35 @@ func start(opts Options) (c *Cluster, err error) {
 		},
 		daemons: map[string]*daemon{},
 		spawn:   newSpawner(),
-	}
-	c.env = c.buildEnv()
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("%w%s", err, c.LogTail(25))
-			if serr := c.Stop(); serr != nil {
-				err = fmt.Errorf("%w\nand stopping the half-started cluster: %v", err, serr)
-			}
-			c = nil
-		}
-	}()
-	if err := c.writeFiles(); err != nil {
-		return c, err
-	}
-	if err := c.startReaper(); err != nil {
-		return c, err
-	}
-	opts.Logf("harness: cluster %s in %s: slurmctld 127.0.0.1:%d, slurmd ports %v", c.l.clusterName, dir, c.l.ctldPort, c.l.nodePorts)
+	}, nil
+}
 
+// startDaemons starts munged, slurmctld and the slurmds, and waits until
+// every node is idle, timing each.
+func (c *Cluster) startDaemons(ctx context.Context) error {
 	t := time.Now()
 	if err := c.startMunged(ctx); err != nil {
-		return c, err
+		return err
 	}
 	c.timings.Munged = time.Since(t)
 
 	t = time.Now()
 	if err := c.startSlurmctld(ctx); err != nil {
-		return c, err
+		return err
 	}
 	c.timings.Slurmctld = time.Since(t)
 
 	t = time.Now()
 	for i := range c.l.nodePorts {
 		if err := c.startSlurmd(c.l.nodeName(i)); err != nil {
-			return c, err
+			return err
 		}
 	}
 	if err := c.waitNodesIdle(ctx, c.Nodes()); err != nil {
-		return c, err
+		return err
 	}
 	c.timings.Nodes = time.Since(t)
-	c.timings.Start = time.Since(t0)
-	opts.Logf("harness: %d nodes idle; start took %v (munged %v, slurmctld %v, nodes %v)",
-		opts.Nodes, c.timings.Start.Round(time.Millisecond), c.timings.Munged.Round(time.Millisecond),
-		c.timings.Slurmctld.Round(time.Millisecond), c.timings.Nodes.Round(time.Millisecond))
-	return c, nil
+	return nil
 }
 
 // Dir is the cluster's directory (configs, logs, spool, job files).

@@ -464,41 +464,12 @@ func (e *expander) ibport(n *PCISpec, p IBPortSpec, ibdir, fnDir, guid string) e
 	if netName == "" {
 		netName = n.Attrs["net"]
 	}
-	// GID table. Link-local GID from the port GUID; on RoCE ports with an
-	// IPv4 address, mlx5 adds the IPv4-mapped GID as a v1 and a v2 entry.
-	ll := "fe80:0000:0000:0000:" + guidColon(guid)
-	zero := "0000:0000:0000:0000:0000:0000:0000:0000"
-	gids := []string{ll}
-	types := []string{"IB/RoCE v1"}
-	if layer == "Ethernet" {
-		gids, types = []string{ll, ll}, []string{"IB/RoCE v1", "RoCE v2"}
-		if ip := pa["ipv4"]; ip != "" {
-			addr, err := netip.ParseAddr(ip)
-			if err != nil || !addr.Is4() {
-				return bad("ipv4=%q", ip)
-			}
-			b := addr.As4()
-			m := fmt.Sprintf("0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3])
-			gids = append(gids, m, m)
-			types = append(types, "IB/RoCE v1", "RoCE v2")
-		}
+	gids, types, err := portGIDs(layer, guid, pa["ipv4"])
+	if err != nil {
+		return bad("%v", err)
 	}
-	for i := 0; i < 8; i++ {
-		g := zero
-		if i < len(gids) {
-			g = gids[i]
-			if err := e.write(filepath.Join(pdir, "gid_attrs/types", strconv.Itoa(i)), types[i]+"\n"); err != nil {
-				return err
-			}
-			if layer == "Ethernet" && netName != "" {
-				if err := e.write(filepath.Join(pdir, "gid_attrs/ndevs", strconv.Itoa(i)), netName+"\n"); err != nil {
-					return err
-				}
-			}
-		}
-		if err := e.write(filepath.Join(pdir, "gids", strconv.Itoa(i)), g+"\n"); err != nil {
-			return err
-		}
+	if err := e.writeGIDs(pdir, layer, netName, gids, types); err != nil {
+		return err
 	}
 	if netName == "" || e.hasNet(netName) {
 		return nil
@@ -516,6 +487,52 @@ func (e *expander) ibport(n *PCISpec, p IBPortSpec, ibdir, fnDir, guid string) e
 		na["ip"] = pa["ipv4"] + "/" + orDefault(pa["prefix"], "24")
 	}
 	return e.netdev(netName, fnDir, na, typ, state)
+}
+
+// portGIDs is a port's GID table and each entry's type: the link-local
+// GID from the port GUID; on RoCE ports with an IPv4 address, mlx5 adds the
+// IPv4-mapped GID as a v1 and a v2 entry.
+func portGIDs(layer, guid, ipv4 string) (gids, types []string, err error) {
+	ll := "fe80:0000:0000:0000:" + guidColon(guid)
+	if layer != "Ethernet" {
+		return []string{ll}, []string{"IB/RoCE v1"}, nil
+	}
+	gids, types = []string{ll, ll}, []string{"IB/RoCE v1", "RoCE v2"}
+	if ipv4 != "" {
+		addr, err := netip.ParseAddr(ipv4)
+		if err != nil || !addr.Is4() {
+			return nil, nil, fmt.Errorf("ipv4=%q", ipv4)
+		}
+		b := addr.As4()
+		m := fmt.Sprintf("0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3])
+		gids = append(gids, m, m)
+		types = append(types, "IB/RoCE v1", "RoCE v2")
+	}
+	return gids, types, nil
+}
+
+// writeGIDs writes a port's 8 GID entries (the unused ones zero) with their
+// types and, on an Ethernet port with a netdev, the netdev of each.
+func (e *expander) writeGIDs(pdir, layer, netName string, gids, types []string) error {
+	const zero = "0000:0000:0000:0000:0000:0000:0000:0000"
+	for i := 0; i < 8; i++ {
+		g := zero
+		if i < len(gids) {
+			g = gids[i]
+			if err := e.write(filepath.Join(pdir, "gid_attrs/types", strconv.Itoa(i)), types[i]+"\n"); err != nil {
+				return err
+			}
+			if layer == "Ethernet" && netName != "" {
+				if err := e.write(filepath.Join(pdir, "gid_attrs/ndevs", strconv.Itoa(i)), netName+"\n"); err != nil {
+					return err
+				}
+			}
+		}
+		if err := e.write(filepath.Join(pdir, "gids", strconv.Itoa(i)), g+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *expander) hasNet(name string) bool {

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -83,12 +84,7 @@ type NVLinkSpec struct {
 
 // Parse reads a spec. Errors name the line.
 func Parse(name string, data []byte) (*Spec, error) {
-	s := &Spec{NVLinks: map[string][]NVLinkSpec{}}
-	type frame struct {
-		indent int
-		node   *PCISpec
-	}
-	var stack []frame
+	p := &specParser{s: &Spec{NVLinks: map[string][]NVLinkSpec{}}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	ln := 0
@@ -106,128 +102,167 @@ func Parse(name string, data []byte) (*Spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s line %d: %w", name, ln, err)
 		}
-		kw, rest := toks[0], toks[1:]
-		errf := func(format string, a ...any) error {
-			return fmt.Errorf("%s line %d: %s: %s", name, ln, kw, fmt.Sprintf(format, a...))
-		}
 		if indent == 0 {
-			stack = stack[:0]
+			p.stack = p.stack[:0]
 		}
-		switch kw {
-		case "name":
-			if len(rest) != 1 {
-				return nil, errf("want one word")
-			}
-			s.Name = rest[0]
-		case "title":
-			s.Title = strings.Join(rest, " ")
-		case "source":
-			s.Sources = append(s.Sources, strings.Join(rest, " "))
-		case "hostname":
-			if len(rest) != 1 {
-				return nil, errf("want one word")
-			}
-			s.Hostname = rest[0]
-		case "cpu":
-			if s.CPU, err = kv(rest); err != nil {
-				return nil, errf("%v", err)
-			}
-		case "numa":
-			if len(rest) < 2 {
-				return nil, errf("want: numa ID cpus=LIST [socket=S]")
-			}
-			id, err := strconv.Atoi(rest[0])
-			if err != nil {
-				return nil, errf("bad id %q", rest[0])
-			}
-			a, err := kv(rest[1:])
-			if err != nil {
-				return nil, errf("%v", err)
-			}
-			sock, _ := strconv.Atoi(a["socket"])
-			s.NUMA = append(s.NUMA, NUMASpec{ID: id, CPUs: a["cpus"], Socket: sock})
-		case "nvml":
-			if s.NVML, err = kv(rest); err != nil {
-				return nil, errf("%v", err)
-			}
-		case "fabric":
-			if s.Fabric, err = kv(rest); err != nil {
-				return nil, errf("%v", err)
-			}
-		case "nvlinks":
-			if err := parseNVLinks(s, rest); err != nil {
-				return nil, errf("%v", err)
-			}
-		case "file":
-			if err := parseFile(s, rest, ln); err != nil {
-				return nil, errf("%v", err)
-			}
-		case "netif":
-			if len(rest) < 1 {
-				return nil, errf("want: netif NAME kind=...")
-			}
-			a, err := kv(rest[1:])
-			if err != nil {
-				return nil, errf("%v", err)
-			}
-			s.NetIfs = append(s.NetIfs, NetIfSpec{Name: rest[0], Attrs: a})
-		case "host", "port", "switch", "gpu", "nvswitch", "nic", "dev":
-			if len(rest) < 1 {
-				return nil, errf("want an address")
-			}
-			a, err := kv(rest[1:])
-			if err != nil {
-				return nil, errf("%v", err)
-			}
-			n := &PCISpec{Kind: kw, Addr: rest[0], Attrs: a, Line: ln}
-			if kw == "host" {
-				if indent != 0 || !strings.HasPrefix(n.Addr, "pci") {
-					return nil, errf("a host bridge is top level and named pciDDDD:BB")
-				}
-				s.Hosts = append(s.Hosts, n)
-				stack = []frame{{0, n}}
-				continue
-			}
-			for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
-				stack = stack[:len(stack)-1]
-			}
-			if len(stack) == 0 {
-				return nil, errf("a PCI function must be indented under a host bridge")
-			}
-			p := stack[len(stack)-1].node
-			p.Children = append(p.Children, n)
-			stack = append(stack, frame{indent, n})
-		case "ibport":
-			for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
-				stack = stack[:len(stack)-1]
-			}
-			if len(stack) == 0 || stack[len(stack)-1].node.Kind != "nic" {
-				return nil, errf("an ibport is indented under its nic")
-			}
-			if len(rest) < 1 {
-				return nil, errf("want a port number")
-			}
-			num, err := strconv.Atoi(rest[0])
-			if err != nil || num < 1 {
-				return nil, errf("bad port number %q", rest[0])
-			}
-			a, err := kv(rest[1:])
-			if err != nil {
-				return nil, errf("%v", err)
-			}
-			nic := stack[len(stack)-1].node
-			nic.Ports = append(nic.Ports, IBPortSpec{Num: num, Attrs: a, Line: ln})
-		default:
-			return nil, errf("unknown keyword; accepted: name title source hostname cpu numa nvml nvlinks fabric file netif host port switch gpu nvswitch nic dev ibport")
+		if err := p.line(toks[0], toks[1:], indent, ln); err != nil {
+			return nil, fmt.Errorf("%s line %d: %s: %w", name, ln, toks[0], err)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if s.Name == "" {
+	if p.s.Name == "" {
 		return nil, fmt.Errorf("%s: no 'name' line", name)
 	}
-	return s, nil
+	return p.s, nil
+}
+
+// specParser is Parse's state: the spec so far and the PCI functions open
+// above the current line (by indent).
+type specParser struct {
+	s     *Spec
+	stack []specFrame
+}
+
+type specFrame struct {
+	indent int
+	node   *PCISpec
+}
+
+// line takes one line's keyword kw and its words rest; its error is the
+// line's complaint, without the line number.
+func (p *specParser) line(kw string, rest []string, indent, ln int) error {
+	switch kw {
+	case "host", "port", "switch", "gpu", "nvswitch", "nic", "dev":
+		return p.pciFunction(kw, rest, indent, ln)
+	case "ibport":
+		return p.ibport(rest, indent, ln)
+	}
+	return p.node(kw, rest, ln)
+}
+
+// node takes the keywords that describe the node as a whole: its name, CPUs,
+// NUMA domains, NVML and fabric facts, NVLinks, files and network interfaces.
+func (p *specParser) node(kw string, rest []string, ln int) error {
+	s := p.s
+	var err error
+	switch kw {
+	case "name":
+		if len(rest) != 1 {
+			return errors.New("want one word")
+		}
+		s.Name = rest[0]
+	case "title":
+		s.Title = strings.Join(rest, " ")
+	case "source":
+		s.Sources = append(s.Sources, strings.Join(rest, " "))
+	case "hostname":
+		if len(rest) != 1 {
+			return errors.New("want one word")
+		}
+		s.Hostname = rest[0]
+	case "cpu":
+		s.CPU, err = kv(rest)
+	case "numa":
+		return p.numa(rest)
+	case "nvml":
+		s.NVML, err = kv(rest)
+	case "fabric":
+		s.Fabric, err = kv(rest)
+	case "nvlinks":
+		err = parseNVLinks(s, rest)
+	case "file":
+		err = parseFile(s, rest, ln)
+	case "netif":
+		if len(rest) < 1 {
+			//lint:ignore ST1005 the "..." is grammar (more attributes), not punctuation
+			return errors.New("want: netif NAME kind=...")
+		}
+		a, err := kv(rest[1:])
+		if err != nil {
+			return err
+		}
+		s.NetIfs = append(s.NetIfs, NetIfSpec{Name: rest[0], Attrs: a})
+	default:
+		return errors.New("unknown keyword; accepted: name title source hostname cpu numa nvml nvlinks fabric file netif host port switch gpu nvswitch nic dev ibport")
+	}
+	return err
+}
+
+func (p *specParser) numa(rest []string) error {
+	if len(rest) < 2 {
+		return errors.New("want: numa ID cpus=LIST [socket=S]")
+	}
+	id, err := strconv.Atoi(rest[0])
+	if err != nil {
+		return fmt.Errorf("bad id %q", rest[0])
+	}
+	a, err := kv(rest[1:])
+	if err != nil {
+		return err
+	}
+	sock, _ := strconv.Atoi(a["socket"])
+	p.s.NUMA = append(p.s.NUMA, NUMASpec{ID: id, CPUs: a["cpus"], Socket: sock})
+	return nil
+}
+
+// pciFunction takes a host bridge (top level) or a PCI function, which goes
+// under the nearest less indented one.
+func (p *specParser) pciFunction(kw string, rest []string, indent, ln int) error {
+	if len(rest) < 1 {
+		return errors.New("want an address")
+	}
+	a, err := kv(rest[1:])
+	if err != nil {
+		return err
+	}
+	n := &PCISpec{Kind: kw, Addr: rest[0], Attrs: a, Line: ln}
+	if kw == "host" {
+		if indent != 0 || !strings.HasPrefix(n.Addr, "pci") {
+			return errors.New("a host bridge is top level and named pciDDDD:BB")
+		}
+		p.s.Hosts = append(p.s.Hosts, n)
+		p.stack = []specFrame{{0, n}}
+		return nil
+	}
+	p.popTo(indent)
+	if len(p.stack) == 0 {
+		return errors.New("a PCI function must be indented under a host bridge")
+	}
+	parent := p.stack[len(p.stack)-1].node
+	parent.Children = append(parent.Children, n)
+	p.stack = append(p.stack, specFrame{indent, n})
+	return nil
+}
+
+// ibport takes an RDMA port, indented under its nic.
+func (p *specParser) ibport(rest []string, indent, ln int) error {
+	p.popTo(indent)
+	if len(p.stack) == 0 || p.stack[len(p.stack)-1].node.Kind != "nic" {
+		return errors.New("an ibport is indented under its nic")
+	}
+	if len(rest) < 1 {
+		return errors.New("want a port number")
+	}
+	num, err := strconv.Atoi(rest[0])
+	if err != nil || num < 1 {
+		return fmt.Errorf("bad port number %q", rest[0])
+	}
+	a, err := kv(rest[1:])
+	if err != nil {
+		return err
+	}
+	nic := p.stack[len(p.stack)-1].node
+	nic.Ports = append(nic.Ports, IBPortSpec{Num: num, Attrs: a, Line: ln})
+	return nil
+}
+
+// popTo closes the PCI functions indented as deep as indent or deeper.
+func (p *specParser) popTo(indent int) {
+	for len(p.stack) > 0 && p.stack[len(p.stack)-1].indent >= indent {
+		p.stack = p.stack[:len(p.stack)-1]
+	}
 }
 
 func parseNVLinks(s *Spec, rest []string) error {

@@ -21,7 +21,20 @@ const MaxBytes = 4 << 20
 
 // File is the subset of `trainrun plan --format json` that `run` needs.
 type File struct {
-	Plan *plan.Evaluation `json:"plan"`
+	Plan   *plan.Evaluation `json:"plan"`
+	Inputs *Inputs          `json:"inputs"` // nil: the file has none (an older plan, or one written by hand)
+}
+
+// Inputs is the part of a plan file's "inputs" (PRODUCT.md: "The plan JSON
+// carries its inputs") that run's framework flags ({megatron_args} and its
+// kin) need; Model is nil when the inputs name none.
+type Inputs struct {
+	Model       *plan.Model `json:"model"`
+	SeqLen      int         `json:"seq_len"`
+	GlobalBatch int         `json:"global_batch"`
+	Precision   string      `json:"precision"`
+	Stack       string      `json:"stack"`
+	Finetune    string      `json:"finetune"`
 }
 
 // ReadFile reads a plan file the user named (--plan): a regular file (no

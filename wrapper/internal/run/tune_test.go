@@ -64,8 +64,6 @@ func TestCandidatesPreferDistinctShapes(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestTrialDeadlineAndTick(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	end := t0.Add(4 * time.Minute)
