@@ -41,6 +41,11 @@ type jsonPlan struct {
 	// Added by issue 29 (a new key only, absent without a site
 	// calibration): how the calibration moved the plan (calibrate.go).
 	Calibration *CalibrationNote `json:"calibration,omitempty"`
+	// Added by issue 30 (a new key only, present and true for a tight
+	// plan): it fits but leaves less than the memory margin free
+	// (margin.go); the search ranks it below a plan with headroom up to
+	// TightPenalty slower.
+	Tight bool `json:"tight,omitempty"`
 }
 
 // jsonMemory and jsonTime are the contract's "memory" and "time" objects.
@@ -108,7 +113,7 @@ func toJSONPlan(e Evaluation) jsonPlan {
 		MicroBatch: e.MicroBatch, GradAccum: e.GradAccum, Recompute: e.Recompute, Zero: e.Zero, Offload: e.Offload,
 		Memory: jsonMemory(e.Memory), Time: toJSONTime(e.Time),
 		TokensPerSPerGPU: e.TokensPerSPerGPU, ModelFlopsPerToken: e.ModelFlopsPerToken,
-		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why, Calibration: e.Calibration,
+		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why, Calibration: e.Calibration, Tight: e.Tight,
 	}
 }
 

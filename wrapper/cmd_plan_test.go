@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -82,8 +83,17 @@ func checkContract(t *testing.T, out string) map[string]any {
 		t.Fatalf("alternatives: %T, want an array", top["alternatives"])
 	}
 	for _, p := range append(plans, alts...) {
-		sameKeys(t, "plan", p, cPlan)
 		pm := p.(map[string]any)
+		// tight was added by issue 30: present, and true, for a plan inside
+		// the memory margin only.
+		if v, ok := pm["tight"]; ok {
+			if v != true {
+				t.Errorf("tight: %v, want true or absent", v)
+			}
+			pm = maps.Clone(pm)
+			delete(pm, "tight")
+		}
+		sameKeys(t, "plan", pm, cPlan)
 		sameKeys(t, "memory", pm["memory"], cMemory)
 		// step_s_range was added by issue 13 (a band, not a part of step_s).
 		sameKeys(t, "time", pm["time"], append(append([]string(nil), cTime...), "step_s_range"))
@@ -412,4 +422,20 @@ func withoutInputs(t *testing.T, s string) string {
 	delete(m, "inputs")
 	b, _ := json.Marshal(m)
 	return string(b)
+}
+
+// Issue 30: a vision-language config.json (Gemma 3) is planned as its text
+// decoder, and the user is told what is left out.
+func TestPlanMultimodalConfigNote(t *testing.T) {
+	out, errOut, code := runPlanCmd(t, "plan", "--model", filepath.Join("..", "plan", "testdata", "hf", "gemma-3-12b-it.json"),
+		"--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "4096", "--global-batch", "256")
+	if code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "vision-language model (model_type gemma3)") || !strings.Contains(errOut, "vision tower") {
+		t.Errorf("stderr lacks the note on the vision tower:\n%s", errOut)
+	}
+	if !strings.Contains(out, "48 layers, hidden 3840") || !strings.Contains(out, "geglu") {
+		t.Errorf("not the text decoder's plan:\n%s", out)
+	}
 }
