@@ -38,9 +38,10 @@ func ckptHelp(w io.Writer) {
 		"                       delete committed checkpoints beyond the newest N (and one per STEPS steps);",
 		"                       never the latest, never one not committed",
 		"  latest               print the directory of the newest committed checkpoint that verifies",
-		"  request [--then continue|stop|requeue] [--reason TEXT]",
+		"  request [--then continue|stop|requeue] [--reason TEXT] [--queue]",
 		"                       ask the running job's controller for a checkpoint now: writes",
-		"                       CKPT_DIR/.trainrun/request, which the controller polls for and removes",
+		"                       CKPT_DIR/.trainrun/request, which the controller polls for and removes;",
+		"                       exits 9 when the store's history shows no job running (--queue: write it anyway)",
 		"  drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--json]",
 		"                       copy this node's finished node-local checkpoints into the store's staging",
 		"                       (the job epilog's last pass); a tag is committed once every node drained it",
@@ -357,10 +358,12 @@ func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
 func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var then, reason string
-	fs := newFlags("ckpt request", "ckpt request [--then continue|stop|requeue] [--reason TEXT] [--ckpt-dir DIR]", env.stdout)
+	fs := newFlags("ckpt request", "ckpt request [--then continue|stop|requeue] [--reason TEXT] [--queue] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.StringVar(&then, "then", "continue", "after the checkpoint: continue training, stop (no requeue) or requeue")
 	fs.StringVar(&reason, "reason", "", "why, for the job's log")
+	var queue bool
+	fs.BoolVar(&queue, "queue", false, "write the request even when no job is running on the store: the next job to start checkpoints at once")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -377,6 +380,13 @@ func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
 	s, err := o.open()
 	if err != nil {
 		return err
+	}
+	if why, err := requestListener(s); err != nil {
+		return err
+	} else if why != "" && !queue {
+		return withCode(exitcode.Checkpoint, fmt.Errorf("%s (or pass --queue to leave it for the next job)", why))
+	} else if why != "" {
+		fmt.Fprintf(env.stderr, "trainrun: ckpt request: %s; queued for the next job (--queue)\n", why)
 	}
 	by := ""
 	if u, err := user.Current(); err == nil {

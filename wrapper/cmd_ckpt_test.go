@@ -99,7 +99,8 @@ func TestCkptCommands(t *testing.T) {
 		{"prune", []string{"prune", "--keep", "1"}, "", exitcode.OK, "deleted step-100\n", ""},
 		{"prune keeps the resume point", []string{"prune", "--keep", "1"}, "step-200/rank0.pt", exitcode.OK, "nothing to prune", ""},
 		{"prune keep 0", []string{"prune", "--keep", "0"}, "", exitcode.Usage, "", "keep at least 1"},
-		{"request", []string{"request", "--then", "requeue", "--reason", "maintenance"}, "", exitcode.OK, "checkpoint requested (then requeue)", ""},
+		{"request without a job", []string{"request", "--then", "requeue", "--reason", "maintenance"}, "", exitcode.Checkpoint, "", "no job has run on"},
+		{"request queued", []string{"request", "--then", "requeue", "--queue"}, "", exitcode.OK, "checkpoint requested (then requeue)", "queued for the next job"},
 		{"request bad then", []string{"request", "--then", "later"}, "", exitcode.Usage, "", "continue, stop, requeue"},
 		{"unknown", []string{"frobnicate"}, "", exitcode.Usage, "", `unknown subcommand`},
 		{"no subcommand", nil, "", exitcode.Usage, "Usage: trainrun ckpt", ""},
@@ -141,12 +142,15 @@ func TestCkptLatestEmptyAndMissing(t *testing.T) {
 func TestCkptRequestReachesTheController(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if code, _, errs := runCkptCmd(t, dir, "request", "--then", "stop"); code != exitcode.OK {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
 	s, err := checkpoint.Open(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := s.History().Append(checkpoint.Event{Type: "start", JobID: "45", Time: ckptT0}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCkptCmd(t, dir, "request", "--then", "stop"); code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errs)
 	}
 	r, err := s.TakeRequest()
 	if err != nil || r == nil || r.Then != "stop" {
@@ -208,5 +212,55 @@ func TestCkptDrainJSON(t *testing.T) {
 	rep = checkpoint.DrainReport{}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == exitcode.OK || rep.Error == "" || !reflect.DeepEqual(rep.Left, []string{"step-8", "step-9"}) {
 		t.Errorf("failed drain: exit %d, report %+v (%v) from %q", code, rep, err, out)
+	}
+}
+
+// Issue 30: a request no job will read is refused with why (exit 9) and
+// leaves no request file behind, unless --queue asks for it.
+func TestCkptRequestNeedsAJob(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		events []checkpoint.Event
+		finish bool
+		code   int
+		errs   string
+	}{
+		{"never ran", nil, false, exitcode.Checkpoint, "no job has run on"},
+		{"running", []checkpoint.Event{{Type: "start", JobID: "45"}}, false, exitcode.OK, ""},
+		{"ended", []checkpoint.Event{{Type: "start", JobID: "45"}, {Type: "end", JobID: "45", Cause: checkpoint.CauseCrash}}, false, exitcode.Checkpoint,
+			"no job is running on"},
+		{"requeued and running", []checkpoint.Event{{Type: "start", JobID: "45"}, {Type: "end", JobID: "45", Cause: checkpoint.CausePreempted},
+			{Type: "start", JobID: "45", Restart: 1}}, false, exitcode.OK, ""},
+		{"finished", []checkpoint.Event{{Type: "start", JobID: "45"}, {Type: "end", JobID: "45", Cause: checkpoint.CauseFinished}}, true, exitcode.Checkpoint,
+			"--init-from"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s, err := checkpoint.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range c.events {
+				e.Time = ckptT0
+				if err := s.History().Append(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.finish {
+				if err := s.MarkFinished(checkpoint.Finished{Time: ckptT0, JobID: "45", Tag: "step-100"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, _, errs := runCkptCmd(t, dir, "request")
+			if code != c.code || !strings.Contains(errs, c.errs) {
+				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, c.code, errs, c.errs)
+			}
+			r, err := s.TakeRequest()
+			if err != nil || (r != nil) != (c.code == exitcode.OK) {
+				t.Errorf("request file %+v, %v: want one only when the command succeeded", r, err)
+			}
+		})
 	}
 }
