@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,7 +33,8 @@ func ckptHelp(w io.Writer) {
 	fmt.Fprint(w, joinLines(
 		"Usage: trainrun "+ckptSynopsis,
 		"",
-		"  list                 every checkpoint: state, kind, step, ranks, files, size, age, which is latest",
+		"  list [--sizes-only]  every checkpoint: state, kind, step, ranks, files, size, age; latest marks the one",
+		"                       a job would resume from, verified as ckpt latest does (FAILED: newer, skipped)",
 		"  verify TAG|--all     reread every file and compare sizes and xxh64 with the manifest",
 		"  prune --keep N [--keep-every STEPS] [--dry-run]",
 		"                       delete committed checkpoints beyond the newest N (and one per STEPS steps);",
@@ -113,12 +115,13 @@ func (o *ckptFlags) open() (*checkpoint.Store, error) {
 	return s, nil
 }
 
-func runCkptList(_ context.Context, env *runEnv, args []string) error {
+func runCkptList(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
-	var asJSON bool
+	var asJSON, sizesOnly bool
 	var format string
-	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--format table|json]", env.stdout)
+	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--sizes-only] [--format table|json]", env.stdout)
 	o.AddFlags(fs, env)
+	fs.BoolVar(&sizesOnly, "sizes-only", false, "mark the latest after checking markers and sizes only (no rereading)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON, one object per checkpoint (--format json)")
 	fs.StringVar(&format, "format", "table", "table, or json (a list of objects with raw_bytes and stored_bytes); text is table's old name, kept for one release")
 	if err := parseFlags(fs, args); err != nil {
@@ -142,6 +145,10 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	resume, failed, err := resumeMarks(ctx, s, sizesOnly)
+	if err != nil {
+		return err
+	}
 	if asJSON {
 		type row struct {
 			Tag       string    `json:"tag"`
@@ -156,13 +163,17 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 			Raw       int64     `json:"raw_bytes"`    // the trainer's bytes (= bytes)
 			Stored    int64     `json:"stored_bytes"` // on disk: less once compressed
 			Time      time.Time `json:"time"`
-			Latest    bool      `json:"latest"`
+			Latest    bool      `json:"latest"` // the .trainrun/latest pointer names it
 			Note      string    `json:"note,omitempty"`
+			// Added by issue 30: a job started now resumes from it (verified);
+			// verify_error: a newer committed one that fails, skipped.
+			Resume      bool   `json:"resume"`
+			VerifyError string `json:"verify_error,omitempty"`
 		}
 		rows := []row{}
 		for _, in := range list {
 			rows = append(rows, row{in.Tag, in.Dir, string(in.State), string(in.Kind), in.Step, in.Ranks, in.WorldSize,
-				in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note})
+				in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note, in.Tag == resume, failed[in.Tag]})
 		}
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -188,8 +199,12 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 				ranks = fmt.Sprintf("%d/%d", in.Ranks, in.WorldSize)
 			}
 		}
-		if in.Latest {
+		switch {
+		case in.Tag == resume:
 			latest = "latest"
+		case failed[in.Tag] != "":
+			latest = "FAILED"
+			notes = append(notes, fmt.Sprintf("  %s: fails verification, a job resumes from %s: %s", in.Tag, cmp.Or(resume, "nothing (scratch)"), failed[in.Tag]))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", in.Tag, in.State, in.Kind, step, ranks, in.Files,
 			units.Bytes(in.Bytes), units.Bytes(in.Stored), age(now.Sub(in.ModTime)), latest)

@@ -264,3 +264,56 @@ func TestCkptRequestNeedsAJob(t *testing.T) {
 		})
 	}
 }
+
+// Issue 30: a committed checkpoint whose content changed (same size) is not
+// marked latest by `ckpt list`: the one `ckpt latest` and a job resume from
+// is, and the failing one says why.
+func TestCkptListMarksWhatAJobResumesFrom(t *testing.T) {
+	t.Parallel()
+	dir := ckptFixture(t)
+	f, err := os.OpenFile(filepath.Join(dir, "step-200", "rank1.pt"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("X"), 7); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, out, errs := runCkptCmd(t, dir, "list", "--world-size", "2")
+	if code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	row := func(tag string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, tag+" ") {
+				return l
+			}
+		}
+		return ""
+	}
+	if !strings.HasSuffix(row("step-200"), "FAILED") || !strings.HasSuffix(row("step-100"), "latest") ||
+		!strings.Contains(out, "step-200: fails verification, a job resumes from step-100") {
+		t.Errorf("list:\n%s", out)
+	}
+	// --sizes-only does not reread: the size is unchanged, step-200 stays latest.
+	if _, out, _ = runCkptCmd(t, dir, "list", "--sizes-only", "--world-size", "2"); !strings.HasSuffix(row("step-200"), "latest") {
+		t.Errorf("list --sizes-only:\n%s", out)
+	}
+	_, out, _ = runCkptCmd(t, dir, "list", "--format", "json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		switch r["tag"] {
+		case "step-100":
+			if r["resume"] != true {
+				t.Errorf("step-100: %v", r)
+			}
+		case "step-200":
+			if r["resume"] != false || r["latest"] != true || r["verify_error"] == nil {
+				t.Errorf("step-200: %v", r)
+			}
+		}
+	}
+}
