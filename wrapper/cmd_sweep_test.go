@@ -212,6 +212,9 @@ func TestSweepStatus(t *testing.T) {
 	if b, err := os.ReadFile(svg); err != nil || strings.Count(string(b), "<circle") != 3 {
 		t.Errorf("svg: %v\n%s", err, b)
 	}
+	if !strings.Contains(errb.String(), "wrote "+svg) { // issue 30: it said nothing
+		t.Errorf("stderr does not say the SVG was written:\n%s", errb)
+	}
 	// once Slurm forgot the array, the files decide
 	f.showJob = ""
 	env, out, _ = sweepEnv(f)
