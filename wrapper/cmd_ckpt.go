@@ -259,17 +259,16 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 	if sizes {
 		level, how = checkpoint.Sizes, "sizes match (checksums not checked)"
 	}
-	var failed error
+	// Each failure is said once, on stdout beside the ok lines; the error
+	// only sums up and advises (issue 30: it repeated the first failure).
+	var bad []string
+	damaged := false
 	for _, tag := range tags {
 		m, err := s.Verify(ctx, tag, level)
 		if err != nil {
 			fmt.Fprintf(env.stdout, "%s: FAILED: %v\n", tag, err)
-			if failed == nil {
-				failed = err
-				if m.Seq > 0 { // committed, now damaged
-					failed = fmt.Errorf("%w; resume from an older checkpoint (trainrun ckpt latest finds it)", err)
-				}
-			}
+			bad = append(bad, tag)
+			damaged = damaged || m.Seq > 0 // committed, now damaged
 			continue
 		}
 		h := how
@@ -278,10 +277,14 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 		}
 		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), units.Bytes(m.Bytes), h)
 	}
-	if failed != nil {
-		return withCode(exitcode.Checkpoint, failed)
+	if len(bad) == 0 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("%s failed verification (see above)", strings.Join(bad, ", "))
+	if damaged {
+		msg += "; resume from an older checkpoint (trainrun ckpt latest finds it)"
+	}
+	return withCode(exitcode.Checkpoint, errors.New(msg))
 }
 
 func runCkptPrune(_ context.Context, env *runEnv, args []string) error {

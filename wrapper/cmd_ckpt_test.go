@@ -89,9 +89,9 @@ func TestCkptCommands(t *testing.T) {
 	}{
 		{"verify ok", []string{"verify", "step-200"}, "", exitcode.OK, "step-200: ok, 2 files, 4.4 KiB, sizes and xxh64 match", ""},
 		{"verify all", []string{"verify", "--all"}, "", exitcode.OK, "step-100: ok", ""},
-		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", exitcode.Checkpoint, "FAILED", "step-200/rank1.pt: size 10 bytes, the manifest says 3000: the file changed after commit; resume from an older checkpoint"},
+		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", exitcode.Checkpoint, "step-200/rank1.pt: size 10 bytes, the manifest says 3000: the file changed after commit", "step-200 failed verification (see above); resume from an older checkpoint"},
 		{"verify needs a tag", []string{"verify"}, "", exitcode.Usage, "", "exactly one TAG or --all"},
-		{"verify uncommitted", []string{"verify", "step-300"}, "", exitcode.Checkpoint, "", "no manifest"},
+		{"verify uncommitted", []string{"verify", "step-300"}, "", exitcode.Checkpoint, "no manifest", "step-300 failed verification"},
 		{"latest", []string{"latest"}, "", exitcode.OK, "/step-200\n", ""},
 		{"latest tag", []string{"latest", "--tag"}, "", exitcode.OK, "step-200\n", ""},
 		{"latest falls back", []string{"latest", "--tag"}, "step-200/rank0.pt", exitcode.OK, "step-100\n", "skipped a newer checkpoint"},
@@ -315,5 +315,23 @@ func TestCkptListMarksWhatAJobResumesFrom(t *testing.T) {
 				t.Errorf("step-200: %v", r)
 			}
 		}
+	}
+}
+
+// Issue 30: a failed verify says the failure once (stdout), the error only
+// sums up; a missing tag to restore is "no such checkpoint".
+func TestCkptVerifySaysItOnce(t *testing.T) {
+	t.Parallel()
+	dir := ckptFixture(t)
+	if err := os.Truncate(filepath.Join(dir, "step-200", "rank1.pt"), 10); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCkptCmd(t, dir, "verify", "--all")
+	if code != exitcode.Checkpoint || strings.Count(out+errs, "size 10 bytes") != 1 || !strings.Contains(out, "step-100: ok") || !strings.Contains(errs, "step-200 failed verification") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	code, _, errs = runCkptCmd(t, dir, "restore", "step-1", "--to", t.TempDir())
+	if code != exitcode.Checkpoint || !strings.Contains(errs, "no such checkpoint") {
+		t.Errorf("restore step-1: exit %d: %s", code, errs)
 	}
 }
