@@ -46,6 +46,10 @@ func runReport(ctx context.Context, env *runEnv, args []string) error {
 		return err
 	}
 	if len(evs) == 0 {
+		if _, err := os.Stat(filepath.Join(dir, "sweep.json")); err == nil { // issue 30: a sweep's directory
+			return withCode(exitcode.Usage, fmt.Errorf("%s is a sweep's directory, not one job's: 'trainrun sweep status %s' shows its trials; 'trainrun report %s' one trial",
+				dir, dir, filepath.Join(dir, "runs", "trial-0")))
+		}
 		return withCode(exitcode.Usage, fmt.Errorf("job directory %s: no %s: not a trainrun job directory, or its runs predate the event log", dir, obs.EventsFile))
 	}
 	rep := obs.BuildReport(evs)

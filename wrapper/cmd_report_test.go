@@ -49,6 +49,10 @@ func TestReportGolden(t *testing.T) {
 
 func TestReportErrors(t *testing.T) {
 	empty := t.TempDir()
+	sweepDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(sweepDir, "sweep.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -58,6 +62,7 @@ func TestReportErrors(t *testing.T) {
 		{"no job dir", nil, exitcode.Usage, "needs one job directory"},
 		{"missing dir", []string{filepath.Join(empty, "nope")}, exitcode.Usage, "not a directory"},
 		{"no event log", []string{empty}, exitcode.Usage, "no events.jsonl"},
+		{"a sweep's directory", []string{sweepDir}, exitcode.Usage, "is a sweep's directory, not one job's: 'trainrun sweep status " + sweepDir}, // issue 30
 		{"bad format", []string{"--format", "yaml", empty}, exitcode.Usage, "--format \"yaml\""},
 		{"png asked", []string{"--svg", "t.png", empty}, exitcode.Usage, "rsvg-convert -o t.png t.svg"},
 		{"svg into a missing directory", []string{"--svg", filepath.Join(empty, "no", "t.svg"), filepath.Join("testdata", "report", "job")}, exitcode.Usage, "does not exist"},
