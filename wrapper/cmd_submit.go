@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,6 +184,9 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 		return err
 	}
 	cands := submit.Candidates(parts, req)
+	if err := costPriced(o.objective, cands, o.policyFile); err != nil {
+		return err
+	}
 	sb := o.sbatchFlags(passthrough)
 	testOnly(ctx, env.slurm, cands, sb, script, o.parallel)
 	chosen, err := submit.Choose(cands, o.objective, nowFunc())
@@ -600,4 +604,32 @@ func slurmDuration(d time.Duration) string {
 		return fmt.Sprintf("%d-%s", days, hms)
 	}
 	return hms
+}
+
+// costPriced refuses --objective cost before asking Slurm anything when
+// the policy prices none of the candidates' partitions: a configuration
+// error (exit 2), not every row "Slurm refused" (exit 4) after the
+// test-only round (issue 30).
+func costPriced(objective string, cands []submit.Candidate, policyFile string) error {
+	if objective != submit.Cost {
+		return nil
+	}
+	var parts []string
+	for _, c := range cands {
+		if c.Cost >= 0 {
+			return nil
+		}
+		if !slices.Contains(parts, c.Partition) {
+			parts = append(parts, c.Partition)
+		}
+	}
+	if len(parts) == 0 {
+		return nil // nothing fits: the table says why
+	}
+	where := "the policy (--policy or TRAINRUN_POLICY) has"
+	if policyFile == "" {
+		where = "no policy file was given (--policy or TRAINRUN_POLICY), so there is"
+	}
+	return usageErrorf("--objective cost: %s no GPUHourCost= for partition %s: add GPUHourCost=PRICE to each 'PartitionName=' line, or use --objective finish",
+		where, strings.Join(parts, ", "))
 }

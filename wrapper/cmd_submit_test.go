@@ -285,6 +285,13 @@ func TestSubmitMemoryAndCost(t *testing.T) {
 			t.Errorf("no cost: %+v", c)
 		}
 	}
+	// Issue 30: --objective cost with no price anywhere is a usage error,
+	// found before any sbatch --test-only.
+	f.testOnly = nil
+	_, errOut, code := runSched(t, f, append(append(base, "--policy", policyFile(t, ampere40), "--objective", "cost"), "--", "job.sh")...)
+	if code != exitcode.Usage || !strings.Contains(errOut, "no GPUHourCost= for partition") || len(f.testOnly) != 0 {
+		t.Errorf("unpriced cost: exit %d, %d test-only calls: %s", code, len(f.testOnly), errOut)
+	}
 }
 
 func TestSubmitBoundsParallelTestOnly(t *testing.T) {
