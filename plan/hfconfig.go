@@ -157,7 +157,12 @@ var gemma3Text = func() hfFamily {
 }()
 
 var hfFamilies = map[string]hfFamily{
-	"qwen3":       qwen3Like,
+	"qwen3": qwen3Like,
+	// Qwen3-MoE: Qwen2-MoE's fields without its shared expert, and Qwen3's
+	// QK-norm (transformers' Qwen3MoeConfig).
+	"qwen3_moe": withMoE(qwen3Like, moeQwen2MoE,
+		[]string{"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers"},
+		[]string{"output_router_logits", "router_aux_loss_coef", "norm_topk_prob"}),
 	"phi3":        phi3Like,
 	"gemma":       gemmaLike,
 	"gemma2":      gemmaLike,
@@ -421,7 +426,7 @@ func tokenizeHFDoc(data []byte, file string) (*hfDoc, error) {
 }
 
 // ParseHFConfig reads a Hugging Face config.json (model_type llama, mistral,
-// mixtral, qwen2, qwen2_moe, qwen3, phi3, gemma, gemma2, gemma3_text,
+// mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3, gemma, gemma2, gemma3_text,
 // gemma3's text_config, nemotron, gpt2, gpt_neox or bloom). name is the
 // file name used in errors and as the Model's Name. Errors name the file,
 // the line:col and the field.

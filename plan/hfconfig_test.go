@@ -70,6 +70,8 @@ func TestHFConfigParamCounts(t *testing.T) {
 		{"minitron-4b-base.json", 4.19e9, 0, FFNSquaredReLU, false, "HF nvidia/Minitron-4B-Base: 4.19B", 0},
 		// Issue 30: the model types a newcomer found refused.
 		{"qwen3-4b.json", 4.0e9, 0, FFNSwiGLU, true, "HF Qwen/Qwen3-4B model card: 4.0B (3.6B non-embedding)", 0},
+		{"qwen3-235b-a22b-instruct-2507.json", 235e9, 22e9, FFNSwiGLU, false, "HF Qwen/Qwen3-235B-A22B-Instruct-2507 model card: 235B in total, 22B activated",
+			0.5 / 22}, // "22B" printed without a decimal: half a unit is 2.3 %
 		{"phi-3-mini-4k-instruct.json", 3.821e9, 0, FFNSwiGLU, false, "keras-hub phi3_mini_4k_instruct_en preset: 3,821,079,552 (HF microsoft/Phi-3-mini-4k-instruct: 3.8B)", 0},
 		{"gemma-2-9b.json", 9.24e9, 0, FFNGeGLU, true, "HF google/gemma-2-9b: 9.24B (safetensors 9,241,705,984)", 0},
 		{"gemma-3-1b.json", 0.99989e9, 0, FFNGeGLU, true, "google/gemma-3-1b weights: embedding 262144×1152 and 26 layers, 999,885,952", 0},
