@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -177,6 +178,9 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	}
 	req, pol, err := o.request(fs)
 	if err != nil {
+		return err
+	}
+	if err := checkScript(script[0]); err != nil {
 		return err
 	}
 	parts, err := o.partitions(ctx, env, pol)
@@ -632,4 +636,29 @@ func costPriced(objective string, cands []submit.Candidate, policyFile string) e
 	}
 	return usageErrorf("--objective cost: %s no GPUHourCost= for partition %s: add GPUHourCost=PRICE to each 'PartitionName=' line, or use --objective finish",
 		where, strings.Join(parts, ", "))
+}
+
+// statScript is os.Stat; the unit tests, whose scripts are names only,
+// replace it.
+var statScript = os.Stat
+
+// checkScript fails, as a usage error (exit 2), for a batch script sbatch
+// could not read: found here, before the partitions and the --test-only
+// round, whose every row said "Unable to open file" (exit 4: issue 30).
+func checkScript(path string) error {
+	st, err := statScript(path)
+	switch {
+	case err != nil:
+		return usageErrorf("script %s: %v; sbatch reads it from here at submission: give its path (relative to %s, or absolute)", path, errors.Unwrap(err), workDir())
+	case st != nil && st.IsDir():
+		return usageErrorf("script %s is a directory; give the batch script's path", path)
+	}
+	return nil
+}
+
+func workDir() string {
+	if d, err := os.Getwd(); err == nil {
+		return d
+	}
+	return "the current directory"
 }
