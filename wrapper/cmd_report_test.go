@@ -116,3 +116,23 @@ func TestReportJSONSummary(t *testing.T) {
 		}
 	}
 }
+
+// Issue 30: a line of events.jsonl that is no event is left out with a
+// warning that names it, not in silence.
+func TestReportWarnsSkippedLines(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("testdata", "report", "job", "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), append([]byte("garbage {\n"), b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runReportCmd(t, dir)
+	if code != exitcode.OK || !strings.Contains(errs, "skipped 1 line(s) that are not events (first: line 1)") || out == "" {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if _, _, errs := runReportCmd(t, filepath.Join("testdata", "report", "job")); strings.Contains(errs, "skipped") {
+		t.Errorf("a clean log warned: %s", errs)
+	}
+}
