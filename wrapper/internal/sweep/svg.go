@@ -17,7 +17,7 @@ const (
 	svgLeft              = 90.0 // y tick labels (up to 10 characters at 11 px) and the rotated axis title
 	svgGap               = 40.0 // between one panel's right edge and the next one's left margin
 	svgTop               = 40.0
-	svgTicks             = 5
+	svgTicks             = 5 // about this many on the metric's axis
 )
 
 // SVG draws metric against each swept parameter: one panel per key, one
@@ -92,15 +92,58 @@ func (a yAxis) at(v float64) float64 {
 	return svgTop + svgPanelH - 10 - (v-a.lo)/(a.hi-a.lo)*(svgPanelH-20)
 }
 
+// ticks are round values inside the axis: 1, 2 and 5 times a power of ten
+// (only the powers when those are many) on a log axis, multiples of such a
+// step on a linear one; the ends when fewer than two fall inside.
+func (a yAxis) ticks() []float64 {
+	lo, hi := a.lo, a.hi
+	var out []float64
+	if a.log {
+		for _, ms := range [][]float64{{1, 2, 5}, {1}} {
+			out = out[:0]
+			for k := math.Floor(lo); k <= math.Ceil(hi); k++ {
+				for _, m := range ms {
+					if t := math.Log10(m) + k; t >= lo-1e-9 && t <= hi+1e-9 {
+						out = append(out, math.Pow(10, t))
+					}
+				}
+			}
+			if len(out) <= 2*svgTicks {
+				break
+			}
+		}
+	} else {
+		raw := (hi - lo) / float64(svgTicks-1)
+		p := math.Pow(10, math.Floor(math.Log10(raw)))
+		step := 10 * p
+		for _, m := range []float64{1, 2, 5} {
+			if m*p >= raw {
+				step = m * p
+				break
+			}
+		}
+		for t := math.Ceil(lo/step) * step; t <= hi+step*1e-9; t += step {
+			out = append(out, t)
+		}
+	}
+	if len(out) < 2 {
+		out = []float64{a.value(lo), a.value(hi)}
+	}
+	return out
+}
+
+// value is the metric at t in the axis' (transformed) space.
+func (a yAxis) value(t float64) float64 {
+	if a.log {
+		return math.Pow(10, t)
+	}
+	return t
+}
+
 // draw writes the ticks, their labels, light grid lines and the axis title
 // left of the panel at x0.
 func (a yAxis) draw(b *strings.Builder, x0 float64, metric string) {
-	for i := range svgTicks {
-		t := a.lo + (a.hi-a.lo)*float64(i)/float64(svgTicks-1)
-		v := t
-		if a.log {
-			v = math.Pow(10, t)
-		}
+	for _, v := range a.ticks() {
 		y := a.at(v)
 		fmt.Fprintf(b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#eee"/>`+"\n", x0+1, y, x0+svgPanelW-1, y)
 		fmt.Fprintf(b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#999"/>`+"\n", x0-4, y, x0, y)
