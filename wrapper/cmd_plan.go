@@ -594,6 +594,7 @@ func writeModelList(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.1fB\t%s\n", n, m.Layers, m.Hidden, m.Heads, m.KVHeads, m.Experts, m.Params()/1e9, plan.ModelSource(n))
 	}
-	fmt.Fprintln(tw, "\nOr give a Hugging Face config.json (or its directory), or the shape flags --layers --hidden --heads ...")
+	fmt.Fprintf(tw, "\nOr give a Hugging Face config.json (or its directory), model_type %s; or the shape flags --layers --hidden --heads ...\n",
+		strings.Join(plan.HFModelTypes(), ", "))
 	return tw.Flush()
 }
