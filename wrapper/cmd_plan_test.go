@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/internal/golden"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
@@ -437,5 +438,21 @@ func TestPlanMultimodalConfigNote(t *testing.T) {
 	}
 	if !strings.Contains(out, "48 layers, hidden 3840") || !strings.Contains(out, "geglu") {
 		t.Errorf("not the text decoder's plan:\n%s", out)
+	}
+}
+
+// Issue 30: the header plan --format sbatch writes keeps every
+// incarnation's log (Slurm's reading of it, as trainrun run checks), and
+// says how to run the job.
+func TestPlanSbatchAppendsAndSaysTheCommand(t *testing.T) {
+	out, errOut, code := runPlanCmd(t, with(acceptance, "--format", "sbatch", "--tokens", "1T")...)
+	if code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if appends, _ := slurm.OpenModeAppend([]byte(out), nil); !appends {
+		t.Errorf("no --open-mode=append Slurm would read:\n%s", out)
+	}
+	if !strings.Contains(out, "# exec trainrun run --model llama3-70b --seq-len 8192 --global-batch 512 --tokens 1T ") {
+		t.Errorf("no command line:\n%s", out)
 	}
 }
