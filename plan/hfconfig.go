@@ -112,8 +112,11 @@ var deepseekLike = hfFamily{
 // qwen3Like is Qwen3's config.json (transformers' Qwen3Config): Llama's
 // shape with an explicit head_dim, no Q/K/V biases and an RMSNorm on each
 // head's queries and keys (Qwen3 technical report §2: "QK-Norm").
+// layer_types (full or sliding attention per layer, which newer
+// transformers write) is counted as full causal attention, as every
+// sliding window here.
 var qwen3Like = func() hfFamily {
-	f := llamaLike
+	f := withMoE(llamaLike, moeNone, nil, []string{"layer_types"})
 	f.qkNorm = true
 	return f
 }()

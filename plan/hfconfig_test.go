@@ -232,6 +232,12 @@ func TestHFConfigQwen3GemmaPhi3(t *testing.T) {
 	if !strings.Contains(b.String(), "--qk-layernorm") {
 		t.Errorf("qwen3's Megatron flags lack --qk-layernorm:\n%s", b.String())
 	}
+	// transformers 4.56+ writes layer_types into Qwen3's config.json.
+	q4, _ := os.ReadFile(filepath.Join("testdata", "hf", "qwen3-4b.json"))
+	lt := `"layer_types": [` + strings.TrimSuffix(strings.Repeat(`"full_attention", `, 36), ", ") + `],`
+	if q2, err := ParseHFConfig(strings.NewReader(strings.Replace(string(q4), `"max_window_layers": 36,`, `"max_window_layers": 36, `+lt, 1)), "q.json"); err != nil || q2.Layers != 36 {
+		t.Errorf("qwen3 with layer_types: %v", err)
+	}
 	p, err := hfParseFile(t, "phi-3-mini-4k-instruct.json")
 	if err != nil {
 		t.Fatal(err)
