@@ -185,7 +185,7 @@ func (m *monitor) askJobState() {
 		defer cancel()
 		if ji, err := r.env.slurm.Job(ctx, r.alloc.JobID); err == nil {
 			st = jobState(ji.State, ji.Restarts, r.alloc.RestartCount)
-		} else if !killedByTERM(err) { // scancel's SIGTERM reached scontrol too: not news
+		} else if !slurm.KilledByTERM(err) { // scancel's SIGTERM reached scontrol too: not news
 			r.logf("warning: asking Slurm for the job's state: %v", err)
 		}
 		m.stateCh <- st
