@@ -327,6 +327,9 @@ func (s *Store) Restore(ctx context.Context, tag, to string, workers int) (int64
 		return 0, err
 	}
 	dir := s.tagDir(tag)
+	if !exists(dir) { // not "never committed": there is nothing (issue 30)
+		return 0, fmt.Errorf("restore %s: %w", tag, &VerifyError{Tag: tag, Path: dir, What: "no such checkpoint; trainrun ckpt list shows what there is"})
+	}
 	if to == "" {
 		defer lockTag(dir)()
 	}

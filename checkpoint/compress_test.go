@@ -253,3 +253,15 @@ func TestDrainCompresses(t *testing.T) {
 		t.Fatalf("bad mode: %v", err)
 	}
 }
+
+// Issue 30: restoring a tag that is not there says so, not "never committed".
+func TestRestoreMissingTag(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Restore(t.Context(), "step-1", t.TempDir(), 1)
+	if err == nil || !strings.Contains(err.Error(), "no such checkpoint") || strings.Contains(err.Error(), "never committed") {
+		t.Errorf("Restore of a missing tag: %v", err)
+	}
+}

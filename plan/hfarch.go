@@ -26,6 +26,9 @@ func hfArch(d *hfDoc, fam hfFamily, m *Model) error {
 	case "nemotron":
 		m.Norm, m.Position, m.Bias = NormLayer1P, PositionRoPE, BiasNone
 	default:
+		// Gemma's RMSNorm scales by 1+weight (zero-centred, like
+		// LayerNorm1P): the same figures; its GeGLU MLP keeps it out of
+		// the Megatron renderer anyway.
 		m.Norm, m.Position, m.Bias = NormRMS, PositionRoPE, BiasNone
 	}
 	if mt == "qwen2" || mt == "qwen2_moe" {

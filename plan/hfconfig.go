@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -54,9 +55,14 @@ type hfFamily struct {
 	gated                 bool // MLP has gate, up and down projections
 	tieDefault            bool // transformers' default for tie_word_embeddings
 	moe                   string
-	mla                   bool     // multi-head latent attention (hfMLA reads its widths)
-	read                  []string // all fields the parser reads (for the unknown-field check)
-	harmless              []string // family-specific known-harmless fields
+	mla                   bool // multi-head latent attention (hfMLA reads its widths)
+	gatedGELU             bool // gated MLP with a GELU (GeGLU, Gemma) instead of SiLU
+	qkNorm                bool // RMSNorm on each head's queries and keys
+	// defaults are transformers' class defaults for fields a file may omit
+	// (a multimodal config's text_config holds only what differs from them).
+	defaults map[string]string
+	read     []string // all fields the parser reads (for the unknown-field check)
+	harmless []string // family-specific known-harmless fields
 }
 
 const (
@@ -103,7 +109,67 @@ var deepseekLike = hfFamily{
 		"num_nextn_predict_layers"},
 }
 
+// qwen3Like is Qwen3's config.json (transformers' Qwen3Config): Llama's
+// shape with an explicit head_dim, no Q/K/V biases and an RMSNorm on each
+// head's queries and keys (Qwen3 technical report §2: "QK-Norm").
+// layer_types (full or sliding attention per layer, which newer
+// transformers write) is counted as full causal attention, as every
+// sliding window here.
+var qwen3Like = func() hfFamily {
+	f := withMoE(llamaLike, moeNone, nil, []string{"layer_types"})
+	f.qkNorm = true
+	return f
+}()
+
+// phi3Like is Phi-3's config.json (transformers' Phi3Config): Llama's shape
+// with fused qkv_proj and gate_up_proj (the same weights). Known-harmless:
+// original_max_position_embeddings and LongRoPE's rope_scaling lists
+// (positions, no weights), partial_rotary_factor (read as the rotary share).
+var phi3Like = withMoE(llamaLike, moeNone, nil,
+	[]string{"original_max_position_embeddings", "partial_rotary_factor", "embd_pdrop", "resid_pdrop"})
+
+// gemmaLike is Gemma 1/2/3's config.json (transformers' GemmaConfig,
+// Gemma2Config, Gemma3TextConfig): a GELU-gated MLP (hidden_activation
+// gelu_pytorch_tanh), head_dim apart from hidden/heads, tied embeddings.
+// Known-harmless: query_pre_attn_scalar (the attention's scale), the logit
+// soft-caps, cache_implementation, rope_local_base_freq, and the
+// sliding-window pattern (sliding_window_pattern, layer_types), counted as
+// full causal attention like every sliding window here. Not modelled, each
+// below 0.1 % of the parameters: Gemma 2/3's extra norms after attention
+// and the MLP.
+var gemmaLike = hfFamily{
+	hidden: []string{"hidden_size"}, layers: []string{"num_hidden_layers"}, heads: []string{"num_attention_heads"},
+	kvHeads: "num_key_value_heads", headDim: "head_dim", ffn: "intermediate_size",
+	act: "hidden_activation", actDefault: "gelu_pytorch_tanh", gated: true, gatedGELU: true, tieDefault: true,
+	read: []string{"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings", "hidden_activation"},
+	harmless: []string{"hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling", "attention_bias", "query_pre_attn_scalar",
+		"attn_logit_softcapping", "final_logit_softcapping", "cache_implementation", "sliding_window", "sliding_window_size",
+		"sliding_window_pattern", "layer_types", "rope_local_base_freq"},
+}
+
+// gemma3Text adds Gemma 3's QK-norm and Gemma3TextConfig's defaults
+// (transformers src/transformers/models/gemma3/configuration_gemma3.py):
+// the released multimodal configs (google/gemma-3-12b-it ...) write only
+// what differs from them.
+var gemma3Text = func() hfFamily {
+	f := gemmaLike
+	f.qkNorm = true
+	f.defaults = map[string]string{"vocab_size": "262208", "hidden_size": "2304", "intermediate_size": "9216", "num_hidden_layers": "26",
+		"num_attention_heads": "8", "num_key_value_heads": "4", "head_dim": "256", "rope_theta": "1000000.0", "rms_norm_eps": "1e-06"}
+	return f
+}()
+
 var hfFamilies = map[string]hfFamily{
+	"qwen3": qwen3Like,
+	// Qwen3-MoE: Qwen2-MoE's fields without its shared expert, and Qwen3's
+	// QK-norm (transformers' Qwen3MoeConfig).
+	"qwen3_moe": withMoE(qwen3Like, moeQwen2MoE,
+		[]string{"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers"},
+		[]string{"output_router_logits", "router_aux_loss_coef", "norm_topk_prob"}),
+	"phi3":        phi3Like,
+	"gemma":       gemmaLike,
+	"gemma2":      gemmaLike,
+	"gemma3_text": gemma3Text,
 	"deepseek_v2": deepseekLike,
 	"deepseek_v3": deepseekLike,
 	"llama":       llamaLike,
@@ -171,8 +237,11 @@ var hfUnsupportedTypes = map[string]string{}
 
 // HFModelTypes lists the config.json model_type values ParseHFConfig reads.
 func HFModelTypes() []string {
-	t := make([]string, 0, len(hfFamilies))
+	t := make([]string, 0, len(hfFamilies)+len(hfMultimodal))
 	for k := range hfFamilies {
+		t = append(t, k)
+	}
+	for k := range hfMultimodal {
 		t = append(t, k)
 	}
 	sort.Strings(t)
@@ -186,10 +255,18 @@ type hfDoc struct {
 	vals map[string]json.RawMessage
 	at   map[string]int // byte offset of each key
 	keys []string       // file order
+	// outer and base: for a nested object (text_config), the file's
+	// document and where the object starts in it.
+	outer *hfDoc
+	base  int
 }
 
 func (d *hfDoc) pos(off int) string {
-	line, col := lineCol(d.data, off)
+	data := d.data
+	if d.outer != nil { // a nested object: positions in the whole file
+		data, off = d.outer.data, off+d.base
+	}
+	line, col := lineCol(data, off)
 	return fmt.Sprintf("%s:%d:%d", d.file, line, col)
 }
 
@@ -294,6 +371,10 @@ func readHFDoc(r io.Reader, file string) (*hfDoc, error) {
 	if err != nil {
 		return nil, err
 	}
+	return tokenizeHFDoc(data, file)
+}
+
+func tokenizeHFDoc(data []byte, file string) (*hfDoc, error) {
 	d := &hfDoc{file: file, data: data, vals: map[string]json.RawMessage{}, at: map[string]int{}}
 	syntax := func(err error) error {
 		var se *json.SyntaxError
@@ -348,14 +429,31 @@ func readHFDoc(r io.Reader, file string) (*hfDoc, error) {
 }
 
 // ParseHFConfig reads a Hugging Face config.json (model_type llama, mistral,
-// mixtral, qwen2, qwen2_moe, nemotron, gpt2, gpt_neox or bloom). name is the
+// mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, phi3, gemma, gemma2, gemma3_text,
+// gemma3's text_config, nemotron, gpt2, gpt_neox or bloom). name is the
 // file name used in errors and as the Model's Name. Errors name the file,
 // the line:col and the field.
 func ParseHFConfig(r io.Reader, name string) (Model, error) {
+	m, _, err := ParseHFConfigNotes(r, name)
+	return m, err
+}
+
+// ParseHFConfigNotes is ParseHFConfig, and says what of the file the model
+// leaves out (a vision-language model's vision tower), for the user.
+func ParseHFConfigNotes(r io.Reader, name string) (Model, []string, error) {
 	d, err := readHFDoc(r, name)
 	if err != nil {
-		return Model{}, err
+		return Model{}, nil, err
 	}
+	var notes []string
+	if d, notes, err = hfTextDecoder(d); err != nil {
+		return Model{}, nil, err
+	}
+	m, err := parseHFDoc(d, name)
+	return m, notes, err
+}
+
+func parseHFDoc(d *hfDoc, name string) (Model, error) {
 	fam, err := hfFamilyOf(d, name)
 	if err != nil {
 		return Model{}, err
@@ -376,6 +474,7 @@ func ParseHFConfig(r io.Reader, name string) (Model, error) {
 	if m.TiedEmbeddings, err = d.boolean("tie_word_embeddings", fam.tieDefault); err != nil {
 		return Model{}, err
 	}
+	m.QKNorm = fam.qkNorm
 	for _, step := range []func(*hfDoc, hfFamily, *Model) error{hfAttention, hfMLA, hfMLP, hfMoE, hfArch} {
 		if err := step(d, fam, &m); err != nil {
 			return Model{}, err
@@ -401,6 +500,11 @@ func hfFamilyOf(d *hfDoc, name string) (hfFamily, error) {
 	if !ok {
 		return hfFamily{}, d.errf("model_type", "model_type %q is not supported; supported: %s (or describe the model with --layers, --hidden, --heads, ... flags)",
 			mt, strings.Join(HFModelTypes(), ", "))
+	}
+	for k, v := range fam.defaults {
+		if _, given := d.vals[k]; !given {
+			d.vals[k], d.at[k] = json.RawMessage(v), d.at["model_type"]
+		}
 	}
 	known := map[string]bool{}
 	for _, list := range [][]string{hfCommonHarmless, fam.read, fam.harmless} {
@@ -670,6 +774,13 @@ func firstPresent(d *hfDoc, keys []string) string {
 // planner models.
 func hfActivation(d *hfDoc, fam hfFamily, act string) (FFNType, error) {
 	key := fam.act
+	if fam.gatedGELU {
+		switch act {
+		case "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "gelu_accurate":
+			return FFNGeGLU, nil
+		}
+		return "", d.errf(key, "%s = %q: only a GELU-gated MLP (GeGLU) is modelled for this model_type; describe it with --ffn-type", key, act)
+	}
 	if fam.gated {
 		switch act {
 		case "silu", "swish":
@@ -689,4 +800,62 @@ func hfActivation(d *hfDoc, fam hfFamily, act string) (FFNType, error) {
 		key = "activation"
 	}
 	return "", d.errf(key, "%s = %q: accepted: gelu (and its approximations), relu, relu2", key, act)
+}
+
+// hfMultimodal are the vision-language model types whose text_config is a
+// decoder the planner models: what they add (the vision tower and its
+// projector) is left out, and the notes say so.
+var hfMultimodal = map[string]struct {
+	text     string   // text_config's model_type
+	harmless []string // the wrapper's own fields
+	vision   string   // what is left out, for the note
+}{
+	// Gemma3ForConditionalGeneration (transformers' Gemma3Config): a SigLIP
+	// So400m tower (about 0.4B parameters) whose mm_tokens_per_image (256)
+	// tokens per image enter the decoder.
+	"gemma3": {text: "gemma3_text", harmless: []string{"text_config", "vision_config", "mm_tokens_per_image",
+		"boi_token_index", "eoi_token_index", "image_token_index"},
+		vision: "its SigLIP vision tower (vision_config, about 0.4B parameters) and projector are not planned"},
+}
+
+// hfTextDecoder is d itself, or for a vision-language config its
+// text_config, with a note of what is left out.
+func hfTextDecoder(d *hfDoc) (*hfDoc, []string, error) {
+	mt := d.str("model_type")
+	mm, ok := hfMultimodal[mt]
+	if !ok {
+		return d, nil, nil
+	}
+	known := map[string]bool{}
+	for _, k := range append(append([]string{}, hfCommonHarmless...), mm.harmless...) {
+		known[k] = true
+	}
+	for _, k := range d.keys {
+		if !strings.HasPrefix(k, "_") && !known[k] && !hfHarmlessPattern(k) {
+			return nil, nil, d.errf(k, "unknown field %q for model_type %s: it may change the architecture, so the planner will not guess; "+
+				"remove it if you know it is harmless, or describe the model with --layers, --hidden, --heads, ... flags", k, mt)
+		}
+	}
+	raw, ok := d.vals["text_config"]
+	if !ok || string(raw) == "null" || len(raw) == 0 || raw[0] != '{' {
+		return nil, nil, fmt.Errorf("%s: model_type %s needs a text_config object (the decoder the planner models)", d.file, mt)
+	}
+	base := d.at["text_config"]
+	if i := bytes.Index(d.data[base:], raw); i >= 0 {
+		base += i
+	}
+	t, err := tokenizeHFDoc(raw, d.file)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.outer, t.base = d, base
+	switch got := t.str("model_type"); {
+	case !t.present("model_type"):
+		t.vals["model_type"], t.at["model_type"] = json.RawMessage(strconv.Quote(mm.text)), 0
+		t.keys = append(t.keys, "model_type")
+	case got != mm.text:
+		return nil, nil, t.errf("model_type", "text_config's model_type %q: model_type %s's decoder is %s", got, mt, mm.text)
+	}
+	return t, []string{fmt.Sprintf("%s is a vision-language model (model_type %s): planning its text decoder (text_config, %s); %s",
+		d.file, mt, mm.text, mm.vision)}, nil
 }

@@ -68,6 +68,13 @@ func TestHFConfigParamCounts(t *testing.T) {
 		{"gpt-neox-20b.json", 20.55e9, 0, FFNGelu, false, "Black et al. 2022: 20,554,567,680", 0},
 		{"qwen1.5-moe-a2.7b.json", 14.3e9, 2.7e9, FFNSwiGLU, false, "Qwen1.5-MoE-A2.7B model card: 14.3B total, 2.7B activated", 0},
 		{"minitron-4b-base.json", 4.19e9, 0, FFNSquaredReLU, false, "HF nvidia/Minitron-4B-Base: 4.19B", 0},
+		// Issue 30: the model types a newcomer found refused.
+		{"qwen3-4b.json", 4.0e9, 0, FFNSwiGLU, true, "HF Qwen/Qwen3-4B model card: 4.0B (3.6B non-embedding)", 0},
+		{"qwen3-235b-a22b-instruct-2507.json", 235e9, 22e9, FFNSwiGLU, false, "HF Qwen/Qwen3-235B-A22B-Instruct-2507 model card: 235B in total, 22B activated",
+			0.5 / 22}, // "22B" printed without a decimal: half a unit is 2.3 %
+		{"phi-3-mini-4k-instruct.json", 3.821e9, 0, FFNSwiGLU, false, "keras-hub phi3_mini_4k_instruct_en preset: 3,821,079,552 (HF microsoft/Phi-3-mini-4k-instruct: 3.8B)", 0},
+		{"gemma-2-9b.json", 9.24e9, 0, FFNGeGLU, true, "HF google/gemma-2-9b: 9.24B (safetensors 9,241,705,984)", 0},
+		{"gemma-3-1b.json", 0.99989e9, 0, FFNGeGLU, true, "google/gemma-3-1b weights: embedding 262144×1152 and 26 layers, 999,885,952", 0},
 		{"deepseek-v2-lite.json", 15.7e9, 2.4e9, FFNSwiGLU, false, "HF deepseek-ai/DeepSeek-V2-Lite: 15.7B total, 2.4B activated (full-rank Q: q_lora_rank null)",
 			// 2.451B here without the input embedding: the card's 2.4B is 2.1 % below, just past half a unit.
 			0.025},
@@ -160,7 +167,7 @@ func TestHFConfigErrors(t *testing.T) {
   "hidden_act": "gelu"`), `hidden_act = "gelu": only a SiLU-gated MLP`},
 		{"tie wrong type", extra(`,
   "tie_word_embeddings": "yes"`), `tie_word_embeddings = "yes": want true or false`},
-		{"unknown model_type", `{"model_type": "t5"}`, `model_type "t5" is not supported; supported: bloom, deepseek_v2, deepseek_v3, gpt2, gpt_neox, llama`},
+		{"unknown model_type", `{"model_type": "t5"}`, `model_type "t5" is not supported; supported: bloom, deepseek_v2, deepseek_v3, gemma, gemma2, gemma3, gemma3_text, gpt2, gpt_neox, llama`},
 		{"deepseek without its latent", strings.Replace(deepseekV3JSON(t), `"kv_lora_rank": 512,`, ``, 1), "kv_lora_rank is missing (model_type deepseek_v3 needs it)"},
 		{"deepseek with grouped KV", strings.Replace(deepseekV3JSON(t), `"num_key_value_heads": 128`, `"num_key_value_heads": 8`, 1),
 			"num_key_value_heads = 8: multi-head latent attention gives every one of the 128 heads its keys and values"},
@@ -198,5 +205,87 @@ func TestHFConfigErrors(t *testing.T) {
 				t.Fatalf("err = %v\nwant it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// Issue 30: Qwen3 and Gemma 3 norm each head's queries and keys, Phi-3 is
+// Llama's shape, Gemma's MLP is GELU-gated; Gemma 3's multimodal config is
+// planned as its text decoder, from Gemma3TextConfig's defaults where the
+// file's text_config is silent, and says what it leaves out.
+func TestHFConfigQwen3GemmaPhi3(t *testing.T) {
+	q, err := hfParseFile(t, "qwen3-4b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.QKNorm || q.Bias != BiasNone || q.HeadDim != 128 || q.KVHeads != 8 || q.RopeTheta != 5e6 {
+		t.Errorf("qwen3: %+v", q)
+	}
+	var b strings.Builder
+	qj := Job{SeqLen: 4096, GlobalBatch: 64}
+	r := Search(q, qj, ClusterOf(mustGPU(t, "h100-sxm"), 8), SearchOptions{})
+	if r.Plan == nil {
+		t.Fatal("qwen3-4b: no plan on 8 H100s")
+	}
+	if err := RenderMegatron(&b, q, qj, *r.Plan); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "--qk-layernorm") {
+		t.Errorf("qwen3's Megatron flags lack --qk-layernorm:\n%s", b.String())
+	}
+	// transformers 4.56+ writes layer_types into Qwen3's config.json.
+	q4, _ := os.ReadFile(filepath.Join("testdata", "hf", "qwen3-4b.json"))
+	lt := `"layer_types": [` + strings.TrimSuffix(strings.Repeat(`"full_attention", `, 36), ", ") + `],`
+	if q2, err := ParseHFConfig(strings.NewReader(strings.Replace(string(q4), `"max_window_layers": 36,`, `"max_window_layers": 36, `+lt, 1)), "q.json"); err != nil || q2.Layers != 36 {
+		t.Errorf("qwen3 with layer_types: %v", err)
+	}
+	p, err := hfParseFile(t, "phi-3-mini-4k-instruct.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.QKNorm || p.KVHeads != 32 || p.HeadDim != 96 || p.FFN != 8192 {
+		t.Errorf("phi3: %+v", p)
+	}
+	g1, err := hfParseFile(t, "gemma-3-1b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g1.QKNorm || g1.HeadDim != 256 || g1.KVHeads != 1 {
+		t.Errorf("gemma3_text: %+v", g1)
+	}
+	if g2, _ := hfParseFile(t, "gemma-2-9b.json"); g2.QKNorm {
+		t.Errorf("gemma2 has no QK-norm (it soft-caps): %+v", g2)
+	}
+
+	f, err := os.Open(filepath.Join("testdata", "hf", "gemma-3-12b-it.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, notes, err := ParseHFConfigNotes(f, "gemma-3-12b-it.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Model{Name: "gemma-3-12b-it.json", Layers: 48, Hidden: 3840, Heads: 16, KVHeads: 8, HeadDim: 256, FFN: 15360, FFNType: FFNGeGLU,
+		Vocab: 262208, TiedEmbeddings: true, QKNorm: true, Norm: NormRMS, NormEps: 1e-6, Position: PositionRoPE, RopeTheta: 1e6, Bias: BiasNone}
+	if m != want {
+		t.Errorf("gemma3 text_config:\n got %+v\nwant %+v", m, want)
+	}
+	// "12B" counts the 0.4B SigLIP tower too: the decoder is under it.
+	if p := m.Params(); p < 11e9 || p > 12.2e9 {
+		t.Errorf("gemma-3-12b decoder %.4g parameters, want 11e9..12.2e9", p)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "vision tower") {
+		t.Errorf("notes %q, want one saying the vision tower is left out", notes)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"mm_tokens_per_image": 256,`, `"mm_tokens_per_image": 256, "audio_config": {},`, `gemma-3-12b-it.json:13:31: unknown field "audio_config" for model_type gemma3`},
+		{`"model_type": "gemma3_text",`, `"model_type": "gemma2",`, `gemma-3-12b-it.json:18:5: text_config's model_type "gemma2"`},
+		{`"num_key_value_heads": 8,`, `"num_key_value_heads": 7,`, `gemma-3-12b-it.json:21:5: num_key_value_heads = 7 does not divide`},
+	} {
+		b, _ := os.ReadFile(filepath.Join("testdata", "hf", "gemma-3-12b-it.json"))
+		in := strings.Replace(string(b), c.from, c.to, 1)
+		if _, _, err := ParseHFConfigNotes(strings.NewReader(in), "gemma-3-12b-it.json"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s -> %s: error %v, want %q", c.from, c.to, err, c.want)
+		}
 	}
 }

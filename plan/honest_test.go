@@ -150,3 +150,84 @@ func TestMemoryMargin(t *testing.T) {
 		t.Errorf("MarginOf(0) = %g, want the default", MarginOf(c))
 	}
 }
+
+// Issue 30: the search ranks a tight plan below a slightly slower one with
+// headroom. llama3-8b, seq 8192, batch 128 on 8 H100s: the fastest layout
+// (TP2 DP4 mbs2 ZeRO-1) needs 99 % of HBM; a ZeRO-3 sibling within 1 % of
+// its throughput leaves a fifth free.
+func TestSearchRanksTightBelowHeadroom(t *testing.T) {
+	m := mustModel(t, "llama3-8b")
+	c := ClusterOf(mustGPU(t, "h100-sxm"), 8)
+	j := Job{SeqLen: 8192, GlobalBatch: 128}
+	r := Search(m, j, c, SearchOptions{TopK: 20})
+	if r.Plan == nil {
+		t.Fatal("nothing fits")
+	}
+	if r.Plan.Tight {
+		t.Fatalf("the plan %s is tight (%.1f of %.1f GiB)", r.Plan.Layout.Config(), r.Plan.Memory.PerGPU/gib, r.Plan.Memory.Capacity/gib)
+	}
+	var tight *Evaluation
+	for i, a := range r.Alternatives {
+		if a.Tight && a.TokensPerSPerGPU > r.Plan.TokensPerSPerGPU {
+			tight = &r.Alternatives[i]
+		}
+	}
+	if tight == nil {
+		t.Fatal("no faster tight alternative: the test no longer shows the ranking")
+	}
+	if gain := tight.TokensPerSPerGPU/r.Plan.TokensPerSPerGPU - 1; gain >= TightPenalty {
+		t.Errorf("tight %s is %.1f%% faster, over the %.0f%% penalty, yet ranked below", tight.Layout.Config(), 100*gain, 100*TightPenalty)
+	}
+	all := append([]Evaluation{*r.Plan}, r.Alternatives...)
+	for i := 1; i < len(all); i++ {
+		if rankedThroughput(&all[i]) > rankedThroughput(&all[i-1])*1.003 { // 0.2 % ties
+			t.Errorf("%d. %s (tight %v) ranked below %s (tight %v)", i, all[i].Layout.Config(), all[i].Tight, all[i-1].Layout.Config(), all[i-1].Tight)
+		}
+	}
+	// Without a margin nothing is tight and the fastest layout wins again.
+	c.MemoryMargin = -1
+	if r2 := Search(m, j, c, SearchOptions{}); r2.Plan == nil || r2.Plan.TokensPerSPerGPU < tight.TokensPerSPerGPU*0.999 {
+		t.Errorf("margin off: plan %v, want the fastest (%s)", r2.Plan, tight.Layout.Config())
+	}
+	// The JSON says so, and the table marks it.
+	var b strings.Builder
+	if err := RenderJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), `"tight": true`); n != countTight(r) || n == 0 {
+		t.Errorf("JSON has %d \"tight\": true, want one per tight plan (%d)", n, countTight(r))
+	}
+	b.Reset()
+	if err := RenderTable(&b, m, j, c, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "GiB/GPU") || strings.Count(b.String(), " TIGHT\n") != countTight(r) {
+		t.Errorf("the table marks %d alternatives TIGHT, want %d:\n%s", strings.Count(b.String(), " TIGHT\n"), countTight(r), b.String())
+	}
+}
+
+// A tight layout much faster than any with headroom still wins, marked.
+func TestTightWinsWhenMuchFaster(t *testing.T) {
+	fast := Evaluation{TokensPerSPerGPU: 1000, Tight: true}
+	slow := Evaluation{TokensPerSPerGPU: 1000 * (1 - TightPenalty) * 0.98}
+	near := Evaluation{TokensPerSPerGPU: 1000 * (1 - TightPenalty) * 1.02}
+	if !better(&fast, &slow) {
+		t.Errorf("a tight plan %.0f%% faster lost", 100*(1/(1-TightPenalty)/0.98-1))
+	}
+	if better(&fast, &near) {
+		t.Errorf("a tight plan only %.0f%% faster won", 100*(1/(1-TightPenalty)/1.02-1))
+	}
+}
+
+func countTight(r Result) int {
+	n := 0
+	for _, a := range r.Alternatives {
+		if a.Tight {
+			n++
+		}
+	}
+	if r.Plan != nil && r.Plan.Tight {
+		n++
+	}
+	return n
+}

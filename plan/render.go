@@ -44,6 +44,11 @@ type jsonPlan struct {
 	// Added by issue 37 (a new key only, absent for full training): what a
 	// frozen-base plan trains and what binds it (finetune.go).
 	Finetune *FinetuneNote `json:"finetune,omitempty"`
+	// Added by issue 30 (a new key only, present and true for a tight
+	// plan): it fits but leaves less than the memory margin free
+	// (margin.go); the search ranks it below a plan with headroom up to
+	// TightPenalty slower.
+	Tight bool `json:"tight,omitempty"`
 }
 
 // jsonMemory and jsonTime are the contract's "memory" and "time" objects.
@@ -111,7 +116,7 @@ func toJSONPlan(e Evaluation) jsonPlan {
 		MicroBatch: e.MicroBatch, GradAccum: e.GradAccum, Recompute: e.Recompute, Zero: e.Zero, Offload: e.Offload,
 		Memory: jsonMemory(e.Memory), Time: toJSONTime(e.Time),
 		TokensPerSPerGPU: e.TokensPerSPerGPU, ModelFlopsPerToken: e.ModelFlopsPerToken,
-		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why, Calibration: e.Calibration, Finetune: e.Finetune,
+		ModelTFLOPSPerGPU: e.ModelTFLOPSPerGPU, MFU: e.MFU, Why: why, Calibration: e.Calibration, Finetune: e.Finetune, Tight: e.Tight,
 	}
 }
 

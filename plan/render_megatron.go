@@ -268,6 +268,9 @@ func (a *megatronArgv) attention(m Model) {
 		a.add("--normalization", "LayerNorm")
 	}
 	a.add("--norm-epsilon", m.NormEps)
+	if m.QKNorm {
+		a.add("--qk-layernorm") // per head, of --normalization's kind
+	}
 	switch m.Bias {
 	case BiasNone:
 		a.add("--disable-bias-linear")

@@ -19,7 +19,7 @@ type SbatchOptions struct {
 }
 
 // DefaultSbatchOptions: +10 % on the prediction, a 10-minute checkpoint
-// lead, SIGUSR2 (trainrun's default checkpoint signal; NCCL uses USR1).
+// lead, SIGUSR2 (trainrun's default checkpoint signal; NCCL 2.12 catches USR1).
 func DefaultSbatchOptions() SbatchOptions {
 	return SbatchOptions{Margin: 0.10, Lead: 10 * time.Minute, Signal: "USR2"}
 }
@@ -88,6 +88,26 @@ func RenderSbatch(w io.Writer, m Model, j Job, c Cluster, e Evaluation, o Sbatch
 		fmt.Fprintf(&b, "#SBATCH --signal=%s@%d\n", strings.TrimPrefix(o.Signal, "SIG"), int(o.Lead/time.Second))
 	}
 	b.WriteString("#SBATCH --requeue\n")
+	// Slurm opens slurm-J.out afresh when a requeued job starts again:
+	// without this, every earlier incarnation's log is lost (issue 30).
+	b.WriteString("#SBATCH --open-mode=append\n")
+	b.WriteString(sbatchCommand(m, j))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// sbatchCommand is the header's last lines: the command that runs the job,
+// commented out, for the user to complete (the trainer and the store are
+// theirs). --model names the preset, or the config.json the model came from.
+func sbatchCommand(m Model, j Job) string {
+	model := "PATH/config.json"
+	if _, err := LookupModel(m.Name); err == nil {
+		model = m.Name
+	}
+	args := fmt.Sprintf("--model %s --seq-len %d --global-batch %d", model, j.SeqLen, j.GlobalBatch)
+	if j.Tokens > 0 {
+		args += " --tokens " + fmtTokens(j.Tokens)
+	}
+	return "# the job: trainrun run plans the same layout in the allocation (complete the trainer and the store):\n" +
+		"# exec trainrun run " + args + " --ckpt-dir /path/to/ckpt -- python train.py {megatron_args} --load {resume} --save {ckpt_dir}\n"
 }

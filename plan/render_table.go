@@ -167,7 +167,11 @@ func writeAlternatives(b *strings.Builder, alts []Evaluation) {
 	}
 	b.WriteString("\nalternatives                                             tokens/s/GPU   MFU    step s   GiB/GPU\n")
 	for i, a := range alts {
-		fmt.Fprintf(b, "  %d. %-52s %12s %5.1f%% %8.3f %8s\n", i+1, shortLayout(a.Layout), fmtCount(a.TokensPerSPerGPU), 100*a.MFU, a.Time.Step, fmtGiB(a.Memory.PerGPU))
+		tight := ""
+		if a.Tight {
+			tight = " TIGHT" // inside the memory margin: ranked down by TightPenalty
+		}
+		fmt.Fprintf(b, "  %d. %-52s %12s %5.1f%% %8.3f %8s%s\n", i+1, shortLayout(a.Layout), fmtCount(a.TokensPerSPerGPU), 100*a.MFU, a.Time.Step, fmtGiB(a.Memory.PerGPU), tight)
 	}
 }
 

@@ -72,10 +72,11 @@ var recomputeRank = map[string]int{"none": 0, "selective": 1, "full": 2}
 var offloadRank = map[string]int{"none": 0, "optimizer": 1, "params": 2, "nvme": 3}
 
 // better orders fitting evaluations: throughput first (within 0.2 %, a tie),
-// then less recompute, no offload, lower ZeRO stage, fewer model-parallel GPUs.
+// a tight plan's discounted by TightPenalty, then less recompute, no
+// offload, lower ZeRO stage, fewer model-parallel GPUs.
 func better(a, b *Evaluation) bool {
-	ka := math.Round(math.Log(a.TokensPerSPerGPU) / math.Log(1.002))
-	kb := math.Round(math.Log(b.TokensPerSPerGPU) / math.Log(1.002))
+	ka := math.Round(math.Log(rankedThroughput(a)) / math.Log(1.002))
+	kb := math.Round(math.Log(rankedThroughput(b)) / math.Log(1.002))
 	if ka != kb {
 		return ka > kb
 	}
@@ -92,6 +93,24 @@ func better(a, b *Evaluation) bool {
 		return a.TP*a.PP < b.TP*b.PP
 	}
 	return a.MicroBatch < b.MicroBatch
+}
+
+// TightPenalty is the share of throughput a tight plan (one inside the
+// memory margin, margin.go) gives up in the ranking: a plan with headroom
+// up to this much slower is preferred. A tight plan is one fragmentation,
+// a longer batch or a framework's workspace away from an out-of-memory
+// crash, which costs a restart and the work since the last checkpoint, and
+// recurs at the same step until someone replans by hand; a few per cent of
+// throughput is cheaper. A tight plan much faster than any other still
+// wins, and is shown as TIGHT.
+const TightPenalty = 0.10
+
+// rankedThroughput is the throughput better ranks e by.
+func rankedThroughput(e *Evaluation) float64 {
+	if e.Tight {
+		return e.TokensPerSPerGPU * (1 - TightPenalty)
+	}
+	return e.TokensPerSPerGPU
 }
 
 // searcher keeps the best candidates in small sorted arrays.
@@ -405,11 +424,7 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 			*e = Evaluation{}
 			evaluate(x, m, j, c, l, e)
 			if rc == "full" && e.Memory.Fits && s.o.Pins.Recompute == nil && j.Stack != StackHF {
-				// Recompute only as many layers per chunk as memory demands.
-				if n := minRecomputeLayers(x, m, j, c, l); n > 0 {
-					l.RecomputeLayers = n
-					evaluate(x, m, j, c, l, e)
-				}
+				s.blockRecompute(x, e, l)
 			}
 			s.o.Correction.apply(e, c, float64(j.GlobalBatch)*float64(j.SeqLen), false)
 			s.offer(e)
@@ -418,7 +433,11 @@ func (s *searcher) mbsLoop(x *shape, e *Evaluation, l Layout, recs []string) {
 			}
 			if e.Memory.Fits {
 				anyFit = true
-				break // more recompute only costs time
+				if !e.Tight || s.o.Pins.Recompute != nil {
+					break // more recompute only costs time
+				}
+				// Tight: the next recompute level may buy headroom for
+				// less than TightPenalty; both are offered, better decides.
 			}
 		}
 		if !anyFit && e.Memory.PerGPU > 0 {
@@ -517,10 +536,38 @@ func Suggest(m Model, j Job, c Cluster, o SearchOptions) string {
 	return strings.Join(out, "; or ")
 }
 
+// blockRecompute narrows e, full recompute of l that fits, to only as many
+// layers per chunk as memory demands. When that is tight but recomputing
+// every layer is not, it also offers the fewest layers that leave the
+// margin free: better weighs the extra recompute against TightPenalty.
+func (s *searcher) blockRecompute(x *shape, e *Evaluation, l Layout) {
+	m, j, c := s.m, s.j, s.c
+	roomy := !e.Tight
+	if n := minRecomputeLayers(x, m, j, c, l); n > 0 {
+		l.RecomputeLayers = n
+		*e = Evaluation{}
+		evaluate(x, m, j, c, l, e)
+	}
+	if !e.Tight || !roomy {
+		return
+	}
+	var r Evaluation
+	l.RecomputeLayers = recomputeLayersFor(x, m, j, c, l, true) // 0: every layer
+	evaluate(x, m, j, c, l, &r)
+	s.o.Correction.apply(&r, c, float64(j.GlobalBatch)*float64(j.SeqLen), false)
+	s.offer(&r)
+}
+
 // minRecomputeLayers returns the fewest layers per model chunk that block
 // recompute must cover for l to fit, or 0 when all of them are needed (or
 // the chunk has a single layer). Memory falls monotonically with the count.
 func minRecomputeLayers(x *shape, m Model, j Job, c Cluster, l Layout) int {
+	return recomputeLayersFor(x, m, j, c, l, false)
+}
+
+// recomputeLayersFor is minRecomputeLayers; with roomy, the layers must
+// also leave the memory margin free.
+func recomputeLayersFor(x *shape, m Model, j Job, c Cluster, l Layout, roomy bool) int {
 	chunk := m.Layers / (l.PP * max(l.VPP, 1))
 	if chunk <= 1 {
 		return 0
@@ -532,7 +579,7 @@ func minRecomputeLayers(x *shape, m Model, j Job, c Cluster, l Layout) int {
 		l.RecomputeLayers = mid
 		e = Evaluation{}
 		evaluate(x, m, j, c, l, &e)
-		if e.Memory.Fits {
+		if e.Memory.Fits && (!roomy || !e.Tight) {
 			hi = mid
 		} else {
 			lo = mid + 1

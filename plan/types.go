@@ -60,6 +60,7 @@ type Model struct {
 	RopeScaling   float64 `json:"rope_scaling,omitempty"`   // Llama-3.1 frequency scaling factor; YaRN factor with MLA (0 = none)
 	RotaryPercent float64 `json:"rotary_percent,omitempty"` // fraction of each head rotated (0 = all)
 	Bias          string  `json:"bias,omitempty"`           // linear-layer biases: none | qkv | all
+	QKNorm        bool    `json:"qk_norm,omitempty"`        // an RMSNorm on each head's queries and keys (Qwen3, Gemma 3)
 	// MoE routing (DeepSeek's grouped, sigmoid-scored router); "" = softmax top-k.
 	Router          string  `json:"router,omitempty"` // softmax | sigmoid (sigmoid: with a load-balancing expert bias)
 	RouterGroups    int     `json:"router_groups,omitempty"`

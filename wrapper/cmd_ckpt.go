@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,15 +33,17 @@ func ckptHelp(w io.Writer) {
 	fmt.Fprint(w, joinLines(
 		"Usage: trainrun "+ckptSynopsis,
 		"",
-		"  list                 every checkpoint: state, kind, step, ranks, files, size, age, which is latest",
+		"  list [--sizes-only]  every checkpoint: state, kind, step, ranks, files, size, age; latest marks the one",
+		"                       a job would resume from, verified as ckpt latest does (FAILED: newer, skipped)",
 		"  verify TAG|--all     reread every file and compare sizes and xxh64 with the manifest",
 		"  prune --keep N [--keep-every STEPS] [--dry-run]",
 		"                       delete committed checkpoints beyond the newest N (and one per STEPS steps);",
 		"                       never the latest, never one not committed",
 		"  latest               print the directory of the newest committed checkpoint that verifies",
-		"  request [--then continue|stop|requeue] [--reason TEXT]",
+		"  request [--then continue|stop|requeue] [--reason TEXT] [--queue]",
 		"                       ask the running job's controller for a checkpoint now: writes",
-		"                       CKPT_DIR/.trainrun/request, which the controller polls for and removes",
+		"                       CKPT_DIR/.trainrun/request, which the controller polls for and removes;",
+		"                       exits 9 when the store's history shows no job running (--queue: write it anyway)",
 		"  drain [--local DIR] [--node NAME] [--ranks LIST] [--keep-local] [--json]",
 		"                       copy this node's finished node-local checkpoints into the store's staging",
 		"                       (the job epilog's last pass); a tag is committed once every node drained it",
@@ -112,12 +115,13 @@ func (o *ckptFlags) open() (*checkpoint.Store, error) {
 	return s, nil
 }
 
-func runCkptList(_ context.Context, env *runEnv, args []string) error {
+func runCkptList(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
-	var asJSON bool
+	var asJSON, sizesOnly bool
 	var format string
-	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--format table|json]", env.stdout)
+	fs := newFlags("ckpt list", "ckpt list [--ckpt-dir DIR] [--world-size N] [--sizes-only] [--format table|json]", env.stdout)
 	o.AddFlags(fs, env)
+	fs.BoolVar(&sizesOnly, "sizes-only", false, "mark the latest after checking markers and sizes only (no rereading)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON, one object per checkpoint (--format json)")
 	fs.StringVar(&format, "format", "table", "table, or json (a list of objects with raw_bytes and stored_bytes); text is table's old name, kept for one release")
 	if err := parseFlags(fs, args); err != nil {
@@ -141,6 +145,10 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	resume, failed, err := resumeMarks(ctx, s, sizesOnly)
+	if err != nil {
+		return err
+	}
 	if asJSON {
 		type row struct {
 			Tag       string    `json:"tag"`
@@ -155,13 +163,17 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 			Raw       int64     `json:"raw_bytes"`    // the trainer's bytes (= bytes)
 			Stored    int64     `json:"stored_bytes"` // on disk: less once compressed
 			Time      time.Time `json:"time"`
-			Latest    bool      `json:"latest"`
+			Latest    bool      `json:"latest"` // the .trainrun/latest pointer names it
 			Note      string    `json:"note,omitempty"`
+			// Added by issue 30: a job started now resumes from it (verified);
+			// verify_error: a newer committed one that fails, skipped.
+			Resume      bool   `json:"resume"`
+			VerifyError string `json:"verify_error,omitempty"`
 		}
 		rows := []row{}
 		for _, in := range list {
 			rows = append(rows, row{in.Tag, in.Dir, string(in.State), string(in.Kind), in.Step, in.Ranks, in.WorldSize,
-				in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note})
+				in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note, in.Tag == resume, failed[in.Tag]})
 		}
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -187,8 +199,12 @@ func runCkptList(_ context.Context, env *runEnv, args []string) error {
 				ranks = fmt.Sprintf("%d/%d", in.Ranks, in.WorldSize)
 			}
 		}
-		if in.Latest {
+		switch {
+		case in.Tag == resume:
 			latest = "latest"
+		case failed[in.Tag] != "":
+			latest = "FAILED"
+			notes = append(notes, fmt.Sprintf("  %s: fails verification, a job resumes from %s: %s", in.Tag, cmp.Or(resume, "nothing (scratch)"), failed[in.Tag]))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", in.Tag, in.State, in.Kind, step, ranks, in.Files,
 			units.Bytes(in.Bytes), units.Bytes(in.Stored), age(now.Sub(in.ModTime)), latest)
@@ -243,17 +259,16 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 	if sizes {
 		level, how = checkpoint.Sizes, "sizes match (checksums not checked)"
 	}
-	var failed error
+	// Each failure is said once, on stdout beside the ok lines; the error
+	// only sums up and advises (issue 30: it repeated the first failure).
+	var bad []string
+	damaged := false
 	for _, tag := range tags {
 		m, err := s.Verify(ctx, tag, level)
 		if err != nil {
 			fmt.Fprintf(env.stdout, "%s: FAILED: %v\n", tag, err)
-			if failed == nil {
-				failed = err
-				if m.Seq > 0 { // committed, now damaged
-					failed = fmt.Errorf("%w; resume from an older checkpoint (trainrun ckpt latest finds it)", err)
-				}
-			}
+			bad = append(bad, tag)
+			damaged = damaged || m.Seq > 0 // committed, now damaged
 			continue
 		}
 		h := how
@@ -262,10 +277,14 @@ func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
 		}
 		fmt.Fprintf(env.stdout, "%s: ok, %d files, %s, %s\n", tag, len(m.Files), units.Bytes(m.Bytes), h)
 	}
-	if failed != nil {
-		return withCode(exitcode.Checkpoint, failed)
+	if len(bad) == 0 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("%s failed verification (see above)", strings.Join(bad, ", "))
+	if damaged {
+		msg += "; resume from an older checkpoint (trainrun ckpt latest finds it)"
+	}
+	return withCode(exitcode.Checkpoint, errors.New(msg))
 }
 
 func runCkptPrune(_ context.Context, env *runEnv, args []string) error {
@@ -357,10 +376,12 @@ func runCkptLatest(ctx context.Context, env *runEnv, args []string) error {
 func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var then, reason string
-	fs := newFlags("ckpt request", "ckpt request [--then continue|stop|requeue] [--reason TEXT] [--ckpt-dir DIR]", env.stdout)
+	fs := newFlags("ckpt request", "ckpt request [--then continue|stop|requeue] [--reason TEXT] [--queue] [--ckpt-dir DIR]", env.stdout)
 	o.AddFlags(fs, env)
 	fs.StringVar(&then, "then", "continue", "after the checkpoint: continue training, stop (no requeue) or requeue")
 	fs.StringVar(&reason, "reason", "", "why, for the job's log")
+	var queue bool
+	fs.BoolVar(&queue, "queue", false, "write the request even when no job is running on the store: the next job to start checkpoints at once")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -377,6 +398,13 @@ func runCkptRequest(_ context.Context, env *runEnv, args []string) error {
 	s, err := o.open()
 	if err != nil {
 		return err
+	}
+	if why, err := requestListener(s); err != nil {
+		return err
+	} else if why != "" && !queue {
+		return withCode(exitcode.Checkpoint, fmt.Errorf("%s (or pass --queue to leave it for the next job)", why))
+	} else if why != "" {
+		fmt.Fprintf(env.stderr, "trainrun: ckpt request: %s; queued for the next job (--queue)\n", why)
 	}
 	by := ""
 	if u, err := user.Current(); err == nil {

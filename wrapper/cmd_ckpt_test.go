@@ -89,9 +89,9 @@ func TestCkptCommands(t *testing.T) {
 	}{
 		{"verify ok", []string{"verify", "step-200"}, "", exitcode.OK, "step-200: ok, 2 files, 4.4 KiB, sizes and xxh64 match", ""},
 		{"verify all", []string{"verify", "--all"}, "", exitcode.OK, "step-100: ok", ""},
-		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", exitcode.Checkpoint, "FAILED", "step-200/rank1.pt: size 10 bytes, the manifest says 3000: the file changed after commit; resume from an older checkpoint"},
+		{"verify damaged", []string{"verify", "step-200"}, "step-200/rank1.pt", exitcode.Checkpoint, "step-200/rank1.pt: size 10 bytes, the manifest says 3000: the file changed after commit", "step-200 failed verification (see above); resume from an older checkpoint"},
 		{"verify needs a tag", []string{"verify"}, "", exitcode.Usage, "", "exactly one TAG or --all"},
-		{"verify uncommitted", []string{"verify", "step-300"}, "", exitcode.Checkpoint, "", "no manifest"},
+		{"verify uncommitted", []string{"verify", "step-300"}, "", exitcode.Checkpoint, "no manifest", "step-300 failed verification"},
 		{"latest", []string{"latest"}, "", exitcode.OK, "/step-200\n", ""},
 		{"latest tag", []string{"latest", "--tag"}, "", exitcode.OK, "step-200\n", ""},
 		{"latest falls back", []string{"latest", "--tag"}, "step-200/rank0.pt", exitcode.OK, "step-100\n", "skipped a newer checkpoint"},
@@ -99,7 +99,8 @@ func TestCkptCommands(t *testing.T) {
 		{"prune", []string{"prune", "--keep", "1"}, "", exitcode.OK, "deleted step-100\n", ""},
 		{"prune keeps the resume point", []string{"prune", "--keep", "1"}, "step-200/rank0.pt", exitcode.OK, "nothing to prune", ""},
 		{"prune keep 0", []string{"prune", "--keep", "0"}, "", exitcode.Usage, "", "keep at least 1"},
-		{"request", []string{"request", "--then", "requeue", "--reason", "maintenance"}, "", exitcode.OK, "checkpoint requested (then requeue)", ""},
+		{"request without a job", []string{"request", "--then", "requeue", "--reason", "maintenance"}, "", exitcode.Checkpoint, "", "no job has run on"},
+		{"request queued", []string{"request", "--then", "requeue", "--queue"}, "", exitcode.OK, "checkpoint requested (then requeue)", "queued for the next job"},
 		{"request bad then", []string{"request", "--then", "later"}, "", exitcode.Usage, "", "continue, stop, requeue"},
 		{"unknown", []string{"frobnicate"}, "", exitcode.Usage, "", `unknown subcommand`},
 		{"no subcommand", nil, "", exitcode.Usage, "Usage: trainrun ckpt", ""},
@@ -141,12 +142,15 @@ func TestCkptLatestEmptyAndMissing(t *testing.T) {
 func TestCkptRequestReachesTheController(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if code, _, errs := runCkptCmd(t, dir, "request", "--then", "stop"); code != exitcode.OK {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
 	s, err := checkpoint.Open(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := s.History().Append(checkpoint.Event{Type: "start", JobID: "45", Time: ckptT0}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCkptCmd(t, dir, "request", "--then", "stop"); code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errs)
 	}
 	r, err := s.TakeRequest()
 	if err != nil || r == nil || r.Then != "stop" {
@@ -208,5 +212,126 @@ func TestCkptDrainJSON(t *testing.T) {
 	rep = checkpoint.DrainReport{}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code == exitcode.OK || rep.Error == "" || !reflect.DeepEqual(rep.Left, []string{"step-8", "step-9"}) {
 		t.Errorf("failed drain: exit %d, report %+v (%v) from %q", code, rep, err, out)
+	}
+}
+
+// Issue 30: a request no job will read is refused with why (exit 9) and
+// leaves no request file behind, unless --queue asks for it.
+func TestCkptRequestNeedsAJob(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		events []checkpoint.Event
+		finish bool
+		code   int
+		errs   string
+	}{
+		{"never ran", nil, false, exitcode.Checkpoint, "no job has run on"},
+		{"running", []checkpoint.Event{{Type: "start", JobID: "45"}}, false, exitcode.OK, ""},
+		{"ended", []checkpoint.Event{{Type: "start", JobID: "45"}, {Type: "end", JobID: "45", Cause: checkpoint.CauseCrash}}, false, exitcode.Checkpoint,
+			"no job is running on"},
+		{"requeued and running", []checkpoint.Event{{Type: "start", JobID: "45"}, {Type: "end", JobID: "45", Cause: checkpoint.CausePreempted},
+			{Type: "start", JobID: "45", Restart: 1}}, false, exitcode.OK, ""},
+		{"finished", []checkpoint.Event{{Type: "start", JobID: "45"}, {Type: "end", JobID: "45", Cause: checkpoint.CauseFinished}}, true, exitcode.Checkpoint,
+			"--init-from"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s, err := checkpoint.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range c.events {
+				e.Time = ckptT0
+				if err := s.History().Append(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.finish {
+				if err := s.MarkFinished(checkpoint.Finished{Time: ckptT0, JobID: "45", Tag: "step-100"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, _, errs := runCkptCmd(t, dir, "request")
+			if code != c.code || !strings.Contains(errs, c.errs) {
+				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, c.code, errs, c.errs)
+			}
+			r, err := s.TakeRequest()
+			if err != nil || (r != nil) != (c.code == exitcode.OK) {
+				t.Errorf("request file %+v, %v: want one only when the command succeeded", r, err)
+			}
+		})
+	}
+}
+
+// Issue 30: a committed checkpoint whose content changed (same size) is not
+// marked latest by `ckpt list`: the one `ckpt latest` and a job resume from
+// is, and the failing one says why.
+func TestCkptListMarksWhatAJobResumesFrom(t *testing.T) {
+	t.Parallel()
+	dir := ckptFixture(t)
+	f, err := os.OpenFile(filepath.Join(dir, "step-200", "rank1.pt"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("X"), 7); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, out, errs := runCkptCmd(t, dir, "list", "--world-size", "2")
+	if code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	row := func(tag string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, tag+" ") {
+				return l
+			}
+		}
+		return ""
+	}
+	if !strings.HasSuffix(row("step-200"), "FAILED") || !strings.HasSuffix(row("step-100"), "latest") ||
+		!strings.Contains(out, "step-200: fails verification, a job resumes from step-100") {
+		t.Errorf("list:\n%s", out)
+	}
+	// --sizes-only does not reread: the size is unchanged, step-200 stays latest.
+	if _, out, _ = runCkptCmd(t, dir, "list", "--sizes-only", "--world-size", "2"); !strings.HasSuffix(row("step-200"), "latest") {
+		t.Errorf("list --sizes-only:\n%s", out)
+	}
+	_, out, _ = runCkptCmd(t, dir, "list", "--format", "json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		switch r["tag"] {
+		case "step-100":
+			if r["resume"] != true {
+				t.Errorf("step-100: %v", r)
+			}
+		case "step-200":
+			if r["resume"] != false || r["latest"] != true || r["verify_error"] == nil {
+				t.Errorf("step-200: %v", r)
+			}
+		}
+	}
+}
+
+// Issue 30: a failed verify says the failure once (stdout), the error only
+// sums up; a missing tag to restore is "no such checkpoint".
+func TestCkptVerifySaysItOnce(t *testing.T) {
+	t.Parallel()
+	dir := ckptFixture(t)
+	if err := os.Truncate(filepath.Join(dir, "step-200", "rank1.pt"), 10); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCkptCmd(t, dir, "verify", "--all")
+	if code != exitcode.Checkpoint || strings.Count(out+errs, "size 10 bytes") != 1 || !strings.Contains(out, "step-100: ok") || !strings.Contains(errs, "step-200 failed verification") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	code, _, errs = runCkptCmd(t, dir, "restore", "step-1", "--to", t.TempDir())
+	if code != exitcode.Checkpoint || !strings.Contains(errs, "no such checkpoint") {
+		t.Errorf("restore step-1: exit %d: %s", code, errs)
 	}
 }

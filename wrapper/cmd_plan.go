@@ -66,6 +66,9 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, n := range o.ModelNotes {
+		fmt.Fprintf(env.stderr, "trainrun: plan: note: %s\n", n)
+	}
 	if err := pol.apply(env, fs, &o); err != nil {
 		return err
 	}
@@ -205,6 +208,7 @@ func writeModelList(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.1fB\t%s\n", n, m.Layers, m.Hidden, m.Heads, m.KVHeads, m.Experts, m.Params()/1e9, plan.ModelSource(n))
 	}
-	fmt.Fprintln(tw, "\nOr give a Hugging Face config.json (or its directory), or the shape flags --layers --hidden --heads ...")
+	fmt.Fprintf(tw, "\nOr give a Hugging Face config.json (or its directory), model_type %s; or the shape flags --layers --hidden --heads ...\n",
+		strings.Join(plan.HFModelTypes(), ", "))
 	return tw.Flush()
 }

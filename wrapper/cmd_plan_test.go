@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/internal/golden"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
@@ -92,6 +93,15 @@ func checkContract(t *testing.T, out string) map[string]any {
 			}
 			pm = maps.Clone(pm)
 			delete(pm, "finetune")
+		}
+		// tight was added by issue 30: present, and true, for a plan inside
+		// the memory margin only.
+		if v, ok := pm["tight"]; ok {
+			if v != true {
+				t.Errorf("tight: %v, want true or absent", v)
+			}
+			pm = maps.Clone(pm)
+			delete(pm, "tight")
 		}
 		sameKeys(t, "plan", pm, cPlan)
 		sameKeys(t, "memory", pm["memory"], cMemory)
@@ -382,5 +392,37 @@ func TestPlanMoEJobFlags(t *testing.T) {
 		if err == nil || exitCodeOf(err) != exitcode.Usage || !strings.Contains(err.Error(), "--") {
 			t.Errorf("%+v: err %v, want a usage error naming the flag", bad, err)
 		}
+	}
+}
+
+// Issue 30: a vision-language config.json (Gemma 3) is planned as its text
+// decoder, and the user is told what is left out.
+func TestPlanMultimodalConfigNote(t *testing.T) {
+	out, errOut, code := runPlanCmd(t, "plan", "--model", filepath.Join("..", "plan", "testdata", "hf", "gemma-3-12b-it.json"),
+		"--gpu", "h100-sxm", "--gpus", "8", "--seq-len", "4096", "--global-batch", "256")
+	if code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "vision-language model (model_type gemma3)") || !strings.Contains(errOut, "vision tower") {
+		t.Errorf("stderr lacks the note on the vision tower:\n%s", errOut)
+	}
+	if !strings.Contains(out, "48 layers, hidden 3840") || !strings.Contains(out, "geglu") {
+		t.Errorf("not the text decoder's plan:\n%s", out)
+	}
+}
+
+// Issue 30: the header plan --format sbatch writes keeps every
+// incarnation's log (Slurm's reading of it, as trainrun run checks), and
+// says how to run the job.
+func TestPlanSbatchAppendsAndSaysTheCommand(t *testing.T) {
+	out, errOut, code := runPlanCmd(t, with(acceptance, "--format", "sbatch", "--tokens", "1T")...)
+	if code != exitcode.OK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if appends, _ := slurm.OpenModeAppend([]byte(out), nil); !appends {
+		t.Errorf("no --open-mode=append Slurm would read:\n%s", out)
+	}
+	if !strings.Contains(out, "# exec trainrun run --model llama3-70b --seq-len 8192 --global-batch 512 --tokens 1T ") {
+		t.Errorf("no command line:\n%s", out)
 	}
 }

@@ -65,7 +65,26 @@ func runPolicyCheck(env *runEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "%s: OK: %d site-wide %s, %d %s%s\n", path,
 		p.SiteSettings(), policyPlural(p.SiteSettings(), "setting", "settings"), len(parts), policyPlural(len(parts), "partition", "partitions"), list)
+	for _, n := range policyNotes(p) {
+		fmt.Fprintf(env.stdout, "  note: %s\n", n)
+	}
 	return nil
+}
+
+// policyNotes are valid settings worth a second look (issue 30: CkptSignal=USR1
+// passed while run --help advised against it).
+func policyNotes(p *policy.Policy) []string {
+	var notes []string
+	seen := map[policy.Source]bool{}
+	for _, part := range append([]string{""}, p.Partitions()...) {
+		sig := p.Effective(part).CkptSignal
+		if sig.Value != "USR1" || sig.Source.Kind == policy.FromDefault || seen[sig.Source] {
+			continue
+		}
+		seen[sig.Source] = true
+		notes = append(notes, fmt.Sprintf("CkptSignal=USR1 (%s): NCCL 2.12 catches SIGUSR1 in its proxy thread (NVIDIA/nccl#704; 2.13 made it opt-in, NCCL_PROXY_DUMP_SIGNAL), so on such a build the trainers never see it; USR2, the default, is safe", sig.Source))
+	}
+	return notes
 }
 
 func policyPlural(n int, one, many string) string {

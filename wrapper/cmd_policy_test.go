@@ -107,3 +107,23 @@ func TestPolicyShowGolden(t *testing.T) {
 		})
 	}
 }
+
+// Issue 30: CkptSignal=USR1 is valid but noted (NCCL 2.12 catches it), once
+// per line that sets it; the default and USR2 are not.
+func TestPolicyCheckNotesUSR1(t *testing.T) {
+	dir := t.TempDir()
+	for conf, notes := range map[string]int{
+		"CkptSignal=USR1\nPartitionName=gpu CkptKeep=2\n":                     1,
+		"CkptLead=5m\nPartitionName=gpu CkptSignal=USR1\nPartitionName=cpu\n": 1,
+		"CkptSignal=USR2\nPartitionName=gpu\n":                                0,
+	} {
+		path := filepath.Join(dir, "p.conf")
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, _ := runPolicyCLI("policy", "check", path)
+		if n := strings.Count(out, "note: CkptSignal=USR1"); code != exitcode.OK || n != notes || notes > 0 && !strings.Contains(out, "NVIDIA/nccl#704") {
+			t.Errorf("%q: exit %d, %d notes (want %d):\n%s", conf, code, n, notes, out)
+		}
+	}
+}

@@ -41,11 +41,19 @@ func runReport(ctx context.Context, env *runEnv, args []string) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return usageErrorf("job directory %s: not a directory", dir)
 	}
-	evs, err := obs.ReadEvents(dir)
+	evs, skipped, err := obs.ReadEventsSkipped(dir)
 	if err != nil {
 		return err
 	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(env.stderr, "trainrun: report: warning: %s: skipped %d line(s) that are not events (first: line %d); the report leaves them out\n",
+			filepath.Join(dir, obs.EventsFile), len(skipped), skipped[0])
+	}
 	if len(evs) == 0 {
+		if _, err := os.Stat(filepath.Join(dir, "sweep.json")); err == nil { // issue 30: a sweep's directory
+			return withCode(exitcode.Usage, fmt.Errorf("%s is a sweep's directory, not one job's: 'trainrun sweep status %s' shows its trials; 'trainrun report %s' one trial",
+				dir, dir, filepath.Join(dir, "runs", "trial-0")))
+		}
 		return withCode(exitcode.Usage, fmt.Errorf("job directory %s: no %s: not a trainrun job directory, or its runs predate the event log", dir, obs.EventsFile))
 	}
 	rep := obs.BuildReport(evs)

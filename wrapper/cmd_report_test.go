@@ -49,6 +49,10 @@ func TestReportGolden(t *testing.T) {
 
 func TestReportErrors(t *testing.T) {
 	empty := t.TempDir()
+	sweepDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(sweepDir, "sweep.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -58,6 +62,7 @@ func TestReportErrors(t *testing.T) {
 		{"no job dir", nil, exitcode.Usage, "needs one job directory"},
 		{"missing dir", []string{filepath.Join(empty, "nope")}, exitcode.Usage, "not a directory"},
 		{"no event log", []string{empty}, exitcode.Usage, "no events.jsonl"},
+		{"a sweep's directory", []string{sweepDir}, exitcode.Usage, "is a sweep's directory, not one job's: 'trainrun sweep status " + sweepDir}, // issue 30
 		{"bad format", []string{"--format", "yaml", empty}, exitcode.Usage, "--format \"yaml\""},
 		{"png asked", []string{"--svg", "t.png", empty}, exitcode.Usage, "rsvg-convert -o t.png t.svg"},
 		{"svg into a missing directory", []string{"--svg", filepath.Join(empty, "no", "t.svg"), filepath.Join("testdata", "report", "job")}, exitcode.Usage, "does not exist"},
@@ -109,5 +114,25 @@ func TestReportJSONSummary(t *testing.T) {
 		if _, off := ts.Zone(); !strings.HasSuffix(in.Start, "Z") && off == 0 {
 			t.Errorf("start %q has no zone", in.Start)
 		}
+	}
+}
+
+// Issue 30: a line of events.jsonl that is no event is left out with a
+// warning that names it, not in silence.
+func TestReportWarnsSkippedLines(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("testdata", "report", "job", "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), append([]byte("garbage {\n"), b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runReportCmd(t, dir)
+	if code != exitcode.OK || !strings.Contains(errs, "skipped 1 line(s) that are not events (first: line 1)") || out == "" {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if _, _, errs := runReportCmd(t, filepath.Join("testdata", "report", "job")); strings.Contains(errs, "skipped") {
+		t.Errorf("a clean log warned: %s", errs)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,11 +182,17 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkScript(script[0]); err != nil {
+		return err
+	}
 	parts, err := o.partitions(ctx, env, pol)
 	if err != nil {
 		return err
 	}
 	cands := submit.Candidates(parts, req)
+	if err := costPriced(o.objective, cands, o.policyFile); err != nil {
+		return err
+	}
 	sb := o.sbatchFlags(passthrough)
 	testOnly(ctx, env.slurm, cands, sb, script, o.parallel)
 	chosen, err := submit.Choose(cands, o.objective, nowFunc())
@@ -602,4 +610,57 @@ func slurmDuration(d time.Duration) string {
 		return fmt.Sprintf("%d-%s", days, hms)
 	}
 	return hms
+}
+
+// costPriced refuses --objective cost before asking Slurm anything when
+// the policy prices none of the candidates' partitions: a configuration
+// error (exit 2), not every row "Slurm refused" (exit 4) after the
+// test-only round (issue 30).
+func costPriced(objective string, cands []submit.Candidate, policyFile string) error {
+	if objective != submit.Cost {
+		return nil
+	}
+	var parts []string
+	for _, c := range cands {
+		if c.Cost >= 0 {
+			return nil
+		}
+		if !slices.Contains(parts, c.Partition) {
+			parts = append(parts, c.Partition)
+		}
+	}
+	if len(parts) == 0 {
+		return nil // nothing fits: the table says why
+	}
+	where := "the policy (--policy or TRAINRUN_POLICY) has"
+	if policyFile == "" {
+		where = "no policy file was given (--policy or TRAINRUN_POLICY), so there is"
+	}
+	return usageErrorf("--objective cost: %s no GPUHourCost= for partition %s: add GPUHourCost=PRICE to each 'PartitionName=' line, or use --objective finish",
+		where, strings.Join(parts, ", "))
+}
+
+// statScript is os.Stat; the unit tests, whose scripts are names only,
+// replace it.
+var statScript = os.Stat
+
+// checkScript fails, as a usage error (exit 2), for a batch script sbatch
+// could not read: found here, before the partitions and the --test-only
+// round, whose every row said "Unable to open file" (exit 4: issue 30).
+func checkScript(path string) error {
+	st, err := statScript(path)
+	switch {
+	case err != nil:
+		return usageErrorf("script %s: %v; sbatch reads it from here at submission: give its path (relative to %s, or absolute)", path, errors.Unwrap(err), workDir())
+	case st != nil && st.IsDir():
+		return usageErrorf("script %s is a directory; give the batch script's path", path)
+	}
+	return nil
+}
+
+func workDir() string {
+	if d, err := os.Getwd(); err == nil {
+		return d
+	}
+	return "the current directory"
 }

@@ -90,9 +90,10 @@ func (f *fakeSched) runStderr(_ context.Context, name string, args ...string) ([
 
 func runSched(t *testing.T, f *fakeSched, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	old := nowFunc
+	old, oldStat := nowFunc, statScript
 	nowFunc = func() time.Time { return captureTime }
-	t.Cleanup(func() { nowFunc = old })
+	statScript = func(string) (os.FileInfo, error) { return nil, nil } // the scripts here are names only
+	t.Cleanup(func() { nowFunc, statScript = old, oldStat })
 	code, stdout, stderr = cli{slurm: slurm.Client{Run: f.run, RunStderr: f.runStderr, Location: time.UTC}}.run(args...)
 	return stdout, stderr, code
 }
@@ -286,6 +287,13 @@ func TestSubmitMemoryAndCost(t *testing.T) {
 			t.Errorf("no cost: %+v", c)
 		}
 	}
+	// Issue 30: --objective cost with no price anywhere is a usage error,
+	// found before any sbatch --test-only.
+	f.testOnly = nil
+	_, errOut, code := runSched(t, f, append(append(base, "--policy", policyFile(t, ampere40), "--objective", "cost"), "--", "job.sh")...)
+	if code != exitcode.Usage || !strings.Contains(errOut, "no GPUHourCost= for partition") || len(f.testOnly) != 0 {
+		t.Errorf("unpriced cost: exit %d, %d test-only calls: %s", code, len(f.testOnly), errOut)
+	}
 }
 
 func TestSubmitBoundsParallelTestOnly(t *testing.T) {
@@ -367,5 +375,23 @@ func TestPartitions(t *testing.T) {
 	out = mustRun(t, f, "partitions")
 	if !strings.Contains(out, "ampere     UP     ?") || !strings.Contains(out, "note: partition ampere: GRES type \"a100\" is ambiguous") {
 		t.Errorf("partitions without a policy:\n%s", out)
+	}
+}
+
+// Issue 30: a script that is not there is a usage error before Slurm is
+// asked anything, not five rows of "Unable to open file" (exit 4).
+func TestSubmitMissingScript(t *testing.T) {
+	f := &fakeSched{t: t}
+	args := append([]string{"submit", "--dry-run", "--tokens", "1e8", "--policy", policyFile(t, ampere40)}, job8b...)
+	old := nowFunc
+	nowFunc = func() time.Time { return captureTime }
+	defer func() { nowFunc = old }()
+	code, _, errOut := cli{slurm: slurm.Client{Run: f.run, RunStderr: f.runStderr, Location: time.UTC}}.run(append(args, "--", filepath.Join(t.TempDir(), "nonexistent.sh"))...)
+	if code != exitcode.Usage || !strings.Contains(errOut, "nonexistent.sh: no such file or directory; sbatch reads it") || len(f.testOnly) != 0 {
+		t.Errorf("exit %d, %d test-only calls: %s", code, len(f.testOnly), errOut)
+	}
+	code, _, errOut = cli{slurm: slurm.Client{Run: f.run, RunStderr: f.runStderr, Location: time.UTC}}.run(append(args, "--", t.TempDir())...)
+	if code != exitcode.Usage || !strings.Contains(errOut, "is a directory") {
+		t.Errorf("a directory: exit %d: %s", code, errOut)
 	}
 }

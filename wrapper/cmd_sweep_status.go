@@ -70,6 +70,7 @@ func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
 		if err := atomicfile.WriteFile(*svg, []byte(sweep.SVG(m.Name, m.Keys, rows, *metric)), 0o644); err != nil {
 			return fmt.Errorf("--svg %s: %w", *svg, err)
 		}
+		fmt.Fprintf(env.stderr, "trainrun: sweep status: wrote %s (%s by parameter)\n", *svg, *metric)
 	}
 	if err := exportSweepMetrics(ctx, m.Name, sweep.Counts(rows), *pushgw, *textfile); err != nil {
 		fmt.Fprintf(env.stderr, "trainrun: sweep status: warning: %v\n", err)

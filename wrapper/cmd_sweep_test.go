@@ -149,6 +149,10 @@ func TestSweepPlansTheTimeLimit(t *testing.T) {
 		!strings.Contains(errb2.String(), "--time not given") || !strings.Contains(errb2.String(), "give --time LIMIT") {
 		t.Errorf("exit %d: %s", code, errb2)
 	}
+	// The fix comes first, before the planner's long list of presets (issue 30).
+	if i, j := strings.Index(errb2.String(), "give --time LIMIT"), strings.Index(errb2.String(), "llama3-8b"); j >= 0 && i > j {
+		t.Errorf("the fix comes after the preset list: %s", errb2)
+	}
 }
 
 func TestSweepStatus(t *testing.T) {
@@ -211,6 +215,9 @@ func TestSweepStatus(t *testing.T) {
 	}
 	if b, err := os.ReadFile(svg); err != nil || strings.Count(string(b), "<circle") != 3 {
 		t.Errorf("svg: %v\n%s", err, b)
+	}
+	if !strings.Contains(errb.String(), "wrote "+svg) { // issue 30: it said nothing
+		t.Errorf("stderr does not say the SVG was written:\n%s", errb)
 	}
 	// once Slurm forgot the array, the files decide
 	f.showJob = ""

@@ -54,7 +54,7 @@ func (o *sweepOptions) planTime(fs *pflag.FlagSet, s *sweepManifest) error {
 			if c := exitCodeOf(planErr); c == exitcode.NoFit || c == exitcode.Layout || c == exitcode.Capability {
 				code = c // no trial could be planned: nothing is submitted, with the planner's cause
 			}
-			return withCode(code, fmt.Errorf("--time not given and it cannot be planned: %v (give --time LIMIT, or the model and --steps N)", planErr))
+			return withCode(code, fmt.Errorf("--time not given: give --time LIMIT, or the model and --steps N to plan it; planning it failed: %v", planErr))
 		}
 		train := plan.TrainSeconds(j, plan.Evaluation{Time: plan.Time{Step: step}})
 		lead := o.plan.CkptLead

@@ -190,3 +190,16 @@ func ExitCode(err error) (code int, ok bool) {
 	}
 	return ee.ExitCode(), true
 }
+
+// KilledByTERM reports whether err is a command that SIGTERM ended. At a
+// scancel Slurm sends SIGTERM to every process of the job, a client
+// command running at that moment included: its caller need not warn about
+// it (issue 30: "... signal: terminated" at every scancel).
+func KilledByTERM(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
+}

@@ -266,6 +266,11 @@ exec %s run --probe none --fix tp=2 -- /bin/sh -c 'touch %s.$RANK; while :; do s
 	if info, _ := cluster.JobInfo(ctx, id); how != "scancel" && info["ExitCode"] != "7:0" {
 		t.Errorf("%s: job %s with ExitCode %s, want 7:0 (stopped)\n%s", how, state, info["ExitCode"], cluster.JobOutput(id))
 	}
+	// Issue 30: scancel's SIGTERM ends an scontrol trainrun is running too;
+	// that is no warning (it was "... signal: terminated").
+	if log := cluster.JobOutput(id); strings.Contains(log, "signal: terminated") {
+		t.Errorf("%s: a warning about a command scancel's SIGTERM ended:\n%s", how, log)
+	}
 	for i := 0; i < 50 && countProcs(marker) > 0; i++ {
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -225,25 +225,36 @@ const (
 // at most MaxEventsBytes); a missing file is no events, lines
 // that do not parse are skipped (a torn write).
 func ReadEvents(jobDir string) ([]Event, error) {
+	evs, _, err := ReadEventsSkipped(jobDir)
+	return evs, err
+}
+
+// ReadEventsSkipped is ReadEvents, and the line numbers of the lines it
+// skipped as no event (a line torn by a crash, or one someone edited), so
+// that `trainrun report` can say so instead of saying nothing (issue 30).
+func ReadEventsSkipped(jobDir string) ([]Event, []int, error) {
 	p := filepath.Join(jobDir, EventsFile)
 	b, err := safefs.ReadFile(p, MaxEventsBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("event log %s: %w", p, err)
+		return nil, nil, fmt.Errorf("event log %s: %w", p, err)
 	}
 	var out []Event
+	var skipped []int
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
+	for line := 1; sc.Scan(); line++ {
 		var e Event
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind != "" {
 			if len(out) == MaxEvents {
-				return out, fmt.Errorf("event log %s: more than %d events; the report shows the first %d", p, MaxEvents, MaxEvents)
+				return out, skipped, fmt.Errorf("event log %s: more than %d events; the report shows the first %d", p, MaxEvents, MaxEvents)
 			}
 			out = append(out, e)
+		} else if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			skipped = append(skipped, line)
 		}
 	}
-	return out, sc.Err()
+	return out, skipped, sc.Err()
 }

@@ -28,6 +28,7 @@ import (
 type Options struct {
 	// model
 	Model                                   string
+	ModelNotes                              []string // what a config.json's model leaves out (plan.ParseHFConfigNotes)
 	Layers, Hidden, Heads, KVHeads, HeadDim int
 	FFN                                     int
 	FFNType                                 string
@@ -117,7 +118,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.HostMemoryGB, "host-memory", 0, "host memory per node in GB, for offload (default: the GPU type's usual node)")
 	fs.Float64Var(&o.NVMeBW, "nvme-bw", 0, "local NVMe bandwidth per node in GB/s, for offload=nvme (ZeRO-Infinity; default: the policy's NVMeBW, else 25)")
 
-	fs.Float64Var(&o.MemoryMargin, "memory-margin", -1, "per cent of GPU memory a plan should leave free; a plan inside it fits but is shown as tight (default: the policy's MemoryMargin=, else 5)")
+	fs.Float64Var(&o.MemoryMargin, "memory-margin", -1, fmt.Sprintf("per cent of GPU memory a plan should leave free; a plan inside it fits but is shown as tight and ranked below plans with headroom up to %.0f %% slower (default: the policy's MemoryMargin=, else %.0f)", 100*plan.TightPenalty, 100*plan.DefaultMemoryMargin))
 	fs.StringVar(&o.Fix, "fix", "", "pin values: key=value,... with keys tp pp vpp cp ep etp(expert TP, default tp) dp mbs grad_accum recompute(none|selective|full) zero(0-3) sp(true|false) offload(none|optimizer|params|nvme)")
 	fs.BoolVar(&o.AllowCP, "allow-cp", false, "consider context parallelism (pays at long sequences; a pinned cp is always honoured)")
 	fs.BoolVar(&o.AllowTPOutsideNVLink, "allow-tp-outside-nvlink", false, "let tensor-parallel groups span NVLink domains")
@@ -188,7 +189,7 @@ func (o *Options) ModelGiven(changed func(name string) bool) (plan.Model, error)
 			return m, usageErrorf("--model %s: %v", o.Model, err)
 		}
 		defer f.Close()
-		if m, err = plan.ParseHFConfig(f, path); err != nil {
+		if m, o.ModelNotes, err = plan.ParseHFConfigNotes(f, path); err != nil {
 			return m, withCode(exitcode.Usage, err)
 		}
 		m.Name = modelNameOfPath(path)

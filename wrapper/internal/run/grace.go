@@ -103,7 +103,13 @@ func graceBudget(in graceInput) graceAdvice {
 		src := cmp.Or(lim.GraceSource, "the partition's GraceTime")
 		adv.Warnings = append(adv.Warnings, fmt.Sprintf("%s is %s, shorter than a checkpoint needs (%s): a preemption would kill the trainers before their save is done; ask the admins for a longer GraceTime, or save more often", src, lim.GraceTime, need))
 	}
-	if lim.KillWait >= 0 && lim.KillWait < adv.Need {
+	if lim.KillWait >= 0 && lim.KillWait < adv.Need && !lim.Preemptable && in.Lead > 0 {
+		// Only a scancel is left to end the job through Slurm's SIGTERM:
+		// no preemption's grace period, and trainrun's clock checkpoints
+		// before the time limit. Said once in the summary, not warned at
+		// every start (issue 30).
+		adv.Summary += " (KillWait is shorter than a checkpoint: to stop the job, trainrun ckpt request --then stop rather than scancel)"
+	} else if lim.KillWait >= 0 && lim.KillWait < adv.Need {
 		adv.Warnings = append(adv.Warnings, fmt.Sprintf("KillWait is %s, shorter than a checkpoint needs (%s): when Slurm itself ends the job (time limit without trainrun's clock, end of a grace period), SIGKILL follows SIGTERM before the save is done; rely on the lead, not on Slurm's SIGTERM", lim.KillWait, need))
 	}
 	return adv

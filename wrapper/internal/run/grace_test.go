@@ -36,6 +36,12 @@ func TestGraceBudget(t *testing.T) {
 			inSummary: "lead off (no end time)"},
 		{name: "GraceTime of a partition that is not preempted", in: graceInput{Measured: 60 * s, Samples: 1, Lead: 300 * s,
 			Limits: graceLimits{GraceTime: 0, KillWait: 120 * s}}, wantLead: 300 * s, inSummary: "GraceTime 0s (not preemptable)"},
+		// Issue 30: a partition that never preempts, with trainrun's clock on:
+		// KillWait only matters to a scancel, said in the summary, not warned.
+		{name: "KillWait short, not preemptable, lead on", in: graceInput{Measured: 40 * s, Samples: 1, Lead: 300 * s,
+			Limits: graceLimits{GraceTime: 0, KillWait: 30 * s}}, wantLead: 300 * s, inSummary: "ckpt request --then stop rather than scancel"},
+		{name: "KillWait short, not preemptable, no end time", in: graceInput{Measured: 40 * s, Samples: 1,
+			Limits: graceLimits{GraceTime: 0, KillWait: 30 * s}}, warnings: []string{"KillWait is 30s"}},
 		{name: "policy budget", in: graceInput{Measured: 60 * s, Samples: 1, Lead: 300 * s,
 			Limits: graceLimits{GraceTime: 45 * s, GraceSource: "the policy's CkptGraceBudget", KillWait: 120 * s}}, wantLead: 300 * s,
 			warnings: []string{"the policy's CkptGraceBudget is 45s, shorter than a checkpoint needs (1m15s)"}},

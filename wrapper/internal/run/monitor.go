@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -195,7 +196,7 @@ func (m *monitor) askJobState() {
 		defer cancel()
 		if ji, err := r.env.Slurm.Job(ctx, r.alloc.JobID); err == nil {
 			st = jobState(ji.State, ji.Restarts, r.alloc.RestartCount)
-		} else {
+		} else if !slurm.KilledByTERM(err) { // scancel's SIGTERM reached scontrol too: not news
 			r.logf("warning: asking Slurm for the job's state: %v", err)
 		}
 		m.stateCh <- st

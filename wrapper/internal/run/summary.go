@@ -23,7 +23,7 @@ func (r *runner) summary() string {
 	fmt.Fprintf(&b, "trainrun run: job %s, %d node(s) × %d GPU(s) = %d ranks, partition %s, restart %d\n",
 		a.JobID, len(a.Nodes), a.TasksPerNode, a.World(), orDash(a.Partition), a.RestartCount)
 	if !a.EndTime.IsZero() {
-		fmt.Fprintf(&b, "  time limit  %s, ends %s; checkpoint asked %s before\n", fmtLimit(a.TimeLimit), a.EndTime.Format("2006-01-02 15:04:05"), r.facts.lead)
+		fmt.Fprintf(&b, "  time limit  %s, ends %s; checkpoint asked %s before\n", fmtLimit(a.TimeLimit), a.EndTime.Format("2006-01-02 15:04:05 MST"), r.facts.lead)
 	}
 	fmt.Fprintf(&b, "  layout      tp=%d pp=%d vpp=%d cp=%d ep=%d dp=%d  micro_batch=%d grad_accum=%d recompute=%s zero=%d sp=%t",
 		l.TP, l.PP, l.VPP, l.CP, l.EP, l.DP, l.MicroBatch, l.GradAccum, l.Recompute, l.Zero, l.SP)
@@ -31,6 +31,7 @@ func (r *runner) summary() string {
 		fmt.Fprintf(&b, "\n  predicted   step %.3f s (compute %.3f, TP comm %.3f, PP bubble %.3f, DP exposed %.3f), MFU %.1f%%, %.0f GiB/GPU of %.0f\n",
 			r.choice.Eval.Time.Step, r.choice.Eval.Time.Compute, r.choice.Eval.Time.TPComm, r.choice.Eval.Time.PPBubble, r.choice.Eval.Time.DPCommExposed, 100*r.choice.Eval.MFU,
 			r.choice.Eval.Memory.PerGPU/(1<<30), r.choice.Eval.Memory.Capacity/(1<<30))
+		b.WriteString(tightWarning(r.choice.Eval)) // issue 30
 	} else {
 		fmt.Fprintf(&b, " (pinned with --fix; not evaluated: no prediction)\n")
 	}

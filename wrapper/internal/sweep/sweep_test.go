@@ -2,9 +2,11 @@ package sweep
 
 import (
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,5 +204,59 @@ func TestSVGIsXMLWhateverTheValues(t *testing.T) {
 	}
 	if strings.Contains(svg, "<script>") {
 		t.Error("markup from a value reached the SVG")
+	}
+}
+
+// Issue 30: the metric's axis is labelled and readable: ticks with values,
+// the metric's name, a log scale when one diverged trial would squash the
+// others, tick labels that stay left of their panel and clear of the
+// previous one, and each point marked with its trial.
+func TestSVGAxesLabelled(t *testing.T) {
+	rows := []TrialStatus{
+		{Index: 0, Params: map[string]string{"lr": "1e-4", "wd": "0"}, Metric: map[string]float64{"loss": 2.31}},
+		{Index: 1, Params: map[string]string{"lr": "3e-4", "wd": "0.1"}, Metric: map[string]float64{"loss": 2.17}},
+		{Index: 2, Params: map[string]string{"lr": "1e-3", "wd": "0"}, Metric: map[string]float64{"loss": 2.05}},
+		{Index: 3, Params: map[string]string{"lr": "3e-2", "wd": "0.1"}, Metric: map[string]float64{"loss": 0.000123456}},
+		{Index: 4, Params: map[string]string{"lr": "1e-1", "wd": "0"}, Metric: map[string]float64{"loss": 41.7}}, // diverged
+	}
+	svg := SVG("s", []string{"lr", "wd"}, rows, "loss")
+	for _, want := range []string{"loss (log scale)", "lr (log scale)", `rotate(-90`, ">0.001<", ">10<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	for i := range rows {
+		if !strings.Contains(svg, fmt.Sprintf(`fill="#555">%d</text>`, i)) {
+			t.Errorf("trial %d's point is not labelled", i)
+		}
+	}
+	// Tick labels (right-aligned at x) of the second panel: at 7 px a
+	// character they must start right of the first panel's right edge.
+	firstRight := svgLeft + svgPanelW
+	re := regexp.MustCompile(`<text x="([0-9.]+)" y="[0-9.]+" text-anchor="end" font-size="11">([^<]+)</text>`)
+	n := 0
+	for _, m := range re.FindAllStringSubmatch(svg, -1) {
+		x, _ := strconv.ParseFloat(m[1], 64)
+		if x < firstRight {
+			continue // the first panel's
+		}
+		n++
+		if start := x - 7*float64(len(m[2])); start <= firstRight {
+			t.Errorf("tick label %q spans %.0f..%.0f, into the first panel (right edge %.0f)", m[2], start, x, firstRight)
+		}
+	}
+	if n < 3 || n > 2*svgTicks {
+		t.Errorf("%d tick labels on the second panel, want about %d", n, svgTicks)
+	}
+	// Round values: 1, 2 or 5 times a power of ten.
+	for _, m := range re.FindAllStringSubmatch(svg, -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if d := v / math.Pow(10, math.Floor(math.Log10(v))); err != nil || math.Abs(d-1) > 1e-9 && math.Abs(d-2) > 1e-9 && math.Abs(d-5) > 1e-9 {
+			t.Errorf("tick %q is not a round value", m[2])
+		}
+	}
+	// A metric spanning less than 10x stays linear.
+	if lin := SVG("s", []string{"lr"}, rows[:3], "loss"); strings.Contains(lin, "loss (log scale)") {
+		t.Error("a 1.1x spread drawn on a log axis")
 	}
 }
