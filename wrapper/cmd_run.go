@@ -14,6 +14,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -280,6 +281,7 @@ type session struct {
 	lastTag      string      // the latest committed checkpoint's tag known to the controller
 	obs          runObserver // nil in a dry run
 	progress     *obs.ProgressReader
+	lossHist     *losshist.Recorder // the loss history (issue 32); nil without a store
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool

@@ -10,6 +10,7 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -182,9 +183,11 @@ func crashCause(code int) string {
 func (r *runner) pollProgress() {
 	if r.sess.progress == nil {
 		r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
+		r.sess.lossHist = losshist.NewRecorder(r.dirs.ckptDir, func(err error) { r.logf("warning: %v", err) })
 	}
 	if e, ok := r.sess.progress.Poll(); ok {
 		r.sess.calibRec.Progress(e.Step, e.Time)
+		r.sess.lossHist.Record(e.Step, e.Tokens, e.Time, r.sess.progress.Metrics) // .trainrun/metrics.jsonl (issue 32)
 		r.observe(e)
 	}
 }

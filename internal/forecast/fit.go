@@ -69,7 +69,7 @@ const (
 type segment struct {
 	x, y, w []float64
 	lnx     []float64 // log x, so that x^-alpha is one exp
-	step    []bool // point is at or after the change
+	step    []bool    // point is at or after the change
 	hasStep bool
 }
 

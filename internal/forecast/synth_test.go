@@ -142,7 +142,6 @@ func TestForecastAcceptance(t *testing.T) {
 	}
 }
 
-
 // TestForecastOtherFamilies reports the same figures for curves the fit's
 // form does not contain (two power laws; an exponential tail) and for the
 // fit's own form with the learning rate reported. The issue sets no bound
