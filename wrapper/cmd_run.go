@@ -14,8 +14,8 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/plan"
-	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
+	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
