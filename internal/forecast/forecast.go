@@ -24,8 +24,8 @@ type Options struct {
 	Level   float64 // the band's coverage (default 0.8: the 10th to the 90th percentile)
 	Samples int     // bootstrap replicates (default 200)
 	Seed    uint64  // the bootstrap's random source: the same points and seed give the same forecast
-	// WarmupTokens, when positive, ends the warm-up there instead of
-	// detecting it (the trainer's schedule says where).
+	// WarmupTokens, when positive, is the earliest the fit may start
+	// (the trainer's schedule says where the warm-up ends).
 	WarmupTokens float64
 }
 
@@ -61,6 +61,19 @@ type Result struct {
 	PReach                    float64 // the probability that the loss at Budget is at most Target
 	Verdict                   string  // OnTrack, OffTrack or TooEarly ("" without Target)
 	Why                       string  // the verdict's reason in words
+
+	laws  []Law // the bootstrap's, widened (BandAt)
+	scale float64
+}
+
+// BandAt is the forecast's band at tokens (the fit alone without a
+// Budget).
+func (r Result) BandAt(tokens float64) Band {
+	mid := r.Law.At(tokens)
+	if len(r.laws) == 0 {
+		return Band{mid, mid, mid}
+	}
+	return band(r.laws, r.Level, mid, func(l Law) float64 { return l.At(tokens) }).widen(r.scale)
 }
 
 // Confident is a verdict to act on (--stop-if-off-track): the
@@ -82,17 +95,14 @@ var ErrTooFew = errors.New("too few loss points")
 // Forecast fits pts (any order; points without a finite positive loss and
 // tokens are skipped) and forecasts as opts asks.
 //
-// Warm-up: with a learning rate reported, the warm-up ends where the rate
-// first reaches its peak, and the fit starts at twice those tokens (the loss
-// still carries the warm-up for a while); a drop of the rate by more than
-// 30% between two reports is a schedule change. Without one, the fit window
-// grows backwards from the last half of the run in steps of 0.7× tokens
-// while the added points agree with the law (their mean residual within
-// three standard errors, autocorrelation counted); the first band that
-// lies above the law is warm-up, and the window stops there. In each
-// window a schedule change is a step Drop in the law (Law), searched over
-// the window and kept when the Bayesian information criterion prefers it
-// and the drop is larger than three noise widths.
+// Warm-up: the fit window grows backwards from the last half of the run
+// in steps of 0.7x tokens while the added points agree with the law
+// (agrees); the first band that lies above the law is warm-up, and the
+// window stops there. With a learning rate reported, the window never
+// reaches back past the rate's first peak, and a drop of the rate by more
+// than 30% between two reports is the schedule change. Without one, each
+// window searches for a schedule change, a step Drop in the law (Law),
+// kept when the Bayesian information criterion prefers it strongly.
 //
 // The band is a moving-block residual bootstrap (Künsch 1989): the fit's
 // residuals are resampled in blocks as long as their autocorrelation asks
@@ -154,6 +164,7 @@ func forecastScaled(pts []Point, opts Options, scale float64) (Result, error) {
 		return res, nil
 	}
 	laws := bootstrap(seg, fit, resid, res.Autocorr, opts, res.Observed, w.dropAt)
+	res.laws, res.scale = slices.Clone(laws), scale
 	res.Loss = band(laws, opts.Level, res.Law.At(opts.Budget), func(l Law) float64 { return l.At(opts.Budget) })
 	res.Loss = res.Loss.widen(scale)
 	for i := range laws { // the verdict's probability counts the widened spread

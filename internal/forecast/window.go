@@ -19,18 +19,29 @@ const (
 
 func chooseWindow(p []Point, warmup float64) window {
 	last := p[len(p)-1].Tokens
-	if warmup > 0 || hasLR(p) {
-		cut, dropAt := lrWindow(p)
-		if warmup > 0 {
-			cut = warmup
-		}
-		return window{seg: buildSegment(p, cut, dropAt, last), cut: cut, dropAt: dropAt}
+	floor, known, dropAt := p[0].Tokens, false, 0.0
+	if hasLR(p) {
+		floor, dropAt = lrWindow(p)
+		known = true
 	}
-	c := startFrac * last
-	best := scanWindow(p, c, last)
-	for c > p[0].Tokens {
-		c2 := math.Max(growFactor*c, p[0].Tokens)
-		w2 := scanWindow(p, c2, last)
+	if warmup > 0 {
+		floor = warmup
+	}
+	fit := func(cut float64) window {
+		if known {
+			d := dropAt
+			if d <= cut {
+				d = 0 // a change before the window: its law is already the new one
+			}
+			return window{seg: buildSegment(p, cut, d, last), cut: cut, dropAt: d}
+		}
+		return scanWindow(p, cut, last)
+	}
+	c := math.Max(startFrac*last, floor)
+	best := fit(c)
+	for c > floor {
+		c2 := math.Max(growFactor*c, floor)
+		w2 := fit(c2)
 		if !agrees(w2, best, c2, c, last) {
 			break
 		}
@@ -49,7 +60,8 @@ func hasLR(p []Point) bool {
 }
 
 // lrWindow reads the warm-up's end and the last schedule change from the
-// reported learning rate.
+// reported learning rate: the fit starts no earlier than the peak, and the
+// window grows back towards it as far as the points agree.
 func lrWindow(p []Point) (cut, dropAt float64) {
 	peak := 0.0
 	for _, q := range p {
@@ -62,15 +74,11 @@ func lrWindow(p []Point) (cut, dropAt float64) {
 			break
 		}
 	}
-	cut = math.Min(2*p[wi].Tokens, startFrac*p[len(p)-1].Tokens)
-	cut = math.Max(cut, p[0].Tokens)
+	cut = math.Max(p[wi].Tokens, p[0].Tokens)
 	for j := wi + 1; j < len(p); j++ {
 		if p[j].LR > 0 && p[j-1].LR > 0 && p[j].LR < lrDropRatio*p[j-1].LR {
 			dropAt = p[j].Tokens
 		}
-	}
-	if dropAt <= cut {
-		dropAt = 0 // a change before the window: the window's law is already the new one
 	}
 	return cut, dropAt
 }
