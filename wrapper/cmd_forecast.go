@@ -16,6 +16,8 @@ import (
 	"github.com/trainrun/trainrun/internal/forecast"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/losshist"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
+	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
 // `trainrun forecast` (issue 32): is this run on track? The fitting is
@@ -312,4 +314,94 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 
 func xmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}
+
+// forecastWatch is trainrun run --target-loss: a forecast at each
+// committed checkpoint, exported and logged, a webhook when the verdict
+// turns, and with --stop-if-off-track a checkpoint-and-stop once the run
+// is off track with probability 0.9.
+type forecastWatch struct {
+	target, budget float64
+	stop           bool
+	last           string // the previous verdict
+	stoppedWhy     string // set when the watch asked the run to stop
+}
+
+// startForecast checks --target-loss and its budget before the run
+// starts: a bad value fails the job at once, not at its first checkpoint.
+func (r *runner) startForecast() error {
+	o := r.cfg.obs
+	if o.targetLoss == "" {
+		if o.stopOffTrack {
+			return usageErrorf("--stop-if-off-track needs --target-loss (or TRAINRUN_TARGET_LOSS): the loss the run must reach")
+		}
+		return nil
+	}
+	var t float64
+	if _, err := fmt.Sscan(o.targetLoss, &t); err != nil || !(t > 0) || math.IsInf(t, 0) {
+		return usageErrorf("--target-loss %q (or TRAINRUN_TARGET_LOSS): want a loss above 0, such as 2.1", o.targetLoss)
+	}
+	if r.cfg.plan.Tokens == "" {
+		return usageErrorf("--target-loss %s needs --tokens, the run's budget: the loss is forecast there", o.targetLoss)
+	}
+	b, err := parseTokens(r.cfg.plan.Tokens)
+	if err != nil || b <= 0 {
+		return usageErrorf("--tokens %q: want a token count such as 2T, 300B or 1e12", r.cfg.plan.Tokens)
+	}
+	if r.dirs.ckptDir == "" {
+		return usageErrorf("--target-loss needs --ckpt-dir: the loss history is kept in the store")
+	}
+	r.sess.fc = &forecastWatch{target: t, budget: b, stop: o.stopOffTrack}
+	return nil
+}
+
+// forecastAtCommit forecasts from the loss history after a commit.
+func (r *runner) forecastAtCommit() {
+	w := r.sess.fc
+	if w == nil || w.stoppedWhy != "" {
+		return
+	}
+	es, err := losshist.Read(losshist.Path(r.dirs.ckptDir))
+	if err != nil {
+		r.logf("warning: forecast: %v", err)
+		return
+	}
+	res, err := forecast.Forecast(losshist.Points(es, "loss"), forecast.Options{Budget: w.budget, Target: w.target, Seed: 1})
+	if err != nil && !errors.Is(err, forecast.ErrTooFew) {
+		r.logf("warning: forecast: %v", err)
+		return
+	}
+	if err != nil {
+		res.Verdict = forecast.TooEarly
+	}
+	f := &obs.Forecast{Verdict: res.Verdict, PReach: res.PReach, Target: w.target, Budget: w.budget,
+		Lo: res.Loss.Lo, Mid: res.Loss.Mid, Hi: res.Loss.Hi, Level: res.Level, Noise: res.Noise,
+		Changed: w.last != "" && w.last != forecast.TooEarly && res.Verdict != forecast.TooEarly && res.Verdict != w.last}
+	if res.Verdict != forecast.TooEarly {
+		w.last = res.Verdict
+	} else if w.last == "" {
+		w.last = forecast.TooEarly
+	}
+	r.observe(obs.Event{Kind: obs.KindForecast, Forecast: f, Message: res.Why})
+	r.logf("forecast: %s: %s", res.Verdict, res.Why)
+	if w.stop && res.Verdict == forecast.OffTrack && res.Confident() && r.ckpt.store != nil {
+		w.stoppedWhy = res.Why
+		if err := r.ckpt.store.PutRequest(checkpoint.Request{Then: "stop", Reason: "off-track", By: "trainrun run --stop-if-off-track"}); err != nil {
+			r.logf("warning: forecast: asking the run to stop: %v", err)
+			w.stoppedWhy = ""
+			return
+		}
+		r.logf("forecast: off track with probability %.2f: checkpointing and stopping (--stop-if-off-track, exit %d)", 1-res.PReach, exitcode.OffTrack)
+	}
+}
+
+// offTrackExit gives a stop that --stop-if-off-track asked for its own
+// exit code.
+func (r *runner) offTrackExit(d run.Decision) run.Decision {
+	if w := r.sess.fc; w != nil && w.stoppedWhy != "" && d.Exit == exitcode.Stopped {
+		d.Exit = exitcode.OffTrack
+		d.Err = "checkpointed (latest " + d.Tag + ") and stopped: off track: " + w.stoppedWhy
+		d.Record = "stopped off track (--stop-if-off-track)"
+	}
+	return d
 }

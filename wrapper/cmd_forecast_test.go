@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/losshist"
+	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
 
 // forecastStore writes a store whose history follows L = 2 + 0.3·(D/1e10)^-0.35
@@ -104,5 +106,62 @@ func TestForecastErrors(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.msg) {
 			t.Errorf("%s: exit %d, %q; want %d and %q", c.name, code, errOut, c.code, c.msg)
 		}
+	}
+}
+
+// A run whose forecast is confidently off its target asks for a checkpoint
+// and a stop, and the stop gets exit 12; the verdict's turn is an event
+// the webhook hears.
+func TestForecastWatchStopsOffTrack(t *testing.T) {
+	dir := forecastStore(t)
+	st, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	var log strings.Builder
+	r := &runner{env: &runEnv{stderr: &log}, dirs: runDirs{ckptDir: dir}, ckpt: runStore{store: st}, sess: session{obs: rec}}
+	r.cfg.obs.targetLoss, r.cfg.obs.stopOffTrack, r.cfg.plan.Tokens = "2.45", true, "10B"
+	if err := r.startForecast(); err != nil {
+		t.Fatal(err)
+	}
+	r.forecastAtCommit() // on track: no stop
+	if r.sess.fc.stoppedWhy != "" {
+		t.Fatalf("stopped on track: %s", log.String())
+	}
+	r.sess.fc.target = 2.0 // the target moves below the forecast (2.3)
+	r.forecastAtCommit()
+	if len(rec.evs) != 2 || rec.evs[1].Forecast == nil || rec.evs[1].Forecast.Verdict != "off-track" || !rec.evs[1].Forecast.Changed {
+		t.Fatalf("events %+v, want on-track then a changed off-track", rec.evs)
+	}
+	req, err := st.TakeRequest()
+	if err != nil || req == nil || req.Then != "stop" {
+		t.Fatalf("request %+v, %v: want a stop request", req, err)
+	}
+	d := r.offTrackExit(run.Decision{Exit: exitcode.Stopped, Tag: "step-500"})
+	if d.Exit != exitcode.OffTrack || !strings.Contains(d.Err, "off track") {
+		t.Errorf("decision %+v, want exit %d", d, exitcode.OffTrack)
+	}
+	if d := (&runner{}).offTrackExit(run.Decision{Exit: exitcode.Stopped}); d.Exit != exitcode.Stopped {
+		t.Errorf("a stop without the watch changed its exit to %d", d.Exit)
+	}
+}
+
+func TestForecastWatchBadInput(t *testing.T) {
+	for _, c := range []struct{ target, tokens, ckpt, msg string }{
+		{"fast", "10B", "/x", "--target-loss \"fast\""},
+		{"2", "", "/x", "needs --tokens"},
+		{"2", "10B", "", "needs --ckpt-dir"},
+	} {
+		r := &runner{dirs: runDirs{ckptDir: c.ckpt}}
+		r.cfg.obs.targetLoss, r.cfg.plan.Tokens = c.target, c.tokens
+		if err := r.startForecast(); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%+v: %v, want %q", c, err, c.msg)
+		}
+	}
+	r := &runner{}
+	r.cfg.obs.stopOffTrack = true
+	if err := r.startForecast(); err == nil || !strings.Contains(err.Error(), "needs --target-loss") {
+		t.Errorf("--stop-if-off-track alone: %v", err)
 	}
 }

@@ -282,6 +282,7 @@ type session struct {
 	obs          runObserver // nil in a dry run
 	progress     *obs.ProgressReader
 	lossHist     *losshist.Recorder // the loss history (issue 32); nil without a store
+	fc           *forecastWatch     // --target-loss (cmd_forecast.go); nil without
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
