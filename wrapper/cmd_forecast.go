@@ -332,7 +332,7 @@ type forecastWatch struct {
 func (r *runner) startForecast() error {
 	o := r.cfg.obs
 	if o.targetLoss == "" {
-		if o.stopOffTrack {
+		if o.stopOffTrack && r.cfg.fromUser("stop-if-off-track") { // the policy's StopIfOffTrack=yes applies to runs with a target only
 			return usageErrorf("--stop-if-off-track needs --target-loss (or TRAINRUN_TARGET_LOSS): the loss the run must reach")
 		}
 		return nil

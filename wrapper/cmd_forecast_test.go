@@ -160,8 +160,12 @@ func TestForecastWatchBadInput(t *testing.T) {
 		}
 	}
 	r := &runner{}
-	r.cfg.obs.stopOffTrack = true
+	r.cfg.obs.stopOffTrack, r.cfg.from = true, map[string]source{"stop-if-off-track": {kind: fromFlag}}
 	if err := r.startForecast(); err == nil || !strings.Contains(err.Error(), "needs --target-loss") {
 		t.Errorf("--stop-if-off-track alone: %v", err)
+	}
+	r.cfg.from = map[string]source{"stop-if-off-track": {kind: fromPolicy, name: "StopIfOffTrack"}}
+	if err := r.startForecast(); err != nil || r.sess.fc != nil {
+		t.Errorf("the policy's StopIfOffTrack=yes without a target: %v", err)
 	}
 }

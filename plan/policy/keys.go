@@ -168,6 +168,10 @@ func init() {
 			Format: "off, or a duration such as 2h: the age of the latest checkpoint at which metrics flag the job",
 			Why:    "off: no alert threshold unless the site sets one",
 			parse:  offDuration, set: func(s *Settings, v any, src Source) { s.MaxCkptAge = Setting[time.Duration]{v.(time.Duration), src} }},
+		{Name: "StopIfOffTrack", Default: "no", User: true,
+			Format: "yes or no: a run with --target-loss checkpoints and stops (exit 12) once its loss forecast is off track with probability 0.9",
+			Why:    "no: a forecast informs (metrics, webhook); stopping a run is the user's or the site's choice",
+			parse:  parseYesNo, set: func(s *Settings, v any, src Source) { s.StopIfOffTrack = Setting[bool]{v.(bool), src} }},
 		{Name: "Calibration", Default: "none", User: true,
 			Format: "none, or the absolute path of a site calibration directory (trainrun calib)",
 			Why:    "none: plans use the published-run calibration only; with a directory, trainrun run appends each run's observation to it and plan/run/submit/sweep correct their predictions with the nearest ones",
@@ -196,7 +200,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "Calibration"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration"}
 }
 
 // badValue is a value error before the file and line are known.
