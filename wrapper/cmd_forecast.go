@@ -405,3 +405,73 @@ func (r *runner) offTrackExit(d run.Decision) run.Decision {
 	}
 	return d
 }
+
+func init() {
+	register(&command{name: "scaling", short: "fit loss against model size and tokens over proxy runs and predict a bigger model's loss", run: runScaling})
+	examples["scaling"] = []example{
+		{"three proxy sizes (their stores, each =its parameter count) predict a 7B model at 140B tokens", "trainrun scaling ckpt/p125m=125M ckpt/p350m=350M ckpt/p760m=760M --params 7B --tokens 140B"},
+		{"the same for a script", "trainrun scaling ckpt/p125m=125M ckpt/p350m=350M ckpt/p760m=760M --params 7B --tokens 140B --format json"},
+	}
+}
+
+// runScaling is `trainrun scaling RUN=PARAMS...`: internal/forecast's
+// FitScaling over the runs' loss histories.
+func runScaling(ctx context.Context, env *runEnv, args []string) error {
+	fs := newFlags("scaling", "scaling RUN=PARAMS... --params N --tokens D [--format table|json]", env.stdout)
+	params := fs.String("params", "", "the model to predict: its parameter count (7B, 70e9)")
+	tokens := fs.String("tokens", "", "its training tokens (140B, 2T)")
+	format := fs.String("format", "table", "table|json")
+	metric := fs.String("metric", "loss", "the metric of report_progress(metrics=...) to fit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *format != "table" && *format != "json" {
+		return usageErrorf("--format %q: accepted: table, json", *format)
+	}
+	n, errN := parseTokens(*params)
+	d, errD := parseTokens(*tokens)
+	if *params == "" || errN != nil || n <= 0 || *tokens == "" || errD != nil || d <= 0 {
+		return usageErrorf("scaling needs --params N and --tokens D of the model to predict (such as --params 7B --tokens 140B), got %q and %q", *params, *tokens)
+	}
+	var runs []forecast.SizedRun
+	for _, a := range fs.Args() {
+		dir, size, ok := strings.Cut(a, "=")
+		p, err := parseTokens(size)
+		if !ok || err != nil || p <= 0 {
+			return usageErrorf("%s: want RUN=PARAMS, the run's store, job directory or metrics.jsonl and its model's parameter count (ckpt/p125m=125M)", a)
+		}
+		hist, _, err := forecastSource(dir)
+		if err != nil {
+			return err
+		}
+		es, err := losshist.Read(hist)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, forecast.SizedRun{Name: dir, Params: p, Points: losshist.Points(es, *metric)})
+	}
+	f, err := forecast.FitScaling(runs, n, d, 0.8, 200, 1)
+	if err != nil {
+		return withCode(exitcode.Usage, err)
+	}
+	if *format == "json" {
+		b, err := json.MarshalIndent(map[string]any{
+			"law":  map[string]float64{"e": f.Law.E, "a": f.Law.A, "alpha": f.Law.Alpha, "b": f.Law.B, "beta": f.Law.Beta, "n_unit": 1e9, "d_unit": 1e10},
+			"used": f.Used, "rms": f.RMS, "sizes": f.Sizes, "params": n, "tokens": d, "loss": bandJSON(f.Loss), "level": f.Level,
+			"extrapolation": f.Extrapolation,
+		}, "", "  ")
+		if err != nil {
+			return err
+		}
+		env.stdout.Write(append(b, '\n'))
+		return nil
+	}
+	w := env.stdout
+	fmt.Fprintf(w, "fit          L(N,D) = %.4g + %.4g/(N/1e9)^%.3f + %.4g/(D/1e10)^%.3f (Hoffmann et al. 2022, eq. 2)\n", f.Law.E, f.Law.A, f.Law.Alpha, f.Law.B, f.Law.Beta)
+	fmt.Fprintf(w, "             on %d points of %d runs at %d sizes, residual RMS %.4g\n", f.Used, len(runs), f.Sizes, f.RMS)
+	fmt.Fprintf(w, "prediction   %s parameters, %s tokens: loss %.4g, %.0f%% band %.4g - %.4g\n", forecast.SI(n), forecast.SI(d), f.Loss.Mid, 100*f.Level, f.Loss.Lo, f.Loss.Hi)
+	if f.Extrapolation > 1 {
+		fmt.Fprintf(w, "note         %.1fx past the largest run: the band holds the runs' noise, not the law's form, which matters more the further out\n", f.Extrapolation)
+	}
+	return nil
+}

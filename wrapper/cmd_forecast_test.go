@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -167,5 +168,38 @@ func TestForecastWatchBadInput(t *testing.T) {
 	r.cfg.from = map[string]source{"stop-if-off-track": {kind: fromPolicy, name: "StopIfOffTrack"}}
 	if err := r.startForecast(); err != nil || r.sess.fc != nil {
 		t.Errorf("the policy's StopIfOffTrack=yes without a target: %v", err)
+	}
+}
+
+func TestScalingCommand(t *testing.T) {
+	law := func(n, d float64) float64 { return 1.69 + 406.4/math.Pow(n, 0.34) + 410.7/math.Pow(d, 0.28) }
+	r := rand.New(rand.NewPCG(5, 5))
+	args := []string{"scaling", "--params", "1.3B", "--tokens", "26B", "--format", "json"}
+	for _, n := range []float64{125e6, 350e6, 760e6} {
+		p := filepath.Join(t.TempDir(), "metrics.jsonl")
+		w := losshist.Open(p)
+		for s := int64(1); s <= 200; s++ {
+			d := 20 * n * float64(s) / 200
+			w.Append(losshist.Entry{Step: s, Tokens: int64(d), Metrics: map[string]float64{"loss": law(n, d) * (1 + 0.004*r.NormFloat64())}})
+		}
+		args = append(args, p+"="+strconv.FormatFloat(n, 'g', -1, 64))
+	}
+	code, out, errOut := cli{}.run(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Loss map[string]float64 `json:"loss"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	truth := law(1.3e9, 26e9)
+	if e := math.Abs(doc.Loss["mid"]-truth) / truth; e > 0.03 {
+		t.Errorf("predicted %v, true %.4f: error %.2f%%", doc.Loss, truth, 100*e)
+	}
+	code, _, errOut = (cli{}).run("scaling", "x=1B", "--params", "7B")
+	if code != exitcode.Usage || !strings.Contains(errOut, "--tokens") {
+		t.Errorf("missing --tokens: exit %d %q", code, errOut)
 	}
 }
