@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/trainrun/trainrun/checkpoint"
@@ -17,6 +19,8 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
+	"github.com/trainrun/trainrun/wrapper/internal/rungs"
+	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -474,4 +478,81 @@ func runScaling(ctx context.Context, env *runEnv, args []string) error {
 		fmt.Fprintf(w, "note         %.1fx past the largest run: the band holds the runs' noise, not the law's form, which matters more the further out\n", f.Extrapolation)
 	}
 	return nil
+}
+
+// earlyStopWatch is a sweep trial's side of `trainrun sweep --early-stop`
+// (the sweep's script exports TRAINRUN_EARLY_STOP, TRAINRUN_SWEEP_DIR,
+// TRAINRUN_SWEEP_TRIAL, TRAINRUN_SWEEP_METRIC, TRAINRUN_SWEEP_MAXIMIZE):
+// at each rung it records the trial's metric in the sweep directory and
+// stops the trial (a checkpoint, then exit 7) unless it ranks among the
+// best 1/ETA of the trials that reached the rung.
+type earlyStopWatch struct {
+	off      bool
+	es       sweep.EarlyStop
+	dir      string
+	trial    int
+	metric   string
+	maximize bool
+	rung     int
+	stopped  bool
+}
+
+func (r *runner) earlyStopWatch() *earlyStopWatch {
+	if r.sess.esw != nil {
+		return r.sess.esw
+	}
+	g := r.env.getenv
+	w := &earlyStopWatch{off: true, rung: -1}
+	r.sess.esw = w
+	es, ok, err := sweep.ParseEarlyStop(g("TRAINRUN_EARLY_STOP"))
+	trial, terr := strconv.Atoi(g("TRAINRUN_SWEEP_TRIAL"))
+	switch {
+	case err != nil:
+		r.logf("warning: TRAINRUN_EARLY_STOP: %v; no early stopping", err)
+	case !ok:
+	case g("TRAINRUN_SWEEP_DIR") == "" || terr != nil:
+		r.logf("warning: TRAINRUN_EARLY_STOP=%s without TRAINRUN_SWEEP_DIR and TRAINRUN_SWEEP_TRIAL (set by trainrun sweep's script): no early stopping", g("TRAINRUN_EARLY_STOP"))
+	default:
+		w.off, w.es, w.dir, w.trial = false, es, g("TRAINRUN_SWEEP_DIR"), trial
+		w.metric, w.maximize = cmp.Or(g("TRAINRUN_SWEEP_METRIC"), "loss"), g("TRAINRUN_SWEEP_MAXIMIZE") == "true"
+	}
+	return w
+}
+
+// earlyStop is called with each progress report.
+func (r *runner) earlyStop(step int64, metrics map[string]float64) {
+	w := r.earlyStopWatch()
+	v, has := metrics[w.metric]
+	if w.off || w.stopped || !has {
+		return
+	}
+	k := w.es.Rung(step)
+	if k <= w.rung {
+		return
+	}
+	w.rung = k
+	if err := rungs.Record(w.dir, k, w.trial, step, v); err != nil {
+		r.logf("warning: %v", err)
+		return
+	}
+	vals, err := rungs.Values(w.dir, k)
+	if err != nil {
+		r.logf("warning: %v", err)
+		return
+	}
+	keep := (len(vals) + w.es.Eta - 1) / w.es.Eta
+	if w.es.Continue(v, vals, w.maximize) {
+		r.logf("early stop: rung %d (step %d): %s %.4g is in the best %d of the %d trials there: going on", k, step, w.metric, v, keep, len(vals))
+		return
+	}
+	w.stopped = true
+	r.logf("early stop: rung %d (step %d): %s %.4g is not in the best %d of the %d trials there: checkpointing and stopping (state stopped-early)", k, step, w.metric, v, keep, len(vals))
+	if err := rungs.MarkStopped(w.dir, w.trial, k, step, v); err != nil {
+		r.logf("warning: %v", err)
+	}
+	if r.ckpt.store != nil {
+		if err := r.ckpt.store.PutRequest(checkpoint.Request{Then: "stop", Reason: "stopped-early", By: "trainrun sweep --early-stop"}); err != nil {
+			r.logf("warning: early stop: asking the run to stop: %v", err)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
+	"github.com/trainrun/trainrun/wrapper/internal/rungs"
 )
 
 // forecastStore writes a store whose history follows L = 2 + 0.3·(D/1e10)^-0.35
@@ -202,4 +204,41 @@ func TestScalingCommand(t *testing.T) {
 	if code != exitcode.Usage || !strings.Contains(errOut, "--tokens") {
 		t.Errorf("missing --tokens: exit %d %q", code, errOut)
 	}
+}
+
+// A trial whose metric at a rung is outside the best 1/ETA stops: its
+// record and stopped marker are in the sweep directory and its store has a
+// stop request; one inside goes on.
+func TestEarlyStopTrial(t *testing.T) {
+	sdir := t.TempDir()
+	for i, v := range []float64{1, 2, 3} {
+		rungs.Record(sdir, 0, i, 10, v)
+	}
+	trial := func(idx string) (*runner, *checkpoint.Store) {
+		st, err := checkpoint.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string]string{"TRAINRUN_EARLY_STOP": "asha:3:10", "TRAINRUN_SWEEP_DIR": sdir, "TRAINRUN_SWEEP_TRIAL": idx, "TRAINRUN_SWEEP_METRIC": "loss"}
+		return &runner{env: &runEnv{stderr: io.Discard, getenv: func(k string) string { return vars[k] }}, ckpt: runStore{store: st}}, st
+	}
+	good, gst := trial("5")
+	good.earlyStop(5, map[string]float64{"loss": 0.5}) // below the first rung: nothing
+	good.earlyStop(11, map[string]float64{"loss": 0.5})
+	if rungs.Stopped(sdir, 5) {
+		t.Fatal("the best trial stopped")
+	}
+	if req, _ := gst.TakeRequest(); req != nil {
+		t.Fatalf("the best trial was asked to stop: %+v", req)
+	}
+	bad, bst := trial("6")
+	bad.earlyStop(12, map[string]float64{"loss": 2.5}) // 5 at the rung, keep 2: 0.5 and 1 are better
+	if !rungs.Stopped(sdir, 6) {
+		t.Fatal("a trial outside the best third went on")
+	}
+	if req, _ := bst.TakeRequest(); req == nil || req.Then != "stop" {
+		t.Fatalf("request %+v, want stop", req)
+	}
+	off := &runner{env: &runEnv{stderr: io.Discard, getenv: func(string) string { return "" }}}
+	off.earlyStop(100, map[string]float64{"loss": 9}) // not a sweep trial: nothing, no panic
 }

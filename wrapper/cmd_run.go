@@ -283,6 +283,7 @@ type session struct {
 	progress     *obs.ProgressReader
 	lossHist     *losshist.Recorder // the loss history (issue 32); nil without a store
 	fc           *forecastWatch     // --target-loss (cmd_forecast.go); nil without
+	esw          *earlyStopWatch    // a sweep trial's --early-stop (cmd_forecast.go)
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
