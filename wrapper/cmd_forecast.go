@@ -86,7 +86,10 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	pts := losshist.Points(es, o.metric)
+	pts, bySteps := losshist.Points(es, o.metric)
+	if bySteps && len(pts) > 0 {
+		fmt.Fprintf(env.stderr, "trainrun: forecast: %s reports no tokens (report_progress(step, tokens=...)): steps stand in for tokens, so --tokens and every token figure below are steps\n", hist)
+	}
 	if len(pts) == 0 {
 		return withCode(exitcode.Usage, fmt.Errorf("%s: no reports with metric %q (%d reports in all): the trainer passes report_progress(step, tokens, metrics={%q: ...}), and tokens must be counted", hist, o.metric, len(es), o.metric))
 	}
@@ -370,7 +373,8 @@ func (r *runner) forecastAtCommit() {
 		r.logf("warning: forecast: %v", err)
 		return
 	}
-	res, err := forecast.Forecast(losshist.Points(es, "loss"), forecast.Options{Budget: w.budget, Target: w.target, Seed: 1})
+	pts, _ := losshist.Points(es, "loss") // without tokens reported, --tokens is read as steps
+	res, err := forecast.Forecast(pts, forecast.Options{Budget: w.budget, Target: w.target, Seed: 1})
 	if err != nil && !errors.Is(err, forecast.ErrTooFew) {
 		r.logf("warning: forecast: %v", err)
 		return
@@ -452,7 +456,11 @@ func runScaling(ctx context.Context, env *runEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		runs = append(runs, forecast.SizedRun{Name: dir, Params: p, Points: losshist.Points(es, *metric)})
+		pts, bySteps := losshist.Points(es, *metric)
+		if bySteps {
+			return usageErrorf("%s: its trainer reports no tokens (report_progress(step, tokens=...)): a fit across model sizes needs tokens", dir)
+		}
+		runs = append(runs, forecast.SizedRun{Name: dir, Params: p, Points: pts})
 	}
 	f, err := forecast.FitScaling(runs, n, d, 0.8, 200, 1)
 	if err != nil {

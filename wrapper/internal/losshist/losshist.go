@@ -160,20 +160,31 @@ func thin(es []Entry, keep int) []Entry {
 
 // Points turns a history into the forecast's points: the loss is the
 // metric named metric ("loss" by default), the learning rate "lr" when
-// reported.
-func Points(es []Entry, metric string) []forecast.Point {
+// reported. A trainer that reports no tokens (report_progress(step)
+// without tokens=) gets its steps in their place (bySteps true): at a fixed
+// batch they are tokens in another unit, and budgets are then in steps.
+func Points(es []Entry, metric string) (p []forecast.Point, bySteps bool) {
 	if metric == "" {
 		metric = "loss"
 	}
-	var p []forecast.Point
+	bySteps = true
+	for _, e := range es {
+		if _, ok := e.Metrics[metric]; ok && e.Tokens > 0 {
+			bySteps = false
+		}
+	}
 	for _, e := range es {
 		v, ok := e.Metrics[metric]
 		if !ok {
 			continue
 		}
-		p = append(p, forecast.Point{Step: e.Step, Tokens: float64(e.Tokens), Loss: v, LR: e.Metrics["lr"]})
+		x := float64(e.Tokens)
+		if bySteps {
+			x = float64(e.Step)
+		}
+		p = append(p, forecast.Point{Step: e.Step, Tokens: x, Loss: v, LR: e.Metrics["lr"]})
 	}
-	return p
+	return p, bySteps
 }
 
 // Recorder feeds a run's progress reports into its history: the

@@ -74,8 +74,12 @@ func TestTornLineAndNonFinite(t *testing.T) {
 	if _, ok := es[1].Metrics["gnorm"]; ok {
 		t.Errorf("a NaN metric was kept")
 	}
-	if pts := Points(es, ""); len(pts) != 2 || pts[1].Loss != 2 {
-		t.Errorf("points %+v", pts)
+	if pts, bySteps := Points(es, ""); len(pts) != 2 || pts[1].Loss != 2 || bySteps {
+		t.Errorf("points %+v (by steps %v)", pts, bySteps)
+	}
+	noTokens := []Entry{{Step: 4, Metrics: map[string]float64{"loss": 1}}, {Step: 8, Metrics: map[string]float64{"loss": 0.9}}}
+	if pts, bySteps := Points(noTokens, "loss"); !bySteps || pts[1].Tokens != 8 {
+		t.Errorf("without tokens: %+v (by steps %v), want steps for tokens", pts, bySteps)
 	}
 }
 
