@@ -104,6 +104,9 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 	} else {
 		writeForecastTable(env.stdout, hist, len(pts), res)
 	}
+	if o.svg != "" && ferr != nil {
+		fmt.Fprintf(env.stderr, "trainrun: forecast: no SVG written (%s): %v\n", o.svg, ferr)
+	}
 	if o.svg != "" && ferr == nil {
 		svg := forecastSVG(pts, res, ckptTokens(ckptDir, es))
 		if err := atomicfile.WriteFile(o.svg, []byte(svg), 0o644); err != nil {
