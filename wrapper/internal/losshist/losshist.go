@@ -190,21 +190,44 @@ func Points(es []Entry, metric string) (p []forecast.Point, bySteps bool) {
 // Recorder feeds a run's progress reports into its history: the
 // controller's one-line hook.
 type Recorder struct {
-	w    *Writer
-	warn func(error)
-	bad  bool
+	ckptDir string
+	w       *Writer
+	warn    func(error)
+	bad     bool
 }
 
-// NewRecorder records into the store at ckptDir ("" or a store without a
-// .trainrun directory: nothing is recorded); warn hears the first failure.
+// NewRecorder records into the store at ckptDir ("": nothing is
+// recorded); warn hears the first failure.
 func NewRecorder(ckptDir string, warn func(error)) *Recorder {
 	if ckptDir == "" {
 		return nil
 	}
-	if fi, err := os.Stat(filepath.Dir(Path(ckptDir))); err != nil || !fi.IsDir() {
-		return nil
+	return &Recorder{ckptDir: ckptDir, warn: warn}
+}
+
+// open makes the store's .trainrun directory when the store exists and
+// it does not yet (the store makes it at its first commit; the history
+// starts before), refusing a link in its place.
+func (r *Recorder) open() error {
+	meta := filepath.Dir(Path(r.ckptDir))
+	fi, err := os.Lstat(meta)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(r.ckptDir); err != nil {
+			return err
+		}
+		if err := os.Mkdir(meta, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		fi, err = os.Lstat(meta)
 	}
-	return &Recorder{w: Open(Path(ckptDir)), warn: warn}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("loss history: %s is not a directory (a link?): not writing through it", meta)
+	}
+	r.w = Open(Path(r.ckptDir))
+	return nil
 }
 
 // Record keeps one report (step, tokens, when, the metrics) when it has
@@ -213,7 +236,13 @@ func (r *Recorder) Record(step, tokens int64, at time.Time, metrics map[string]f
 	if r == nil || len(metrics) == 0 {
 		return
 	}
-	err := r.w.Append(Entry{Step: step, Tokens: tokens, Time: float64(at.UnixNano()) / 1e9, Metrics: metrics})
+	var err error
+	if r.w == nil {
+		err = r.open()
+	}
+	if err == nil {
+		err = r.w.Append(Entry{Step: step, Tokens: tokens, Time: float64(at.UnixNano()) / 1e9, Metrics: metrics})
+	}
 	if err != nil && !r.bad {
 		r.bad = true
 		if r.warn != nil {

@@ -65,7 +65,7 @@ func TestTornLineAndNonFinite(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, File)
 	os.WriteFile(p, []byte(`{"step":1,"tokens":10,"metrics":{"loss":3}}`+"\n"+`{"step":2,"tok`), 0o644)
-	r := &Recorder{w: Open(p)}
+	r := &Recorder{ckptDir: dir, w: Open(p)}
 	r.Record(3, 30, time.Unix(1, 0), map[string]float64{"loss": 2, "gnorm": nanValue()})
 	es, err := Read(p)
 	if err != nil || len(es) != 2 || es[1].Step != 3 {
@@ -84,3 +84,18 @@ func TestTornLineAndNonFinite(t *testing.T) {
 }
 
 func nanValue() float64 { var z float64; return z / z }
+
+// The history starts before the store's first commit makes .trainrun.
+func TestRecorderMakesMetaDir(t *testing.T) {
+	dir := t.TempDir()
+	r := NewRecorder(dir, func(err error) { t.Fatal(err) })
+	r.Record(1, 10, time.Unix(1, 0), map[string]float64{"loss": 3})
+	if es, err := Read(Path(dir)); err != nil || len(es) != 1 {
+		t.Fatalf("history %+v, %v", es, err)
+	}
+	var warned error
+	NewRecorder(filepath.Join(dir, "missing"), func(err error) { warned = err }).Record(1, 10, time.Unix(1, 0), map[string]float64{"loss": 3})
+	if warned == nil {
+		t.Error("a missing store was not reported")
+	}
+}
