@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/internal/rungs"
+	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
 // forecastStore writes a store whose history follows L = 2 + 0.3·(D/1e10)^-0.35
@@ -241,4 +243,22 @@ func TestEarlyStopTrial(t *testing.T) {
 	}
 	off := &runner{env: &runEnv{stderr: io.Discard, getenv: func(string) string { return "" }}}
 	off.earlyStop(100, map[string]float64{"loss": 9}) // not a sweep trial: nothing, no panic
+}
+
+// The controller's progress poll keeps the loss history, also when the
+// progress reader was made at the run's start (observeStart).
+func TestPollProgressKeepsLossHistory(t *testing.T) {
+	job, ckpt := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(job, jobLaunchDir), 0o755)
+	r := &runner{env: &runEnv{stderr: io.Discard, getenv: func(string) string { return "" }}, dirs: runDirs{jobDir: job, ckptDir: ckpt}}
+	prog := filepath.Join(job, jobLaunchDir, "progress")
+	r.sess.progress = obs.NewProgressReader(prog)
+	for s := 1; s <= 3; s++ {
+		os.WriteFile(prog, []byte(fmt.Sprintf("%d %d 1700000000\n{\"loss\": %d}\n", s, 100*s, 10-s)), 0o644)
+		r.pollProgress()
+	}
+	es, err := losshist.Read(losshist.Path(ckpt))
+	if err != nil || len(es) != 3 || es[2].Metrics["loss"] != 7 || es[2].Tokens != 300 {
+		t.Fatalf("history %+v, %v; want 3 reports", es, err)
+	}
 }

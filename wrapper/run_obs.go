@@ -190,6 +190,8 @@ func crashCause(code int) string {
 func (r *runner) pollProgress() {
 	if r.sess.progress == nil {
 		r.sess.progress = obs.NewProgressReader(r.dirs.in(jobLaunchDir, obs.ProgressFile))
+	}
+	if r.sess.lossHist == nil { // the loss history, .trainrun/metrics.jsonl (issue 32)
 		r.sess.lossHist = losshist.NewRecorder(r.dirs.ckptDir, func(err error) { r.logf("warning: %v", err) })
 	}
 	if e, ok := r.sess.progress.Poll(); ok {

@@ -32,7 +32,7 @@ exec %s run --fix tp=1 --ckpt-dir %s -- /usr/bin/python3 %s --steps 300 --sleep 
 	}
 	hist, err := os.ReadFile(filepath.Join(ckpt, ".trainrun", "metrics.jsonl"))
 	if err != nil || strings.Count(string(hist), "\n") < 20 {
-		t.Fatalf("loss history: %v, %d lines (want one a second for 45 s)", err, strings.Count(string(hist), "\n"))
+		t.Fatalf("loss history: %v, %d lines (want one a second for 45 s); job log:\n%s", err, strings.Count(string(hist), "\n"), out)
 	}
 	svg := filepath.Join(t.TempDir(), "forecast.svg")
 	cmd := cluster.Command(context.Background(), bin, "forecast", ckpt, "--tokens", "600", "--target-loss", "0.05", "--svg", svg)
