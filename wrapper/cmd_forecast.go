@@ -104,10 +104,7 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 	} else {
 		writeForecastTable(env.stdout, hist, len(pts), res)
 	}
-	if o.svg != "" && ferr != nil {
-		fmt.Fprintf(env.stderr, "trainrun: forecast: no SVG written (%s): %v\n", o.svg, ferr)
-	}
-	if o.svg != "" && ferr == nil {
+	if o.svg != "" { // too early: the curve alone, titled so
 		svg := forecastSVG(pts, res, ckptTokens(ckptDir, es))
 		if err := atomicfile.WriteFile(o.svg, []byte(svg), 0o644); err != nil {
 			return fmt.Errorf("--svg %s: %w", o.svg, err)
@@ -237,19 +234,25 @@ func writeForecastTable(w io.Writer, hist string, n int, r forecast.Result) {
 // log axis: what a reader needs to judge the forecast at a glance.
 func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) string {
 	const W, H, L, R, T, B = 800.0, 480.0, 70.0, 20.0, 40.0, 50.0
-	x0 := math.Log10(pts[0].Tokens)
+	x0 := math.Log10(math.Max(pts[0].Tokens, 1))
 	x1 := math.Log10(math.Max(r.Budget, r.Observed) * 1.05)
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, p := range pts {
-		if p.Tokens >= r.WarmupEnd/3 {
+		if p.Tokens >= r.WarmupEnd/3 && !math.IsInf(p.Loss, 0) && !math.IsNaN(p.Loss) {
 			lo, hi = math.Min(lo, p.Loss), math.Max(hi, p.Loss)
 		}
 	}
-	if r.Budget > 0 {
+	if r.Budget > 0 && r.Used > 0 {
 		lo = math.Min(lo, r.Loss.Lo)
 	}
 	if r.Target > 0 {
 		lo, hi = math.Min(lo, r.Target), math.Max(hi, r.Target)
+	}
+	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || hi <= lo {
+		lo, hi = lo-1, lo+1
+		if math.IsInf(lo, 0) {
+			lo, hi = 0, 1
+		}
 	}
 	pad := 0.05 * (hi - lo)
 	lo, hi = lo-pad, hi+pad
@@ -259,7 +262,9 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", W, H)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	title := "loss forecast"
-	if r.Verdict != "" {
+	if r.Used == 0 {
+		title = "too early to forecast: " + r.Why
+	} else if r.Verdict != "" {
 		title = fmt.Sprintf("%s (P(reach %.4g) = %.2f)", r.Verdict, r.Target, r.PReach)
 	}
 	fmt.Fprintf(&s, `<text x="%.0f" y="22" font-size="15">%s</text>`+"\n", L, xmlEscape(title))
@@ -288,6 +293,9 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 	step := max(1, len(pts)/1500)
 	for i := 0; i < len(pts); i += step {
 		p := pts[i]
+		if p.Tokens <= 0 || math.IsInf(p.Loss, 0) || math.IsNaN(p.Loss) {
+			continue
+		}
 		fmt.Fprintf(&s, `<circle cx="%.1f" cy="%.1f" r="1.5" fill="#888"/>`+"\n", px(p.Tokens), py(p.Loss))
 	}
 	if r.Used > 0 {
@@ -312,7 +320,7 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 		y := py(r.Target)
 		fmt.Fprintf(&s, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#d62728" stroke-dasharray="4 3"/><text x="%.0f" y="%.1f" fill="#d62728">target %.4g</text>`+"\n", L, y, W-R, y, L+6, y-4, r.Target)
 	}
-	if r.Budget > 0 {
+	if r.Budget > 0 && r.Used > 0 {
 		x := px(r.Budget)
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#555" stroke-dasharray="2 3"/><text x="%.1f" y="%.0f" text-anchor="end">budget %s: %.4g [%.4g, %.4g]</text>`+"\n",
 			x, T, x, H-B, x-4, T+14, forecast.SI(r.Budget), r.Loss.Mid, r.Loss.Lo, r.Loss.Hi)

@@ -262,3 +262,22 @@ func TestPollProgressKeepsLossHistory(t *testing.T) {
 		t.Fatalf("history %+v, %v; want 3 reports", es, err)
 	}
 }
+
+// Too early to forecast: the verdict says why, and the SVG still draws the
+// curve.
+func TestForecastTooEarly(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".trainrun"), 0o755)
+	w := losshist.Open(losshist.Path(dir))
+	for s := int64(1); s <= 8; s++ {
+		w.Append(losshist.Entry{Step: s, Tokens: s * 1000, Metrics: map[string]float64{"loss": 3 - 0.1*float64(s)}})
+	}
+	svg := filepath.Join(t.TempDir(), "f.svg")
+	code, out, errOut := cli{}.run("forecast", dir, "--tokens", "1M", "--target-loss", "2", "--svg", svg)
+	if code != 0 || !strings.Contains(out, "too-early") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.Contains(string(b), "too early") || strings.Contains(string(b), "NaN") || strings.Contains(string(b), "Inf") {
+		t.Fatalf("svg: %v\n%s", err, b)
+	}
+}

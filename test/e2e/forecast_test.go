@@ -24,7 +24,7 @@ func TestForecastExampleTrainer(t *testing.T) {
 	script := fmt.Sprintf(`#!/bin/bash
 #SBATCH --nodes=1 --ntasks-per-node=1 --gpus-per-node=1 --time=5
 export GLOO_SOCKET_IFNAME=lo
-exec %s run --fix tp=1 --ckpt-dir %s -- /usr/bin/python3 %s --steps 300 --sleep 0.15 --report-loss --save-every 100
+exec %s run --fix tp=1 --ckpt-dir %s -- /usr/bin/python3 %s --steps 300 --sleep 0.25 --report-loss --save-every 100
 `, bin, ckpt, exampleTrainer())
 	state, code, out, _ := runJob(t, script, 3*time.Minute)
 	if state != "COMPLETED" || code != 0 {
@@ -32,7 +32,7 @@ exec %s run --fix tp=1 --ckpt-dir %s -- /usr/bin/python3 %s --steps 300 --sleep 
 	}
 	hist, err := os.ReadFile(filepath.Join(ckpt, ".trainrun", "metrics.jsonl"))
 	if err != nil || strings.Count(string(hist), "\n") < 20 {
-		t.Fatalf("loss history: %v, %d lines (want one a second for 45 s); job log:\n%s", err, strings.Count(string(hist), "\n"), out)
+		t.Fatalf("loss history: %v, %d lines (want one a second for 75 s); job log:\n%s", err, strings.Count(string(hist), "\n"), out)
 	}
 	svg := filepath.Join(t.TempDir(), "forecast.svg")
 	cmd := cluster.Command(context.Background(), bin, "forecast", ckpt, "--tokens", "600", "--target-loss", "0.05", "--svg", svg)
