@@ -254,10 +254,17 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 			lo, hi = 0, 1
 		}
 	}
-	pad := 0.05 * (hi - lo)
-	lo, hi = lo-pad, hi+pad
+	// a loss spanning more than 5x (a regression's MSE) is drawn on a log axis
+	logY := lo > 0 && hi/lo > 5
+	fy := func(v float64) float64 { return v }
+	if logY {
+		fy = func(v float64) float64 { return math.Log10(math.Max(v, 1e-300)) }
+	}
+	flo, fhi := fy(lo), fy(hi)
+	pad := 0.05 * (fhi - flo)
+	flo, fhi = flo-pad, fhi+pad
 	px := func(t float64) float64 { return L + (W-L-R)*(math.Log10(t)-x0)/(x1-x0) }
-	py := func(v float64) float64 { return T + (H-T-B)*(hi-math.Max(lo, math.Min(hi, v)))/(hi-lo) }
+	py := func(v float64) float64 { return T + (H-T-B)*(fhi-math.Max(flo, math.Min(fhi, fy(v))))/(fhi-flo) }
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", W, H)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -274,8 +281,12 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#eee"/><text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", x, T, x, H-B, x, H-B+16, forecast.SI(math.Pow(10, e)))
 	}
 	for k := 0; k <= 4; k++ {
-		v := lo + float64(k)*(hi-lo)/4
-		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%.3f</text>`+"\n", L-6, py(v)+4, v)
+		f := flo + float64(k)*(fhi-flo)/4
+		v := f
+		if logY {
+			v = math.Pow(10, f)
+		}
+		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%.3g</text>`+"\n", L-6, py(v)+4, v)
 	}
 	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f" text-anchor="middle">tokens</text>`+"\n", L+(W-L-R)/2, H-12)
 	fmt.Fprintf(&s, `<text x="16" y="%.0f" transform="rotate(-90 16 %.0f)" text-anchor="middle">loss</text>`+"\n", T+(H-T-B)/2, T+(H-T-B)/2)

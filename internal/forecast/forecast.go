@@ -89,6 +89,10 @@ const (
 	minSpan   = 2.0
 )
 
+// maxNoiseRel: a loss whose spread about the fit is above 20% of itself
+// (a per-batch loss of tiny batches, a broken run) gives no verdict.
+const maxNoiseRel = 0.2
+
 // ErrTooFew says that the run has not reported enough points yet.
 var ErrTooFew = errors.New("too few loss points")
 
@@ -186,19 +190,26 @@ func (r *Result) verdict(laws []Law) {
 		}
 	}
 	r.PReach = float64(n) / float64(len(laws))
-	if r.PReach >= 0.5 {
+	switch {
+	case r.NoiseRel > maxNoiseRel || r.Loss.Hi-r.Loss.Lo > r.Loss.Mid:
+		r.Verdict = TooEarly
+		r.Why = fmt.Sprintf("the loss is too noisy or too short to forecast: its spread about the fit is %.0f%% of the loss and the %.0f%% band at %s tokens is %.4g-%.4g (a verdict needs a band narrower than the loss itself and a spread below %.0f%%)",
+			100*r.NoiseRel, 100*r.Level, si(r.Budget), r.Loss.Lo, r.Loss.Hi, 100*maxNoiseRel)
+	case r.PReach >= 0.5:
 		r.Verdict = OnTrack
 		r.Why = fmt.Sprintf("the loss at %s tokens is forecast %.4g (%.0f%% band %.4g-%.4g), at or below the target %.4g with probability %.2f",
 			si(r.Budget), r.Loss.Mid, 100*r.Level, r.Loss.Lo, r.Loss.Hi, r.Target, r.PReach)
-	} else {
+	default:
 		r.Verdict = OffTrack
 		r.Why = fmt.Sprintf("the loss at %s tokens is forecast %.4g (%.0f%% band %.4g-%.4g), above the target %.4g with probability %.2f",
 			si(r.Budget), r.Loss.Mid, 100*r.Level, r.Loss.Lo, r.Loss.Hi, r.Target, 1-r.PReach)
 	}
 }
 
+// widen scales the band's half-widths by k; a loss is not negative, so
+// neither is the band.
 func (b Band) widen(k float64) Band {
-	return Band{Lo: b.Mid - k*(b.Mid-b.Lo), Mid: b.Mid, Hi: b.Mid + k*(b.Hi-b.Mid)}
+	return Band{Lo: math.Max(0, b.Mid-k*(b.Mid-b.Lo)), Mid: b.Mid, Hi: b.Mid + k*(b.Hi-b.Mid)}
 }
 
 // scaleAbout moves l so that its loss at budget lies k times as far from

@@ -49,5 +49,9 @@ exec %s run --fix tp=1 --ckpt-dir %s -- /usr/bin/python3 %s --steps 300 --sleep 
 		if b, err := exec.Command(rsvg, "-o", png, svg).CombinedOutput(); err != nil {
 			t.Errorf("rsvg-convert: %v\n%s", err, b)
 		}
+		if keep := os.Getenv("TRAINRUN_FORECAST_PNG"); keep != "" { // to look at it
+			b, _ := os.ReadFile(png)
+			os.WriteFile(keep, b, 0o644)
+		}
 	}
 }
