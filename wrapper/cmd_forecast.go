@@ -208,7 +208,7 @@ func writeForecastTable(w io.Writer, hist string, n int, r forecast.Result) {
 	si := forecast.SI
 	fmt.Fprintf(w, "history      %s: %d reports, up to %s tokens\n", hist, n, si(r.Observed))
 	if r.Used == 0 {
-		fmt.Fprintf(w, "verdict      %s: %s\n", forecast.TooEarly, r.Why)
+		fmt.Fprintf(w, "verdict      %s: %s\n", cmp.Or(r.Verdict, forecast.TooEarly), r.Why)
 		return
 	}
 	fmt.Fprintf(w, "fit          L(D) = %.4g + %.4g*(D/%s)^-%.3f", r.Law.E, r.Law.A, si(r.Law.Ref), r.Law.Alpha)
@@ -269,10 +269,15 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", W, H)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	title := "loss forecast"
-	if r.Used == 0 {
+	if r.Diverging {
+		title = "diverging: the loss rises"
+	} else if r.Used == 0 {
 		title = "too early to forecast: " + r.Why
 	} else if r.Verdict != "" {
 		title = fmt.Sprintf("%s (P(reach %.4g) = %.2f)", r.Verdict, r.Target, r.PReach)
+	}
+	if len(title) > 90 {
+		title = title[:87] + "..."
 	}
 	fmt.Fprintf(&s, `<text x="%.0f" y="22" font-size="15">%s</text>`+"\n", L, xmlEscape(title))
 	fmt.Fprintf(&s, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`+"\n", L, T, W-L-R, H-T-B)
@@ -288,7 +293,7 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 		}
 		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%.3g</text>`+"\n", L-6, py(v)+4, v)
 	}
-	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f" text-anchor="middle">tokens</text>`+"\n", L+(W-L-R)/2, H-12)
+	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f">tokens (log)</text>`+"\n", L, H-12)
 	fmt.Fprintf(&s, `<text x="16" y="%.0f" transform="rotate(-90 16 %.0f)" text-anchor="middle">loss</text>`+"\n", T+(H-T-B)/2, T+(H-T-B)/2)
 	if r.Used > 0 {
 		end := math.Max(r.Budget, r.Observed)
@@ -336,7 +341,7 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#555" stroke-dasharray="2 3"/><text x="%.1f" y="%.0f" text-anchor="end">budget %s: %.4g [%.4g, %.4g]</text>`+"\n",
 			x, T, x, H-B, x-4, T+14, forecast.SI(r.Budget), r.Loss.Mid, r.Loss.Lo, r.Loss.Hi)
 	}
-	fmt.Fprintf(&s, `<text x="%.0f" y="22" fill="#555" font-size="11" text-anchor="end">grey: reports; blue: fit (dashed: forecast), %.0f%% band; green: checkpoints</text>`+"\n", W-R, 100*r.Level)
+	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f" fill="#555" font-size="11" text-anchor="end">grey: reports; blue: fit (dashed: forecast), %.0f%% band; green: checkpoints</text>`+"\n", W-R, H-12, 100*r.Level)
 	s.WriteString("</svg>\n")
 	return s.String()
 }

@@ -42,9 +42,13 @@ const (
 
 // Result is a forecast.
 type Result struct {
-	Law       Law
-	Used      int     // points the fit used (after the warm-up, outside a schedule change's transition)
-	Spikes    int     // points left out as loss spikes (despike)
+	Law    Law
+	Used   int // points the fit used (after the warm-up, outside a schedule change's transition)
+	Spikes int // points left out as loss spikes (despike)
+	// Diverging: the loss rises (the median of its last tenth is above
+	// 1.5x the lowest median of an earlier tenth): no fit, and the verdict
+	// is off track.
+	Diverging bool
 	WarmupEnd float64 // tokens: points before were left out as warm-up
 	Observed  float64 // the last point's tokens
 	Level     float64
@@ -138,6 +142,14 @@ func forecastScaled(pts []Point, opts Options, scale float64) (Result, error) {
 		return res, fmt.Errorf("%w: none with finite loss and tokens > 0", ErrTooFew)
 	}
 	res.Observed = p[len(p)-1].Tokens
+	if diverging(p) {
+		res.Diverging = true
+		if opts.Target > 0 {
+			res.Verdict = OffTrack
+		}
+		res.Why = "the loss rises: the median of its last tenth is above 1.5x its lowest (diverging: lower the learning rate or restart from an earlier checkpoint)"
+		return res, nil
+	}
 	p, res.Spikes = despike(p)
 	w := chooseWindow(p, opts.WarmupTokens)
 	res.WarmupEnd = w.cut
@@ -395,4 +407,27 @@ func despike(p []Point) ([]Point, int) {
 		out = append(out, q)
 	}
 	return out, len(p) - len(out)
+}
+
+// diverging says whether the loss rises: the median of the last tenth of
+// the points is above 1.5x the lowest median of any earlier tenth (blocks
+// of at least 11 points, so that noise does not read as a rise).
+func diverging(p []Point) bool {
+	blk := max(11, len(p)/10)
+	if len(p) < 3*blk {
+		return false
+	}
+	med := func(lo, hi int) float64 {
+		v := make([]float64, 0, hi-lo)
+		for _, q := range p[lo:hi] {
+			v = append(v, q.Loss)
+		}
+		return median(v)
+	}
+	last := med(len(p)-blk, len(p))
+	lo := math.Inf(1)
+	for i := 0; i+blk <= len(p)-blk; i += blk {
+		lo = math.Min(lo, med(i, i+blk))
+	}
+	return last > 1.5*lo
 }

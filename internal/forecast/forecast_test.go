@@ -48,6 +48,14 @@ func TestVerdicts(t *testing.T) {
 	if res, _ := Forecast(noisy, Options{Budget: 2e10, Target: 2.3, Seed: 1}); res.Verdict != TooEarly {
 		t.Errorf("a loss with 50%% noise: %s (%s), want %s", res.Verdict, res.Why, TooEarly)
 	}
+	rising := make([]Point, len(pts))
+	for i, p := range pts {
+		p.Loss = 2 + math.Exp(float64(i)/60)*0.01
+		rising[i] = p
+	}
+	if res, err := Forecast(rising, Options{Budget: 2e10, Target: 2.3, Seed: 1}); err != nil || !res.Diverging || res.Verdict != OffTrack {
+		t.Errorf("a rising loss: %+v, %v; want diverging and off track", res, err)
+	}
 	if _, err := Forecast(pts[:10], Options{Budget: 2e10, Target: 2.3}); !errors.Is(err, ErrTooFew) {
 		t.Errorf("10 points: %v, want ErrTooFew", err)
 	}
