@@ -356,9 +356,9 @@ func xmlEscape(s string) string {
 // is off track with probability 0.9.
 type forecastWatch struct {
 	target, budget float64
-	stop           bool
-	last           string // the previous verdict
-	stoppedWhy     string // set when the watch asked the run to stop
+	stop           float64 // the off-track probability that stops the run (0: never)
+	last           string  // the previous verdict
+	stoppedWhy     string  // set when the watch asked the run to stop
 }
 
 // startForecast checks --target-loss and its budget before the run
@@ -366,7 +366,7 @@ type forecastWatch struct {
 func (r *runner) startForecast() error {
 	o := r.cfg.obs
 	if o.targetLoss == "" {
-		if o.stopOffTrack && r.cfg.fromUser("stop-if-off-track") { // the policy's StopIfOffTrack=yes applies to runs with a target only
+		if o.stopOffTrack != "" && r.cfg.fromUser("stop-if-off-track") { // the policy's StopIfOffTrack applies to runs with a target only
 			return usageErrorf("--stop-if-off-track needs --target-loss (or TRAINRUN_TARGET_LOSS): the loss the run must reach")
 		}
 		return nil
@@ -385,7 +385,15 @@ func (r *runner) startForecast() error {
 	if r.dirs.ckptDir == "" {
 		return usageErrorf("--target-loss needs --ckpt-dir: the loss history is kept in the store")
 	}
-	r.sess.fc = &forecastWatch{target: t, budget: b, stop: o.stopOffTrack}
+	stop := 0.0
+	if o.stopOffTrack != "" {
+		p, err := strconv.ParseFloat(o.stopOffTrack, 64)
+		if err != nil || !(p >= 0.5 && p < 1) {
+			return usageErrorf("--stop-if-off-track=%s (or TRAINRUN_STOP_IF_OFF_TRACK): want the probability of being off track at which to stop, in [0.5, 1), such as 0.9", o.stopOffTrack)
+		}
+		stop = p
+	}
+	r.sess.fc = &forecastWatch{target: t, budget: b, stop: stop}
 	return nil
 }
 
@@ -419,7 +427,7 @@ func (r *runner) forecastAtCommit() {
 	}
 	r.observe(obs.Event{Kind: obs.KindForecast, Forecast: f, Message: res.Why})
 	r.logf("forecast: %s: %s", res.Verdict, res.Why)
-	if w.stop && res.Verdict == forecast.OffTrack && res.Confident() && r.ckpt.store != nil {
+	if w.stop > 0 && res.Verdict == forecast.OffTrack && 1-res.PReach >= w.stop && r.ckpt.store != nil {
 		w.stoppedWhy = res.Why
 		if err := r.ckpt.store.PutRequest(checkpoint.Request{Then: "stop", Reason: "off-track", By: "trainrun run --stop-if-off-track"}); err != nil {
 			r.logf("warning: forecast: asking the run to stop: %v", err)

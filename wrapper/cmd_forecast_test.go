@@ -126,7 +126,7 @@ func TestForecastWatchStopsOffTrack(t *testing.T) {
 	rec := &recorder{}
 	var log strings.Builder
 	r := &runner{env: &runEnv{stderr: &log}, dirs: runDirs{ckptDir: dir}, ckpt: runStore{store: st}, sess: session{obs: rec}}
-	r.cfg.obs.targetLoss, r.cfg.obs.stopOffTrack, r.cfg.plan.Tokens = "2.45", true, "10B"
+	r.cfg.obs.targetLoss, r.cfg.obs.stopOffTrack, r.cfg.plan.Tokens = "2.45", "0.9", "10B"
 	if err := r.startForecast(); err != nil {
 		t.Fatal(err)
 	}
@@ -157,15 +157,19 @@ func TestForecastWatchBadInput(t *testing.T) {
 		{"fast", "10B", "/x", "--target-loss \"fast\""},
 		{"2", "", "/x", "needs --tokens"},
 		{"2", "10B", "", "needs --ckpt-dir"},
+		{"2", "10B", "/x", "--stop-if-off-track=1.5"},
 	} {
 		r := &runner{dirs: runDirs{ckptDir: c.ckpt}}
 		r.cfg.obs.targetLoss, r.cfg.plan.Tokens = c.target, c.tokens
+		if strings.Contains(c.msg, "1.5") {
+			r.cfg.obs.stopOffTrack = "1.5"
+		}
 		if err := r.startForecast(); err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%+v: %v, want %q", c, err, c.msg)
 		}
 	}
 	r := &runner{}
-	r.cfg.obs.stopOffTrack, r.cfg.from = true, map[string]source{"stop-if-off-track": {kind: fromFlag}}
+	r.cfg.obs.stopOffTrack, r.cfg.from = "0.9", map[string]source{"stop-if-off-track": {kind: fromFlag}}
 	if err := r.startForecast(); err == nil || !strings.Contains(err.Error(), "needs --target-loss") {
 		t.Errorf("--stop-if-off-track alone: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -259,7 +260,7 @@ func (c *runConfig) applyPolicy(st policy.Settings, getenv func(string) string, 
 	set("metrics-addr", "MetricsAddr", st.MetricsAddr.Source, st.MetricsAddr.Value != "", func() { c.obs.metricsAddr = st.MetricsAddr.Value })
 	set("pushgateway", "Pushgateway", st.Pushgateway.Source, st.Pushgateway.Value != "", func() { c.obs.pushgateway = st.Pushgateway.Value })
 	set("webhook", "Webhook", st.Webhook.Source, st.Webhook.Value != "", func() { c.obs.webhook = st.Webhook.Value })
-	set("stop-if-off-track", "StopIfOffTrack", st.StopIfOffTrack.Source, true, func() { c.obs.stopOffTrack = st.StopIfOffTrack.Value })
+	set("stop-if-off-track", "StopIfOffTrack", st.StopIfOffTrack.Source, st.StopIfOffTrack.Value > 0, func() { c.obs.stopOffTrack = strconv.FormatFloat(st.StopIfOffTrack.Value, 'g', -1, 64) })
 	set("max-ckpt-age", "MaxCkptAge", st.MaxCkptAge.Source, st.MaxCkptAge.Value > 0, func() { c.obs.maxCkptAge = st.MaxCkptAge.Value })
 	set("grace-budget", "CkptGraceBudget", st.CkptGraceBudget.Source, st.CkptGraceBudget.Value > 0, func() { c.obs.graceBudget = st.CkptGraceBudget.Value })
 	set("nvme-bw", "NVMeBW", st.NVMeBW.Source, st.NVMeBW.Value > 0, func() { c.plan.NVMeBW = st.NVMeBW.Value })

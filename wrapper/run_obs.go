@@ -33,7 +33,7 @@ type obsOptions struct {
 	graceBudget   time.Duration
 	maxCkptAge    time.Duration
 	targetLoss    string // --target-loss: forecast at each checkpoint (cmd_forecast.go)
-	stopOffTrack  bool
+	stopOffTrack  string // --stop-if-off-track[=P]: the probability ("": off)
 }
 
 func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
@@ -45,7 +45,8 @@ func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&o.notifyBound, "notify-timeout", obs.DefaultExitBound, "at exit, spend at most this on the final push and pending webhooks (the job's exit is never delayed longer)")
 	fs.DurationVar(&o.graceBudget, "grace-budget", 0, "time a checkpoint may take after a preemption's SIGTERM, for the grace-margin metric (default: the partition's GraceTime)")
 	fs.StringVar(&o.targetLoss, "target-loss", getenv("TRAINRUN_TARGET_LOSS"), "forecast the loss at --tokens at each checkpoint against this target: metrics trainrun_forecast_loss and trainrun_on_track, a webhook when the verdict turns (env TRAINRUN_TARGET_LOSS)")
-	fs.BoolVar(&o.stopOffTrack, "stop-if-off-track", getenv("TRAINRUN_STOP_IF_OFF_TRACK") == "1", "with --target-loss: once the forecast is off track with probability 0.9, checkpoint and stop with exit 12 (env TRAINRUN_STOP_IF_OFF_TRACK=1)")
+	fs.StringVar(&o.stopOffTrack, "stop-if-off-track", getenv("TRAINRUN_STOP_IF_OFF_TRACK"), "[=P] with --target-loss: once the forecast is off track with probability P (bare: 0.9), checkpoint and stop with exit 12 (env TRAINRUN_STOP_IF_OFF_TRACK=P)")
+	fs.Lookup("stop-if-off-track").NoOptDefVal = "0.9"
 	fs.DurationVar(&o.maxCkptAge, "max-ckpt-age", 0, "export this as the bound on the newest checkpoint's age (trainrun_checkpoint_max_age_seconds, for the alert rule); 0: none")
 }
 
