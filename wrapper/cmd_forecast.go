@@ -105,7 +105,7 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 		writeForecastTable(env.stdout, hist, len(pts), res)
 	}
 	if o.svg != "" { // too early: the curve alone, titled so
-		svg := forecastSVG(pts, res, ckptTokens(ckptDir, es))
+		svg := forecastSVG(pts, res, ckptTokens(ckptDir, es, bySteps), bySteps)
 		if err := atomicfile.WriteFile(o.svg, []byte(svg), 0o644); err != nil {
 			return fmt.Errorf("--svg %s: %w", o.svg, err)
 		}
@@ -142,7 +142,7 @@ func forecastSource(arg string) (hist, ckptDir string, err error) {
 
 // ckptTokens are the tokens at each committed checkpoint of the store,
 // from the history's step-to-tokens (nil without a store).
-func ckptTokens(ckptDir string, es []losshist.Entry) []float64 {
+func ckptTokens(ckptDir string, es []losshist.Entry, bySteps bool) []float64 {
 	if ckptDir == "" {
 		return nil
 	}
@@ -158,7 +158,11 @@ func ckptTokens(ckptDir string, es []losshist.Entry) []float64 {
 	for _, c := range list {
 		for _, e := range es {
 			if e.Step >= int64(c.Step) && c.Step > 0 {
-				out = append(out, float64(e.Tokens))
+				x := float64(e.Tokens)
+				if bySteps {
+					x = float64(c.Step)
+				}
+				out = append(out, x)
 				break
 			}
 		}
@@ -232,7 +236,7 @@ func writeForecastTable(w io.Writer, hist string, n int, r forecast.Result) {
 // forecastSVG draws the reports (grey), the fit (solid where observed,
 // dashed beyond), its band, the target and the checkpoints, tokens on a
 // log axis: what a reader needs to judge the forecast at a glance.
-func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) string {
+func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64, bySteps bool) string {
 	const W, H, L, R, T, B = 800.0, 480.0, 70.0, 20.0, 40.0, 50.0
 	x0 := math.Log10(math.Max(pts[0].Tokens, 1))
 	x1 := math.Log10(math.Max(r.Budget, r.Observed) * 1.05)
@@ -293,7 +297,11 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64) strin
 		}
 		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%.3g</text>`+"\n", L-6, py(v)+4, v)
 	}
-	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f">tokens (log)</text>`+"\n", L, H-12)
+	xname := "tokens (log)"
+	if bySteps {
+		xname = "steps (log; the trainer reports no tokens)"
+	}
+	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f">%s</text>`+"\n", L, H-12, xname)
 	fmt.Fprintf(&s, `<text x="16" y="%.0f" transform="rotate(-90 16 %.0f)" text-anchor="middle">loss</text>`+"\n", T+(H-T-B)/2, T+(H-T-B)/2)
 	if r.Used > 0 {
 		end := math.Max(r.Budget, r.Observed)
