@@ -19,6 +19,7 @@ import (
 	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
+	"github.com/trainrun/trainrun/wrapper/internal/rungs"
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
@@ -130,6 +131,7 @@ func sweepRows(ctx context.Context, env *runEnv, m *sweepManifest) []sweep.Trial
 		if p, err := obs.ReadProgressFile(filepath.Join(runDir, jobdir.Launch, obs.ProgressFile)); err == nil || p.Step > 0 {
 			f.Steps, f.Metrics = p.Step, p.Metrics
 		}
+		f.StoppedEarly = m.EarlyStop != "" && rungs.Stopped(m.Dir, t.Index)
 		state, reason := sweep.StateOf(f)
 		if m.JobID == "" {
 			state, reason = sweep.Unknown, "not submitted"

@@ -60,8 +60,16 @@ func (o *sweepOptions) newManifest(cmd, name, dirPrefix string, keys, argv []str
 	if err != nil {
 		return nil, err
 	}
-	return &sweepManifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: keys, Metric: o.metric, Maximize: o.maximize,
-		Command: argv, Array: sweep.ArraySpec(n, o.maxConc), Nodes: o.nodes}, nil
+	es, hasES, err := sweep.ParseEarlyStop(o.earlyStop)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	m := &sweepManifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: keys, Metric: o.metric, Maximize: o.maximize,
+		Command: argv, Array: sweep.ArraySpec(n, o.maxConc), Nodes: o.nodes}
+	if hasES {
+		m.EarlyStop = es.String()
+	}
+	return m, nil
 }
 
 // sizeAndTime sets each element's GPUs per node, then its time limit.

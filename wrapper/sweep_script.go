@@ -21,6 +21,9 @@ func sweepScript(exe string, s *sweepManifest, runFlags []string) string {
 	b.WriteString("#SBATCH --open-mode=append\n")
 	b.WriteString("set -u\n")
 	fmt.Fprintf(&b, "export TRAINRUN_SWEEP=%s TRAINRUN_SWEEP_DIR=%s TRAINRUN_SWEEP_TRIAL=\"${SLURM_ARRAY_TASK_ID:-}\"\n", shell.Quote(s.Name), shell.Quote(s.Dir))
+	if s.EarlyStop != "" { // each trial's controller runs the early stop (internal/run/forecast.go)
+		fmt.Fprintf(&b, "export TRAINRUN_EARLY_STOP=%s TRAINRUN_SWEEP_METRIC=%s TRAINRUN_SWEEP_MAXIMIZE=%t\n", s.EarlyStop, shell.Quote(s.Metric), s.Maximize)
+	}
 	for _, f := range s.Proxy { // --layers=N -> TRAINRUN_PROXY_LAYERS=N
 		k, v, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
 		fmt.Fprintf(&b, "export TRAINRUN_PROXY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), shell.Quote(v))

@@ -143,6 +143,18 @@ func TestSweepDoesNoIO(t *testing.T) {
 	})
 }
 
+// The loss forecast is pure (issue 32): points in, numbers out, so the
+// acceptance curves test it without files, and the controller, the
+// forecast command and the sweep share one answer.
+func TestForecastIsPure(t *testing.T) {
+	banned := []string{"os", "os/exec", "net/http", "syscall", "io/fs", "time", module + "internal/slurm"}
+	importsUnder(t, "internal/forecast", func(f file, im string) {
+		if slices.Contains(banned, im) || strings.HasPrefix(im, module+"wrapper") {
+			t.Errorf("%s imports %s: internal/forecast does no I/O and reads no clock (its callers read the history)", f.rel, im)
+		}
+	})
+}
+
 // internal/units is imported by plan, checkpoint, wrapper and obs alike: it
 // stays a leaf of the standard library's fmt, math and time, so that no
 // rule above is broken through it.

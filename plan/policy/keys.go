@@ -212,6 +212,10 @@ func observeKeys() []*Key {
 			Format: "off, or a duration such as 2h: the age of the latest checkpoint at which metrics flag the job",
 			Why:    "off: no alert threshold unless the site sets one",
 			parse:  offDuration, set: func(s *Settings, v any, src Source) { s.MaxCkptAge = Setting[time.Duration]{v.(time.Duration), src} }},
+		{Name: "StopIfOffTrack", Default: "no", User: true,
+			Format: "no, yes (0.9), or a probability in [0.5, 1): a run with --target-loss checkpoints and stops (exit 12) once its loss forecast is off track with at least this probability",
+			Why:    "no: a forecast informs (metrics, webhook); stopping a run is the user's or the site's choice",
+			parse:  parseStopIfOffTrack, set: func(s *Settings, v any, src Source) { s.StopIfOffTrack = Setting[float64]{v.(float64), src} }},
 		{Name: "Calibration", Default: "none", User: true,
 			Format: "none, or the absolute path of a site calibration directory (trainrun calib)",
 			Why:    "none: plans use the published-run calibration only; with a directory, trainrun run appends each run's observation to it and plan/run/submit/sweep correct their predictions with the nearest ones",
@@ -245,7 +249,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "Calibration", "Tune", "TuneBudget"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget"}
 }
 
 // badValue is a value error before the file and line are known.
@@ -361,6 +365,22 @@ func parseCompress(v string) (any, error) {
 		return v, nil
 	}
 	return nil, bad("%q is not one of %s", v, strings.Join(CompressModes, ", "))
+}
+
+// parseStopIfOffTrack reads StopIfOffTrack: no (0), yes (0.9) or the
+// probability itself.
+func parseStopIfOffTrack(v string) (any, error) {
+	switch strings.ToLower(v) {
+	case "no":
+		return 0.0, nil
+	case "yes":
+		return 0.9, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0.5 && f < 1) {
+		return nil, bad("not no, yes or a probability in [0.5, 1)")
+	}
+	return f, nil
 }
 
 func parseYesNo(v string) (any, error) {

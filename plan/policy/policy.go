@@ -126,6 +126,7 @@ type Settings struct {
 	Pushgateway           Setting[string]
 	Webhook               Setting[string]
 	MaxCkptAge            Setting[time.Duration]
+	StopIfOffTrack        Setting[float64] // trainrun run --stop-if-off-track: the probability, 0 = no (issue 32)
 }
 
 // entry is one parsed Key=Value.
@@ -519,6 +520,7 @@ func (s Settings) Rows() []Row {
 		Row{"Pushgateway", str(s.Pushgateway.Value, "off"), s.Pushgateway.Source},
 		Row{"Webhook", str(s.Webhook.Value, "off"), s.Webhook.Source},
 		Row{"MaxCkptAge", dur(s.MaxCkptAge.Value, "off"), s.MaxCkptAge.Source},
+		Row{"StopIfOffTrack", stopIfOffTrack(s.StopIfOffTrack.Value), s.StopIfOffTrack.Source},
 		Row{"Calibration", str(s.Calibration.Value, "none"), s.Calibration.Source},
 		Row{"Tune", str(s.Tune.Value, "none"), s.Tune.Source},
 		Row{"TuneBudget", dur(s.TuneBudget.Value, "auto"), s.TuneBudget.Source},
@@ -592,4 +594,11 @@ func (s Settings) NCCL() plan.NCCLPolicy {
 		np.Fabric = s.Fabric.Value
 	}
 	return np
+}
+
+func stopIfOffTrack(p float64) string {
+	if p == 0 {
+		return "no"
+	}
+	return strconv.FormatFloat(p, 'g', -1, 64)
 }

@@ -88,6 +88,8 @@ type Event struct {
 	Start *Start `json:"start,omitempty"`
 	Ckpt  *Ckpt  `json:"ckpt,omitempty"`
 	Drain *Drain `json:"drain,omitempty"`
+	// Forecast: KindForecast (forecast_metrics.go).
+	Forecast *Forecast `json:"forecast,omitempty"`
 
 	Why      string `json:"why,omitempty"`   // ckpt-request
 	Cause    string `json:"cause,omitempty"` // ckpt-fail, interrupt, end

@@ -25,36 +25,37 @@ type Metrics struct {
 	mu         sync.Mutex
 	lastCommit time.Time // for trainrun_checkpoint_age_seconds
 
-	layout       *prometheus.GaugeVec
-	restart      prometheus.Gauge
-	gpus         prometheus.Gauge
-	startTime    prometheus.Gauge
-	state        *prometheus.GaugeVec
-	predStep     optGauge
-	obsStep      optGauge
-	predMFU      optGauge
-	obsMFU       optGauge
-	predTokens   optGauge
-	obsTokens    optGauge
-	step         optGauge
-	progressTime optGauge
-	ckptDur      *prometheus.HistogramVec
-	ckptBytes    optGauge
-	ckptWritten  prometheus.Counter
-	ckptCommits  prometheus.Counter
-	ckptLast     optGauge
-	ckptMaxAge   optGauge
-	ckptFail     *prometheus.CounterVec
-	drainBytes   prometheus.Counter
-	drainSeconds prometheus.Counter
-	drainRate    optGauge
-	interrupts   *prometheus.CounterVec
-	requeues     prometheus.Counter
-	crashes      *prometheus.CounterVec
-	lost         prometheus.Histogram
-	graceMargin  optGauge
-	graceBudget  optGauge
-	faultMetrics // goodput_metrics.go
+	layout          *prometheus.GaugeVec
+	restart         prometheus.Gauge
+	gpus            prometheus.Gauge
+	startTime       prometheus.Gauge
+	state           *prometheus.GaugeVec
+	predStep        optGauge
+	obsStep         optGauge
+	predMFU         optGauge
+	obsMFU          optGauge
+	predTokens      optGauge
+	obsTokens       optGauge
+	step            optGauge
+	progressTime    optGauge
+	ckptDur         *prometheus.HistogramVec
+	ckptBytes       optGauge
+	ckptWritten     prometheus.Counter
+	ckptCommits     prometheus.Counter
+	ckptLast        optGauge
+	ckptMaxAge      optGauge
+	ckptFail        *prometheus.CounterVec
+	drainBytes      prometheus.Counter
+	drainSeconds    prometheus.Counter
+	drainRate       optGauge
+	interrupts      *prometheus.CounterVec
+	requeues        prometheus.Counter
+	crashes         *prometheus.CounterVec
+	lost            prometheus.Histogram
+	graceMargin     optGauge
+	graceBudget     optGauge
+	faultMetrics    // goodput_metrics.go
+	forecastMetrics // forecast_metrics.go
 }
 
 // States of trainrun_state (one is 1, the others 0).
@@ -143,6 +144,7 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 		Help: "Age of the newest committed checkpoint at scrape time (-1 before the first). In a textfile or a Pushgateway it is the age when written: alert on time() - trainrun_checkpoint_last_commit_timestamp_seconds instead."},
 		func() float64 { return m.age(now()) }))
 	m.registerFaults(r, og)
+	m.registerForecast(r, og)
 	m.setState("running")
 	return m
 }

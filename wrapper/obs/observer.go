@@ -258,6 +258,8 @@ func (o *Observer) apply(e *Event, live bool) {
 		o.onEnd(e, live)
 	case KindRestart:
 		o.onRestart(e, live)
+	case KindForecast:
+		o.onForecast(e)
 	}
 }
 

@@ -43,6 +43,9 @@ const maxProgressBytes = 4096
 type ProgressReader struct {
 	Path string
 	last string
+	// Metrics are the metrics line of the last event Poll returned (nil
+	// without one, or when it did not parse): the loss history's input.
+	Metrics map[string]float64
 }
 
 // NewProgressReader reads path's present line as already seen: the file
@@ -67,10 +70,14 @@ func (p *ProgressReader) Poll() (Event, bool) {
 		return Event{}, false
 	}
 	p.last = line
-	first, _, _ := strings.Cut(line, "\n") // a second line holds the trainer's metrics (ParseMetrics)
+	first, rest, _ := strings.Cut(line, "\n") // a second line holds the trainer's metrics (ParseMetrics)
 	step, tokens, at, ok := ParseProgress(first)
 	if !ok {
 		return Event{}, false
+	}
+	p.Metrics = nil
+	if rest = strings.TrimSpace(rest); rest != "" {
+		p.Metrics, _ = ParseMetrics(rest)
 	}
 	return Event{Kind: KindProgress, Time: at, Step: step, Tokens: tokens}, true
 }

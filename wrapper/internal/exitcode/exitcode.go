@@ -19,8 +19,11 @@ const (
 	// Added for issue 30 (exit codes by cause): input that is well-formed
 	// but asks for something that cannot run, apart from NoFit ("more
 	// memory would help"), because the fix differs.
-	Layout      = 10  // the layout or batch cannot be split over the GPUs (divisibility): change the degrees, the batch or the GPU count
-	Capability  = 11  // the GPU or cluster lacks what the job asks for (fp8 without FP8 tensor cores, offload=nvme without --nvme-bw)
+	Layout     = 10 // the layout or batch cannot be split over the GPUs (divisibility): change the degrees, the batch or the GPU count
+	Capability = 11 // the GPU or cluster lacks what the job asks for (fp8 without FP8 tensor cores, offload=nvme without --nvme-bw)
+	// Added for issue 32: trainrun run --stop-if-off-track stopped the run
+	// (checkpointed) because its loss forecast will not reach the target.
+	OffTrack    = 12
 	NotFound    = 127 // the training command does not exist on the node
 	Interrupted = 130 // interrupted by Ctrl-C / SIGTERM before the step started
 )

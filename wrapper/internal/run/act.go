@@ -100,6 +100,7 @@ func (r *runner) commitAfterStep(store ckptStore, reason StopReason, stopAt time
 // act does what the decision says: the history's end event, the finished
 // marker, the requeue, the exit code.
 func (r *runner) act(d Decision, store ckptStore) error {
+	d = r.offTrackExit(d) // --stop-if-off-track (forecast.go)
 	r.recordEnd(d.Cause, d.Tag, d.Record)
 	if d.Finished {
 		if sa, ok := unwrapStore(store); ok {

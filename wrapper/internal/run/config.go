@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,6 +106,7 @@ var envTwins = []struct{ flag, env string }{
 	{"metrics-addr", "TRAINRUN_METRICS_ADDR"}, {"metrics-textfile", "TRAINRUN_METRICS_TEXTFILE"},
 	{"pushgateway", "TRAINRUN_PUSHGATEWAY"}, {"webhook", "TRAINRUN_WEBHOOK"}, {"webhook-format", "TRAINRUN_WEBHOOK_FORMAT"},
 	{"tune", "TRAINRUN_TUNE"}, {"tune-budget", "TRAINRUN_TUNE_BUDGET"},
+	{"target-loss", "TRAINRUN_TARGET_LOSS"}, {"stop-if-off-track", "TRAINRUN_STOP_IF_OFF_TRACK"},
 }
 
 // complete resolves trainrun run's options for allocation a: o as parsed,
@@ -264,6 +266,7 @@ func (c *Config) applyPolicy(st policy.Settings, getenv func(string) string, job
 	set("metrics-addr", "MetricsAddr", st.MetricsAddr.Source, st.MetricsAddr.Value != "", func() { c.obs.metricsAddr = st.MetricsAddr.Value })
 	set("pushgateway", "Pushgateway", st.Pushgateway.Source, st.Pushgateway.Value != "", func() { c.obs.pushgateway = st.Pushgateway.Value })
 	set("webhook", "Webhook", st.Webhook.Source, st.Webhook.Value != "", func() { c.obs.webhook = st.Webhook.Value })
+	set("stop-if-off-track", "StopIfOffTrack", st.StopIfOffTrack.Source, st.StopIfOffTrack.Value > 0, func() { c.obs.stopOffTrack = strconv.FormatFloat(st.StopIfOffTrack.Value, 'g', -1, 64) })
 	set("max-ckpt-age", "MaxCkptAge", st.MaxCkptAge.Source, st.MaxCkptAge.Value > 0, func() { c.obs.maxCkptAge = st.MaxCkptAge.Value })
 	set("grace-budget", "CkptGraceBudget", st.CkptGraceBudget.Source, st.CkptGraceBudget.Value > 0, func() { c.obs.graceBudget = st.CkptGraceBudget.Value })
 	set("nvme-bw", "NVMeBW", st.NVMeBW.Source, st.NVMeBW.Value > 0, func() { c.plan.NVMeBW = st.NVMeBW.Value })

@@ -11,6 +11,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
+	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -31,6 +32,8 @@ type obsOptions struct {
 	notifyBound   time.Duration
 	graceBudget   time.Duration
 	maxCkptAge    time.Duration
+	targetLoss    string // --target-loss: forecast at each checkpoint (cmd_forecast.go)
+	stopOffTrack  string // --stop-if-off-track[=P]: the probability ("": off)
 }
 
 func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
@@ -41,6 +44,9 @@ func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.webhookFormat, "webhook-format", envOr(getenv, "TRAINRUN_WEBHOOK_FORMAT", "json"), "webhook payload: json (trainrun's) or slack ({\"text\": ...}, for Slack-compatible incoming webhooks)")
 	fs.DurationVar(&o.notifyBound, "notify-timeout", obs.DefaultExitBound, "at exit, spend at most this on the final push and pending webhooks (the job's exit is never delayed longer)")
 	fs.DurationVar(&o.graceBudget, "grace-budget", 0, "time a checkpoint may take after a preemption's SIGTERM, for the grace-margin metric (default: the partition's GraceTime)")
+	fs.StringVar(&o.targetLoss, "target-loss", getenv("TRAINRUN_TARGET_LOSS"), "forecast the loss at --tokens at each checkpoint against this target: metrics trainrun_forecast_loss and trainrun_on_track, a webhook when the verdict turns (env TRAINRUN_TARGET_LOSS)")
+	fs.StringVar(&o.stopOffTrack, "stop-if-off-track", getenv("TRAINRUN_STOP_IF_OFF_TRACK"), "[=P] with --target-loss: once the forecast is off track with probability P (bare: 0.9), checkpoint and stop with exit 12 (env TRAINRUN_STOP_IF_OFF_TRACK=P)")
+	fs.Lookup("stop-if-off-track").NoOptDefVal = "0.9"
 	fs.DurationVar(&o.maxCkptAge, "max-ckpt-age", 0, "export this as the bound on the newest checkpoint's age (trainrun_checkpoint_max_age_seconds, for the alert rule); 0: none")
 }
 
@@ -50,6 +56,9 @@ func (r *runner) startObserver() error {
 	o := r.cfg.obs
 	if o.notifyBound <= 0 {
 		return usageErrorf("--notify-timeout %s: want a positive duration such as 5s", o.notifyBound)
+	}
+	if err := r.startForecast(); err != nil { // cmd_forecast.go
+		return err
 	}
 	ob, err := obs.New(obs.Config{
 		JobDir: r.dirs.jobDir, JobID: r.alloc.JobID, Partition: r.partition(), Restart: r.alloc.RestartCount, Sweep: r.env.Getenv("TRAINRUN_SWEEP"),
@@ -183,8 +192,13 @@ func (r *runner) pollProgress() {
 	if r.sess.progress == nil {
 		r.sess.progress = obs.NewProgressReader(r.dirs.in(jobdir.Launch, obs.ProgressFile))
 	}
+	if r.sess.lossHist == nil { // the loss history, .trainrun/metrics.jsonl (issue 32)
+		r.sess.lossHist = losshist.NewRecorder(r.dirs.ckptDir, func(err error) { r.logf("warning: %v", err) })
+	}
 	if e, ok := r.sess.progress.Poll(); ok {
 		r.sess.calibRec.Progress(e.Step, e.Time)
+		r.sess.lossHist.Record(e.Step, e.Tokens, e.Time, r.sess.progress.Metrics) // .trainrun/metrics.jsonl (issue 32)
+		r.earlyStop(e.Step, r.sess.progress.Metrics)                              // sweep --early-stop (cmd_forecast.go)
 		r.observe(e)
 	}
 }
@@ -223,6 +237,7 @@ func (s *observedStore) CommitComplete(world int) (string, bool, error) {
 			}
 		}
 		s.r.observe(obs.Event{Kind: obs.KindCkptCommit, Ckpt: c})
+		s.r.forecastAtCommit() // --target-loss (cmd_forecast.go)
 	}
 	return tag, changed, err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/losshist"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -88,6 +89,9 @@ type session struct {
 	lastTag      string      // the latest committed checkpoint's tag known to the controller
 	obs          runObserver // nil in a dry run
 	progress     *obs.ProgressReader
+	lossHist     *losshist.Recorder // the loss history (issue 32); nil without a store
+	fc           *forecastWatch     // --target-loss (forecast.go); nil without
+	esw          *earlyStopWatch    // a sweep trial's --early-stop (forecast.go)
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool

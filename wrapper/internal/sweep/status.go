@@ -28,6 +28,9 @@ type TrialFacts struct {
 	Finished bool               // the run's store has its finished marker
 	Steps    int64              // the last reported step (launch/progress)
 	Metrics  map[string]float64 // the last reported metrics
+	// StoppedEarly: the trial's early-stop record (--early-stop) says it
+	// stopped at a rung.
+	StoppedEarly bool
 }
 
 // TrialStatus is one row of the status.
@@ -50,6 +53,9 @@ type TrialStatus struct {
 // StateOf maps Slurm's view and the run's files to a trial state; reason
 // says why a trial failed (or waits).
 func StateOf(f TrialFacts) (state, reason string) {
+	if f.StoppedEarly && !(f.InSlurm && strings.EqualFold(f.State, "RUNNING")) {
+		return StoppedEarly, "not in the best trials at its rung (--early-stop)"
+	}
 	if !f.InSlurm {
 		if f.Finished {
 			return Finished, ""
@@ -114,7 +120,7 @@ func Best(rows []TrialStatus, metric string, maximize bool) (best TrialStatus, o
 
 // Counts are the trials per state, for trainrun_sweep_trials{state}.
 func Counts(rows []TrialStatus) map[string]int {
-	m := map[string]int{Pending: 0, Running: 0, Preempted: 0, Requeued: 0, Finished: 0, Failed: 0}
+	m := map[string]int{Pending: 0, Running: 0, Preempted: 0, Requeued: 0, Finished: 0, Failed: 0, StoppedEarly: 0}
 	for _, r := range rows {
 		m[r.State]++
 	}

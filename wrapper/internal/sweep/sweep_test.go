@@ -154,7 +154,7 @@ func TestBest(t *testing.T) {
 		t.Error("a best by a metric no trial reported")
 	}
 	c := Counts([]TrialStatus{{State: Running}, {State: Running}, {State: Finished}})
-	if c[Running] != 2 || c[Finished] != 1 || c[Pending] != 0 || len(c) != 6 {
+	if c[Running] != 2 || c[Finished] != 1 || c[Pending] != 0 || len(c) != 7 {
 		t.Errorf("Counts = %v", c)
 	}
 }
@@ -258,5 +258,44 @@ func TestSVGAxesLabelled(t *testing.T) {
 	// A metric spanning less than 10x stays linear.
 	if lin := SVG("s", []string{"lr"}, rows[:3], "loss"); strings.Contains(lin, "loss (log scale)") {
 		t.Error("a 1.1x spread drawn on a log axis")
+	}
+}
+
+func TestEarlyStopASHA(t *testing.T) {
+	e, ok, err := ParseEarlyStop("asha:3:10")
+	if err != nil || !ok || e.Eta != 3 || e.MinSteps != 10 {
+		t.Fatalf("parse: %+v %v %v", e, ok, err)
+	}
+	for step, rung := range map[int64]int{9: -1, 10: 0, 29: 0, 30: 1, 90: 2, 269: 2, 270: 3} {
+		if got := e.Rung(step); got != rung {
+			t.Errorf("Rung(%d) = %d, want %d", step, got, rung)
+		}
+	}
+	if e.RungStep(2) != 90 {
+		t.Errorf("RungStep(2) = %d", e.RungStep(2))
+	}
+	for _, bad := range []string{"hyperband", "asha:1", "asha:3:0", "asha:x", "asha:3:5:7"} {
+		if _, _, err := ParseEarlyStop(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	// 6 trials at a rung, eta 3: the best 2 continue.
+	at := []float64{3, 1, 2, 5, 4, 6}
+	for _, c := range []struct {
+		v    float64
+		want bool
+	}{{1, true}, {2, true}, {3, false}, {6, false}} {
+		if got := e.Continue(c.v, at, false); got != c.want {
+			t.Errorf("Continue(%v) = %v, want %v", c.v, got, c.want)
+		}
+	}
+	if !e.Continue(6, at, true) || e.Continue(1, at, true) {
+		t.Error("maximize ranks the other way")
+	}
+	if !e.Continue(9, []float64{9}, false) {
+		t.Error("the first trial at a rung stopped")
+	}
+	if st, _ := StateOf(TrialFacts{InSlurm: true, State: "FAILED", ExitCode: "7:0", StoppedEarly: true}); st != StoppedEarly {
+		t.Errorf("state %s, want %s", st, StoppedEarly)
 	}
 }

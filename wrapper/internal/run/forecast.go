@@ -1,0 +1,200 @@
+package run
+
+// trainrun run's side of issue 32: --target-loss forecasts at each commit
+// (internal/forecast on the store's loss history, wrapper/internal/losshist)
+// and --stop-if-off-track; a sweep trial's --early-stop (ASHA rungs,
+// wrapper/internal/rungs). The commands (trainrun forecast, scaling) are
+// wrapper/cmd_forecast.go.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/forecast"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/losshist"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
+	"github.com/trainrun/trainrun/wrapper/internal/rungs"
+	"github.com/trainrun/trainrun/wrapper/internal/sweep"
+	"github.com/trainrun/trainrun/wrapper/obs"
+)
+
+// forecastWatch is trainrun run --target-loss: a forecast at each
+// committed checkpoint, exported and logged, a webhook when the verdict
+// turns, and with --stop-if-off-track a checkpoint-and-stop once the run
+// is off track with probability 0.9.
+type forecastWatch struct {
+	target, budget float64
+	stop           float64 // the off-track probability that stops the run (0: never)
+	last           string  // the previous verdict
+	stoppedWhy     string  // set when the watch asked the run to stop
+}
+
+// startForecast checks --target-loss and its budget before the run
+// starts: a bad value fails the job at once, not at its first checkpoint.
+func (r *runner) startForecast() error {
+	o := r.cfg.obs
+	if o.targetLoss == "" {
+		if o.stopOffTrack != "" && r.cfg.fromUser("stop-if-off-track") { // the policy's StopIfOffTrack applies to runs with a target only
+			return usageErrorf("--stop-if-off-track needs --target-loss (or TRAINRUN_TARGET_LOSS): the loss the run must reach")
+		}
+		return nil
+	}
+	var t float64
+	if _, err := fmt.Sscan(o.targetLoss, &t); err != nil || !(t > 0) || math.IsInf(t, 0) {
+		return usageErrorf("--target-loss %q (or TRAINRUN_TARGET_LOSS): want a loss above 0, such as 2.1", o.targetLoss)
+	}
+	if r.cfg.plan.Tokens == "" {
+		return usageErrorf("--target-loss %s needs --tokens, the run's budget: the loss is forecast there", o.targetLoss)
+	}
+	b, err := planflags.ParseTokens(r.cfg.plan.Tokens)
+	if err != nil || b <= 0 {
+		return usageErrorf("--tokens %q: want a token count such as 2T, 300B or 1e12", r.cfg.plan.Tokens)
+	}
+	if r.dirs.ckptDir == "" {
+		return usageErrorf("--target-loss needs --ckpt-dir: the loss history is kept in the store")
+	}
+	stop := 0.0
+	if o.stopOffTrack != "" {
+		p, err := strconv.ParseFloat(o.stopOffTrack, 64)
+		if err != nil || !(p >= 0.5 && p < 1) {
+			return usageErrorf("--stop-if-off-track=%s (or TRAINRUN_STOP_IF_OFF_TRACK): want the probability of being off track at which to stop, in [0.5, 1), such as 0.9", o.stopOffTrack)
+		}
+		stop = p
+	}
+	r.sess.fc = &forecastWatch{target: t, budget: b, stop: stop}
+	return nil
+}
+
+// forecastAtCommit forecasts from the loss history after a commit.
+func (r *runner) forecastAtCommit() {
+	w := r.sess.fc
+	if w == nil || w.stoppedWhy != "" {
+		return
+	}
+	es, err := losshist.Read(losshist.Path(r.dirs.ckptDir))
+	if err != nil {
+		r.logf("warning: forecast: %v", err)
+		return
+	}
+	pts, _ := losshist.Points(es, "loss") // without tokens reported, --tokens is read as steps
+	res, err := forecast.Forecast(pts, forecast.Options{Budget: w.budget, Target: w.target, Seed: 1})
+	if err != nil && !errors.Is(err, forecast.ErrTooFew) {
+		r.logf("warning: forecast: %v", err)
+		return
+	}
+	if err != nil {
+		res.Verdict = forecast.TooEarly
+	}
+	f := &obs.Forecast{Verdict: res.Verdict, PReach: res.PReach, Target: w.target, Budget: w.budget,
+		Lo: res.Loss.Lo, Mid: res.Loss.Mid, Hi: res.Loss.Hi, Level: res.Level, Noise: res.Noise,
+		Changed: w.last != "" && w.last != forecast.TooEarly && res.Verdict != forecast.TooEarly && res.Verdict != w.last}
+	if res.Verdict != forecast.TooEarly {
+		w.last = res.Verdict
+	} else if w.last == "" {
+		w.last = forecast.TooEarly
+	}
+	r.observe(obs.Event{Kind: obs.KindForecast, Forecast: f, Message: res.Why})
+	r.logf("forecast: %s: %s", res.Verdict, res.Why)
+	if w.stop > 0 && res.Verdict == forecast.OffTrack && 1-res.PReach >= w.stop && r.ckpt.store != nil {
+		w.stoppedWhy = res.Why
+		if err := r.ckpt.store.PutRequest(checkpoint.Request{Then: "stop", Reason: "off-track", By: "trainrun run --stop-if-off-track"}); err != nil {
+			r.logf("warning: forecast: asking the run to stop: %v", err)
+			w.stoppedWhy = ""
+			return
+		}
+		r.logf("forecast: off track with probability %.2f: checkpointing and stopping (--stop-if-off-track, exit %d)", 1-res.PReach, exitcode.OffTrack)
+	}
+}
+
+// offTrackExit gives a stop that --stop-if-off-track asked for its own
+// exit code.
+func (r *runner) offTrackExit(d Decision) Decision {
+	if w := r.sess.fc; w != nil && w.stoppedWhy != "" && d.Exit == exitcode.Stopped {
+		d.Exit = exitcode.OffTrack
+		d.Err = "checkpointed (latest " + d.Tag + ") and stopped: off track: " + w.stoppedWhy
+		d.Record = "stopped off track (--stop-if-off-track)"
+	}
+	return d
+}
+
+// earlyStopWatch is a sweep trial's side of `trainrun sweep --early-stop`
+// (the sweep's script exports TRAINRUN_EARLY_STOP, TRAINRUN_SWEEP_DIR,
+// TRAINRUN_SWEEP_TRIAL, TRAINRUN_SWEEP_METRIC, TRAINRUN_SWEEP_MAXIMIZE):
+// at each rung it records the trial's metric in the sweep directory and
+// stops the trial (a checkpoint, then exit 7) unless it ranks among the
+// best 1/ETA of the trials that reached the rung.
+type earlyStopWatch struct {
+	off      bool
+	es       sweep.EarlyStop
+	dir      string
+	trial    int
+	metric   string
+	maximize bool
+	rung     int
+	stopped  bool
+}
+
+func (r *runner) earlyStopWatch() *earlyStopWatch {
+	if r.sess.esw != nil {
+		return r.sess.esw
+	}
+	g := r.env.Getenv
+	w := &earlyStopWatch{off: true, rung: -1}
+	r.sess.esw = w
+	es, ok, err := sweep.ParseEarlyStop(g("TRAINRUN_EARLY_STOP"))
+	trial, terr := strconv.Atoi(g("TRAINRUN_SWEEP_TRIAL"))
+	switch {
+	case err != nil:
+		r.logf("warning: TRAINRUN_EARLY_STOP: %v; no early stopping", err)
+	case !ok:
+	case g("TRAINRUN_SWEEP_DIR") == "" || terr != nil:
+		r.logf("warning: TRAINRUN_EARLY_STOP=%s without TRAINRUN_SWEEP_DIR and TRAINRUN_SWEEP_TRIAL (set by trainrun sweep's script): no early stopping", g("TRAINRUN_EARLY_STOP"))
+	default:
+		w.off, w.es, w.dir, w.trial = false, es, g("TRAINRUN_SWEEP_DIR"), trial
+		w.metric, w.maximize = cmp.Or(g("TRAINRUN_SWEEP_METRIC"), "loss"), g("TRAINRUN_SWEEP_MAXIMIZE") == "true"
+	}
+	return w
+}
+
+// earlyStop is called with each progress report.
+func (r *runner) earlyStop(step int64, metrics map[string]float64) {
+	w := r.earlyStopWatch()
+	v, has := metrics[w.metric]
+	if w.off || w.stopped || !has {
+		return
+	}
+	k := w.es.Rung(step)
+	if k <= w.rung {
+		return
+	}
+	w.rung = k
+	if err := rungs.Record(w.dir, k, w.trial, step, v); err != nil {
+		r.logf("warning: %v", err)
+		return
+	}
+	vals, err := rungs.Values(w.dir, k)
+	if err != nil {
+		r.logf("warning: %v", err)
+		return
+	}
+	keep := (len(vals) + w.es.Eta - 1) / w.es.Eta
+	if w.es.Continue(v, vals, w.maximize) {
+		r.logf("early stop: rung %d (step %d): %s %.4g is in the best %d of the %d trials there: going on", k, step, w.metric, v, keep, len(vals))
+		return
+	}
+	w.stopped = true
+	r.logf("early stop: rung %d (step %d): %s %.4g is not in the best %d of the %d trials there: checkpointing and stopping (state stopped-early)", k, step, w.metric, v, keep, len(vals))
+	if err := rungs.MarkStopped(w.dir, w.trial, k, step, v); err != nil {
+		r.logf("warning: %v", err)
+	}
+	if r.ckpt.store != nil {
+		if err := r.ckpt.store.PutRequest(checkpoint.Request{Then: "stop", Reason: "stopped-early", By: "trainrun sweep --early-stop"}); err != nil {
+			r.logf("warning: early stop: asking the run to stop: %v", err)
+		}
+	}
+}

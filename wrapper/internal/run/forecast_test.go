@@ -1,0 +1,157 @@
+package run
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
+	"github.com/trainrun/trainrun/wrapper/internal/losshist"
+	"github.com/trainrun/trainrun/wrapper/internal/rungs"
+	"github.com/trainrun/trainrun/wrapper/obs"
+)
+
+// forecastStore writes a store whose history follows L = 2 + 0.3·(D/1e10)^-0.35
+// (2.3 at the 10B budget) with 0.5% noise, reported to 2B tokens.
+func forecastStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".trainrun"), 0o755)
+	w := losshist.Open(losshist.Path(dir))
+	r := rand.New(rand.NewPCG(7, 7))
+	for s := int64(1); s <= 500; s++ {
+		d := float64(s) * 4e6
+		loss := (2 + 0.3*math.Pow(d/1e10, -0.35)) * (1 + 0.005*r.NormFloat64())
+		if err := w.Append(losshist.Entry{Step: s, Tokens: int64(d), Metrics: map[string]float64{"loss": loss}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// A run whose forecast is confidently off its target asks for a checkpoint
+// and a stop, and the stop gets exit 12; the verdict's turn is an event
+// the webhook hears.
+func TestForecastWatchStopsOffTrack(t *testing.T) {
+	dir := forecastStore(t)
+	st, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	var log strings.Builder
+	r := &runner{env: &Deps{Stderr: &log}, dirs: runDirs{ckptDir: dir}, ckpt: runStore{store: st}, sess: session{obs: rec}}
+	r.cfg.obs.targetLoss, r.cfg.obs.stopOffTrack, r.cfg.plan.Tokens = "2.45", "0.9", "10B"
+	if err := r.startForecast(); err != nil {
+		t.Fatal(err)
+	}
+	r.forecastAtCommit() // on track: no stop
+	if r.sess.fc.stoppedWhy != "" {
+		t.Fatalf("stopped on track: %s", log.String())
+	}
+	r.sess.fc.target = 2.0 // the target moves below the forecast (2.3)
+	r.forecastAtCommit()
+	if len(rec.evs) != 2 || rec.evs[1].Forecast == nil || rec.evs[1].Forecast.Verdict != "off-track" || !rec.evs[1].Forecast.Changed {
+		t.Fatalf("events %+v, want on-track then a changed off-track", rec.evs)
+	}
+	req, err := st.TakeRequest()
+	if err != nil || req == nil || req.Then != "stop" {
+		t.Fatalf("request %+v, %v: want a stop request", req, err)
+	}
+	d := r.offTrackExit(Decision{Exit: exitcode.Stopped, Tag: "step-500"})
+	if d.Exit != exitcode.OffTrack || !strings.Contains(d.Err, "off track") {
+		t.Errorf("decision %+v, want exit %d", d, exitcode.OffTrack)
+	}
+	if d := (&runner{}).offTrackExit(Decision{Exit: exitcode.Stopped}); d.Exit != exitcode.Stopped {
+		t.Errorf("a stop without the watch changed its exit to %d", d.Exit)
+	}
+}
+
+func TestForecastWatchBadInput(t *testing.T) {
+	for _, c := range []struct{ target, tokens, ckpt, msg string }{
+		{"fast", "10B", "/x", "--target-loss \"fast\""},
+		{"2", "", "/x", "needs --tokens"},
+		{"2", "10B", "", "needs --ckpt-dir"},
+		{"2", "10B", "/x", "--stop-if-off-track=1.5"},
+	} {
+		r := &runner{dirs: runDirs{ckptDir: c.ckpt}}
+		r.cfg.obs.targetLoss, r.cfg.plan.Tokens = c.target, c.tokens
+		if strings.Contains(c.msg, "1.5") {
+			r.cfg.obs.stopOffTrack = "1.5"
+		}
+		if err := r.startForecast(); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%+v: %v, want %q", c, err, c.msg)
+		}
+	}
+	r := &runner{}
+	r.cfg.obs.stopOffTrack, r.cfg.from = "0.9", map[string]source{"stop-if-off-track": {kind: fromFlag}}
+	if err := r.startForecast(); err == nil || !strings.Contains(err.Error(), "needs --target-loss") {
+		t.Errorf("--stop-if-off-track alone: %v", err)
+	}
+	r.cfg.from = map[string]source{"stop-if-off-track": {kind: fromPolicy, name: "StopIfOffTrack"}}
+	if err := r.startForecast(); err != nil || r.sess.fc != nil {
+		t.Errorf("the policy's StopIfOffTrack=yes without a target: %v", err)
+	}
+}
+
+// A trial whose metric at a rung is outside the best 1/ETA stops: its
+// record and stopped marker are in the sweep directory and its store has a
+// stop request; one inside goes on.
+func TestEarlyStopTrial(t *testing.T) {
+	sdir := t.TempDir()
+	for i, v := range []float64{1, 2, 3} {
+		rungs.Record(sdir, 0, i, 10, v)
+	}
+	trial := func(idx string) (*runner, *checkpoint.Store) {
+		st, err := checkpoint.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string]string{"TRAINRUN_EARLY_STOP": "asha:3:10", "TRAINRUN_SWEEP_DIR": sdir, "TRAINRUN_SWEEP_TRIAL": idx, "TRAINRUN_SWEEP_METRIC": "loss"}
+		return &runner{env: &Deps{Stderr: io.Discard, Getenv: func(k string) string { return vars[k] }}, ckpt: runStore{store: st}}, st
+	}
+	good, gst := trial("5")
+	good.earlyStop(5, map[string]float64{"loss": 0.5}) // below the first rung: nothing
+	good.earlyStop(11, map[string]float64{"loss": 0.5})
+	if rungs.Stopped(sdir, 5) {
+		t.Fatal("the best trial stopped")
+	}
+	if req, _ := gst.TakeRequest(); req != nil {
+		t.Fatalf("the best trial was asked to stop: %+v", req)
+	}
+	bad, bst := trial("6")
+	bad.earlyStop(12, map[string]float64{"loss": 2.5}) // 5 at the rung, keep 2: 0.5 and 1 are better
+	if !rungs.Stopped(sdir, 6) {
+		t.Fatal("a trial outside the best third went on")
+	}
+	if req, _ := bst.TakeRequest(); req == nil || req.Then != "stop" {
+		t.Fatalf("request %+v, want stop", req)
+	}
+	off := &runner{env: &Deps{Stderr: io.Discard, Getenv: func(string) string { return "" }}}
+	off.earlyStop(100, map[string]float64{"loss": 9}) // not a sweep trial: nothing, no panic
+}
+
+// The controller's progress poll keeps the loss history, also when the
+// progress reader was made at the run's start (observeStart).
+func TestPollProgressKeepsLossHistory(t *testing.T) {
+	job, ckpt := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(job, jobdir.Launch), 0o755)
+	r := &runner{env: &Deps{Stderr: io.Discard, Getenv: func(string) string { return "" }}, dirs: runDirs{jobDir: job, ckptDir: ckpt}}
+	prog := filepath.Join(job, jobdir.Launch, "progress")
+	r.sess.progress = obs.NewProgressReader(prog)
+	for s := 1; s <= 3; s++ {
+		os.WriteFile(prog, []byte(fmt.Sprintf("%d %d 1700000000\n{\"loss\": %d}\n", s, 100*s, 10-s)), 0o644)
+		r.pollProgress()
+	}
+	es, err := losshist.Read(losshist.Path(ckpt))
+	if err != nil || len(es) != 3 || es[2].Metrics["loss"] != 7 || es[2].Tokens != 300 {
+		t.Fatalf("history %+v, %v; want 3 reports", es, err)
+	}
+}

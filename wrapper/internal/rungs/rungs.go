@@ -1,0 +1,84 @@
+// Package rungs keeps a sweep's early-stopping records (trainrun sweep
+// --early-stop): each trial's metric at each rung it reached, and which
+// trials stopped, as small files in the sweep directory that every trial's
+// controller reads and writes (no daemon: the file system is the
+// coordinator; each record is one atomic file, so no locks).
+//
+//	<sweep-dir>/early-stop/rung-<K>/trial-<I>   "STEP VALUE"
+//	<sweep-dir>/early-stop/stopped/trial-<I>    "RUNG STEP VALUE"
+package rungs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/trainrun/trainrun/internal/atomicfile"
+)
+
+const dirName = "early-stop"
+
+func rungDir(sweepDir string, rung int) string {
+	return filepath.Join(sweepDir, dirName, fmt.Sprintf("rung-%d", rung))
+}
+
+func stoppedPath(sweepDir string, trial int) string {
+	return filepath.Join(sweepDir, dirName, "stopped", fmt.Sprintf("trial-%d", trial))
+}
+
+// Record writes trial's metric value at rung (reached at step). A trial
+// that reaches the rung again (a restart redoing steps) replaces its own
+// record.
+func Record(sweepDir string, rung, trial int, step int64, value float64) error {
+	d := rungDir(sweepDir, rung)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return fmt.Errorf("early stop: %w", err)
+	}
+	line := fmt.Sprintf("%d %s\n", step, strconv.FormatFloat(value, 'g', -1, 64))
+	return atomicfile.WriteFile(filepath.Join(d, fmt.Sprintf("trial-%d", trial)), []byte(line), 0o644)
+}
+
+// Values are the metrics every trial recorded at rung (a record that does
+// not parse is skipped: a foreign file, never a guess).
+func Values(sweepDir string, rung int) ([]float64, error) {
+	d := rungDir(sweepDir, rung)
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		return nil, fmt.Errorf("early stop: %w", err)
+	}
+	var out []float64
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "trial-") || strings.Contains(e.Name(), ".tmp") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, e.Name()))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 2 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// MarkStopped records that trial stopped at rung.
+func MarkStopped(sweepDir string, trial, rung int, step int64, value float64) error {
+	p := stoppedPath(sweepDir, trial)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("early stop: %w", err)
+	}
+	return atomicfile.WriteFile(p, []byte(fmt.Sprintf("%d %d %s\n", rung, step, strconv.FormatFloat(value, 'g', -1, 64))), 0o644)
+}
+
+// Stopped says whether trial stopped early.
+func Stopped(sweepDir string, trial int) bool {
+	_, err := os.Stat(stoppedPath(sweepDir, trial))
+	return err == nil
+}
