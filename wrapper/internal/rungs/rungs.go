@@ -10,12 +10,14 @@ package rungs
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
+	"github.com/trainrun/trainrun/internal/safefs"
 )
 
 const dirName = "early-stop"
@@ -53,7 +55,7 @@ func Values(sweepDir string, rung int) ([]float64, error) {
 		if !strings.HasPrefix(e.Name(), "trial-") || strings.Contains(e.Name(), ".tmp") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(d, e.Name()))
+		b, err := safefs.ReadFile(filepath.Join(d, e.Name()), 4<<10) // "STEP VALUE": a few bytes; bounded, no symlink followed
 		if err != nil {
 			continue
 		}
@@ -61,7 +63,9 @@ func Values(sweepDir string, rung int) ([]float64, error) {
 		if len(f) != 2 {
 			continue
 		}
-		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+		// An infinite value is no trial's metric (a -Inf would outrank every
+		// trial and stop them all); NaN stays: Continue ranks it last.
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil && !math.IsInf(v, 0) {
 			out = append(out, v)
 		}
 	}
