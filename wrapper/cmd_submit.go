@@ -290,14 +290,14 @@ func (o *submitOptions) partitions(ctx context.Context, env *runEnv, pol *policy
 			}
 		}
 	}
-	infos, err := loadPartitions(ctx, env.slurm, pol, o.plan.GPU, only)
+	infos, err := submit.LoadPartitions(ctx, env.slurm, pol, o.plan.GPU, only)
 	if err != nil {
 		return nil, withSlurmCode(err)
 	}
 	var out []submit.Partition
 	var errs []string
 	for _, pi := range infos {
-		p, ok := pi.forChoice()
+		p, ok := pi.ForChoice()
 		switch {
 		case ok:
 			out = append(out, p)
