@@ -115,6 +115,8 @@ func (o *ckptFlags) open() (*checkpoint.Store, error) {
 	return s, nil
 }
 
+// runCkptList is `trainrun ckpt list`: the checkpoints in the store, marked
+// with the one a job started now would resume from.
 func runCkptList(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var asJSON, sizesOnly bool
@@ -150,38 +152,53 @@ func runCkptList(ctx context.Context, env *runEnv, args []string) error {
 		return err
 	}
 	if asJSON {
-		type row struct {
-			Tag       string    `json:"tag"`
-			Dir       string    `json:"dir"`
-			State     string    `json:"state"`
-			Kind      string    `json:"kind"`
-			Step      int64     `json:"step"`
-			Ranks     int       `json:"ranks"`
-			WorldSize int       `json:"world_size"`
-			Files     int       `json:"files"`
-			Bytes     int64     `json:"bytes"`
-			Raw       int64     `json:"raw_bytes"`    // the trainer's bytes (= bytes)
-			Stored    int64     `json:"stored_bytes"` // on disk: less once compressed
-			Time      time.Time `json:"time"`
-			Latest    bool      `json:"latest"` // the .trainrun/latest pointer names it
-			Note      string    `json:"note,omitempty"`
-			// Added by issue 30: a job started now resumes from it (verified);
-			// verify_error: a newer committed one that fails, skipped.
-			Resume      bool   `json:"resume"`
-			VerifyError string `json:"verify_error,omitempty"`
-		}
-		rows := []row{}
-		for _, in := range list {
-			rows = append(rows, row{in.Tag, in.Dir, string(in.State), string(in.Kind), in.Step, in.Ranks, in.WorldSize,
-				in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note, in.Tag == resume, failed[in.Tag]})
-		}
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return writeCkptListJSON(env.stdout, list, resume, failed)
 	}
+	writeCkptListTable(env.stdout, s.Dir(), list, resume, failed)
+	return nil
+}
+
+// writeCkptListJSON is `ckpt list --format json`: one object per
+// checkpoint, resume marking the one a job started now resumes from and
+// verify_error each newer committed one that fails.
+func writeCkptListJSON(w io.Writer, list []checkpoint.Info, resume string, failed map[string]string) error {
+	type row struct {
+		Tag       string    `json:"tag"`
+		Dir       string    `json:"dir"`
+		State     string    `json:"state"`
+		Kind      string    `json:"kind"`
+		Step      int64     `json:"step"`
+		Ranks     int       `json:"ranks"`
+		WorldSize int       `json:"world_size"`
+		Files     int       `json:"files"`
+		Bytes     int64     `json:"bytes"`
+		Raw       int64     `json:"raw_bytes"`    // the trainer's bytes (= bytes)
+		Stored    int64     `json:"stored_bytes"` // on disk: less once compressed
+		Time      time.Time `json:"time"`
+		Latest    bool      `json:"latest"` // the .trainrun/latest pointer names it
+		Note      string    `json:"note,omitempty"`
+		// Added by issue 30: a job started now resumes from it (verified);
+		// verify_error: a newer committed one that fails, skipped.
+		Resume      bool   `json:"resume"`
+		VerifyError string `json:"verify_error,omitempty"`
+	}
+	rows := []row{}
+	for _, in := range list {
+		rows = append(rows, row{in.Tag, in.Dir, string(in.State), string(in.Kind), in.Step, in.Ranks, in.WorldSize,
+			in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note, in.Tag == resume, failed[in.Tag]})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+// writeCkptListTable is `ckpt list`'s table of the checkpoints in dir, LATEST
+// marking the one a job resumes from (FAILED the newer ones it skips), and
+// the notes on failures and on what is not a committed trainrun checkpoint.
+func writeCkptListTable(w io.Writer, dir string, list []checkpoint.Info, resume string, failed map[string]string) {
 	if len(list) == 0 {
-		fmt.Fprintf(env.stdout, "no checkpoints in %s\n", s.Dir())
-		return nil
+		fmt.Fprintf(w, "no checkpoints in %s\n", dir)
+		return
 	}
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 2, 4, 2, ' ', 0)
@@ -214,13 +231,12 @@ func runCkptList(ctx context.Context, env *runEnv, args []string) error {
 	}
 	tw.Flush()
 	for _, line := range strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n") {
-		fmt.Fprintln(env.stdout, strings.TrimRight(line, " ")) // an empty LATEST column pads
+		fmt.Fprintln(w, strings.TrimRight(line, " ")) // an empty LATEST column pads
 	}
 	if len(notes) > 0 {
-		fmt.Fprintln(env.stdout, "Notes:")
-		fmt.Fprintln(env.stdout, strings.Join(notes, "\n"))
+		fmt.Fprintln(w, "Notes:")
+		fmt.Fprintln(w, strings.Join(notes, "\n"))
 	}
-	return nil
 }
 
 func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
