@@ -271,7 +271,20 @@ func Search(m Model, j Job, c Cluster, o SearchOptions) Result {
 	return r
 }
 
-func (s *searcher) run(offloads []string) {
+// searchAxes are the degrees Search tries on each axis of the layout that
+// does not depend on the others: TP, PP, CP and the recompute modes, each
+// narrowed by the stack, the cluster and the pins, and the stack's layout
+// rule (which narrows the per-layout axes: ZeRO, VPP).
+type searchAxes struct {
+	tps, pps, cps []int
+	recs          []string
+	rule          stackLayout
+}
+
+// axes is the degrees run walks: TP divides the heads and stays in the
+// NVLink domain unless allowed or pinned; PP divides the layers or splits
+// them unevenly; CP doubles while a rank keeps 1024 tokens.
+func (s *searcher) axes() searchAxes {
 	m, j, c, o := s.m, s.j, s.c, s.o
 	p := o.Pins
 	if c.NVLinkDomain <= 0 {
@@ -319,6 +332,17 @@ func (s *searcher) run(offloads []string) {
 	if p.Recompute != nil {
 		recs = []string{*p.Recompute}
 	}
+	return searchAxes{tps: tps, pps: pps, cps: cps, recs: recs, rule: rule}
+}
+
+// run evaluates every layout of the axes whose degrees multiply to the
+// cluster's GPUs and divide the batch, with each MoE expert split, ZeRO
+// stage, virtual pipeline, sequence parallelism and offload the layout
+// allows, and the micro-batch sizes mbsLoop tries.
+func (s *searcher) run(offloads []string) {
+	m, j, c, p := s.m, s.j, s.c, s.o.Pins
+	a := s.axes()
+	tps, pps, cps, recs, rule := a.tps, a.pps, a.cps, a.recs, a.rule
 	var x shape
 	var e Evaluation
 	for _, tp := range tps {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/wrapper/internal/array"
 	"github.com/trainrun/trainrun/wrapper/internal/runname"
 
 	"github.com/spf13/pflag"
@@ -156,7 +157,7 @@ func runBranches(ctx context.Context, env *runEnv, args []string) error {
 		return err
 	}
 	runFlags := append([]string{"--init-from=" + from}, o.forwardedRunFlags(fs)...)
-	script := sweepScript(exe, s, runFlags)
+	script := array.Script(exe, s, runFlags)
 	req := o.sbatchRequest(s)
 	req.Script = filepath.Join(s.Dir, "branches.sbatch")
 	mergeScript, mreq := o.mergeJob(exe, s)
@@ -171,13 +172,13 @@ func runBranches(ctx context.Context, env *runEnv, args []string) error {
 	if mergeScript != "" {
 		scripts[mreq.Script] = mergeScript
 	}
-	if err := writeSweepDir(s, scripts); err != nil {
+	if err := array.WriteDir(s, scripts); err != nil {
 		return err
 	}
 	return o.submitBranches(ctx, env, s, out, req, mreq, script+"\n"+mergeScript)
 }
 
-func (o *branchesOptions) submitBranches(ctx context.Context, env *runEnv, s *sweepManifest, out branchesJSON, req, mreq slurm.SbatchRequest, scripts string) error {
+func (o *branchesOptions) submitBranches(ctx context.Context, env *runEnv, s *array.Manifest, out branchesJSON, req, mreq slurm.SbatchRequest, scripts string) error {
 	if err := submitArray(ctx, env, s, req, "branches'"); err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func (o *branchesOptions) submitBranches(ctx context.Context, env *runEnv, s *sw
 }
 
 // manifest is the branches as a sweep over (branch, data).
-func (o *branchesOptions) manifest(argv []string) (*sweepManifest, error) {
+func (o *branchesOptions) manifest(argv []string) (*array.Manifest, error) {
 	names, specs, err := parseBranchData(o.data)
 	if err != nil {
 		return nil, err
@@ -213,13 +214,13 @@ func (o *branchesOptions) manifest(argv []string) (*sweepManifest, error) {
 		return nil, err
 	}
 	for i, n := range names {
-		s.Trials = append(s.Trials, sweepTrialM{Index: i, Params: map[string]string{"branch": n, "data": specs[i]}, Name: "branch-" + n})
+		s.Trials = append(s.Trials, array.Trial{Index: i, Params: map[string]string{"branch": n, "data": specs[i]}, Name: "branch-" + n})
 	}
 	return s, nil
 }
 
 // mergeJob is the merge's batch script and submission ("" without --merge).
-func (o *branchesOptions) mergeJob(exe string, s *sweepManifest) (string, slurm.SbatchRequest) {
+func (o *branchesOptions) mergeJob(exe string, s *array.Manifest) (string, slurm.SbatchRequest) {
 	if o.merge == "" {
 		return "", slurm.SbatchRequest{}
 	}
@@ -243,7 +244,7 @@ func (o *branchesOptions) mergeJob(exe string, s *sweepManifest) (string, slurm.
 	return b.String(), req
 }
 
-func printBranches(env *runEnv, format string, s *sweepManifest, out branchesJSON, reqs []slurm.SbatchRequest, scripts string, dry bool) error {
+func printBranches(env *runEnv, format string, s *array.Manifest, out branchesJSON, reqs []slurm.SbatchRequest, scripts string, dry bool) error {
 	w := env.stdout
 	if format == "json" {
 		enc := json.NewEncoder(w)

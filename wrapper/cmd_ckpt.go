@@ -115,6 +115,8 @@ func (o *ckptFlags) open() (*checkpoint.Store, error) {
 	return s, nil
 }
 
+// runCkptList is `trainrun ckpt list`: the checkpoints in the store, marked
+// with the one a job started now would resume from.
 func runCkptList(ctx context.Context, env *runEnv, args []string) error {
 	var o ckptFlags
 	var asJSON, sizesOnly bool
@@ -150,38 +152,53 @@ func runCkptList(ctx context.Context, env *runEnv, args []string) error {
 		return err
 	}
 	if asJSON {
-		type row struct {
-			Tag       string    `json:"tag"`
-			Dir       string    `json:"dir"`
-			State     string    `json:"state"`
-			Kind      string    `json:"kind"`
-			Step      int64     `json:"step"`
-			Ranks     int       `json:"ranks"`
-			WorldSize int       `json:"world_size"`
-			Files     int       `json:"files"`
-			Bytes     int64     `json:"bytes"`
-			Raw       int64     `json:"raw_bytes"`    // the trainer's bytes (= bytes)
-			Stored    int64     `json:"stored_bytes"` // on disk: less once compressed
-			Time      time.Time `json:"time"`
-			Latest    bool      `json:"latest"` // the .trainrun/latest pointer names it
-			Note      string    `json:"note,omitempty"`
-			// Added by issue 30: a job started now resumes from it (verified);
-			// verify_error: a newer committed one that fails, skipped.
-			Resume      bool   `json:"resume"`
-			VerifyError string `json:"verify_error,omitempty"`
-		}
-		rows := []row{}
-		for _, in := range list {
-			rows = append(rows, row{in.Tag, in.Dir, string(in.State), string(in.Kind), in.Step, in.Ranks, in.WorldSize,
-				in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note, in.Tag == resume, failed[in.Tag]})
-		}
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return writeCkptListJSON(env.stdout, list, resume, failed)
 	}
+	writeCkptListTable(env.stdout, s.Dir(), list, resume, failed)
+	return nil
+}
+
+// writeCkptListJSON is `ckpt list --format json`: one object per
+// checkpoint, resume marking the one a job started now resumes from and
+// verify_error each newer committed one that fails.
+func writeCkptListJSON(w io.Writer, list []checkpoint.Info, resume string, failed map[string]string) error {
+	type row struct {
+		Tag       string    `json:"tag"`
+		Dir       string    `json:"dir"`
+		State     string    `json:"state"`
+		Kind      string    `json:"kind"`
+		Step      int64     `json:"step"`
+		Ranks     int       `json:"ranks"`
+		WorldSize int       `json:"world_size"`
+		Files     int       `json:"files"`
+		Bytes     int64     `json:"bytes"`
+		Raw       int64     `json:"raw_bytes"`    // the trainer's bytes (= bytes)
+		Stored    int64     `json:"stored_bytes"` // on disk: less once compressed
+		Time      time.Time `json:"time"`
+		Latest    bool      `json:"latest"` // the .trainrun/latest pointer names it
+		Note      string    `json:"note,omitempty"`
+		// Added by issue 30: a job started now resumes from it (verified);
+		// verify_error: a newer committed one that fails, skipped.
+		Resume      bool   `json:"resume"`
+		VerifyError string `json:"verify_error,omitempty"`
+	}
+	rows := []row{}
+	for _, in := range list {
+		rows = append(rows, row{in.Tag, in.Dir, string(in.State), string(in.Kind), in.Step, in.Ranks, in.WorldSize,
+			in.Files, in.Bytes, in.Bytes, in.Stored, in.ModTime.UTC(), in.Latest, in.Note, in.Tag == resume, failed[in.Tag]})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+// writeCkptListTable is `ckpt list`'s table of the checkpoints in dir, LATEST
+// marking the one a job resumes from (FAILED the newer ones it skips), and
+// the notes on failures and on what is not a committed trainrun checkpoint.
+func writeCkptListTable(w io.Writer, dir string, list []checkpoint.Info, resume string, failed map[string]string) {
 	if len(list) == 0 {
-		fmt.Fprintf(env.stdout, "no checkpoints in %s\n", s.Dir())
-		return nil
+		fmt.Fprintf(w, "no checkpoints in %s\n", dir)
+		return
 	}
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 2, 4, 2, ' ', 0)
@@ -214,13 +231,12 @@ func runCkptList(ctx context.Context, env *runEnv, args []string) error {
 	}
 	tw.Flush()
 	for _, line := range strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n") {
-		fmt.Fprintln(env.stdout, strings.TrimRight(line, " ")) // an empty LATEST column pads
+		fmt.Fprintln(w, strings.TrimRight(line, " ")) // an empty LATEST column pads
 	}
 	if len(notes) > 0 {
-		fmt.Fprintln(env.stdout, "Notes:")
-		fmt.Fprintln(env.stdout, strings.Join(notes, "\n"))
+		fmt.Fprintln(w, "Notes:")
+		fmt.Fprintln(w, strings.Join(notes, "\n"))
 	}
-	return nil
 }
 
 func runCkptVerify(ctx context.Context, env *runEnv, args []string) error {
@@ -512,4 +528,64 @@ func runCkptDrain(ctx context.Context, env *runEnv, args []string) error {
 		fmt.Fprintf(env.stdout, "left in %s: %s (not drained: not marked done by the ranks this pass waits for)\n", local, strings.Join(rep.Left, ", "))
 	}
 	return nil
+}
+
+// requestListener says whether a job's controller may be polling s for a
+// `trainrun ckpt request`: "" when the newest incarnation in the store's
+// history started and wrote no end (it is running, or was killed too hard
+// to say so); otherwise why no job will pick the request up. A request no
+// job reads would wait in the store and make the next job checkpoint at
+// once (issue 30: `ckpt request` used to "succeed" with no job).
+func requestListener(s *checkpoint.Store) (string, error) {
+	if f, ok, err := s.Finished(); err != nil {
+		return "", err
+	} else if ok {
+		return fmt.Sprintf("the run in %s finished (job %s, %s): no job will read the request; to train on from its checkpoint start a new run with --init-from %s/%s",
+			s.Dir(), f.JobID, f.Time.UTC().Format(time.RFC3339), s.Dir(), tagOrPlaceholder(f.Tag)), nil
+	}
+	incs, err := s.History().Load()
+	if err != nil {
+		return "", err
+	}
+	if len(incs) == 0 {
+		return fmt.Sprintf("no job has run on %s yet (its history is empty): no controller reads the request; start the job (trainrun run --ckpt-dir %s ...) first", s.Dir(), s.Dir()), nil
+	}
+	last := incs[len(incs)-1]
+	if last.End.IsZero() {
+		return "", nil
+	}
+	return fmt.Sprintf("no job is running on %s: the last one (job %s, restart %d) ended %s (%s); no controller reads the request until a job starts again",
+		s.Dir(), last.JobID, last.Restart, last.End.UTC().Format(time.RFC3339), last.Cause), nil
+}
+
+func tagOrPlaceholder(s string) string {
+	if s == "" {
+		return "TAG"
+	}
+	return s
+}
+
+// resumeMarks is what `ckpt list` marks: the checkpoint a job started now
+// would resume from, verified the way `trainrun run` and `ckpt latest` do
+// (rereading its files unless sizesOnly), and the newer committed ones it
+// skips because they fail, each with why. The .trainrun/latest pointer
+// alone would name a checkpoint that fails (issue 30: list said "latest"
+// of the checkpoint `ckpt latest` skipped).
+func resumeMarks(ctx context.Context, s *checkpoint.Store, sizesOnly bool) (resume string, failed map[string]string, err error) {
+	level := checkpoint.Checksums
+	if sizesOnly {
+		level = checkpoint.Sizes
+	}
+	r, err := s.Latest(ctx, level)
+	if err != nil && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return "", nil, err
+	}
+	failed = map[string]string{}
+	for _, sk := range r.Skipped {
+		failed[sk.Tag] = sk.Error()
+	}
+	if err != nil {
+		return "", failed, nil
+	}
+	return r.Tag, failed, nil
 }

@@ -237,24 +237,7 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64, bySte
 	const W, H, L, R, T, B = 800.0, 480.0, 70.0, 20.0, 40.0, 50.0
 	x0 := math.Log10(math.Max(pts[0].Tokens, 1))
 	x1 := math.Log10(math.Max(r.Budget, r.Observed) * 1.05)
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, p := range pts {
-		if p.Tokens >= r.WarmupEnd/3 && !math.IsInf(p.Loss, 0) && !math.IsNaN(p.Loss) {
-			lo, hi = math.Min(lo, p.Loss), math.Max(hi, p.Loss)
-		}
-	}
-	if r.Budget > 0 && r.Used > 0 {
-		lo = math.Min(lo, r.Loss.Lo)
-	}
-	if r.Target > 0 {
-		lo, hi = math.Min(lo, r.Target), math.Max(hi, r.Target)
-	}
-	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || hi <= lo {
-		lo, hi = lo-1, lo+1
-		if math.IsInf(lo, 0) {
-			lo, hi = 0, 1
-		}
-	}
+	lo, hi := forecastLossRange(pts, r)
 	// a loss spanning more than 5x (a regression's MSE) is drawn on a log axis
 	logY := lo > 0 && hi/lo > 5
 	fy := func(v float64) float64 { return v }
@@ -269,17 +252,7 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64, bySte
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", W, H)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	title := "loss forecast"
-	if r.Diverging {
-		title = "diverging: the loss rises"
-	} else if r.Used == 0 {
-		title = "too early to forecast: " + r.Why
-	} else if r.Verdict != "" {
-		title = fmt.Sprintf("%s (P(reach %.4g) = %.2f)", r.Verdict, r.Target, r.PReach)
-	}
-	if len(title) > 90 {
-		title = title[:87] + "..."
-	}
+	title := forecastTitle(r)
 	fmt.Fprintf(&s, `<text x="%.0f" y="22" font-size="15">%s</text>`+"\n", L, xmlEscape(title))
 	fmt.Fprintf(&s, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`+"\n", L, T, W-L-R, H-T-B)
 	for e := math.Ceil(x0); e <= x1; e++ { // decades
@@ -349,6 +322,49 @@ func forecastSVG(pts []forecast.Point, r forecast.Result, ckpts []float64, bySte
 	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f" fill="#555" font-size="11" text-anchor="end">grey: reports; blue: fit (dashed: forecast), %.0f%% band; green: checkpoints</text>`+"\n", W-R, H-12, 100*r.Level)
 	s.WriteString("</svg>\n")
 	return s.String()
+}
+
+// forecastLossRange is the span of losses the chart's y axis must show: the
+// reports after the first third of the warmup (the early spike would squash
+// the rest), the low end of the band at the budget and the target; a span
+// of one point, or none, gets a unit around it.
+func forecastLossRange(pts []forecast.Point, r forecast.Result) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, p := range pts {
+		if p.Tokens >= r.WarmupEnd/3 && !math.IsInf(p.Loss, 0) && !math.IsNaN(p.Loss) {
+			lo, hi = math.Min(lo, p.Loss), math.Max(hi, p.Loss)
+		}
+	}
+	if r.Budget > 0 && r.Used > 0 {
+		lo = math.Min(lo, r.Loss.Lo)
+	}
+	if r.Target > 0 {
+		lo, hi = math.Min(lo, r.Target), math.Max(hi, r.Target)
+	}
+	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || hi <= lo {
+		lo, hi = lo-1, lo+1
+		if math.IsInf(lo, 0) {
+			lo, hi = 0, 1
+		}
+	}
+	return lo, hi
+}
+
+// forecastTitle is the chart's headline: the verdict, or why there is none
+// (diverging, too early), cut to fit the width.
+func forecastTitle(r forecast.Result) string {
+	title := "loss forecast"
+	if r.Diverging {
+		title = "diverging: the loss rises"
+	} else if r.Used == 0 {
+		title = "too early to forecast: " + r.Why
+	} else if r.Verdict != "" {
+		title = fmt.Sprintf("%s (P(reach %.4g) = %.2f)", r.Verdict, r.Target, r.PReach)
+	}
+	if len(title) > 90 {
+		title = title[:87] + "..."
+	}
+	return title
 }
 
 func xmlEscape(s string) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
+	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
 func init() {
@@ -56,7 +57,7 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 	for _, f := range planflags.ModelFlags {
 		withModel = withModel || fs.Changed(f)
 	}
-	var fit func(partInfo) partitionFit
+	var fit func(submit.PartitionInfo) partitionFit
 	pol := policy.Default()
 	if withModel {
 		m, j, p, err := o.load(fs)
@@ -68,7 +69,7 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 			return err
 		}
 		pol = p
-		fit = func(pi partInfo) partitionFit {
+		fit = func(pi submit.PartitionInfo) partitionFit {
 			return fitOn(pi, m, j, adj, o.plan.SearchOptions(plan.Pins{}), o.plan.GPUs)
 		}
 	} else if o.policyFile != "" {
@@ -78,7 +79,7 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 		}
 		pol = p
 	}
-	infos, err := loadPartitions(ctx, env.slurm, pol, o.plan.GPU, nil)
+	infos, err := submit.LoadPartitions(ctx, env.slurm, pol, o.plan.GPU, nil)
 	if err != nil {
 		return withSlurmCode(err)
 	}
@@ -146,7 +147,7 @@ type partitionsJSON struct {
 	Free       []freeNode     `json:"free,omitempty"`
 }
 
-func toPartitionRow(pi partInfo) partitionRow {
+func toPartitionRow(pi submit.PartitionInfo) partitionRow {
 	r := partitionRow{Name: pi.Name, State: pi.State, GPUType: pi.GPUType, GresType: pi.GresType, GPUsPerNode: pi.GPUsPerNode,
 		Nodes: len(pi.Nodes), Idle: pi.Idle, Mixed: pi.Mixed, Allocated: pi.Allocated, Other: pi.Other, FreeGPUs: pi.FreeGPUs, GPUs: pi.TotalGPUs}
 	if pi.TypeErr != nil {
@@ -160,8 +161,8 @@ func toPartitionRow(pi partInfo) partitionRow {
 }
 
 // fitOn plans the model on the whole partition (or gpus of it).
-func fitOn(pi partInfo, m plan.Model, j plan.Job, adj func(*plan.Cluster), so plan.SearchOptions, gpus int) partitionFit {
-	p, ok := pi.forChoice()
+func fitOn(pi submit.PartitionInfo, m plan.Model, j plan.Job, adj func(*plan.Cluster), so plan.SearchOptions, gpus int) partitionFit {
+	p, ok := pi.ForChoice()
 	if !ok {
 		why := fmt.Sprintf("partition is %s", pi.State)
 		if pi.TypeErr != nil {
@@ -198,14 +199,14 @@ func boundOf(e plan.Evaluation) string {
 }
 
 // freeNodes are the usable nodes with idle GPUs, fullest first.
-func freeNodes(infos []partInfo) []freeNode {
+func freeNodes(infos []submit.PartitionInfo) []freeNode {
 	seen := map[string]bool{}
 	var out []freeNode
 	for _, pi := range infos {
 		for _, n := range pi.Nodes {
 			g, typ := n.GPUs()
 			free := g - n.GPUsUsed()
-			if seen[n.Name] || free <= 0 || !usable(n.State) {
+			if seen[n.Name] || free <= 0 || !submit.Usable(n.State) {
 				continue
 			}
 			seen[n.Name] = true

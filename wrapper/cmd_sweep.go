@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/trainrun/trainrun/internal/atomicfile"
-	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/array"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
@@ -96,36 +93,6 @@ func (o *sweepOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Lookup("name").Usage = "the sweep's name: the array's job name, TRAINRUN_SWEEP, the metrics' sweep label (default: the swept keys and a hash of the sweep)"
 }
 
-// sweepManifest is SWEEPDIR/sweep.json.
-type sweepManifest struct {
-	Name        string        `json:"name"`
-	Dir         string        `json:"sweep_dir"`
-	JobID       string        `json:"job_id,omitempty"`
-	Created     time.Time     `json:"created"`
-	Keys        []string      `json:"keys"`
-	Metric      string        `json:"metric"`
-	Maximize    bool          `json:"maximize,omitempty"`
-	EarlyStop   string        `json:"early_stop,omitempty"` // asha:ETA:MIN_STEPS (issue 32)
-	Command     []string      `json:"command"`
-	Array       string        `json:"array"`
-	TimeLimitS  int64         `json:"time_limit_s"`
-	TimeSource  string        `json:"time_source"`
-	Cost        string        `json:"cost,omitempty"`
-	Proxy       []string      `json:"proxy_flags,omitempty"` // --proxy-scale: the scaled model's shape flags, given to each trial's run
-	Nodes       int           `json:"nodes"`
-	GPUsPerNode int           `json:"gpus_per_node"`
-	Trials      []sweepTrialM `json:"trials"`
-}
-
-type sweepTrialM struct {
-	Index  int               `json:"index"`
-	Params map[string]string `json:"params"`
-	Name   string            `json:"name"`
-	Argv   []string          `json:"argv"` // the trial's trainrun run command line
-}
-
-const sweepManifestFile = "sweep.json"
-
 func runSweep(ctx context.Context, env *runEnv, args []string) error {
 	if len(args) > 0 && args[0] == "status" {
 		return runSweepStatus(ctx, env, args[1:])
@@ -166,12 +133,12 @@ func runSweep(ctx context.Context, env *runEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	script := sweepScript(exe, s, append(o.forwardedRunFlags(fs), s.Proxy...))
+	script := array.Script(exe, s, append(o.forwardedRunFlags(fs), s.Proxy...))
 	req := o.sbatchRequest(s)
 	if o.dryRun {
 		return printSweep(env, o.plan.Format, s, req, script, true)
 	}
-	if err := writeSweepDir(s, map[string]string{req.Script: script}); err != nil {
+	if err := array.WriteDir(s, map[string]string{req.Script: script}); err != nil {
 		return err
 	}
 	if err := submitArray(ctx, env, s, req, "sweep's"); err != nil {
@@ -181,7 +148,7 @@ func runSweep(ctx context.Context, env *runEnv, args []string) error {
 }
 
 // expand parses the sweep flags into the manifest's trials.
-func (o *sweepOptions) expand(argv []string) (*sweepManifest, error) {
+func (o *sweepOptions) expand(argv []string) (*array.Manifest, error) {
 	var grid []sweep.Param
 	for _, g := range o.grid {
 		p, err := sweep.ParseGrid(g)
@@ -217,14 +184,14 @@ func (o *sweepOptions) expand(argv []string) (*sweepManifest, error) {
 		return nil, err
 	}
 	for _, t := range trials {
-		s.Trials = append(s.Trials, sweepTrialM{Index: t.Index, Params: t.Params, Name: fmt.Sprintf("trial-%d", t.Index)})
+		s.Trials = append(s.Trials, array.Trial{Index: t.Index, Params: t.Params, Name: fmt.Sprintf("trial-%d", t.Index)})
 	}
 	return s, nil
 }
 
 // size sets the trial's GPUs per node: --gpus-per-node, else all GPUs of a
 // node of the partition.
-func (o *sweepOptions) size(ctx context.Context, env *runEnv, fs *pflag.FlagSet, s *sweepManifest) error {
+func (o *sweepOptions) size(ctx context.Context, env *runEnv, fs *pflag.FlagSet, s *array.Manifest) error {
 	if fs.Changed("gpus-per-node") {
 		if o.plan.GPUsPerNode <= 0 {
 			return usageErrorf("--gpus-per-node %d: want 1 or more", o.plan.GPUsPerNode)
@@ -260,34 +227,12 @@ func (o *sweepOptions) forwardedRunFlags(fs *pflag.FlagSet) []string {
 	return append(out, o.runArgs...)
 }
 
-func (o *sweepOptions) sbatchRequest(s *sweepManifest) slurm.SbatchRequest {
+func (o *sweepOptions) sbatchRequest(s *array.Manifest) slurm.SbatchRequest {
 	return slurm.SbatchRequest{
 		Script: filepath.Join(s.Dir, "sweep.sbatch"), JobName: "sweep-" + s.Name, Array: s.Array, Partition: o.partition,
 		Nodes: s.Nodes, NtasksPerNode: s.GPUsPerNode, GPUsPerNode: s.GPUsPerNode, Time: time.Duration(s.TimeLimitS) * time.Second,
 		Output: filepath.Join(s.Dir, "logs", "trial-%a.out"), Requeue: true, Extra: o.sbatchArgs,
 	}
-}
-
-// writeSweepDir creates SWEEPDIR with its manifest and scripts (path:
-// content); a directory that already holds a sweep is refused (a second
-// submission of the same sweep is almost always a mistake).
-func writeSweepDir(s *sweepManifest, scripts map[string]string) error {
-	if _, err := os.Stat(filepath.Join(s.Dir, sweepManifestFile)); err == nil {
-		return usageErrorf("%s already holds a sweep (%s): see it with 'trainrun sweep status %s', or start another with --sweep-dir DIR or --name NAME", s.Dir, sweepManifestFile, s.Dir)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return withCode(exitcode.Usage, fmt.Errorf("sweep dir %s: %w", s.Dir, err))
-	}
-	for _, d := range []string{s.Dir, filepath.Join(s.Dir, "logs")} {
-		if err := safefs.MkdirOwn(d, "sweep directory"); err != nil {
-			return withCode(exitcode.Usage, err)
-		}
-	}
-	for p, script := range scripts {
-		if err := atomicfile.WriteFile(p, []byte(script), 0o755); err != nil {
-			return err
-		}
-	}
-	return atomicfile.WriteJSON(filepath.Join(s.Dir, sweepManifestFile), s, 0o644)
 }
 
 // sweepJSON is the contract's `trainrun sweep --format json`.
@@ -297,7 +242,7 @@ type sweepJSON struct {
 	Trials []sweep.Trial `json:"trials"`
 }
 
-func printSweep(env *runEnv, format string, s *sweepManifest, req slurm.SbatchRequest, script string, dry bool) error {
+func printSweep(env *runEnv, format string, s *array.Manifest, req slurm.SbatchRequest, script string, dry bool) error {
 	if env.stdout == nil {
 		return nil
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/atomicfile"
-	"github.com/trainrun/trainrun/internal/safefs"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/array"
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/rungs"
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
@@ -55,7 +55,7 @@ func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
 	if *format != "table" && *format != "json" {
 		return usageErrorf("--format %q: accepted: table, json", *format)
 	}
-	m, err := readSweepManifest(fs.Arg(0))
+	m, err := array.ReadManifest(fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -89,22 +89,8 @@ func runSweepStatus(ctx context.Context, env *runEnv, args []string) error {
 	return nil
 }
 
-func readSweepManifest(dir string) (*sweepManifest, error) {
-	p := filepath.Join(dir, sweepManifestFile)
-	b, err := safefs.ReadFile(p, 64<<20)
-	if err != nil {
-		return nil, usageErrorf("%s: %v (is %s the directory 'trainrun sweep' printed?)", p, err, dir)
-	}
-	var m sweepManifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, usageErrorf("%s: %v", p, err)
-	}
-	m.Dir, _ = filepath.Abs(dir) // the directory may have moved since
-	return &m, nil
-}
-
 // sweepRows reads every trial's state from the job array and its run's files.
-func sweepRows(ctx context.Context, env *runEnv, m *sweepManifest) []sweep.TrialStatus {
+func sweepRows(ctx context.Context, env *runEnv, m *array.Manifest) []sweep.TrialStatus {
 	tasks := map[int]slurm.ArrayTask{}
 	if m.JobID != "" {
 		t, err := env.slurm.ArrayTasks(ctx, m.JobID)
@@ -182,7 +168,7 @@ func jsonSafe(s sweepStatusJSON) any {
 	return out
 }
 
-func printSweepStatus(env *runEnv, m *sweepManifest, rows []sweep.TrialStatus, metric string, best sweep.TrialStatus, ok bool) {
+func printSweepStatus(env *runEnv, m *array.Manifest, rows []sweep.TrialStatus, metric string, best sweep.TrialStatus, ok bool) {
 	w := env.stdout
 	c := sweep.Counts(rows)
 	fmt.Fprintf(w, "sweep %s (job array %s): %d trials: %d finished, %d running, %d pending, %d preempted, %d requeued, %d failed\n",

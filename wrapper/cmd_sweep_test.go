@@ -16,6 +16,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/array"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
@@ -89,7 +90,7 @@ func TestSweepSubmitsOneArray(t *testing.T) {
 			t.Errorf("script lacks %q:\n%s", want, script)
 		}
 	}
-	m, err := readSweepManifest(dir)
+	m, err := array.ReadManifest(dir)
 	if err != nil || m.JobID != "77" || len(m.Trials) != 6 || m.TimeLimitS != 300 || m.TimeSource != "given" {
 		t.Errorf("manifest %+v %v", m, err)
 	}

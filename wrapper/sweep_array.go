@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/trainrun/trainrun/wrapper/internal/array"
 	"github.com/trainrun/trainrun/wrapper/internal/runname"
 
 	"github.com/spf13/pflag"
@@ -18,7 +19,7 @@ import (
 )
 
 // What `trainrun sweep` and `trainrun branches` share: both submit one job
-// array of trainrun runs (trials, branches) described by a sweepManifest in
+// array of trainrun runs (trials, branches) described by a array.Manifest in
 // their directory.
 
 // addArrayFlags adds the flags both commands take: the plan flags, the size
@@ -46,7 +47,7 @@ func (o *sweepOptions) addArrayFlags(fs *pflag.FlagSet, unit, units string) {
 // newManifest checks the array's size flags and name and returns the
 // manifest of an array of n elements in --sweep-dir / --branches-dir
 // (default: dirPrefix + name), for the command cmd's messages.
-func (o *sweepOptions) newManifest(cmd, name, dirPrefix string, keys, argv []string, n int) (*sweepManifest, error) {
+func (o *sweepOptions) newManifest(cmd, name, dirPrefix string, keys, argv []string, n int) (*array.Manifest, error) {
 	if o.maxConc < 0 {
 		return nil, usageErrorf("--max-concurrent %d: want 0 (no limit) or more", o.maxConc)
 	}
@@ -64,7 +65,7 @@ func (o *sweepOptions) newManifest(cmd, name, dirPrefix string, keys, argv []str
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
-	m := &sweepManifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: keys, Metric: o.metric, Maximize: o.maximize,
+	m := &array.Manifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: keys, Metric: o.metric, Maximize: o.maximize,
 		Command: argv, Array: sweep.ArraySpec(n, o.maxConc), Nodes: o.nodes}
 	if hasES {
 		m.EarlyStop = es.String()
@@ -73,7 +74,7 @@ func (o *sweepOptions) newManifest(cmd, name, dirPrefix string, keys, argv []str
 }
 
 // sizeAndTime sets each element's GPUs per node, then its time limit.
-func (o *sweepOptions) sizeAndTime(ctx context.Context, env *runEnv, fs *pflag.FlagSet, s *sweepManifest) error {
+func (o *sweepOptions) sizeAndTime(ctx context.Context, env *runEnv, fs *pflag.FlagSet, s *array.Manifest) error {
 	if err := o.size(ctx, env, fs, s); err != nil {
 		return err
 	}
@@ -82,12 +83,12 @@ func (o *sweepOptions) sizeAndTime(ctx context.Context, env *runEnv, fs *pflag.F
 
 // submitArray submits the array (what: "sweep's", "branches'") and records
 // its job id in the manifest.
-func submitArray(ctx context.Context, env *runEnv, s *sweepManifest, req slurm.SbatchRequest, what string) error {
+func submitArray(ctx context.Context, env *runEnv, s *array.Manifest, req slurm.SbatchRequest, what string) error {
 	var err error
 	if s.JobID, err = env.slurm.Sbatch(ctx, req); err != nil {
 		return withCode(exitcode.Slurm, fmt.Errorf("submit the %s job array: %w (the files are in %s)", what, err, s.Dir))
 	}
-	p := filepath.Join(s.Dir, sweepManifestFile)
+	p := filepath.Join(s.Dir, array.ManifestFile)
 	if err := atomicfile.WriteJSON(p, s, 0o644); err != nil {
 		return fmt.Errorf("job array %s submitted, but recording its id in %s failed: %w", s.JobID, p, err)
 	}

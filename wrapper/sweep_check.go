@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/array"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
 )
@@ -58,7 +59,7 @@ func checkSweepCommand(fs *pflag.FlagSet, argv, keys []string, allowUnused bool)
 // choose no layout: no model to plan, no --fix, no plan, none in the
 // environment the job inherits; and a --fix that cannot be split over a
 // trial's GPUs.
-func (o *sweepOptions) checkTrialsPlannable(fs *pflag.FlagSet, getenv func(string) string, s *sweepManifest) error {
+func (o *sweepOptions) checkTrialsPlannable(fs *pflag.FlagSet, getenv func(string) string, s *array.Manifest) error {
 	has := o.plan.Model != "" || getenv("TRAINRUN_MODEL") != "" || getenv("TRAINRUN_PLAN") != ""
 	for _, f := range planflags.ModelFlags {
 		has = has || fs.Changed(f)
@@ -83,7 +84,7 @@ func (o *sweepOptions) checkTrialsPlannable(fs *pflag.FlagSet, getenv func(strin
 
 // planOneTrial plans a trial on its GPUs: a sweep none of whose trials can
 // be planned is refused with the planner's cause.
-func (o *sweepOptions) planOneTrial(fs *pflag.FlagSet, s *sweepManifest) error {
+func (o *sweepOptions) planOneTrial(fs *pflag.FlagSet, s *array.Manifest) error {
 	m, err := o.plan.model(fs)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/array"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
@@ -32,7 +33,7 @@ func parseTimeLimit(s string) (time.Duration, error) {
 // planTime sets the trial's time limit: --time, or planned from the
 // planner's step time and the trial's steps. With --proxy-scale it also
 // prices the sweep against the full model. The trial is planned once.
-func (o *sweepOptions) planTime(fs *pflag.FlagSet, s *sweepManifest) error {
+func (o *sweepOptions) planTime(fs *pflag.FlagSet, s *array.Manifest) error {
 	if o.proxyScale != 0 && !(o.proxyScale > 0 && o.proxyScale < 1) {
 		return usageErrorf("--proxy-scale %g: want a factor between 0 and 1 (0.25 = a quarter of the width and depth)", o.proxyScale)
 	}
@@ -84,7 +85,7 @@ func stepsOf(j plan.Job) string {
 
 // trialStep plans one trial (scale 0: the model as given) on its GPUs and
 // returns the planner's step time and the trial's job.
-func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale float64) (float64, plan.Job, error) {
+func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *array.Manifest, scale float64) (float64, plan.Job, error) {
 	m, err := o.plan.model(fs)
 	if err != nil {
 		return 0, plan.Job{}, err
@@ -126,7 +127,7 @@ func (o *sweepOptions) trialStep(fs *pflag.FlagSet, s *sweepManifest, scale floa
 
 // priceProxy records the sweep's GPU-hours on the proxy (planned at
 // proxyStep s/step for job j) and on the full model.
-func (o *sweepOptions) priceProxy(fs *pflag.FlagSet, s *sweepManifest, proxyStep float64, j plan.Job) {
+func (o *sweepOptions) priceProxy(fs *pflag.FlagSet, s *array.Manifest, proxyStep float64, j plan.Job) {
 	gpus := float64(s.Nodes * s.GPUsPerNode * len(s.Trials))
 	if pm, err := o.plan.model(fs); err == nil {
 		s.Proxy = proxyShapeFlags(scaleModel(pm, o.proxyScale))

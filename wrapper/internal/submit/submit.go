@@ -1,8 +1,10 @@
-// Package submit is trainrun submit's choice, without I/O: the candidate
+// Package submit is trainrun submit's choice: the candidate
 // partitions × sizes of a job, each planned with the planner, their
 // predicted training time, and — once the caller has asked Slurm when each
 // would start (sbatch --test-only) — the one that finishes first or costs
-// least, with the reason every other lost.
+// least, with the reason every other lost. The choice does no I/O; the one
+// reader is cluster.go's LoadPartitions, which asks Slurm (through a
+// slurm.Client) for the partitions and nodes the choice and `trainrun partitions` work on.
 package submit
 
 import (

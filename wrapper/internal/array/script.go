@@ -1,4 +1,4 @@
-package main
+package array
 
 import (
 	"fmt"
@@ -9,10 +9,10 @@ import (
 	"github.com/trainrun/trainrun/wrapper/internal/sweep"
 )
 
-// sweepScript is the job array's batch script: one case per trial, each
+// Script is the job array's batch script: one case per trial, each
 // exporting the trial's parameters and exec-ing its trainrun run (exec, so
 // the batch shell's signals reach trainrun). It fills each trial's Argv.
-func sweepScript(exe string, s *sweepManifest, runFlags []string) string {
+func Script(exe string, s *Manifest, runFlags []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#!/bin/bash\n# trainrun sweep %s: %d trials (%s), written by trainrun; the trials and their parameters are in sweep.json\n",
 		s.Name, len(s.Trials), strings.Join(s.Keys, ", "))

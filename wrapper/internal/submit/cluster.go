@@ -1,4 +1,4 @@
-package main
+package submit
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
-	"github.com/trainrun/trainrun/wrapper/internal/submit"
+	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
-// partInfo is one partition as `trainrun partitions` shows it and `trainrun
+// PartitionInfo is one partition as `trainrun partitions` shows it and `trainrun
 // submit` plans on it: Slurm's record, its nodes, and the policy's
 // GPUType and GPUHourCost.
-type partInfo struct {
+type PartitionInfo struct {
 	slurm.Partition
 	Nodes       []slurm.Node
 	GresType    string // the typed GRES of its nodes ("" untyped)
@@ -31,8 +31,9 @@ type partInfo struct {
 	Cost        float64 // GPUHourCost; < 0 = none
 }
 
-// usable is the nodes a job can get: up, not drained or in maintenance.
-func usable(state string) bool {
+// Usable says whether a node in state (sinfo/scontrol form, flags and
+// suffixes included) is one a job can get: up, not drained or in maintenance.
+func Usable(state string) bool {
 	for _, f := range strings.Split(strings.ToUpper(state), "+") {
 		f = strings.TrimRight(f, "*~#!%$@^-")
 		switch f {
@@ -43,16 +44,18 @@ func usable(state string) bool {
 	return true
 }
 
+// baseState is the state without its flags and suffixes ("MIXED+DRAIN*"
+// is MIXED).
 func baseState(state string) string {
 	b, _, _ := strings.Cut(strings.ToUpper(state), "+")
 	return strings.TrimRight(b, "*~#!%$@^-")
 }
 
-// loadPartitions asks Slurm for the partitions and nodes and resolves each
+// LoadPartitions asks Slurm for the partitions and nodes and resolves each
 // partition's GPU type (typed GRES, the policy's GPUType, a memory feature,
 // else fallback, the user's --gpu). only, when not empty, names the
 // partitions wanted; one Slurm does not know is an error.
-func loadPartitions(ctx context.Context, c slurm.Client, pol *policy.Policy, fallback string, only []string) ([]partInfo, error) {
+func LoadPartitions(ctx context.Context, c slurm.Client, pol *policy.Policy, fallback string, only []string) ([]PartitionInfo, error) {
 	parts, err := c.Partitions(ctx)
 	if err != nil {
 		return nil, err
@@ -72,7 +75,7 @@ func loadPartitions(ctx context.Context, c slurm.Client, pol *policy.Policy, fal
 	for _, p := range only {
 		want[p] = true
 	}
-	var out []partInfo
+	var out []PartitionInfo
 	for _, p := range parts {
 		names = append(names, p.Name)
 		if len(only) > 0 && !want[p.Name] {
@@ -87,13 +90,13 @@ func loadPartitions(ctx context.Context, c slurm.Client, pol *policy.Policy, fal
 			missing = append(missing, p)
 		}
 		sort.Strings(missing)
-		return nil, usageErrorf("--partition: Slurm has no partition %s (it has: %s)", strings.Join(missing, ", "), strings.Join(names, ", "))
+		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("--partition: Slurm has no partition %s (it has: %s)", strings.Join(missing, ", "), strings.Join(names, ", ")))
 	}
 	return out, nil
 }
 
-func describePartition(p slurm.Partition, nodes []slurm.Node, s policy.Settings, fallback string) partInfo {
-	pi := partInfo{Partition: p, Nodes: nodes, Cost: s.GPUHourCost.Value}
+func describePartition(p slurm.Partition, nodes []slurm.Node, s policy.Settings, fallback string) PartitionInfo {
+	pi := PartitionInfo{Partition: p, Nodes: nodes, Cost: s.GPUHourCost.Value}
 	var features []string
 	perNode := map[int]int{}
 	for _, n := range nodes {
@@ -105,7 +108,7 @@ func describePartition(p slurm.Partition, nodes []slurm.Node, s policy.Settings,
 		perNode[g]++
 		pi.TotalGPUs += g
 		switch st := baseState(n.State); {
-		case !usable(n.State):
+		case !Usable(n.State):
 			pi.Other++
 			continue
 		case st == "IDLE":
@@ -125,22 +128,22 @@ func describePartition(p slurm.Partition, nodes []slurm.Node, s policy.Settings,
 			pi.GPUsPerNode = g
 		}
 	}
-	pi.GPUType, pi.TypeErr = submit.GPUType(p.Name, pi.GresType, s.GPUType.Value, features, fallback)
+	pi.GPUType, pi.TypeErr = GPUType(p.Name, pi.GresType, s.GPUType.Value, features, fallback)
 	if pi.GPUsPerNode == 0 && pi.TypeErr == nil {
 		pi.TypeErr = fmt.Errorf("partition %s: its nodes have no GPUs (no gpu GRES)", p.Name)
 	}
 	return pi
 }
 
-// forChoice is the partition as the choice needs it; ok is false when its
+// ForChoice is the partition as the choice needs it; ok is false when its
 // GPUs cannot be planned (TypeErr) or it is not UP.
-func (pi partInfo) forChoice() (submit.Partition, bool) {
+func (pi PartitionInfo) ForChoice() (Partition, bool) {
 	if pi.TypeErr != nil || pi.GPUType == "" || !strings.EqualFold(pi.State, "UP") {
-		return submit.Partition{}, false
+		return Partition{}, false
 	}
 	g, err := plan.LookupGPU(pi.GPUType)
 	if err != nil {
-		return submit.Partition{}, false
+		return Partition{}, false
 	}
 	n := pi.TotalNodes
 	if n == 0 {
@@ -149,5 +152,5 @@ func (pi partInfo) forChoice() (submit.Partition, bool) {
 	if pi.MaxNodes > 0 {
 		n = min(n, pi.MaxNodes)
 	}
-	return submit.Partition{Name: pi.Name, GPU: g, GPUsPerNode: pi.GPUsPerNode, Nodes: n, MaxTime: pi.MaxTime, Cost: pi.Cost}, true
+	return Partition{Name: pi.Name, GPU: g, GPUsPerNode: pi.GPUsPerNode, Nodes: n, MaxTime: pi.MaxTime, Cost: pi.Cost}, true
 }
