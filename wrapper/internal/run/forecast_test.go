@@ -134,6 +134,34 @@ func TestEarlyStopTrial(t *testing.T) {
 	if req, _ := bst.TakeRequest(); req == nil || req.Then != "stop" {
 		t.Fatalf("request %+v, want stop", req)
 	}
+	// Promoted as the first at its rung, judged again when better trials
+	// arrive there: the early pass does not last (asha:3:10, judged at most
+	// every 5 steps).
+	sdir2 := t.TempDir()
+	vars2 := map[string]string{"TRAINRUN_EARLY_STOP": "asha:3:10", "TRAINRUN_SWEEP_DIR": sdir2, "TRAINRUN_SWEEP_TRIAL": "0", "TRAINRUN_SWEEP_METRIC": "loss"}
+	est, err := checkpoint.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := &runner{env: &Deps{Stderr: io.Discard, Getenv: func(k string) string { return vars2[k] }}, ckpt: runStore{store: est}}
+	early.earlyStop(10, map[string]float64{"loss": 3})
+	if rungs.Stopped(sdir2, 0) {
+		t.Fatal("the first trial at a rung stopped")
+	}
+	for i, v := range []float64{1, 2, 1.5, 2.5, 1.2} { // five better trials arrive at rung 0
+		rungs.Record(sdir2, 0, i+1, 10, v)
+	}
+	early.earlyStop(12, map[string]float64{"loss": 2.9}) // under 5 steps since: not judged yet
+	if rungs.Stopped(sdir2, 0) {
+		t.Fatal("judged again before MinSteps/2 steps passed")
+	}
+	early.earlyStop(15, map[string]float64{"loss": 2.8})
+	if !rungs.Stopped(sdir2, 0) {
+		t.Fatal("an early pass outside the best third of its rung went on")
+	}
+	if req, _ := est.TakeRequest(); req == nil || req.Then != "stop" {
+		t.Fatalf("request %+v, want stop", req)
+	}
 	off := &runner{env: &Deps{Stderr: io.Discard, Getenv: func(string) string { return "" }}}
 	off.earlyStop(100, map[string]float64{"loss": 9}) // not a sweep trial: nothing, no panic
 }
