@@ -153,7 +153,7 @@ func search(gpus int) (time.Duration, string, error) {
 	}
 	m := plan.Model{Name: "llama3.1-405b", Layers: 126, Hidden: 16384, Heads: 128, KVHeads: 8, HeadDim: 128,
 		FFN: 53248, FFNType: plan.FFNSwiGLU, Vocab: 128256}
-	j := plan.Job{SeqLen: 8192, GlobalBatch: 4096, Precision: plan.BF16}
+	j := plan.Job{SeqLen: 8192, GlobalBatch: 5000, Precision: plan.BF16}
 	t := time.Now()
 	r := plan.Search(m, j, plan.ClusterOf(g, gpus), plan.SearchOptions{AllowCP: true})
 	took := time.Since(t)

@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,7 +27,7 @@ func BenchmarkScale(b *testing.B) {
 		}
 	}
 	why := straceAvailable()
-	fmt.Printf("%7s %6s %10s %10s %8s %9s %10s %18s %16s %8s %9s %9s  %s\n", "ranks", "nodes", "conn→go", "last→go", "ctl RSS", "ctl CPU",
+	fmt.Printf("%7s %6s %10s %10s %17s %8s %9s %10s %18s %16s %8s %9s %9s  %s\n", "ranks", "nodes", "conn→go", "last→go", "(files/rel/→go)", "ctl RSS", "ctl CPU",
 		"beats/s", "beat p50/p99/max", "launch files", "bcast", "commit", "list+cat", "commit metadata ops (strace)")
 	for b.Loop() {
 		for _, n := range ns {
@@ -69,10 +70,8 @@ func step(b *testing.B, n int, why string) (string, error) {
 	go func() { defer wg.Done(); errs[0] = child("controller", env, &ctl) }()
 	go func() { defer wg.Done(); errs[1] = child("shims", env, &sh) }()
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return "", err
-		}
+	if err := errors.Join(errs[:]...); err != nil {
+		return "", err
 	}
 	if sh.Errors > 0 {
 		return "", fmt.Errorf("%d ranks: %d shims failed, the first: %s", n, sh.Errors, sh.FirstErr)
@@ -84,15 +83,20 @@ func step(b *testing.B, n int, why string) (string, error) {
 	}
 	ops := "-"
 	if why == "" {
-		c, err := countCommit(store, tags[1], n)
+		c, err := countCommit(store, tags[1], n, "commit")
 		if err != nil {
 			return "", err
 		}
-		ops = fmt.Sprintf("%d: %s", c.meta(), c)
+		o, err := countCommit(store, tags[1], n, "observer")
+		if err != nil {
+			return "", err
+		}
+		ops = fmt.Sprintf("%d: %s; then list+cat %d: %s", c.meta(), c, o.meta(), o)
 	}
 	burst := float64(ctl.Beats) / (float64(max(ctl.BeatsLast-ctl.BeatsFirst, 1)) / 1e9)
-	return fmt.Sprintf("%7d %6d %8.0fms %8.0fms %5.0fMiB %7dms %10.0f %5.1f/%5.1f/%5.1fms %5d %7.1fMiB %6.0fms %7.0fms %7.0fms  %s",
-		n, n/RanksPerNode, ms(sh.GoLast-ctl.FirstConn), ms(sh.GoLast-ctl.LastConn), float64(ctl.MaxRSSKiB)/1024, ctl.UserMS+ctl.SysMS,
+	return fmt.Sprintf("%7d %6d %8.0fms %8.0fms %5.0f/%4.0f/%4.0fms %5.0fMiB %7dms %10.0f %5.1f/%5.1f/%5.1fms %5d %7.1fMiB %6.0fms %7.0fms %7.0fms  %s",
+		n, n/RanksPerNode, ms(sh.GoLast-ctl.FirstConn), ms(sh.GoLast-ctl.LastConn),
+		float64(ctl.WriteUS)/1e3, ms(ctl.Released-ctl.LastConn)-float64(ctl.WriteUS)/1e3, ms(sh.GoLast-ctl.Released), float64(ctl.MaxRSSKiB)/1024, ctl.UserMS+ctl.SysMS,
 		burst, float64(ctl.BeatP50US)/1e3, float64(ctl.BeatP99US)/1e3, float64(ctl.BeatMaxUS)/1e3,
 		ctl.LaunchFiles, float64(ctl.LaunchBytes)/(1<<20), float64(ctl.BcastUS)/1e3, float64(cm.CommitUS)/1e3,
 		float64(cm.ListUS+cm.CompletedAtUS)/1e3, ops), nil

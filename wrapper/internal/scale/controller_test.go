@@ -15,16 +15,16 @@ import (
 // ctlResult is what the controller's process measured (times in Unix
 // nanoseconds, durations in microseconds).
 type ctlResult struct {
-	FirstConn, LastConn, Released int64 // first and last wait, the Release call's end
-	WriteUS                           int64 // writing the launch files (WriteDir)
-	LaunchBytes, LaunchFiles          int64
-	BcastUS                           int64 // Broadcast of ckpt 1 to every shim
-	BeatsFirst, BeatsLast             int64
-	Beats                             int
-	BeatP50US, BeatP99US, BeatMaxUS   int64 // send (in the shim) to handled (here)
-	MaxRSSKiB                         int64
-	UserMS, SysMS                     int64
-	Refused                           int
+	FirstConn, LastConn, Released   int64 // first and last wait, the Release call's end
+	WriteUS                         int64 // writing the launch files (WriteDir)
+	LaunchBytes, LaunchFiles        int64
+	BcastUS                         int64 // Broadcast of ckpt 1 to every shim
+	BeatsFirst, BeatsLast           int64
+	Beats                           int
+	BeatP50US, BeatP99US, BeatMaxUS int64 // send (in the shim) to handled (here)
+	MaxRSSKiB                       int64
+	UserMS, SysMS                   int64
+	Refused                         int
 }
 
 // runController is the controller's side of a step started before its

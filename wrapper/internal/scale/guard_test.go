@@ -42,7 +42,7 @@ func TestCommitMetadataOpsLinear(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c, err := countCommit(store, "step-1", ranks)
+		c, err := countCommit(store, "step-1", ranks, "commit")
 		if err != nil {
 			t.Fatal(err)
 		}

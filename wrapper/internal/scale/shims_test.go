@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,6 +40,12 @@ type shimResult struct {
 // launch files and say hello; then answer the controller's ckpt 1 with one
 // beat (its send time in Step), and on ckpt 2 write a shard and a done
 // marker into both checkpoints of store, say exit 0 and hang up.
+//
+// The ranks start TRAINRUN_SCALE_STAGGER apart (default 50µs: 16,384 over
+// 0.8 s, about how srun's tasks start across a job's nodes): 16,384
+// goroutines dialling at once on 2 cores leave some unscheduled for longer
+// than the server's HelloTimeout between their connect and their first
+// line, which a shim in its own process on its own node is not.
 func runShims(world int, dir, store string) (*shimResult, error) {
 	if err := raiseNoFile(world + 256); err != nil {
 		return nil, err
@@ -54,6 +61,11 @@ func runShims(world int, dir, store string) (*shimResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	stagger, err := time.ParseDuration(cmp.Or(os.Getenv("TRAINRUN_SCALE_STAGGER"), "50us"))
+	if err != nil {
+		return nil, fmt.Errorf("TRAINRUN_SCALE_STAGGER: %w (give a duration, e.g. 50us, or 0)", err)
+	}
+	start := time.Now()
 	var res shimResult
 	var mu sync.Mutex
 	fail := func(err error) {
@@ -62,12 +74,18 @@ func runShims(world int, dir, store string) (*shimResult, error) {
 		if res.Errors++; res.FirstErr == "" {
 			res.FirstErr = err.Error()
 		}
+		if res.Errors <= 3 { // at once: the controller may give up on the rest
+			fmt.Fprintf(os.Stderr, "scale shims: after %s: %v\n", time.Since(start).Round(time.Millisecond), err)
+		}
 	}
 	var goFirst, goLast, ckptLast atomic.Int64
 	goFirst.Store(1 << 62)
 	io := make(chan struct{}, 64) // file writers at once: each fsync-free write still takes a thread
 	var wg sync.WaitGroup
 	for r := 0; r < world; r++ {
+		if stagger > 0 {
+			time.Sleep(stagger)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
