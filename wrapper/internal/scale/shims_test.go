@@ -81,7 +81,8 @@ func runShims(world int, dir, store string) (*shimResult, error) {
 	var goFirst, goLast, ckptLast atomic.Int64
 	goFirst.Store(1 << 62)
 	io := make(chan struct{}, 64) // file writers at once: each fsync-free write still takes a thread
-	var wg sync.WaitGroup
+	var wg, released sync.WaitGroup
+	released.Add(world)
 	for r := 0; r < world; r++ {
 		if stagger > 0 {
 			time.Sleep(stagger)
@@ -89,7 +90,7 @@ func runShims(world int, dir, store string) (*shimResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := shim(r, common, dir, store, io, &goFirst, &goLast, &ckptLast); err != nil {
+			if err := shim(r, common, dir, store, io, &released, &goFirst, &goLast, &ckptLast); err != nil {
 				fail(fmt.Errorf("rank %d: %w", r, err))
 			}
 		}()
@@ -99,8 +100,10 @@ func runShims(world int, dir, store string) (*shimResult, error) {
 	return &res, nil
 }
 
-func shim(rank int, common *launch.Common, dir, store string, io chan struct{}, goFirst, goLast, ckptLast *atomic.Int64) error {
+func shim(rank int, common *launch.Common, dir, store string, io chan struct{}, released *sync.WaitGroup, goFirst, goLast, ckptLast *atomic.Int64) error {
 	node := nodeOf(rank)
+	here := sync.OnceFunc(released.Done) // once, on every path: a failed shim must not hold the others
+	defer here()
 	probe := func() error {
 		return launch.WriteFileAtomic(filepath.Join(dir, "probe", node+".json"), []byte(`{"node":"`+node+`","gpus":8}`+"\n"), 0o644)
 	}
@@ -115,6 +118,12 @@ func shim(rank int, common *launch.Common, dir, store string, io chan struct{}, 
 	if !ok {
 		return fmt.Errorf("aborted")
 	}
+	// Every shim of this process shares its 2 cores: those released
+	// first would read their launch files while the last go is still
+	// in flight, and the last go's arrival would time the readers, not the
+	// controller. A shim on its own node reads alone.
+	here()
+	released.Wait()
 	if _, _, err := launch.Read(dir, node, rank); err != nil {
 		return err
 	}
