@@ -89,5 +89,3 @@ func child(role string, env []string, out any, wrap ...string) error {
 	}
 	return nil
 }
-
-var _ = testing.Short
