@@ -30,7 +30,7 @@ SYSCONFDIR  ?= /etc
 SPANK_CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC
 SPANK_GO_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/spank/golib/golib.map
 
-.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench lint install clean demo fuzz check-frameworks check-peft
+.PHONY: all help build spank deps test test-unit test-hermetic test-e2e chaos bench bench-scale lint install clean demo fuzz check-frameworks check-peft
 
 all: build
 
@@ -45,6 +45,7 @@ help:
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput; CHAOS_SEEDS=N: N seeds, pass rate and goodput spread"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
+	@echo "bench-scale  1k, 4k and 16k simulated ranks against the controller's channel, launch files and commit, with history, report and plan at size (minutes; TRAINRUN_SCALE_N=1024,4096 narrows it)"
 	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
 	@echo "lint       gofmt, go vet, staticcheck and a dead-code check (both pinned below, fetched by go run)"
 	@echo "install    install into \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
@@ -139,6 +140,13 @@ bench: build
 	@# peak RSS and CPU of a root process given the worst user inputs (bound: 256 MiB, 10 s)
 	$(GO) test -run '^$$' -bench RootWorstInputs -benchtime 3x -count=1 ./spank/
 	@bash test/e2e.sh -run '^$$' -bench . -benchtime 10x
+
+# N simulated ranks (wrapper/internal/scale: fake shims over loopback, the
+# real server, launch files and commit), then the history, report and
+# planner at size: a table, figures in test/README.md. Minutes, and two
+# processes of 16k sockets each, so neither in bench nor in CI.
+bench-scale:
+	$(GO) test -run '^$$' -bench Scale -benchtime 1x -count=1 -timeout 15m ./wrapper/internal/scale/
 
 # The linters are Go modules from the proxy, pinned here and run with go
 # run pkg@version, so they need no install and add nothing to go.mod.

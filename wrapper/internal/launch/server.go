@@ -73,6 +73,9 @@ func ListenPeers(host string, world int, peers Peers) (*Server, error) {
 }
 
 func listen(host string, world, maxPending int, helloTimeout time.Duration, adm *admission) (*Server, error) {
+	if err := checkNoFile(world); err != nil {
+		return nil, err
+	}
 	tok, err := NewToken()
 	if err != nil {
 		return nil, err
