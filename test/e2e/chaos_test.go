@@ -177,6 +177,9 @@ func killJobRank(c *harness.Cluster, id, rank int) int {
 			continue
 		}
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		// A leading NUL: the variable may be the first (seed
+		// 6546324381817354964 found no rank 0 to kill when RANK was).
+		env = append([]byte{0}, env...)
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil || !ofCluster(c, env) || !strings.Contains(string(cmd), "train_example.py") || !strings.Contains(string(env), fmt.Sprintf("SLURM_JOB_ID=%d\x00", id)) ||
 			!strings.Contains(string(env), fmt.Sprintf("\x00RANK=%d\x00", rank)) {

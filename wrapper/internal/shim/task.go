@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,6 +238,10 @@ func taskEnv(env Env, common *launch.Common, me *launch.Rank, rank int, node str
 	for k, v := range envm {
 		envl = append(envl, k+"="+v)
 	}
+	// Sorted: every launch of a rank gets the same environment in the same
+	// order (a map's order changes each time), so two ranks' or two
+	// restarts' /proc/PID/environ compare line for line.
+	slices.Sort(envl)
 	return envl, localDir, nil
 }
 
