@@ -14,7 +14,8 @@ set -euo pipefail
 pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev python3-torch
 	prometheus prometheus-pushgateway prometheus-node-exporter iproute2 procps librsvg2-bin
 	zstd   # the CLI the checkpoint codec benchmark compares with
-	strace) # the commit metadata guard counts system calls with it (wrapper/internal/scale)
+	strace # the commit metadata guard counts system calls with it (wrapper/internal/scale)
+	python3-packaging) # Megatron-LM's argument checks import it (make check-frameworks)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
