@@ -475,14 +475,28 @@ func (x *shape) layerBaseWeights(moe bool) float64 {
 	return w + m.denseMLPParams()/x.t
 }
 
+// largestMatrix is the parameters of the largest single weight matrix of a
+// layer per GPU: bitsandbytes dequantises one nn.Linear at a time
+// (MatMul4Bit), so QLoRA's transient BF16 copy is one matrix, not the FSDP
+// unit that sp.layerMax is under a stack with fsdpUnits.
+func (x *shape) largestMatrix() float64 {
+	m := &x.m
+	h := float64(m.Hidden)
+	w := max(h*float64(m.Heads*m.headDim()), h*float64(m.FFN)) / x.t
+	if m.isMoE() {
+		w = max(w, h*float64(m.moeFFN())/x.etp)
+	}
+	return w
+}
+
 // frozenAllowance is what a frozen base adds to the allowance: QLoRA's
-// transient BF16 copy of the largest dequantised matrix, and with
+// transient BF16 copy of the largest dequantised matrix (largestMatrix), and with
 // offload=params the current and the prefetched layer's weights.
 func (x *shape) frozenAllowance(sp stageParams) float64 {
 	f := FinetuneOf(x.j)
 	var a float64
 	if f.Kind == FinetuneQLoRA {
-		a += wB * sp.layerMax
+		a += wB * x.largestMatrix()
 	}
 	if x.l.Offload == "params" && x.l.Zero != 3 {
 		b := wB
