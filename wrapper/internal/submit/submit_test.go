@@ -339,4 +339,6 @@ func TestCandidatesKindsAndLimit(t *testing.T) {
 	}
 }
 
-func dur(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Second).String() }
+func dur(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}
