@@ -51,7 +51,9 @@ import (
 // function's inputs. What goes: the QKV input (2h) unless q, k or v has an
 // adapter, the MLP input (2h) unless gate or up has one, the down
 // projection's input (2F) unless it has an adapter (or IA³ scales it). Each
-// adapter keeps x·A (2r bytes per token) for B's gradient.
+// adapter keeps x·A (2r bytes per token) for B's gradient, and with a LoRA
+// dropout (lora:R:dropout=P) its dropped input and mask (3 bytes per input
+// feature).
 
 // FinetuneKind names a fine-tuning method.
 type FinetuneKind string
@@ -80,6 +82,7 @@ type Finetune struct {
 	Targets string       `json:"targets,omitempty"` // lora, qlora: modules with adapters, comma-separated (q,k,v,o,gate,up,down); "" = all linear
 	Tokens  int          `json:"tokens,omitempty"`  // prefix, prompt: virtual tokens
 	Optim   string       `json:"optim,omitempty"`   // adamw (mixed precision, 18 B/param), adamw8, adamw32 (qlora: paged)
+	Dropout float64      `json:"dropout,omitempty"` // lora, qlora: LoRA dropout probability (PEFT lora_dropout); 0 = none
 }
 
 // loraModules are the linear layers of a block that LoRA can target, in
@@ -93,7 +96,8 @@ var targetAliases = map[string][]string{
 	"fc1": {"up"}, "fc2": {"down"}, "qkv": {"q", "k", "v"},
 }
 
-// ParseFinetuneSpec reads full, lora[:RANK[:TARGETS]], qlora[:RANK[:TARGETS]][:adamw8|adamw32],
+// ParseFinetuneSpec reads full, lora[:RANK[:TARGETS]], qlora[:RANK[:TARGETS]][:adamw8|adamw32]
+// (either with :dropout=P, the LoRA dropout),
 // prefix[:TOKENS], prompt[:TOKENS] or ia3 (case-insensitive). TARGETS is a
 // comma-separated list of q k v o gate up down (q_proj etc. accepted) or all,
 // attn, mlp.
@@ -152,6 +156,14 @@ func parseLoRASpec(s string, kind FinetuneKind, rest []string) (Finetune, error)
 	}
 	for i, fld := range rest {
 		if i == 0 {
+			continue
+		}
+		if v, ok := strings.CutPrefix(fld, "dropout="); ok {
+			p, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(p >= 0 && p < 1) {
+				return bad("the LoRA dropout must be a probability from 0 to below 1, e.g. %s:16:dropout=0.05", kind)
+			}
+			f.Dropout = p
 			continue
 		}
 		switch fld {
@@ -232,6 +244,9 @@ func (f Finetune) String() string {
 		if f.Optim != "" && f.Optim != def {
 			s += ":" + f.Optim
 		}
+		if f.Dropout > 0 {
+			s += ":dropout=" + strconv.FormatFloat(f.Dropout, 'g', -1, 64)
+		}
 		return s
 	}
 	return string(f.Kind)
@@ -257,10 +272,14 @@ func (f Finetune) Label() string {
 }
 
 func (f Finetune) targetWords() string {
-	if f.Targets == "" {
-		return ""
+	s := ""
+	if f.Targets != "" {
+		s = " on " + f.Targets
 	}
-	return " on " + f.Targets
+	if f.Dropout > 0 {
+		s += fmt.Sprintf(", dropout %g", f.Dropout)
+	}
+	return s
 }
 
 // Frozen reports whether the base model is frozen (every kind but full).
@@ -530,6 +549,22 @@ func (x *shape) frozenActivationCut() (rep, tp float64) {
 	for _, mod := range loraModules {
 		if f.targets(mod) {
 			rep -= 2 * float64(f.Rank)
+		}
+	}
+	if f.Dropout > 0 {
+		// PEFT's LoRA layer runs lora_B(lora_A(dropout(x))): each adapted
+		// nn.Linear (q, k and v apart) keeps its dropped BF16 input and the
+		// one-byte mask for the backward, 3 bytes per input feature.
+		for _, mod := range loraModules {
+			switch {
+			case !f.targets(mod) || (mod == "gate" && !m.FFNType.gated()):
+			case mod == "o":
+				tp -= 3 * float64(m.Heads*m.headDim())
+			case mod == "down":
+				tp -= 3 * fw
+			default:
+				rep -= 3 * h
+			}
 		}
 	}
 	return rep, tp

@@ -69,7 +69,7 @@ func PEFTConfigOf(m Model, j Job, c Cluster, e Evaluation) (*PEFTConfig, error) 
 		pc["peft_type"] = "LORA"
 		pc["r"] = f.Rank
 		pc["lora_alpha"] = 2 * f.Rank
-		pc["lora_dropout"] = 0.0
+		pc["lora_dropout"] = f.Dropout
 		pc["bias"] = "none"
 		if f.Targets == "" {
 			pc["target_modules"] = "all-linear"
@@ -118,7 +118,7 @@ func PEFTConfigOf(m Model, j Job, c Cluster, e Evaluation) (*PEFTConfig, error) 
 	out.Accelerate = peftAccelerate(c, l, f, fsdp, dtype)
 	out.Notes = []string{
 		fmt.Sprintf("planned: %s, %d GPUs, micro-batch %d × %d accumulation × DP %d = global batch %d", f.Label(), c.GPUs, l.MicroBatch, e.GradAccum, l.DP, j.GlobalBatch),
-		"lora_alpha = 2·r and lora_dropout 0 are conventions the plan does not depend on; target module names are the Llama family's",
+		"lora_alpha = 2·r is a convention the plan does not depend on; lora_dropout is the plan's (--finetune ...:dropout=P: each adapted layer keeps its dropped input); target module names are the Llama family's",
 		"max_length is TRL SFTConfig's; TrainingArguments alone takes the other training_arguments",
 		"checked against huggingface/peft " + PEFTVersion[:12] + " (make check-peft PEFT=DIR)",
 		"accelerate keys checked against huggingface/accelerate " + AccelerateVersion[:12] + " and max_length against huggingface/trl " + TRLVersion[:12] +
