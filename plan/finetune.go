@@ -133,7 +133,7 @@ func ParseFinetuneSpec(s string) (Finetune, error) {
 	case FinetuneLoRA, FinetuneQLoRA:
 		return parseLoRASpec(s, kind, rest)
 	}
-	return bad("accepted: full, lora[:RANK[:TARGETS]], qlora[:RANK[:TARGETS]][:adamw8|adamw32], prefix[:TOKENS], prompt[:TOKENS], ia3")
+	return bad("accepted: full, lora[:RANK[:TARGETS]][:dropout=P], qlora[:RANK[:TARGETS]][:adamw8|adamw32][:dropout=P], prefix[:TOKENS], prompt[:TOKENS], ia3")
 }
 
 func parseLoRASpec(s string, kind FinetuneKind, rest []string) (Finetune, error) {
