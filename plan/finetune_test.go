@@ -275,3 +275,25 @@ func TestFinetunePublished(t *testing.T) {
 		}
 	}
 }
+
+// TestFinetuneFSDPAllowance: under accelerate's FSDP (--stack hf, zero=3)
+// the root unit (embeddings, final norm, lm_head) stays gathered whole on
+// every GPU, and QLoRA's transient BF16 copy is one dequantised matrix (the
+// MLP's h×F), not the FSDP unit of a whole layer.
+func TestFinetuneFSDPAllowance(t *testing.T) {
+	m := mustModel(t, "llama2-70b")
+	j := Job{SeqLen: 2048, GlobalBatch: 8, Stack: StackHF}
+	l := Layout{TP: 1, PP: 1, DP: 2, MicroBatch: 2, Recompute: "full", Zero: 3}
+	e := finetuneEval(t, "llama2-70b", "a100-80gb", 2, j, "qlora:8:adamw32", l)
+	h, f, v := float64(m.Hidden), float64(m.FFN), float64(m.Vocab)
+	layer := m.attnParamsTP(1) + m.denseMLPParams()
+	root := 2 * (2*v*h + h)
+	want := cudaContextBytes + ncclGroupBytes + fragmentation*e.Memory.Activations + 2*nf4Bytes*layer + 2*h*f + root
+	if relErr(e.Memory.Other, want) > 1e-9 {
+		t.Errorf("hf zero=3 QLoRA allowance %.4g GB, want %.4g (root unit %.3g GB whole, one %gx%g BF16 matrix)", e.Memory.Other/1e9, want/1e9, root/1e9, h, f)
+	}
+	j.Stack = StackFSDP
+	if e2 := finetuneEval(t, "llama2-70b", "a100-80gb", 2, j, "qlora:8:adamw32", l); e2.Memory.Other >= e.Memory.Other-0.9*root {
+		t.Errorf("fsdp stack (embeddings sharded as their own units) allowance %.4g GB, want the hf one less the root unit (%.4g - %.3g)", e2.Memory.Other/1e9, e.Memory.Other/1e9, root/1e9)
+	}
+}
