@@ -41,7 +41,7 @@ help:
 	@echo "test-unit  go test ./... (hermetic: no Slurm command may run)"
 	@echo "test-hermetic  unit tests with Slurm's commands replaced by failing recorders: none may be run"
 	@echo "check-frameworks  MEGATRON=DIR [MEGATRON_CHECK=DIR]: Megatron-LM's own argument checks on every preset and 45 layouts (skipped without); TORCHTITAN=DIR [TORCHTITAN_PYTHONPATH=DIR]: torchtitan's config parsing of --format torchtitan"
-	@echo "check-peft PEFT=DIR: Hugging Face PEFT's own config classes load --format peft for every fine-tuning kind (a huggingface/peft tree; not in CI)"
+	@echo "check-peft PEFT=DIR: Hugging Face PEFT's own config classes load --format peft for every fine-tuning kind (a huggingface/peft tree; not in CI); ACCELERATE=DIR TRL=DIR TRANSFORMERS=DIR: its accelerate/FSDP, SFTConfig, TrainingArguments and BitsAndBytesConfig settings against those trees' classes"
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput; CHAOS_SEEDS=N: N seeds, pass rate and goodput spread"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
@@ -109,8 +109,10 @@ check-frameworks:
 # PromptTuningConfig, IA3Config) load what --format peft prints, from a
 # huggingface/peft tree (git archive of plan.PEFTVersion); not in CI.
 check-peft:
-	@if [ -z "$(PEFT)" ]; then echo "SKIP check-peft: give PEFT=DIR (a huggingface/peft tree)"; exit 0; fi; \
-	TRAINRUN_PEFT=$(abspath $(PEFT)) $(GO) test -count=1 -timeout 10m -v -run 'TestPEFT' ./test/frameworks
+	@if [ -z "$(PEFT)$(ACCELERATE)$(TRL)$(TRANSFORMERS)" ]; then echo "SKIP check-peft: give PEFT=DIR (a huggingface/peft tree) and/or ACCELERATE=DIR TRL=DIR TRANSFORMERS=DIR"; exit 0; fi; \
+	TRAINRUN_PEFT=$(if $(PEFT),$(abspath $(PEFT))) TRAINRUN_ACCELERATE=$(if $(ACCELERATE),$(abspath $(ACCELERATE))) \
+	TRAINRUN_TRL=$(if $(TRL),$(abspath $(TRL))) TRAINRUN_TRANSFORMERS=$(if $(TRANSFORMERS),$(abspath $(TRANSFORMERS))) \
+	$(GO) test -count=1 -timeout 10m -v -run 'TestPEFT|TestHFSettings' ./test/frameworks
 
 # Every Fuzz target in the module, found with go test -list (so targets added
 # anywhere join), FUZZTIME each; a failure does not stop the rest, the

@@ -29,6 +29,7 @@ type CheapestTarget struct {
 	Partition string
 	Price     float64
 	Priced    bool
+	MaxGPUs   int // the most GPUs the place has (a site partition's nodes × GPUs per node); 0 = CheapestOptions.MaxGPUs only
 }
 
 // CheapestOption is one target's answer.
@@ -129,6 +130,9 @@ func cheapestOn(m Model, j Job, t CheapestTarget, kinds []Finetune, maxGPUs int,
 	opt := CheapestOption{GPU: g.Name}
 	price, known := t.Price, t.Priced
 	slow := ""
+	if t.MaxGPUs > 0 {
+		maxGPUs = min(maxGPUs, t.MaxGPUs)
+	}
 	for _, n := range cheapestCounts(g, maxGPUs) {
 		c := ClusterOf(g, n)
 		for _, f := range kinds {

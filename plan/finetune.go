@@ -51,7 +51,9 @@ import (
 // function's inputs. What goes: the QKV input (2h) unless q, k or v has an
 // adapter, the MLP input (2h) unless gate or up has one, the down
 // projection's input (2F) unless it has an adapter (or IA³ scales it). Each
-// adapter keeps x·A (2r bytes per token) for B's gradient.
+// adapter keeps x·A (2r bytes per token) for B's gradient, and with a LoRA
+// dropout (lora:R:dropout=P) its dropped input and mask (3 bytes per input
+// feature).
 
 // FinetuneKind names a fine-tuning method.
 type FinetuneKind string
@@ -80,6 +82,7 @@ type Finetune struct {
 	Targets string       `json:"targets,omitempty"` // lora, qlora: modules with adapters, comma-separated (q,k,v,o,gate,up,down); "" = all linear
 	Tokens  int          `json:"tokens,omitempty"`  // prefix, prompt: virtual tokens
 	Optim   string       `json:"optim,omitempty"`   // adamw (mixed precision, 18 B/param), adamw8, adamw32 (qlora: paged)
+	Dropout float64      `json:"dropout,omitempty"` // lora, qlora: LoRA dropout probability (PEFT lora_dropout); 0 = none
 }
 
 // loraModules are the linear layers of a block that LoRA can target, in
@@ -93,7 +96,8 @@ var targetAliases = map[string][]string{
 	"fc1": {"up"}, "fc2": {"down"}, "qkv": {"q", "k", "v"},
 }
 
-// ParseFinetuneSpec reads full, lora[:RANK[:TARGETS]], qlora[:RANK[:TARGETS]][:adamw8|adamw32],
+// ParseFinetuneSpec reads full, lora[:RANK[:TARGETS]], qlora[:RANK[:TARGETS]][:adamw8|adamw32]
+// (either with :dropout=P, the LoRA dropout),
 // prefix[:TOKENS], prompt[:TOKENS] or ia3 (case-insensitive). TARGETS is a
 // comma-separated list of q k v o gate up down (q_proj etc. accepted) or all,
 // attn, mlp.
@@ -129,7 +133,7 @@ func ParseFinetuneSpec(s string) (Finetune, error) {
 	case FinetuneLoRA, FinetuneQLoRA:
 		return parseLoRASpec(s, kind, rest)
 	}
-	return bad("accepted: full, lora[:RANK[:TARGETS]], qlora[:RANK[:TARGETS]][:adamw8|adamw32], prefix[:TOKENS], prompt[:TOKENS], ia3")
+	return bad("accepted: full, lora[:RANK[:TARGETS]][:dropout=P], qlora[:RANK[:TARGETS]][:adamw8|adamw32][:dropout=P], prefix[:TOKENS], prompt[:TOKENS], ia3")
 }
 
 func parseLoRASpec(s string, kind FinetuneKind, rest []string) (Finetune, error) {
@@ -152,6 +156,14 @@ func parseLoRASpec(s string, kind FinetuneKind, rest []string) (Finetune, error)
 	}
 	for i, fld := range rest {
 		if i == 0 {
+			continue
+		}
+		if v, ok := strings.CutPrefix(fld, "dropout="); ok {
+			p, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(p >= 0 && p < 1) {
+				return bad("the LoRA dropout must be a probability from 0 to below 1, e.g. %s:16:dropout=0.05", kind)
+			}
+			f.Dropout = p
 			continue
 		}
 		switch fld {
@@ -232,6 +244,9 @@ func (f Finetune) String() string {
 		if f.Optim != "" && f.Optim != def {
 			s += ":" + f.Optim
 		}
+		if f.Dropout > 0 {
+			s += ":dropout=" + strconv.FormatFloat(f.Dropout, 'g', -1, 64)
+		}
 		return s
 	}
 	return string(f.Kind)
@@ -257,10 +272,14 @@ func (f Finetune) Label() string {
 }
 
 func (f Finetune) targetWords() string {
-	if f.Targets == "" {
-		return ""
+	s := ""
+	if f.Targets != "" {
+		s = " on " + f.Targets
 	}
-	return " on " + f.Targets
+	if f.Dropout > 0 {
+		s += fmt.Sprintf(", dropout %g", f.Dropout)
+	}
+	return s
 }
 
 // Frozen reports whether the base model is frozen (every kind but full).
@@ -475,14 +494,28 @@ func (x *shape) layerBaseWeights(moe bool) float64 {
 	return w + m.denseMLPParams()/x.t
 }
 
+// largestMatrix is the parameters of the largest single weight matrix of a
+// layer per GPU: bitsandbytes dequantises one nn.Linear at a time
+// (MatMul4Bit), so QLoRA's transient BF16 copy is one matrix, not the FSDP
+// unit that sp.layerMax is under a stack with fsdpUnits.
+func (x *shape) largestMatrix() float64 {
+	m := &x.m
+	h := float64(m.Hidden)
+	w := max(h*float64(m.Heads*m.headDim()), h*float64(m.FFN)) / x.t
+	if m.isMoE() {
+		w = max(w, h*float64(m.moeFFN())/x.etp)
+	}
+	return w
+}
+
 // frozenAllowance is what a frozen base adds to the allowance: QLoRA's
-// transient BF16 copy of the largest dequantised matrix, and with
+// transient BF16 copy of the largest dequantised matrix (largestMatrix), and with
 // offload=params the current and the prefetched layer's weights.
 func (x *shape) frozenAllowance(sp stageParams) float64 {
 	f := FinetuneOf(x.j)
 	var a float64
 	if f.Kind == FinetuneQLoRA {
-		a += wB * sp.layerMax
+		a += wB * x.largestMatrix()
 	}
 	if x.l.Offload == "params" && x.l.Zero != 3 {
 		b := wB
@@ -516,6 +549,22 @@ func (x *shape) frozenActivationCut() (rep, tp float64) {
 	for _, mod := range loraModules {
 		if f.targets(mod) {
 			rep -= 2 * float64(f.Rank)
+		}
+	}
+	if f.Dropout > 0 {
+		// PEFT's LoRA layer runs lora_B(lora_A(dropout(x))): each adapted
+		// nn.Linear (q, k and v apart) keeps its dropped BF16 input and the
+		// one-byte mask for the backward, 3 bytes per input feature.
+		for _, mod := range loraModules {
+			switch {
+			case !f.targets(mod) || (mod == "gate" && !m.FFNType.gated()):
+			case mod == "o":
+				tp -= 3 * float64(m.Heads*m.headDim())
+			case mod == "down":
+				tp -= 3 * fw
+			default:
+				rep -= 3 * h
+			}
 		}
 	}
 	return rep, tp

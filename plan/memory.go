@@ -372,5 +372,28 @@ func (x *shape) allowance(sp stageParams, act float64) float64 {
 		// (QLoRA gathers them in NF4, finetune.go).
 		other += 2 * x.gatheredBytes() * sp.layerMax
 	}
-	return other + x.frozenAllowance(sp)
+	return other + x.frozenAllowance(sp) + x.fsdpRootBytes()
+}
+
+// fsdpRootBytes is the unsharded copy of the FSDP root unit that accelerate
+// (FSDP1) keeps on every GPU from the first forward until the backward ends:
+// with TRANSFORMER_BASED_WRAP (and PEFT's fsdp_auto_wrap_policy) only the
+// decoder layers (and the adapters) are units of their own, so the
+// embeddings, the final norm and the output layer form the root, and FSDP
+// does not free the root's gathered parameters after the forward ("Do not
+// free the root's parameters in the post-forward for FULL_SHARD", PyTorch
+// torch/distributed/fsdp/_runtime_utils.py _post_forward). They count whole,
+// beside the shard (which offload=params moves to the host). Only the hf
+// stack under ZeRO-3 (torchtune and torchtitan shard the embeddings and
+// the output layer as units of their own).
+func (x *shape) fsdpRootBytes() float64 {
+	if x.j.Stack != StackHF || x.l.Zero != 3 || x.p != 1 {
+		return 0
+	}
+	m := &x.m
+	emb := m.embeddingParams()
+	if !m.TiedEmbeddings {
+		emb *= 2
+	}
+	return wB * (emb + float64(m.Hidden))
 }

@@ -21,6 +21,16 @@ import (
 // PEFTVersion is the huggingface/peft commit the keys were checked against.
 const PEFTVersion = "5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40"
 
+// AccelerateVersion and TRLVersion are the huggingface/accelerate and
+// huggingface/trl commits the accelerate config and SFTConfig's max_length
+// were checked against (test/frameworks/hf_check.py, make check-peft
+// ACCELERATE=DIR TRL=DIR). transformers' TrainingArguments and
+// BitsAndBytesConfig are not checked yet (no tree here).
+const (
+	AccelerateVersion = "16cb6eb80dd9aa8b4df1a63ef57863e455d53b83"
+	TRLVersion        = "f2cd57710ae345ea6428ae95363267fcf38a3dc8"
+)
+
 // PEFTConfig is the --format peft document.
 type PEFTConfig struct {
 	PEFT       map[string]any `json:"peft_config"`
@@ -59,7 +69,7 @@ func PEFTConfigOf(m Model, j Job, c Cluster, e Evaluation) (*PEFTConfig, error) 
 		pc["peft_type"] = "LORA"
 		pc["r"] = f.Rank
 		pc["lora_alpha"] = 2 * f.Rank
-		pc["lora_dropout"] = 0.0
+		pc["lora_dropout"] = f.Dropout
 		pc["bias"] = "none"
 		if f.Targets == "" {
 			pc["target_modules"] = "all-linear"
@@ -108,9 +118,11 @@ func PEFTConfigOf(m Model, j Job, c Cluster, e Evaluation) (*PEFTConfig, error) 
 	out.Accelerate = peftAccelerate(c, l, f, fsdp, dtype)
 	out.Notes = []string{
 		fmt.Sprintf("planned: %s, %d GPUs, micro-batch %d × %d accumulation × DP %d = global batch %d", f.Label(), c.GPUs, l.MicroBatch, e.GradAccum, l.DP, j.GlobalBatch),
-		"lora_alpha = 2·r and lora_dropout 0 are conventions the plan does not depend on; target module names are the Llama family's",
+		"lora_alpha = 2·r is a convention the plan does not depend on; lora_dropout is the plan's (--finetune ...:dropout=P: each adapted layer keeps its dropped input); target module names are the Llama family's",
 		"max_length is TRL SFTConfig's; TrainingArguments alone takes the other training_arguments",
 		"checked against huggingface/peft " + PEFTVersion[:12] + " (make check-peft PEFT=DIR)",
+		"accelerate keys checked against huggingface/accelerate " + AccelerateVersion[:12] + " and max_length against huggingface/trl " + TRLVersion[:12] +
+			"; bnb_config and the other training_arguments not yet against transformers (make check-peft ACCELERATE=DIR TRL=DIR TRANSFORMERS=DIR)",
 	}
 	return out, nil
 }

@@ -41,6 +41,25 @@ const (
 	// BF16 gradient into lm_head) = 14 bytes per logit, where Megatron's
 	// fused vocab-parallel loss keeps 6 (memory.go logitBytes).
 	StackHF Stack = "hf"
+	// StackTorchtune is torchtune's recipes (issue 37): FSDP2 with each
+	// transformer block one unit and tok_embeddings and output sharded as
+	// their own units (custom_sharded_layers), torch.compile of the blocks
+	// and the loss, and CEWithChunkedOutputLoss: the output projection runs
+	// in 8 token chunks whose BF16 logits are kept, and the loss upcasts one
+	// chunk at a time to FP32 ("upcasting only one chunk at a time saves
+	// considerable memory", torchtune/modules/loss/ce_chunked_output_loss.py):
+	// 2 bytes per logit plus one chunk's FP32 copy and log-softmax (8/8),
+	// 3 where the unchunked loss keeps 6. Kernels as fsdp:compile, whose
+	// fitted efficiency it takes.
+	StackTorchtune Stack = "torchtune"
+)
+
+// torchtuneLogitBytes is StackTorchtune's loss memory per logit (see
+// StackTorchtune): BF16 logits plus 8 bytes of FP32 work on one of
+// torchtuneLossChunks chunks.
+const (
+	torchtuneLossChunks = 8
+	torchtuneLogitBytes = 2 + 8.0/torchtuneLossChunks
 )
 
 // hfLogitBytes is StackHF's loss memory per logit (see StackHF).
@@ -49,7 +68,7 @@ const hfLogitBytes = 14.0
 // StackNames lists the accepted --stack values, for help texts and errors.
 func StackNames() []string {
 	return []string{"megatron-core", "nemo", "megatron-2022", "fsdp", "fsdp:eager", "fsdp:compile",
-		"deepspeed", "deepspeed:zero1", "deepspeed:zero2", "deepspeed:zero3", "deepspeed:pipe", "jax", "hf"}
+		"deepspeed", "deepspeed:zero1", "deepspeed:zero2", "deepspeed:zero3", "deepspeed:pipe", "jax", "hf", "torchtune"}
 }
 
 // ParseStack reads a --stack value (case-insensitive). "megatron-core" is the
@@ -156,6 +175,10 @@ func stackOf(s Stack) stackConsts {
 		c = stackConsts{eltBytes: 3, kernels: 70, fa2: true, fsdpUnits: true, bf16Grads: true, logit: hfLogitBytes}
 		c.eff = stackEffOf(StackFSDP)
 		return c
+	case StackTorchtune:
+		c = stackConsts{eltBytes: 1.3, kernels: 30, fa2: true, fsdpUnits: true, bf16Grads: true, logit: torchtuneLogitBytes}
+		c.eff = stackEffOf(StackFSDPCompile)
+		return c
 	default:
 		c = stackConsts{eltBytes: 1, kernels: 25}
 	}
@@ -194,7 +217,7 @@ type stackLayout struct {
 //     PP without interleaving and ZeRO-1 at most (DeepSpeed pipeline docs).
 func stackLayoutOf(s Stack) stackLayout {
 	switch {
-	case s == StackFSDP || s == StackFSDPCompile || s == StackJAX:
+	case s == StackFSDP || s == StackFSDPCompile || s == StackJAX || s == StackTorchtune:
 		return stackLayout{zeros: []int{3}}
 	case s == StackHF:
 		return stackLayout{zeros: []int{0, 3}} // DDP, or accelerate FSDP FULL_SHARD

@@ -80,7 +80,7 @@ func runPlan(ctx context.Context, env *runEnv, args []string) error {
 		return usageErrorf("--%v", err)
 	}
 	if cheap.on {
-		return o.cheapest(env, fs, &cheap, m, j)
+		return o.cheapest(ctx, env, fs, &cheap, m, j)
 	}
 	clusters, err := o.Clusters(func(name string) bool { return fs.Changed(name) || name == "nvme-bw" && o.NVMeBW > 0 })
 	if err != nil {

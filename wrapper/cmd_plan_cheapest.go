@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/trainrun/trainrun/plan/policy"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
+	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
 // cheapestOptions are trainrun plan's --cheapest flags (issue 37): plan's
@@ -26,6 +28,9 @@ type cheapestOptions struct {
 	prices    string
 	maxGPUs   int
 	policy    *policy.Policy // --policy's file, when given: its partitions are the targets
+	site      bool           // --site: the Slurm partitions are the targets
+	// siteTargets are --site's partitions, read before planCheapest.
+	siteTargets []plan.CheapestTarget
 }
 
 func (c *cheapestOptions) addFlags(fs *pflag.FlagSet) {
@@ -33,6 +38,7 @@ func (c *cheapestOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.timeLimit, "time-limit", "", "with --cheapest: the longest the whole run may take (hours, e.g. 24, or a duration such as 36h); needs --tokens")
 	fs.StringVar(&c.prices, "gpu-hour-cost", "", "with --cheapest: price of one GPU-hour per type, TYPE=PRICE,... (e.g. l40s=1.0,h100-sxm=3.5); without one, types are ranked by GPU-hours")
 	fs.IntVar(&c.maxGPUs, "max-gpus", 64, "with --cheapest: the largest GPU count tried per type")
+	fs.BoolVar(&c.site, "site", false, "with --cheapest: compare this site's Slurm partitions (GPU type, GPUs per node and size as 'trainrun partitions' reads them, priced by the policy's GPUHourCost= or --gpu-hour-cost) instead of the GPU catalog")
 }
 
 // parseCheapestLimit reads hours ("24", "1.5") or a Go duration ("36h", "90m").
@@ -142,6 +148,9 @@ func planCheapest(env *runEnv, o *planOptions, c *cheapestOptions, m plan.Model,
 	if err != nil {
 		return err
 	}
+	if c.site {
+		targets = c.siteTargets
+	}
 	opts := plan.Cheapest(m, j, targets, plan.CheapestOptions{Search: so, TimeLimit: limit, MaxGPUs: c.maxGPUs})
 	if o.Format == "json" {
 		err = writeCheapestJSON(env.stdout, m, j, limit, opts)
@@ -237,7 +246,7 @@ func hoursWord(op plan.CheapestOption) string {
 
 // cheapest is runPlan's --cheapest branch: the pins and calibration as for
 // one plan, then planCheapest.
-func (o *planOptions) cheapest(env *runEnv, fs *pflag.FlagSet, c *cheapestOptions, m plan.Model, j plan.Job) error {
+func (o *planOptions) cheapest(ctx context.Context, env *runEnv, fs *pflag.FlagSet, c *cheapestOptions, m plan.Model, j plan.Job) error {
 	if fs.Changed("gpus") {
 		return usageErrorf("--cheapest chooses the GPU count per type: leave out --gpus (--max-gpus caps it)")
 	}
@@ -255,5 +264,57 @@ func (o *planOptions) cheapest(env *runEnv, fs *pflag.FlagSet, c *cheapestOption
 	if err := o.loadCalibration(env.getenv, "", env.stderr); err != nil {
 		return err
 	}
+	if c.site {
+		if fs.Changed("gpu") {
+			return usageErrorf("--site compares the Slurm partitions: leave out --gpu (or drop --site to compare GPU types)")
+		}
+		if c.siteTargets, err = siteTargets(ctx, env, c.policy, c.prices); err != nil {
+			return err
+		}
+	}
 	return planCheapest(env, o, c, m, j, o.SearchOptions(fix))
+}
+
+// siteTargets are plan --cheapest --site's places: every partition of this
+// Slurm whose GPUs the planner knows and that is up (the others named on
+// stderr, as submit does), with its GPUs per node and its size, priced by
+// the policy's GPUHourCost= or else --gpu-hour-cost for its type.
+func siteTargets(ctx context.Context, env *runEnv, pol *policy.Policy, priceList string) ([]plan.CheapestTarget, error) {
+	prices, err := parsePrices(priceList)
+	if err != nil {
+		return nil, err
+	}
+	if pol == nil {
+		if pol, err = policy.Parse(strings.NewReader(""), ""); err != nil {
+			return nil, err
+		}
+	}
+	infos, err := submit.LoadPartitions(ctx, env.slurm, pol, "", nil)
+	if err != nil {
+		return nil, withSlurmCode(err)
+	}
+	var out []plan.CheapestTarget
+	for _, pi := range infos {
+		p, ok := pi.ForChoice()
+		switch {
+		case !ok && pi.TypeErr != nil:
+			fmt.Fprintf(env.stderr, "trainrun: plan --cheapest --site: left out: %v\n", pi.TypeErr)
+			continue
+		case !ok:
+			fmt.Fprintf(env.stderr, "trainrun: plan --cheapest --site: left out: partition %s is %s\n", pi.Name, pi.State)
+			continue
+		}
+		g := p.GPU
+		g.GPUsPerNode = p.GPUsPerNode
+		t := plan.CheapestTarget{GPU: g, Partition: p.Name, MaxGPUs: p.Nodes * p.GPUsPerNode}
+		t.Price, t.Priced = prices[g.Name]
+		if p.Cost >= 0 && pol.Effective(p.Name).GPUHourCost.Source.Kind != policy.FromDefault {
+			t.Price, t.Priced = p.Cost, true
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, withCode(exitcode.NoFit, errors.New("plan --cheapest --site: no partition of this Slurm has GPUs the planner knows and is up (see above)"))
+	}
+	return out, nil
 }

@@ -98,3 +98,43 @@ func TestPlanCheapestPartitions(t *testing.T) {
 		t.Errorf("targets %q, want the three typed partitions, priced by cost first (the GPUType=auto one left out)", got)
 	}
 }
+
+// Issue 37: plan --cheapest --site compares this Slurm's partitions (two
+// nodes of 8 H100s, two of 8 A100s whose 40 GB the policy names), each
+// capped at its size and priced by the policy; a partition whose GPUs
+// cannot be planned is left out, said on stderr.
+func TestPlanCheapestSite(t *testing.T) {
+	f := &fakeSched{t: t}
+	base := []string{"plan", "--model", "llama3-70b", "--seq-len", "4096", "--global-batch", "8", "--finetune", "qlora:16", "--cheapest", "--site", "--format", "json"}
+	priced := policyFile(t, "PartitionName=hopper GPUHourCost=3\nPartitionName=ampere GPUType=a100-40gb GPUHourCost=1\n")
+	out, stderr, code := runSched(t, f, with(base, "--policy", priced, "--max-gpus", "64")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Options []plan.CheapestOption `json:"options"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	parts := map[string]plan.CheapestOption{}
+	for _, op := range doc.Options {
+		parts[op.Partition] = op
+	}
+	h, a := parts["hopper"], parts["ampere"]
+	if len(doc.Options) != 2 || h.GPU != "h100-sxm" || a.GPU != "a100-40gb" || !h.Fits || !a.Fits || h.PricePerGPUH != 3 || a.PricePerGPUH != 1 || h.GPUs > 16 || a.GPUs > 16 {
+		t.Fatalf("want hopper (h100-sxm, 3/GPU-h) and ampere (a100-40gb, 1/GPU-h), each at most 16 GPUs: %+v", doc.Options)
+	}
+	// Without the policy the A100's memory is unknown: ampere is left out.
+	out, stderr, code = runSched(t, f, base...)
+	if code != 0 || !strings.Contains(stderr, "left out") || !strings.Contains(stderr, "ampere") || strings.Contains(out, `"partition": "ampere"`) || !strings.Contains(out, `"partition": "hopper"`) {
+		t.Errorf("no policy: exit %d\nstderr %s\nstdout %s", code, stderr, out)
+	}
+	if _, stderr, code = runSched(t, f, with(base, "--gpu", "l40s")...); code != 2 || !strings.Contains(stderr, "--site compares the Slurm partitions") {
+		t.Errorf("--site --gpu: exit %d, %s", code, stderr)
+	}
+	// No Slurm: the query's failure, not a plan.
+	if _, stderr, code = runPlanCmd(t, base...); code == 0 {
+		t.Errorf("--site without Slurm: exit 0, %s", stderr)
+	}
+}

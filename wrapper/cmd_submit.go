@@ -119,6 +119,9 @@ type submitOptions struct {
 	qos          string
 	reservation  string
 	parallel     int
+	// Issue 37: --time-limit and --finetune-fallback (plan --cheapest's logic).
+	trainLimit string
+	fallback   bool
 }
 
 const submitSynopsis = "submit [plan flags] [--partition auto|P1,P2] [--objective finish|cost] [--min-gpus N] [--max-gpus N] [--policy FILE] [--format table|json] [--dry-run] [sbatch flags] -- SCRIPT [ARGS]"
@@ -128,7 +131,10 @@ var submitHelpTail = joinLines("",
 	"fewer GPUs than a node; whole nodes 1, 2, 4, ... up to the partition's size and --max-gpus), plans",
 	"the job, asks Slurm when it would start (sbatch --test-only with the same request, all in",
 	"parallel), and predicts the finish: start + --tokens ÷ throughput + checkpoint saves. It chooses",
-	"by --objective (earliest finish, or lowest cost with the policy's GPUHourCost= per partition),",
+	"by --objective (earliest finish, or lowest cost with the policy's GPUHourCost= per partition;",
+	"--time-limit takes the candidates that would train longer out of the choice, and",
+	"--finetune-fallback lets each candidate train the first kind that fits, full → lora:16 → qlora:16,",
+	"as plan --cheapest does: the cheapest partition and size that finishes in time),",
 	"prints every candidate with the reason it won or lost, writes the chosen plan's JSON into",
 	"--plan-dir and submits SCRIPT with sbatch: the partition, nodes, tasks and GPUs per node (a job",
 	"smaller than a node asks --gpus-per-node=K without --exclusive, so Slurm packs it beside others),",
@@ -156,6 +162,8 @@ func (o *submitOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) 
 	fs.StringVar(&o.qos, "qos", "", "sbatch --qos")
 	fs.StringVar(&o.reservation, "reservation", "", "sbatch --reservation")
 	fs.IntVar(&o.parallel, "parallel", 8, "sbatch --test-only calls in flight at once")
+	fs.StringVar(&o.trainLimit, "time-limit", "", "the longest the training may take (hours, e.g. 24, or a duration such as 36h): slower candidates do not qualify, so --objective cost picks the cheapest that finishes in time")
+	fs.BoolVar(&o.fallback, "finetune-fallback", false, "where the job's --finetune kind does not fit a candidate, try the kinds that need less memory in plan --cheapest's order (full → lora:16 → qlora:16; lora → qlora); the chosen kind is in the plan and the output: SCRIPT must train it")
 }
 
 func runSubmit(ctx context.Context, env *runEnv, args []string) error {
@@ -274,9 +282,18 @@ func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Poli
 	}
 	so := o.plan.SearchOptions(fix)
 	so.TopK = 1
+	limit, err := parseCheapestLimit(o.trainLimit)
+	if err != nil {
+		return submit.Request{}, nil, err
+	}
+	var kinds []plan.Finetune
+	if o.fallback {
+		kinds = plan.CheapestKinds(plan.FinetuneOf(j))
+	}
 	return submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
 		CkptInterval: o.ckptInterval, CkptBW: o.ckptBW * 1e9,
-		Sbatch: plan.SbatchOptions{Margin: o.plan.TimeMargin, Lead: o.plan.CkptLead}}, pol, nil
+		Sbatch: plan.SbatchOptions{Margin: o.plan.TimeMargin, Lead: o.plan.CkptLead},
+		Kinds:  kinds, TrainLimit: time.Duration(limit * float64(time.Second))}, pol, nil
 }
 
 // partitions are the candidates' partitions: those named, or every one
@@ -501,6 +518,7 @@ type candidateJSON struct {
 	Cost       *float64 `json:"cost"`
 	Layout     string   `json:"layout,omitempty"`
 	TimeLimitS float64  `json:"time_limit_s,omitempty"`
+	Finetune   string   `json:"finetune,omitempty"` // the --finetune spec it was planned with
 }
 
 type chosenJSON struct {
@@ -511,6 +529,7 @@ type chosenJSON struct {
 	Layout      string  `json:"layout"`
 	TimeLimitS  float64 `json:"time_limit_s"`
 	Exclusive   bool    `json:"exclusive"`
+	Finetune    string  `json:"finetune,omitempty"` // the --finetune spec SCRIPT must train
 }
 
 type submitJSON struct {
@@ -532,7 +551,7 @@ func toSubmitJSON(cands []submit.Candidate, chosen int, id string) submitJSON {
 	for i := range cands {
 		c := &cands[i]
 		cj := candidateJSON{Partition: c.Partition, GPUType: c.GPUType, Nodes: c.Nodes, GPUs: c.GPUs, Fits: c.Fits, Why: c.Why,
-			TokensPerS: c.TokensPerS, TrainS: c.TrainS, Start: rfc3339(c.Start), Finish: rfc3339(c.Finish), TimeLimitS: c.TimeLimit.Seconds()}
+			TokensPerS: c.TokensPerS, TrainS: c.TrainS, Start: rfc3339(c.Start), Finish: rfc3339(c.Finish), TimeLimitS: c.TimeLimit.Seconds(), Finetune: c.Finetune}
 		if c.Cost >= 0 {
 			v := c.Cost
 			cj.Cost = &v
@@ -545,7 +564,7 @@ func toSubmitJSON(cands []submit.Candidate, chosen int, id string) submitJSON {
 	if chosen >= 0 {
 		c := &cands[chosen]
 		out.Chosen = &chosenJSON{Partition: c.Partition, Nodes: c.Nodes, GPUs: c.GPUs, GPUsPerNode: c.GPUsPerNode,
-			Layout: c.Eval.Layout.Config(), TimeLimitS: c.TimeLimit.Seconds(), Exclusive: !c.Partial}
+			Layout: c.Eval.Layout.Config(), TimeLimitS: c.TimeLimit.Seconds(), Exclusive: !c.Partial, Finetune: c.Finetune}
 	}
 	return out
 }
@@ -577,6 +596,13 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 		}
 		fmt.Fprintf(w, "\nchosen: partition %s, %d node(s) × %d GPUs (%s), %s, --time=%s\n", c.Partition, c.Nodes, c.GPUsPerNode, kind,
 			c.Eval.Layout.Config(), slurmDuration(c.TimeLimit))
+		if o.fallback {
+			label := "full training"
+			if f, err := plan.ParseFinetuneSpec(c.Finetune); err == nil && f.Frozen() {
+				label = f.Label()
+			}
+			fmt.Fprintf(w, "fine-tuning: --finetune %s (%s): SCRIPT must train this kind\n", c.Finetune, label)
+		}
 	}
 	if id != "" {
 		fmt.Fprintf(w, "Submitted batch job %s\n", id)
@@ -623,6 +649,9 @@ func costPriced(objective string, cands []submit.Candidate, policyFile string) e
 	for _, c := range cands {
 		if c.Cost >= 0 {
 			return nil
+		}
+		if !c.Fits && c.Eval == nil {
+			continue // not planned: no cost to miss (the table says why it does not fit)
 		}
 		if !slices.Contains(parts, c.Partition) {
 			parts = append(parts, c.Partition)

@@ -39,7 +39,7 @@ func TestPEFTConfigsLoad(t *testing.T) {
 	cases := []tcase{
 		{"llama3-70b", "l40s", 1, 4096, 8, "qlora:16"},
 		{"llama3-8b", "a100-80gb", 1, 4096, 16, "lora:16"},
-		{"llama2-7b", "a100-40gb", 1, 2048, 8, "lora:8:q,v"},
+		{"llama2-7b", "a100-40gb", 1, 2048, 8, "lora:8:q,v:dropout=0.1"},
 		{"llama3-70b", "h100-sxm", 8, 4096, 64, "qlora:64:adamw32"},
 		{"llama3-8b", "h100-sxm", 8, 4096, 64, "lora:32:attn"},
 		{"llama3-8b", "h100-sxm", 1, 2048, 8, "prefix:30"},

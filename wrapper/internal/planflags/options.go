@@ -102,7 +102,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SeqLen, "seq-len", 0, "sequence length (tokens)")
 	fs.IntVar(&o.GlobalBatch, "global-batch", 0, "global batch (sequences per optimizer step)")
 	fs.StringVar(&o.Precision, "precision", "", "bf16|fp16|fp8; when not given, bf16 (fp16 on GPUs without BF16, such as v100-32gb)")
-	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK[:TARGETS]]|qlora[:RANK[:TARGETS]][:adamw8|adamw32]|prefix[:TOKENS]|prompt[:TOKENS]|ia3 (rank 16 and 20 virtual tokens by default; TARGETS: q,k,v,o,gate,up,down, default all linear)")
+	fs.StringVar(&o.Finetune, "finetune", "full", "full|lora[:RANK[:TARGETS]]|qlora[:RANK[:TARGETS]][:adamw8|adamw32]|prefix[:TOKENS]|prompt[:TOKENS]|ia3 (rank 16 and 20 virtual tokens by default; TARGETS: q,k,v,o,gate,up,down, default all linear; lora and qlora take :dropout=P, the LoRA dropout)")
 	fs.StringVar(&o.Stack, "stack", "megatron-core", "training software the time and memory model assume: megatron-core (Megatron-Core + Transformer Engine), nemo (same, BF16 gradient reduction), megatron-2022 (softmax attention, blocking TP collectives), fsdp[:eager|:compile] (PyTorch FSDP/FSDP2), deepspeed[:zero1|:zero2|:zero3|:pipe], jax (MaxText/PaxML)")
 	fs.StringVar(&o.FP8Recipe, "fp8-recipe", "", "with --precision fp8: delayed|current|blockwise|mxfp8 scaling (default: mxfp8 on Blackwell, else delayed)")
 	fs.StringVar(&o.MoEDispatcher, "moe-dispatcher", "", "MoE token dispatcher: alltoall (NCCL, default) or flex (DeepEP/HybridEP: one copy per remote node)")

@@ -42,6 +42,13 @@ type Request struct {
 	CkptInterval time.Duration
 	CkptBW       float64
 	Sbatch       plan.SbatchOptions // margin and lead of the time limit
+	// Kinds are the fine-tuning kinds tried in order on each candidate, the
+	// first that fits taken (issue 37: --finetune-fallback, plan --cheapest's
+	// plan.CheapestKinds); nil = the job's own kind only.
+	Kinds []plan.Finetune
+	// TrainLimit is the longest the training may take (--time-limit): a
+	// candidate that trains longer does not qualify. 0 = no limit.
+	TrainLimit time.Duration
 }
 
 // Candidate is one partition × size, planned; Start and Finish once Slurm
@@ -66,6 +73,7 @@ type Candidate struct {
 	StartErr    string        // sbatch --test-only refused: its message
 	Finish      time.Time
 	Cost        float64 // < 0 = unknown
+	Finetune    string  // the --finetune spec it was planned with (Request.Kinds)
 }
 
 // ckptBytesPerParam is what a checkpoint holds per parameter: BF16
@@ -119,15 +127,15 @@ func plan1(p Partition, nodes, perNode int, req Request) Candidate {
 	if req.Cluster != nil {
 		req.Cluster(&cl)
 	}
-	c.Result = plan.Search(req.Model, req.Job, cl, req.Search)
-	if msg := plan.NoFit(req.Model, req.Job, cl, req.Search, c.Result); msg != "" || c.Result.Plan == nil {
+	job, msg := searchKinds(req, cl, &c)
+	if msg != "" || c.Result.Plan == nil {
 		c.Why = "does not fit: " + msg
 		return c
 	}
 	e := *c.Result.Plan
 	c.Eval, c.Fits = &e, true
 	c.TokensPerS = e.TokensPerSPerGPU * float64(c.GPUs)
-	steps := plan.TrainSeconds(req.Job, e)
+	steps := plan.TrainSeconds(job, e)
 	if req.CkptInterval > 0 && req.CkptBW > 0 {
 		saves := math.Floor(steps / req.CkptInterval.Seconds())
 		perNode := req.Model.Params() * ckptBytesPerParam / float64(nodes)
@@ -142,6 +150,7 @@ func plan1(p Partition, nodes, perNode int, req Request) Candidate {
 	if p.Cost >= 0 {
 		c.Cost = float64(c.GPUs) * c.TrainS / 3600 * p.Cost
 	}
+	overLimit(&c, req.TrainLimit)
 	return c
 }
 

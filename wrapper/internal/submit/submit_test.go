@@ -272,3 +272,73 @@ func FuzzGPUType(f *testing.F) {
 		}
 	})
 }
+
+// Issue 37: with Kinds (--finetune-fallback) a candidate takes the first
+// fine-tuning kind that fits, as plan --cheapest does: a 70B job fits one
+// L40S only with a frozen base (LoRA with the base streamed from the host, or
+// QLoRA); TrainLimit (--time-limit) takes the candidates that
+// would train too long out of the choice, so --objective cost picks the
+// cheapest that finishes in time.
+func TestCandidatesKindsAndLimit(t *testing.T) {
+	m, err := plan.LookupModel("llama3-70b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := []Partition{{Name: "ws", GPU: gpu(t, "l40s"), GPUsPerNode: 1, Nodes: 1, Cost: 1},
+		{Name: "hopper", GPU: gpu(t, "h100"), GPUsPerNode: 8, Nodes: 1, Cost: 4}}
+	r := Request{Model: m, Job: plan.Job{SeqLen: 4096, GlobalBatch: 8, Precision: plan.BF16, Tokens: 2e7},
+		Search: plan.SearchOptions{TopK: 1}, MinGPUs: 1, MaxGPUs: 8}
+	ws := func(cs []Candidate) Candidate {
+		for _, c := range cs {
+			if c.Partition == "ws" {
+				return c
+			}
+		}
+		t.Fatalf("no ws candidate in %+v", cs)
+		return Candidate{}
+	}
+	if c := ws(Candidates(parts, r)); c.Fits || c.Finetune != "full" || !strings.Contains(c.Why, "does not fit") {
+		t.Errorf("full 70B on one L40S without Kinds: fits %v, finetune %q, why %q", c.Fits, c.Finetune, c.Why)
+	}
+	r.Kinds = plan.CheapestKinds(plan.Finetune{Kind: plan.FinetuneFull})
+	cs := Candidates(parts, r)
+	l40 := ws(cs)
+	if !l40.Fits || (l40.Finetune != "lora:16" && l40.Finetune != "qlora:16") || l40.Eval == nil || l40.Eval.Finetune == nil || l40.Eval.Finetune.Spec != l40.Finetune {
+		t.Fatalf("70B on one L40S with the fallback kinds: fits %v, finetune %q, why %q", l40.Fits, l40.Finetune, l40.Why)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range cs {
+		cs[i].Start = now
+	}
+	best, err := Choose(cs, Cost, now)
+	if err != nil || cs[best].Partition != "ws" {
+		t.Fatalf("cost without a limit chose %+v, %v; want the L40S (1 GPU-hour price, %s)", cs[best], err, dur(l40.TrainS))
+	}
+	// A limit between the L40S's training time and the fastest H100 size's.
+	var fastest float64
+	for _, c := range cs {
+		if c.Partition == "hopper" && c.Fits && (fastest == 0 || c.TrainS < fastest) {
+			fastest = c.TrainS
+		}
+	}
+	if fastest == 0 || fastest >= l40.TrainS/2 {
+		t.Fatalf("no H100 size trains in under half the L40S's %s (fastest %s)", dur(l40.TrainS), dur(fastest))
+	}
+	r.TrainLimit = time.Duration((fastest + l40.TrainS) / 2 * float64(time.Second))
+	t.Logf("one L40S with %s trains in %s; the fastest H100 size in %s; limit %s", l40.Finetune, dur(l40.TrainS), dur(fastest), r.TrainLimit.Round(time.Second))
+	cs = Candidates(parts, r)
+	if c := ws(cs); c.Fits || !strings.Contains(c.Why, "too slow") || !strings.Contains(c.Why, "--time-limit") {
+		t.Errorf("L40S over the limit: fits %v, why %q", c.Fits, c.Why)
+	}
+	for i := range cs {
+		cs[i].Start = now
+	}
+	best, err = Choose(cs, Cost, now)
+	if err != nil || cs[best].Partition != "hopper" || cs[best].TrainS > r.TrainLimit.Seconds() {
+		t.Fatalf("cost with a %s limit chose %+v, %v; want an H100 size within it", r.TrainLimit, cs[best], err)
+	}
+}
+
+func dur(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}
