@@ -108,8 +108,7 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 			// the relaunch (seed 5470542487994661677 killed nothing then).
 			waitStarted(t, c, id, "relaunching the step", 2, 2*time.Minute)
 		case "preempt":
-			info, _ := c.JobInfo(ctx, id)
-			node := jobNodes(t, info["NodeList"])[0]
+			node := runningNodes(ctx, t, c, id)[0]
 			high, err := c.SubmitBatch(ctx, "#!/bin/bash\nsleep 1\n", "-p", "high", "--nodelist="+node, "--exclusive", "--time=2")
 			if err != nil {
 				t.Fatal(err)
@@ -126,8 +125,7 @@ exec %s run --fix tp=1 --max-failures 10 --max-requeue 20 --max-restarts 10 --ck
 			waitLog(t, c, id, "was not saved", 2*time.Minute)
 			os.Remove(filler)
 		case "node":
-			info, _ := c.JobInfo(ctx, id)
-			nodes := jobNodes(t, info["NodeList"])
+			nodes := runningNodes(ctx, t, c, id)
 			node := nodes[len(nodes)-1] // never the batch node
 			if err := c.StopSlurmd(node); err != nil {
 				t.Fatal(err)
@@ -199,6 +197,32 @@ func ofCluster(c *harness.Cluster, environ []byte) bool {
 }
 
 // jobNodes expands a job's NodeList with topo's hostlist parser.
+// runningNodes returns the nodes of job id once it runs with all its ranks
+// started. A fault can find the job between incarnations: one the job met
+// by itself before it (seed 5471365541450770650: the job was requeued the
+// moment before its "node" fault, which read an empty NodeList and failed).
+func runningNodes(ctx context.Context, t *testing.T, c *harness.Cluster, id int) []string {
+	t.Helper()
+	var list string
+	running := func() bool {
+		info, err := c.JobInfo(ctx, id)
+		list = info["NodeList"]
+		return err == nil && info["JobState"] == "RUNNING" && list != "" && list != "(null)"
+	}
+	if running() {
+		return jobNodes(t, list)
+	}
+	started := strings.Count(c.JobOutput(id), "ranks started")
+	t.Logf("job %d is not running (between incarnations): waiting for its next run's ranks", id)
+	err := harness.WaitFor(ctx, 3*time.Minute, fmt.Sprintf("job %d running again with its ranks started", id), func() bool {
+		return running() && strings.Count(c.JobOutput(id), "ranks started") > started
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, c.JobOutput(id))
+	}
+	return jobNodes(t, list)
+}
+
 func jobNodes(t *testing.T, list string) []string {
 	t.Helper()
 	nodes, err := topo.ExpandHostlist(list)
