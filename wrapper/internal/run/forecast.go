@@ -137,8 +137,9 @@ type earlyStopWatch struct {
 	maximize bool
 	rung     int
 	stopped  bool
-	mine     []rungValue // what this trial recorded at each rung it reached
-	judged   int64       // the step of the last judgement
+	mine     []rungValue      // what this trial recorded at each rung it reached
+	judged   int64            // the step of the last judgement
+	pts      []forecast.Point // --early-stop forecast: the trial's curve (esforecast.go)
 }
 
 func (r *runner) earlyStopWatch() *earlyStopWatch {
@@ -176,6 +177,10 @@ func (r *runner) earlyStop(step int64, metrics map[string]float64) {
 	w := r.earlyStopWatch()
 	v, has := metrics[w.metric]
 	if w.off || w.stopped || !has {
+		return
+	}
+	if w.es.Forecast() {
+		r.forecastStop(w, step, v)
 		return
 	}
 	if k := w.es.Rung(step); k > w.rung {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -181,5 +182,61 @@ func TestPollProgressKeepsLossHistory(t *testing.T) {
 	es, err := losshist.Read(losshist.Path(ckpt))
 	if err != nil || len(es) != 3 || es[2].Metrics["loss"] != 7 || es[2].Tokens != 300 {
 		t.Fatalf("history %+v, %v; want 3 reports", es, err)
+	}
+}
+
+// --early-stop forecast: a trial whose curve (seeded noise) forecasts a
+// final loss well above the best record stops, with its record and marker
+// in the sweep directory and a stop request in its store; one forecast to
+// beat it goes on, and so does every trial before MIN_STEPS.
+func TestEarlyStopForecastTrial(t *testing.T) {
+	sdir := t.TempDir()
+	rungs.RecordForecast(sdir, rungs.ForecastRecord{Trial: 0, Step: 90, Lo: 2.25, Mid: 2.25, Hi: 2.25}) // finished: observed
+	trial := func(idx string) (*runner, *checkpoint.Store) {
+		st, err := checkpoint.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string]string{"TRAINRUN_EARLY_STOP": "forecast:0.05:20:90", "TRAINRUN_SWEEP_DIR": sdir, "TRAINRUN_SWEEP_TRIAL": idx, "TRAINRUN_SWEEP_METRIC": "loss"}
+		return &runner{env: &Deps{Stderr: io.Discard, Getenv: func(k string) string { return vars[k] }}, ckpt: runStore{store: st}}, st
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	feed := func(r *runner, q float64, upto int64) int64 {
+		for s := int64(2); s <= upto; s += 2 {
+			r.earlyStop(s, map[string]float64{"loss": q + 2/math.Sqrt(float64(s)) + 0.005*rng.NormFloat64()})
+			if r.sess.esw.stopped {
+				return s
+			}
+		}
+		return 0
+	}
+	bad, bst := trial("1") // ends at 2.3 + 2/sqrt(90) = 2.51
+	if at := feed(bad, 2.3, 18); at != 0 || rungs.Stopped(sdir, 1) {
+		t.Fatalf("stopped at step %d, before MIN_STEPS 20", at)
+	}
+	at := feed(bad, 2.3, 60)
+	if at == 0 || !rungs.Stopped(sdir, 1) {
+		t.Fatal("a trial forecast 0.26 above the best went on")
+	}
+	if req, _ := bst.TakeRequest(); req == nil || req.Then != "stop" {
+		t.Fatalf("request %+v, want stop", req)
+	}
+	t.Logf("the bad trial stopped at step %d", at)
+	good, gst := trial("2") // ends at 2.0 + 0.21 = 2.21, below 2.25
+	if at := feed(good, 2.0, 88); at != 0 || rungs.Stopped(sdir, 2) {
+		t.Fatalf("the better trial stopped at step %d", at)
+	}
+	if req, _ := gst.TakeRequest(); req != nil {
+		t.Fatalf("the better trial was asked to stop: %+v", req)
+	}
+	recs, _ := rungs.Forecasts(sdir)
+	for _, rec := range recs {
+		if rec.Trial == 2 && math.Abs(rec.Mid-2.21) > 0.03 {
+			t.Errorf("trial 2's forecast %.3f, its law ends at 2.21", rec.Mid)
+		}
+	}
+	feed(good, 2.0, 90)
+	if recs, _ = rungs.Forecasts(sdir); !slices.ContainsFunc(recs, func(r rungs.ForecastRecord) bool { return r.Trial == 2 && r.Step == 90 && r.Lo == r.Hi }) {
+		t.Errorf("trial 2 trained the budget, its record is not the observed value: %+v", recs)
 	}
 }
