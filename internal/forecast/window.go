@@ -43,6 +43,10 @@ func chooseWindow(p []Point, warmup float64, need int) window {
 	for c > floor {
 		c2 := math.Max(growFactor*c, floor)
 		w2 := fit(c2)
+		if best.seg == nil || len(best.seg.x) < need { // too few to fit: grow until it holds enough, then judge
+			best, c = w2, c2
+			continue
+		}
 		if !agrees(w2, best, c2, c, last, need) {
 			break
 		}
