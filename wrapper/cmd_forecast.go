@@ -72,8 +72,6 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 			return usageErrorf("--tokens %q: want a token count such as 2T, 300B or 1e12", o.tokens)
 		}
 		opts.Budget = t
-	} else if o.target > 0 {
-		return usageErrorf("--target-loss needs --tokens: the budget by which the run must reach it")
 	}
 	hist, ckptDir, err := forecastSource(fs.Arg(0))
 	if err != nil {
@@ -84,6 +82,9 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 		return err
 	}
 	pts, bySteps := losshist.Points(es, o.metric)
+	if err := recordedBudget(env, &opts, o, ckptDir, es, bySteps); err != nil {
+		return err
+	}
 	if bySteps && len(pts) > 0 {
 		fmt.Fprintf(env.stderr, "trainrun: forecast: %s reports no tokens (report_progress(step, tokens=...)): steps stand in for tokens, so --tokens and every token figure below are steps\n", hist)
 	}
@@ -106,6 +107,29 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 		if err := atomicfile.WriteFile(o.svg, []byte(svg), 0o644); err != nil {
 			return fmt.Errorf("--svg %s: %w", o.svg, err)
 		}
+	}
+	return nil
+}
+
+// recordedBudget is the budget the run recorded in its store (trainrun run
+// --tokens or --train-steps), where --tokens is not given.
+func recordedBudget(env *runEnv, opts *forecast.Options, o forecastOpts, ckptDir string, es []losshist.Entry, bySteps bool) error {
+	if o.tokens != "" {
+		return nil
+	}
+	if ckptDir != "" {
+		b, ok, err := losshist.ReadBudget(ckptDir)
+		if err != nil {
+			return withCode(exitcode.Usage, err)
+		}
+		if v, how, in := b.In(es, bySteps); ok && in {
+			opts.Budget = v
+			fmt.Fprintf(env.stderr, "trainrun: forecast: at the run's budget, %s, recorded in %s (--tokens to forecast elsewhere)\n", how, losshist.BudgetPath(ckptDir))
+			return nil
+		}
+	}
+	if o.target > 0 {
+		return usageErrorf("--target-loss needs the run's budget, by which it must reach the target: --tokens (the store records none: the run had neither --tokens nor --train-steps)")
 	}
 	return nil
 }

@@ -78,7 +78,7 @@ func TestForecastWatchStopsOffTrack(t *testing.T) {
 func TestForecastWatchBadInput(t *testing.T) {
 	for _, c := range []struct{ target, tokens, ckpt, msg string }{
 		{"fast", "10B", "/x", "--target-loss \"fast\""},
-		{"2", "", "/x", "needs --tokens"},
+		{"2", "", "/x", "needs the run's budget"},
 		{"2", "10B", "", "needs --ckpt-dir"},
 		{"2", "10B", "/x", "--stop-if-off-track=1.5"},
 	} {
@@ -238,5 +238,59 @@ func TestEarlyStopForecastTrial(t *testing.T) {
 	feed(good, 2.0, 90)
 	if recs, _ = rungs.Forecasts(sdir); !slices.ContainsFunc(recs, func(r rungs.ForecastRecord) bool { return r.Trial == 2 && r.Step == 90 && r.Lo == r.Hi }) {
 		t.Errorf("trial 2 trained the budget, its record is not the observed value: %+v", recs)
+	}
+}
+
+// The run's budget: --tokens; --train-steps in tokens at the plan's batch
+// and sequence length, or in steps alone; recorded in the store once the
+// flags are good, never by a dry run; bad values named.
+func TestRunBudget(t *testing.T) {
+	for _, c := range []struct {
+		tokens, steps string
+		gb, seq       int
+		want          losshist.Budget
+	}{
+		{"2T", "", 0, 0, losshist.Budget{Tokens: 2e12, From: "--tokens 2T"}},
+		{"", "1000", 512, 4096, losshist.Budget{Tokens: 1000 * 512 * 4096, Steps: 1000, From: "--train-steps 1000 × --global-batch 512 × --seq-len 4096"}},
+		{"", "1000", 0, 4096, losshist.Budget{Steps: 1000, From: "--train-steps 1000"}},
+		{"1e9", "1000", 512, 4096, losshist.Budget{Tokens: 1e9, Steps: 1000, From: "--tokens 1e9, --train-steps 1000"}},
+	} {
+		ckpt := t.TempDir()
+		r := &runner{env: &Deps{Stderr: io.Discard}, dirs: runDirs{ckptDir: ckpt}}
+		r.cfg.plan.Tokens, r.cfg.obs.trainSteps, r.cfg.plan.GlobalBatch, r.cfg.plan.SeqLen = c.tokens, c.steps, c.gb, c.seq
+		r.cfg.obs.targetLoss = "2.5"
+		if err := r.startForecast(); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		got, ok, err := losshist.ReadBudget(ckpt)
+		if err != nil || !ok || got != c.want || r.sess.fc.budget != c.want {
+			t.Errorf("%+v: recorded %+v %v %v, want %+v", c, got, ok, err, c.want)
+		}
+	}
+	dry := &runner{env: &Deps{Stderr: io.Discard}, dirs: runDirs{ckptDir: t.TempDir()}}
+	dry.cfg.dryRun, dry.cfg.plan.Tokens = true, "2T"
+	if err := dry.startForecast(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := losshist.ReadBudget(dry.dirs.ckptDir); ok {
+		t.Error("a dry run recorded its budget")
+	}
+	bad := &runner{env: &Deps{Stderr: io.Discard}, dirs: runDirs{ckptDir: t.TempDir()}}
+	bad.cfg.obs.trainSteps = "many"
+	if err := bad.startForecast(); err == nil || !strings.Contains(err.Error(), `--train-steps "many"`) {
+		t.Errorf("--train-steps many: %v", err)
+	}
+	// In the history's unit: steps where no tokens are reported; steps at
+	// the tokens per step the history shows where only steps are known.
+	es := []losshist.Entry{{Step: 10, Tokens: 20000}, {Step: 20, Tokens: 40000}}
+	steps := losshist.Budget{Steps: 1000, From: "--train-steps 1000"}
+	if v, _, ok := steps.In(es, false); !ok || v != 2e6 {
+		t.Errorf("steps in tokens: %v %v, want 2e6", v, ok)
+	}
+	if v, _, ok := steps.In(nil, true); !ok || v != 1000 {
+		t.Errorf("steps by steps: %v %v", v, ok)
+	}
+	if _, _, ok := (losshist.Budget{Tokens: 1e9}).In(nil, true); ok {
+		t.Error("a token budget read as steps")
 	}
 }
