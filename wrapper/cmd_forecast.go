@@ -463,8 +463,10 @@ func runScaling(ctx context.Context, env *runEnv, args []string) error {
 	fmt.Fprintf(w, "fit          L(N,D) = %.4g + %.4g/(N/1e9)^%.3f + %.4g/(D/1e10)^%.3f (Hoffmann et al. 2022, eq. 2)\n", f.Law.E, f.Law.A, f.Law.Alpha, f.Law.B, f.Law.Beta)
 	fmt.Fprintf(w, "             on %d points of %d runs at %d sizes, residual RMS %.4g\n", f.Used, len(runs), f.Sizes, f.RMS)
 	fmt.Fprintf(w, "prediction   %s parameters, %s tokens: loss %.4g, %.0f%% band %.4g - %.4g\n", forecast.SI(n), forecast.SI(d), f.Loss.Mid, 100*f.Level, f.Loss.Lo, f.Loss.Hi)
-	if f.Extrapolation > 1 {
-		fmt.Fprintf(w, "note         %.1fx past the largest run: the band holds the runs' noise, not the law's form, which matters more the further out\n", f.Extrapolation)
+	if f.Extrapolation > 20 {
+		fmt.Fprintf(w, "note         %.1fx past the largest run: the band is calibrated on synthetic laws 2-20x out; this far, and for a law that departs from L = E + A/N^a + B/D^b, it is wider than it says\n", f.Extrapolation)
+	} else if f.Extrapolation > 1 {
+		fmt.Fprintf(w, "note         %.1fx past the largest run: the band holds the runs' noise, widened as calibrated on synthetic laws 2-20x out; a law that departs from L = E + A/N^a + B/D^b is less certain than it says\n", f.Extrapolation)
 	}
 	return nil
 }
