@@ -464,7 +464,7 @@ func runScaling(ctx context.Context, env *runEnv, args []string) error {
 	fmt.Fprintf(w, "             on %d points of %d runs at %d sizes, residual RMS %.4g\n", f.Used, len(runs), f.Sizes, f.RMS)
 	fmt.Fprintf(w, "prediction   %s parameters, %s tokens: loss %.4g, %.0f%% band %.4g - %.4g\n", forecast.SI(n), forecast.SI(d), f.Loss.Mid, 100*f.Level, f.Loss.Lo, f.Loss.Hi)
 	if f.Extrapolation > 20 {
-		fmt.Fprintf(w, "note         %.1fx past the largest run: the band is calibrated on synthetic laws 2-20x out; this far, and for a law that departs from L = E + A/N^a + B/D^b, it is wider than it says\n", f.Extrapolation)
+		fmt.Fprintf(w, "note         %.1fx past the largest run: the band is calibrated on synthetic laws 2-20x out; this far out, or for a law that departs from L = E + A/N^a + B/D^b, the loss is less certain than it says\n", f.Extrapolation)
 	} else if f.Extrapolation > 1 {
 		fmt.Fprintf(w, "note         %.1fx past the largest run: the band holds the runs' noise, widened as calibrated on synthetic laws 2-20x out; a law that departs from L = E + A/N^a + B/D^b is less certain than it says\n", f.Extrapolation)
 	}
