@@ -69,7 +69,7 @@ func (o *sweepOptions) newManifest(cmd, name, dirPrefix string, keys, argv []str
 		return nil, err
 	}
 	m := &array.Manifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: keys, Metric: o.metric, Maximize: o.maximize,
-		Command: argv, Array: sweep.ArraySpec(n, o.maxConc), Nodes: o.nodes}
+		Command: argv, Array: sweep.ArraySpec(n, o.maxConc), Nodes: o.nodes, Steps: max(o.steps, 0)}
 	if hasES {
 		m.EarlyStop = es.String()
 	}
