@@ -43,8 +43,8 @@ type forecastOpts struct {
 func runForecast(ctx context.Context, env *runEnv, args []string) error {
 	fs := newFlags("forecast", "forecast CKPT_DIR|JOB_DIR|JOBID|metrics.jsonl [--tokens N] [--target-loss X] [--format table|json] [--svg FILE]", env.stdout)
 	var o forecastOpts
-	fs.StringVar(&o.tokens, "tokens", "", "the run's token budget, where the loss is forecast (1e12, 2T, 300B)")
-	fs.Float64Var(&o.target, "target-loss", 0, "the loss the run must reach by --tokens: gives the verdict and the tokens needed")
+	fs.StringVar(&o.tokens, "tokens", "", "the run's token budget, where the loss is forecast (1e12, 2T, 300B; default: the budget the run recorded in its store, from its --tokens or --train-steps)")
+	fs.Float64Var(&o.target, "target-loss", 0, "the loss the run must reach by its budget (--tokens): gives the verdict and the tokens needed")
 	fs.StringVar(&o.format, "format", "table", "table|json")
 	fs.StringVar(&o.svg, "svg", "", "also draw the curve, the fit, the band, the target and the checkpoints into this SVG file")
 	fs.StringVar(&o.metric, "metric", "loss", "the metric of report_progress(metrics=...) to forecast")
