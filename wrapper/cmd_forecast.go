@@ -43,8 +43,8 @@ type forecastOpts struct {
 func runForecast(ctx context.Context, env *runEnv, args []string) error {
 	fs := newFlags("forecast", "forecast CKPT_DIR|JOB_DIR|JOBID|metrics.jsonl [--tokens N] [--target-loss X] [--format table|json] [--svg FILE]", env.stdout)
 	var o forecastOpts
-	fs.StringVar(&o.tokens, "tokens", "", "the run's token budget, where the loss is forecast (1e12, 2T, 300B)")
-	fs.Float64Var(&o.target, "target-loss", 0, "the loss the run must reach by --tokens: gives the verdict and the tokens needed")
+	fs.StringVar(&o.tokens, "tokens", "", "the run's token budget, where the loss is forecast (1e12, 2T, 300B; default: the budget the run recorded in its store, from its --tokens or --train-steps)")
+	fs.Float64Var(&o.target, "target-loss", 0, "the loss the run must reach by its budget (--tokens): gives the verdict and the tokens needed")
 	fs.StringVar(&o.format, "format", "table", "table|json")
 	fs.StringVar(&o.svg, "svg", "", "also draw the curve, the fit, the band, the target and the checkpoints into this SVG file")
 	fs.StringVar(&o.metric, "metric", "loss", "the metric of report_progress(metrics=...) to forecast")
@@ -72,8 +72,6 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 			return usageErrorf("--tokens %q: want a token count such as 2T, 300B or 1e12", o.tokens)
 		}
 		opts.Budget = t
-	} else if o.target > 0 {
-		return usageErrorf("--target-loss needs --tokens: the budget by which the run must reach it")
 	}
 	hist, ckptDir, err := forecastSource(fs.Arg(0))
 	if err != nil {
@@ -84,6 +82,9 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 		return err
 	}
 	pts, bySteps := losshist.Points(es, o.metric)
+	if err := recordedBudget(env, &opts, o, ckptDir, es, bySteps); err != nil {
+		return err
+	}
 	if bySteps && len(pts) > 0 {
 		fmt.Fprintf(env.stderr, "trainrun: forecast: %s reports no tokens (report_progress(step, tokens=...)): steps stand in for tokens, so --tokens and every token figure below are steps\n", hist)
 	}
@@ -106,6 +107,29 @@ func runForecast(ctx context.Context, env *runEnv, args []string) error {
 		if err := atomicfile.WriteFile(o.svg, []byte(svg), 0o644); err != nil {
 			return fmt.Errorf("--svg %s: %w", o.svg, err)
 		}
+	}
+	return nil
+}
+
+// recordedBudget is the budget the run recorded in its store (trainrun run
+// --tokens or --train-steps), where --tokens is not given.
+func recordedBudget(env *runEnv, opts *forecast.Options, o forecastOpts, ckptDir string, es []losshist.Entry, bySteps bool) error {
+	if o.tokens != "" {
+		return nil
+	}
+	if ckptDir != "" {
+		b, ok, err := losshist.ReadBudget(ckptDir)
+		if err != nil {
+			return withCode(exitcode.Usage, err)
+		}
+		if v, how, in := b.In(es, bySteps); ok && in {
+			opts.Budget = v
+			fmt.Fprintf(env.stderr, "trainrun: forecast: at the run's budget, %s, recorded in %s (--tokens to forecast elsewhere)\n", how, losshist.BudgetPath(ckptDir))
+			return nil
+		}
+	}
+	if o.target > 0 {
+		return usageErrorf("--target-loss needs the run's budget, by which it must reach the target: --tokens (the store records none: the run had neither --tokens nor --train-steps)")
 	}
 	return nil
 }
@@ -439,8 +463,10 @@ func runScaling(ctx context.Context, env *runEnv, args []string) error {
 	fmt.Fprintf(w, "fit          L(N,D) = %.4g + %.4g/(N/1e9)^%.3f + %.4g/(D/1e10)^%.3f (Hoffmann et al. 2022, eq. 2)\n", f.Law.E, f.Law.A, f.Law.Alpha, f.Law.B, f.Law.Beta)
 	fmt.Fprintf(w, "             on %d points of %d runs at %d sizes, residual RMS %.4g\n", f.Used, len(runs), f.Sizes, f.RMS)
 	fmt.Fprintf(w, "prediction   %s parameters, %s tokens: loss %.4g, %.0f%% band %.4g - %.4g\n", forecast.SI(n), forecast.SI(d), f.Loss.Mid, 100*f.Level, f.Loss.Lo, f.Loss.Hi)
-	if f.Extrapolation > 1 {
-		fmt.Fprintf(w, "note         %.1fx past the largest run: the band holds the runs' noise, not the law's form, which matters more the further out\n", f.Extrapolation)
+	if f.Extrapolation > 20 {
+		fmt.Fprintf(w, "note         %.1fx past the largest run: the band is calibrated on synthetic laws 2-20x out; this far out, or for a law that departs from L = E + A/N^a + B/D^b, the loss is less certain than it says\n", f.Extrapolation)
+	} else if f.Extrapolation > 1 {
+		fmt.Fprintf(w, "note         %.1fx past the largest run: the band holds the runs' noise, widened as calibrated on synthetic laws 2-20x out; a law that departs from L = E + A/N^a + B/D^b is less certain than it says\n", f.Extrapolation)
 	}
 	return nil
 }

@@ -96,7 +96,6 @@ func TestForecastErrors(t *testing.T) {
 		msg  string
 	}{
 		{"no args", nil, exitcode.Usage, "needs one run"},
-		{"target without tokens", []string{empty, "--target-loss", "2"}, exitcode.Usage, "--target-loss needs --tokens"},
 		{"bad tokens", []string{empty, "--tokens", "lots"}, exitcode.Usage, "--tokens \"lots\""},
 		{"no history", []string{empty}, exitcode.Usage, "no loss history"},
 		{"bad format", []string{empty, "--format", "xml"}, exitcode.Usage, "--format"},
@@ -157,5 +156,35 @@ func TestForecastTooEarly(t *testing.T) {
 	}
 	if b, err := os.ReadFile(svg); err != nil || !strings.Contains(string(b), "too early") || strings.Contains(string(b), "NaN") || strings.Contains(string(b), "Inf") {
 		t.Fatalf("svg: %v\n%s", err, b)
+	}
+}
+
+// Without --tokens, forecast takes the budget the run recorded in its
+// store: tokens as recorded, or steps at the history's tokens per step;
+// without a record, --target-loss asks for --tokens.
+func TestForecastRecordedBudget(t *testing.T) {
+	dir := forecastStore(t) // 4M tokens per step
+	if code, _, errOut := (cli{}).run("forecast", dir, "--target-loss", "2.45"); code != exitcode.Usage || !strings.Contains(errOut, "--tokens") {
+		t.Fatalf("no budget recorded: exit %d: %s", code, errOut)
+	}
+	for _, b := range []losshist.Budget{{Tokens: 1e10, From: "--tokens 10B"}, {Steps: 2500, From: "--train-steps 2500"}} {
+		if err := losshist.WriteBudget(dir, b); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := cli{}.run("forecast", dir, "--target-loss", "2.45", "--format", "json")
+		if code != 0 {
+			t.Fatalf("%+v: exit %d: %s", b, code, errOut)
+		}
+		var doc struct {
+			Budget  float64 `json:"budget_tokens"`
+			Verdict string  `json:"verdict"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Budget != 1e10 || doc.Verdict != "on-track" || !strings.Contains(errOut, b.From) {
+			t.Errorf("%+v: budget %v verdict %q (%v); stderr %s", b, doc.Budget, doc.Verdict, err, errOut)
+		}
+	}
+	os.WriteFile(losshist.BudgetPath(dir), []byte(`{"tokens": -1}`), 0o644)
+	if code, _, errOut := (cli{}).run("forecast", dir); code != exitcode.Usage || !strings.Contains(errOut, "budget.json") {
+		t.Errorf("a bad budget file: exit %d: %s", code, errOut)
 	}
 }

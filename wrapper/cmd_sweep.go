@@ -63,7 +63,7 @@ type sweepOptions struct {
 	proxyScale float64
 	metric     string
 	maximize   bool
-	earlyStop  string // --early-stop asha[:ETA[:MIN_STEPS]] (issue 32)
+	earlyStop  string // --early-stop asha[:ETA[:MIN_STEPS]] or forecast[:P[:MIN_STEPS[:STEPS]]] (issue 32)
 	dryRun     bool
 	dir        string
 	name       string
@@ -87,7 +87,7 @@ func (o *sweepOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.proxyScale, "proxy-scale", 0, "plan the trials on the model scaled by F (0 < F < 1) in width and depth, and print the sweep's cost against the full model's")
 	fs.StringVar(&o.metric, "metric", "loss", "the metric 'sweep status' ranks trials by (as the trainer reports it)")
 	fs.BoolVar(&o.maximize, "maximize", false, "the best trial has the highest --metric (default: the lowest)")
-	fs.StringVar(&o.earlyStop, "early-stop", "", "asha[:ETA[:MIN_STEPS]]: at steps MIN_STEPS·ETA^k (default 100·3^k) a trial goes on only if its --metric is in the best 1/ETA of the trials that reached that step; the others stop (state stopped-early), freeing their array slot")
+	fs.StringVar(&o.earlyStop, "early-stop", "", "asha[:ETA[:MIN_STEPS]]: at steps MIN_STEPS·ETA^k (default 100·3^k) a trial goes on only if its --metric is in the best 1/ETA of the trials that reached that step; the others stop (state stopped-early), freeing their array slot. forecast[:P[:MIN_STEPS[:STEPS]]]: from step MIN_STEPS (default 100) a trial forecasts its --metric at STEPS (default --steps) and stops once its chance of ending below the best trial's forecast is under P (default 0.05)")
 	fs.BoolVar(&o.keysInEnv, "keys-in-env", false, "the trainer reads each swept value from TRAINRUN_SWEEP_<KEY>: a key need not appear as {KEY} in the command")
 	fs.StringVar(&o.dir, "sweep-dir", "", "the sweep's directory, on a file system all nodes share (default ./trainrun-sweep-NAME)")
 	fs.Lookup("name").Usage = "the sweep's name: the array's job name, TRAINRUN_SWEEP, the metrics' sweep label (default: the swept keys and a hash of the sweep)"

@@ -261,3 +261,32 @@ func TestSweepStatusMetrics(t *testing.T) {
 		t.Errorf("pushes: %q", pushed)
 	}
 }
+
+// --early-stop forecast takes its budget from --steps (and the trials get
+// it as TRAINRUN_TRAIN_STEPS); without one, or with --maximize, a usage
+// error says what to give.
+func TestSweepEarlyStopForecastBudget(t *testing.T) {
+	base := []string{"sweep", "--grid", "lr=1,2", "--gpus-per-node", "1", "--time", "10", "--fix", "tp=1", "--dry-run"}
+	env, out, errb := sweepEnv(&fakeSlurm{})
+	if code := dispatch(context.Background(), env, append(base, "--early-stop", "forecast:0.05:20", "--steps", "90", "--", "x", "{lr}")); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	for _, want := range []string{"TRAINRUN_EARLY_STOP=forecast:0.05:20:90 ", "export TRAINRUN_TRAIN_STEPS=90\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("script lacks %q:\n%s", want, out)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--early-stop", "forecast"}, "give --steps N"},
+		{[]string{"--early-stop", "forecast", "--steps", "90", "--maximize"}, "use asha"},
+		{[]string{"--early-stop", "forecast:0.7"}, "in (0, 0.5)"},
+	} {
+		env, _, errb := sweepEnv(&fakeSlurm{})
+		if code := dispatch(context.Background(), env, append(append(base, c.args...), "--", "x", "{lr}")); code != exitcode.Usage || !strings.Contains(errb.String(), c.msg) {
+			t.Errorf("%v: exit %d %s, want usage and %q", c.args, code, errb, c.msg)
+		}
+	}
+}

@@ -65,8 +65,11 @@ func (o *sweepOptions) newManifest(cmd, name, dirPrefix string, keys, argv []str
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
+	if err := o.forecastBudget(&es); err != nil {
+		return nil, err
+	}
 	m := &array.Manifest{Name: name, Dir: dir, Created: time.Now().UTC(), Keys: keys, Metric: o.metric, Maximize: o.maximize,
-		Command: argv, Array: sweep.ArraySpec(n, o.maxConc), Nodes: o.nodes}
+		Command: argv, Array: sweep.ArraySpec(n, o.maxConc), Nodes: o.nodes, Steps: max(o.steps, 0)}
 	if hasES {
 		m.EarlyStop = es.String()
 	}
@@ -91,6 +94,25 @@ func submitArray(ctx context.Context, env *runEnv, s *array.Manifest, req slurm.
 	p := filepath.Join(s.Dir, array.ManifestFile)
 	if err := atomicfile.WriteJSON(p, s, 0o644); err != nil {
 		return fmt.Errorf("job array %s submitted, but recording its id in %s failed: %w", s.JobID, p, err)
+	}
+	return nil
+}
+
+// forecastBudget gives --early-stop forecast its budget, the steps each
+// trial trains, from --steps when the flag's value does not name it; the
+// rule fits a falling metric, so --maximize is refused.
+func (o *sweepOptions) forecastBudget(es *sweep.EarlyStop) error {
+	if !es.Forecast() {
+		return nil
+	}
+	if o.maximize {
+		return usageErrorf("--early-stop %s with --maximize: the forecast fits a metric that falls to a floor (a loss); use asha for a metric to maximize", o.earlyStop)
+	}
+	if es.Budget == 0 {
+		es.Budget = int64(o.steps)
+	}
+	if es.Budget <= 0 {
+		return usageErrorf("--early-stop %s needs the steps each trial trains, where the forecasts are compared: give --steps N (or forecast:P:MIN_STEPS:STEPS)", o.earlyStop)
 	}
 	return nil
 }

@@ -148,7 +148,11 @@ def main():
     ap.add_argument("--ballast-kb", type=int, default=0, help="also save a fixed BF16 tensor of this many KiB in each checkpoint (weights-like bytes for the store's compression)")
     ap.add_argument("--save-wait-term", type=float, default=0.0,
                     help="a checkpoint for a stop waits up to this many seconds for Slurm's SIGTERM before saving (tests a time limit that strikes while a checkpoint is in flight)")
-    ap.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (a hyperparameter to sweep)")
+    # 0.02: at 0.05 (with momentum 0.9) a one-rank run diverged after about
+    # 100 steps (loss 2.7 at step 150, 1e11 at 500), so a long run compared
+    # weights that had gone to inf; 0.02 stays near 0.5 for 1000 steps at 1-8
+    # data-parallel ranks.
+    ap.add_argument("--lr", type=float, default=0.02, help="SGD learning rate (a hyperparameter to sweep)")
     ap.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (a hyperparameter to sweep)")
     ap.add_argument("--report-loss", action="store_true",
                     help="report the training loss as the metric \"loss\" (report_progress(metrics=...)), the final step's at the end: trainrun sweep status shows it and picks the best trial")

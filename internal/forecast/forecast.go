@@ -27,6 +27,9 @@ type Options struct {
 	// WarmupTokens, when positive, is the earliest the fit may start
 	// (the trainer's schedule says where the warm-up ends).
 	WarmupTokens float64
+	// MinPoints, when positive, replaces the 20 points after the warm-up a
+	// forecast needs (a sweep's early stop judges trials on fewer).
+	MinPoints int
 }
 
 // Band is a forecast with its uncertainty: Lo and Hi bound the central
@@ -151,16 +154,20 @@ func forecastScaled(pts []Point, opts Options, scale float64) (Result, error) {
 		return res, nil
 	}
 	p, res.Spikes = despike(p)
-	w := chooseWindow(p, opts.WarmupTokens)
+	need := minPoints
+	if opts.MinPoints > 0 {
+		need = opts.MinPoints
+	}
+	w := chooseWindow(p, opts.WarmupTokens, need)
 	res.WarmupEnd = w.cut
-	if w.seg == nil || len(w.seg.x) < minPoints || res.Observed/w.cut < minSpan {
+	if w.seg == nil || len(w.seg.x) < need || res.Observed/w.cut < minSpan {
 		n := 0
 		if w.seg != nil {
 			n = len(w.seg.x)
 		}
 		res.Verdict = TooEarly
 		res.Why = fmt.Sprintf("%d points after the warm-up (%s tokens) span %.2fx tokens; a forecast needs %d points over %.0fx",
-			n, si(w.cut), res.Observed/w.cut, minPoints, minSpan)
+			n, si(w.cut), res.Observed/w.cut, need, minSpan)
 		if opts.Target == 0 {
 			res.Verdict = ""
 		}

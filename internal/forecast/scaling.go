@@ -47,6 +47,8 @@ type ScalingFit struct {
 	Level         float64
 	Sizes         int
 	Extrapolation float64 // Params over the largest fitted size
+
+	bandScale float64 // the widening applied to the bootstrap band (scalingBandScale)
 }
 
 // FitScaling fits runs (at least three sizes) and predicts the loss of a
@@ -56,9 +58,10 @@ type ScalingFit struct {
 // for fixed exponents the law is linear in E, A and B (all >= 0), so the
 // exponents are searched on a grid and refined; the band is a bootstrap
 // that resamples the residuals in blocks within each run (samples
-// replicates, seeded), so it holds the noise but not the law's form: an
-// extrapolation far past the fitted sizes is less certain than it says
-// (Extrapolation says how far).
+// replicates, seeded), widened by scalingBandScale, calibrated on synthetic
+// laws of the same form 2-20x past the largest size; a real law that
+// departs from the form, or an extrapolation further out, is less certain
+// than the band says (Extrapolation says how far).
 func FitScaling(runs []SizedRun, params, tokens, level float64, samples int, seed uint64) (ScalingFit, error) {
 	if level <= 0 || level >= 1 {
 		level = 0.8
@@ -124,8 +127,20 @@ func FitScaling(runs []SizedRun, params, tokens, level float64, samples int, see
 	}
 	slices.Sort(preds)
 	out.Loss = Band{Lo: quantile(preds, (1-level)/2), Mid: f.At(params, tokens), Hi: quantile(preds, (1+level)/2)}
+	out.bandScale = scalingBandScale
+	out.Loss = out.Loss.widen(out.bandScale)
 	return out, nil
 }
+
+// scalingBandScale widens the bootstrap band about the prediction. The
+// bootstrap holds the noise of the proxies' curves, not the error of
+// carrying the size term 2-20x past the largest proxy: on 80 synthetic laws
+// (TestCalibrateScalingBand -calibrate-scaling, seeds 2000-2079: random
+// Chinchilla-form laws, three proxy sizes, 0.3-1% noise, warm-up) the raw
+// 80% band held the truth for 74% of them, and widening it 1.22x makes
+// 80%. The coverage on laws the calibration did not see is
+// TestScalingBandCoverage's.
+const scalingBandScale = 1.22
 
 // fitChinchilla is the least-squares law over the points (variable
 // projection on the two exponents).

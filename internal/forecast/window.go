@@ -17,7 +17,8 @@ const (
 	lrDropRatio = 0.7  // a rate below 70% of the previous report's is a schedule change
 )
 
-func chooseWindow(p []Point, warmup float64) window {
+// need is the fewest points a window may hold (minPoints unless asked).
+func chooseWindow(p []Point, warmup float64, need int) window {
 	last := p[len(p)-1].Tokens
 	floor, known, dropAt := p[0].Tokens, false, 0.0
 	if hasLR(p) {
@@ -42,7 +43,11 @@ func chooseWindow(p []Point, warmup float64) window {
 	for c > floor {
 		c2 := math.Max(growFactor*c, floor)
 		w2 := fit(c2)
-		if !agrees(w2, best, c2, c, last) {
+		if best.seg == nil || len(best.seg.x) < need { // too few to fit: grow until it holds enough, then judge
+			best, c = w2, c2
+			continue
+		}
+		if !agrees(w2, best, c2, c, last, need) {
 			break
 		}
 		best, c = w2, c2
@@ -180,8 +185,8 @@ func scanWindow(p []Point, cut, ref float64) window {
 // worse than prev did by more than 12 noise variances (a Chow test; 12 is
 // the 99.3% point of chi-square with 3 degrees of freedom). Standard
 // errors and variances count the residuals' autocorrelation.
-func agrees(w, prev window, lo, hi, ref float64) bool {
-	if w.seg == nil || len(w.seg.x) < minPoints {
+func agrees(w, prev window, lo, hi, ref float64, need int) bool {
+	if w.seg == nil || len(w.seg.x) < need {
 		return false
 	}
 	r := fitVarPro(w.seg)

@@ -46,6 +46,22 @@ print("asha_trainer: q %%s ended at step %%d of %%d" %% (q, step, steps))
 // trial to the end takes (steps as GPU time: each trial has one GPU).
 func TestSweepASHA27(t *testing.T) {
 	t.Parallel()
+	sweep27(t, "ASHA", "asha:3:10")
+}
+
+// The same sweep with --early-stop forecast:0.05:20 (each trial judged from
+// step 20 on, every 5 steps, by its forecast at step 90 against the best
+// trial's): the same two bounds, and the figures to compare with ASHA's.
+func TestSweepForecast27(t *testing.T) {
+	t.Parallel()
+	sweep27(t, "forecast", "forecast:0.05:20", "--steps", "90")
+}
+
+// sweep27 runs the 27-trial sweep of ashaTrainer with --early-stop rule
+// (and the sweep flags extra), and checks and prints the best trial found
+// against the true best and the steps run against running every trial to
+// the end.
+func sweep27(t *testing.T, name, rule string, extra ...string) {
 	bin := trainrun(t)
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "sweep")
@@ -59,9 +75,9 @@ func TestSweepASHA27(t *testing.T) {
 		qs[i] = strconv.FormatFloat(2+0.02*float64((i*10+13)%n), 'f', 2, 64)
 	}
 	start := time.Now()
-	cmd := cluster.Command(ctx, bin, "sweep", "--grid", "q="+strings.Join(qs, ","), "--max-concurrent", "9", "--early-stop", "asha:3:10",
-		"--time", "5", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--format", "json", "--",
-		"/usr/bin/python3", trainer, "{q}", strconv.Itoa(steps), "0.5")
+	args := append([]string{"sweep", "--grid", "q=" + strings.Join(qs, ","), "--max-concurrent", "9", "--early-stop", rule,
+		"--time", "5", "--gpus-per-node", "1", "--fix", "tp=1", "--sweep-dir", dir, "--format", "json"}, extra...)
+	cmd := cluster.Command(ctx, bin, append(args, "--", "/usr/bin/python3", trainer, "{q}", strconv.Itoa(steps), "0.5")...)
 	out, err := cluster.Exec(cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -115,10 +131,10 @@ func TestSweepASHA27(t *testing.T) {
 	}
 	frac := float64(ran) / float64(n*steps)
 	gap := (ashaBest - trueBest) / trueBest
-	t.Logf("ASHA over 27 trials in %v: %d finished, %d stopped early; ASHA's best final loss %.4f, the true best %.4f (%.2f%% above); steps run %d of %d = %.0f%% of running every trial to the end",
-		wall.Round(time.Second), finished, stopped, ashaBest, trueBest, 100*gap, ran, n*steps, 100*frac)
+	t.Logf("%s (--early-stop %s) over 27 trials in %v: %d finished, %d stopped early; its best final loss %.4f, the true best %.4f (%.2f%% above); steps run %d of %d = %.0f%% of running every trial to the end",
+		name, rule, wall.Round(time.Second), finished, stopped, ashaBest, trueBest, 100*gap, ran, n*steps, 100*frac)
 	if gap > 0.01 {
-		t.Errorf("ASHA's best %.4f is %.2f%% above the true best %.4f, want <= 1%%", ashaBest, 100*gap, trueBest)
+		t.Errorf("%s's best %.4f is %.2f%% above the true best %.4f, want <= 1%%", name, ashaBest, 100*gap, trueBest)
 	}
 	if frac > 0.40 {
 		t.Errorf("the sweep ran %.0f%% of the steps of running every trial to the end, want <= 40%%", 100*frac)

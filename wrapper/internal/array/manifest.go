@@ -23,7 +23,7 @@ type Manifest struct {
 	Keys        []string  `json:"keys"`
 	Metric      string    `json:"metric"`
 	Maximize    bool      `json:"maximize,omitempty"`
-	EarlyStop   string    `json:"early_stop,omitempty"` // asha:ETA:MIN_STEPS (issue 32)
+	EarlyStop   string    `json:"early_stop,omitempty"` // asha:ETA:MIN_STEPS or forecast:P:MIN_STEPS:STEPS (issue 32)
 	Command     []string  `json:"command"`
 	Array       string    `json:"array"`
 	TimeLimitS  int64     `json:"time_limit_s"`
@@ -32,6 +32,7 @@ type Manifest struct {
 	Proxy       []string  `json:"proxy_flags,omitempty"` // --proxy-scale: the scaled model's shape flags, given to each trial's run
 	Nodes       int       `json:"nodes"`
 	GPUsPerNode int       `json:"gpus_per_node"`
+	Steps       int       `json:"steps,omitempty"` // --steps: each trial's budget, given to its run as TRAINRUN_TRAIN_STEPS (issue 32)
 	Trials      []Trial   `json:"trials"`
 }
 

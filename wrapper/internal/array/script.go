@@ -24,6 +24,9 @@ func Script(exe string, s *Manifest, runFlags []string) string {
 	if s.EarlyStop != "" { // each trial's controller runs the early stop (internal/run/forecast.go)
 		fmt.Fprintf(&b, "export TRAINRUN_EARLY_STOP=%s TRAINRUN_SWEEP_METRIC=%s TRAINRUN_SWEEP_MAXIMIZE=%t\n", s.EarlyStop, shell.Quote(s.Metric), s.Maximize)
 	}
+	if s.Steps > 0 { // each trial's run records its budget in its store (trainrun forecast, --target-loss)
+		fmt.Fprintf(&b, "export TRAINRUN_TRAIN_STEPS=%d\n", s.Steps)
+	}
 	for _, f := range s.Proxy { // --layers=N -> TRAINRUN_PROXY_LAYERS=N
 		k, v, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
 		fmt.Fprintf(&b, "export TRAINRUN_PROXY_%s=%s\n", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), shell.Quote(v))

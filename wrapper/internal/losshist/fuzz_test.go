@@ -38,3 +38,33 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadBudget: any budget.json (the store is writable by the trainer)
+// reads without a panic; a budget read is positive and finite, and In
+// gives a positive finite value or none.
+func FuzzReadBudget(f *testing.F) {
+	f.Add([]byte(`{"tokens": 2e12, "from": "--tokens 2T"}`))
+	f.Add([]byte(`{"steps": 1000}`))
+	f.Add([]byte(`{"tokens": -1}`))
+	f.Add([]byte(`{"tokens": 1e400}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, ".trainrun"), 0o755)
+		if err := os.WriteFile(BudgetPath(dir), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bud, ok, err := ReadBudget(dir)
+		if !ok {
+			return
+		}
+		if err != nil || !(bud.Tokens >= 0) || math.IsInf(bud.Tokens, 0) || bud.Steps < 0 || bud.Tokens == 0 && bud.Steps == 0 {
+			t.Fatalf("budget %+v read (%v)", bud, err)
+		}
+		for _, bySteps := range []bool{false, true} {
+			if v, _, in := bud.In([]Entry{{Step: 10, Tokens: 4000}}, bySteps); in && (!(v > 0) || math.IsInf(v, 0)) {
+				t.Fatalf("budget %+v in its unit: %v", bud, v)
+			}
+		}
+	})
+}

@@ -107,6 +107,7 @@ var envTwins = []struct{ flag, env string }{
 	{"pushgateway", "TRAINRUN_PUSHGATEWAY"}, {"webhook", "TRAINRUN_WEBHOOK"}, {"webhook-format", "TRAINRUN_WEBHOOK_FORMAT"},
 	{"tune", "TRAINRUN_TUNE"}, {"tune-budget", "TRAINRUN_TUNE_BUDGET"},
 	{"target-loss", "TRAINRUN_TARGET_LOSS"}, {"stop-if-off-track", "TRAINRUN_STOP_IF_OFF_TRACK"},
+	{"train-steps", "TRAINRUN_TRAIN_STEPS"},
 }
 
 // complete resolves trainrun run's options for allocation a: o as parsed,

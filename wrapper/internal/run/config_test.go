@@ -52,6 +52,7 @@ var configInputs = []configInput{
 	{"max-ckpt-age", "5h", "", "", "MaxCkptAge", "2h", [3]string{"5h0m0s", "", "2h0m0s"}, func(c *Config) string { return c.obs.maxCkptAge.String() }},
 	{"target-loss", "2.1", "TRAINRUN_TARGET_LOSS", "2.2", "", "", [3]string{"2.1", "2.2"}, func(c *Config) string { return c.obs.targetLoss }},
 	{"stop-if-off-track", "0.95", "TRAINRUN_STOP_IF_OFF_TRACK", "0.8", "StopIfOffTrack", "yes", [3]string{"0.95", "0.8", "0.9"}, func(c *Config) string { return c.obs.stopOffTrack }},
+	{"train-steps", "900", "TRAINRUN_TRAIN_STEPS", "800", "", "", [3]string{"900", "800"}, func(c *Config) string { return c.obs.trainSteps }},
 	{"grace-budget", "50s", "", "", "CkptGraceBudget", "40s", [3]string{"50s", "", "40s"}, func(c *Config) string { return c.obs.graceBudget.String() }},
 	{"calibration", "/flag/cal", "TRAINRUN_CALIBRATION", "/env/cal", "Calibration", "/policy/cal", [3]string{"/flag/cal", "/env/cal", "/policy/cal"}, func(c *Config) string { return c.plan.Calibration }},
 	{"nvme-bw", "9", "", "", "NVMeBW", "4", [3]string{"9", "", "4"}, func(c *Config) string { return fmt.Sprint(c.plan.NVMeBW) }},

@@ -28,32 +28,36 @@ import (
 // turns, and with --stop-if-off-track a checkpoint-and-stop once the run
 // is off track with probability 0.9.
 type forecastWatch struct {
-	target, budget float64
-	stop           float64 // the off-track probability that stops the run (0: never)
-	last           string  // the previous verdict
-	stoppedWhy     string  // set when the watch asked the run to stop
+	target     float64
+	budget     losshist.Budget // put in the history's unit at each forecast (Budget.In)
+	stop       float64         // the off-track probability that stops the run (0: never)
+	last       string          // the previous verdict
+	stoppedWhy string          // set when the watch asked the run to stop
 }
 
 // startForecast checks --target-loss and its budget before the run
 // starts: a bad value fails the job at once, not at its first checkpoint.
+// The budget, when the run knows one, is recorded in the store for
+// trainrun forecast (runBudget), with or without a target.
 func (r *runner) startForecast() error {
 	o := r.cfg.obs
+	b, hasB, err := r.runBudget()
+	if err != nil {
+		return err
+	}
 	if o.targetLoss == "" {
 		if o.stopOffTrack != "" && r.cfg.fromUser("stop-if-off-track") { // the policy's StopIfOffTrack applies to runs with a target only
 			return usageErrorf("--stop-if-off-track needs --target-loss (or TRAINRUN_TARGET_LOSS): the loss the run must reach")
 		}
+		r.recordBudget(b, hasB)
 		return nil
 	}
 	var t float64
 	if _, err := fmt.Sscan(o.targetLoss, &t); err != nil || !(t > 0) || math.IsInf(t, 0) {
 		return usageErrorf("--target-loss %q (or TRAINRUN_TARGET_LOSS): want a loss above 0, such as 2.1", o.targetLoss)
 	}
-	if r.cfg.plan.Tokens == "" {
-		return usageErrorf("--target-loss %s needs --tokens, the run's budget: the loss is forecast there", o.targetLoss)
-	}
-	b, err := planflags.ParseTokens(r.cfg.plan.Tokens)
-	if err != nil || b <= 0 {
-		return usageErrorf("--tokens %q: want a token count such as 2T, 300B or 1e12", r.cfg.plan.Tokens)
+	if !hasB {
+		return usageErrorf("--target-loss %s needs the run's budget, where the loss is forecast: --tokens (such as 2T), or --train-steps (TRAINRUN_TRAIN_STEPS)", o.targetLoss)
 	}
 	if r.dirs.ckptDir == "" {
 		return usageErrorf("--target-loss needs --ckpt-dir: the loss history is kept in the store")
@@ -67,7 +71,51 @@ func (r *runner) startForecast() error {
 		stop = p
 	}
 	r.sess.fc = &forecastWatch{target: t, budget: b, stop: stop}
+	r.recordBudget(b, hasB)
 	return nil
+}
+
+// recordBudget keeps the run's budget in its store (losshist.BudgetFile),
+// once its flags are known good; a dry run writes nothing.
+func (r *runner) recordBudget(b losshist.Budget, ok bool) {
+	if !ok || r.dirs.ckptDir == "" || r.cfg.dryRun {
+		return
+	}
+	if err := losshist.WriteBudget(r.dirs.ckptDir, b); err != nil {
+		r.logf("warning: %v (trainrun forecast then needs --tokens)", err)
+	}
+}
+
+// runBudget is the run's training budget as far as it knows it: --tokens;
+// else --train-steps, in tokens too when the plan's --global-batch and
+// --seq-len are given (otherwise the forecast converts the steps at the
+// tokens per step the trainer reports). ok is false without either.
+func (r *runner) runBudget() (b losshist.Budget, ok bool, err error) {
+	po := r.cfg.plan
+	if po.Tokens != "" {
+		t, err := planflags.ParseTokens(po.Tokens)
+		if err != nil || t <= 0 {
+			return b, false, usageErrorf("--tokens %q: want a token count such as 2T, 300B or 1e12", po.Tokens)
+		}
+		b = losshist.Budget{Tokens: t, From: "--tokens " + po.Tokens}
+	}
+	if s := r.cfg.obs.trainSteps; s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return b, false, usageErrorf("--train-steps %q (or TRAINRUN_TRAIN_STEPS): want the optimizer steps the run trains, such as 100000", s)
+		}
+		b.Steps = n
+		switch {
+		case b.Tokens > 0:
+			b.From += fmt.Sprintf(", --train-steps %d", n)
+		case po.GlobalBatch > 0 && po.SeqLen > 0:
+			b.Tokens = float64(n) * float64(po.GlobalBatch) * float64(po.SeqLen)
+			b.From = fmt.Sprintf("--train-steps %d × --global-batch %d × --seq-len %d", n, po.GlobalBatch, po.SeqLen)
+		default:
+			b.From = fmt.Sprintf("--train-steps %d", n)
+		}
+	}
+	return b, b.Tokens > 0 || b.Steps > 0, nil
 }
 
 // forecastAtCommit forecasts from the loss history after a commit.
@@ -81,8 +129,15 @@ func (r *runner) forecastAtCommit() {
 		r.logf("warning: forecast: %v", err)
 		return
 	}
-	pts, _ := losshist.Points(es, "loss") // without tokens reported, --tokens is read as steps
-	res, err := forecast.Forecast(pts, forecast.Options{Budget: w.budget, Target: w.target, Seed: 1})
+	pts, bySteps := losshist.Points(es, "loss")
+	budget, _, ok := w.budget.In(es, bySteps)
+	if !ok { // --tokens alone and no tokens reported: read as steps, as before
+		budget = w.budget.Tokens
+	}
+	if budget <= 0 { // --train-steps alone, and no report with tokens yet to convert them
+		return
+	}
+	res, err := forecast.Forecast(pts, forecast.Options{Budget: budget, Target: w.target, Seed: 1})
 	if err != nil && !errors.Is(err, forecast.ErrTooFew) {
 		r.logf("warning: forecast: %v", err)
 		return
@@ -90,7 +145,7 @@ func (r *runner) forecastAtCommit() {
 	if err != nil {
 		res.Verdict = forecast.TooEarly
 	}
-	f := &obs.Forecast{Verdict: res.Verdict, PReach: res.PReach, Target: w.target, Budget: w.budget,
+	f := &obs.Forecast{Verdict: res.Verdict, PReach: res.PReach, Target: w.target, Budget: budget,
 		Lo: res.Loss.Lo, Mid: res.Loss.Mid, Hi: res.Loss.Hi, Level: res.Level, Noise: res.Noise,
 		Changed: w.last != "" && w.last != forecast.TooEarly && res.Verdict != forecast.TooEarly && res.Verdict != w.last}
 	if res.Verdict != forecast.TooEarly {
@@ -137,8 +192,9 @@ type earlyStopWatch struct {
 	maximize bool
 	rung     int
 	stopped  bool
-	mine     []rungValue // what this trial recorded at each rung it reached
-	judged   int64       // the step of the last judgement
+	mine     []rungValue      // what this trial recorded at each rung it reached
+	judged   int64            // the step of the last judgement
+	pts      []forecast.Point // --early-stop forecast: the trial's curve (esforecast.go)
 }
 
 func (r *runner) earlyStopWatch() *earlyStopWatch {
@@ -176,6 +232,10 @@ func (r *runner) earlyStop(step int64, metrics map[string]float64) {
 	w := r.earlyStopWatch()
 	v, has := metrics[w.metric]
 	if w.off || w.stopped || !has {
+		return
+	}
+	if w.es.Forecast() {
+		r.forecastStop(w, step, v)
 		return
 	}
 	if k := w.es.Rung(step); k > w.rung {

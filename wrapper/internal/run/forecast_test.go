@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,7 +78,7 @@ func TestForecastWatchStopsOffTrack(t *testing.T) {
 func TestForecastWatchBadInput(t *testing.T) {
 	for _, c := range []struct{ target, tokens, ckpt, msg string }{
 		{"fast", "10B", "/x", "--target-loss \"fast\""},
-		{"2", "", "/x", "needs --tokens"},
+		{"2", "", "/x", "needs the run's budget"},
 		{"2", "10B", "", "needs --ckpt-dir"},
 		{"2", "10B", "/x", "--stop-if-off-track=1.5"},
 	} {
@@ -181,5 +182,115 @@ func TestPollProgressKeepsLossHistory(t *testing.T) {
 	es, err := losshist.Read(losshist.Path(ckpt))
 	if err != nil || len(es) != 3 || es[2].Metrics["loss"] != 7 || es[2].Tokens != 300 {
 		t.Fatalf("history %+v, %v; want 3 reports", es, err)
+	}
+}
+
+// --early-stop forecast: a trial whose curve (seeded noise) forecasts a
+// final loss well above the best record stops, with its record and marker
+// in the sweep directory and a stop request in its store; one forecast to
+// beat it goes on, and so does every trial before MIN_STEPS.
+func TestEarlyStopForecastTrial(t *testing.T) {
+	sdir := t.TempDir()
+	rungs.RecordForecast(sdir, rungs.ForecastRecord{Trial: 0, Step: 90, Lo: 2.25, Mid: 2.25, Hi: 2.25}) // finished: observed
+	trial := func(idx string) (*runner, *checkpoint.Store) {
+		st, err := checkpoint.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string]string{"TRAINRUN_EARLY_STOP": "forecast:0.05:20:90", "TRAINRUN_SWEEP_DIR": sdir, "TRAINRUN_SWEEP_TRIAL": idx, "TRAINRUN_SWEEP_METRIC": "loss"}
+		return &runner{env: &Deps{Stderr: io.Discard, Getenv: func(k string) string { return vars[k] }}, ckpt: runStore{store: st}}, st
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	feed := func(r *runner, q float64, upto int64) int64 {
+		for s := int64(2); s <= upto; s += 2 {
+			r.earlyStop(s, map[string]float64{"loss": q + 2/math.Sqrt(float64(s)) + 0.005*rng.NormFloat64()})
+			if r.sess.esw.stopped {
+				return s
+			}
+		}
+		return 0
+	}
+	bad, bst := trial("1") // ends at 2.3 + 2/sqrt(90) = 2.51
+	if at := feed(bad, 2.3, 18); at != 0 || rungs.Stopped(sdir, 1) {
+		t.Fatalf("stopped at step %d, before MIN_STEPS 20", at)
+	}
+	at := feed(bad, 2.3, 60)
+	if at == 0 || !rungs.Stopped(sdir, 1) {
+		t.Fatal("a trial forecast 0.26 above the best went on")
+	}
+	if req, _ := bst.TakeRequest(); req == nil || req.Then != "stop" {
+		t.Fatalf("request %+v, want stop", req)
+	}
+	t.Logf("the bad trial stopped at step %d", at)
+	good, gst := trial("2") // ends at 2.0 + 0.21 = 2.21, below 2.25
+	if at := feed(good, 2.0, 88); at != 0 || rungs.Stopped(sdir, 2) {
+		t.Fatalf("the better trial stopped at step %d", at)
+	}
+	if req, _ := gst.TakeRequest(); req != nil {
+		t.Fatalf("the better trial was asked to stop: %+v", req)
+	}
+	recs, _ := rungs.Forecasts(sdir)
+	for _, rec := range recs {
+		if rec.Trial == 2 && math.Abs(rec.Mid-2.21) > 0.03 {
+			t.Errorf("trial 2's forecast %.3f, its law ends at 2.21", rec.Mid)
+		}
+	}
+	feed(good, 2.0, 90)
+	if recs, _ = rungs.Forecasts(sdir); !slices.ContainsFunc(recs, func(r rungs.ForecastRecord) bool { return r.Trial == 2 && r.Step == 90 && r.Lo == r.Hi }) {
+		t.Errorf("trial 2 trained the budget, its record is not the observed value: %+v", recs)
+	}
+}
+
+// The run's budget: --tokens; --train-steps in tokens at the plan's batch
+// and sequence length, or in steps alone; recorded in the store once the
+// flags are good, never by a dry run; bad values named.
+func TestRunBudget(t *testing.T) {
+	for _, c := range []struct {
+		tokens, steps string
+		gb, seq       int
+		want          losshist.Budget
+	}{
+		{"2T", "", 0, 0, losshist.Budget{Tokens: 2e12, From: "--tokens 2T"}},
+		{"", "1000", 512, 4096, losshist.Budget{Tokens: 1000 * 512 * 4096, Steps: 1000, From: "--train-steps 1000 × --global-batch 512 × --seq-len 4096"}},
+		{"", "1000", 0, 4096, losshist.Budget{Steps: 1000, From: "--train-steps 1000"}},
+		{"1e9", "1000", 512, 4096, losshist.Budget{Tokens: 1e9, Steps: 1000, From: "--tokens 1e9, --train-steps 1000"}},
+	} {
+		ckpt := t.TempDir()
+		r := &runner{env: &Deps{Stderr: io.Discard}, dirs: runDirs{ckptDir: ckpt}}
+		r.cfg.plan.Tokens, r.cfg.obs.trainSteps, r.cfg.plan.GlobalBatch, r.cfg.plan.SeqLen = c.tokens, c.steps, c.gb, c.seq
+		r.cfg.obs.targetLoss = "2.5"
+		if err := r.startForecast(); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		got, ok, err := losshist.ReadBudget(ckpt)
+		if err != nil || !ok || got != c.want || r.sess.fc.budget != c.want {
+			t.Errorf("%+v: recorded %+v %v %v, want %+v", c, got, ok, err, c.want)
+		}
+	}
+	dry := &runner{env: &Deps{Stderr: io.Discard}, dirs: runDirs{ckptDir: t.TempDir()}}
+	dry.cfg.dryRun, dry.cfg.plan.Tokens = true, "2T"
+	if err := dry.startForecast(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := losshist.ReadBudget(dry.dirs.ckptDir); ok {
+		t.Error("a dry run recorded its budget")
+	}
+	bad := &runner{env: &Deps{Stderr: io.Discard}, dirs: runDirs{ckptDir: t.TempDir()}}
+	bad.cfg.obs.trainSteps = "many"
+	if err := bad.startForecast(); err == nil || !strings.Contains(err.Error(), `--train-steps "many"`) {
+		t.Errorf("--train-steps many: %v", err)
+	}
+	// In the history's unit: steps where no tokens are reported; steps at
+	// the tokens per step the history shows where only steps are known.
+	es := []losshist.Entry{{Step: 10, Tokens: 20000}, {Step: 20, Tokens: 40000}}
+	steps := losshist.Budget{Steps: 1000, From: "--train-steps 1000"}
+	if v, _, ok := steps.In(es, false); !ok || v != 2e6 {
+		t.Errorf("steps in tokens: %v %v, want 2e6", v, ok)
+	}
+	if v, _, ok := steps.In(nil, true); !ok || v != 1000 {
+		t.Errorf("steps by steps: %v %v", v, ok)
+	}
+	if _, _, ok := (losshist.Budget{Tokens: 1e9}).In(nil, true); ok {
+		t.Error("a token budget read as steps")
 	}
 }

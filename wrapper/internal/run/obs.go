@@ -34,6 +34,7 @@ type obsOptions struct {
 	maxCkptAge    time.Duration
 	targetLoss    string // --target-loss: forecast at each checkpoint (cmd_forecast.go)
 	stopOffTrack  string // --stop-if-off-track[=P]: the probability ("": off)
+	trainSteps    string // --train-steps: the run's optimizer steps, its budget without --tokens (budget.go)
 }
 
 func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
@@ -47,6 +48,7 @@ func (o *obsOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.targetLoss, "target-loss", getenv("TRAINRUN_TARGET_LOSS"), "forecast the loss at --tokens at each checkpoint against this target: metrics trainrun_forecast_loss and trainrun_on_track, a webhook when the verdict turns (env TRAINRUN_TARGET_LOSS)")
 	fs.StringVar(&o.stopOffTrack, "stop-if-off-track", getenv("TRAINRUN_STOP_IF_OFF_TRACK"), "[=P] with --target-loss: once the forecast is off track with probability P (bare: 0.9), checkpoint and stop with exit 12 (env TRAINRUN_STOP_IF_OFF_TRACK=P)")
 	fs.Lookup("stop-if-off-track").NoOptDefVal = "0.9"
+	fs.StringVar(&o.trainSteps, "train-steps", getenv("TRAINRUN_TRAIN_STEPS"), "the optimizer steps the run trains: its budget for --target-loss and trainrun forecast where --tokens is not given (in tokens at --global-batch × --seq-len, or at the tokens per step the trainer reports; env TRAINRUN_TRAIN_STEPS)")
 	fs.DurationVar(&o.maxCkptAge, "max-ckpt-age", 0, "export this as the bound on the newest checkpoint's age (trainrun_checkpoint_max_age_seconds, for the alert rule); 0: none")
 }
 

@@ -86,3 +86,72 @@ func Stopped(sweepDir string, trial int) bool {
 	_, err := os.Stat(stoppedPath(sweepDir, trial))
 	return err == nil
 }
+
+// The forecast rule's records (sweep --early-stop forecast): each trial's
+// latest forecast of its metric at the budget, or once it trained the
+// budget its observed value (a band of zero width).
+//
+//	<sweep-dir>/early-stop/forecast/trial-<I>   "STEP LO MID HI"
+
+// ForecastRecord is one trial's latest forecast.
+type ForecastRecord struct {
+	Trial       int
+	Step        int64
+	Lo, Mid, Hi float64
+}
+
+func forecastPath(sweepDir string, trial int) string {
+	return filepath.Join(sweepDir, dirName, "forecast", fmt.Sprintf("trial-%d", trial))
+}
+
+// RecordForecast replaces trial's forecast record.
+func RecordForecast(sweepDir string, r ForecastRecord) error {
+	p := forecastPath(sweepDir, r.Trial)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("early stop: %w", err)
+	}
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return atomicfile.WriteFile(p, []byte(fmt.Sprintf("%d %s %s %s\n", r.Step, g(r.Lo), g(r.Mid), g(r.Hi))), 0o644)
+}
+
+// Forecasts are every trial's forecast records (a record that does not
+// parse, or whose values are not finite with Lo <= Mid <= Hi, is skipped).
+func Forecasts(sweepDir string) ([]ForecastRecord, error) {
+	d := filepath.Dir(forecastPath(sweepDir, 0))
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		return nil, fmt.Errorf("early stop: %w", err)
+	}
+	var out []ForecastRecord
+	for _, e := range ents {
+		n, ok := strings.CutPrefix(e.Name(), "trial-")
+		trial, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			continue
+		}
+		b, err := safefs.ReadFile(filepath.Join(d, e.Name()), 4<<10)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 4 {
+			continue
+		}
+		r := ForecastRecord{Trial: trial}
+		var perr error
+		r.Step, perr = strconv.ParseInt(f[0], 10, 64)
+		v := [3]float64{}
+		for i := range v {
+			var err error
+			if v[i], err = strconv.ParseFloat(f[i+1], 64); err != nil || math.IsInf(v[i], 0) || math.IsNaN(v[i]) {
+				perr = fmt.Errorf("bad")
+			}
+		}
+		if perr != nil || !(v[0] <= v[1] && v[1] <= v[2]) {
+			continue
+		}
+		r.Lo, r.Mid, r.Hi = v[0], v[1], v[2]
+		out = append(out, r)
+	}
+	return out, nil
+}

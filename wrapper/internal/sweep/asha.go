@@ -19,10 +19,26 @@ const StoppedEarly = "stopped-early"
 // Without a daemon nothing is paused and promoted later (ASHA's own
 // rule): the first trials at a rung pass on little evidence, the price of
 // needing no coordinator.
+//
+// Kind "forecast" (forecast.go) is the other rule: from MinSteps on, a
+// trial fits its own curve and stops once its forecast at Budget steps is
+// better than the best trial's with probability under P.
 type EarlyStop struct {
+	Kind     string // "asha" or "forecast" ("" reads as asha)
 	Eta      int
 	MinSteps int64
+	P        float64 // forecast: the chance of beating the best below which a trial stops
+	Budget   int64   // forecast: the steps each trial trains (the sweep's --steps)
 }
+
+// Forecast says whether this is the forecast rule.
+func (e EarlyStop) Forecast() bool { return e.Kind == KindForecast }
+
+// The rules of --early-stop.
+const (
+	KindASHA     = "asha"
+	KindForecast = "forecast"
+)
 
 // ParseEarlyStop reads the flag's value; "" is none (ok false).
 func ParseEarlyStop(s string) (e EarlyStop, ok bool, err error) {
@@ -30,10 +46,13 @@ func ParseEarlyStop(s string) (e EarlyStop, ok bool, err error) {
 		return EarlyStop{}, false, nil
 	}
 	f := strings.Split(s, ":")
-	if f[0] != "asha" || len(f) > 3 {
-		return EarlyStop{}, false, fmt.Errorf("--early-stop %q: want asha, asha:ETA or asha:ETA:MIN_STEPS (such as asha:3:100)", s)
+	if f[0] == KindForecast {
+		return parseForecast(s, f)
 	}
-	e = EarlyStop{Eta: 3, MinSteps: 100}
+	if f[0] != KindASHA || len(f) > 3 {
+		return EarlyStop{}, false, fmt.Errorf("--early-stop %q: want asha, asha:ETA or asha:ETA:MIN_STEPS (such as asha:3:100), or forecast[:P[:MIN_STEPS[:STEPS]]] (such as forecast:0.05:100)", s)
+	}
+	e = EarlyStop{Kind: KindASHA, Eta: 3, MinSteps: 100}
 	if len(f) > 1 {
 		n, err := strconv.Atoi(f[1])
 		if err != nil || n < 2 {
@@ -52,11 +71,19 @@ func ParseEarlyStop(s string) (e EarlyStop, ok bool, err error) {
 }
 
 // String is the flag's form.
-func (e EarlyStop) String() string { return fmt.Sprintf("asha:%d:%d", e.Eta, e.MinSteps) }
+func (e EarlyStop) String() string {
+	if e.Forecast() {
+		return fmt.Sprintf("forecast:%s:%d:%d", strconv.FormatFloat(e.P, 'g', -1, 64), e.MinSteps, e.Budget)
+	}
+	return fmt.Sprintf("asha:%d:%d", e.Eta, e.MinSteps)
+}
 
 // Rung is the highest rung at or below step (-1 below the first).
 func (e EarlyStop) Rung(step int64) int {
 	k := -1
+	if e.Eta < 2 || e.MinSteps < 1 { // the forecast rule has no rungs
+		return k
+	}
 	for s := e.MinSteps; s <= step; s *= int64(e.Eta) {
 		k++
 		if s > math.MaxInt64/int64(e.Eta) {

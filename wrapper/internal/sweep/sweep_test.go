@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/trainrun/trainrun/internal/forecast"
 )
 
 func mustGrid(t *testing.T, s string) Param {
@@ -297,5 +299,52 @@ func TestEarlyStopASHA(t *testing.T) {
 	}
 	if st, _ := StateOf(TrialFacts{InSlurm: true, State: "FAILED", ExitCode: "7:0", StoppedEarly: true}); st != StoppedEarly {
 		t.Errorf("state %s, want %s", st, StoppedEarly)
+	}
+}
+
+func TestEarlyStopForecast(t *testing.T) {
+	e, ok, err := ParseEarlyStop("forecast")
+	if err != nil || !ok || !e.Forecast() || e.P != 0.05 || e.MinSteps != 100 || e.Budget != 0 {
+		t.Fatalf("parse: %+v %v %v", e, ok, err)
+	}
+	e, _, err = ParseEarlyStop("forecast:0.1:20:90")
+	if err != nil || e.P != 0.1 || e.MinSteps != 20 || e.Budget != 90 || e.String() != "forecast:0.1:20:90" {
+		t.Fatalf("parse: %+v %v (%s)", e, err, e.String())
+	}
+	if back, _, err := ParseEarlyStop(e.String()); err != nil || back != e {
+		t.Errorf("String does not read back: %+v %v", back, err)
+	}
+	if e.Rung(1000) != -1 {
+		t.Error("the forecast rule has rungs")
+	}
+	for _, bad := range []string{"forecast:0", "forecast:0.5", "forecast:x", "forecast:0.05:0", "forecast:0.05:10:0", "forecast:0.05:10:90:1"} {
+		if _, _, err := ParseEarlyStop(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	best := forecast.Band{Lo: 1.9, Mid: 2, Hi: 2.1}
+	for _, c := range []struct {
+		mine   forecast.Band
+		lo, hi float64
+		why    string
+	}{
+		{forecast.Band{Lo: 1.9, Mid: 2, Hi: 2.1}, 0.49, 0.51, "the same forecast: even"},
+		{forecast.Band{Lo: 2.4, Mid: 2.5, Hi: 2.6}, 0, 0.001, "five half-widths above: hopeless"},
+		{forecast.Band{Lo: 1.5, Mid: 2.1, Hi: 2.7}, 0.3, 0.45, "above, but a wide band"},
+		{forecast.Band{Lo: 1.7, Mid: 1.8, Hi: 1.9}, 0.9, 1, "below"},
+		{forecast.Band{Lo: 3, Mid: 3, Hi: 3}, 0, 0.001, "observed, above"},
+	} {
+		if p := Chance(c.mine, best, 0.8); p < c.lo || p > c.hi {
+			t.Errorf("%s: Chance %v, want in [%v, %v]", c.why, p, c.lo, c.hi)
+		}
+	}
+	exact := forecast.Band{Lo: 2, Mid: 2, Hi: 2}
+	if Chance(exact, exact, 0.8) != 0.5 || Chance(forecast.Band{Lo: 1, Mid: 1, Hi: 1}, exact, 0.8) != 1 || Chance(forecast.Band{Lo: math.NaN(), Mid: math.NaN(), Hi: math.NaN()}, exact, 0.8) != 0 {
+		t.Error("bands without spread")
+	}
+	// One band width apart at 80%: z = 1.2816 per half-width each side,
+	// d = 2 half-widths, s = sqrt(2) half-widths/z: P = Φ(-2z/sqrt2) = 0.035.
+	if p := Chance(forecast.Band{Lo: 2.1, Mid: 2.2, Hi: 2.3}, best, 0.8); math.Abs(p-0.0349) > 0.001 {
+		t.Errorf("Chance %v, want 0.035", p)
 	}
 }
