@@ -276,3 +276,70 @@ class HeartbeatTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class _FakeDist:
+    """The part of torch.distributed that record_collectives touches."""
+
+    class ProcessGroup:
+        pass
+
+    class group:
+        WORLD = object()
+
+    class distributed_c10d:
+        _pg_group_ranks = {}
+
+    def __init__(self):
+        self.calls = []
+
+    def get_world_size(self, group=None):
+        return 4
+
+    def all_reduce(self, tensor, op=None, group=None, async_op=False):
+        self.calls.append(("all_reduce", tensor))
+
+    def barrier(self, group=None):
+        raise RuntimeError("peer gone")
+
+
+class _Tensor:
+    shape, dtype = (2, 3), "torch.float32"
+
+
+class CollectiveRecordTest(unittest.TestCase):
+    def tearDown(self):
+        trainrun_client._CollectiveRing.active = None
+
+    def test_records_enter_done_and_group(self):
+        d = tempfile.mkdtemp()
+        log = os.path.join(d, "coll")
+        ck = trainrun_client.Checkpointer({"RANK": "2", "WORLD_SIZE": "4", "TRAINRUN_COLLECTIVE_LOG": log}, install=False)
+        dist = _FakeDist()
+        sub = _FakeDist.ProcessGroup()
+        dist.distributed_c10d._pg_group_ranks[sub] = {3: 1, 2: 0}
+        self.assertTrue(ck.record_collectives(dist))
+        self.assertTrue(ck.record_collectives(dist), "a second call keeps the one record")
+        dist.all_reduce(_Tensor())
+        dist.all_reduce(_Tensor(), group=sub)
+        with self.assertRaises(RuntimeError):
+            dist.barrier()
+        self.assertEqual(len(dist.calls), 2, "the collectives themselves still run")
+        with open(log, "rb") as f:
+            raw = f.read()
+        self.assertEqual(len(raw), 160 * 257)
+        lines = [l.decode().strip() for l in raw.split(b"\n") if l.strip(b" \x00")]
+        self.assertTrue(lines[0].startswith("trainrun-collectives 1 pid=%d rank=2" % os.getpid()), lines[0])
+        f = [l.split(" ", 6) for l in lines[1:]]
+        self.assertEqual([x[:5] for x in f], [["1", "1", "done", "all_reduce", "world:4"],
+                                              ["2", "1", "done", "all_reduce", f[1][4]],
+                                              ["3", "2", "failed", "barrier", "world:4"]])
+        self.assertRegex(f[1][4], r"^g[0-9a-f]{8}:2$")
+        self.assertEqual(f[0][6], "[2, 3] float32")
+
+    def test_without_the_variable_nothing(self):
+        ck = trainrun_client.Checkpointer({"RANK": "0"}, install=False)
+        dist = _FakeDist()
+        fn = dist.all_reduce
+        self.assertFalse(ck.record_collectives(dist))
+        self.assertEqual(dist.all_reduce, fn)
