@@ -43,6 +43,9 @@ ck = trainrun_client.Checkpointer()
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+# The last collectives, for trainrun's hang evidence (hangs/<n>/).
+ck.record_collectives(dist)
+
 
 # --- Megatron-LM's rank groups (megatron/core/parallel_state.py) -------------
 

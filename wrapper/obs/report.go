@@ -25,6 +25,7 @@ type Report struct {
 	First, Last               time.Time
 	FailedSaves               []FailedSave // checkpoints the disk refused
 	Goodput                   Goodput
+	Hangs                     []Hang `json:",omitempty"` // the run directory's hangs/ (ReadHangs; BuildReport leaves it empty)
 }
 
 // Incarnation is one run of the job.
@@ -277,6 +278,7 @@ func (r *Report) WriteText(w io.Writer) {
 		units.Duration(t.Running), units.Duration(t.Waiting), units.Duration(t.Lost), units.Duration(t.Saving), units.Duration(t.Committing))
 	r.writeFaults(w)
 	r.writeThroughput(w, t)
+	r.writeHangs(w)
 }
 
 // writeHeader prints the job line and, when the start was recorded, the

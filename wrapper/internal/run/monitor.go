@@ -43,7 +43,6 @@ type monitor struct {
 	requestTick  *time.Ticker
 	stepFinished chan error
 	hw           *hangWatch // hang and straggler detection (nil: --hang-timeout off)
-	stackID      int        // the last stack-dump request's id
 }
 
 // launch runs the step and decides what comes after it.
