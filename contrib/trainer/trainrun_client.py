@@ -593,7 +593,7 @@ def _recorded(fn, name, ring, dist):
             if d:
                 parts.append(d)
             elif _is_reduce_op(a):
-                parts.append(str(a).split(".")[-1])
+                parts.append(_op_name(dist, a))
         try:
             key = _group_key(dist, group)
         except Exception:  # noqa: BLE001 (never fail the collective for its record)
@@ -610,6 +610,20 @@ def _recorded(fn, name, ring, dist):
     wrapper._trainrun_recorded = True
     wrapper.__name__, wrapper.__doc__ = getattr(fn, "__name__", name), getattr(fn, "__doc__", None)
     return wrapper
+
+
+def _op_name(dist, a):
+    """A ReduceOp's name (torch 1.13's ReduceOp objects have none of their own)."""
+    name = getattr(a, "name", None)
+    if isinstance(name, str):
+        return name
+    for n in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"):
+        try:
+            if getattr(dist.ReduceOp, n, None) == a:
+                return n
+        except Exception:  # noqa: BLE001 (a type that does not compare)
+            pass
+    return type(a).__name__
 
 
 def _is_reduce_op(a):
