@@ -343,3 +343,24 @@ class CollectiveRecordTest(unittest.TestCase):
         fn = dist.all_reduce
         self.assertFalse(ck.record_collectives(dist))
         self.assertEqual(dist.all_reduce, fn)
+
+
+class SkipAndNaNTest(unittest.TestCase):
+    def test_should_skip(self):
+        ck = trainrun_client.Checkpointer({"RANK": "0", "TRAINRUN_SKIP_STEPS": "57-63, 120"}, install=False)
+        self.assertEqual([s for s in range(50, 125) if ck.should_skip(s)], list(range(57, 64)) + [120])
+        self.assertFalse(trainrun_client.Checkpointer({"RANK": "0"}, install=False).should_skip(1))
+        for bad in ("5-3", "x", "0"):
+            with self.assertRaises(ValueError):
+                trainrun_client.Checkpointer({"RANK": "0", "TRAINRUN_SKIP_STEPS": bad}, install=False)
+
+    def test_first_nan_written_past_min_interval(self):
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, "launch"))
+        ck = trainrun_client.Checkpointer({"RANK": "0", "TRAINRUN_JOB_DIR": d}, install=False)
+        self.assertTrue(ck.report_progress(1, metrics={"loss": 1.0}, min_interval=60))
+        self.assertFalse(ck.report_progress(2, metrics={"loss": 0.9}, min_interval=60))
+        self.assertTrue(ck.report_progress(3, metrics={"loss": float("nan")}, min_interval=60), "the first NaN is news")
+        self.assertFalse(ck.report_progress(4, metrics={"loss": float("nan")}, min_interval=60), "the next NaN waits")
+        with open(os.path.join(d, "launch", "progress")) as f:
+            self.assertIn('"nan"', f.read())

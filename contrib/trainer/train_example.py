@@ -160,6 +160,8 @@ def main():
     ap.add_argument("--collective-timeout", type=float, default=120.0,
                     help="seconds gloo waits in a collective before failing (NCCL's default is 30 min; a long one makes a stopped rank hang the others)")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
+    ap.add_argument("--nan-at-step", type=int, default=0,
+                    help="a bad batch: the inputs of optimizer step N (the step reported as N) are NaN, so the loss and then the weights are (tests --loss-spike-action rollback; a skipped step draws no NaN)")
     args = ap.parse_args()
 
     env = os.environ
@@ -262,14 +264,22 @@ def main():
         if batch is None:
             continue
         x, y = batch
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(ddp(x), y)
-        loss.backward()
-        opt.step()
-        step += 1
-        last_loss = loss.item()
-        # rank 0: observed step time for trainrun's metrics (and the loss, with --report-loss)
-        ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
+        if ck.should_skip(step + 1):
+            # TRAINRUN_SKIP_STEPS: a loss spike's steps that trainrun rolled
+            # back over: the batch is drawn, no update is made.
+            step += 1
+            ck.report_progress(step)
+        else:
+            if args.nan_at_step and step + 1 == args.nan_at_step:
+                x = x * float("nan")
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(ddp(x), y)
+            loss.backward()
+            opt.step()
+            step += 1
+            last_loss = loss.item()
+            # rank 0: observed step time for trainrun's metrics (and the loss, with --report-loss)
+            ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
         if args.save_every and step % args.save_every == 0 and step < args.steps:
             saved = save(step) or saved
         if args.sleep:

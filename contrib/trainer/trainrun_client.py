@@ -178,6 +178,8 @@ class Checkpointer:
         self._hb_fd, self._hb_step = _heartbeat_fd(env), -1
         self._beat(-1)
         self._collective_log = env.get("TRAINRUN_COLLECTIVE_LOG") or None
+        self.skip_steps = _parse_steps(env.get("TRAINRUN_SKIP_STEPS", ""))
+        self._nonfinite = False  # the last metrics written held a NaN or an infinity
         self._stack_file = None
         if install and env.get("TRAINRUN_STACK_SIGNAL"):
             try:
@@ -197,6 +199,16 @@ class Checkpointer:
                 # C++ extensions fail with EINTR (torch's TCPStore raises
                 # "Interrupted system call").
                 signal.siginterrupt(s, False)
+
+    def should_skip(self, step):
+        """True when trainrun asks the trainer to skip optimizer step `step`
+        (the number it reports after it through report_progress): the steps
+        of a loss spike trainrun rolled back over, from $TRAINRUN_SKIP_STEPS
+        ("57-63,120-121": inclusive ranges and single steps). A skipped step
+        still draws its batch and counts, so the data after it is the same as
+        without the skip; it just makes no update. Every rank gets the same
+        list."""
+        return any(lo <= step <= hi for lo, hi in self.skip_steps)
 
     def record_collectives(self, dist=None):
         """Keep a record of this process's last collectives for trainrun's
@@ -403,9 +415,13 @@ class Checkpointer:
         if self.rank != 0 or not self.job_dir:
             return False
         now = time.time()
-        if now - self._progress_at < min_interval:
+        # The first NaN or infinity after finite values is written at once,
+        # past min_interval: trainrun judges the loss (--loss-spike), and the
+        # step it first sees bad bounds the steps a rollback skips.
+        nonfinite = bool(metrics) and any(isinstance(v, float) and not math.isfinite(v) for v in metrics.values())
+        if now - self._progress_at < min_interval and not (nonfinite and not self._nonfinite):
             return False
-        self._progress_at = now
+        self._progress_at, self._nonfinite = now, nonfinite
         path = os.path.join(self.job_dir, "launch", "progress")
         try:
             _write_new(path, ("%d %d %.3f\n" % (int(step), int(tokens), now) + extra).encode())
@@ -499,6 +515,26 @@ def _heartbeat_fd(env):
         return fd
     except (TypeError, ValueError, OSError):
         return None
+
+
+def _parse_steps(v):
+    """TRAINRUN_SKIP_STEPS as (lo, hi) pairs; a malformed part is an error
+    (training on steps it was told to skip would poison it again)."""
+    out = []
+    for part in (v or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if hi else a
+        except ValueError:
+            raise ValueError("TRAINRUN_SKIP_STEPS=%r: %r is not a step or a range LO-HI" % (v, part)) from None
+        if a < 1 or b < a:
+            raise ValueError("TRAINRUN_SKIP_STEPS=%r: %r is not a step (1, 2, ...) or a range LO-HI with LO <= HI" % (v, part))
+        out.append((a, b))
+    return out
 
 
 # The collectives record_collectives wraps.

@@ -138,6 +138,8 @@ func webhookEvent(e Event) (string, bool) {
 	switch {
 	case e.Kind == KindInterrupt && e.Cause == InterruptPreempted:
 		return "preempted", true
+	case e.Kind == KindLossSpike:
+		return "loss-spike", true
 	case e.Kind == KindForecast && e.Forecast != nil && e.Forecast.Changed:
 		return e.Forecast.Verdict, true // on-track, off-track: the verdict turned
 	case e.Kind == KindEnd:

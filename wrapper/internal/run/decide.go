@@ -72,6 +72,8 @@ type Outcome struct {
 	MaxRequeue   int    // --max-requeue
 	MaxFailures  int    // --max-failures; 0: never requeue after a failure
 	HangWhat     string // Reason Hang: which ranks stopped ("rank 3 (node n1, GPU 3) ...")
+	SpikeWhat    string // Reason LossSpike: the spike ("loss spike: loss NaN at step 57")
+	SpikeStop    bool   // Reason LossSpike: the run stops (no rollback)
 	Restarts     int    // steps restarted inside this allocation so far
 	MaxRestarts  int    // --max-restarts: restart a failed or hung step inside the allocation this often, then requeue
 	// SpareNodes is how many healthy nodes of the allocation the step does
@@ -137,6 +139,8 @@ func Decide(o Outcome) Decision {
 			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "stopped by trainrun ckpt request"}
 	case o.Reason == Hang:
 		return decideHang(o)
+	case o.Reason == LossSpike:
+		return decideLossSpike(o) // lossspike.go
 	case o.Reason == Cancelled:
 		return Decision{Exit: exitcode.Stopped, Err: fmt.Sprintf("cancelled; the step was stopped (srun exit %d)", o.Code),
 			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "cancelled"}

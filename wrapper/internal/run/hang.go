@@ -221,6 +221,9 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 	if err != nil {
 		return rankEnv{}, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.dirs.ckptDir, err))
 	}
+	if latest, err = r.rollbackResume(store, latest); err != nil { // a loss spike's rollback (lossspike.go)
+		return rankEnv{}, err
+	}
 	for _, n := range notes {
 		r.logf("warning: %s", n)
 	}

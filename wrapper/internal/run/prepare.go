@@ -148,6 +148,7 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 	})
 	r.addNCCLEnv(&renv, masterAddr, st.masterPort, f.addrs, planPath)
 	r.addFlightRecorderEnv(&renv) // hangevidence.go
+	r.addSkipStepsEnv(&renv)      // lossspike.go
 	launchDir := r.dirs.in(jobdir.Launch)
 	bindInShim := false
 	for _, s := range r.placed.Slots {
