@@ -268,7 +268,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "LossSpike", "LossSpikeAction", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget"}
 }
 
 // badValue is a value error before the file and line are known.
