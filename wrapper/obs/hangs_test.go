@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadHangsAndText(t *testing.T) {
@@ -27,5 +28,24 @@ func TestReadHangsAndText(t *testing.T) {
 	}
 	if ReadHangs(t.TempDir()) != nil {
 		t.Error("a run without hangs/ lists hangs")
+	}
+}
+
+func TestReportLossSpikes(t *testing.T) {
+	at := time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)
+	r := BuildReport([]Event{{Kind: KindStart, Time: at}, {Kind: KindLossSpike, Time: at.Add(time.Minute), Step: 57, Cause: "nan", Message: "loss NaN at step 57"}})
+	if len(r.LossSpikes) != 1 || r.LossSpikes[0].Step != 57 || r.LossSpikes[0].Kind != "nan" {
+		t.Fatalf("LossSpikes = %+v", r.LossSpikes)
+	}
+	var w bytes.Buffer
+	r.WriteText(&w)
+	if !strings.Contains(w.String(), "loss spikes: 1") || !strings.Contains(w.String(), "loss NaN at step 57") {
+		t.Errorf("report:\n%s", w.String())
+	}
+}
+
+func TestLossSpikeWebhook(t *testing.T) {
+	if name, ok := webhookEvent(Event{Kind: KindLossSpike, Cause: "nan"}); !ok || name != "loss-spike" {
+		t.Errorf("webhookEvent(loss-spike) = %q, %v", name, ok)
 	}
 }

@@ -2,6 +2,9 @@ package obs
 
 import (
 	"cmp"
+	"fmt"
+	"io"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,4 +26,28 @@ func (m *Metrics) registerLossSpikes(r both) {
 
 func (o *Observer) onLossSpike(e *Event) {
 	o.m.lossSpikes.WithLabelValues(cmp.Or(e.Cause, "spike")).Inc()
+}
+
+// LossSpike is one loss-spike event of the report.
+type LossSpike struct {
+	Restart int
+	Time    time.Time
+	Step    int64
+	Kind    string // spike, nan, inf
+	Message string
+}
+
+func (r *Report) addLossSpike(e Event, restart int) {
+	r.LossSpikes = append(r.LossSpikes, LossSpike{Restart: restart, Time: e.Time, Step: e.Step, Kind: e.Cause, Message: e.Message})
+}
+
+// writeLossSpikes prints the loss-spike section of the text report.
+func (r *Report) writeLossSpikes(w io.Writer) {
+	if len(r.LossSpikes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nloss spikes: %d (--loss-spike; the steps rolled back over are in the store's .trainrun/skip-steps)\n", len(r.LossSpikes))
+	for _, s := range r.LossSpikes {
+		fmt.Fprintf(w, "  restart %d, %s: %s\n", s.Restart, s.Time.UTC().Format(time.RFC3339), s.Message)
+	}
 }
