@@ -46,6 +46,7 @@ func (r *runner) afterStep(res stepResult, store ckptStore) error {
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
 	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, res)
 	r.spareOutcome(&o)
+	r.shrinkOutcome(&o) // shrink.go
 	if o.CommitErr == nil && code == 0 && reason == None {
 		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}

@@ -107,7 +107,7 @@ var envTwins = []struct{ flag, env string }{
 	{"pushgateway", "TRAINRUN_PUSHGATEWAY"}, {"webhook", "TRAINRUN_WEBHOOK"}, {"webhook-format", "TRAINRUN_WEBHOOK_FORMAT"},
 	{"tune", "TRAINRUN_TUNE"}, {"tune-budget", "TRAINRUN_TUNE_BUDGET"},
 	{"target-loss", "TRAINRUN_TARGET_LOSS"}, {"stop-if-off-track", "TRAINRUN_STOP_IF_OFF_TRACK"},
-	{"loss-spike", "TRAINRUN_LOSS_SPIKE"}, {"loss-spike-action", "TRAINRUN_LOSS_SPIKE_ACTION"},
+	{"loss-spike", "TRAINRUN_LOSS_SPIKE"}, {"loss-spike-action", "TRAINRUN_LOSS_SPIKE_ACTION"}, {"shrink", "TRAINRUN_SHRINK"},
 }
 
 // complete resolves trainrun run's options for allocation a: o as parsed,
@@ -199,7 +199,7 @@ var policyFlags = []struct{ flag, key string }{
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
 	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"}, {"spare-nodes", "SpareNodes"},
 	{"tune", "Tune"}, {"tune-budget", "TuneBudget"},
-	{"loss-spike", "LossSpike"}, {"loss-spike-action", "LossSpikeAction"},
+	{"loss-spike", "LossSpike"}, {"loss-spike-action", "LossSpikeAction"}, {"shrink", "Shrink"},
 }
 
 // applyPolicy takes the site's settings for the job's partition: its values
@@ -264,6 +264,7 @@ func (c *Config) applyPolicy(st policy.Settings, getenv func(string) string, job
 	set("tune", "Tune", st.Tune.Source, st.Tune.Value != "", func() { c.tune.tune = st.Tune.Value })
 	set("tune-budget", "TuneBudget", st.TuneBudget.Source, st.TuneBudget.Value > 0, func() { c.tune.budget = st.TuneBudget.Value.String() })
 	set("loss-spike", "LossSpike", st.LossSpike.Source, st.LossSpike.Value != "", func() { c.spike.rule = st.LossSpike.Value })
+	set("shrink", "Shrink", st.Shrink.Source, st.Shrink.Value != "", func() { c.shrink.shrink = st.Shrink.Value })
 	set("loss-spike-action", "LossSpikeAction", st.LossSpikeAction.Source, st.LossSpikeAction.Value != "", func() { c.spike.action = st.LossSpikeAction.Value })
 	// The metrics flags (MetricsAddr, Pushgateway, Webhook, MaxCkptAge,
 	// CkptGraceBudget): a flag or variable the user sets wins.

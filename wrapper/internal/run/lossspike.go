@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/lossspike"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
-	"github.com/trainrun/trainrun/internal/lossspike"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 

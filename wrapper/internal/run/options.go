@@ -32,8 +32,9 @@ type Options struct {
 	rank        int
 	obs         obsOptions
 	fault       faultOptions
-	tune        tuneOptions  // --tune, --tune-budget (tunestep.go)
-	spike       spikeOptions // --loss-spike, --loss-spike-action (lossspike.go)
+	tune        tuneOptions   // --tune, --tune-budget (tunestep.go)
+	spike       spikeOptions  // --loss-spike, --loss-spike-action (lossspike.go)
+	shrink      shrinkOptions // --shrink (shrink.go)
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -78,6 +79,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.fault.addFlags(fs)
 	o.tune.addFlags(fs, getenv)
 	o.spike.addFlags(fs, getenv)
+	o.shrink.addFlags(fs, getenv)
 }
 
 func envOr(getenv func(string) string, k, def string) string {
@@ -102,6 +104,9 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if _, _, err := o.spike.parsed(); err != nil {
+		return err
+	}
+	if err := o.shrink.check(); err != nil {
 		return err
 	}
 	if o.fault.maxRestarts < 0 {
