@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/test/harness"
 )
 
 // Shrink to fit (issue 31): 3 nodes, dp 3 × grad accum 2 (global batch 6),
@@ -48,7 +50,16 @@ exec %s run --fix tp=1,mbs=1,grad_accum=2 --job-dir %s/job --shrink yes -- /usr/
 	if n := killJobProcs(c, id, "n2"); n == 0 {
 		t.Fatalf("found no process of job %d on n2 to kill", id)
 	}
-	resumed := waitResumed(t, c, id, progress, 2, fault, fault)
+	// Steps resume: the shrunk step's 2 ranks started (the first step had 3)
+	// and rank 0 reported a step after the fault.
+	var resumed time.Duration
+	if err := harness.WaitFor(ctx, 90*time.Second, "a step after the shrink", func() bool {
+		_, at := readProgress(progress)
+		resumed = at.Sub(fault)
+		return strings.Contains(c.JobOutput(id), "all 2 ranks started") && at.After(fault)
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, c.JobOutput(id))
+	}
 	if _, err := c.WaitJob(ctx, id, 2*time.Minute, "COMPLETED"); err != nil {
 		t.Fatalf("%v\n%s", err, c.JobOutput(id))
 	}
