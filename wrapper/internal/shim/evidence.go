@@ -52,6 +52,7 @@ type evidence struct {
 // per task: job, step, rank and the shim's pid); nil when the stack file
 // cannot be made (the task runs, without the files).
 func newEvidence(launchDir, jobID, stepID string, rank int, node string, gpu int) *evidence {
+	removeStale(jobID)
 	base := filepath.Join(os.TempDir(), fmt.Sprintf("trainrun-%s.%s-rank%d-%d", jobID, stepID, rank, os.Getpid()))
 	e := &evidence{runDir: filepath.Dir(filepath.Clean(launchDir)), ring: base + ".collectives", stack: base + ".stack", rank: rank, node: node, gpu: gpu}
 	f, err := os.OpenFile(e.stack, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
@@ -65,6 +66,24 @@ func newEvidence(launchDir, jobID, stepID string, rank int, node string, gpu int
 // env is what the trainer client reads.
 func (e *evidence) env() []string {
 	return []string{"TRAINRUN_COLLECTIVE_LOG=" + e.ring, "TRAINRUN_STACK_FILE=" + e.stack}
+}
+
+// removeStale deletes the files of this job's earlier tasks on the node
+// whose shim is gone: a step killed for a hang kills its shims before they
+// can remove their own.
+func removeStale(jobID string) {
+	paths, _ := filepath.Glob(filepath.Join(os.TempDir(), "trainrun-"+jobID+".*-rank*-*"))
+	for _, p := range paths {
+		name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(p), ".collectives"), ".stack")
+		i := strings.LastIndexByte(name, '-')
+		pid, err := strconv.Atoi(name[i+1:])
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			os.Remove(p)
+		}
+	}
 }
 
 // remove deletes the node-local files when the task ends.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -40,7 +41,7 @@ func TestEvidenceCollect(t *testing.T) {
 	dir := filepath.Join(run, "hangs", "4")
 	want := map[string][]string{
 		"rank-3.collectives.txt": {"1 1 done barrier world:4", "2 2 enter all_reduce world:4 5.000 [1] int64 MAX"},
-		"rank-3.proc.txt":        {"state S", "wchan"},
+		"rank-3.proc.txt":        {"pid ", "state ", "wchan"},
 		"rank-3.stack.txt":       {"no answer within"},
 	}
 	for name, subs := range want {
@@ -60,5 +61,28 @@ func TestEvidenceCollect(t *testing.T) {
 	ev.remove()
 	if _, err := os.Stat(ev.stack); !os.IsNotExist(err) {
 		t.Errorf("the stack file outlives the task: %v", err)
+	}
+}
+
+// A killed task's files are removed by the next task of the job on the
+// node; a live shim's stay.
+func TestEvidenceRemovesStale(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := filepath.Join(tmp, "trainrun-77.0-rank1-999999999.stack")
+	live := filepath.Join(tmp, "trainrun-77.0-rank2-"+strconv.Itoa(os.Getpid())+".collectives")
+	other := filepath.Join(tmp, "trainrun-78.0-rank1-999999999.stack")
+	for _, p := range []string{dead, live, other} {
+		os.WriteFile(p, nil, 0o600)
+	}
+	ev := newEvidence(filepath.Join(t.TempDir(), "launch"), "77", "1", 0, "n1", 0)
+	defer ev.remove()
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Error("a dead shim's file of the job stays")
+	}
+	for _, p := range []string{live, other} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
 	}
 }
