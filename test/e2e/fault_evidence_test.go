@@ -65,7 +65,6 @@ exec %s run --fix tp=1 --probe all --job-dir %s/job --hang-timeout 8s --max-rest
 		"rank-1.stack.txt":       {"no answer", "state T"},
 		"rank-1.proc.txt":        {"state T"},
 		"rank-1.collectives.txt": {" done all_reduce world:2 "},
-		"summary.txt":            {"rank 1 did not enter collective", "rank(s) 0 wait in"},
 	}
 	for name, subs := range want {
 		text := read(name)
@@ -75,20 +74,26 @@ exec %s run --fix tp=1 --probe all --job-dir %s/job --hang-timeout 8s --max-rest
 			}
 		}
 	}
-	t.Logf("hangs/1/summary.txt:\n%s\nrank-1.collectives.txt (tail): %s", read("summary.txt"), tail(read("rank-1.collectives.txt"), 3))
-	// The stuck collective's number is one past rank 1's last.
-	m := regexp.MustCompile(`hang: collectives: rank 1 did not enter collective #(\d+) on world:2 \(all_reduce\) that rank\(s\) 0 wait in: its last there is #(\d+)`).FindStringSubmatch(log)
-	if m == nil {
-		t.Fatalf("the log does not name rank 1 as the one that did not enter the collective:\n%s", log)
+	if sum := read("summary.txt"); !strings.Contains(sum, "rank 1 did not enter collective") && !strings.Contains(sum, "rank 1's process is stopped") {
+		t.Errorf("hangs/1/summary.txt does not single out rank 1:\n%s", sum)
 	}
-	if a, b := atoi(t, m[1]), atoi(t, m[2]); a != b+1 {
-		t.Errorf("stuck at #%d, rank 1's last #%d: want one apart", a, b)
+	t.Logf("hangs/1/summary.txt:\n%s\nrank-1.collectives.txt (tail): %s", read("summary.txt"), tail(read("rank-1.collectives.txt"), 3))
+	// The log names rank 1: as the one that did not enter the collective
+	// rank 0 waits in (its number one past rank 1's last), or, when rank 1
+	// was stopped inside that collective or inside DDP's C++ all-reduce
+	// (its record then does not single it out), by its stopped process.
+	if m := regexp.MustCompile(`hang: collectives: rank 1 did not enter collective #(\d+) on world:2 \(all_reduce\) that rank\(s\) 0 wait in: its last there is #(\d+)`).FindStringSubmatch(log); m != nil {
+		if a, b := atoi(t, m[1]), atoi(t, m[2]); a != b+1 {
+			t.Errorf("stuck at #%d, rank 1's last #%d: want one apart", a, b)
+		}
+	} else if !strings.Contains(log, "hang: collectives: rank 1's process is stopped (state T)") {
+		t.Fatalf("the log does not name rank 1 in the collectives' summary:\n%s", log)
 	}
 	if !strings.Contains(log, "hang: evidence of 2 rank(s) in "+hang) {
 		t.Errorf("the log does not point to %s:\n%s", hang, log)
 	}
 	out, err := exec.Command(bin, "report", job).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "hangs: 1") || !strings.Contains(string(out), hang) || !strings.Contains(string(out), "rank 1 did not enter") {
+	if err != nil || !strings.Contains(string(out), "hangs: 1") || !strings.Contains(string(out), hang) || !strings.Contains(string(out), "rank 1 did not enter") && !strings.Contains(string(out), "rank 1's process is stopped") {
 		t.Errorf("trainrun report %s (%v) does not link the hang:\n%s", job, err, out)
 	}
 }

@@ -113,6 +113,7 @@ type Rank struct {
 	Rank    int
 	Entries []Entry
 	Missing string // why there is no record ("" when there is one)
+	State   string // the process's state letter from /proc (T stopped, D in the kernel, ...); "" unknown
 }
 
 // Finding is one line of a hang's summary.
@@ -128,6 +129,32 @@ type Finding struct {
 // it. With no rank inside a collective, the ranks whose last collective is
 // behind the others' are named.
 func Summarise(ranks []Rank) []Finding {
+	out := summarise(ranks)
+	named := map[int]bool{}
+	for _, f := range out {
+		if f.Behind {
+			named[f.Rank] = true
+		}
+	}
+	// A process that cannot run (stopped, in the kernel, a zombie) is named
+	// even when the records do not single it out (it stopped inside the
+	// collective, or in C++ code the client does not see).
+	for _, r := range ranks {
+		if why, bad := badStates[r.State]; bad && !named[r.Rank] {
+			last := "no recorded collective"
+			if len(r.Entries) > 0 {
+				last = "its last collective " + r.Entries[len(r.Entries)-1].String()
+			}
+			out = append(out, Finding{Rank: r.Rank, Behind: true, Text: fmt.Sprintf("rank %d's process is %s (state %s), %s", r.Rank, why, r.State, last)})
+		}
+	}
+	return out
+}
+
+// badStates are the /proc states of a process that makes no progress.
+var badStates = map[string]string{"T": "stopped", "t": "stopped by a tracer", "D": "in an uninterruptible wait in the kernel", "Z": "a zombie"}
+
+func summarise(ranks []Rank) []Finding {
 	var out []Finding
 	var have []Rank
 	for _, r := range ranks {

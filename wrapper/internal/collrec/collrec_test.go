@@ -77,3 +77,19 @@ func TestRanges(t *testing.T) {
 		t.Errorf("ranges = %q", got)
 	}
 }
+
+// A stopped rank inside the collective the others wait in is named by its
+// state: its record alone does not single it out.
+func TestSummariseStoppedInside(t *testing.T) {
+	in := Parse([]byte("1 1 done all_reduce world:2 1 [1]\n2 2 enter all_reduce world:2 2 [1]\n"))
+	f := Summarise([]Rank{{Rank: 0, Entries: in, State: "S"}, {Rank: 1, Entries: in, State: "T"}})
+	if len(f) != 2 || f[1].Rank != 1 || !f[1].Behind || !strings.Contains(f[1].Text, "rank 1's process is stopped (state T), its last collective #2 all_reduce") {
+		t.Fatalf("Summarise = %+v", f)
+	}
+	// Named once when the record already singles it out.
+	out := Parse([]byte("1 1 done all_reduce world:2 1 [1]\n"))
+	f = Summarise([]Rank{{Rank: 0, Entries: in}, {Rank: 1, Entries: out, State: "T"}})
+	if len(f) != 1 || !strings.Contains(f[0].Text, "rank 1 did not enter") {
+		t.Fatalf("Summarise = %+v", f)
+	}
+}

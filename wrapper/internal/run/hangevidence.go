@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/trainrun/trainrun/wrapper/internal/collrec"
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
@@ -75,6 +76,7 @@ func (r *runner) summariseHang(n int, asked []int, what string) {
 			cr.Missing = "the trainer does not call trainrun_client's record_collectives, or made no collective yet"
 		}
 		cr.Entries = es
+		cr.State = procStateOf(filepath.Join(dir, fmt.Sprintf("rank-%d.proc.txt", rank)))
 		ranks = append(ranks, cr)
 	}
 	findings := collrec.Summarise(ranks)
@@ -89,6 +91,21 @@ func (r *runner) summariseHang(n int, asked []int, what string) {
 		r.logf("warning: hang evidence: %v", err)
 	}
 	r.logf("hang: evidence of %d rank(s) in %s", len(asked), dir)
+}
+
+// procStateOf is the "state X" line of a shim's rank-R.proc.txt ("" when
+// there is none).
+func procStateOf(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "state "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // flightRecorderKeys are PyTorch's flight-recorder variables

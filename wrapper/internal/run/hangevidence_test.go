@@ -27,12 +27,13 @@ func TestHangEvidenceNumberedAndSummarised(t *testing.T) {
 	h := jobdir.Hang(dir, n)
 	os.WriteFile(filepath.Join(h, "rank-0.collectives.txt"), []byte("# rank 0\n1 1 done all_reduce world:3 1 [1]\n2 2 enter all_reduce world:3 2 [1]\n"), 0o644)
 	os.WriteFile(filepath.Join(h, "rank-1.collectives.txt"), []byte("# rank 1\n1 1 done all_reduce world:3 1 [1]\n"), 0o644)
+	os.WriteFile(filepath.Join(h, "rank-2.proc.txt"), []byte("pid 9\nstate D\nwchan: unreadable\n"), 0o644)
 	r.summariseHang(n, []int{0, 1, 2}, "rank 1 (node n2, GPU 0) stopped")
 	sum, err := os.ReadFile(filepath.Join(h, "summary.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"hang 3: rank 1 (node n2, GPU 0) stopped", "rank 1 did not enter collective #2 on world:3 (all_reduce) that rank(s) 0 wait in", "rank 2: no record of its collectives (its shim wrote nothing"} {
+	for _, s := range []string{"hang 3: rank 1 (node n2, GPU 0) stopped", "rank 1 did not enter collective #2 on world:3 (all_reduce) that rank(s) 0 wait in", "rank 2: no record of its collectives (its shim wrote nothing", "rank 2's process is in an uninterruptible wait in the kernel (state D)"} {
 		if !strings.Contains(string(sum), s) {
 			t.Errorf("summary.txt lacks %q:\n%s", s, sum)
 		}
