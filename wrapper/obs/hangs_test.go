@@ -49,3 +49,18 @@ func TestLossSpikeWebhook(t *testing.T) {
 		t.Errorf("webhookEvent(loss-spike) = %q, %v", name, ok)
 	}
 }
+
+func TestReadHangsFlightRecorder(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "hangs", "1"), 0o755)
+	os.WriteFile(filepath.Join(dir, "hangs", "nccl_trace_rank_3"), []byte("x"), 0o644)
+	hs := ReadHangs(dir)
+	if len(hs) != 2 || hs[1].N != 0 || !strings.Contains(hs[1].Summary[0], "nccl_trace_rank_3") {
+		t.Fatalf("ReadHangs = %+v", hs)
+	}
+	var w bytes.Buffer
+	(&Report{Hangs: hs}).writeHangs(&w)
+	if !strings.Contains(w.String(), "hangs: 1,") || !strings.Contains(w.String(), "flight recorder dumps") {
+		t.Errorf("text:\n%s", w.String())
+	}
+}

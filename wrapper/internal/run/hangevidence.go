@@ -128,6 +128,11 @@ func (r *runner) addFlightRecorderEnv(renv *rankEnv) {
 	if r.dirs.jobDir == "" || renv.Common == nil {
 		return
 	}
+	if !r.cfg.dryRun { // the recorder writes into it on its own watchdog's timeout, before any hang of ours
+		if err := os.MkdirAll(r.dirs.in(jobdir.Hangs), 0o755); err != nil {
+			r.logf("warning: hang evidence: %v", err)
+		}
+	}
 	for _, kv := range flightRecorderEnv(r.dirs.in(jobdir.Hangs)) {
 		if _, set := os.LookupEnv(kv[0]); set {
 			continue // the task inherits the user's value
