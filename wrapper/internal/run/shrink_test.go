@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 )
 
@@ -34,5 +35,24 @@ func TestDecideShrink(t *testing.T) {
 	d := Decide(o)
 	if !d.Restart || d.Requeue || !strings.Contains(d.Err, "shrunk to 2 node(s), dp 2 (was 3)") {
 		t.Errorf("with shrink: %+v", d)
+	}
+}
+
+// The planner checks the shrunk layout's memory when the run knows its
+// model: llama2-7b with ZeRO-3 over 8 H100s fits, on 1 it does not; a
+// pinned layout without a model is not judged.
+func TestShrinkFits(t *testing.T) {
+	r := &runner{alloc: &slurm.Allocation{TasksPerNode: 8}}
+	r.cfg.plan.Model, r.cfg.plan.SeqLen, r.cfg.plan.GlobalBatch, r.cfg.plan.GPU = "llama2-7b", 4096, 64, "h100-sxm"
+	l := plan.Layout{TP: 1, PP: 1, CP: 1, EP: 1, DP: 8, MicroBatch: 1, GradAccum: 8, Zero: 3, Recompute: "full"}
+	if why, ok := r.shrinkFits(l, 8); !ok {
+		t.Fatalf("dp 8: %s", why)
+	}
+	l.DP, l.GradAccum = 1, 64
+	if why, ok := r.shrinkFits(l, 1); ok || !strings.Contains(why, "GiB per GPU") {
+		t.Errorf("dp 1: ok %v, %s", ok, why)
+	}
+	if _, ok := (&runner{alloc: &slurm.Allocation{TasksPerNode: 8}}).shrinkFits(l, 1); !ok {
+		t.Error("without a model the shrunk layout was judged")
 	}
 }
