@@ -337,6 +337,20 @@ class CollectiveRecordTest(unittest.TestCase):
         self.assertRegex(f[1][4], r"^g[0-9a-f]{8}:2$")
         self.assertEqual(f[0][6], "[2, 3] float32")
 
+    def test_forked_child_records_nothing(self):
+        d = tempfile.mkdtemp()
+        log = os.path.join(d, "coll")
+        ck = trainrun_client.Checkpointer({"RANK": "0", "TRAINRUN_COLLECTIVE_LOG": log}, install=False)
+        dist = _FakeDist()
+        ck.record_collectives(dist)
+        pid = os.fork()
+        if pid == 0:  # a data-loader worker: its collectives must not write the parent's record
+            dist.all_reduce(_Tensor())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        with open(log, "rb") as f:
+            self.assertNotIn(b"all_reduce", f.read())
+
     def test_without_the_variable_nothing(self):
         ck = trainrun_client.Checkpointer({"RANK": "0"}, install=False)
         dist = _FakeDist()

@@ -563,9 +563,15 @@ class _CollectiveRing:
         finally:
             os.close(fd)
         self.owner, self.seq, self.gseq = os.getpid(), 0, {}
+        self.forked = False  # a forked child (a data-loader worker) records nothing: the map is the parent's
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._in_child)
         import threading
         self.lock = threading.Lock()
         self._put(0, "trainrun-collectives 1 pid=%d rank=%d slots=%d" % (self.owner, rank, self.SLOTS))
+
+    def _in_child(self):
+        self.forked = True
 
     def _put(self, slot, text):
         b = text.encode("utf-8", "replace")[:self.SLOT - 1]
@@ -617,7 +623,7 @@ def _recorded(fn, name, ring, dist):
     pg_type = getattr(dist, "ProcessGroup", ())
 
     def wrapper(*args, **kwargs):
-        if os.getpid() != ring.owner:
+        if ring.forked:
             return fn(*args, **kwargs)
         group = kwargs.get("group")
         parts = []
