@@ -32,6 +32,9 @@ const (
 	CauseDisk Cause = "disk"
 	// CauseHang: ranks stopped making progress (hang detection).
 	CauseHang Cause = "hang"
+	// CauseLossSpike: trainrun killed the step for a loss spike or NaN
+	// (--loss-spike-action rollback or stop, issue 31).
+	CauseLossSpike Cause = "loss-spike"
 	// CauseStraggler: a failed node only, never an end: a rank whose step
 	// time stayed well above its peers' (recorded under the policy's
 	// StragglerAction=exclude).

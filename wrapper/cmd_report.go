@@ -57,6 +57,7 @@ func runReport(ctx context.Context, env *runEnv, args []string) error {
 		return withCode(exitcode.Usage, fmt.Errorf("job directory %s: no %s: not a trainrun job directory, or its runs predate the event log", dir, obs.EventsFile))
 	}
 	rep := obs.BuildReport(evs)
+	rep.Hangs = obs.ReadHangs(dir)
 	if *format == "json" {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {

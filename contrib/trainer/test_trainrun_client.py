@@ -276,3 +276,105 @@ class HeartbeatTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class _FakeDist:
+    """The part of torch.distributed that record_collectives touches."""
+
+    class ProcessGroup:
+        pass
+
+    class group:
+        WORLD = object()
+
+    class distributed_c10d:
+        _pg_group_ranks = {}
+
+    def __init__(self):
+        self.calls = []
+
+    def get_world_size(self, group=None):
+        return 4
+
+    def all_reduce(self, tensor, op=None, group=None, async_op=False):
+        self.calls.append(("all_reduce", tensor))
+
+    def barrier(self, group=None):
+        raise RuntimeError("peer gone")
+
+
+class _Tensor:
+    shape, dtype = (2, 3), "torch.float32"
+
+
+class CollectiveRecordTest(unittest.TestCase):
+    def tearDown(self):
+        trainrun_client._CollectiveRing.active = None
+
+    def test_records_enter_done_and_group(self):
+        d = tempfile.mkdtemp()
+        log = os.path.join(d, "coll")
+        ck = trainrun_client.Checkpointer({"RANK": "2", "WORLD_SIZE": "4", "TRAINRUN_COLLECTIVE_LOG": log}, install=False)
+        dist = _FakeDist()
+        sub = _FakeDist.ProcessGroup()
+        dist.distributed_c10d._pg_group_ranks[sub] = {3: 1, 2: 0}
+        self.assertTrue(ck.record_collectives(dist))
+        self.assertTrue(ck.record_collectives(dist), "a second call keeps the one record")
+        dist.all_reduce(_Tensor())
+        dist.all_reduce(_Tensor(), group=sub)
+        with self.assertRaises(RuntimeError):
+            dist.barrier()
+        self.assertEqual(len(dist.calls), 2, "the collectives themselves still run")
+        with open(log, "rb") as f:
+            raw = f.read()
+        self.assertEqual(len(raw), 160 * 257)
+        lines = [l.decode().strip() for l in raw.split(b"\n") if l.strip(b" \x00")]
+        self.assertTrue(lines[0].startswith("trainrun-collectives 1 pid=%d rank=2" % os.getpid()), lines[0])
+        f = [l.split(" ", 6) for l in lines[1:]]
+        self.assertEqual([x[:5] for x in f], [["1", "1", "done", "all_reduce", "world:4"],
+                                              ["2", "1", "done", "all_reduce", f[1][4]],
+                                              ["3", "2", "failed", "barrier", "world:4"]])
+        self.assertRegex(f[1][4], r"^g[0-9a-f]{8}:2$")
+        self.assertEqual(f[0][6], "[2, 3] float32")
+
+    def test_forked_child_records_nothing(self):
+        d = tempfile.mkdtemp()
+        log = os.path.join(d, "coll")
+        ck = trainrun_client.Checkpointer({"RANK": "0", "TRAINRUN_COLLECTIVE_LOG": log}, install=False)
+        dist = _FakeDist()
+        ck.record_collectives(dist)
+        pid = os.fork()
+        if pid == 0:  # a data-loader worker: its collectives must not write the parent's record
+            dist.all_reduce(_Tensor())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        with open(log, "rb") as f:
+            self.assertNotIn(b"all_reduce", f.read())
+
+    def test_without_the_variable_nothing(self):
+        ck = trainrun_client.Checkpointer({"RANK": "0"}, install=False)
+        dist = _FakeDist()
+        fn = dist.all_reduce
+        self.assertFalse(ck.record_collectives(dist))
+        self.assertEqual(dist.all_reduce, fn)
+
+
+class SkipAndNaNTest(unittest.TestCase):
+    def test_should_skip(self):
+        ck = trainrun_client.Checkpointer({"RANK": "0", "TRAINRUN_SKIP_STEPS": "57-63, 120"}, install=False)
+        self.assertEqual([s for s in range(50, 125) if ck.should_skip(s)], list(range(57, 64)) + [120])
+        self.assertFalse(trainrun_client.Checkpointer({"RANK": "0"}, install=False).should_skip(1))
+        for bad in ("5-3", "x", "0"):
+            with self.assertRaises(ValueError):
+                trainrun_client.Checkpointer({"RANK": "0", "TRAINRUN_SKIP_STEPS": bad}, install=False)
+
+    def test_first_nan_written_past_min_interval(self):
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, "launch"))
+        ck = trainrun_client.Checkpointer({"RANK": "0", "TRAINRUN_JOB_DIR": d}, install=False)
+        self.assertTrue(ck.report_progress(1, metrics={"loss": 1.0}, min_interval=60))
+        self.assertFalse(ck.report_progress(2, metrics={"loss": 0.9}, min_interval=60))
+        self.assertTrue(ck.report_progress(3, metrics={"loss": float("nan")}, min_interval=60), "the first NaN is news")
+        self.assertFalse(ck.report_progress(4, metrics={"loss": float("nan")}, min_interval=60), "the next NaN waits")
+        with open(os.path.join(d, "launch", "progress")) as f:
+            self.assertIn('"nan"', f.read())

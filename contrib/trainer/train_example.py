@@ -22,6 +22,7 @@ It shows what a framework does with trainrun's environment:
 """
 
 import argparse
+import contextlib
 import datetime
 import hashlib
 import io
@@ -42,6 +43,9 @@ ck = trainrun_client.Checkpointer()
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+
+# The last collectives, for trainrun's hang evidence (hangs/<n>/).
+ck.record_collectives(dist)
 
 
 # --- Megatron-LM's rank groups (megatron/core/parallel_state.py) -------------
@@ -107,10 +111,14 @@ def batch_for(step, dp_rank, size=8, data=0):
 
 
 class StepData:
-    """Batches indexed by step so a resumed run sees the same data."""
+    """Batches indexed by step so a resumed run sees the same data. With
+    grad_accum > 1 (TRAINRUN_RESHARD=dp: the global batch is kept at any dp)
+    a step is a list of micro batches indexed by their place in the global
+    batch, dp_rank·grad_accum + m, so dp 3 × 2 and dp 2 × 3 train on the same
+    six."""
 
-    def __init__(self, start, steps, dp_rank, data=0):
-        self.step, self.steps, self.dp_rank, self.data = start, steps, dp_rank, data
+    def __init__(self, start, steps, dp_rank, data=0, grad_accum=0):
+        self.step, self.steps, self.dp_rank, self.data, self.ga = start, steps, dp_rank, data, grad_accum
 
     def __iter__(self):
         return self
@@ -118,7 +126,10 @@ class StepData:
     def __next__(self):
         if self.step >= self.steps:
             raise StopIteration
-        b = batch_for(self.step, self.dp_rank, data=self.data)
+        if self.ga:
+            b = [batch_for(self.step, self.dp_rank * self.ga + m, data=self.data) for m in range(self.ga)]
+        else:
+            b = batch_for(self.step, self.dp_rank, data=self.data)
         self.step += 1
         return b
 
@@ -161,6 +172,8 @@ def main():
     ap.add_argument("--collective-timeout", type=float, default=120.0,
                     help="seconds gloo waits in a collective before failing (NCCL's default is 30 min; a long one makes a stopped rank hang the others)")
     ap.add_argument("--expect-tp", type=int, default=0, help="fail unless TRAINRUN_TP equals this (checks template substitution)")
+    ap.add_argument("--nan-at-step", type=int, default=0,
+                    help="a bad batch: the inputs of optimizer step N (the step reported as N) are NaN, so the loss and then the weights are (tests --loss-spike-action rollback; a skipped step draws no NaN)")
     args = ap.parse_args()
 
     env = os.environ
@@ -207,8 +220,20 @@ def main():
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     start = 0
+    # TRAINRUN_RESHARD=dp: this trainer resumes at another dp size (trainrun
+    # run --shrink): the data-parallel replicas are equal, so a rank loads
+    # the checkpoint of the rank with its tp/cp/pp coordinates at dp 0.
+    reshard = env.get("TRAINRUN_RESHARD") == "dp"
     if ck.resume_dir:
-        state = load_rank_state(os.path.join(ck.resume_dir, "rank-%d.pt" % rank))
+        src = rank
+        if reshard:
+            first = load_rank_state(os.path.join(ck.resume_dir, "rank-0.pt"))
+            old_dp = int(first.get("dp", dp))
+            p = planned[rank]
+            src = p["tp"] + tp * (p["cp"] + cp * (old_dp * p["pp"]))
+            if old_dp != dp and rank == 0:
+                print("train_example: resharding from dp %d to dp %d (grad accum %s)" % (old_dp, dp, env.get("TRAINRUN_GRAD_ACCUM", "1")), flush=True)
+        state = load_rank_state(os.path.join(ck.resume_dir, "rank-%d.pt" % src))
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = state["step"]
@@ -228,7 +253,7 @@ def main():
         d = ck.save_dir(tag)
         path = os.path.join(d, "rank-%d.pt" % rank)
         buf = io.BytesIO()
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, **ballast}, buf)
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "dp": dp, **ballast}, buf)
         try:
             with open(path + ".tmp", "wb") as f:
                 f.write(buf.getvalue())
@@ -242,7 +267,8 @@ def main():
             return None
         return tag
 
-    data = StepData(start, args.steps, dp_rank, data=zlib.crc32(args.data.encode()) if args.data else 0)
+    ga = max(int(env.get("TRAINRUN_GRAD_ACCUM", "1") or 1), 1) if reshard else 0
+    data = StepData(start, args.steps, dp_rank, data=zlib.crc32(args.data.encode()) if args.data else 0, grad_accum=ga)
     step, stopped, saved, last_loss = start, False, None, None
     while True:
         try:
@@ -262,15 +288,41 @@ def main():
             ck.reset()  # checkpoint asked with --then continue: keep training
         if batch is None:
             continue
+        if ga:  # micro batches: accumulate, all-reduce on the last (DDP no_sync before it)
+            opt.zero_grad()
+            total = 0.0
+            for m, (x, y) in enumerate(batch):
+                ctx = ddp.no_sync() if m < ga - 1 else contextlib.nullcontext()
+                with ctx:
+                    loss = torch.nn.functional.mse_loss(ddp(x), y) / ga
+                    loss.backward()
+                total += loss.item()
+            opt.step()
+            step += 1
+            last_loss = total
+            ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
+            if args.save_every and step % args.save_every == 0 and step < args.steps:
+                saved = save(step) or saved
+            if args.sleep:
+                time.sleep(args.sleep)
+            continue
         x, y = batch
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(ddp(x), y)
-        loss.backward()
-        opt.step()
-        step += 1
-        last_loss = loss.item()
-        # rank 0: observed step time for trainrun's metrics (and the loss, with --report-loss)
-        ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
+        if ck.should_skip(step + 1):
+            # TRAINRUN_SKIP_STEPS: a loss spike's steps that trainrun rolled
+            # back over: the batch is drawn, no update is made.
+            step += 1
+            ck.report_progress(step)
+        else:
+            if args.nan_at_step and step + 1 == args.nan_at_step:
+                x = x * float("nan")
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(ddp(x), y)
+            loss.backward()
+            opt.step()
+            step += 1
+            last_loss = loss.item()
+            # rank 0: observed step time for trainrun's metrics (and the loss, with --report-loss)
+            ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
         if args.save_every and step % args.save_every == 0 and step < args.steps:
             saved = save(step) or saved
         if args.sleep:

@@ -177,9 +177,19 @@ class Checkpointer:
         self.signals = {self.signum, signal.SIGTERM}
         self._hb_fd, self._hb_step = _heartbeat_fd(env), -1
         self._beat(-1)
+        self._collective_log = env.get("TRAINRUN_COLLECTIVE_LOG") or None
+        self.skip_steps = _parse_steps(env.get("TRAINRUN_SKIP_STEPS", ""))
+        self._nonfinite = False  # the last metrics written held a NaN or an infinity
+        self._stack_file = None
         if install and env.get("TRAINRUN_STACK_SIGNAL"):
             try:
-                faulthandler.register(_signum(env["TRAINRUN_STACK_SIGNAL"]), all_threads=True)
+                # A hang's evidence (trainrun's hangs/<n>/): with
+                # TRAINRUN_STACK_FILE the dump goes to that node-local
+                # file, which the shim copies into hangs/<n>/ and the log.
+                target = sys.stderr
+                if env.get("TRAINRUN_STACK_FILE"):
+                    self._stack_file = target = open(env["TRAINRUN_STACK_FILE"], "a")
+                faulthandler.register(_signum(env["TRAINRUN_STACK_SIGNAL"]), file=target, all_threads=True)
             except (AttributeError, ValueError, RuntimeError, OSError):
                 pass  # no stack dumps; training is unaffected
         if install:
@@ -189,6 +199,47 @@ class Checkpointer:
                 # C++ extensions fail with EINTR (torch's TCPStore raises
                 # "Interrupted system call").
                 signal.siginterrupt(s, False)
+
+    def should_skip(self, step):
+        """True when trainrun asks the trainer to skip optimizer step `step`
+        (the number it reports after it through report_progress): the steps
+        of a loss spike trainrun rolled back over, from $TRAINRUN_SKIP_STEPS
+        ("57-63,120-121": inclusive ranges and single steps). A skipped step
+        still draws its batch and counts, so the data after it is the same as
+        without the skip; it just makes no update. Every rank gets the same
+        list."""
+        return any(lo <= step <= hi for lo, hi in self.skip_steps)
+
+    def record_collectives(self, dist=None):
+        """Keep a record of this process's last collectives for trainrun's
+        hang evidence: wraps torch.distributed's collective functions (the
+        module's attributes, so calls through `dist.all_reduce(...)`) to note
+        (sequence number, op, group, sizes) on entry and on return in a small
+        ring of fixed slots mapped from $TRAINRUN_COLLECTIVE_LOG (node-local;
+        set by trainrun's shim). On a hang the shim copies it into
+        hangs/<n>/rank-R.collectives.txt, even from a stopped process, and
+        trainrun names the rank that did not enter the collective the others
+        wait in. Collectives issued from C++ (DDP's gradient all-reduce) are
+        not seen. Without the variable, or called twice, it does nothing;
+        it returns whether it records. Call it once after importing
+        torch.distributed, before the first collective."""
+        if not self._collective_log or _CollectiveRing.active is not None:
+            return _CollectiveRing.active is not None
+        if dist is None:
+            dist = sys.modules.get("torch.distributed")
+        if dist is None:
+            return False
+        try:
+            ring = _CollectiveRing(self._collective_log, self.rank)
+        except (OSError, ValueError) as e:
+            print("trainrun_client: rank %d: no record of collectives (%s): %s" % (self.rank, self._collective_log, e), file=sys.stderr, flush=True)
+            return False
+        _CollectiveRing.active = ring
+        for name in _COLLECTIVES:
+            fn = getattr(dist, name, None)
+            if fn is not None and not getattr(fn, "_trainrun_recorded", False):
+                setattr(dist, name, _recorded(fn, name, ring, dist))
+        return True
 
     def hold_signals(self):
         """Context manager that defers the signals during a section where an
@@ -364,9 +415,13 @@ class Checkpointer:
         if self.rank != 0 or not self.job_dir:
             return False
         now = time.time()
-        if now - self._progress_at < min_interval:
+        # The first NaN or infinity after finite values is written at once,
+        # past min_interval: trainrun judges the loss (--loss-spike), and the
+        # step it first sees bad bounds the steps a rollback skips.
+        nonfinite = bool(metrics) and any(isinstance(v, float) and not math.isfinite(v) for v in metrics.values())
+        if now - self._progress_at < min_interval and not (nonfinite and not self._nonfinite):
             return False
-        self._progress_at = now
+        self._progress_at, self._nonfinite = now, nonfinite
         path = os.path.join(self.job_dir, "launch", "progress")
         try:
             _write_new(path, ("%d %d %.3f\n" % (int(step), int(tokens), now) + extra).encode())
@@ -460,6 +515,162 @@ def _heartbeat_fd(env):
         return fd
     except (TypeError, ValueError, OSError):
         return None
+
+
+def _parse_steps(v):
+    """TRAINRUN_SKIP_STEPS as (lo, hi) pairs; a malformed part is an error
+    (training on steps it was told to skip would poison it again)."""
+    out = []
+    for part in (v or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if hi else a
+        except ValueError:
+            raise ValueError("TRAINRUN_SKIP_STEPS=%r: %r is not a step or a range LO-HI" % (v, part)) from None
+        if a < 1 or b < a:
+            raise ValueError("TRAINRUN_SKIP_STEPS=%r: %r is not a step (1, 2, ...) or a range LO-HI with LO <= HI" % (v, part))
+        out.append((a, b))
+    return out
+
+
+# The collectives record_collectives wraps.
+_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "broadcast",
+                "broadcast_object_list", "barrier", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+                "all_to_all", "all_to_all_single", "gather", "gather_object", "scatter", "send", "recv",
+                "isend", "irecv", "monitored_barrier")
+
+
+class _CollectiveRing:
+    """Fixed slots in a file mapped in memory (trainrun's
+    wrapper/internal/collrec reads it): slot 0 the header, the others one
+    collective each, "SEQ GSEQ STATE OP GROUP UNIX_TIME DETAIL", space-padded
+    and newline-ended, rewritten in place from enter to done. Writing a slot
+    is a memory copy: no system call per collective."""
+
+    SLOT, SLOTS = 160, 256
+    active = None
+
+    def __init__(self, path, rank):
+        import mmap
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            os.ftruncate(fd, self.SLOT * (self.SLOTS + 1))
+            self.mm = mmap.mmap(fd, self.SLOT * (self.SLOTS + 1))
+        finally:
+            os.close(fd)
+        self.owner, self.seq, self.gseq = os.getpid(), 0, {}
+        self.forked = False  # a forked child (a data-loader worker) records nothing: the map is the parent's
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._in_child)
+        import threading
+        self.lock = threading.Lock()
+        self._put(0, "trainrun-collectives 1 pid=%d rank=%d slots=%d" % (self.owner, rank, self.SLOTS))
+
+    def _in_child(self):
+        self.forked = True
+
+    def _put(self, slot, text):
+        b = text.encode("utf-8", "replace")[:self.SLOT - 1]
+        off = slot * self.SLOT
+        self.mm[off:off + self.SLOT] = b + b" " * (self.SLOT - 1 - len(b)) + b"\n"
+
+    def enter(self, op, group, detail):
+        with self.lock:
+            self.seq += 1
+            g = self.gseq[group] = self.gseq.get(group, 0) + 1
+            rec = [self.seq, g, op, group, detail]
+            self._write(rec, "enter")
+            return rec
+
+    def _write(self, rec, state):
+        seq, g, op, group, detail = rec
+        self._put(1 + (seq - 1) % self.SLOTS, "%d %d %s %s %s %.3f %s" % (seq, g, state, op, group, time.time(), detail or "-"))
+
+    def leave(self, rec, state):
+        with self.lock:
+            self._write(rec, state)
+
+
+def _group_key(dist, group):
+    """A key equal on every member of the group: world:N, or gCRC:N over the
+    sorted member ranks."""
+    world = getattr(getattr(dist, "group", None), "WORLD", None)
+    if group is None or group is world:
+        return "world:%d" % dist.get_world_size()
+    try:
+        ranks = sorted(dist.distributed_c10d._pg_group_ranks[group].keys())
+    except (AttributeError, KeyError, TypeError):
+        return "g?:%d" % dist.get_world_size(group)
+    import zlib
+    return "g%08x:%d" % (zlib.crc32(",".join(map(str, ranks)).encode()), len(ranks))
+
+
+def _describe(a):
+    """Sizes of a collective's argument: a tensor's shape and dtype, a list's length."""
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        return "%s %s" % (list(shape), str(getattr(a, "dtype", "")).replace("torch.", ""))
+    if isinstance(a, (list, tuple)):
+        return "list[%d]" % len(a)
+    return None
+
+
+def _recorded(fn, name, ring, dist):
+    pg_type = getattr(dist, "ProcessGroup", ())
+
+    def wrapper(*args, **kwargs):
+        if ring.forked:
+            return fn(*args, **kwargs)
+        group = kwargs.get("group")
+        parts = []
+        for a in list(args) + [v for k, v in kwargs.items() if k != "group"]:
+            if group is None and pg_type and isinstance(a, pg_type):
+                group = a
+                continue
+            d = _describe(a)
+            if d:
+                parts.append(d)
+            elif _is_reduce_op(a):
+                parts.append(_op_name(dist, a))
+        try:
+            key = _group_key(dist, group)
+        except Exception:  # noqa: BLE001 (never fail the collective for its record)
+            key = "g?"
+        rec = ring.enter(name, key, " ".join(parts)[:80])
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException:
+            ring.leave(rec, "failed")
+            raise
+        ring.leave(rec, "issued" if kwargs.get("async_op") or name in ("isend", "irecv") else "done")
+        return out
+
+    wrapper._trainrun_recorded = True
+    wrapper.__name__, wrapper.__doc__ = getattr(fn, "__name__", name), getattr(fn, "__doc__", None)
+    return wrapper
+
+
+def _op_name(dist, a):
+    """A ReduceOp's name (torch 1.13's ReduceOp objects have none of their own)."""
+    name = getattr(a, "name", None)
+    if isinstance(name, str):
+        return name
+    for n in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"):
+        try:
+            if getattr(dist.ReduceOp, n, None) == a:
+                return n
+        except Exception:  # noqa: BLE001 (a type that does not compare)
+            pass
+    return type(a).__name__
+
+
+def _is_reduce_op(a):
+    """A ReduceOp argument (its name goes into the record)."""
+    return type(a).__name__ in ("ReduceOp", "RedOpType")
 
 
 class _Held:

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/lossspike"
 	"github.com/trainrun/trainrun/plan"
 )
 
@@ -110,6 +111,28 @@ func faultKeys() []*Key {
 			Format: "report or exclude",
 			Why:    "report: a rank whose step time stays 1.5x its peers' median is logged and named in the report; exclude: its node is also kept out of the job's next requeue, as a hung rank's is",
 			parse:  oneOf("report", "exclude"), set: func(s *Settings, v any, src Source) { s.StragglerAction = Setting[string]{v.(string), src} }},
+		{Name: "Shrink", Default: "no", User: true,
+			Format: "yes or no",
+			Why:    "no: a step that lost nodes no spare can replace is requeued without them; yes: it restarts inside the job on the healthy nodes with a smaller dp and the global batch kept, for trainers that declare TRAINRUN_RESHARD=dp",
+			parse:  oneOf("yes", "no"), set: func(s *Settings, v any, src Source) { s.Shrink = Setting[string]{v.(string), src} }},
+		{Name: "LossSpike", Default: lossspike.Default, User: true,
+			Format: "off, nan, or mad:K[:window=W][:metric=NAME]",
+			Why:    "a reported loss that is NaN, infinite, or above median + 6·MAD of the last 50 values is a spike: logged, counted (trainrun_loss_spikes_total), sent to the webhook, and acted on by LossSpikeAction",
+			parse: func(v string) (any, error) {
+				if _, err := lossspike.ParseRule(v); err != nil {
+					return nil, bad("%v", err)
+				}
+				return v, nil
+			}, set: func(s *Settings, v any, src Source) { s.LossSpike = Setting[string]{v.(string), src} }},
+		{Name: "LossSpikeAction", Default: "report", User: true,
+			Format: "report, stop, or rollback[:N]",
+			Why:    "report only; rollback restarts the step from the checkpoint before the spike with TRAINRUN_SKIP_STEPS naming the steps to skip, at most N times (3), then stops",
+			parse: func(v string) (any, error) {
+				if _, err := lossspike.ParseAction(v); err != nil {
+					return nil, bad("%v", err)
+				}
+				return v, nil
+			}, set: func(s *Settings, v any, src Source) { s.LossSpikeAction = Setting[string]{v.(string), src} }},
 	}
 }
 
@@ -249,7 +272,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "SpareNodes", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "Shrink", "LossSpike", "LossSpikeAction", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget"}
 }
 
 // badValue is a value error before the file and line are known.

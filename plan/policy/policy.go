@@ -105,6 +105,9 @@ type Settings struct {
 	MaxRestarts           Setting[int]      // failed or hung steps restarted inside the allocation
 	SpareNodes            Setting[int]      // nodes the job holds beyond the layout's, for restarts after a lost node
 	StragglerAction       Setting[string]   // "report" or "exclude" (a straggler's node from the next requeue)
+	Shrink                Setting[string]   // "yes" or "no": restart on fewer nodes with a smaller dp (TRAINRUN_RESHARD=dp trainers)
+	LossSpike             Setting[string]   // lossspike.ParseRule: off, nan, mad:K[:window=W][:metric=NAME]
+	LossSpikeAction       Setting[string]   // lossspike.ParseAction: report, stop, rollback[:N]
 	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
 	NCCLPrecedence        Setting[string]        // "user" or "site"
@@ -491,6 +494,9 @@ func (s Settings) Rows() []Row {
 		{"MaxRestarts", strconv.Itoa(s.MaxRestarts.Value), s.MaxRestarts.Source},
 		{"SpareNodes", strconv.Itoa(s.SpareNodes.Value), s.SpareNodes.Source},
 		{"StragglerAction", s.StragglerAction.Value, s.StragglerAction.Source},
+		{"Shrink", s.Shrink.Value, s.Shrink.Source},
+		{"LossSpike", s.LossSpike.Value, s.LossSpike.Source},
+		{"LossSpikeAction", s.LossSpikeAction.Value, s.LossSpikeAction.Source},
 	}
 	for _, l := range []struct {
 		key  string

@@ -56,6 +56,7 @@ type Metrics struct {
 	graceBudget     optGauge
 	faultMetrics    // goodput_metrics.go
 	forecastMetrics // forecast_metrics.go
+	spikeMetrics    // lossspike_metrics.go
 }
 
 // States of trainrun_state (one is 1, the others 0).
@@ -145,6 +146,7 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 		func() float64 { return m.age(now()) }))
 	m.registerFaults(r, og)
 	m.registerForecast(r, og)
+	m.registerLossSpikes(r)
 	m.setState("running")
 	return m
 }

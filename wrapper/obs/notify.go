@@ -138,6 +138,8 @@ func webhookEvent(e Event) (string, bool) {
 	switch {
 	case e.Kind == KindInterrupt && e.Cause == InterruptPreempted:
 		return "preempted", true
+	case e.Kind == KindLossSpike:
+		return "loss-spike", true
 	case e.Kind == KindForecast && e.Forecast != nil && e.Forecast.Changed:
 		return e.Forecast.Verdict, true // on-track, off-track: the verdict turned
 	case e.Kind == KindEnd:
@@ -157,7 +159,7 @@ func webhookEvent(e Event) (string, bool) {
 
 // WebhookPayload is the JSON body of a webhook in the json format.
 type WebhookPayload struct {
-	Event     string    `json:"event"` // preempted, requeued, failed, stopped, finished; on-track, off-track (the forecast's verdict turned)
+	Event     string    `json:"event"` // preempted, requeued, failed, stopped, finished; on-track, off-track (the forecast's verdict turned); loss-spike
 	JobID     string    `json:"job_id"`
 	JobName   string    `json:"job_name,omitempty"`
 	Partition string    `json:"partition,omitempty"`

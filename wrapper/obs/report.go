@@ -25,6 +25,8 @@ type Report struct {
 	First, Last               time.Time
 	FailedSaves               []FailedSave // checkpoints the disk refused
 	Goodput                   Goodput
+	Hangs                     []Hang      `json:",omitempty"` // the run directory's hangs/ (ReadHangs; BuildReport leaves it empty)
+	LossSpikes                []LossSpike `json:",omitempty"` // the loss-spike events (lossspike.go)
 }
 
 // Incarnation is one run of the job.
@@ -153,6 +155,8 @@ func BuildReport(evs []Event) *Report {
 				cur.FirstStep = e.Step
 			}
 			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
+		case KindLossSpike:
+			r.addLossSpike(e, cur.Restart)
 		case KindRestart:
 			cur.endRestarted(e)
 			closeInc(e.Time)
@@ -277,6 +281,8 @@ func (r *Report) WriteText(w io.Writer) {
 		units.Duration(t.Running), units.Duration(t.Waiting), units.Duration(t.Lost), units.Duration(t.Saving), units.Duration(t.Committing))
 	r.writeFaults(w)
 	r.writeThroughput(w, t)
+	r.writeHangs(w)
+	r.writeLossSpikes(w)
 }
 
 // writeHeader prints the job line and, when the start was recorded, the

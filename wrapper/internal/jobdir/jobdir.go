@@ -5,7 +5,10 @@
 // NAME); an unnamed one in the job directory itself.
 package jobdir
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strconv"
+)
 
 const (
 	Launch      = "launch"         // the launch files, ckpt-request, the trainers' progress file
@@ -21,3 +24,11 @@ const (
 
 // Run is the directory of the run named name in the job directory dir.
 func Run(dir, name string) string { return filepath.Join(dir, Runs, name) }
+
+// Hangs holds one directory per hang the controller found: hangs/<n>/ has
+// every asked rank's stacks, last collectives and process state, and the
+// controller's summary.txt (issue 31).
+const Hangs = "hangs"
+
+// Hang is the directory of hang n (1, 2, ...) of the run in dir.
+func Hang(dir string, n int) string { return filepath.Join(dir, Hangs, strconv.Itoa(n)) }

@@ -46,6 +46,7 @@ func (r *runner) afterStep(res stepResult, store ckptStore) error {
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
 	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, res)
 	r.spareOutcome(&o)
+	r.shrinkOutcome(&o) // shrink.go
 	if o.CommitErr == nil && code == 0 && reason == None {
 		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
@@ -70,7 +71,8 @@ func (r *runner) outcome(code int, reason StopReason, tagAtStop string, exits ma
 	o := Outcome{Code: code, Reason: reason, TagAtStop: tagAtStop, RankExits: exits, Command: r.step.cmdArgv[0], CkptDir: r.dirs.ckptDir,
 		JobID: r.alloc.JobID, RestartCount: r.alloc.RestartCount, Requeue: r.alloc.Requeue, Interactive: !r.facts.job.IsBatch(), MaxRequeue: r.cfg.maxRequeue, MaxFailures: r.cfg.maxFailures,
 		EndNear:  !r.alloc.EndTime.IsZero() && time.Until(r.alloc.EndTime) < 2*r.facts.lead,
-		HangWhat: r.sess.hangWhat, Restarts: r.sess.restarts, MaxRestarts: r.cfg.fault.maxRestarts}
+		HangWhat: r.sess.hangWhat, Restarts: r.sess.restarts, MaxRestarts: r.cfg.fault.maxRestarts,
+		SpikeWhat: r.sess.spike.what, SpikeStop: r.sess.spike.stop}
 	if firstFail != nil {
 		s := r.placed.Slots[firstFail.Rank]
 		o.FirstFail = fmt.Sprintf("rank %d (node %s, GPU %d) failed first with exit %d", s.Rank, s.Node, s.GPU, firstFail.Code)

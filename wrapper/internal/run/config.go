@@ -108,6 +108,7 @@ var envTwins = []struct{ flag, env string }{
 	{"tune", "TRAINRUN_TUNE"}, {"tune-budget", "TRAINRUN_TUNE_BUDGET"},
 	{"target-loss", "TRAINRUN_TARGET_LOSS"}, {"stop-if-off-track", "TRAINRUN_STOP_IF_OFF_TRACK"},
 	{"train-steps", "TRAINRUN_TRAIN_STEPS"},
+	{"loss-spike", "TRAINRUN_LOSS_SPIKE"}, {"loss-spike-action", "TRAINRUN_LOSS_SPIKE_ACTION"}, {"shrink", "TRAINRUN_SHRINK"},
 }
 
 // complete resolves trainrun run's options for allocation a: o as parsed,
@@ -199,6 +200,7 @@ var policyFlags = []struct{ flag, key string }{
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
 	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"}, {"spare-nodes", "SpareNodes"},
 	{"tune", "Tune"}, {"tune-budget", "TuneBudget"},
+	{"loss-spike", "LossSpike"}, {"loss-spike-action", "LossSpikeAction"}, {"shrink", "Shrink"},
 }
 
 // applyPolicy takes the site's settings for the job's partition: its values
@@ -262,6 +264,9 @@ func (c *Config) applyPolicy(st policy.Settings, getenv func(string) string, job
 	set("spare-nodes", "SpareNodes", st.SpareNodes.Source, true, func() { c.fault.spareNodes = st.SpareNodes.Value })
 	set("tune", "Tune", st.Tune.Source, st.Tune.Value != "", func() { c.tune.tune = st.Tune.Value })
 	set("tune-budget", "TuneBudget", st.TuneBudget.Source, st.TuneBudget.Value > 0, func() { c.tune.budget = st.TuneBudget.Value.String() })
+	set("loss-spike", "LossSpike", st.LossSpike.Source, st.LossSpike.Value != "", func() { c.spike.rule = st.LossSpike.Value })
+	set("shrink", "Shrink", st.Shrink.Source, st.Shrink.Value != "", func() { c.shrink.shrink = st.Shrink.Value })
+	set("loss-spike-action", "LossSpikeAction", st.LossSpikeAction.Source, st.LossSpikeAction.Value != "", func() { c.spike.action = st.LossSpikeAction.Value })
 	// The metrics flags (MetricsAddr, Pushgateway, Webhook, MaxCkptAge,
 	// CkptGraceBudget): a flag or variable the user sets wins.
 	set("metrics-addr", "MetricsAddr", st.MetricsAddr.Source, st.MetricsAddr.Value != "", func() { c.obs.metricsAddr = st.MetricsAddr.Value })

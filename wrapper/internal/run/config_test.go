@@ -65,6 +65,9 @@ var configInputs = []configInput{
 	{"global-batch", "64", "TRAINRUN_BATCH", "512x4096", "", "", [3]string{"64", "512"}, func(c *Config) string { return fmt.Sprint(c.plan.GlobalBatch) }},
 	{"seq-len", "2048", "TRAINRUN_BATCH", "512x4096", "", "", [3]string{"2048", "4096"}, func(c *Config) string { return fmt.Sprint(c.plan.SeqLen) }},
 	{"tune", "4:10", "TRAINRUN_TUNE", "3", "Tune", "2:8", [3]string{"4:10", "3", "2:8"}, func(c *Config) string { return c.tune.tune }},
+	{"loss-spike", "nan", "TRAINRUN_LOSS_SPIKE", "off", "LossSpike", "mad:4:window=20", [3]string{"nan", "off", "mad:4:window=20"}, func(c *Config) string { return c.spike.rule }},
+	{"shrink", "Yes", "TRAINRUN_SHRINK", "YES", "Shrink", "yes", [3]string{"Yes", "YES", "yes"}, func(c *Config) string { return c.shrink.shrink }},
+	{"loss-spike-action", "rollback:2", "TRAINRUN_LOSS_SPIKE_ACTION", "stop", "LossSpikeAction", "rollback", [3]string{"rollback:2", "stop", "rollback"}, func(c *Config) string { return c.spike.action }},
 	{"tune-budget", "5", "TRAINRUN_TUNE_BUDGET", "90s", "TuneBudget", "3", [3]string{"5", "90s", "3m0s"}, func(c *Config) string { return c.tune.budget }},
 	{"plan", "/flag/plan.json", "TRAINRUN_PLAN", "/env/plan.json", "", "", [3]string{"/flag/plan.json", "/env/plan.json"}, func(c *Config) string { return c.planFile + c.submittedPlan }},
 }

@@ -72,6 +72,10 @@ type Outcome struct {
 	MaxRequeue   int    // --max-requeue
 	MaxFailures  int    // --max-failures; 0: never requeue after a failure
 	HangWhat     string // Reason Hang: which ranks stopped ("rank 3 (node n1, GPU 3) ...")
+	SpikeWhat    string // Reason LossSpike: the spike ("loss spike: loss NaN at step 57")
+	SpikeStop    bool   // Reason LossSpike: the run stops (no rollback)
+	CanShrink    bool   // the step may restart on fewer nodes than it lost (--shrink yes, TRAINRUN_RESHARD=dp; shrink.go)
+	ShrinkTo     string // then: the shrunk layout, for the message
 	Restarts     int    // steps restarted inside this allocation so far
 	MaxRestarts  int    // --max-restarts: restart a failed or hung step inside the allocation this often, then requeue
 	// SpareNodes is how many healthy nodes of the allocation the step does
@@ -137,6 +141,8 @@ func Decide(o Outcome) Decision {
 			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "stopped by trainrun ckpt request"}
 	case o.Reason == Hang:
 		return decideHang(o)
+	case o.Reason == LossSpike:
+		return decideLossSpike(o) // lossspike.go
 	case o.Reason == Cancelled:
 		return Decision{Exit: exitcode.Stopped, Err: fmt.Sprintf("cancelled; the step was stopped (srun exit %d)", o.Code),
 			Cause: checkpoint.CauseCancelled, Tag: o.Latest, Record: "cancelled"}
@@ -221,12 +227,15 @@ func restartAfterFailure(d Decision, o Outcome, what string) (_ Decision, why st
 		return d, fmt.Sprintf("; %d restart(s) inside the allocation used (--max-restarts %d)", o.Restarts, o.MaxRestarts)
 	case o.EndNear: // a relaunch would be cut short
 		return d, "; the job's end is near: not restarting inside the allocation"
-	case len(lost) > o.SpareNodes:
+	case len(lost) > o.SpareNodes && !o.CanShrink:
 		return d, fmt.Sprintf("; %d node(s) lost and %d spare node(s) to take their place (--spare-nodes): requeueing without them", len(lost), o.SpareNodes)
 	}
 	d.Restart, d.Requeue = true, false
 	on := ""
-	if len(lost) > 0 {
+	switch {
+	case len(lost) > o.SpareNodes: // CanShrink
+		on = fmt.Sprintf(" on the healthy nodes, shrunk to %s (--shrink; %s lost)", o.ShrinkTo, strings.Join(lost, ","))
+	case len(lost) > 0:
 		on = fmt.Sprintf(" on the healthy nodes (%d spare node(s) take the place of %s)", len(lost), strings.Join(lost, ","))
 	}
 	d.Err = fmt.Sprintf("%s; restarting the step inside the allocation%s from %s (restart %d of --max-restarts %d)",

@@ -34,7 +34,9 @@
 //	decide    finish, stop or requeue; the exit code       decide.go             Decide (pure)
 //	act       history, finished marker, scontrol requeue   act.go                runner.afterStep, runner.act
 //
-// Beside them: hangs and restarts inside the allocation (hang.go), failed
+// Beside them: hangs and restarts inside the allocation (hang.go), a
+// hang's evidence in hangs/<n>/ (hangevidence.go), loss spikes and their
+// rollback (lossspike.go), shrinking onto fewer nodes (shrink.go), failed
 // saves and nodes (faults.go, exclude.go: JudgeNodes), spare nodes
 // (spare.go), the grace budget (grace.go), checkpoint compression
 // (compress.go), the observer and its events (obs.go), the site

@@ -68,6 +68,8 @@ type hangWatch struct {
 	interval  time.Duration // the shims' beat interval: stragglers are checked this often
 	nextCheck time.Time
 	killAt    time.Time // a hang was found: kill the step then (after the stack dumps)
+	evidence  int       // its hangs/<n>/ (0: none)
+	asked     []int     // the ranks asked for evidence
 }
 
 // A fixed --hang-timeout shorter than three beat intervals is raised to
@@ -182,11 +184,18 @@ func (m *monitor) onHang(h *health.Hang) {
 			r.logf("hang: also waiting: rank %d (node %s) %s", s.Rank, node, s.Describe())
 		}
 	}
-	m.stackID++
+	// A numbered hangs/<n>/ gets every asked rank's evidence (hangevidence.go);
+	// without one (0) the shims dump the stacks into the log only.
+	m.hw.evidence, m.hw.asked = r.newHangDir(), nil
+	ask := maxDumps
+	if m.hw.evidence > 0 {
+		ask = maxEvidence
+	}
 	n := 0
-	for _, s := range h.Stalled[:min(len(h.Stalled), maxDumps)] {
-		if m.ctl.SendTo(s.Rank, launch.Msg{Kind: launch.Stack, CkptID: m.stackID}) {
+	for _, s := range h.Stalled[:min(len(h.Stalled), ask)] {
+		if m.ctl.SendTo(s.Rank, launch.Msg{Kind: launch.Stack, CkptID: max(m.hw.evidence, 1)}) {
 			n++
+			m.hw.asked = append(m.hw.asked, s.Rank)
 		}
 	}
 	r.logf("hang: asked %d rank(s) for a Python stack dump (SIG%s, faulthandler); stopping the step in %s and restarting from the latest checkpoint", n, launch.StackSignal, stackWait)
@@ -197,7 +206,10 @@ func (m *monitor) onHang(h *health.Hang) {
 // killHung kills the hung step at once: a stopped or deadlocked trainer
 // cannot act on SIGTERM, and the healthy ranks would take it for a
 // checkpoint request whose collective never completes.
-func (m *monitor) killHung() { m.do(m.hung()) }
+func (m *monitor) killHung() {
+	m.r.summariseHang(m.hw.evidence, m.hw.asked, m.r.sess.hangWhat)
+	m.do(m.hung())
+}
 
 // restartStep prepares the relaunch after a hang or a failure: the latest
 // committed checkpoint is resumed from, with the same placement, or with
@@ -208,6 +220,9 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 	latest, notes, err := store.Latest()
 	if err != nil {
 		return rankEnv{}, withCode(exitcode.Checkpoint, fmt.Errorf("checkpoint store %s: %w", r.dirs.ckptDir, err))
+	}
+	if latest, err = r.rollbackResume(store, latest); err != nil { // a loss spike's rollback (lossspike.go)
+		return rankEnv{}, err
 	}
 	for _, n := range notes {
 		r.logf("warning: %s", n)

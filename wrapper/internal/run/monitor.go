@@ -43,7 +43,6 @@ type monitor struct {
 	requestTick  *time.Ticker
 	stepFinished chan error
 	hw           *hangWatch // hang and straggler detection (nil: --hang-timeout off)
-	stackID      int        // the last stack-dump request's id
 }
 
 // launch runs the step and decides what comes after it.
@@ -230,6 +229,7 @@ func (m *monitor) onRequestTick() {
 	r.pollProgress()
 	m.tuneTick(time.Now()) // a --tune trial ends once measured (run_tune.go)
 	m.checkHealth(time.Now())
+	m.actOnLossSpike() // --loss-spike-action (lossspike.go)
 	req, err := m.store.TakeRequest()
 	if err != nil {
 		r.logf("warning: %v", err)

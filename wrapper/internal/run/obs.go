@@ -201,6 +201,7 @@ func (r *runner) pollProgress() {
 		r.sess.calibRec.Progress(e.Step, e.Time)
 		r.sess.lossHist.Record(e.Step, e.Tokens, e.Time, r.sess.progress.Metrics) // .trainrun/metrics.jsonl (issue 32)
 		r.earlyStop(e.Step, r.sess.progress.Metrics)                              // sweep --early-stop (cmd_forecast.go)
+		r.judgeLoss(e.Step, r.sess.progress.Metrics)                              // --loss-spike (lossspike.go)
 		r.observe(e)
 	}
 }

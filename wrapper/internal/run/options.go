@@ -32,7 +32,9 @@ type Options struct {
 	rank        int
 	obs         obsOptions
 	fault       faultOptions
-	tune        tuneOptions // --tune, --tune-budget (tunestep.go)
+	tune        tuneOptions   // --tune, --tune-budget (tunestep.go)
+	spike       spikeOptions  // --loss-spike, --loss-spike-action (lossspike.go)
+	shrink      shrinkOptions // --shrink (shrink.go)
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -76,6 +78,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.obs.addFlags(fs, getenv)
 	o.fault.addFlags(fs)
 	o.tune.addFlags(fs, getenv)
+	o.spike.addFlags(fs, getenv)
+	o.shrink.addFlags(fs, getenv)
 }
 
 func envOr(getenv func(string) string, k, def string) string {
@@ -97,6 +101,12 @@ func (o *Options) Validate() error {
 		return usageErrorf("--fix and --plan both given: use one (the plan file already pins the layout)")
 	}
 	if _, err := hangConfig(o.fault.hangTimeout); err != nil {
+		return err
+	}
+	if _, _, err := o.spike.parsed(); err != nil {
+		return err
+	}
+	if err := o.shrink.check(); err != nil {
 		return err
 	}
 	if o.fault.maxRestarts < 0 {

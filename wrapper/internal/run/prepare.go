@@ -147,6 +147,8 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 		JobDir: r.dirs.jobDir, RestartCount: a.RestartCount, Framework: r.frameworkEnv(),
 	})
 	r.addNCCLEnv(&renv, masterAddr, st.masterPort, f.addrs, planPath)
+	r.addFlightRecorderEnv(&renv) // hangevidence.go
+	r.addSkipStepsEnv(&renv)      // lossspike.go
 	launchDir := r.dirs.in(jobdir.Launch)
 	bindInShim := false
 	for _, s := range r.placed.Slots {

@@ -100,6 +100,7 @@ type session struct {
 	hangWhat     string      // the ranks the last hang points to
 	rankFaults   []rankFault // hangs and stragglers seen, for the log and the report
 	spare        spareState  // --spare-nodes (spare.go)
+	spike        spikeState  // --loss-spike (lossspike.go)
 
 	// The run's observation (calib.go); nil: none is recorded.
 	calibRec *calib.Recorder

@@ -165,7 +165,10 @@ func (r *runner) replaceLostNodes(f runFacts) ([]string, error) {
 	if len(gone) == 0 {
 		return nil, nil
 	}
-	if len(gone) > len(r.sess.spare.spare) { // a hang's restart (Decide restarts no failure so)
+	if len(gone) > len(r.sess.spare.spare) { // a hang's restart (Decide restarts no failure so), or --shrink
+		if ok, err := r.shrinkToFit(f, gone); ok || err != nil { // shrink.go
+			return gone, err
+		}
 		r.logf("warning: %d node(s) lost (%s) and %d spare node(s) left: the step restarts on the same nodes", len(gone), strings.Join(gone, ","), len(r.sess.spare.spare))
 		return nil, nil
 	}

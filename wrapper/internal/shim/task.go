@@ -101,6 +101,11 @@ func Run(ctx context.Context, env Env, args []string) error {
 	if beats != nil {
 		cmd.ExtraFiles, cmd.Env = append(cmd.ExtraFiles, beats.w), append(cmd.Env, beats.env()...)
 	}
+	ev := newEvidence(*launchDir, common.JobID, task.StepID, rank, node, me.GPU)
+	if ev != nil {
+		cmd.Env = append(cmd.Env, ev.env()...)
+		defer ev.remove()
+	}
 	if err := startPinned(cmd, me.CPUs); err != nil {
 		code := exitcode.Failure
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) || errors.Is(err, exec.ErrNotFound) {
@@ -125,7 +130,7 @@ func Run(ctx context.Context, env Env, args []string) error {
 		})
 	}
 	if ctl != nil {
-		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU, func(m launch.Msg) { ctl.Send(m) }))
+		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU, ev, func(m launch.Msg) { ctl.Send(m) }))
 	}
 	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, rank, node, argv[0])
 }
@@ -146,11 +151,15 @@ func whoAmI(env Env) (task slurm.Task, rank int, node string, err error) {
 // requestHandler acts on the controller's requests: a stack dump, or the
 // checkpoint signal once per request id (said delivered through send once
 // it reached the training process).
-func requestHandler(env Env, p *os.Process, ckptSig os.Signal, rank int, node string, gpu int, send func(launch.Msg)) func(launch.Msg) {
+func requestHandler(env Env, p *os.Process, ckptSig os.Signal, rank int, node string, gpu int, ev *evidence, send func(launch.Msg)) func(launch.Msg) {
 	var once sync.Map // checkpoint request IDs already acted on
 	return func(m launch.Msg) {
 		if m.Kind == launch.Stack {
-			go dumpStack(p, rank, node, gpu, env)
+			if ev != nil && m.CkptID > 0 { // a hang's evidence into hangs/<ID>/ (evidence.go)
+				go ev.collect(p, m.CkptID, env)
+			} else {
+				go dumpStack(p, rank, node, gpu, env)
+			}
 			return
 		}
 		if ckptSig == nil {
