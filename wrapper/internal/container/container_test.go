@@ -91,11 +91,11 @@ func TestCheckSrunArg(t *testing.T) {
 		}
 	}
 	for arg, want := range map[string]string{
-		"--ntasks=4":                "trainrun sets srun's --nodes itself",
-		"-n4":                       "trainrun sets srun's --ntasks itself",
+		"--ntasks=4":                "trainrun sets srun's --ntasks itself (trainrun runs one task per GPU",
+		"-n4":                       "trainrun sets srun's -n itself",
 		"--export=ALL":              "trainrun sets srun's --export itself",
 		"--gres=gpu:8":              "trainrun sets srun's --gres itself",
-		"--nodelist=n1":             "trainrun sets srun's --distribution itself",
+		"--nodelist=n1":             "trainrun sets srun's --nodelist itself (trainrun places the ranks",
 		"pmix":                      "not an srun option",
 		"--container-image=x":       "give --container-image to trainrun run",
 		"--no-container-mount-home": "give --no-container-mount-home to trainrun run",
