@@ -83,21 +83,21 @@ func parseRegistries(v string) (any, error) {
 
 // containerRows are the keys' rows for `trainrun policy show`.
 func (s Settings) containerRows() []Row {
-	list := func(v []string, zero string) string {
+	list := func(v []string, zero, sep string) string {
 		if len(v) == 0 {
 			return zero
 		}
-		return strings.Join(v, " ")
+		return strings.Join(v, sep)
 	}
 	img := s.ContainerImage.Value
 	if img == "" {
 		img = "none"
 	}
 	return []Row{
-		{"SrunArgs", list(s.SrunArgs.Value, "none"), s.SrunArgs.Source},
+		{"SrunArgs", list(s.SrunArgs.Value, "none", " "), s.SrunArgs.Source},
 		{"ContainerImage", img, s.ContainerImage.Source},
 		{"ContainerRuntime", s.ContainerRuntime.Value, s.ContainerRuntime.Source},
-		{"ContainerRegistries", list(strings.Split(strings.Join(s.ContainerRegistries.Value, ","), " "), "any"), s.ContainerRegistries.Source},
-		{"ContainerMounts", list(s.ContainerMounts.Value, "none"), s.ContainerMounts.Source},
+		{"ContainerRegistries", list(s.ContainerRegistries.Value, "any", ","), s.ContainerRegistries.Source},
+		{"ContainerMounts", list(s.ContainerMounts.Value, "none", " "), s.ContainerMounts.Source},
 	}
 }
