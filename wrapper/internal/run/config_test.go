@@ -65,6 +65,8 @@ var configInputs = []configInput{
 	{"seq-len", "2048", "TRAINRUN_BATCH", "512x4096", "", "", [3]string{"2048", "4096"}, func(c *Config) string { return fmt.Sprint(c.plan.SeqLen) }},
 	{"tune", "4:10", "TRAINRUN_TUNE", "3", "Tune", "2:8", [3]string{"4:10", "3", "2:8"}, func(c *Config) string { return c.tune.tune }},
 	{"tune-budget", "5", "TRAINRUN_TUNE_BUDGET", "90s", "TuneBudget", "3", [3]string{"5", "90s", "3m0s"}, func(c *Config) string { return c.tune.budget }},
+	{"container-runtime", "apptainer", "TRAINRUN_CONTAINER_RUNTIME", "enroot", "", "", [3]string{"apptainer", "enroot"}, func(c *Config) string { return c.container.Runtime }},
+	{"srun-arg", "--mpi=pmix", "", "", "SrunArgs", "--mpi=pmi2", [3]string{"--mpi=pmix", "", "--mpi=pmi2"}, func(c *Config) string { return strings.Join(c.srunArgs, " ") }},
 	{"plan", "/flag/plan.json", "TRAINRUN_PLAN", "/env/plan.json", "", "", [3]string{"/flag/plan.json", "/env/plan.json"}, func(c *Config) string { return c.planFile + c.submittedPlan }},
 }
 

@@ -32,7 +32,8 @@ type Options struct {
 	rank        int
 	obs         obsOptions
 	fault       faultOptions
-	tune        tuneOptions // --tune, --tune-budget (tunestep.go)
+	tune        tuneOptions      // --tune, --tune-budget (tunestep.go)
+	ctr         containerOptions // --container-*, --srun-arg (container.go)
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -76,6 +77,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.obs.addFlags(fs, getenv)
 	o.fault.addFlags(fs)
 	o.tune.addFlags(fs, getenv)
+	o.ctr.addFlags(fs, getenv)
 }
 
 func envOr(getenv func(string) string, k, def string) string {

@@ -78,7 +78,12 @@ func Run(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	path, err := resolveCommand(env, argv[0], envl, rank, node)
+	var path string
+	if common.Container != nil { // --container-runtime: the runtime starts the command inside the image
+		path, argv, err = containerCommand(env, common, argv, envl, rank, node)
+	} else {
+		path, err = resolveCommand(env, argv[0], envl, rank, node)
+	}
 	if err != nil {
 		return err
 	}
