@@ -6,6 +6,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,4 +181,39 @@ func (r *runner) stepExtra() []string {
 // containerRun is the runtime prefix the launch files carry (nil: none).
 func (r *runner) containerRun() *container.Run {
 	return container.RunOf(r.cfg.container, r.containerBinds())
+}
+
+// containerRecord is the image and its runtime for the observer's start
+// event and the observation record ("", "" without a container).
+func (r *runner) containerRecord() (image, runtime string) {
+	c := r.cfg.container
+	if !c.On() {
+		return "", ""
+	}
+	return c.Image(), cmp.Or(c.Runtime, "pyxis")
+}
+
+// containerHistory is the history's start event's container field.
+func (r *runner) containerHistory() string {
+	if !r.cfg.container.On() {
+		return ""
+	}
+	return r.cfg.container.Describe()
+}
+
+// containerSummary is the summary's lines for the container and srun's
+// added options ("" for neither).
+func (r *runner) containerSummary() string {
+	var b strings.Builder
+	if c := r.cfg.container; c.On() {
+		how := "pyxis: srun's --container-* options; the shim runs inside, mounted read-only"
+		if c.Runtime != "" {
+			how = "the shim starts each trainer through " + c.Runtime
+		}
+		fmt.Fprintf(&b, "  container   %s (%s; from %s)\n", c.Image(), how, c.Settings[0].From)
+	}
+	if len(r.cfg.srunArgs) > 0 {
+		fmt.Fprintf(&b, "  srun adds   %s (%s)\n", strings.Join(r.cfg.srunArgs, " "), r.cfg.source("srun-arg"))
+	}
+	return b.String()
 }
