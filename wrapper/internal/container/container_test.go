@@ -125,6 +125,11 @@ func TestRunArgv(t *testing.T) {
 	if got != want {
 		t.Errorf("podman:\n got %s\nwant %s", got, want)
 	}
+	r.Image = "/srv/rootfs"
+	if got := r.Argv([]string{"python"}, nil, Host{Name: "n"}); strings.Join(got[len(got)-3:], " ") != "--rootfs /srv/rootfs python" {
+		t.Errorf("podman rootfs: %v", got)
+	}
+	r.Image = "localhost/trainer:1"
 	r.Runtime = "apptainer"
 	if got, want := strings.Join(r.Argv([]string{"python"}, envl, Host{GPU: true}), " "), "apptainer exec --nv --bind /data:/data:ro,/j:/j --pwd /w localhost/trainer:1 python"; got != want {
 		t.Errorf("apptainer:\n got %s\nwant %s", got, want)

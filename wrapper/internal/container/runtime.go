@@ -72,7 +72,8 @@ type Host struct {
 //     /proc entry is the host's), --preserve-fds (the heartbeat pipe),
 //     --sig-proxy (podman's default: the checkpoint signal and SIGTERM
 //     reach the trainer), --replace (a container left by a killed shim is
-//     removed by the next launch), --rm;
+//     removed by the next launch), --rm; an absolute path is a root file
+//     system (--rootfs), not an image;
 //   - apptainer exec: runs in the shim's process tree (signals and file
 //     descriptors pass as to any child); --nv binds the driver;
 //   - enroot start: the same, the image a squashfs file or an enroot
@@ -117,6 +118,9 @@ func (r *Run) Argv(argv, envl []string, h Host) []string {
 	}
 	for _, n := range names {
 		out = append(out, "-e", n)
+	}
+	if strings.HasPrefix(r.Image, "/") {
+		out = append(out, "--rootfs") // a directory: the container's root file system, as it is
 	}
 	return slices.Concat(out, []string{r.Image}, argv)
 }
