@@ -101,6 +101,9 @@ func TestContainerPodmanPreemptResume(t *testing.T) {
 	}
 	sameWeights(t, dir, "low", log)
 	inside := readEnvFile(t, filepath.Join(dir, "env.0"))
+	if inside["container"] != "podman" {
+		t.Errorf("the trainer's environment lacks podman's container=podman: it did not run in the container\n%v", inside)
+	}
 	computed := dryRunEnv(t, cluster.JobOutput(ref))
 	n := 0
 	for k, v := range computed {
@@ -138,6 +141,9 @@ func TestContainerPodmanHungRank(t *testing.T) {
 	progress := filepath.Join(dir, "job", "launch", "progress")
 	waitStep(t, cluster, id, progress, 12)
 	pid := trainerPID(t, id, 1) // podman --pid=host: the trainer is a host process
+	if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); !strings.Contains("\x00"+string(env), "\x00container=podman\x00") {
+		t.Fatalf("rank 1's trainer (pid %d) lacks podman's container=podman: it is not in the container", pid)
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
