@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,9 +28,8 @@ import (
 // path), the mounts to add and a containers.conf for this machine: runc
 // (crun refuses its hybrid cgroups) and rlimits podman may set here.
 // The test is skipped, saying why, where podman is missing or cannot run.
-func podmanImage(t *testing.T, dir string) (rootfs, mounts, conf string) {
+func podmanImage(t testing.TB, dir string) (rootfs, mounts, conf string) {
 	t.Helper()
-	requireTorch(t)
 	if _, err := exec.LookPath("podman"); err != nil {
 		t.Skip("podman is not installed ('make deps' installs it)")
 	}
@@ -84,10 +85,11 @@ func TestContainerPodmanPreemptResume(t *testing.T) {
 	cluster := ownCluster(t)
 	bin := trainrun(t)
 	dir := t.TempDir()
+	requireTorch(t)
 	rootfs, mounts, conf := podmanImage(t, dir)
 	args := "--steps 60 --sleep 0.4"
 	dry := fmt.Sprintf("%s run --dry-run --fix tp=1 --container-runtime podman --container-image %s -- /usr/bin/python3 %s", bin, rootfs, exampleTrainer())
-	envDump := fmt.Sprintf(`/bin/sh -c 'env > %s/env.$RANK; exec "$@"' sh `, dir)
+	envDump := fmt.Sprintf(`/bin/sh -c 'env > %[1]s/env.$RANK; readlink /proc/self/ns/mnt > %[1]s/mntns.$RANK; exec "$@"' sh `, dir)
 	ref, low := refAndRun(t, cluster,
 		containerJob(bin, dir, "ref", rootfs, mounts, conf, "", dry, envDump, args),
 		containerJob(bin, dir, "low", rootfs, mounts, conf, "", "", "", args))
@@ -101,8 +103,8 @@ func TestContainerPodmanPreemptResume(t *testing.T) {
 	}
 	sameWeights(t, dir, "low", log)
 	inside := readEnvFile(t, filepath.Join(dir, "env.0"))
-	if inside["container"] != "podman" {
-		t.Errorf("the trainer's environment lacks podman's container=podman: it did not run in the container\n%v", inside)
+	if ns, _ := os.ReadFile(filepath.Join(dir, "mntns.0")); strings.TrimSpace(string(ns)) == hostMountNS(t) {
+		t.Errorf("rank 0's trainer ran in the host's mount namespace (%s), not in the container", ns)
 	}
 	computed := dryRunEnv(t, cluster.JobOutput(ref))
 	n := 0
@@ -128,6 +130,7 @@ func TestContainerPodmanHungRank(t *testing.T) {
 	t.Parallel()
 	bin := trainrun(t)
 	dir := t.TempDir()
+	requireTorch(t)
 	rootfs, mounts, conf := podmanImage(t, dir)
 	script := containerJob(bin, dir, "hung", rootfs, mounts, conf, "--job-dir "+dir+"/job --hang-timeout 8s --max-restarts 1", "", "",
 		"--steps 40 --sleep 0.15 --save-every 10 --collective-timeout 1800")
@@ -141,8 +144,8 @@ func TestContainerPodmanHungRank(t *testing.T) {
 	progress := filepath.Join(dir, "job", "launch", "progress")
 	waitStep(t, cluster, id, progress, 12)
 	pid := trainerPID(t, id, 1) // podman --pid=host: the trainer is a host process
-	if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); !strings.Contains("\x00"+string(env), "\x00container=podman\x00") {
-		t.Fatalf("rank 1's trainer (pid %d) lacks podman's container=podman: it is not in the container", pid)
+	if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); ns == hostMountNS(t) {
+		t.Fatalf("rank 1's trainer (pid %d) is in the host's mount namespace (%s), not in the container", pid, ns)
 	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -160,6 +163,16 @@ func TestContainerPodmanHungRank(t *testing.T) {
 		}
 	}
 	t.Logf("steps resumed %.1f s after the SIGSTOP of the trainer in the container", resumed.Seconds())
+}
+
+// hostMountNS is the test's own mount namespace (/proc/self/ns/mnt):
+// a process in a container has another.
+func hostMountNS(t *testing.T) string {
+	ns, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }
 
 // dryRunEnv reads the rank environment trainrun run --dry-run printed in a
@@ -190,4 +203,57 @@ func dryRunEnv(t *testing.T, log string) map[string]string {
 		t.Fatalf("no dry-run environment in the job output:\n%s", log)
 	}
 	return m
+}
+
+// BenchmarkContainerStartup measures, inside one allocation of 2 nodes,
+// the wall time to start and end /usr/bin/true in the podman container of
+// podmanImage on both nodes: a bare `srun podman run` against `trainrun
+// run --container-runtime podman` (--probe none: a restart's start), in
+// alternating order, and reports the medians and their ratio.
+//
+//	test/e2e.sh -run '^$' -bench ContainerStartup -benchtime 1x
+func BenchmarkContainerStartup(b *testing.B) {
+	bin := trainrun(b)
+	dir := b.TempDir()
+	rootfs, mounts, conf := podmanImage(b, dir)
+	const rounds = 5
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=10
+export CONTAINERS_CONF=%[1]s
+t() { local s=$(date +%%s%%N); "$@" >/dev/null 2>&1 || echo "FAILED $*"; echo "$(( ($(date +%%s%%N) - s) / 1000 ))"; }
+variant() {
+  case $1 in
+  srun) echo "srun $(t srun --ntasks=2 --ntasks-per-node=1 podman run --rm --network=host --ipc=host --pid=host -v /usr:/usr:ro --rootfs %[2]s /usr/bin/true)";;
+  trainrun) echo "trainrun $(t env TRAINRUN_JOB_DIR=%[3]s/j$2 %[4]s run --probe none --fix tp=1 --container-runtime podman --container-image %[2]s --container-mounts %[5]s -- /usr/bin/true)";;
+  esac
+}
+vs=(srun trainrun)
+for i in $(seq %[6]d); do
+  for k in 0 1; do variant ${vs[$(( (i + k) %% 2 ))]} $i; done
+done
+`, conf, rootfs, dir, bin, mounts, rounds)
+	us := map[string][]float64{}
+	for i := 0; i < b.N; i++ {
+		state, exit, out, id := runJob(b, script, 5*time.Minute)
+		if state != "COMPLETED" || exit != 0 || strings.Contains(out, "FAILED") {
+			b.Fatalf("job %d: %s exit %d\n%s", id, state, exit, out)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^(srun|trainrun) (\d+)$`).FindAllStringSubmatch(out, -1) {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			us[m[1]] = append(us[m[1]], v/1000)
+		}
+	}
+	med := func(k string) float64 {
+		v := us[k]
+		if len(v) == 0 {
+			b.Fatalf("no %s samples", k)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	s, r := med("srun"), med("trainrun")
+	b.ReportMetric(s, "srun-podman-ms")
+	b.ReportMetric(r, "trainrun-podman-ms")
+	b.ReportMetric(r/s, "ratio")
+	b.Logf("start and end of /usr/bin/true in podman on 2 nodes, median of %d: srun podman run %.0f ms, trainrun run --container-runtime podman %.0f ms (%.2fx)", len(us["srun"]), s, r, r/s)
 }
