@@ -106,6 +106,9 @@ func TestContainerPodmanPreemptResume(t *testing.T) {
 	if ns, _ := os.ReadFile(filepath.Join(dir, "mntns.0")); strings.TrimSpace(string(ns)) == hostMountNS(t) {
 		t.Errorf("rank 0's trainer ran in the host's mount namespace (%s), not in the container", ns)
 	}
+	if inside["TRAINRUN_HEARTBEAT_FD"] != "3" {
+		t.Errorf("TRAINRUN_HEARTBEAT_FD inside the container = %q, want 3 (the heartbeat pipe, podman --preserve-fds)", inside["TRAINRUN_HEARTBEAT_FD"])
+	}
 	computed := dryRunEnv(t, cluster.JobOutput(ref))
 	n := 0
 	for k, v := range computed {

@@ -3,6 +3,7 @@ package shim
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/trainrun/trainrun/wrapper/internal/container"
@@ -30,7 +31,9 @@ func containerCommand(env Env, c *launch.Common, argv, envl []string, rank int, 
 			h.CDI = true
 		}
 	}
-	full = run.Argv(argv, envl, h)
+	// The heartbeat's variables are added to the trainer's environment
+	// after this (task.go): they must cross into the container too.
+	full = run.Argv(argv, append(slices.Clone(envl), (*beater)(nil).env()...), h)
 	if path, err = resolveCommand(env, full[0], envl, rank, node); err != nil {
 		fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s: --container-runtime %s: %s is not installed on this node\n", rank, node, run.Runtime, full[0])
 		return "", nil, exitcode.With(exitcode.NotFound, exitcode.ErrSilent)
