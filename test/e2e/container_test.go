@@ -160,7 +160,8 @@ func TestContainerPodmanHungRank(t *testing.T) {
 		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
 	}
 	log := cluster.JobOutput(id)
-	for _, want := range []string{"ranks made no progress", "restarting the step inside the allocation", "training finished"} {
+	// podman --pidfile: the shim watches the trainer itself, stopped (T), not podman.
+	for _, want := range []string{"ranks made no progress", "rank 1 (node n2, GPU 0) stopped at step", "process stopped (T)", "restarting the step inside the allocation", "training finished"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %q:\n%s", want, log)
 		}

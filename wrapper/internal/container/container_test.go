@@ -121,7 +121,7 @@ func TestRunArgv(t *testing.T) {
 	r := RunOf(spec, []Mount{{Src: "/j", Dst: "/j"}})
 	envl := []string{"LD_LIBRARY_PATH=/x", "PATH=/usr/bin", "RANK=3", "TRAINRUN_HEARTBEAT_FD=3"}
 	got := strings.Join(r.Argv([]string{"python", "t.py"}, envl, Host{Name: "trainrun-7-3", GPU: true, CDI: true, Extra: 1}), " ")
-	want := "podman run --rm --replace --name trainrun-7-3 --network=host --ipc=host --pid=host --preserve-fds=1 --device nvidia.com/gpu=all -v /data:/data:ro -v /j:/j --workdir /w -e LD_LIBRARY_PATH -e RANK -e TRAINRUN_HEARTBEAT_FD localhost/trainer:1 python t.py"
+	want := "podman run --rm --replace --stop-timeout=1 --name trainrun-7-3 --network=host --ipc=host --pid=host --preserve-fds=1 --device nvidia.com/gpu=all -v /data:/data:ro -v /j:/j --workdir /w -e LD_LIBRARY_PATH -e RANK -e TRAINRUN_HEARTBEAT_FD localhost/trainer:1 python t.py"
 	if got != want {
 		t.Errorf("podman:\n got %s\nwant %s", got, want)
 	}

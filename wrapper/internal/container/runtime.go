@@ -59,6 +59,10 @@ type Host struct {
 	GPU   bool   // the rank drives a GPU (CUDA_VISIBLE_DEVICES is set)
 	CDI   bool   // the node has an NVIDIA CDI spec (/etc/cdi, /var/run/cdi): podman --device nvidia.com/gpu=all
 	Extra int    // file descriptors beyond 0-2 the trainer inherits (the heartbeat pipe): podman --preserve-fds
+	// PIDFile: podman writes the trainer's PID here (--pidfile; with
+	// --pid=host a host PID), so the shim watches the trainer's own
+	// state (a SIGSTOP shows as stopped, T) rather than podman's.
+	PIDFile string
 }
 
 // Argv is the command the shim starts for argv (the training command)
@@ -72,7 +76,8 @@ type Host struct {
 //     /proc entry is the host's), --preserve-fds (the heartbeat pipe),
 //     --sig-proxy (podman's default: the checkpoint signal and SIGTERM
 //     reach the trainer), --replace (a container left by a killed shim is
-//     removed by the next launch), --rm; an absolute path is a root file
+//     removed by the next launch, after --stop-timeout: trainrun has
+//     given up on it by then), --rm; an absolute path is a root file
 //     system (--rootfs), not an image;
 //   - apptainer exec: runs in the shim's process tree (signals and file
 //     descriptors pass as to any child); --nv binds the driver;
@@ -103,7 +108,10 @@ func (r *Run) Argv(argv, envl []string, h Host) []string {
 		}
 		return slices.Concat(out, []string{r.Image}, argv)
 	}
-	out := []string{"podman", "run", "--rm", "--replace", "--name", h.Name, "--network=host", "--ipc=host", "--pid=host"}
+	out := []string{"podman", "run", "--rm", "--replace", "--stop-timeout=1", "--name", h.Name, "--network=host", "--ipc=host", "--pid=host"}
+	if h.PIDFile != "" {
+		out = append(out, "--pidfile", h.PIDFile)
+	}
 	if h.Extra > 0 {
 		out = append(out, "--preserve-fds="+strconv.Itoa(h.Extra))
 	}

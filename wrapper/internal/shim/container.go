@@ -3,8 +3,11 @@ package shim
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/trainrun/trainrun/wrapper/internal/container"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
@@ -23,6 +26,10 @@ var cdiSpecs = []string{"/etc/cdi/nvidia.yaml", "/etc/cdi/nvidia.json", "/var/ru
 func containerCommand(env Env, c *launch.Common, argv, envl []string, rank int, node string) (path string, full []string, err error) {
 	run := c.Container
 	h := container.Host{Name: container.ContainerName(c.JobID, rank), Extra: 1}
+	if run.Runtime == "podman" {
+		h.PIDFile = pidFilePath(h.Name)
+		os.Remove(h.PIDFile) // a stale one would name a process long gone
+	}
 	for _, kv := range envl {
 		h.GPU = h.GPU || strings.HasPrefix(kv, "CUDA_VISIBLE_DEVICES=") && kv != "CUDA_VISIBLE_DEVICES="
 	}
@@ -39,4 +46,27 @@ func containerCommand(env Env, c *launch.Common, argv, envl []string, rank int, 
 		return "", nil, exitcode.With(exitcode.NotFound, exitcode.ErrSilent)
 	}
 	return path, full, nil
+}
+
+// pidFilePath is where podman writes the trainer's PID for the shim.
+func pidFilePath(name string) string {
+	return filepath.Join(os.TempDir(), name+".pid")
+}
+
+// containerPID is the trainer's own PID inside podman's container (host
+// PID: --pid=host), read from --pidfile once podman wrote it; runtime the
+// PID of the runtime's process, returned when the file does not come
+// (another runtime, or podman ended first). Waits at most a minute.
+func containerPID(c *launch.Common, rank, runtime int) int {
+	if c.Container == nil || c.Container.Runtime != "podman" {
+		return runtime
+	}
+	path := pidFilePath(container.ContainerName(c.JobID, rank))
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && procState(runtime) != "-"; time.Sleep(100 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
+			return pid
+		}
+	}
+	return runtime
 }

@@ -123,11 +123,15 @@ func Run(ctx context.Context, env Env, args []string) error {
 		ctl = dialControl(common, rank, pid, node, env)
 	}
 	if beats != nil {
-		go beats.run(pid, rank, common.World, func(m launch.Msg) {
-			if ctl != nil {
-				ctl.Send(m)
-			}
-		})
+		go func() {
+			// The trainer's own state, in podman's container too (its PID
+			// comes once the container runs).
+			beats.run(containerPID(common, rank, pid), rank, common.World, func(m launch.Msg) {
+				if ctl != nil {
+					ctl.Send(m)
+				}
+			})
+		}()
 	}
 	if ctl != nil {
 		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU, func(m launch.Msg) { ctl.Send(m) }))
