@@ -161,7 +161,7 @@ func TestContainerPodmanHungRank(t *testing.T) {
 	}
 	log := cluster.JobOutput(id)
 	// podman --pidfile: the shim watches the trainer itself, stopped (T), not podman.
-	for _, want := range []string{"ranks made no progress", "rank 1 (node n2, GPU 0) stopped at step", "process stopped (T)", "restarting the step inside the allocation", "training finished"} {
+	for _, want := range []string{"ranks made no progress", "process stopped (T)", "restarting the step inside the allocation", "training finished"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %q:\n%s", want, log)
 		}
