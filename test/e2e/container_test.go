@@ -96,7 +96,10 @@ func TestContainerPodmanPreemptResume(t *testing.T) {
 	preempt(t, cluster, low, "restart 0", 2, 12*time.Second, "n1")
 	waitCompleted(t, cluster, 5*time.Minute, ref, low)
 	log := cluster.JobOutput(low)
-	for _, want := range []string{"container   " + rootfs + " (the shim starts each trainer through podman", "preempted (SIGTERM from Slurm to the step", "checkpointed; requeued", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", low), "checkpoints", "step-")} {
+	if info, _ := cluster.JobInfo(context.Background(), low); info["Restarts"] == "0" || info["Restarts"] == "" {
+		t.Errorf("the job was preempted but requeued %q times:\n%s", info["Restarts"], log)
+	}
+	for _, want := range []string{"container   " + rootfs + " (the shim starts each trainer through podman", "preempted (SIGTERM from Slurm to the step", "committed as latest", "resume      " + filepath.Join(cluster.JobsDir(), fmt.Sprintf("trainrun-%d", low), "checkpoints", "step-")} {
 		if !strings.Contains(log, want) {
 			t.Errorf("job log lacks %q:\n%s", want, log)
 		}
