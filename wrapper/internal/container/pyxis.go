@@ -35,16 +35,6 @@ var Options = []Option{
 	{Name: "container-unshare", Arg: true, Env: "PYXIS_CONTAINER_UNSHARE", Use: "pyxis: new namespaces for the container: ipc, uts (not net: the control channel and NCCL need the host network)"},
 }
 
-// option is the Option named name (nil if none).
-func option(name string) *Option {
-	for i := range Options {
-		if Options[i].Name == name {
-			return &Options[i]
-		}
-	}
-	return nil
-}
-
 // Setting is one option's resolved value: for a switch "yes" or "no".
 type Setting struct {
 	Name  string
