@@ -30,6 +30,9 @@ func TestResolveRefuses(t *testing.T) {
 			return ""
 		}}, "PYXIS_CONTAINER_MOUNT_HOME=maybe: want 1, true"},
 	}
+	if s, err := Resolve(Given{Flags: map[string]string{}, Getenv: func(k string) string { return map[string]string{"PYXIS_CONTAINER_MOUNT_HOME": "0"}[k] }}); err != nil || len(s.Settings) != 0 {
+		t.Errorf("a pyxis variable without an image: %+v %v, want no container and no error", s, err)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.g.Getenv == nil {

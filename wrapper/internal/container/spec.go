@@ -53,6 +53,9 @@ func Resolve(g Given) (Spec, error) {
 		}
 		s.Settings = append(s.Settings, Setting{Name: o.Name, Value: v, From: from})
 	}
+	if s.Image() == "" { // a site's exported PYXIS_CONTAINER_MOUNT_HOME and the like, without an image: nothing to run in
+		s.Settings = slices.DeleteFunc(s.Settings, func(st Setting) bool { return !strings.HasPrefix(st.From, "--") })
+	}
 	return s, s.check(g.RtFrom)
 }
 

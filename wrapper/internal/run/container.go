@@ -217,3 +217,11 @@ func (r *runner) containerSummary() string {
 	}
 	return b.String()
 }
+
+// stepEnviron is environ without pyxis's PYXIS_CONTAINER_* variables: srun
+// would read them as --container-* options, and trainrun passes the
+// options it resolved itself (under pyxis) or must keep the step on the
+// host (a runtime prefix, or no container).
+func stepEnviron(environ []string) []string {
+	return slices.DeleteFunc(environ, func(kv string) bool { return strings.HasPrefix(kv, "PYXIS_CONTAINER_") })
+}

@@ -45,6 +45,15 @@ func TestContainerImageNeedsPyxis(t *testing.T) {
 	}
 }
 
+// The step's srun does not see PYXIS_CONTAINER_*: trainrun passes the
+// options itself, or the step stays on the host.
+func TestStepEnviron(t *testing.T) {
+	got := stepEnviron([]string{"PATH=/bin", "PYXIS_CONTAINER_IMAGE=x", "PYXIS_CONTAINER_MOUNTS=/a", "PYXIS_RUNTIME_PATH=/run/pyxis"})
+	if strings.Join(got, " ") != "PATH=/bin PYXIS_RUNTIME_PATH=/run/pyxis" {
+		t.Errorf("%v", got)
+	}
+}
+
 // The site's container rules reach the run: its image by default, its
 // mounts and registries, its SrunArgs checked, the user's --srun-arg
 // checked and in place of the site's.
