@@ -264,3 +264,43 @@ done
 	b.ReportMetric(r/s, "ratio")
 	b.Logf("start and end of /usr/bin/true in podman on 2 nodes, median of %d: srun podman run %.0f ms, trainrun run --container-runtime podman %.0f ms (%.2fx)", len(us["srun"]), s, r, r/s)
 }
+
+// trainrun ckpt request reaches a trainer in podman's container: the
+// checkpoint signal (USR2) goes to podman, whose --sig-proxy hands it in;
+// --then continue checkpoints and trains on, --then stop ends the job with
+// exit 7.
+func TestContainerPodmanCkptRequest(t *testing.T) {
+	t.Parallel()
+	requireTorch(t)
+	bin := trainrun(t)
+	dir := t.TempDir()
+	rootfs, mounts, conf := podmanImage(t, dir)
+	ckpt := filepath.Join(dir, "ck")
+	script := containerJob(bin, dir, "req", rootfs, mounts, conf, "--ckpt-dir "+ckpt, "", "", "--steps 400 --sleep 0.3")
+	ctx := context.Background()
+	id, err := cluster.SubmitBatch(ctx, strings.Replace(script, " -p low", "", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Run(context.Background(), "scancel", strconv.Itoa(id)) })
+	waitLog(t, cluster, id, "all 2 ranks started", 90*time.Second)
+	time.Sleep(10 * time.Second) // past torch's import and the rendezvous
+	if _, err := cluster.Run(ctx, bin, "ckpt", "request", "--then", "continue", "--ckpt-dir", ckpt); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, cluster, id, "complete and committed as latest", 40*time.Second)
+	if _, err := cluster.Run(ctx, bin, "ckpt", "request", "--then", "stop", "--ckpt-dir", ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.WaitJob(ctx, id, 90*time.Second, "FAILED"); err != nil {
+		t.Fatalf("%v\n%s", err, cluster.JobOutput(id))
+	}
+	info, _ := cluster.JobInfo(ctx, id)
+	log := cluster.JobOutput(id)
+	if info["ExitCode"] != "7:0" || !strings.Contains(log, "stopped as requested") {
+		t.Errorf("ExitCode=%s, want 7:0 (stopped) and the reason in the log:\n%s", info["ExitCode"], log)
+	}
+	if out, _ := cluster.Run(ctx, bin, "ckpt", "list", "--ckpt-dir", ckpt); strings.Count(out, "step-") < 2 {
+		t.Errorf("want at least 2 committed checkpoints (continue, stop), got:\n%s\n%s", out, log)
+	}
+}
