@@ -117,3 +117,26 @@ func TestStepContainerArgs(t *testing.T) {
 		t.Errorf("podman: prefix %+v", run)
 	}
 }
+
+// The records name the image and runtime: the history's start event
+// ("IMAGE (runtime)"), the observer and the observation ("image",
+// "runtime"), the summary; nothing without a container.
+func TestContainerRecords(t *testing.T) {
+	c, _, err := completeWith(t, []string{"--container-image", "localhost/t:1", "--container-runtime", "podman", "--srun-arg=--mpi=pmix"}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{cfg: c}
+	if img, rt := r.containerRecord(); img != "localhost/t:1" || rt != "podman" || r.containerHistory() != "localhost/t:1 (podman)" {
+		t.Errorf("records: %q %q %q", img, rt, r.containerHistory())
+	}
+	if s := r.containerSummary(); !strings.Contains(s, "  container   localhost/t:1 (the shim starts each trainer through podman; from --container-image)\n") ||
+		!strings.Contains(s, "  srun adds   --mpi=pmix (--srun-arg)\n") {
+		t.Errorf("summary:\n%s", s)
+	}
+	c, _, _ = completeWith(t, nil, nil, "")
+	r = &runner{cfg: c}
+	if img, _ := r.containerRecord(); img != "" || r.containerHistory() != "" || r.containerSummary() != "" {
+		t.Errorf("no container: %q %q %q", img, r.containerHistory(), r.containerSummary())
+	}
+}
