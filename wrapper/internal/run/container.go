@@ -24,6 +24,7 @@ import (
 // containerOptions are the flags; values by pyxis option name.
 type containerOptions struct {
 	values   map[string]*string // options with a value
+	mounts   []string           // --container-mounts, repeatable (pyxis adds each occurrence's)
 	on, off  map[string]*bool   // switches and their opposites (--no-container-mount-home, --container-readonly)
 	runtime  string             // --container-runtime
 	srunArgs []string           // --srun-arg, repeatable
@@ -32,6 +33,10 @@ type containerOptions struct {
 func (o *containerOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.values, o.on, o.off = map[string]*string{}, map[string]*bool{}, map[string]*bool{}
 	for _, opt := range container.Options {
+		if opt.Name == "container-mounts" {
+			fs.StringArrayVar(&o.mounts, opt.Name, nil, opt.Use+"; repeatable (env "+opt.Env+")")
+			continue
+		}
 		if opt.Arg {
 			o.values[opt.Name] = fs.String(opt.Name, "", opt.Use+" (env "+opt.Env+")")
 			continue
@@ -50,6 +55,8 @@ func (o *containerOptions) given(given map[string]bool) map[string]string {
 	flags := map[string]string{}
 	for _, opt := range container.Options {
 		switch {
+		case opt.Name == "container-mounts" && given[opt.Name]:
+			flags[opt.Name] = strings.Join(o.mounts, ",")
 		case opt.Arg && given[opt.Name]:
 			flags[opt.Name] = *o.values[opt.Name]
 		case !opt.Arg && given[opt.Name] && *o.on[opt.Name]:

@@ -93,7 +93,7 @@ func TestCompleteContainerPolicy(t *testing.T) {
 // unless it lies inside the job directory, and the node-local directory's
 // fixed part); with a runtime only the launch files carry the prefix.
 func TestStepContainerArgs(t *testing.T) {
-	c, _, err := completeWith(t, []string{"--container-image", "nvcr.io#nvidia/pytorch:24.01-py3", "--container-mounts", "/data:/data:ro", "--srun-arg=--mpi=pmix",
+	c, _, err := completeWith(t, []string{"--container-image", "nvcr.io#nvidia/pytorch:24.01-py3", "--container-mounts", "/data:/data:ro", "--container-mounts", "/models", "--srun-arg=--mpi=pmix",
 		"--ckpt-local-dir", "/dev/shm/trainrun-%j"}, nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestStepContainerArgs(t *testing.T) {
 	c.shim = "/opt/bin/trainrun-shim"
 	r := &runner{cfg: c, dirs: runDirs{jobDir: "/lustre/u/trainrun-42", ckptDir: "/lustre/u/trainrun-42/checkpoints"}}
 	got := strings.Join(r.stepExtra(), " ")
-	want := "--container-image=nvcr.io#nvidia/pytorch:24.01-py3 --container-mounts=/data:/data:ro,/opt/bin/trainrun-shim:/opt/bin/trainrun-shim:ro,/lustre/u/trainrun-42:/lustre/u/trainrun-42,/dev/shm:/dev/shm --mpi=pmix"
+	want := "--container-image=nvcr.io#nvidia/pytorch:24.01-py3 --container-mounts=/data:/data:ro,/models:/models,/opt/bin/trainrun-shim:/opt/bin/trainrun-shim:ro,/lustre/u/trainrun-42:/lustre/u/trainrun-42,/dev/shm:/dev/shm --mpi=pmix"
 	if got != want {
 		t.Errorf("pyxis srun options:\n got %s\nwant %s", got, want)
 	}
