@@ -69,6 +69,7 @@ type Event struct {
 	// start events
 	WorldSize  int    `json:"world_size,omitempty"`
 	ResumeFrom string `json:"resume_from,omitempty"` // the tag resumed from, "" on a first start
+	Container  string `json:"container,omitempty"`   // the image the ranks ran in and how: "IMAGE (pyxis|podman|apptainer|enroot)"
 	// end events
 	Cause         Cause        `json:"cause,omitempty"`
 	LastCommitted string       `json:"last_committed,omitempty"` // newest committed tag at the end

@@ -3,7 +3,7 @@
 # when missing: Slurm 22.05 (slurmctld, slurmd, clients, libslurm-dev for
 # slurm/spank.h), munge, PyTorch (CPU, gloo) and Prometheus with its
 # Pushgateway and node exporter, rsvg-convert (to look at trainrun report --svg
-# pictures). Runs as root (as CI does here); elsewhere it
+# pictures), podman and runc (the container e2e). Runs as root (as CI does here); elsewhere it
 # prints a SKIP line naming what is missing and exits 0, and the e2e suite
 # then skips too.
 #
@@ -15,7 +15,8 @@ pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev python3-torch
 	prometheus prometheus-pushgateway prometheus-node-exporter iproute2 procps librsvg2-bin
 	zstd   # the CLI the checkpoint codec benchmark compares with
 	strace # the commit metadata guard counts system calls with it (wrapper/internal/scale)
-	python3-packaging) # Megatron-LM's argument checks import it (make check-frameworks)
+	python3-packaging # Megatron-LM's argument checks import it (make check-frameworks)
+	podman runc) # the container e2e (test/e2e/container_test.go): rootful podman; runc, as crun refuses this kernel's hybrid cgroups
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -20,6 +20,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/topo"
+	"github.com/trainrun/trainrun/wrapper/internal/container"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/planjson"
@@ -189,6 +190,7 @@ func computeEnv(ctx context.Context, env *runEnv, o *envOptions) (e *plan.Env, h
 	for _, w := range p.Why {
 		header = append(header, "placement: "+w)
 	}
+	header = append(header, envContainer(env, o))
 	return e, header, nil
 }
 
@@ -327,6 +329,29 @@ func envPolicy(env *runEnv, o *envOptions) (plan.NCCLPolicy, error) {
 		fmt.Fprintf(env.stderr, "trainrun: env: note: %s has no PartitionName=%s line: its site-wide settings apply\n", o.Policy, part)
 	}
 	return pf.Effective(part).NCCL(), nil
+}
+
+// envContainer is --explain's line on the container the ranks run in: the
+// one trainrun run would use from PYXIS_CONTAINER_IMAGE and
+// TRAINRUN_CONTAINER_RUNTIME and the policy's Container* keys (its
+// --container-* flags are run's, not env's); the variables above are what
+// the trainer sees inside it too.
+func envContainer(env *runEnv, o *envOptions) string {
+	spec, err := container.Resolve(container.Given{Flags: map[string]string{}, Runtime: env.getenv("TRAINRUN_CONTAINER_RUNTIME"), RtFrom: "TRAINRUN_CONTAINER_RUNTIME", Getenv: env.getenv})
+	if err == nil && o.Policy != "" {
+		if pf, perr := planflags.LoadPolicy(o.Policy); perr == nil {
+			st := pf.Effective(cmp.Or(o.Partition, slurm.JobFromEnv(env.getenv).Partition))
+			err = spec.ApplySite(container.Site{Image: st.ContainerImage.Value, ImageFrom: "the policy's ContainerImage (" + st.ContainerImage.Source.String() + ")",
+				Runtime: st.ContainerRuntime.Value}, env.getenv("TRAINRUN_CONTAINER_RUNTIME") != "")
+		}
+	}
+	switch {
+	case err != nil:
+		return "container: " + err.Error()
+	case !spec.On():
+		return "container: none (the ranks run on the host; trainrun run --container-image IMG runs them in one, with these variables)"
+	}
+	return fmt.Sprintf("container: %s, from %s; the trainer sees these variables inside it", spec.Describe(), spec.Settings[0].From)
 }
 
 // resolve looks the node's name up (IPv4 only), briefly.

@@ -283,3 +283,26 @@ func TestEnvRankFromSlurm(t *testing.T) {
 		t.Errorf("bad SLURM_PROCID: exit %d, %q", code, errs)
 	}
 }
+
+// --explain says which container the ranks would run in (issue 33): the
+// image and runtime from pyxis's and trainrun's variables, or none.
+func TestEnvExplainContainer(t *testing.T) {
+	dir := t.TempDir()
+	if err := snapshot.Unpack("hgx-h100", dir); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"env", "--root", dir, "--node-addr", "10.0.0.11", "--explain"}
+	for _, tc := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{nil, "# container: none (the ranks run on the host"},
+		{map[string]string{"PYXIS_CONTAINER_IMAGE": "nvcr.io#nvidia/pytorch:24.01-py3"}, "# container: nvcr.io#nvidia/pytorch:24.01-py3 (pyxis), from PYXIS_CONTAINER_IMAGE"},
+		{map[string]string{"PYXIS_CONTAINER_IMAGE": "localhost/t:1", "TRAINRUN_CONTAINER_RUNTIME": "podman"}, "# container: localhost/t:1 (podman), from PYXIS_CONTAINER_IMAGE"},
+	} {
+		out, errs, code := runWithEnv(t, tc.vars, args...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %d, output lacks %q:\n%s%s", tc.vars, code, tc.want, out, errs)
+		}
+	}
+}

@@ -309,3 +309,11 @@ func MergeHostlists(have string, nodes []string) (string, error) {
 	sort.Strings(out)
 	return topo.CompressHostlist(out), nil
 }
+
+// SrunHelp is `srun --help`: the options srun has here, SPANK plugins'
+// included (pyxis's --container-image, trainrun's --train-*).
+func (c Client) SrunHelp(ctx context.Context) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmpOr(c.Timeout, DefaultTimeout))
+	defer cancel()
+	return c.Srun(ctx, "--help")
+}

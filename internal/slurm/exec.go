@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -72,6 +73,9 @@ func execute(ctx context.Context, name string, args []string) (stdout, stderr []
 	var outBuf, errBuf bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
+	if drop := dropOf(ctx); len(drop) > 0 {
+		cmd.Env = withoutEnv(os.Environ(), drop)
+	}
 	if err = cmd.Start(); err == nil {
 		if n := niceOf(ctx); n > 0 {
 			// Best effort: the command may already have run a little at
@@ -107,6 +111,36 @@ func Background(ctx context.Context) context.Context {
 func niceOf(ctx context.Context) int {
 	n, _ := ctx.Value(niceKey{}).(int)
 	return n
+}
+
+type dropKey struct{}
+
+// WithoutEnv runs the commands Exec and ExecStderr run under ctx without
+// the variables whose names begin with one of prefixes: the topology
+// probe's srun must not inherit PYXIS_CONTAINER_IMAGE, which pyxis reads
+// as --container-image and would run the probe inside an image.
+func WithoutEnv(ctx context.Context, prefixes ...string) context.Context {
+	return context.WithValue(ctx, dropKey{}, prefixes)
+}
+
+func dropOf(ctx context.Context) []string {
+	p, _ := ctx.Value(dropKey{}).([]string)
+	return p
+}
+
+// withoutEnv is env less the variables whose names begin with a prefix.
+func withoutEnv(env, prefixes []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		keep := true
+		for _, p := range prefixes {
+			keep = keep && !strings.HasPrefix(kv, p)
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // HaveSrun says whether srun is in PATH (it is looked up, not run).

@@ -28,3 +28,23 @@ func TestBackgroundNice(t *testing.T) {
 		t.Errorf("niceness under Background %d, want %d (the caller's %d + %d)", got, want, base, BackgroundNice)
 	}
 }
+
+// Commands run under WithoutEnv do not see the variables it names (the
+// probe's srun and pyxis's PYXIS_CONTAINER_IMAGE); the others do.
+func TestWithoutEnv(t *testing.T) {
+	t.Setenv("PYXIS_CONTAINER_IMAGE", "nvcr.io#nvidia/pytorch:24.01-py3")
+	t.Setenv("PYXIS_OTHER", "kept")
+	show := func(ctx context.Context) string {
+		out, err := Exec(ctx, "sh", "-c", `echo "$PYXIS_CONTAINER_IMAGE|$PYXIS_OTHER"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := show(context.Background()); got != "nvcr.io#nvidia/pytorch:24.01-py3|kept" {
+		t.Errorf("plain: %q", got)
+	}
+	if got := show(WithoutEnv(context.Background(), "PYXIS_CONTAINER_")); got != "|kept" {
+		t.Errorf("WithoutEnv: %q", got)
+	}
+}

@@ -33,7 +33,7 @@ type Key struct {
 var keys []*Key
 
 func init() {
-	keys = slices.Concat(checkpointKeys(), faultKeys(), ncclKeys(), plannerKeys(), pluginKeys(), overrideKeys(), observeKeys())
+	keys = slices.Concat(checkpointKeys(), faultKeys(), ncclKeys(), plannerKeys(), pluginKeys(), overrideKeys(), observeKeys(), containerKeys())
 	for _, k := range keys {
 		keyByName[strings.ToLower(k.Name)] = k
 	}
@@ -272,7 +272,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "SpareNodes", "Shrink", "LossSpike", "LossSpikeAction", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "Shrink", "LossSpike", "LossSpikeAction", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget", "SrunArgs"}
 }
 
 // badValue is a value error before the file and line are known.

@@ -125,11 +125,17 @@ type Settings struct {
 	Precision             Setting[string] // bf16, fp16, fp8
 	Finetune              Setting[string] // full, lora, lora:RANK
 	UserOverride          Setting[Override]
-	MetricsAddr           Setting[string]
-	Pushgateway           Setting[string]
-	Webhook               Setting[string]
-	MaxCkptAge            Setting[time.Duration]
-	StopIfOffTrack        Setting[float64] // trainrun run --stop-if-off-track: the probability, 0 = no (issue 32)
+	// Containers and srun options (container.go).
+	SrunArgs            Setting[[]string] // srun options added to every step; nil = none
+	ContainerImage      Setting[string]   // "" = none
+	ContainerRuntime    Setting[string]   // "pyxis", "podman", "apptainer", "enroot"
+	ContainerRegistries Setting[[]string] // nil = any
+	ContainerMounts     Setting[[]string] // pyxis --container-mounts values
+	MetricsAddr         Setting[string]
+	Pushgateway         Setting[string]
+	Webhook             Setting[string]
+	MaxCkptAge          Setting[time.Duration]
+	StopIfOffTrack      Setting[float64] // trainrun run --stop-if-off-track: the probability, 0 = no (issue 32)
 }
 
 // entry is one parsed Key=Value.
@@ -531,6 +537,7 @@ func (s Settings) Rows() []Row {
 		Row{"Tune", str(s.Tune.Value, "none"), s.Tune.Source},
 		Row{"TuneBudget", dur(s.TuneBudget.Value, "auto"), s.TuneBudget.Source},
 	)
+	rows = append(rows, s.containerRows()...)
 	return rows
 }
 

@@ -170,7 +170,7 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, Shrink, LossSpike, LossSpikeAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, MemoryMargin, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge, StopIfOffTrack, Calibration, Tune, TuneBudget (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, Shrink, LossSpike, LossSpikeAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, MemoryMargin, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge, StopIfOffTrack, Calibration, Tune, TuneBudget, SrunArgs, ContainerImage, ContainerRuntime, ContainerRegistries, ContainerMounts (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
 			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, Shrink, LossSpike, LossSpikeAction, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, MemoryMargin, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
@@ -471,5 +471,25 @@ PartitionName=tighter UserOverride=CkptKeep,CkptLead,HangTimeout
 	none := mustParse(t, "PartitionName=locked UserOverride=none\n")
 	if o := none.Effective(Unrecorded).UserOverride.Value; o.All || len(o.Keys) != 0 {
 		t.Errorf("a partition allowing none: %v", o)
+	}
+}
+
+// The container keys (issue 33): lists repeat and append, none clears them
+// on a partition line, the registries are host names.
+func TestContainerKeys(t *testing.T) {
+	p := mustParse(t, "SrunArgs=--mpi=pmix SrunArgs=--network=sn_all ContainerMounts=/datasets:/datasets:ro ContainerRegistries=nvcr.io,local\n"+
+		"PartitionName=gpu ContainerImage=nvcr.io\\#nvidia/pytorch:24.01-py3 SrunArgs=none SrunArgs=--mpi=pmi2 ContainerRuntime=podman\n")
+	site, gpu := p.Effective("cpu"), p.Effective("gpu")
+	if got := strings.Join(site.SrunArgs.Value, " "); got != "--mpi=pmix --network=sn_all" {
+		t.Errorf("site SrunArgs %q", got)
+	}
+	if got := strings.Join(gpu.SrunArgs.Value, " "); got != "--mpi=pmi2" || gpu.ContainerImage.Value != "nvcr.io#nvidia/pytorch:24.01-py3" || gpu.ContainerRuntime.Value != "podman" {
+		t.Errorf("partition: SrunArgs %q image %q runtime %q", got, gpu.ContainerImage.Value, gpu.ContainerRuntime.Value)
+	}
+	if site.ContainerImage.Value != "" || site.ContainerRuntime.Value != "pyxis" || strings.Join(site.ContainerRegistries.Value, ",") != "nvcr.io,local" || len(gpu.ContainerMounts.Value) != 1 {
+		t.Errorf("site: %+v %+v %+v", site.ContainerImage, site.ContainerRegistries, gpu.ContainerMounts)
+	}
+	if _, err := Parse(strings.NewReader("ContainerRegistries=nvcr.io/nvidia\n"), "trainrun.conf"); err == nil || !strings.Contains(err.Error(), "is not a registry host") {
+		t.Errorf("registry with a path: %v", err)
 	}
 }

@@ -128,9 +128,13 @@ type Start struct {
 	JobName   string `json:"job_name,omitempty"`
 	Run       string `json:"run,omitempty"`   // trainrun run --name (or the derived name)
 	Sweep     string `json:"sweep,omitempty"` // TRAINRUN_SWEEP: the sweep or branch set this run is a trial of
-	Nodes     int    `json:"nodes"`
-	GPUs      int    `json:"gpus"`
-	GPUType   string `json:"gpu_type,omitempty"`
+	// The container the ranks ran in (--container-image), and how: pyxis,
+	// podman, apptainer or enroot; empty: on the host.
+	ContainerImage   string `json:"container_image,omitempty"`
+	ContainerRuntime string `json:"container_runtime,omitempty"`
+	Nodes            int    `json:"nodes"`
+	GPUs             int    `json:"gpus"`
+	GPUType          string `json:"gpu_type,omitempty"`
 	// Layout degrees, e.g. {"tp":4,"pp":2,"dp":4,...}.
 	Layout map[string]int `json:"layout,omitempty"`
 	// Predictions of the planner; zero when the layout was pinned and not

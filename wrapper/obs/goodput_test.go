@@ -2,6 +2,7 @@ package obs
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -152,5 +153,28 @@ func TestGoodputInJobRestart(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(o.Metrics().restarts.WithLabelValues(FaultCrash)); got != 1 {
 		t.Errorf("trainrun_restarts_total{cause=crash} = %v, want 1", got)
+	}
+}
+
+// The report names the container the newest incarnation ran in (issue 33),
+// in its text and its JSON.
+func TestReportContainer(t *testing.T) {
+	evs := goodputEvents()
+	for i := range evs {
+		if evs[i].Kind == KindStart && evs[i].Restart == 1 {
+			s := *evs[i].Start
+			s.ContainerImage, s.ContainerRuntime = "nvcr.io#nvidia/pytorch:24.01-py3", "pyxis"
+			evs[i].Start = &s
+		}
+	}
+	r := BuildReport(evs)
+	var b bytes.Buffer
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "container nvcr.io#nvidia/pytorch:24.01-py3 (pyxis)\n") {
+		t.Errorf("report lacks the container line:\n%s", b.String())
+	}
+	j, err := json.Marshal(r)
+	if err != nil || !strings.Contains(string(j), `"container_image":"nvcr.io#nvidia/pytorch:24.01-py3","container_runtime":"pyxis"`) {
+		t.Errorf("JSON lacks the container: %v\n%s", err, j)
 	}
 }

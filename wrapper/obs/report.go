@@ -315,6 +315,9 @@ func (r *Report) writeHeader(w io.Writer, t Totals) {
 		}
 		fmt.Fprintf(w, "layout %s on %d GPUs, %d nodes%s\n", strings.Join(parts, " "), s.GPUs, s.Nodes, gpu)
 	}
+	if s := r.Start; s != nil && s.ContainerImage != "" {
+		fmt.Fprintf(w, "container %s (%s)\n", s.ContainerImage, s.ContainerRuntime)
+	}
 }
 
 // writeIncarnations prints one row per incarnation, the messages of those

@@ -49,6 +49,8 @@ type reportSummary struct {
 	Partition    string               `json:"partition,omitempty"`
 	Run          string               `json:"run,omitempty"`
 	Sweep        string               `json:"sweep,omitempty"`
+	Container    string               `json:"container_image,omitempty"`
+	Runtime      string               `json:"container_runtime,omitempty"`
 	First        string               `json:"first"`
 	Last         string               `json:"last"`
 	Incarnations []summaryIncarnation `json:"incarnations"`
@@ -75,6 +77,9 @@ func (r *Report) summary() reportSummary {
 		First: rfc3339(r.First), Last: rfc3339(r.Last), Incarnations: []summaryIncarnation{},
 		RunningS: t.Running.Seconds(), WaitingS: t.Waiting.Seconds(), LostS: t.Lost.Seconds(), SavingS: t.Saving.Seconds(),
 		CommittingS: t.Committing.Seconds(), FinalStep: t.FinalStep, Checkpoints: len(r.Checkpoints), Goodput: r.Goodput}
+	if r.Start != nil {
+		s.Container, s.Runtime = r.Start.ContainerImage, r.Start.ContainerRuntime
+	}
 	for _, in := range r.Incarnations {
 		s.Incarnations = append(s.Incarnations, summaryIncarnation{JobID: r.JobID, Restart: in.Restart, Start: rfc3339(in.Start), End: rfc3339(in.End),
 			Ended: in.EndText(), Cause: in.Cause, Exit: in.Exit, ResumeFrom: in.ResumeFrom, LostS: in.Lost.Seconds(),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainrun/trainrun/internal/atomicfile"
 	"github.com/trainrun/trainrun/internal/safefs"
+	"github.com/trainrun/trainrun/wrapper/internal/container"
 )
 
 // The launch directory (JOBDIR/launch) is how the controller hands each task
@@ -47,6 +48,10 @@ type Common struct {
 	// was started before the plan (its srun line carries the command as
 	// given); empty: the shim's own command line is the command.
 	Argv []string `json:"argv,omitempty"`
+	// Container is the runtime prefix (--container-runtime): the shim
+	// starts the trainer through it; nil: directly (or inside pyxis's
+	// container, which the shim itself runs in).
+	Container *container.Run `json:"container,omitempty"`
 }
 
 // Rank is one rank's entry in node/<node>.json.

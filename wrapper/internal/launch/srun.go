@@ -33,6 +33,11 @@ type StepSpec struct {
 	// the node's removal from the job (Slurm 22.05, --no-kill; seen on
 	// the harness).
 	Overlap bool
+	// Extra are srun options trainrun passes through, after its own and
+	// before the task: pyxis's --container-* options (container.PyxisArgs)
+	// and the user's and the site's --srun-arg (checked by
+	// container.CheckSrunArg never to name one of trainrun's own).
+	Extra []string
 }
 
 // SrunCommand builds the main step's command line and the extra environment
@@ -73,6 +78,7 @@ func SrunCommand(s StepSpec) (argv []string, env []string) {
 		argv = append(argv, "--overlap")
 	}
 	argv = append(argv, "--kill-on-bad-exit=1", "--input=none")
+	argv = append(argv, s.Extra...)
 	argv = append(argv, ShimArgv(s.Self, s.Shim)...)
 	argv = append(argv, "--launch", s.LaunchDir)
 	if s.Wait {

@@ -143,7 +143,7 @@ func (r *runner) recordStart() {
 		return
 	}
 	if err := r.ckpt.store.History().Append(checkpoint.Event{Type: "start", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
-		Node: r.alloc.BatchNode, WorldSize: r.alloc.World(), ResumeFrom: tagOf(r.ckpt.resume)}); err != nil {
+		Node: r.alloc.BatchNode, WorldSize: r.alloc.World(), ResumeFrom: tagOf(r.ckpt.resume), Container: r.containerHistory()}); err != nil {
 		r.logf("warning: %v", err)
 	}
 }

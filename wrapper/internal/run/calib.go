@@ -91,6 +91,9 @@ func (r *runner) startRecorder() {
 	if why != "" {
 		r.logf("%s", why)
 	}
+	if img, rt := r.containerRecord(); img != "" && r.sess.calibRec != nil {
+		r.sess.calibRec.Template.Software["container_image"], r.sess.calibRec.Template.Software["container_runtime"] = img, rt
+	}
 }
 
 // finishObservation writes the run's observation, with the peak memory the

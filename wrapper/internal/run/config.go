@@ -13,6 +13,7 @@ import (
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/plan/policy"
+	"github.com/trainrun/trainrun/wrapper/internal/container"
 	"github.com/trainrun/trainrun/wrapper/internal/health"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 )
@@ -66,6 +67,9 @@ type Config struct {
 
 	hang *health.Config // --hang-timeout (nil: off)
 
+	container container.Spec // --container-* and the policy's Container* (container.go); zero: none
+	srunArgs  []string       // the policy's SrunArgs, then --srun-arg
+
 	alloc *slurm.Allocation // the allocation as Slurm's environment gave it (setup)
 	argv  []string          // the training command as given (after --)
 	self  string            // this trainrun binary
@@ -105,7 +109,7 @@ var envTwins = []struct{ flag, env string }{
 	{"policy", "TRAINRUN_POLICY"}, {"job-dir", "TRAINRUN_JOB_DIR"},
 	{"metrics-addr", "TRAINRUN_METRICS_ADDR"}, {"metrics-textfile", "TRAINRUN_METRICS_TEXTFILE"},
 	{"pushgateway", "TRAINRUN_PUSHGATEWAY"}, {"webhook", "TRAINRUN_WEBHOOK"}, {"webhook-format", "TRAINRUN_WEBHOOK_FORMAT"},
-	{"tune", "TRAINRUN_TUNE"}, {"tune-budget", "TRAINRUN_TUNE_BUDGET"},
+	{"tune", "TRAINRUN_TUNE"}, {"tune-budget", "TRAINRUN_TUNE_BUDGET"}, {"container-runtime", "TRAINRUN_CONTAINER_RUNTIME"},
 	{"target-loss", "TRAINRUN_TARGET_LOSS"}, {"stop-if-off-track", "TRAINRUN_STOP_IF_OFF_TRACK"},
 	{"train-steps", "TRAINRUN_TRAIN_STEPS"},
 	{"loss-spike", "TRAINRUN_LOSS_SPIKE"}, {"loss-spike-action", "TRAINRUN_LOSS_SPIKE_ACTION"}, {"shrink", "TRAINRUN_SHRINK"},
@@ -147,7 +151,7 @@ func complete(o Options, given map[string]bool, getenv func(string) string, a *s
 	}
 	c.resolveSoftware(getenv, pf, st, a.Partition)
 	c.resolveCalibration(getenv, st)
-	return c, nil
+	return c, c.resolveContainer(getenv, st)
 }
 
 // resolveCalibration sets the site calibration directory the planner reads
@@ -199,7 +203,7 @@ var policyFlags = []struct{ flag, key string }{
 	{"ckpt-signal", "CkptSignal"}, {"ckpt-lead", "CkptLead"}, {"max-requeue", "MaxRequeue"},
 	{"max-failures", "MaxFailuresNoProgress"}, {"ckpt-dir", "CkptDir"}, {"ckpt-keep", "CkptKeep"}, {"ckpt-keep-every", "CkptKeepEvery"},
 	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"}, {"spare-nodes", "SpareNodes"},
-	{"tune", "Tune"}, {"tune-budget", "TuneBudget"},
+	{"tune", "Tune"}, {"tune-budget", "TuneBudget"}, {"srun-arg", "SrunArgs"},
 	{"loss-spike", "LossSpike"}, {"loss-spike-action", "LossSpikeAction"}, {"shrink", "Shrink"},
 }
 

@@ -69,6 +69,8 @@ var configInputs = []configInput{
 	{"shrink", "Yes", "TRAINRUN_SHRINK", "YES", "Shrink", "yes", [3]string{"Yes", "YES", "yes"}, func(c *Config) string { return c.shrink.shrink }},
 	{"loss-spike-action", "rollback:2", "TRAINRUN_LOSS_SPIKE_ACTION", "stop", "LossSpikeAction", "rollback", [3]string{"rollback:2", "stop", "rollback"}, func(c *Config) string { return c.spike.action }},
 	{"tune-budget", "5", "TRAINRUN_TUNE_BUDGET", "90s", "TuneBudget", "3", [3]string{"5", "90s", "3m0s"}, func(c *Config) string { return c.tune.budget }},
+	{"container-runtime", "apptainer", "TRAINRUN_CONTAINER_RUNTIME", "enroot", "", "", [3]string{"apptainer", "enroot"}, func(c *Config) string { return c.container.Runtime }},
+	{"srun-arg", "--mpi=pmix", "", "", "SrunArgs", "--mpi=pmi2", [3]string{"--mpi=pmix", "", "--mpi=pmi2"}, func(c *Config) string { return strings.Join(c.srunArgs, " ") }},
 	{"plan", "/flag/plan.json", "TRAINRUN_PLAN", "/env/plan.json", "", "", [3]string{"/flag/plan.json", "/env/plan.json"}, func(c *Config) string { return c.planFile + c.submittedPlan }},
 }
 

@@ -41,7 +41,9 @@
 // (spare.go), the grace budget (grace.go), checkpoint compression
 // (compress.go), the observer and its events (obs.go), the site
 // calibration's record (calib.go), the summary and the dry run
-// (summary.go), {megatron_args} and its kin (megatron_args.go).
+// (summary.go), {megatron_args} and its kin (megatron_args.go), containers
+// and srun's added options (container.go: pyxis's options on the step's
+// srun, the runtime prefix in the launch files, --srun-arg).
 //
 // The step starts before the plan (early.go says why and when it cannot):
 // the shims wait for the controller's go while it asks Slurm and plans. The

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/internal/slurm"
+	"github.com/trainrun/trainrun/wrapper/internal/container"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
@@ -61,6 +62,9 @@ func (r *runner) startEarly(ctx context.Context) error {
 	if r.cfg.dryRun || r.env.Getenv("TRAINRUN_EARLY_STEP") == "0" || r.cfg.fault.spareNodes > 0 {
 		return nil
 	}
+	if r.cfg.container.Pyxis() {
+		return nil // its tasks would probe inside the image, without trainrun and NVML: the probe runs on the host first
+	}
 	a := r.alloc
 	topoDir := r.dirs.in(jobdir.Topo)
 	e := &earlyStep{done: make(chan error, 1)}
@@ -94,7 +98,7 @@ func (r *runner) startEarly(ctx context.Context) error {
 		return fmt.Errorf("launch files in %s: %w", launchDir, err)
 	}
 	spec := launch.StepSpec{Self: r.cfg.self, Shim: r.cfg.shim, LaunchDir: launchDir, Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode,
-		BindInShim: guessBindInShim(cache), Argv: r.cfg.argv, Wait: true}
+		BindInShim: guessBindInShim(cache) && !container.SetsCPUBind(r.cfg.srunArgs), Argv: r.cfg.argv, Wait: true, Extra: r.stepExtra()}
 	if e.probing {
 		spec.ProbeDir = topoDir
 	}

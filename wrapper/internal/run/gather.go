@@ -77,7 +77,8 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f.nodes, probeErr = probeNodes(ctx, sc, a, launch.ShimArgv(r.cfg.self, r.cfg.shim), topoDir)
+			// On the host, always: PYXIS_CONTAINER_* would put pyxis's image around it.
+			f.nodes, probeErr = probeNodes(slurm.WithoutEnv(ctx, "PYXIS_CONTAINER_"), sc, a, launch.ShimArgv(r.cfg.self, r.cfg.shim), topoDir)
 		}()
 	default:
 		return f, usageErrorf("--probe %q: want auto, all or none", r.cfg.probe)

@@ -106,6 +106,7 @@ func (r *runner) observeStart() {
 		EndTime: r.alloc.EndTime, CkptLead: r.facts.lead, MaxCkptAge: r.cfg.obs.maxCkptAge,
 		GraceBudget: r.cfg.obs.graceBudget, ResumeFrom: r.ckpt.resume, CkptDir: r.dirs.ckptDir,
 	}
+	s.ContainerImage, s.ContainerRuntime = r.containerRecord()
 	if s.GraceBudget == 0 && r.facts.grace.GraceTime > 0 { // read once at start (scontrolGraceLimits)
 		s.GraceBudget = r.facts.grace.GraceTime
 	}

@@ -32,9 +32,10 @@ type Options struct {
 	rank        int
 	obs         obsOptions
 	fault       faultOptions
-	tune        tuneOptions   // --tune, --tune-budget (tunestep.go)
-	spike       spikeOptions  // --loss-spike, --loss-spike-action (lossspike.go)
-	shrink      shrinkOptions // --shrink (shrink.go)
+	tune        tuneOptions      // --tune, --tune-budget (tunestep.go)
+	spike       spikeOptions     // --loss-spike, --loss-spike-action (lossspike.go)
+	shrink      shrinkOptions    // --shrink (shrink.go)
+	ctr         containerOptions // --container-*, --srun-arg (container.go)
 }
 
 // defaultCkptLead is --ckpt-lead when not given: at most this, and at most a
@@ -80,6 +81,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.tune.addFlags(fs, getenv)
 	o.spike.addFlags(fs, getenv)
 	o.shrink.addFlags(fs, getenv)
+	o.ctr.addFlags(fs, getenv)
 }
 
 func envOr(getenv func(string) string, k, def string) string {

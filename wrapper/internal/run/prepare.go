@@ -17,6 +17,7 @@ import (
 
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
+	"github.com/trainrun/trainrun/wrapper/internal/container"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
@@ -31,6 +32,11 @@ func (r *runner) place(f runFacts, c choice) (p placed, err error) {
 	}
 	for _, n := range notes {
 		r.logf("placement: %s", n)
+	}
+	if container.SetsCPUBind(r.cfg.srunArgs) {
+		for i := range p.Slots {
+			p.Slots[i].CPUs = "" // srun binds (--srun-arg --cpu-bind): the shim does not
+		}
 	}
 	return p, nil
 }
@@ -159,7 +165,7 @@ func (r *runner) prepare(f runFacts) (stepLaunch, rankEnv, error) {
 	st.srunArgv, st.srunEnv = launch.SrunCommand(launch.StepSpec{
 		Self: r.cfg.self, Shim: r.cfg.shim, LaunchDir: launchDir, Hostfile: hostfilePath, Arbitrary: !sameOrderAsSlurm(a, r.placed.Slots),
 		Nodes: len(a.Nodes), Tasks: a.World(), PerNode: a.TasksPerNode, BindInShim: bindInShim, Argv: st.cmdArgv,
-		NodeList: r.stepNodeList(), Overlap: len(r.sess.spare.lost) > 0,
+		NodeList: r.stepNodeList(), Overlap: len(r.sess.spare.lost) > 0, Extra: r.stepExtra(),
 	})
 	return st, renv, nil
 }
@@ -188,7 +194,8 @@ func (r *runner) startStep(ctx context.Context, f runFacts, renv rankEnv, store 
 		ctl.Close()
 	}()
 	common := launch.Common{JobID: a.JobID, World: a.World(), Control: control,
-		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.cfg.ckptLocal, CkptDir: r.dirs.ckptDir}
+		Token: ctl.Token, Signal: renv.Common["TRAINRUN_CKPT_SIGNAL"], LocalDir: r.cfg.ckptLocal, CkptDir: r.dirs.ckptDir,
+		Container: r.containerRun()}
 	if r.early != nil {
 		common.Argv = r.step.cmdArgv
 	}

@@ -4,6 +4,7 @@
 package run
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -40,6 +41,9 @@ func setup(o Options, given map[string]bool, argv []string, d *Deps) (Config, er
 	}
 	cfg, err := complete(o, given, d.Getenv, a, d.Stderr)
 	cfg.alloc, cfg.argv, cfg.self, cfg.shim = a, argv, self, leanShim(self, d.Getenv("TRAINRUN_SHIM"))
+	if err == nil {
+		err = checkPyxis(context.Background(), &cfg, d.Slurm)
+	}
 	return cfg, err
 }
 

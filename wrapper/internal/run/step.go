@@ -21,7 +21,7 @@ import (
 // done gets its end (one value).
 func (r *runner) startSrun(argv, env []string, done chan<- error) (*os.Process, error) {
 	cmd := slurm.StepCommand(argv[1:])
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(stepEnviron(os.Environ()), env...)
 	cmd.Stdout, cmd.Stderr = r.env.Stdout, r.env.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -54,6 +54,7 @@ func (r *runner) summary() string {
 		fmt.Fprintf(&b, "  tiered      trainers save into %s on each node; trainrun drains it into the store\n", r.cfg.ckptLocal)
 	}
 	fmt.Fprintf(&b, "  command     %s\n", shell.Join(r.step.cmdArgv))
+	b.WriteString(r.containerSummary())
 	fmt.Fprintf(&b, "  job dir     %s (plan.json, hostfile, summary.txt, launch/)\n", r.dirs.jobDir)
 	return b.String()
 }

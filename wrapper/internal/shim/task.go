@@ -78,7 +78,12 @@ func Run(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	path, err := resolveCommand(env, argv[0], envl, rank, node)
+	var path string
+	if common.Container != nil { // --container-runtime: the runtime starts the command inside the image
+		path, argv, err = containerCommand(env, common, argv, envl, rank, node)
+	} else {
+		path, err = resolveCommand(env, argv[0], envl, rank, node)
+	}
 	if err != nil {
 		return err
 	}
@@ -123,11 +128,15 @@ func Run(ctx context.Context, env Env, args []string) error {
 		ctl = dialControl(common, rank, pid, node, env)
 	}
 	if beats != nil {
-		go beats.run(pid, rank, common.World, func(m launch.Msg) {
-			if ctl != nil {
-				ctl.Send(m)
-			}
-		})
+		go func() {
+			// The trainer's own state, in podman's container too (its PID
+			// comes once the container runs).
+			beats.run(containerPID(common, rank, pid), rank, common.World, func(m launch.Msg) {
+				if ctl != nil {
+					ctl.Send(m)
+				}
+			})
+		}()
 	}
 	if ctl != nil {
 		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU, ev, func(m launch.Msg) { ctl.Send(m) }))
