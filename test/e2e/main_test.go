@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -95,6 +96,10 @@ func runMain(m *testing.M) int {
 // parallel with the others without sharing nodes or preemptions with them.
 var ownClusters atomic.Int64
 
+// jobIDOffset shifts this test process's job ids (0-4999, below the next
+// cluster's 10000).
+var jobIDOffset = rand.IntN(5000)
+
 // lostNodeConf makes Slurm notice a killed slurmd within seconds.
 var lostNodeConf = []string{"SlurmdTimeout=5", "MessageTimeout=5"}
 
@@ -102,8 +107,10 @@ func ownCluster(t *testing.T, extraSlurmConf ...string) *harness.Cluster {
 	t.Helper()
 	// Job ids of their own: every cluster's "nodes" are this one machine, and
 	// trainrun derives MASTER_PORT from the job id, so job 2 of two clusters
-	// would otherwise race for the same port.
-	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1))
+	// would otherwise race for the same port. The offset, one per test
+	// process, does the same for two test processes at once (two worktrees'
+	// e2e runs, or a chaos run beside them, raced for job 10001's port).
+	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1)+jobIDOffset)
 	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, ExtraSlurmConf: append([]string{first}, extraSlurmConf...), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("a cluster of the test's own did not start: %v", err)
