@@ -98,7 +98,7 @@ var ownClusters atomic.Int64
 
 // jobIDOffset shifts this test process's job ids (0-4999, below the next
 // cluster's 10000).
-var jobIDOffset = rand.IntN(5000)
+var jobIDOffset = rand.Int64N(5000)
 
 // lostNodeConf makes Slurm notice a killed slurmd within seconds.
 var lostNodeConf = []string{"SlurmdTimeout=5", "MessageTimeout=5"}
