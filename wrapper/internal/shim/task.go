@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -96,7 +97,12 @@ func Run(ctx context.Context, env Env, args []string) error {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Env = envl
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// The trainer's stderr passes through a bounded tail: its last lines
+	// name a failure's class (failure.go). WaitDelay: a child that keeps
+	// the pipe open (a data-loader worker) does not hold the exit back.
+	fw := newFailureWatch()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, io.MultiWriter(os.Stderr, fw.tail)
+	cmd.WaitDelay = 5 * time.Second
 	beats := newBeater()
 	if beats != nil {
 		cmd.ExtraFiles, cmd.Env = append(cmd.ExtraFiles, beats.w), append(cmd.Env, beats.env()...)
@@ -127,7 +133,7 @@ func Run(ctx context.Context, env Env, args []string) error {
 	if ctl != nil {
 		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU, func(m launch.Msg) { ctl.Send(m) }))
 	}
-	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, rank, node, argv[0])
+	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, fw, rank, node, argv[0])
 }
 
 // whoAmI is the task as Slurm started it: its rank (SLURM_PROCID) and node.
@@ -310,7 +316,7 @@ func startDrain(env Env, common *launch.Common, me *launch.Rank, launchDir, node
 // superviseTask relays signals to the controller (and forwards them outside
 // a step), and reports the trainer's end; the shim then dies the way the
 // trainer did.
-func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Signal, forward bool, finishDrain func(), me *launch.Rank, rank int, node, name string) error {
+func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Signal, forward bool, finishDrain func(), me *launch.Rank, fw *failureWatch, rank int, node, name string) error {
 	send := func(m launch.Msg) {
 		if ctl != nil {
 			ctl.Send(m)
@@ -330,7 +336,8 @@ func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Sign
 			// Also after Slurm's SIGTERM: the checkpoint the trainer just
 			// saved locally exists nowhere else.
 			finishDrain()
-			send(launch.Msg{Kind: launch.Exit, Rank: rank, Code: code})
+			fc := fw.classify(code)
+			send(launch.Msg{Kind: launch.Exit, Rank: rank, Code: code, Class: string(fc.Class), Evidence: fc.Evidence})
 			if ctl != nil {
 				ctl.Close()
 			}
@@ -339,7 +346,7 @@ func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Sign
 				if sig != nil {
 					what = "was killed by " + launch.SignalName(sig)
 				}
-				fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s (GPU %d): %s %s\n", rank, node, me.GPU, name, what)
+				fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s (GPU %d): %s %s (failure class %s: %s)\n", rank, node, me.GPU, name, what, fc.Class, fc.Evidence)
 			}
 			if sig != nil {
 				// Die of the same signal so srun and the controller see it.
