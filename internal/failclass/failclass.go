@@ -45,6 +45,10 @@ type Evidence struct {
 type Result struct {
 	Class    Class
 	Evidence string // the deciding line or fact, at most MaxEvidence bytes, one line
+	// Echo: the evidence only says that a peer went away (gloo's
+	// "Connection closed by peer"): the rank failed because another did,
+	// which says nothing of its own node.
+	Echo bool
 }
 
 // MaxEvidence bounds Result.Evidence.
@@ -93,9 +97,9 @@ var patterns = []pattern{
 	{NCCL, "DistBackendError", false},
 	{NCCL, "DistNetworkError", false},
 	{NCCL, "DistStoreError", false},
-	{NCCL, "gloo/transport", false},
-	{NCCL, "Connection closed by peer", true},
-	{NCCL, "Connection reset by peer", true},
+	{NCCL, echoPrefix + "gloo/transport", false},
+	{NCCL, echoPrefix + "Connection closed by peer", true},
+	{NCCL, echoPrefix + "Connection reset by peer", true},
 	{NCCL, "RendezvousTimeoutError", false},
 	{User, "command not found", true},
 	{User, "No such file or directory", true},
@@ -103,6 +107,9 @@ var patterns = []pattern{
 	{User, "error: the following arguments are required", true},
 	{User, "Traceback (most recent call last)", false},
 }
+
+// echoPrefix marks a pattern whose line is an echo (Result.Echo).
+const echoPrefix = "\x00echo:"
 
 // Classify names one rank's failure. A zero exit is no failure (Class "").
 // The tail's evidence wins over the exit status (an OOM ends Python with
@@ -116,60 +123,62 @@ func Classify(e Evidence) Result {
 	if e.Code == 0 {
 		return Result{}
 	}
-	best, line := Class(""), ""
+	best, line, echo := Class(""), "", false
 	for _, l := range e.Tail {
-		c := lineClass(l)
+		c, ec := lineClass(l)
 		if c == "" {
 			continue
 		}
-		if best == "" || rank(c) < rank(best) {
-			best, line = c, l
+		if best == "" || rank(c) < rank(best) || c == best && echo && !ec {
+			best, line, echo = c, l, ec
 		}
 	}
 	switch {
 	case best == OOM || best == Hardware:
-		return Result{best, clip(line)}
+		return Result{Class: best, Evidence: clip(line)}
 	case e.OOMKill: // the peers' collective errors it caused may be in the tail
-		return Result{OOM, fmt.Sprintf("exit %d; the node's kernel counted an OOM kill in the rank's cgroup (memory.events oom_kill)", e.Code)}
+		return Result{Class: OOM, Evidence: fmt.Sprintf("exit %d; the node's kernel counted an OOM kill in the rank's cgroup (memory.events oom_kill)", e.Code)}
 	case best == NCCL:
-		return Result{best, clip(line)}
+		return Result{best, clip(line), echo}
 	case best == User:
 		if l := lastException(e.Tail); l != "" {
 			line = l
 		}
-		return Result{User, clip(line)}
+		return Result{Class: User, Evidence: clip(line)}
 	case e.Code == 127 || e.Code == 126:
-		return Result{User, fmt.Sprintf("exit %d: the command was not found or not executable", e.Code)}
+		return Result{Class: User, Evidence: fmt.Sprintf("exit %d: the command was not found or not executable", e.Code)}
 	case e.Code > 128 && e.Code < 128+65:
-		return Result{Signal, fmt.Sprintf("exit %d: killed by signal %d", e.Code, e.Code-128)}
+		return Result{Class: Signal, Evidence: fmt.Sprintf("exit %d: killed by signal %d", e.Code, e.Code-128)}
 	}
-	return Result{Unknown, fmt.Sprintf("exit %d with no evidence in the rank's last output", e.Code)}
+	return Result{Class: Unknown, Evidence: fmt.Sprintf("exit %d with no evidence in the rank's last output", e.Code)}
 }
 
 func rank(c Class) int { return slices.Index(Classes, c) }
 
-// lineClass is the class one line names ("" none), the highest first.
-func lineClass(l string) Class {
+// lineClass is the class one line names ("" none), the highest first, and
+// whether the line is only an echo of a peer's failure.
+func lineClass(l string) (Class, bool) {
 	lower := ""
-	best := Class("")
+	best, echo := Class(""), false
 	for _, p := range patterns {
-		if best != "" && rank(p.class) >= rank(best) {
+		if best != "" && (rank(p.class) > rank(best) || rank(p.class) == rank(best) && !echo) {
 			continue
 		}
+		text, isEcho := strings.CutPrefix(p.text, echoPrefix)
 		hit := false
 		if p.fold {
 			if lower == "" {
 				lower = strings.ToLower(l)
 			}
-			hit = strings.Contains(lower, strings.ToLower(p.text))
+			hit = strings.Contains(lower, strings.ToLower(text))
 		} else {
-			hit = strings.Contains(l, p.text)
+			hit = strings.Contains(l, text)
 		}
-		if hit {
-			best = p.class
+		if hit && (best == "" || rank(p.class) < rank(best) || echo && !isEcho) {
+			best, echo = p.class, isEcho
 		}
 	}
-	return best
+	return best, echo
 }
 
 // lastException is a Python traceback's last line, "ValueError: ..." (the
@@ -209,20 +218,32 @@ type Rank struct {
 }
 
 // Step is the step's class: the first failing rank's (the root cause; its
-// peers' NCCL errors and signals are echoes), unless another rank names a
-// hardware fault or an OOM while the first names only an echo (nccl,
-// signal, unknown): a rank's OOM or XID makes a peer's collective fail
-// first. A lost node is hardware whatever the ranks said.
+// peers' NCCL errors and signals are echoes), unless the first's is an echo
+// (a peer went away: the earliest of the others (in their order) with a
+// cause of its own is taken), or another rank names a hardware fault or an
+// OOM while the first names nccl, signal or unknown: a rank's OOM or XID
+// makes a peer's collective fail first. A lost node is hardware whatever
+// the ranks said. who is the deciding rank (-1: none, or the lost node).
 func Step(first *Rank, others []Rank, lostNode string) (Result, int) {
 	if lostNode != "" {
-		return Result{Hardware, "node " + lostNode + " was lost"}, -1
+		return Result{Class: Hardware, Evidence: "node " + lostNode + " was lost"}, -1
 	}
 	if first == nil {
 		return Result{}, -1
 	}
 	res, who := first.Result, first.Rank
 	if res.Class == "" {
-		res = Result{Unknown, "no class reported"}
+		res = Result{Class: Unknown, Evidence: "no class reported"}
+	}
+	// An echo (a peer went away) yields to the first rank with a cause of
+	// its own: the one killed, the one that failed by itself.
+	if res.Echo {
+		for _, o := range others {
+			if o.Class != "" && !o.Echo {
+				res, who = o.Result, o.Rank
+				break
+			}
+		}
 	}
 	if res.Class == NCCL || res.Class == Signal || res.Class == Unknown {
 		for _, o := range others {

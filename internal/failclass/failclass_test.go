@@ -32,6 +32,9 @@ terminate called after throwing an instance of 'c10::DistBackendError'`)}, NCCL,
 Traceback (most recent call last):
   File "train.py", line 12, in <module>
 torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5`)}, NCCL, "unhandled system error"},
+		{"nccl error beats an echo", Evidence{Code: 1, Tail: lines(`
+RuntimeError: Connection reset by peer
+torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error`)}, NCCL, "unhandled system error"},
 		{"gloo peer gone", Evidence{Code: 1, Tail: lines(`
 Traceback (most recent call last):
   File "train_example.py", line 260, in main
@@ -71,7 +74,7 @@ train.py: error: unrecognized arguments: --stepz 10`)}, User, "unrecognized argu
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Classify(tc.e)
-			if got.Class != tc.want || !strings.Contains(got.Evidence, tc.evidence) {
+			if got.Class != tc.want || !strings.Contains(got.Evidence, tc.evidence) || got.Echo != (tc.name == "gloo peer gone") {
 				t.Errorf("Classify = %+v, want class %q with evidence containing %q", got, tc.want, tc.evidence)
 			}
 		})
@@ -82,21 +85,23 @@ train.py: error: unrecognized arguments: --stepz 10`)}, User, "unrecognized argu
 // (shadowed, misspelt class) fails here.
 func TestEveryPatternClassifies(t *testing.T) {
 	for _, p := range patterns {
-		l := "x " + p.text + " y"
+		text, _ := strings.CutPrefix(p.text, echoPrefix)
+		l := "x " + text + " y"
 		if p.fold {
-			l = "x " + strings.ToUpper(p.text) + " y"
+			l = "x " + strings.ToUpper(text) + " y"
 		}
-		if got := lineClass(l); got != p.class {
+		if got, _ := lineClass(l); got != p.class {
 			t.Errorf("line %q: class %q, want %q", l, got, p.class)
 		}
 	}
 }
 
 func TestStep(t *testing.T) {
-	nccl := Rank{0, Result{NCCL, "Connection closed by peer"}}
-	oom := Rank{3, Result{OOM, "CUDA out of memory"}}
-	user := Rank{1, Result{User, "ValueError: x"}}
-	sig := Rank{2, Result{Signal, "exit 137"}}
+	echo := Rank{0, Result{NCCL, "Connection closed by peer", true}}
+	nccl := Rank{5, Result{Class: NCCL, Evidence: "Watchdog caught collective operation timeout"}}
+	oom := Rank{3, Result{Class: OOM, Evidence: "CUDA out of memory"}}
+	user := Rank{1, Result{Class: User, Evidence: "ValueError: x"}}
+	sig := Rank{2, Result{Class: Signal, Evidence: "exit 137"}}
 	cases := []struct {
 		name   string
 		first  *Rank
@@ -105,8 +110,12 @@ func TestStep(t *testing.T) {
 		want   Class
 		who    int
 	}{
-		{"first's class", &user, []Rank{nccl, sig}, "", User, 1},
-		{"oom behind a peer's nccl error", &nccl, []Rank{nccl, oom}, "", OOM, 3},
+		{"first's class", &user, []Rank{echo, sig}, "", User, 1},
+		{"oom behind a peer's nccl error", &nccl, []Rank{echo, oom}, "", OOM, 3},
+		{"a killed rank behind its peer's echo", &echo, []Rank{echo, sig, user}, "", Signal, 2},
+		{"a user error behind its peer's echo", &echo, []Rank{user}, "", User, 1},
+		{"echoes only", &echo, []Rank{echo}, "", NCCL, 0},
+		{"a real nccl error first", &nccl, []Rank{sig}, "", NCCL, 5},
 		{"oom behind a signal", &sig, []Rank{oom}, "", OOM, 3},
 		{"a user error is not overridden by an oom echo", &user, []Rank{oom}, "", User, 1},
 		{"lost node", &sig, []Rank{oom}, "n2", Hardware, -1},
