@@ -254,3 +254,17 @@ func Step(first *Rank, others []Rank, lostNode string) (Result, int) {
 	}
 	return res, who
 }
+
+// FromWire is a rank's result as its exit message carries it (the class
+// and the evidence line; the echo flag is the line's).
+func FromWire(class, evidence string) Result {
+	r := Result{Class: Class(class), Evidence: evidence}
+	if r.Class == NCCL {
+		c, echo := lineClass(evidence)
+		r.Echo = c == NCCL && echo
+	}
+	if r.Class != "" && !Valid(r.Class) {
+		r = Result{Class: Unknown, Evidence: "class " + clip(class) + " from the shim: " + evidence}
+	}
+	return r
+}

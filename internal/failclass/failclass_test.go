@@ -195,3 +195,15 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+func TestFromWire(t *testing.T) {
+	if r := FromWire("nccl", "RuntimeError: Connection closed by peer"); !r.Echo {
+		t.Errorf("echo lost: %+v", r)
+	}
+	if r := FromWire("nccl", "Watchdog caught collective operation timeout"); r.Echo {
+		t.Errorf("not an echo: %+v", r)
+	}
+	if r := FromWire("disk", "x"); r.Class != Unknown {
+		t.Errorf("bad class kept: %+v", r)
+	}
+}

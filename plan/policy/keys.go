@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/failclass"
 	"github.com/trainrun/trainrun/plan"
 )
 
@@ -110,7 +111,21 @@ func faultKeys() []*Key {
 			Format: "report or exclude",
 			Why:    "report: a rank whose step time stays 1.5x its peers' median is logged and named in the report; exclude: its node is also kept out of the job's next requeue, as a hung rank's is",
 			parse:  oneOf("report", "exclude"), set: func(s *Settings, v any, src Source) { s.StragglerAction = Setting[string]{v.(string), src} }},
+		{Name: "RestartOn", Default: failclass.DefaultPolicy,
+			Format: "comma-separated CLASS=ACTION, CLASS one of hardware, oom, nccl, user, signal, unknown; ACTION restart, exclude (restart without the failing rank's node) or stop; a class not named keeps its default",
+			Why:    "a failed step's class decides: a hardware fault or a collective's error points at the node, so it is left; an OOM or the trainer's own error recurs from the same checkpoint on any node, so retrying spends the failure budget for nothing (stop); a kill from outside or a failure without evidence restarts",
+			parse:  parseRestartOn, set: func(s *Settings, v any, src Source) { s.RestartOn = Setting[string]{v.(string), src} }},
 	}
+}
+
+// parseRestartOn checks RestartOn= and returns it complete, in the
+// classes' order.
+func parseRestartOn(v string) (any, error) {
+	p, err := failclass.ParsePolicy(v)
+	if err != nil {
+		return nil, err
+	}
+	return p.String(), nil
 }
 
 // ncclKeys are the keys of the NCCL environment and the fabric it runs on.

@@ -105,6 +105,7 @@ type Settings struct {
 	MaxRestarts           Setting[int]      // failed or hung steps restarted inside the allocation
 	SpareNodes            Setting[int]      // nodes the job holds beyond the layout's, for restarts after a lost node
 	StragglerAction       Setting[string]   // "report" or "exclude" (a straggler's node from the next requeue)
+	RestartOn             Setting[string]   // a failed step's action by class, failclass.ParsePolicy's complete form (issue 31)
 	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
 	NCCLPrecedence        Setting[string]        // "user" or "site"
@@ -491,6 +492,7 @@ func (s Settings) Rows() []Row {
 		{"MaxRestarts", strconv.Itoa(s.MaxRestarts.Value), s.MaxRestarts.Source},
 		{"SpareNodes", strconv.Itoa(s.SpareNodes.Value), s.SpareNodes.Source},
 		{"StragglerAction", s.StragglerAction.Value, s.StragglerAction.Source},
+		{"RestartOn", s.RestartOn.Value, s.RestartOn.Source},
 	}
 	for _, l := range []struct {
 		key  string

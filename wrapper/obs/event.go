@@ -103,6 +103,10 @@ type Event struct {
 	// the Fault* values); FailedNodes the nodes it blames.
 	Fault       string       `json:"fault,omitempty"`
 	FailedNodes []FailedNode `json:"failed_nodes,omitempty"`
+	// end, restart: a failed step's class (oom, nccl, hardware, user,
+	// signal, unknown: internal/failclass) and the line that says so.
+	FailureClass    string `json:"failure_class,omitempty"`
+	FailureEvidence string `json:"failure_evidence,omitempty"`
 }
 
 // Restart and failure causes (Event.Fault of a KindEnd; the cause label of

@@ -49,6 +49,9 @@ type Incarnation struct {
 	Fault       string       // a failure's cause (Fault*), "" if none
 	FailedNodes []FailedNode // the nodes its failure points to
 	InJob       bool         // it began with a restart inside the allocation (KindRestart), not a start
+	// FailureClass and FailureEvidence: its failed step's class and the
+	// line that says so (Event's), "" if none.
+	FailureClass, FailureEvidence string
 }
 
 // CkptRecord is one committed checkpoint.
@@ -160,6 +163,7 @@ func BuildReport(evs []Event) *Report {
 		case KindEnd:
 			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
 			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
+			cur.FailureClass, cur.FailureEvidence = e.FailureClass, e.FailureEvidence
 			if cur.StoppedAt.IsZero() {
 				cur.StoppedAt = e.Time
 			}
@@ -175,6 +179,7 @@ func BuildReport(evs []Event) *Report {
 // allocation (KindRestart).
 func (in *Incarnation) endRestarted(e Event) {
 	in.End, in.Cause, in.Message, in.Fault, in.FailedNodes = e.Time, EndRestarted, e.Message, e.Fault, e.FailedNodes
+	in.FailureClass, in.FailureEvidence = e.FailureClass, e.FailureEvidence
 	if in.StoppedAt.IsZero() {
 		in.StoppedAt = e.Time
 	}

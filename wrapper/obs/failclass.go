@@ -1,0 +1,39 @@
+package obs
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Failure classes (issue 31): a failed step's class in the report and the
+// metric trainrun_step_failures_total{class}.
+
+// countFailure counts a failed step (an end or a restart) by its class.
+func (o *Observer) countFailure(e *Event) {
+	if e.FailureClass != "" {
+		o.m.stepFailures.WithLabelValues(e.FailureClass).Inc()
+	}
+}
+
+// writeFailureClasses prints the failed steps by class, and each with the
+// line that says so.
+func (r *Report) writeFailureClasses(w io.Writer) {
+	count := map[string]int{}
+	var lines []string
+	for _, in := range r.Incarnations {
+		if in.FailureClass == "" {
+			continue
+		}
+		count[in.FailureClass]++
+		lines = append(lines, fmt.Sprintf("  restart %d, %s: %s: %s", in.Restart, in.End.UTC().Format("15:04:05Z"), in.FailureClass, in.FailureEvidence))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	var parts []string
+	for _, c := range sortedKeys(count) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, count[c]))
+	}
+	fmt.Fprintf(w, "failed steps: %d (%s)\n%s\n", len(lines), strings.Join(parts, ", "), strings.Join(lines, "\n"))
+}
