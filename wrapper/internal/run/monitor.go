@@ -3,6 +3,7 @@ package run
 import (
 	"cmp"
 	"context"
+	"github.com/trainrun/trainrun/internal/failclass"
 	"os"
 	"os/signal"
 	"strings"
@@ -35,7 +36,8 @@ type monitor struct {
 	hello        int // shims that said hello
 	exits        map[int]int
 	firstFail    *launch.Event
-	stepID       string // from the shims' hello: SLURM_STEP_ID
+	fails        []failclass.Rank // each failed rank's class, in the order their exits came (failclass.go)
+	stepID       string           // from the shims' hello: SLURM_STEP_ID
 	stateCh      chan string
 	committed    chan string
 	commitMu     sync.Mutex // one commit at a time
@@ -101,7 +103,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 // monitor learnt.
 func (m *monitor) result(err error) stepResult {
 	return stepResult{WaitErr: err, Reason: m.reason, StopAt: m.stopAt, TagAtStop: m.tagAtStop,
-		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.unheard(), Closed: m.closedSilent()}
+		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.unheard(), Closed: m.closedSilent(), Fails: m.fails}
 }
 
 // closedSilent is when the connection of each rank that reported no exit
@@ -264,6 +266,9 @@ func (m *monitor) onShim(ev launch.Event) {
 		if ev.Code != 0 && m.firstFail == nil {
 			e := ev
 			m.firstFail = &e
+		}
+		if ev.Code != 0 {
+			m.fails = append(m.fails, failclass.Rank{Rank: ev.Rank, Result: failclass.FromWire(ev.Class, ev.Evidence)})
 		}
 	}
 }

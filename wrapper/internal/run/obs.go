@@ -162,6 +162,7 @@ func (r *runner) observeEnd(err error) {
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
 	}
 	e.Fault = faultOf[r.sess.endCause]
+	e.FailureClass, e.FailureEvidence = string(r.sess.failClass.Class), r.sess.failClass.Evidence
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/trainrun/trainrun/internal/failclass"
 	"path/filepath"
 	"sync"
 	"time"
@@ -95,11 +96,12 @@ type session struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	faults       faultState  // failed saves and nodes (faults.go)
-	restarts     int         // steps restarted inside this allocation (hang.go)
-	hangWhat     string      // the ranks the last hang points to
-	rankFaults   []rankFault // hangs and stragglers seen, for the log and the report
-	spare        spareState  // --spare-nodes (spare.go)
+	faults       faultState       // failed saves and nodes (faults.go)
+	restarts     int              // steps restarted inside this allocation (hang.go)
+	hangWhat     string           // the ranks the last hang points to
+	failClass    failclass.Result // the last failed step's class (failclass.go); zero when it did not fail
+	rankFaults   []rankFault      // hangs and stragglers seen, for the log and the report
+	spare        spareState       // --spare-nodes (spare.go)
 
 	// The run's observation (calib.go); nil: none is recorded.
 	calibRec *calib.Recorder

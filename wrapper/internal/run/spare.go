@@ -206,7 +206,8 @@ func (r *runner) observeRestart(resume string) {
 		r.pollProgress()
 	}
 	e := obs.Event{Kind: obs.KindRestart, Fault: cmp.Or(faultOf[r.sess.endCause], obs.FaultCrash), Message: r.sess.spare.restartWhy,
-		Start: &obs.Start{Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), ResumeFrom: resume}}
+		Start:        &obs.Start{Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), ResumeFrom: resume},
+		FailureClass: string(r.sess.failClass.Class), FailureEvidence: r.sess.failClass.Evidence}
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}
