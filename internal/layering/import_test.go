@@ -177,10 +177,11 @@ func TestCheckpointKnowsNoPlanner(t *testing.T) {
 
 // execAllowed are the files that may start processes, and why.
 var execAllowed = map[string]string{
-	"wrapper/internal/shim/task.go":  "the exec-task shim starts the trainer",
-	"wrapper/internal/shim/probe.go": "the lean shim (no cgo) has trainrun probe a node with NVIDIA GPUs (NVML)",
-	"spank/epilog.go":                "the SPANK epilog runs trainrun",
-	"spank/userio.go":                "slurmstepd reads the job's checkpoint store as the job's user through `trainrun __resume-dir`",
+	"wrapper/internal/shim/task.go":   "the exec-task shim starts the trainer",
+	"wrapper/internal/shim/probe.go":  "the lean shim (no cgo) has trainrun probe a node with NVIDIA GPUs (NVML)",
+	"wrapper/internal/shim/health.go": "the node health pass runs the site's HealthCheck script",
+	"spank/epilog.go":                 "the SPANK epilog runs trainrun",
+	"spank/userio.go":                 "slurmstepd reads the job's checkpoint store as the job's user through `trainrun __resume-dir`",
 }
 
 var slurmCommands = []string{"scontrol", "srun", "sbatch", "scancel", "sinfo", "squeue"}

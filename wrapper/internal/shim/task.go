@@ -44,12 +44,16 @@ func Run(ctx context.Context, env Env, args []string) error {
 	probeDir := fs.String("probe", "", "probe mode: write this node's facts into DIR/<node>.json and exit")
 	wait := fs.Bool("wait", false, "the step started before its plan: wait for the controller's go before reading the launch files")
 	probeNode := fs.String("probe-node", "", "with --wait: when the controller asks (the node's first task to wait), probe the node into DIR/<node>.json")
+	healthDir, health := healthFlags(fs)
 	shimStart := time.Now()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *probeDir != "" {
 		return Probe(env, *probeDir)
+	}
+	if *healthDir != "" {
+		return Health(env, *healthDir, health())
 	}
 	argv := fs.Args()
 	if *launchDir == "" || len(argv) == 0 {
