@@ -45,6 +45,11 @@ const (
 	// incarnation's step so far ends (Fault, FailedNodes, Message) and a new
 	// one begins in the same job (Start: its ResumeFrom, Nodes, GPUs).
 	KindRestart Kind = "restart"
+	// KindHealth: a node failed the health pass before a step (issue 31)
+	// and is kept out of it. FailedNodes names it, Cause is the failed
+	// check (its Cause field too: gpus, ib, space, script), Why when the
+	// pass ran ("before the first step", "before restart 1").
+	KindHealth Kind = "health"
 )
 
 // Interruption causes (Event.Cause of KindInterrupt).

@@ -37,3 +37,23 @@ func (r *Report) writeFailureClasses(w io.Writer) {
 	}
 	fmt.Fprintf(w, "failed steps: %d (%s)\n%s\n", len(lines), strings.Join(parts, ", "), strings.Join(lines, "\n"))
 }
+
+// countHealth counts a node's failed health checks.
+func (o *Observer) countHealth(e *Event) {
+	for _, f := range e.FailedNodes {
+		o.m.healthFailures.WithLabelValues(f.Node, orText(f.Cause, "unknown")).Inc()
+	}
+}
+
+// writeHealth prints the nodes that failed the health pass.
+func (r *Report) writeHealth(w io.Writer) {
+	if len(r.Health) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "health: %d node check(s) failed, each node kept out of its step\n", len(r.Health))
+	for _, e := range r.Health {
+		for _, f := range e.FailedNodes {
+			fmt.Fprintf(w, "  %s, restart %d, %s: node %s failed %s: %s\n", e.Time.UTC().Format("15:04:05Z"), e.Restart, orText(e.Why, "before a step"), f.Node, f.Cause, f.Detail)
+		}
+	}
+}

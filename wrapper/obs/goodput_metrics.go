@@ -12,8 +12,10 @@ type faultMetrics struct {
 	failedNode *prometheus.GaugeVec
 	// stepFailures counts failed steps by class (issue 31).
 	stepFailures *prometheus.CounterVec
-	goodput      optGauge
-	redone       optGauge
+	// healthFailures counts nodes that failed the health pass, by check.
+	healthFailures *prometheus.CounterVec
+	goodput        optGauge
+	redone         optGauge
 }
 
 func (m *Metrics) registerFaults(r both, og func(name, help string) optGauge) {
@@ -26,6 +28,9 @@ func (m *Metrics) registerFaults(r both, og func(name, help string) optGauge) {
 	m.stepFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_step_failures_total",
 		Help: "Failed training steps, by class: oom, nccl, hardware, user, signal, unknown (from the ranks' exit, last stderr lines and lost nodes; the policy's RestartOn acts on it)."}, []string{"class"})
 	r.MustRegister(m.stepFailures)
+	m.healthFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_node_health_failures_total",
+		Help: "Nodes that failed trainrun's health pass before a step (and were kept out of it), by node and failed check: gpus, ib, space, script."}, []string{"node", "check"})
+	r.MustRegister(m.healthFailures)
 	m.goodput = og("trainrun_goodput_ratio", "Productive step time (steps kept, at each incarnation's observed step time) over allocated GPU time, across the run's incarnations (0..1); absent until step times are observed.")
 	m.redone = og("trainrun_steps_redone", "Training steps run again after a restart (run after the checkpoint the next incarnation resumed from).")
 }

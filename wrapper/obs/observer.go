@@ -260,6 +260,8 @@ func (o *Observer) apply(e *Event, live bool) {
 		o.onRestart(e, live)
 	case KindForecast:
 		o.onForecast(e)
+	case KindHealth:
+		o.countHealth(e)
 	}
 }
 

@@ -24,6 +24,7 @@ type Report struct {
 	Progress                  []Event // progress samples, in time order
 	First, Last               time.Time
 	FailedSaves               []FailedSave // checkpoints the disk refused
+	Health                    []Event      // nodes that failed the health pass (KindHealth)
 	Goodput                   Goodput
 }
 
@@ -160,6 +161,8 @@ func BuildReport(evs []Event) *Report {
 			cur.endRestarted(e)
 			closeInc(e.Time)
 			cur, asked = restartedInc(e), time.Time{}
+		case KindHealth:
+			r.Health = append(r.Health, e)
 		case KindEnd:
 			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
 			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
