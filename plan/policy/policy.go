@@ -101,12 +101,14 @@ type Settings struct {
 	CkptCompress          Setting[string] // "no", "auto", "archive" or "always"
 	MaxRequeue            Setting[int]
 	MaxFailuresNoProgress Setting[int]
-	HangTimeout           Setting[string]   // "auto", "off" or a duration (FormatDuration)
-	MaxRestarts           Setting[int]      // failed or hung steps restarted inside the allocation
-	SpareNodes            Setting[int]      // nodes the job holds beyond the layout's, for restarts after a lost node
-	StragglerAction       Setting[string]   // "report" or "exclude" (a straggler's node from the next requeue)
-	RestartOn             Setting[string]   // a failed step's action by class, failclass.ParsePolicy's complete form (issue 31)
-	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
+	HangTimeout           Setting[string]        // "auto", "off" or a duration (FormatDuration)
+	MaxRestarts           Setting[int]           // failed or hung steps restarted inside the allocation
+	SpareNodes            Setting[int]           // nodes the job holds beyond the layout's, for restarts after a lost node
+	StragglerAction       Setting[string]        // "report" or "exclude" (a straggler's node from the next requeue)
+	RestartOn             Setting[string]        // a failed step's action by class, failclass.ParsePolicy's complete form (issue 31)
+	HealthCheck           Setting[string]        // the site's node health script ("" none)
+	HealthCheckTimeout    Setting[time.Duration] // its time limit
+	NCCLForce             Setting[[]EnvVar]      // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
 	NCCLPrecedence        Setting[string]        // "user" or "site"
 	Fabric                Setting[string]        // "auto", "ib", "roce", "efa", "tcp"
@@ -493,6 +495,8 @@ func (s Settings) Rows() []Row {
 		{"SpareNodes", strconv.Itoa(s.SpareNodes.Value), s.SpareNodes.Source},
 		{"StragglerAction", s.StragglerAction.Value, s.StragglerAction.Source},
 		{"RestartOn", s.RestartOn.Value, s.RestartOn.Source},
+		{"HealthCheck", str(s.HealthCheck.Value, "none"), s.HealthCheck.Source},
+		{"HealthCheckTimeout", dur(s.HealthCheckTimeout.Value, "60s"), s.HealthCheckTimeout.Source},
 	}
 	for _, l := range []struct {
 		key  string

@@ -35,7 +35,11 @@ trainrun_step_failures_total{class="user",job_id="4242",partition="batch"} 1
 		t.Error(err)
 	}
 	var b bytes.Buffer
-	BuildReport(evs).WriteText(&b)
+	rep := BuildReport(evs)
+	if len(rep.Incarnations) != 2 || rep.Incarnations[0].Start != at(1) {
+		t.Errorf("incarnations %+v: want the start's and the restart's (a health event before the start begins none)", rep.Incarnations)
+	}
+	rep.WriteText(&b)
 	for _, s := range []string{"failed steps: 2 (nccl 1, user 1)", ": nccl: Watchdog caught collective operation timeout", ": user: ValueError: warmup 0",
 		`before the first step: node n2 failed ib: mlx5_0/1 port state "1: DOWN"`} {
 		if !strings.Contains(b.String(), s) {

@@ -108,6 +108,10 @@ func BuildReport(evs []Event) *Report {
 		if r.JobID == "" {
 			r.JobID = e.JobID
 		}
+		if e.Kind == KindHealth { // before a step: no incarnation of its own
+			r.Health = append(r.Health, e)
+			continue
+		}
 		if e.Kind == KindStart || cur == nil {
 			closeInc(lastSeen)
 			cur = &Incarnation{Restart: e.Restart, Start: e.Time, FirstStep: -1, LastStep: -1}
@@ -161,8 +165,6 @@ func BuildReport(evs []Event) *Report {
 			cur.endRestarted(e)
 			closeInc(e.Time)
 			cur, asked = restartedInc(e), time.Time{}
-		case KindHealth:
-			r.Health = append(r.Health, e)
 		case KindEnd:
 			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
 			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes

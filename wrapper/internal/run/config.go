@@ -65,6 +65,8 @@ type Config struct {
 	graceBudg         time.Duration    // CkptGraceBudget (0: auto, the partition's GraceTime)
 	excludeStragglers bool             // StragglerAction=exclude
 	restartOn         failclass.Policy // RestartOn= (nil without --policy: failPolicy's default)
+	healthScript      string           // HealthCheck= ("" none)
+	healthTimeout     time.Duration    // HealthCheckTimeout= (0 without --policy: 60 s)
 
 	hang *health.Config // --hang-timeout (nil: off)
 
@@ -277,6 +279,7 @@ func (c *Config) applyPolicy(st policy.Settings, getenv func(string) string, job
 	c.graceBudg = st.CkptGraceBudget.Value
 	c.excludeStragglers = st.StragglerAction.Value == "exclude"
 	c.restartOn, _ = failclass.ParsePolicy(st.RestartOn.Value) // checked by the policy's parser
+	c.healthScript, c.healthTimeout = st.HealthCheck.Value, st.HealthCheckTimeout.Value
 	c.ncclPolicy = st.NCCL()
 	return nil
 }

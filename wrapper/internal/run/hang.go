@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -214,6 +215,7 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 	}
 	r.ckpt.resume = latest
 	r.setLastTag(tagOf(latest))
+	r.healthBeforeRestart(context.Background()) // health.go
 	if _, err := r.replaceLostNodes(f); err != nil {
 		return rankEnv{}, err
 	}

@@ -100,8 +100,12 @@ type session struct {
 	restarts     int              // steps restarted inside this allocation (hang.go)
 	hangWhat     string           // the ranks the last hang points to
 	failClass    failclass.Result // the last failed step's class (failclass.go); zero when it did not fail
-	rankFaults   []rankFault      // hangs and stragglers seen, for the log and the report
-	spare        spareState       // --spare-nodes (spare.go)
+	// The node health passes (health.go): their time so far, and the
+	// events of one that ran before the observer started.
+	healthTime    time.Duration
+	healthPending []obs.Event
+	rankFaults    []rankFault // hangs and stragglers seen, for the log and the report
+	spare         spareState  // --spare-nodes (spare.go)
 
 	// The run's observation (calib.go); nil: none is recorded.
 	calibRec *calib.Recorder
@@ -121,6 +125,11 @@ func (r *runner) run(ctx context.Context) error {
 	if finished, err := r.makeDirs(); err != nil || finished {
 		return err
 	}
+	if !r.cfg.dryRun {
+		if err := r.healthBeforeStart(ctx); err != nil { // health.go
+			return err
+		}
+	}
 	if err := r.startEarly(ctx); err != nil {
 		return err
 	}
@@ -131,6 +140,7 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 		defer r.closeObserver()
+		r.flushHealth()
 	}
 	// The store is opened (recovered, scanned for the resume point) while
 	// gather waits on Slurm and the probes: on a shared file system its

@@ -1,0 +1,69 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A node that fails the health pass is kept out before the first step
+// (issue 31): 3 nodes, --spare-nodes 1, a fake sysfs per node
+// (TRAINRUN_HEALTH_SYSFS=DIR/%n) in which n2's InfiniBand port is DOWN.
+// The step runs on n1 and n3 with the spare's help, the job finishes in
+// one run, and the log, the report and the history name n2 and the check.
+func TestRunHealthExcludesNode(t *testing.T) {
+	requireTorch(t)
+	bin := trainrun(t)
+	dir := t.TempDir()
+	for node, state := range map[string]string{"n1": "4: ACTIVE", "n2": "1: DOWN", "n3": "4: ACTIVE"} {
+		p := filepath.Join(dir, "sys", node, "class", "infiniband", "mlx5_0", "ports", "1")
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(p, "state"), []byte(state+"\n"), 0o644)
+		os.WriteFile(filepath.Join(p, "rate"), []byte("400 Gb/sec (4X NDR)\n"), 0o644)
+	}
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=3 --ntasks-per-node=1 --gpus-per-node=1 --time=5 --requeue --no-kill --open-mode=append
+export GLOO_SOCKET_IFNAME=lo TRAINRUN_HEALTH_SYSFS=%s/sys/%%n
+exec %s run --fix tp=1 --probe none --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s --steps 8 --sleep 0.05 --save-every 4
+`, dir, bin, dir, exampleTrainer())
+	t0 := time.Now()
+	state, exit, log, id := runJob(t, script, 3*time.Minute, "--nodelist=n[1-3]")
+	if state != "COMPLETED" || exit != 0 {
+		t.Fatalf("job %s with exit %d, want COMPLETED:\n%s", state, exit, log)
+	}
+	for _, want := range []string{"health pass before the first step: 3 node(s) checked", `node n2 failed the health check ib before the first step: mlx5_0/1 port state "1: DOWN" (want ACTIVE)`,
+		"node(s) n2 kept out after the health pass: the step uses the other 2 node(s)", "training finished"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	info, _ := cluster.JobInfo(context.Background(), id)
+	if info["Restarts"] != "0" {
+		t.Errorf("Restarts=%s, want 0", info["Restarts"])
+	}
+	plan, _ := os.ReadFile(filepath.Join(dir, "job", "plan.json"))
+	var p struct{ Ranks []struct{ Node string } }
+	if json.Unmarshal(plan, &p); len(p.Ranks) != 2 || p.Ranks[0].Node != "n1" || p.Ranks[1].Node != "n3" {
+		t.Errorf("the step's ranks %+v, want one on n1 and one on n3", p.Ranks)
+	}
+	rep, _ := exec.Command(bin, "report", filepath.Join(dir, "job")).CombinedOutput()
+	if !strings.Contains(string(rep), "before the first step: node n2 failed ib") || !strings.Contains(string(rep), "failed node: n2 (node-fault") {
+		t.Errorf("the report does not name n2 and its check:\n%s", rep)
+	}
+	hist, _ := os.ReadFile(filepath.Join(dir, "job", "checkpoints", ".trainrun", "history.jsonl"))
+	if !strings.Contains(string(hist), `"cause":"node-fault","detail":"health check before the first step: ib:`) {
+		t.Errorf("the history lacks n2's health failure:\n%s", hist)
+	}
+	t.Logf("job %s finished %.1f s after submission; report:\n%s", strconv.Itoa(id), time.Since(t0).Seconds(), rep)
+}
