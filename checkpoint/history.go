@@ -85,6 +85,10 @@ type Event struct {
 	Tag         string  `json:"tag,omitempty"`          // the committed checkpoint
 	CkptSeconds float64 `json:"ckpt_seconds,omitempty"` // request or signal -> committed
 	Why         string  `json:"why,omitempty"`          // what asked for it (time-limit, preempted, ...)
+	// badput events (issue 31): where a restart inside the allocation's
+	// time went, in seconds by part (detect, stop, decide, health,
+	// relaunch, first_step, redone).
+	Badput map[string]float64 `json:"badput,omitempty"`
 }
 
 // Incarnation is one run of the job (one value of SLURM_RESTART_COUNT),
@@ -121,7 +125,7 @@ func (h History) Append(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = h.s.opts.Now().UTC()
 	}
-	if e.Type != "start" && e.Type != "end" && e.Type != "ckpt" {
+	if e.Type != "start" && e.Type != "end" && e.Type != "ckpt" && e.Type != "badput" {
 		return fmt.Errorf("history event type %q; use start, end or ckpt", e.Type)
 	}
 	b, err := json.Marshal(e)

@@ -50,6 +50,11 @@ const (
 	// check (its Cause field too: gpus, ib, space, script), Why when the
 	// pass ran ("before the first step", "before restart 1").
 	KindHealth Kind = "health"
+	// KindBadput: a restart inside the allocation reached its first new
+	// step; Badput is where its time went, in seconds by part (detect,
+	// stop, decide, health, relaunch, first_step, redone), Step the steps
+	// redone.
+	KindBadput Kind = "badput"
 )
 
 // Interruption causes (Event.Cause of KindInterrupt).
@@ -112,6 +117,8 @@ type Event struct {
 	// signal, unknown: internal/failclass) and the line that says so.
 	FailureClass    string `json:"failure_class,omitempty"`
 	FailureEvidence string `json:"failure_evidence,omitempty"`
+	// badput: seconds by part (KindBadput).
+	Badput map[string]float64 `json:"badput,omitempty"`
 }
 
 // Restart and failure causes (Event.Fault of a KindEnd; the cause label of

@@ -57,3 +57,42 @@ func (r *Report) writeHealth(w io.Writer) {
 		}
 	}
 }
+
+// badputParts are a restart's badput parts, in order.
+var badputParts = []string{"detect", "stop", "decide", "health", "relaunch", "first_step", "redone"}
+
+// writeBadput prints each restart's breakdown and their mean.
+func (r *Report) writeBadput(w io.Writer) {
+	if len(r.Badput) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "restart badput (s): %-8s", "total")
+	for _, p := range badputParts {
+		fmt.Fprintf(w, " %10s", p)
+	}
+	fmt.Fprintln(w)
+	sum := map[string]float64{}
+	for i, e := range r.Badput {
+		total := 0.0
+		for _, p := range badputParts {
+			total += e.Badput[p]
+			sum[p] += e.Badput[p]
+		}
+		fmt.Fprintf(w, "  %-3d %s %8.1f", i+1, e.Time.UTC().Format("15:04:05Z"), total)
+		for _, p := range badputParts {
+			fmt.Fprintf(w, " %10.1f", e.Badput[p])
+		}
+		fmt.Fprintln(w)
+	}
+	if n := float64(len(r.Badput)); n > 1 {
+		total := 0.0
+		for _, p := range badputParts {
+			total += sum[p]
+		}
+		fmt.Fprintf(w, "  mean          %8.1f", total/n)
+		for _, p := range badputParts {
+			fmt.Fprintf(w, " %10.1f", sum[p]/n)
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -25,6 +25,7 @@ type Report struct {
 	First, Last               time.Time
 	FailedSaves               []FailedSave // checkpoints the disk refused
 	Health                    []Event      // nodes that failed the health pass (KindHealth)
+	Badput                    []Event      // restarts' breakdowns (KindBadput)
 	Goodput                   Goodput
 }
 
@@ -110,6 +111,10 @@ func BuildReport(evs []Event) *Report {
 		}
 		if e.Kind == KindHealth { // before a step: no incarnation of its own
 			r.Health = append(r.Health, e)
+			continue
+		}
+		if e.Kind == KindBadput {
+			r.Badput = append(r.Badput, e)
 			continue
 		}
 		if e.Kind == KindStart || cur == nil {

@@ -39,6 +39,7 @@ type stepResult struct {
 // before the step ended).
 func (r *runner) afterStep(res stepResult, store ckptStore) error {
 	reason, stopAt, tagAtStop := res.Reason, res.StopAt, res.TagAtStop
+	r.badputStepEnded(res) // badput.go
 	code, ok := slurm.ExitCode(res.WaitErr)
 	if !ok {
 		return withCode(exitcode.Slurm, fmt.Errorf("srun: %w", res.WaitErr))

@@ -125,6 +125,7 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64, stat
 
 // onBeat takes a shim's beat.
 func (m *monitor) onBeat(ev launch.Event) {
+	m.r.badputBeat(ev) // badput.go
 	if m.hw == nil {
 		return
 	}
@@ -215,6 +216,7 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 	}
 	r.ckpt.resume = latest
 	r.setLastTag(tagOf(latest))
+	r.badputRestart(tagOf(latest))              // badput.go
 	r.healthBeforeRestart(context.Background()) // health.go
 	if _, err := r.replaceLostNodes(f); err != nil {
 		return rankEnv{}, err
@@ -226,5 +228,6 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 		return renv, err
 	}
 	r.step = step
+	r.badputRelaunch()
 	return renv, nil
 }

@@ -285,6 +285,7 @@ func (m *monitor) onHello(ev launch.Event) {
 		m.ctl.SendTo(ev.Rank, launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
 	}
 	if m.hello == m.world {
+		r.badputAllStarted() // badput.go
 		r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
 			m.world, time.Since(m.started).Seconds(), r.facts.tQuery.Seconds(), r.step.tReady.Seconds())
 	}

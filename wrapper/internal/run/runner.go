@@ -104,8 +104,9 @@ type session struct {
 	// events of one that ran before the observer started.
 	healthTime    time.Duration
 	healthPending []obs.Event
-	rankFaults    []rankFault // hangs and stragglers seen, for the log and the report
-	spare         spareState  // --spare-nodes (spare.go)
+	badput        restartClock // a restart's badput (badput.go)
+	rankFaults    []rankFault  // hangs and stragglers seen, for the log and the report
+	spare         spareState   // --spare-nodes (spare.go)
 
 	// The run's observation (calib.go); nil: none is recorded.
 	calibRec *calib.Recorder
