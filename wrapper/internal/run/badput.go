@@ -49,7 +49,7 @@ func (r *runner) badputBeat(ev launch.Event) {
 		return
 	}
 	at := ev.At.Add(-time.Duration(ev.AgeMS) * time.Millisecond)
-	if ev.Step > bp.lastStep || bp.lastStepAt.IsZero() {
+	if !bp.waiting && (ev.Step > bp.lastStep || bp.lastStepAt.IsZero()) {
 		bp.lastStep, bp.lastStepAt = ev.Step, at
 	}
 	if ev.StepMS > 0 {
@@ -57,7 +57,18 @@ func (r *runner) badputBeat(ev launch.Event) {
 	}
 	if bp.waiting && ev.Step > bp.resumeStep {
 		bp.waiting = false
+		bp.lastStep, bp.lastStepAt = ev.Step, at // the restarted step's own from now on
 		r.reportBadput(at)
+	}
+}
+
+// badputProgress takes rank 0's progress report: the step reached, more
+// often than the beats say it (the fault's step; the first new step is the
+// beats', since the progress file still holds the failed step's).
+func (r *runner) badputProgress(step int64, at time.Time) {
+	bp := &r.sess.badput
+	if !bp.waiting && step > bp.lastStep {
+		bp.lastStep, bp.lastStepAt = step, at
 	}
 }
 
@@ -71,6 +82,9 @@ func (r *runner) badputAllStarted() {
 // badputStepEnded: the step ended (srun's end); res says when the fault
 // showed and was known.
 func (r *runner) badputStepEnded(res stepResult) {
+	if r.sess.obs != nil {
+		r.pollProgress() // the trainer's last steps: the fault's step
+	}
 	bp := &r.sess.badput
 	now := time.Now()
 	bp.stepEnded, bp.fault, bp.detected = now, time.Time{}, time.Time{}

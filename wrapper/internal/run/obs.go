@@ -200,6 +200,7 @@ func (r *runner) pollProgress() {
 		r.sess.calibRec.Progress(e.Step, e.Time)
 		r.sess.lossHist.Record(e.Step, e.Tokens, e.Time, r.sess.progress.Metrics) // .trainrun/metrics.jsonl (issue 32)
 		r.earlyStop(e.Step, r.sess.progress.Metrics)                              // sweep --early-stop (cmd_forecast.go)
+		r.badputProgress(e.Step, e.Time)                                          // badput.go
 		r.observe(e)
 	}
 }
