@@ -37,6 +37,7 @@ type monitor struct {
 	exits        map[int]int
 	firstFail    *launch.Event
 	fails        []failclass.Rank // each failed rank's class, in the order their exits came (failclass.go)
+	lostCut      bool             // the step was killed for a lost node (lostwait.go)
 	stepID       string           // from the shims' hello: SLURM_STEP_ID
 	stateCh      chan string
 	committed    chan string
@@ -232,6 +233,7 @@ func (m *monitor) onRequestTick() {
 	r.pollProgress()
 	m.tuneTick(time.Now()) // a --tune trial ends once measured (run_tune.go)
 	m.checkHealth(time.Now())
+	m.cutLostWait(time.Now()) // lostwait.go
 	req, err := m.store.TakeRequest()
 	if err != nil {
 		r.logf("warning: %v", err)
