@@ -54,7 +54,12 @@ func (m *monitor) cutLostWait(now time.Time) {
 // and all of whose connections closed before the first failure, when every
 // other rank reported an exit or closed its connection (nil otherwise).
 func (m *monitor) silentNodes() []string {
-	slots := m.r.placed.Slots
+	return lostBeforeFailure(m.r.placed.Slots, m.exits, m.ctl.ClosedAt, m.firstFail.At)
+}
+
+// lostBeforeFailure is silentNodes' rule over the slots, the exits, each
+// rank's connection close (closedAt) and the first failure's time.
+func lostBeforeFailure(slots []rankSlot, exits map[int]int, closedAt func(int) (time.Time, bool), failAt time.Time) []string {
 	closedBefore := map[string]bool{}
 	reported := map[string]bool{}
 	var order []string
@@ -63,15 +68,15 @@ func (m *monitor) silentNodes() []string {
 			order = append(order, sl.Node)
 			closedBefore[sl.Node] = true
 		}
-		if _, ok := m.exits[sl.Rank]; ok {
+		if _, ok := exits[sl.Rank]; ok {
 			reported[sl.Node] = true
 			continue
 		}
-		t, closed := m.ctl.ClosedAt(sl.Rank)
+		t, closed := closedAt(sl.Rank)
 		if !closed {
 			return nil // a rank still connected: the evidence is not complete
 		}
-		if !t.Before(m.firstFail.At) {
+		if !t.Before(failAt) {
 			closedBefore[sl.Node] = false
 		}
 	}
