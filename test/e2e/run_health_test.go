@@ -67,3 +67,38 @@ exec %s run --fix tp=1 --probe none --job-dir %s/job --spare-nodes 1 -- /usr/bin
 	}
 	t.Logf("job %s finished %.1f s after submission; report:\n%s", strconv.Itoa(id), time.Since(t0).Seconds(), rep)
 }
+
+// The site's HealthCheck script failing on a named node keeps it out too
+// (issue 31): TRAINRUN_HEALTH_CHECK (the policy's HealthCheck= twin) exits
+// 1 on n1, the batch node (the controller stays there), with a message;
+// the step runs on n2 and n3, the spare's place taken, and the log names
+// n1, the script and its message.
+func TestRunHealthScriptExcludesNode(t *testing.T) {
+	requireTorch(t)
+	bin := trainrun(t)
+	dir := t.TempDir()
+	check := filepath.Join(dir, "node-health")
+	if err := os.WriteFile(check, []byte("#!/bin/sh\nif [ \"$TRAINRUN_HEALTH_NODE\" = n1 ]; then echo \"GPU 0: 12 retired pages pending (site check)\"; exit 1; fi\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=3 --ntasks-per-node=1 --gpus-per-node=1 --time=5 --requeue --no-kill --open-mode=append
+export GLOO_SOCKET_IFNAME=lo TRAINRUN_HEALTH_CHECK=%s TRAINRUN_HEALTH_CHECK_TIMEOUT=20s
+exec %s run --fix tp=1 --probe none --job-dir %s/job --spare-nodes 1 -- /usr/bin/python3 %s --steps 6 --sleep 0.05 --save-every 3
+`, check, bin, dir, exampleTrainer())
+	state, exit, log, _ := runJob(t, script, 3*time.Minute, "--nodelist=n[1-3]")
+	if state != "COMPLETED" || exit != 0 {
+		t.Fatalf("job %s with exit %d, want COMPLETED:\n%s", state, exit, log)
+	}
+	for _, want := range []string{"node n1 failed the health check script before the first step: " + check + ": exit status 1: GPU 0: 12 retired pages pending (site check)",
+		"node(s) n1 kept out after the health pass: the step uses the other 2 node(s)", "training finished"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	plan, _ := os.ReadFile(filepath.Join(dir, "job", "plan.json"))
+	var p struct{ Ranks []struct{ Node string } }
+	if json.Unmarshal(plan, &p); len(p.Ranks) != 2 || p.Ranks[0].Node != "n2" || p.Ranks[1].Node != "n3" {
+		t.Errorf("the step's ranks %+v, want one on n2 and one on n3", p.Ranks)
+	}
+}
