@@ -53,6 +53,13 @@ func (r *runner) classifyStep(o *Outcome, res stepResult) {
 		cls = failclass.Result{Class: failclass.Unknown, Evidence: fmt.Sprintf("srun exited with %d and no rank reported a failure", o.Code)}
 	}
 	o.Class, o.ClassAction = cls, r.cfg.failPolicy().Of(cls.Class)
+	stopped := ""
+	if o.Reason != None && o.ClassAction != failclass.Restart {
+		// The step was being stopped (preemption, time limit, a signal):
+		// its failure may be the stop's, so it neither stops the job nor
+		// excludes a node.
+		o.ClassAction, stopped = failclass.Restart, fmt.Sprintf(" (the step failed during the %s stop: handled as any failure)", o.Reason)
+	}
 	var slot *rankSlot
 	if who >= 0 && who < len(r.placed.Slots) {
 		slot = &r.placed.Slots[who]
@@ -62,7 +69,7 @@ func (r *runner) classifyStep(o *Outcome, res stepResult) {
 	if cls.Echo && o.ClassAction == failclass.Exclude {
 		action = "restart (an echo of a peer's failure excludes no node)"
 	}
-	r.logf("failure class %s from %s: %s; RestartOn: %s", cls.Class, cmp.Or(o.ClassWho, "the step"), cls.Evidence, action)
+	r.logf("failure class %s from %s: %s; RestartOn: %s%s", cls.Class, cmp.Or(o.ClassWho, "the step"), cls.Evidence, action, stopped)
 	if o.ClassAction == failclass.Exclude && !cls.Echo && slot != nil {
 		r.NoteFailedNode(checkpoint.FailedNode{Node: slot.Node, Cause: checkpoint.CauseNodeFault,
 			Detail: fmt.Sprintf("rank %d (GPU %d), failure class %s: %s", slot.Rank, slot.GPU, cls.Class, cls.Evidence)})

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -104,4 +105,51 @@ func TestOOMAdvice(t *testing.T) {
 		t.Errorf("advice %q says neither what to run nor that nothing fits", got)
 	}
 	t.Log(got)
+}
+
+// classifyStep: the step's class from the ranks' reports; exclude records
+// the rank's node (node-fault), an echo does not; a failure during a stop
+// (preemption, time limit) neither stops the job nor excludes a node.
+func TestClassifyStep(t *testing.T) {
+	var log bytes.Buffer
+	fails := func(rs ...failclass.Rank) stepResult { return stepResult{Fails: rs} }
+	nccl := failclass.Rank{Rank: 3, Result: failclass.Result{Class: failclass.NCCL, Evidence: "Watchdog caught collective operation timeout"}}
+	echo := failclass.Rank{Rank: 0, Result: failclass.FromWire("nccl", "RuntimeError: Connection closed by peer")}
+	user := failclass.Rank{Rank: 2, Result: failclass.Result{Class: failclass.User, Evidence: "ValueError: x"}}
+	for _, tc := range []struct {
+		name   string
+		reason StopReason
+		res    stepResult
+		class  failclass.Class
+		action failclass.Action
+		fault  string // the node recorded as node-fault ("" none)
+	}{
+		{"nccl excludes its node", None, fails(nccl, echo), failclass.NCCL, failclass.Exclude, "n2"},
+		{"an echo first: the user error behind it stops", None, fails(echo, user), failclass.User, failclass.Stop, ""},
+		{"echoes only: restart, no node", None, fails(echo), failclass.NCCL, failclass.Exclude, ""},
+		{"during a preemption: any failure", Preempted, fails(user), failclass.User, failclass.Restart, ""},
+		{"no report: unknown", None, stepResult{}, failclass.Unknown, failclass.Restart, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log.Reset()
+			r := faultRunner(t, &log)
+			o := Outcome{Code: 1, Reason: tc.reason}
+			r.classifyStep(&o, tc.res)
+			if o.Class.Class != tc.class || o.ClassAction != tc.action {
+				t.Errorf("class %q action %q, want %q %q; log:\n%s", o.Class.Class, o.ClassAction, tc.class, tc.action, log.String())
+			}
+			var fault string
+			for _, f := range r.failedNodes() {
+				if f.Cause == checkpoint.CauseNodeFault {
+					fault = f.Node
+				}
+			}
+			if fault != tc.fault || r.sess.failClass.Class != tc.class {
+				t.Errorf("node-fault %q (want %q), session class %q", fault, tc.fault, r.sess.failClass.Class)
+			}
+			if !strings.Contains(log.String(), "failure class "+string(tc.class)) {
+				t.Errorf("log lacks the class:\n%s", log.String())
+			}
+		})
+	}
 }
