@@ -84,7 +84,8 @@ exec %s run --fix tp=1 --probe none --job-dir %s/job --max-restarts 2 --max-fail
 			t.Fatalf("job %s with exit %d, want COMPLETED:\n%s", state, exit, log)
 		}
 		for _, want := range []string{"Watchdog caught collective operation timeout", "failure class nccl from rank 1 (node n2, GPU", "RestartOn: exclude",
-			"spare node(s) n3 take the place of the lost n2: the step runs on n[1,3] (2 ranks)", "training finished"} {
+			"spare node(s) n3 take the place of the lost n2: the step runs on n[1,3] (2 ranks)", "training finished",
+			"restart 1 badput ", "restarts inside the job: 1, badput "} {
 			if !strings.Contains(log, want) {
 				t.Errorf("the log lacks %q:\n%s", want, log)
 			}

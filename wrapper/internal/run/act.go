@@ -105,6 +105,9 @@ func (r *runner) commitAfterStep(store ckptStore, reason StopReason, stopAt time
 // marker, the requeue, the exit code.
 func (r *runner) act(d Decision, store ckptStore) error {
 	d = r.offTrackExit(d) // --stop-if-off-track (forecast.go)
+	if !d.Restart {
+		r.logBadputSummary() // badput.go
+	}
 	r.recordEnd(d.Cause, d.Tag, d.Record)
 	if d.Finished {
 		if sa, ok := unwrapStore(store); ok {

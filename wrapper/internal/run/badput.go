@@ -180,6 +180,7 @@ func (r *runner) reportBadput(first time.Time) {
 		}
 	}
 	r.logf("restart %d badput %s (largest: %s)", r.sess.restarts, b, bigName)
+	r.sess.badputs = append(r.sess.badputs, b)
 	m := map[string]float64{}
 	for _, p := range parts {
 		m[p.name] = p.v
@@ -200,4 +201,25 @@ type badputPart struct {
 func (b Badput) parts() []badputPart {
 	return []badputPart{{"detect", b.Detect}, {"stop", b.Stop}, {"decide", b.Decide}, {"health", b.Health},
 		{"relaunch", b.Relaunch}, {"first_step", b.First}, {"redone", b.Redone}}
+}
+
+// logBadputSummary is the run's summary of its restarts inside the job:
+// their badput in all, and each part's share.
+func (r *runner) logBadputSummary() {
+	bs := r.sess.badputs
+	if len(bs) == 0 {
+		return
+	}
+	var sum Badput
+	for _, b := range bs {
+		sum.Detect += b.Detect
+		sum.Stop += b.Stop
+		sum.Decide += b.Decide
+		sum.Health += b.Health
+		sum.Relaunch += b.Relaunch
+		sum.First += b.First
+		sum.Redone += b.Redone
+		sum.RedoneSteps += b.RedoneSteps
+	}
+	r.logf("restarts inside the job: %d, badput %s in all (mean %.1f s a restart)", len(bs), sum, sum.Total()/float64(len(bs)))
 }

@@ -105,6 +105,7 @@ type session struct {
 	healthTime    time.Duration
 	healthPending []obs.Event
 	badput        restartClock // a restart's badput (badput.go)
+	badputs       []Badput     // each restart's, for the run's summary
 	rankFaults    []rankFault  // hangs and stragglers seen, for the log and the report
 	spare         spareState   // --spare-nodes (spare.go)
 
