@@ -20,7 +20,9 @@ import (
 )
 
 // Health is the node health pass (exec-task --health DIR, one task per
-// node): the GPUs the step sees against the job's GRES, the InfiniBand
+// node): the GPUs the step sees against the job's GRES, where nvidia-smi
+// is installed each GPU's uncorrected ECC errors, pending page retirement
+// and hardware slowdown, the InfiniBand
 // ports' state and rate from sysfs, free space where checkpoints go and in
 // /dev/shm, and the site's script, each bounded; it writes DIR/<node>.json
 // (launch.HealthReport) and exits 0 whatever it found: the controller
@@ -38,6 +40,9 @@ func Health(env Env, dir string, spec launch.HealthSpec) error {
 	rep := launch.HealthReport{Node: node}
 	if spec.GPUs > 0 {
 		rep.Checks = append(rep.Checks, checkGPUs(task.StepGPUs, env.Getenv("CUDA_VISIBLE_DEVICES"), spec.GPUs))
+	}
+	if c, ok := checkNvidia(spec.GPUs); ok {
+		rep.Checks = append(rep.Checks, c)
 	}
 	root := strings.ReplaceAll(spec.Sysfs, "%n", node)
 	if root == "" {
@@ -182,4 +187,65 @@ func healthFlags(fs *pflag.FlagSet) (dir *string, spec func() launch.HealthSpec)
 	return dir, func() launch.HealthSpec {
 		return launch.HealthSpec{GPUs: *gpus, Space: *space, MinFree: *minFree, Script: *script, Timeout: *timeout, Sysfs: *sysfs}
 	}
+}
+
+// nvidiaQuery is what the nvidia check asks nvidia-smi, a field every
+// driver since R450 knows (an unknown field fails the whole query).
+const nvidiaQuery = "index,ecc.errors.uncorrected.volatile.total,retired_pages.pending,clocks_throttle_reasons.hw_slowdown"
+
+// nvidiaSMI is the command the check runs (a test's fake).
+var nvidiaSMI = "nvidia-smi"
+
+// checkNvidia asks the driver, where nvidia-smi is installed, for each
+// GPU's uncorrected ECC errors since boot, pending page retirements and a
+// hardware slowdown; any fails the node. ok false: no nvidia-smi, no check.
+func checkNvidia(want int) (launch.HealthCheck, bool) {
+	path, err := exec.LookPath(nvidiaSMI)
+	if err != nil {
+		return launch.HealthCheck{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--query-gpu="+nvidiaQuery, "--format=csv,noheader,nounits")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return launch.HealthCheck{Name: "nvidia", OK: false, Detail: fmt.Sprintf("nvidia-smi --query-gpu failed (%v): the driver does not answer", err)}, true
+	}
+	return judgeNvidia(string(out), want), true
+}
+
+// judgeNvidia reads nvidia-smi's CSV lines (index, uncorrected ECC errors,
+// retired pages pending, HW slowdown).
+func judgeNvidia(csv string, want int) launch.HealthCheck {
+	c := launch.HealthCheck{Name: "nvidia", OK: true}
+	var bad []string
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(csv), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) != 4 {
+			continue
+		}
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		n++
+		if v := f[1]; v != "0" && !strings.HasPrefix(v, "[") && v != "N/A" {
+			bad = append(bad, fmt.Sprintf("GPU %s: %s uncorrected ECC error(s)", f[0], v))
+		}
+		if strings.EqualFold(f[2], "Yes") {
+			bad = append(bad, fmt.Sprintf("GPU %s: page retirement pending (reset the GPU)", f[0]))
+		}
+		if strings.EqualFold(f[3], "Active") {
+			bad = append(bad, fmt.Sprintf("GPU %s: hardware slowdown active (power brake, thermal or power supply)", f[0]))
+		}
+	}
+	if want > 0 && n < want {
+		bad = append(bad, fmt.Sprintf("the driver lists %d GPU(s), the job holds %d per node", n, want))
+	}
+	c.Detail = fmt.Sprintf("%d GPU(s) answered", n)
+	if len(bad) > 0 {
+		c.OK, c.Detail = false, strings.Join(bad, "; ")
+	}
+	return c
 }
