@@ -95,12 +95,22 @@ var patterns = []pattern{
 	{NCCL, "NCCL communicator was aborted", true},
 	{NCCL, "ProcessGroupNCCL", false},
 	{NCCL, "DistBackendError", false},
-	{NCCL, "DistNetworkError", false},
-	{NCCL, "DistStoreError", false},
+	// The process group's set-up and its peers (the rendezvous, the
+	// TCPStore, gloo's sockets): a communication failure, but one that
+	// says nothing of this rank's node (an echo: a peer went away, the
+	// rendezvous port was taken, the master was not reachable yet).
+	{NCCL, echoPrefix + "DistNetworkError", false},
+	{NCCL, echoPrefix + "DistStoreError", false},
 	{NCCL, echoPrefix + "gloo/transport", false},
 	{NCCL, echoPrefix + "Connection closed by peer", true},
 	{NCCL, echoPrefix + "Connection reset by peer", true},
-	{NCCL, "RendezvousTimeoutError", false},
+	{NCCL, echoPrefix + "Connection refused", true},
+	{NCCL, echoPrefix + "server socket has failed to listen", true},
+	{NCCL, echoPrefix + "Address already in use", true},
+	{NCCL, echoPrefix + "TCPStore", false},
+	{NCCL, echoPrefix + "Socket Timeout", true},
+	{NCCL, echoPrefix + "Rendezvous", false},
+	{NCCL, echoPrefix + "torch/distributed/", false},
 	{User, "command not found", true},
 	{User, "No such file or directory", true},
 	{User, "error: unrecognized arguments", true},
@@ -129,7 +139,7 @@ func Classify(e Evidence) Result {
 		if c == "" {
 			continue
 		}
-		if best == "" || rank(c) < rank(best) || c == best && echo && !ec {
+		if best == "" || rank(c) < rank(best) || c == best && (echo && !ec || echo == ec && isFrame(line) && !isFrame(l)) {
 			best, line, echo = c, l, ec
 		}
 	}
@@ -154,6 +164,10 @@ func Classify(e Evidence) Result {
 }
 
 func rank(c Class) int { return slices.Index(Classes, c) }
+
+// isFrame says whether l is a traceback's frame line (`File "...", line
+// N, in f`): weaker evidence than the exception it leads to.
+func isFrame(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), `File "`) }
 
 // lineClass is the class one line names ("" none), the highest first, and
 // whether the line is only an echo of a peer's failure.

@@ -9,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/topo"
 )
 
 // A node that fails the health pass is kept out before the first step
@@ -100,5 +103,49 @@ exec %s run --fix tp=1 --probe none --job-dir %s/job --spare-nodes 1 -- /usr/bin
 	var p struct{ Ranks []struct{ Node string } }
 	if json.Unmarshal(plan, &p); len(p.Ranks) != 2 || p.Ranks[0].Node != "n2" || p.Ranks[1].Node != "n3" {
 		t.Errorf("the step's ranks %+v, want one on n2 and one on n3", p.Ranks)
+	}
+}
+
+// Without a spare, a node that fails the health pass before the first step
+// sends the job back to the queue without it (issue 31): an own cluster,
+// so Slurm picks n1,n2 for the 2-node job; the site script fails n2; the
+// job is requeued with n2 in its ExcNodeList and the next run finishes on
+// n1,n3.
+func TestRunHealthRequeuesWithoutNode(t *testing.T) {
+	requireTorch(t)
+	t.Parallel()
+	c := ownCluster(t)
+	bin := trainrun(t)
+	dir := t.TempDir()
+	check := filepath.Join(dir, "node-health")
+	if err := os.WriteFile(check, []byte("#!/bin/sh\n[ \"$TRAINRUN_HEALTH_NODE\" != n2 ] || { echo 'nvme0: SMART critical warning'; exit 1; }\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 --time=5 --requeue --no-kill --open-mode=append --exclude=n4
+export GLOO_SOCKET_IFNAME=lo TRAINRUN_HEALTH_CHECK=%s
+exec %s run --fix tp=1 --probe none --job-dir %s/job -- /usr/bin/python3 %s --steps 6 --sleep 0.05 --save-every 3
+`, check, bin, dir, exampleTrainer())
+	ctx := context.Background()
+	id, err := c.SubmitBatch(ctx, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Run(context.Background(), "scancel", strconv.Itoa(id)) })
+	if _, err := c.WaitJob(ctx, id, 150*time.Second, "COMPLETED"); err != nil {
+		t.Fatalf("%v\n%s", err, c.JobOutput(id))
+	}
+	info, _ := c.JobInfo(ctx, id)
+	log := c.JobOutput(id)
+	for _, want := range []string{"node n2 failed the health check script before the first step", "nvme0: SMART critical warning",
+		"node(s) n2 failed the health pass before the first step and --spare-nodes 0 holds only 0 spare node(s): requeued without them", "training finished"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	exc, _ := topo.ExpandHostlist(info["ExcNodeList"])
+	used, _ := topo.ExpandHostlist(info["NodeList"])
+	if info["Restarts"] != "1" || !slices.Contains(exc, "n2") || slices.Contains(used, "n2") {
+		t.Errorf("Restarts=%s ExcNodeList=%q NodeList=%q: want one requeue, n2 excluded and not used\n%s", info["Restarts"], info["ExcNodeList"], info["NodeList"], log)
 	}
 }

@@ -176,17 +176,22 @@ func (r *runner) requeueWithout(ctx context.Context, bad []string) error {
 	a := r.alloc
 	what := fmt.Sprintf("node(s) %s failed the health pass before the first step and %s holds only %d spare node(s)", strings.Join(bad, ","), r.spareSource(), r.cfg.fault.spareNodes)
 	hint := slurm.DrainHint(bad, "trainrun: failed health check in job "+a.JobID)
-	if !a.Requeue || a.RestartCount >= r.cfg.maxRequeue {
-		return withCode(exitcode.Slurm, fmt.Errorf("%s; the job may not be requeued (Requeue=0 or the requeue limit): resubmit with --exclude=%s, or have an admin drain them: %s",
-			what, strings.Join(bad, ","), hint))
-	}
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	list := strings.Join(bad, ",")
-	if j, err := r.env.Slurm.Job(qctx, a.JobID); err == nil {
-		if l, err := slurm.MergeHostlists(j.Record["ExcNodeList"], bad); err == nil {
-			list = l
+	// The job's record (the gather phase has not asked yet): may it be
+	// requeued, and what does it exclude already.
+	j, err := r.env.Slurm.Job(qctx, a.JobID)
+	if err != nil || !j.Requeue || !j.IsBatch() || a.RestartCount >= r.cfg.maxRequeue {
+		why := "Requeue=0, an interactive allocation, or the requeue limit"
+		if err != nil {
+			why = err.Error()
 		}
+		return withCode(exitcode.Slurm, fmt.Errorf("%s; the job cannot be requeued (%s): resubmit with --exclude=%s, or have an admin drain them: %s",
+			what, why, strings.Join(bad, ","), hint))
+	}
+	list := strings.Join(bad, ",")
+	if l, err := slurm.MergeHostlists(j.Record["ExcNodeList"], bad); err == nil {
+		list = l
 	}
 	if err := r.env.Slurm.Requeue(qctx, a.JobID); err != nil {
 		return withCode(exitcode.Stopped, fmt.Errorf("%s, but requeueing failed: %v", what, err))
