@@ -63,11 +63,18 @@ func (r *runner) badputBeat(ev launch.Event) {
 }
 
 // badputProgress takes rank 0's progress report: the step reached, more
-// often than the beats say it (the fault's step; the first new step is the
-// beats', since the progress file still holds the failed step's).
+// often than the beats say it (the fault's step; a short restarted step
+// may end before its first beat). The failed step's last report was read
+// when it ended (badputStepEnded), so a report past the resume point while
+// a restart is under way is the restarted step's.
 func (r *runner) badputProgress(step int64, at time.Time) {
 	bp := &r.sess.badput
-	if !bp.waiting && step > bp.lastStep {
+	switch {
+	case bp.waiting && step > bp.resumeStep:
+		bp.waiting = false
+		bp.lastStep, bp.lastStepAt = step, at
+		r.reportBadput(at)
+	case !bp.waiting && step > bp.lastStep:
 		bp.lastStep, bp.lastStepAt = step, at
 	}
 }
