@@ -118,6 +118,39 @@ var patterns = []pattern{
 	{User, "Traceback (most recent call last)", false},
 }
 
+// notUser are the exceptions that end a Python traceback but are not the
+// trainer's own bug, so they must not stop the job: an interrupt is a
+// signal; a failing file system, a transport gone and a GPU fault Python
+// only sees as a CUDA error restart (class unknown), where the failure
+// budget still ends a loop.
+var notUser = []pattern{
+	{Signal, "KeyboardInterrupt", false},
+	{Unknown, "Input/output error", true},
+	{Unknown, "Stale file handle", true},
+	{Unknown, "Remote I/O error", true},
+	{Unknown, "Transport endpoint is not connected", true},
+	{Unknown, "No space left on device", true},
+	{Unknown, "Disk quota exceeded", true},
+	{Unknown, "CUDA error: an illegal memory access", true},
+	{Unknown, "CUDA error: unspecified launch failure", true},
+	{Unknown, "CUDA error: misaligned address", true},
+	{Unknown, "CUDA-capable device(s) is/are busy or unavailable", true},
+	{Unknown, "CUDA error: no CUDA-capable device is detected", true},
+}
+
+// notUserLine is the last line of tail one of notUser names, and its class.
+func notUserLine(tail []string) (Class, string) {
+	for i := len(tail) - 1; i >= 0; i-- {
+		lower := strings.ToLower(tail[i])
+		for _, p := range notUser {
+			if p.fold && strings.Contains(lower, strings.ToLower(p.text)) || !p.fold && strings.Contains(tail[i], p.text) {
+				return p.class, tail[i]
+			}
+		}
+	}
+	return "", ""
+}
+
 // echoPrefix marks a pattern whose line is an echo (Result.Echo).
 const echoPrefix = "\x00echo:"
 
@@ -126,7 +159,9 @@ const echoPrefix = "\x00echo:"
 // exit 1, a watchdog with SIGABRT); among the tail's, the class of highest
 // precedence (Classes' order), its first line (a watchdog's timeout before
 // the abort it causes; for a Python exception, the traceback's last line).
-// An OOM kill counted by the cgroup outranks a collective's error. Without
+// An OOM kill counted by the cgroup outranks a collective's error; an
+// exception that is not the trainer's bug (notUser: an I/O error, an
+// interrupt, a CUDA fault) outranks a traceback's user class. Without
 // evidence: exit 127 or 126 is user (not found, not executable), 128+n is
 // signal, anything else unknown.
 func Classify(e Evidence) Result {
@@ -150,6 +185,11 @@ func Classify(e Evidence) Result {
 		return Result{Class: OOM, Evidence: fmt.Sprintf("exit %d; the node's kernel counted an OOM kill in the rank's cgroup (memory.events oom_kill)", e.Code)}
 	case best == NCCL:
 		return Result{best, clip(line), echo}
+	}
+	if c, l := notUserLine(e.Tail); c != "" {
+		return Result{Class: c, Evidence: clip(l)}
+	}
+	switch {
 	case best == User:
 		if l := lastException(e.Tail); l != "" {
 			line = l

@@ -48,6 +48,17 @@ RuntimeError: The server socket has failed to listen on any local network addres
 Traceback (most recent call last):
   File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 1200, in all_reduce
 ValueError: Invalid function argument`)}, NCCL, "torch/distributed/"},
+		{"a failing file system is no user error", Evidence{Code: 1, Tail: lines(`
+Traceback (most recent call last):
+  File "/opt/train.py", line 51, in load_shard
+OSError: [Errno 5] Input/output error: '/lustre/data/shard-0042.bin'`)}, Unknown, "Input/output error"},
+		{"an interrupt is a signal", Evidence{Code: 1, Tail: lines(`
+Traceback (most recent call last):
+  File "/opt/train.py", line 12, in <module>
+KeyboardInterrupt`)}, Signal, "KeyboardInterrupt"},
+		{"an illegal memory access restarts", Evidence{Code: 1, Tail: lines(`
+RuntimeError: CUDA error: an illegal memory access was encountered
+CUDA kernel errors might be asynchronously reported at some other API call`)}, Unknown, "illegal memory access"},
 		{"xid", Evidence{Code: 1, Tail: lines(`
 NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.
 RuntimeError: CUDA error: unspecified launch failure`)}, Hardware, "Xid"},
