@@ -39,6 +39,11 @@ const (
 	// time stayed well above its peers' (recorded under the policy's
 	// StragglerAction=exclude).
 	CauseStraggler Cause = "straggler"
+	// CauseNodeFault: a failed node only, never an end: the node of the
+	// rank whose failure's class the policy excludes on (RestartOn=
+	// hardware=exclude, nccl=exclude: an XID, an ECC error, a collective's
+	// error of its own; issue 31).
+	CauseNodeFault Cause = "node-fault"
 )
 
 // FailedNode is a node a failure points to: the first failing rank's node
@@ -76,10 +81,18 @@ type Event struct {
 	Progress      int64        `json:"progress,omitempty"`       // its step (StepOf), -1 if unknown
 	Message       string       `json:"message,omitempty"`
 	FailedNodes   []FailedNode `json:"failed_nodes,omitempty"`
+	// FailureClass: a failed step's class (oom, nccl, hardware, user,
+	// signal, unknown: internal/failclass) and the line that says so.
+	FailureClass    string `json:"failure_class,omitempty"`
+	FailureEvidence string `json:"failure_evidence,omitempty"`
 	// ckpt events
 	Tag         string  `json:"tag,omitempty"`          // the committed checkpoint
 	CkptSeconds float64 `json:"ckpt_seconds,omitempty"` // request or signal -> committed
 	Why         string  `json:"why,omitempty"`          // what asked for it (time-limit, preempted, ...)
+	// badput events (issue 31): where a restart inside the allocation's
+	// time went, in seconds by part (detect, stop, decide, health,
+	// relaunch, first_step, redone).
+	Badput map[string]float64 `json:"badput,omitempty"`
 }
 
 // Incarnation is one run of the job (one value of SLURM_RESTART_COUNT),
@@ -96,6 +109,8 @@ type Incarnation struct {
 	Progress      int64
 	Message       string
 	FailedNodes   []FailedNode
+	// FailureClass and FailureEvidence are the end's (Event's).
+	FailureClass, FailureEvidence string
 }
 
 // History is the store's job history file.
@@ -114,7 +129,7 @@ func (h History) Append(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = h.s.opts.Now().UTC()
 	}
-	if e.Type != "start" && e.Type != "end" && e.Type != "ckpt" {
+	if e.Type != "start" && e.Type != "end" && e.Type != "ckpt" && e.Type != "badput" {
 		return fmt.Errorf("history event type %q; use start, end or ckpt", e.Type)
 	}
 	b, err := json.Marshal(e)
@@ -180,6 +195,7 @@ func (h History) Load() ([]Incarnation, error) {
 		case "end":
 			in.End, in.Cause, in.LastCommitted, in.Progress, in.Message = e.Time, e.Cause, e.LastCommitted, e.Progress, e.Message
 			in.FailedNodes = e.FailedNodes
+			in.FailureClass, in.FailureEvidence = e.FailureClass, e.FailureEvidence
 		}
 	}
 	return out, nil

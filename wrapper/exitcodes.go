@@ -29,6 +29,7 @@ var exitCodeDocs = []struct {
 	{exitcode.Layout, "layout", "the layout or batch cannot be split over the GPUs (tp·pp·cp must divide them, batch divisible by mbs·dp, ...)", "change --fix, --global-batch or the GPU count as the message says"},
 	{exitcode.Capability, "capability", "the GPU or cluster lacks what the job asks for (fp8 without FP8 tensor cores, offload=nvme without --nvme-bw)", "another --precision, GPU type or flag, as the message says"},
 	{exitcode.OffTrack, "off-track", "checkpointed and stopped: the loss forecast will not reach --target-loss by --tokens (--stop-if-off-track)", "trainrun forecast CKPT_DIR --svg f.svg; change the data or learning rate and resume, or resubmit to continue as it is"},
+	{exitcode.UserError, "user-error", "stopped at once: the step failed with the trainer's own error (a Python exception, bad arguments; failure class user), no restart or requeue", "fix the error the log's traceback shows and resubmit (policy RestartOn=user=restart retries such failures)"},
 	{exitcode.NotFound, "not-found", "the training command was not found on a node", "install it on every node or give its full path"},
 	{exitcode.Interrupted, "interrupted", "interrupted (Ctrl-C, scancel) before or while starting", "none"},
 }

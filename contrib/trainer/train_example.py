@@ -149,6 +149,40 @@ def weights_sha256(model):
     return h.hexdigest()
 
 
+def inject_failure(step, rank, world, env=os.environ):
+    """TRAINRUN_EXAMPLE_FAIL=KIND:STEP[:RANK] makes rank RANK (default the
+    last) fail as a real trainer would once it finished step STEP, for the
+    tests of trainrun's failure classes: oom (torch's CUDA out-of-memory
+    error), nccl (the NCCL watchdog's timeout, then an abort as the watchdog
+    does) or value (a plain ValueError, the trainer's own bug). With
+    TRAINRUN_EXAMPLE_FAIL_MARK=PATH it fails once: the file says it did."""
+    spec = env.get("TRAINRUN_EXAMPLE_FAIL", "")
+    if not spec:
+        return
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or parts[0] not in ("oom", "nccl", "value"):
+        sys.exit("TRAINRUN_EXAMPLE_FAIL=%r: want KIND:STEP[:RANK], KIND oom, nccl or value" % spec)
+    kind, at = parts[0], int(parts[1])
+    who = int(parts[2]) if len(parts) == 3 else world - 1
+    mark = env.get("TRAINRUN_EXAMPLE_FAIL_MARK", "")
+    if step != at or rank != who or mark and os.path.exists(mark):
+        return
+    if mark:
+        with open(mark, "w") as f:
+            f.write("%s at step %d on rank %d\n" % (kind, step, rank))
+    if kind == "oom":
+        oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
+        raise oom("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.21 GiB is free. "
+                  "Of the allocated memory 75.30 GiB is allocated by PyTorch (injected by TRAINRUN_EXAMPLE_FAIL)")
+    if kind == "nccl":
+        sys.stderr.write("[rank%d]:[E ProcessGroupNCCL.cpp:616] [Rank %d] Watchdog caught collective operation timeout: "
+                         "WorkNCCL(SeqNum=%d, OpType=ALLREDUCE, NumelIn=1048576, Timeout(ms)=600000) ran for 600047 milliseconds before timing out "
+                         "(injected by TRAINRUN_EXAMPLE_FAIL)\n" % (rank, rank, step))
+        sys.stderr.flush()
+        os.abort()
+    raise ValueError("bad learning-rate schedule at step %d (injected by TRAINRUN_EXAMPLE_FAIL)" % step)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
@@ -323,6 +357,7 @@ def main():
             last_loss = loss.item()
             # rank 0: observed step time for trainrun's metrics (and the loss, with --report-loss)
             ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
+            inject_failure(step, rank, world)
         if args.save_every and step % args.save_every == 0 and step < args.steps:
             saved = save(step) or saved
         if args.sleep:

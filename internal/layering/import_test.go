@@ -180,6 +180,7 @@ var execAllowed = map[string]string{
 	"wrapper/internal/shim/task.go":     "the exec-task shim starts the trainer",
 	"wrapper/internal/shim/probe.go":    "the lean shim (no cgo) has trainrun probe a node with NVIDIA GPUs (NVML)",
 	"wrapper/internal/shim/evidence.go": "a hang's evidence: py-spy dump of the rank and nvidia-smi -q of its node, when installed",
+	"wrapper/internal/shim/health.go":   "the node health pass runs the site's HealthCheck script",
 	"spank/epilog.go":                   "the SPANK epilog runs trainrun",
 	"spank/userio.go":                   "slurmstepd reads the job's checkpoint store as the job's user through `trainrun __resume-dir`",
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/failclass"
 	"github.com/trainrun/trainrun/internal/lossspike"
 	"github.com/trainrun/trainrun/plan"
 )
@@ -133,7 +134,42 @@ func faultKeys() []*Key {
 				}
 				return v, nil
 			}, set: func(s *Settings, v any, src Source) { s.LossSpikeAction = Setting[string]{v.(string), src} }},
+		{Name: "RestartOn", Default: failclass.DefaultPolicy,
+			Format: "comma-separated CLASS=ACTION, CLASS one of hardware, oom, nccl, user, signal, unknown; ACTION restart, exclude (restart without the failing rank's node) or stop; a class not named keeps its default",
+			Why:    "a failed step's class decides: a hardware fault or a collective's error points at the node, so it is left; an OOM or the trainer's own error recurs from the same checkpoint on any node, so retrying spends the failure budget for nothing (stop); a kill from outside or a failure without evidence restarts",
+			parse:  parseRestartOn, set: func(s *Settings, v any, src Source) { s.RestartOn = Setting[string]{v.(string), src} }},
+		{Name: "HealthCheck", Default: "none",
+			Format: "none, or the absolute path of an executable on every node",
+			Why:    "none: only the built-in checks (GPUs against the GRES, InfiniBand port state, free space on the store and /dev/shm); a site script runs on each node before the first step and every restart, exit 0 healthy, anything else keeps the node out",
+			parse:  parseHealthCheck, set: func(s *Settings, v any, src Source) { s.HealthCheck = Setting[string]{v.(string), src} }},
+		{Name: "HealthCheckTimeout", Default: "60s",
+			Format: "a duration such as 30s or 2m (a bare number is seconds), more than 0",
+			Why:    "a health script that does not end in time fails its node: a check that hangs is itself a symptom",
+			parse:  positiveDuration, set: func(s *Settings, v any, src Source) {
+				s.HealthCheckTimeout = Setting[time.Duration]{v.(time.Duration), src}
+			}},
 	}
+}
+
+// parseHealthCheck reads HealthCheck=: none ("") or an absolute path.
+func parseHealthCheck(v string) (any, error) {
+	if strings.EqualFold(v, "none") {
+		return "", nil
+	}
+	if !path.IsAbs(v) {
+		return nil, fmt.Errorf("%q is not an absolute path: give the script's full path on the nodes, or none", v)
+	}
+	return path.Clean(v), nil
+}
+
+// parseRestartOn checks RestartOn= and returns it complete, in the
+// classes' order.
+func parseRestartOn(v string) (any, error) {
+	p, err := failclass.ParsePolicy(v)
+	if err != nil {
+		return nil, err
+	}
+	return p.String(), nil
 }
 
 // ncclKeys are the keys of the NCCL environment and the fabric it runs on.

@@ -101,14 +101,17 @@ type Settings struct {
 	CkptCompress          Setting[string] // "no", "auto", "archive" or "always"
 	MaxRequeue            Setting[int]
 	MaxFailuresNoProgress Setting[int]
-	HangTimeout           Setting[string]   // "auto", "off" or a duration (FormatDuration)
-	MaxRestarts           Setting[int]      // failed or hung steps restarted inside the allocation
-	SpareNodes            Setting[int]      // nodes the job holds beyond the layout's, for restarts after a lost node
-	StragglerAction       Setting[string]   // "report" or "exclude" (a straggler's node from the next requeue)
-	Shrink                Setting[string]   // "yes" or "no": restart on fewer nodes with a smaller dp (TRAINRUN_RESHARD=dp trainers)
-	LossSpike             Setting[string]   // lossspike.ParseRule: off, nan, mad:K[:window=W][:metric=NAME]
-	LossSpikeAction       Setting[string]   // lossspike.ParseAction: report, stop, rollback[:N]
-	NCCLForce             Setting[[]EnvVar] // Source: where the list was last cleared (or default); each variable has its own
+	HangTimeout           Setting[string]        // "auto", "off" or a duration (FormatDuration)
+	MaxRestarts           Setting[int]           // failed or hung steps restarted inside the allocation
+	SpareNodes            Setting[int]           // nodes the job holds beyond the layout's, for restarts after a lost node
+	StragglerAction       Setting[string]        // "report" or "exclude" (a straggler's node from the next requeue)
+	RestartOn             Setting[string]        // a failed step's action by class, failclass.ParsePolicy's complete form (issue 31)
+	HealthCheck           Setting[string]        // the site's node health script ("" none)
+	HealthCheckTimeout    Setting[time.Duration] // its time limit
+	Shrink                Setting[string]        // "yes" or "no": restart on fewer nodes with a smaller dp (TRAINRUN_RESHARD=dp trainers)
+	LossSpike             Setting[string]        // lossspike.ParseRule: off, nan, mad:K[:window=W][:metric=NAME]
+	LossSpikeAction       Setting[string]        // lossspike.ParseAction: report, stop, rollback[:N]
+	NCCLForce             Setting[[]EnvVar]      // Source: where the list was last cleared (or default); each variable has its own
 	NCCLDefault           Setting[[]EnvVar]
 	NCCLPrecedence        Setting[string]        // "user" or "site"
 	Fabric                Setting[string]        // "auto", "ib", "roce", "efa", "tcp"
@@ -503,6 +506,9 @@ func (s Settings) Rows() []Row {
 		{"Shrink", s.Shrink.Value, s.Shrink.Source},
 		{"LossSpike", s.LossSpike.Value, s.LossSpike.Source},
 		{"LossSpikeAction", s.LossSpikeAction.Value, s.LossSpikeAction.Source},
+		{"RestartOn", s.RestartOn.Value, s.RestartOn.Source},
+		{"HealthCheck", str(s.HealthCheck.Value, "none"), s.HealthCheck.Source},
+		{"HealthCheckTimeout", dur(s.HealthCheckTimeout.Value, "60s"), s.HealthCheckTimeout.Source},
 	}
 	for _, l := range []struct {
 		key  string

@@ -45,6 +45,16 @@ const (
 	// incarnation's step so far ends (Fault, FailedNodes, Message) and a new
 	// one begins in the same job (Start: its ResumeFrom, Nodes, GPUs).
 	KindRestart Kind = "restart"
+	// KindHealth: a node failed the health pass before a step (issue 31)
+	// and is kept out of it. FailedNodes names it, Cause is the failed
+	// check (its Cause field too: gpus, ib, space, script), Why when the
+	// pass ran ("before the first step", "before restart 1").
+	KindHealth Kind = "health"
+	// KindBadput: a restart inside the allocation reached its first new
+	// step; Badput is where its time went, in seconds by part (detect,
+	// stop, decide, health, relaunch, first_step, redone), Step the steps
+	// redone.
+	KindBadput Kind = "badput"
 )
 
 // Interruption causes (Event.Cause of KindInterrupt).
@@ -103,6 +113,12 @@ type Event struct {
 	// the Fault* values); FailedNodes the nodes it blames.
 	Fault       string       `json:"fault,omitempty"`
 	FailedNodes []FailedNode `json:"failed_nodes,omitempty"`
+	// end, restart: a failed step's class (oom, nccl, hardware, user,
+	// signal, unknown: internal/failclass) and the line that says so.
+	FailureClass    string `json:"failure_class,omitempty"`
+	FailureEvidence string `json:"failure_evidence,omitempty"`
+	// badput: seconds by part (KindBadput).
+	Badput map[string]float64 `json:"badput,omitempty"`
 }
 
 // Restart and failure causes (Event.Fault of a KindEnd; the cause label of

@@ -168,6 +168,9 @@ func (r *Report) writeFaults(w io.Writer) {
 	if total > 0 {
 		fmt.Fprintf(w, "restarts: %d (%s)\n", total, strings.Join(parts, ", "))
 	}
+	r.writeFailureClasses(w)
+	r.writeHealth(w)
+	r.writeBadput(w)
 	for _, in := range r.Incarnations {
 		for _, f := range in.FailedNodes {
 			fmt.Fprintf(w, "failed node: %s (%s, restart %d): %s; drain it if it fails again: %s\n",

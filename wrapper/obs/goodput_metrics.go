@@ -10,8 +10,12 @@ import (
 type faultMetrics struct {
 	restarts   *prometheus.CounterVec
 	failedNode *prometheus.GaugeVec
-	goodput    optGauge
-	redone     optGauge
+	// stepFailures counts failed steps by class (issue 31).
+	stepFailures *prometheus.CounterVec
+	// healthFailures counts nodes that failed the health pass, by check.
+	healthFailures *prometheus.CounterVec
+	goodput        optGauge
+	redone         optGauge
 }
 
 func (m *Metrics) registerFaults(r both, og func(name, help string) optGauge) {
@@ -21,6 +25,12 @@ func (m *Metrics) registerFaults(r both, og func(name, help string) optGauge) {
 	m.failedNode = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trainrun_failed_node_info",
 		Help: "A node a failure of the run pointed to (value 1), with the cause (node-fail, hang, crash): drain it if it fails again."}, []string{"node", "cause"})
 	r.MustRegister(m.failedNode)
+	m.stepFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_step_failures_total",
+		Help: "Failed training steps, by class: oom, nccl, hardware, user, signal, unknown (from the ranks' exit, last stderr lines and lost nodes; the policy's RestartOn acts on it)."}, []string{"class"})
+	r.MustRegister(m.stepFailures)
+	m.healthFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trainrun_node_health_failures_total",
+		Help: "Nodes that failed trainrun's health pass before a step (and were kept out of it), by node and failed check: gpus, ib, space, script."}, []string{"node", "check"})
+	r.MustRegister(m.healthFailures)
 	m.goodput = og("trainrun_goodput_ratio", "Productive step time (steps kept, at each incarnation's observed step time) over allocated GPU time, across the run's incarnations (0..1); absent until step times are observed.")
 	m.redone = og("trainrun_steps_redone", "Training steps run again after a restart (run after the checkpoint the next incarnation resumed from).")
 }
@@ -34,6 +44,7 @@ func (o *Observer) onEndFaults(e *Event) {
 	for _, f := range e.FailedNodes {
 		o.m.failedNode.WithLabelValues(f.Node, f.Cause).Set(1)
 	}
+	o.countFailure(e)
 }
 
 // onRestart counts a restart of the step inside the allocation by cause
@@ -43,6 +54,7 @@ func (o *Observer) onRestart(e *Event, live bool) {
 	for _, f := range e.FailedNodes {
 		o.m.failedNode.WithLabelValues(f.Node, f.Cause).Set(1)
 	}
+	o.countFailure(e)
 	st := &o.st
 	if !st.incStart.IsZero() {
 		o.m.lost.Observe(o.lostWork(e.Time).Seconds())

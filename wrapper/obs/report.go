@@ -24,6 +24,8 @@ type Report struct {
 	Progress                  []Event // progress samples, in time order
 	First, Last               time.Time
 	FailedSaves               []FailedSave // checkpoints the disk refused
+	Health                    []Event      // nodes that failed the health pass (KindHealth)
+	Badput                    []Event      // restarts' breakdowns (KindBadput)
 	Goodput                   Goodput
 	Hangs                     []Hang      `json:",omitempty"` // the run directory's hangs/ (ReadHangs; BuildReport leaves it empty)
 	LossSpikes                []LossSpike `json:",omitempty"` // the loss-spike events (lossspike.go)
@@ -51,6 +53,9 @@ type Incarnation struct {
 	Fault       string       // a failure's cause (Fault*), "" if none
 	FailedNodes []FailedNode // the nodes its failure points to
 	InJob       bool         // it began with a restart inside the allocation (KindRestart), not a start
+	// FailureClass and FailureEvidence: its failed step's class and the
+	// line that says so (Event's), "" if none.
+	FailureClass, FailureEvidence string
 }
 
 // CkptRecord is one committed checkpoint.
@@ -105,6 +110,14 @@ func BuildReport(evs []Event) *Report {
 		}
 		if r.JobID == "" {
 			r.JobID = e.JobID
+		}
+		if e.Kind == KindHealth { // before a step: no incarnation of its own
+			r.Health = append(r.Health, e)
+			continue
+		}
+		if e.Kind == KindBadput {
+			r.Badput = append(r.Badput, e)
+			continue
 		}
 		if e.Kind == KindStart || cur == nil {
 			closeInc(lastSeen)
@@ -164,6 +177,7 @@ func BuildReport(evs []Event) *Report {
 		case KindEnd:
 			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
 			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
+			cur.FailureClass, cur.FailureEvidence = e.FailureClass, e.FailureEvidence
 			if cur.StoppedAt.IsZero() {
 				cur.StoppedAt = e.Time
 			}
@@ -179,6 +193,7 @@ func BuildReport(evs []Event) *Report {
 // allocation (KindRestart).
 func (in *Incarnation) endRestarted(e Event) {
 	in.End, in.Cause, in.Message, in.Fault, in.FailedNodes = e.Time, EndRestarted, e.Message, e.Fault, e.FailedNodes
+	in.FailureClass, in.FailureEvidence = e.FailureClass, e.FailureEvidence
 	if in.StoppedAt.IsZero() {
 		in.StoppedAt = e.Time
 	}

@@ -23,7 +23,12 @@ const (
 	Capability = 11 // the GPU or cluster lacks what the job asks for (fp8 without FP8 tensor cores, offload=nvme without --nvme-bw)
 	// Added for issue 32: trainrun run --stop-if-off-track stopped the run
 	// (checkpointed) because its loss forecast will not reach the target.
-	OffTrack    = 12
+	OffTrack = 12
+	// Added for issue 31 (failure classes): the step failed with the
+	// trainer's own error (a Python exception that is not an OOM, NCCL or
+	// hardware fault; bad arguments): stopped at once, no restart or
+	// requeue, since the same error recurs from the same checkpoint.
+	UserError   = 13
 	NotFound    = 127 // the training command does not exist on the node
 	Interrupted = 130 // interrupted by Ctrl-C / SIGTERM before the step started
 )

@@ -17,7 +17,7 @@ type Kind string
 const (
 	Hello  Kind = "hello"  // shim → controller, first: TOKEN RANK PID NODE STEPID
 	Signal Kind = "signal" // shim → controller: RANK NAME
-	Exit   Kind = "exit"   // shim → controller: RANK CODE
+	Exit   Kind = "exit"   // shim → controller: RANK CODE [CLASS EVIDENCE...] (the failure's class, internal/failclass)
 	Ckpt   Kind = "ckpt"   // controller → shim: ID
 	Beat   Kind = "beat"   // shim → controller: RANK STEP AGE_MS STEP_MS STATE PHASE (liveness, about one per BeatInterval)
 	Stack  Kind = "stack"  // controller → shim: ID (ask the training process for a stack dump)
@@ -51,6 +51,10 @@ type Msg struct {
 	StepMS int64  // Beat: the trainer's recent step time in milliseconds (0: unknown)
 	State  string // Beat: the process state from /proc/PID/stat (R S D T t Z X), "-" unknown
 	Phase  string // Beat: PhaseTrain, or PhaseSave while the trainer writes a checkpoint
+	// Exit of a failed rank: its class (internal/failclass) and the line
+	// that says so (one line, whitespace collapsed; optional: older shims).
+	Class    string
+	Evidence string
 }
 
 // The phases of a beat.
@@ -67,6 +71,9 @@ func (m Msg) Encode() string {
 	case Signal:
 		return fmt.Sprintf("signal %d %s", m.Rank, m.Signal)
 	case Exit:
+		if m.Class != "" {
+			return strings.TrimRight(fmt.Sprintf("exit %d %d %s %s", m.Rank, m.Code, strings.Join(strings.Fields(m.Class), "-"), evidenceText(m.Evidence)), " ")
+		}
 		return fmt.Sprintf("exit %d %d", m.Rank, m.Code)
 	case Ckpt:
 		return fmt.Sprintf("ckpt %d", m.CkptID)
@@ -82,6 +89,19 @@ func (m Msg) Encode() string {
 		return fmt.Sprintf("delivered %d %d", m.Rank, m.CkptID)
 	}
 	return string(m.Kind)
+}
+
+// maxEvidence bounds an exit's evidence on the line.
+const maxEvidence = 1024
+
+// evidenceText is an exit's evidence as the line carries it: one line,
+// whitespace collapsed, at most maxEvidence bytes.
+func evidenceText(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxEvidence {
+		s = strings.TrimSpace(s[:maxEvidence])
+	}
+	return s
 }
 
 // MaxLine bounds a line: the longest real one is a hello of about 100 bytes.
@@ -139,6 +159,10 @@ func Parse(line string) (Msg, error) {
 			return Msg{}, fmt.Errorf("control line %q: request id %q is not a positive number", clip(line), f[2])
 		}
 	case Signal, Exit:
+		if m.Kind == Exit && len(f) > 3 {
+			m.Class, m.Evidence = f[3], evidenceText(strings.Join(f[4:], " "))
+			f = f[:3]
+		}
 		if len(f) != 3 {
 			return Msg{}, fmt.Errorf("control line %q: want %s RANK ARG", clip(line), m.Kind)
 		}

@@ -40,20 +40,22 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 // The lines today's shims and controller write parse as they did.
 func TestParseWireLines(t *testing.T) {
 	for line, want := range map[string]Msg{
-		"hello tok 5 99 n2 12\n":   {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2", StepID: "12"},
-		"hello tok 5 99 n2 ":       {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2"},
-		"signal 5 USR2":            {Kind: Signal, Rank: 5, Signal: "USR2"},
-		"exit 5 0":                 {Kind: Exit, Rank: 5},
-		"ckpt 1":                   {Kind: Ckpt, CkptID: 1},
-		"stack 3":                  {Kind: Stack, CkptID: 3},
-		"beat 2 40 1200 95 S save": {Kind: Beat, Rank: 2, Step: 40, AgeMS: 1200, StepMS: 95, State: "S", Phase: PhaseSave},
-		"wait tok 8 n1 0":          {Kind: Wait, Token: "tok", Rank: 8, Node: "n1", StepID: "0"},
-		"wait tok 0 n1 -":          {Kind: Wait, Token: "tok", Rank: 0, Node: "n1"},
-		"probe":                    {Kind: Probe},
-		"probed 3":                 {Kind: Probed, Rank: 3},
-		"delivered 4 7":            {Kind: Delivered, Rank: 4, CkptID: 7},
-		"go":                       {Kind: Go},
-		"abort\n":                  {Kind: Abort},
+		"hello tok 5 99 n2 12\n":            {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2", StepID: "12"},
+		"hello tok 5 99 n2 ":                {Kind: Hello, Token: "tok", Rank: 5, PID: 99, Node: "n2"},
+		"signal 5 USR2":                     {Kind: Signal, Rank: 5, Signal: "USR2"},
+		"exit 5 0":                          {Kind: Exit, Rank: 5},
+		"exit 5 1 user ValueError: bad  lr": {Kind: Exit, Rank: 5, Code: 1, Class: "user", Evidence: "ValueError: bad lr"},
+		"exit 5 137 signal":                 {Kind: Exit, Rank: 5, Code: 137, Class: "signal"},
+		"ckpt 1":                            {Kind: Ckpt, CkptID: 1},
+		"stack 3":                           {Kind: Stack, CkptID: 3},
+		"beat 2 40 1200 95 S save":          {Kind: Beat, Rank: 2, Step: 40, AgeMS: 1200, StepMS: 95, State: "S", Phase: PhaseSave},
+		"wait tok 8 n1 0":                   {Kind: Wait, Token: "tok", Rank: 8, Node: "n1", StepID: "0"},
+		"wait tok 0 n1 -":                   {Kind: Wait, Token: "tok", Rank: 0, Node: "n1"},
+		"probe":                             {Kind: Probe},
+		"probed 3":                          {Kind: Probed, Rank: 3},
+		"delivered 4 7":                     {Kind: Delivered, Rank: 4, CkptID: 7},
+		"go":                                {Kind: Go},
+		"abort\n":                           {Kind: Abort},
 	} {
 		got, err := Parse(line)
 		if err != nil || got != want {
@@ -70,7 +72,7 @@ func TestParseWireLines(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4", "wait tok 3 n1 7", "probe", "probed 2", "delivered 3 1", "go", "abort"} {
+	for _, s := range []string{"hello tok 5 99 n2 12", "signal 5 USR2", "exit 5 143", "exit 2 1 oom torch.OutOfMemoryError: CUDA out of memory.", "ckpt 3", "hello a -1", "exit 1 99999999999999999999", "beat 3 17 2500 120 D train", "beat 0 -1 0 0 - save", "stack 4", "wait tok 3 n1 7", "probe", "probed 2", "delivered 3 1", "go", "abort"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {

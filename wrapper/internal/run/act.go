@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/failclass"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/launch"
@@ -29,6 +30,7 @@ type stepResult struct {
 	FirstFail *launch.Event     // the first rank that exited non-zero (nil: none)
 	Unheard   bool              // a stop request reached no training process (nor did Slurm's signal)
 	Closed    map[int]time.Time // when the connection of each rank without an exit report closed (absent: still open)
+	Fails     []failclass.Rank  // each failed rank's class as its shim named it, in the order the exits came
 }
 
 // afterStep commits what the step completed, decides (Decide) what the
@@ -37,6 +39,7 @@ type stepResult struct {
 // before the step ended).
 func (r *runner) afterStep(res stepResult, store ckptStore) error {
 	reason, stopAt, tagAtStop := res.Reason, res.StopAt, res.TagAtStop
+	r.badputStepEnded(res) // badput.go
 	code, ok := slurm.ExitCode(res.WaitErr)
 	if !ok {
 		return withCode(exitcode.Slurm, fmt.Errorf("srun: %w", res.WaitErr))
@@ -46,7 +49,8 @@ func (r *runner) afterStep(res stepResult, store ckptStore) error {
 	o.Latest, o.CommitErr = r.commitAfterStep(store, reason, stopAt, tagAtStop)
 	o.SaveFailed, o.FailedNodes = r.saveFailedSince(stopAt), r.stepFailedNodes(code, reason, res)
 	r.spareOutcome(&o)
-	r.shrinkOutcome(&o) // shrink.go
+	r.shrinkOutcome(&o)     // shrink.go
+	r.classifyStep(&o, res) // failclass.go
 	if o.CommitErr == nil && code == 0 && reason == None {
 		r.compressKick(true) // a finished run compresses what it retains before it ends
 	}
@@ -103,6 +107,9 @@ func (r *runner) commitAfterStep(store ckptStore, reason StopReason, stopAt time
 // marker, the requeue, the exit code.
 func (r *runner) act(d Decision, store ckptStore) error {
 	d = r.offTrackExit(d) // --stop-if-off-track (forecast.go)
+	if !d.Restart {
+		r.logBadputSummary() // badput.go
+	}
 	r.recordEnd(d.Cause, d.Tag, d.Record)
 	if d.Finished {
 		if sa, ok := unwrapStore(store); ok {
@@ -158,7 +165,8 @@ func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
 		progress = checkpoint.StepOf(latest)
 	}
 	if err := r.ckpt.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
-		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg, FailedNodes: r.failedNodes()}); err != nil {
+		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg, FailedNodes: r.failedNodes(),
+		FailureClass: string(r.sess.failClass.Class), FailureEvidence: r.sess.failClass.Evidence}); err != nil {
 		r.logf("warning: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ package run
 
 import (
 	"fmt"
+	"github.com/trainrun/trainrun/internal/failclass"
 	"io"
 	"path/filepath"
 	"strconv"
@@ -61,9 +62,12 @@ type Config struct {
 	// From the policy only (zero without --policy).
 	policyGPU         policy.Setting[string] // GPUType ("" = auto): the planner's GPU type when the probe finds none
 	ncclPolicy        plan.NCCLPolicy
-	leadAdapt         bool          // CkptLeadAdapt: raise the lead to fit measured checkpoints
-	graceBudg         time.Duration // CkptGraceBudget (0: auto, the partition's GraceTime)
-	excludeStragglers bool          // StragglerAction=exclude
+	leadAdapt         bool             // CkptLeadAdapt: raise the lead to fit measured checkpoints
+	graceBudg         time.Duration    // CkptGraceBudget (0: auto, the partition's GraceTime)
+	excludeStragglers bool             // StragglerAction=exclude
+	restartOn         failclass.Policy // RestartOn= (nil without --policy: failPolicy's default)
+	healthScript      string           // HealthCheck= ("" none)
+	healthTimeout     time.Duration    // HealthCheckTimeout= (0 without --policy: 60 s)
 
 	hang *health.Config // --hang-timeout (nil: off)
 
@@ -284,6 +288,8 @@ func (c *Config) applyPolicy(st policy.Settings, getenv func(string) string, job
 	c.leadAdapt = st.CkptLeadAdapt.Value
 	c.graceBudg = st.CkptGraceBudget.Value
 	c.excludeStragglers = st.StragglerAction.Value == "exclude"
+	c.restartOn, _ = failclass.ParsePolicy(st.RestartOn.Value) // checked by the policy's parser
+	c.healthScript, c.healthTimeout = st.HealthCheck.Value, st.HealthCheckTimeout.Value
 	c.ncclPolicy = st.NCCL()
 	return nil
 }

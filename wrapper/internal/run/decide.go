@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/failclass"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 )
 
@@ -64,6 +65,14 @@ type Outcome struct {
 	FailedNodes []checkpoint.FailedNode
 	Command     string // the training command, for "not found"
 	CkptDir     string // the checkpoint directory, for messages
+	// The failed step's class (internal/failclass; zero when not failed or
+	// hung), the rank it comes from in words ("" for a lost node), the
+	// policy's action for it (RestartOn=), and with an OOM that stops the
+	// planner's advice for a layout that fits.
+	Class       failclass.Result
+	ClassWho    string
+	ClassAction failclass.Action
+	OOMAdvice   string
 
 	JobID        string
 	RestartCount int    // SLURM_RESTART_COUNT
@@ -193,7 +202,13 @@ func decideFailure(o Outcome) Decision {
 			break
 		}
 	}
+	if o.Class.Class != "" {
+		what += fmt.Sprintf("; failure class %s: %s", o.Class.Class, o.Class.Evidence)
+	}
 	d := Decision{Exit: exitcode.StepFailed, Err: what, Cause: failureCause(o.FailedNodes), Tag: o.Latest, Record: what}
+	if o.ClassAction == failclass.Stop {
+		return decideStopClass(d, o) // failclass.go
+	}
 	n, counted := failuresInARow(o)
 	if !counted {
 		return d
@@ -243,12 +258,14 @@ func restartAfterFailure(d Decision, o Outcome, what string) (_ Decision, why st
 	return d, ""
 }
 
-// LostNodes are the nodes the failure records as lost (CauseNodeFail), in
-// order, each once.
+// LostNodes are the nodes the step may not use again, in order, each once:
+// those the failure records as lost (CauseNodeFail), and those its failure
+// class excludes (CauseNodeFault: RestartOn=CLASS=exclude). A spare takes
+// the place of each.
 func LostNodes(nodes []checkpoint.FailedNode) []string {
 	var out []string
 	for _, f := range nodes {
-		if f.Cause == checkpoint.CauseNodeFail && !slices.Contains(out, f.Node) {
+		if (f.Cause == checkpoint.CauseNodeFail || f.Cause == checkpoint.CauseNodeFault) && !slices.Contains(out, f.Node) {
 			out = append(out, f.Node)
 		}
 	}

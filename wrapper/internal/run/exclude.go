@@ -98,6 +98,8 @@ func nodeEvidence(f checkpoint.FailedNode) (string, bool) {
 	switch f.Cause {
 	case checkpoint.CauseNodeFail:
 		return "the node was lost" + detail, true
+	case checkpoint.CauseNodeFault:
+		return "its rank's failure class excludes it (RestartOn=)" + detail, true
 	case checkpoint.CauseStraggler:
 		return "its rank straggled under StragglerAction=exclude" + detail, true
 	case checkpoint.CauseHang:

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -126,6 +127,7 @@ func (r *runner) fault(kind string, rank int, detail string, ratio float64, stat
 
 // onBeat takes a shim's beat.
 func (m *monitor) onBeat(ev launch.Event) {
+	m.r.badputBeat(ev) // badput.go
 	if m.hw == nil {
 		return
 	}
@@ -229,6 +231,8 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 	}
 	r.ckpt.resume = latest
 	r.setLastTag(tagOf(latest))
+	r.badputRestart(tagOf(latest))              // badput.go
+	r.healthBeforeRestart(context.Background()) // health.go
 	if _, err := r.replaceLostNodes(f); err != nil {
 		return rankEnv{}, err
 	}
@@ -239,5 +243,6 @@ func (r *runner) restartStep(f runFacts, store *observedStore) (rankEnv, error) 
 		return renv, err
 	}
 	r.step = step
+	r.badputRelaunch()
 	return renv, nil
 }

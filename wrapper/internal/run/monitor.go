@@ -3,6 +3,7 @@ package run
 import (
 	"cmp"
 	"context"
+	"github.com/trainrun/trainrun/internal/failclass"
 	"os"
 	"os/signal"
 	"strings"
@@ -35,7 +36,9 @@ type monitor struct {
 	hello        int // shims that said hello
 	exits        map[int]int
 	firstFail    *launch.Event
-	stepID       string // from the shims' hello: SLURM_STEP_ID
+	fails        []failclass.Rank // each failed rank's class, in the order their exits came (failclass.go)
+	lostCut      bool             // the step was killed for a lost node (lostwait.go)
+	stepID       string           // from the shims' hello: SLURM_STEP_ID
 	stateCh      chan string
 	committed    chan string
 	commitMu     sync.Mutex // one commit at a time
@@ -100,7 +103,7 @@ func (r *runner) launch(ctx context.Context, ctl *launch.Server, store ckptStore
 // monitor learnt.
 func (m *monitor) result(err error) stepResult {
 	return stepResult{WaitErr: err, Reason: m.reason, StopAt: m.stopAt, TagAtStop: m.tagAtStop,
-		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.unheard(), Closed: m.closedSilent()}
+		Exits: m.exits, FirstFail: m.firstFail, Unheard: m.unheard(), Closed: m.closedSilent(), Fails: m.fails}
 }
 
 // closedSilent is when the connection of each rank that reported no exit
@@ -229,7 +232,8 @@ func (m *monitor) onRequestTick() {
 	r.pollProgress()
 	m.tuneTick(time.Now()) // a --tune trial ends once measured (run_tune.go)
 	m.checkHealth(time.Now())
-	m.actOnLossSpike() // --loss-spike-action (lossspike.go)
+	m.actOnLossSpike()        // --loss-spike-action (lossspike.go)
+	m.cutLostWait(time.Now()) // lostwait.go
 	req, err := m.store.TakeRequest()
 	if err != nil {
 		r.logf("warning: %v", err)
@@ -265,6 +269,9 @@ func (m *monitor) onShim(ev launch.Event) {
 			e := ev
 			m.firstFail = &e
 		}
+		if ev.Code != 0 {
+			m.fails = append(m.fails, failclass.Rank{Rank: ev.Rank, Result: failclass.FromWire(ev.Class, ev.Evidence)})
+		}
 	}
 }
 
@@ -280,6 +287,7 @@ func (m *monitor) onHello(ev launch.Event) {
 		m.ctl.SendTo(ev.Rank, launch.Msg{Kind: launch.Ckpt, CkptID: m.ckptID})
 	}
 	if m.hello == m.world {
+		r.badputAllStarted() // badput.go
 		r.logf("all %d ranks started %.2f s after srun (trainrun: %.2f s to query Slurm and probe, %.2f s to launch srun)",
 			m.world, time.Since(m.started).Seconds(), r.facts.tQuery.Seconds(), r.step.tReady.Seconds())
 	}

@@ -165,6 +165,7 @@ func (r *runner) observeEnd(err error) {
 		e.Cause, e.Crash = obs.EndCrash, crashCause(e.Exit)
 	}
 	e.Fault = faultOf[r.sess.endCause]
+	e.FailureClass, e.FailureEvidence = string(r.sess.failClass.Class), r.sess.failClass.Evidence
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}
@@ -203,6 +204,7 @@ func (r *runner) pollProgress() {
 		r.sess.lossHist.Record(e.Step, e.Tokens, e.Time, r.sess.progress.Metrics) // .trainrun/metrics.jsonl (issue 32)
 		r.earlyStop(e.Step, r.sess.progress.Metrics)                              // sweep --early-stop (cmd_forecast.go)
 		r.judgeLoss(e.Step, r.sess.progress.Metrics)                              // --loss-spike (lossspike.go)
+		r.badputProgress(e.Step, e.Time)                                          // badput.go
 		r.observe(e)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/trainrun/trainrun/internal/failclass"
 	"path/filepath"
 	"sync"
 	"time"
@@ -95,12 +96,19 @@ type session struct {
 	endCause     checkpoint.Cause
 	interrupted  map[string]bool
 	commitFailed bool
-	faults       faultState  // failed saves and nodes (faults.go)
-	restarts     int         // steps restarted inside this allocation (hang.go)
-	hangWhat     string      // the ranks the last hang points to
-	rankFaults   []rankFault // hangs and stragglers seen, for the log and the report
-	spare        spareState  // --spare-nodes (spare.go)
-	spike        spikeState  // --loss-spike (lossspike.go)
+	faults       faultState       // failed saves and nodes (faults.go)
+	restarts     int              // steps restarted inside this allocation (hang.go)
+	hangWhat     string           // the ranks the last hang points to
+	failClass    failclass.Result // the last failed step's class (failclass.go); zero when it did not fail
+	// The node health passes (health.go): their time so far, and the
+	// events of one that ran before the observer started.
+	healthTime    time.Duration
+	healthPending []obs.Event
+	badput        restartClock // a restart's badput (badput.go)
+	badputs       []Badput     // each restart's, for the run's summary
+	rankFaults    []rankFault  // hangs and stragglers seen, for the log and the report
+	spare         spareState   // --spare-nodes (spare.go)
+	spike         spikeState   // --loss-spike (lossspike.go)
 
 	// The run's observation (calib.go); nil: none is recorded.
 	calibRec *calib.Recorder
@@ -120,6 +128,11 @@ func (r *runner) run(ctx context.Context) error {
 	if finished, err := r.makeDirs(); err != nil || finished {
 		return err
 	}
+	if !r.cfg.dryRun {
+		if err := r.healthBeforeStart(ctx); err != nil { // health.go
+			return err
+		}
+	}
 	if err := r.startEarly(ctx); err != nil {
 		return err
 	}
@@ -130,6 +143,7 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 		defer r.closeObserver()
+		r.flushHealth()
 	}
 	// The store is opened (recovered, scanned for the resume point) while
 	// gather waits on Slurm and the probes: on a shared file system its

@@ -28,6 +28,9 @@ type spareState struct {
 	all   []string // the allocation's nodes, in Slurm's order
 	spare []string // idle nodes, in Slurm's order
 	lost  []string // nodes lost during this allocation, never used again in it
+	// unhealthy: nodes the health pass kept out before the first step
+	// (health.go), each in the place of a spare.
+	unhealthy int
 	// restartWhy is the decision's message of the last restart inside the
 	// allocation (act), for the observer's restart event.
 	restartWhy string
@@ -47,7 +50,7 @@ func (r *runner) spareSource() string {
 // are the last nodes in Slurm's order, never the batch node (the
 // controller runs there). K must leave at least one node for the layout.
 func (r *runner) setupSpares(ctx context.Context) error {
-	k, a := r.cfg.fault.spareNodes, r.alloc
+	k, a := r.cfg.fault.spareNodes-r.sess.spare.unhealthy, r.alloc // each node the health pass kept out used a spare
 	r.sess.spare.all = append([]string(nil), a.Nodes...)
 	if k <= 0 {
 		return nil
@@ -209,7 +212,8 @@ func (r *runner) observeRestart(resume string) {
 		r.pollProgress()
 	}
 	e := obs.Event{Kind: obs.KindRestart, Fault: cmp.Or(faultOf[r.sess.endCause], obs.FaultCrash), Message: r.sess.spare.restartWhy,
-		Start: &obs.Start{Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), ResumeFrom: resume}}
+		Start:        &obs.Start{Nodes: len(r.alloc.Nodes), GPUs: r.alloc.World(), ResumeFrom: resume},
+		FailureClass: string(r.sess.failClass.Class), FailureEvidence: r.sess.failClass.Evidence}
 	for _, f := range r.failedNodes() {
 		e.FailedNodes = append(e.FailedNodes, obs.FailedNode{Node: f.Node, Cause: string(f.Cause), Detail: f.Detail})
 	}

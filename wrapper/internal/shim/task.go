@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -43,12 +44,16 @@ func Run(ctx context.Context, env Env, args []string) error {
 	probeDir := fs.String("probe", "", "probe mode: write this node's facts into DIR/<node>.json and exit")
 	wait := fs.Bool("wait", false, "the step started before its plan: wait for the controller's go before reading the launch files")
 	probeNode := fs.String("probe-node", "", "with --wait: when the controller asks (the node's first task to wait), probe the node into DIR/<node>.json")
+	healthDir, health := healthFlags(fs)
 	shimStart := time.Now()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *probeDir != "" {
 		return Probe(env, *probeDir)
+	}
+	if *healthDir != "" {
+		return Health(env, *healthDir, health())
 	}
 	argv := fs.Args()
 	if *launchDir == "" || len(argv) == 0 {
@@ -101,7 +106,12 @@ func Run(ctx context.Context, env Env, args []string) error {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Env = envl
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// The trainer's stderr passes through a bounded tail: its last lines
+	// name a failure's class (failure.go). WaitDelay: a child that keeps
+	// the pipe open (a data-loader worker) does not hold the exit back.
+	fw := newFailureWatch()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, io.MultiWriter(os.Stderr, fw.tail)
+	cmd.WaitDelay = 5 * time.Second
 	beats := newBeater()
 	if beats != nil {
 		cmd.ExtraFiles, cmd.Env = append(cmd.ExtraFiles, beats.w), append(cmd.Env, beats.env()...)
@@ -141,7 +151,7 @@ func Run(ctx context.Context, env Env, args []string) error {
 	if ctl != nil {
 		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU, ev, func(m launch.Msg) { ctl.Send(m) }))
 	}
-	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, rank, node, argv[0])
+	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, fw, rank, node, argv[0])
 }
 
 // whoAmI is the task as Slurm started it: its rank (SLURM_PROCID) and node.
@@ -328,7 +338,7 @@ func startDrain(env Env, common *launch.Common, me *launch.Rank, launchDir, node
 // superviseTask relays signals to the controller (and forwards them outside
 // a step), and reports the trainer's end; the shim then dies the way the
 // trainer did.
-func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Signal, forward bool, finishDrain func(), me *launch.Rank, rank int, node, name string) error {
+func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Signal, forward bool, finishDrain func(), me *launch.Rank, fw *failureWatch, rank int, node, name string) error {
 	send := func(m launch.Msg) {
 		if ctl != nil {
 			ctl.Send(m)
@@ -348,7 +358,8 @@ func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Sign
 			// Also after Slurm's SIGTERM: the checkpoint the trainer just
 			// saved locally exists nowhere else.
 			finishDrain()
-			send(launch.Msg{Kind: launch.Exit, Rank: rank, Code: code})
+			fc := fw.classify(code)
+			send(launch.Msg{Kind: launch.Exit, Rank: rank, Code: code, Class: string(fc.Class), Evidence: fc.Evidence})
 			if ctl != nil {
 				ctl.Close()
 			}
@@ -357,7 +368,7 @@ func superviseTask(env Env, cmd *exec.Cmd, ctl *launch.Client, sigc chan os.Sign
 				if sig != nil {
 					what = "was killed by " + launch.SignalName(sig)
 				}
-				fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s (GPU %d): %s %s\n", rank, node, me.GPU, name, what)
+				fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s (GPU %d): %s %s (failure class %s: %s)\n", rank, node, me.GPU, name, what, fc.Class, fc.Evidence)
 			}
 			if sig != nil {
 				// Die of the same signal so srun and the controller see it.
