@@ -1,10 +1,8 @@
 package frameworks
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -33,15 +31,8 @@ func TestHFSettingsMatchSources(t *testing.T) {
 	if len(args) == 0 {
 		t.Skip("none of TRAINRUN_ACCELERATE, TRAINRUN_TRL, TRAINRUN_TRANSFORMERS is set: make check-peft ACCELERATE=DIR TRL=DIR TRANSFORMERS=DIR")
 	}
-	type tcase struct {
-		model, gpu string
-		gpus       int
-		seq, batch int
-		finetune   string
-		fix        plan.Pins
-	}
 	z3, off := 3, "params"
-	cases := []tcase{
+	cases := []peftCase{
 		{"llama3-70b", "l40s", 1, 4096, 8, "qlora:16", plan.Pins{}},
 		{"llama3-8b", "a100-80gb", 1, 4096, 16, "lora:16", plan.Pins{}},
 		{"llama3-70b", "h100-sxm", 8, 4096, 64, "qlora:64:adamw32", plan.Pins{Zero: &z3}},
@@ -50,49 +41,7 @@ func TestHFSettingsMatchSources(t *testing.T) {
 		{"llama3-8b", "h100-sxm", 1, 2048, 8, "prefix:30", plan.Pins{}},
 		{"llama3-8b", "l40s", 2, 2048, 8, "ia3", plan.Pins{}},
 	}
-	var docs []*plan.PEFTConfig
-	for _, c := range cases {
-		m, err := plan.LookupModel(c.model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := plan.LookupGPU(c.gpu)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := plan.ParseFinetuneSpec(c.finetune)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j := plan.Job{SeqLen: c.seq, GlobalBatch: c.batch, Stack: plan.StackHF}.WithFinetune(f)
-		cl := plan.ClusterOf(g, c.gpus)
-		r := plan.Search(m, j, cl, plan.SearchOptions{Pins: c.fix})
-		if r.Plan == nil || !r.Plan.Memory.Fits {
-			t.Fatalf("%+v: no plan fits", c)
-		}
-		d, err := plan.PEFTConfigOf(m, j, cl, *r.Plan)
-		if err != nil {
-			t.Fatalf("%+v %s: %v", c, r.Plan.Layout.Config(), err)
-		}
-		docs = append(docs, d)
-	}
-	in, err := json.Marshal(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	py := cmpOr(os.Getenv("TRAINRUN_PYTHON"), "/usr/bin/python3")
-	cmd := exec.Command(py, append([]string{"hf_check.py"}, args...)...)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("hf_check.py: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(docs) {
-		t.Fatalf("%d answers for %d cases:\n%s", len(lines), len(docs), out)
-	}
+	docs, lines := checkPEFTDocs(t, cases, "hf_check.py", args...)
 	fsdpSeen := false
 	for i, line := range lines {
 		var got struct {

@@ -30,65 +30,17 @@ func TestPEFTConfigsLoad(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "src", "peft", "tuners", "lora", "config.py")); err != nil {
 		t.Fatal(err)
 	}
-	type tcase struct {
-		model, gpu string
-		gpus       int
-		seq, batch int
-		finetune   string
+	cases := []peftCase{
+		{"llama3-70b", "l40s", 1, 4096, 8, "qlora:16", plan.Pins{}},
+		{"llama3-8b", "a100-80gb", 1, 4096, 16, "lora:16", plan.Pins{}},
+		{"llama2-7b", "a100-40gb", 1, 2048, 8, "lora:8:q,v:dropout=0.1", plan.Pins{}},
+		{"llama3-70b", "h100-sxm", 8, 4096, 64, "qlora:64:adamw32", plan.Pins{}},
+		{"llama3-8b", "h100-sxm", 8, 4096, 64, "lora:32:attn", plan.Pins{}},
+		{"llama3-8b", "h100-sxm", 1, 2048, 8, "prefix:30", plan.Pins{}},
+		{"llama3-8b", "l40s", 1, 2048, 8, "prompt:20", plan.Pins{}},
+		{"llama3-8b", "l40s", 2, 2048, 8, "ia3", plan.Pins{}},
 	}
-	cases := []tcase{
-		{"llama3-70b", "l40s", 1, 4096, 8, "qlora:16"},
-		{"llama3-8b", "a100-80gb", 1, 4096, 16, "lora:16"},
-		{"llama2-7b", "a100-40gb", 1, 2048, 8, "lora:8:q,v:dropout=0.1"},
-		{"llama3-70b", "h100-sxm", 8, 4096, 64, "qlora:64:adamw32"},
-		{"llama3-8b", "h100-sxm", 8, 4096, 64, "lora:32:attn"},
-		{"llama3-8b", "h100-sxm", 1, 2048, 8, "prefix:30"},
-		{"llama3-8b", "l40s", 1, 2048, 8, "prompt:20"},
-		{"llama3-8b", "l40s", 2, 2048, 8, "ia3"},
-	}
-	var docs []*plan.PEFTConfig
-	for _, c := range cases {
-		m, err := plan.LookupModel(c.model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := plan.LookupGPU(c.gpu)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := plan.ParseFinetuneSpec(c.finetune)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j := plan.Job{SeqLen: c.seq, GlobalBatch: c.batch, Stack: plan.StackHF}.WithFinetune(f)
-		cl := plan.ClusterOf(g, c.gpus)
-		r := plan.Search(m, j, cl, plan.SearchOptions{})
-		if r.Plan == nil || !r.Plan.Memory.Fits {
-			t.Fatalf("%+v: no plan fits", c)
-		}
-		d, err := plan.PEFTConfigOf(m, j, cl, *r.Plan)
-		if err != nil {
-			t.Fatalf("%+v %s: %v", c, r.Plan.Layout.Config(), err)
-		}
-		docs = append(docs, d)
-	}
-	in, err := json.Marshal(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	py := cmpOr(os.Getenv("TRAINRUN_PYTHON"), "/usr/bin/python3")
-	cmd := exec.Command(py, "peft_check.py", root)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("peft_check.py: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(docs) {
-		t.Fatalf("%d answers for %d cases:\n%s", len(lines), len(docs), out)
-	}
+	docs, lines := checkPEFTDocs(t, cases, "peft_check.py", root)
 	for i, line := range lines {
 		var got struct {
 			Class   string         `json:"class"`
@@ -142,4 +94,65 @@ func sameSet(a, b []any) bool {
 		}
 	}
 	return true
+}
+
+// peftCase is one planned fine-tuning whose --format peft document a
+// framework's checker loads.
+type peftCase struct {
+	model, gpu string
+	gpus       int
+	seq, batch int
+	finetune   string
+	fix        plan.Pins
+}
+
+// checkPEFTDocs plans each case (HF stack), renders its PEFT document, gives
+// them all as JSON to the Python checker script with args, and returns its
+// documents and its answers, one line per case.
+func checkPEFTDocs(t *testing.T, cases []peftCase, script string, args ...string) ([]*plan.PEFTConfig, []string) {
+	t.Helper()
+	var docs []*plan.PEFTConfig
+	for _, c := range cases {
+		m, err := plan.LookupModel(c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := plan.LookupGPU(c.gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := plan.ParseFinetuneSpec(c.finetune)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := plan.Job{SeqLen: c.seq, GlobalBatch: c.batch, Stack: plan.StackHF}.WithFinetune(f)
+		cl := plan.ClusterOf(g, c.gpus)
+		r := plan.Search(m, j, cl, plan.SearchOptions{Pins: c.fix})
+		if r.Plan == nil || !r.Plan.Memory.Fits {
+			t.Fatalf("%+v: no plan fits", c)
+		}
+		d, err := plan.PEFTConfigOf(m, j, cl, *r.Plan)
+		if err != nil {
+			t.Fatalf("%+v %s: %v", c, r.Plan.Layout.Config(), err)
+		}
+		docs = append(docs, d)
+	}
+	in, err := json.Marshal(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := cmpOr(os.Getenv("TRAINRUN_PYTHON"), "/usr/bin/python3")
+	cmd := exec.Command(py, append([]string{script}, args...)...)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(docs) {
+		t.Fatalf("%d answers for %d cases:\n%s", len(lines), len(docs), out)
+	}
+	return docs, lines
 }
