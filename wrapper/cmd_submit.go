@@ -119,6 +119,9 @@ type submitOptions struct {
 	qos          string
 	reservation  string
 	parallel     int
+	ckptDir      string  // the job's checkpoint store: its measured saves size the lead (issue 34)
+	lateMargin   float64 // late binding: partitions whose finish is within this share of the best's are listed too
+	list         []int   // the chosen candidate, then the late-bound ones (set once chosen)
 }
 
 const submitSynopsis = "submit [plan flags] [--partition auto|P1,P2] [--objective finish|cost] [--min-gpus N] [--max-gpus N] [--policy FILE] [--format table|json] [--dry-run] [sbatch flags] -- SCRIPT [ARGS]"
@@ -156,6 +159,7 @@ func (o *submitOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) 
 	fs.StringVar(&o.qos, "qos", "", "sbatch --qos")
 	fs.StringVar(&o.reservation, "reservation", "", "sbatch --reservation")
 	fs.IntVar(&o.parallel, "parallel", 8, "sbatch --test-only calls in flight at once")
+	o.addHonestFlags(fs, getenv)
 }
 
 func runSubmit(ctx context.Context, env *runEnv, args []string) error {
@@ -177,7 +181,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	if len(script) == 0 {
 		return usageErrorf("no script: give it after '--' (trainrun submit [flags] -- job.sh [ARGS])")
 	}
-	req, pol, err := o.request(fs)
+	req, pol, err := o.request(fs, env)
 	if err != nil {
 		return err
 	}
@@ -199,13 +203,16 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 		o.print(env.stdout, cands, -1, "")
 		return withCode(noChoiceCode(cands), err)
 	}
+	list := o.lateList(cands, chosen)
+	o.list = list
 	if o.dryRun {
 		if err := o.print(env.stdout, cands, chosen, ""); err != nil {
 			return err
 		}
 		if o.plan.Format != "json" { // as sweep --dry-run: the command it would run (the plan file is written at submission)
 			c := &cands[chosen]
-			args := requestArgs(c, withPlanExport(sb, filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs))))
+			req := lateRequest(cands, list)
+			args := requestArgs(&req, withPlanExport(append(timeMinArgs(cands, list), sb...), filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs)), o.jobExports(cands, list, o.planDir, "TIME")...))
 			q := make([]string, 0, len(args)+len(script))
 			for _, a := range append(args, script...) {
 				q = append(q, shell.Quote(a))
@@ -214,7 +221,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 		}
 		return nil
 	}
-	id, err := o.submitChosen(ctx, env, &cands[chosen], sb, script)
+	id, err := o.submitChosen(ctx, env, cands, list, sb, script)
 	if err != nil {
 		o.print(env.stdout, cands, chosen, "")
 		return err
@@ -234,7 +241,7 @@ func noChoiceCode(cands []submit.Candidate) int {
 	return exitcode.NoFit
 }
 
-func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Policy, error) {
+func (o *submitOptions) request(fs *pflag.FlagSet, env *runEnv) (submit.Request, *policy.Policy, error) {
 	m, j, pol, err := o.load(fs)
 	if err != nil {
 		return submit.Request{}, nil, err
@@ -272,11 +279,17 @@ func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Poli
 	if err := o.plan.loadCalibration(func(string) string { return "" }, pol.Effective("").Calibration.Value, io.Discard); err != nil {
 		return submit.Request{}, nil, err
 	}
+	saves, err := o.runObservations(env)
+	if err != nil {
+		return submit.Request{}, nil, err
+	}
 	so := o.plan.SearchOptions(fix)
 	so.TopK = 1
-	return submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
+	req := submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
 		CkptInterval: o.ckptInterval, CkptBW: o.ckptBW * 1e9,
-		Sbatch: plan.SbatchOptions{Margin: o.plan.TimeMargin, Lead: o.plan.CkptLead}}, pol, nil
+		Sbatch: plan.SbatchOptions{Margin: o.plan.TimeMargin, Lead: o.plan.CkptLead}}
+	o.honestLimits(fs, &req, saves)
+	return req, pol, nil
 }
 
 // partitions are the candidates' partitions: those named, or every one
@@ -384,8 +397,9 @@ func testOnly(ctx context.Context, c slurm.Client, cands []submit.Candidate, ext
 	wg.Wait()
 }
 
-// submitChosen writes the chosen plan and submits the script with it.
-func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit.Candidate, extra, script []string) (string, error) {
+// submitChosen writes the plan of each listed candidate (the chosen
+// first, then the late-bound ones) and submits the script with them.
+func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, cands []submit.Candidate, list []int, extra, script []string) (string, error) {
 	dir, err := filepath.Abs(o.planDir)
 	if err != nil {
 		return "", err
@@ -395,17 +409,27 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	if err := safefs.MkdirOwn(dir, "--plan-dir"); err != nil {
 		return "", usageErrorf("%v", err)
 	}
-	// Rendered first, then written whole (temporary file and rename): a
-	// failed render or a full disk leaves no partial plan for the job to read.
-	var b bytes.Buffer
-	if err := plan.RenderJSON(&b, c.Result); err != nil {
-		return "", err
+	stamp := strconv.FormatInt(nowFunc().UnixNano(), 10)
+	var path string
+	for k, i := range list {
+		c := &cands[i]
+		// Rendered first, then written whole (temporary file and rename): a
+		// failed render or a full disk leaves no partial plan for the job to read.
+		var b bytes.Buffer
+		if err := plan.RenderJSON(&b, c.Result); err != nil {
+			return "", err
+		}
+		p := filepath.Join(dir, fmt.Sprintf("plan-%s-%dgpus-%s.json", c.Partition, c.GPUs, stamp))
+		if err := atomicfile.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
+		}
+		if k == 0 {
+			path = p
+		}
 	}
-	path := filepath.Join(dir, fmt.Sprintf("plan-%s-%dgpus-%d.json", c.Partition, c.GPUs, nowFunc().UnixNano()))
-	if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
-	}
-	args := requestArgs(c, withPlanExport(extra, path, modelExports(&o.plan)...))
+	req := lateRequest(cands, list)
+	args := requestArgs(&req, withPlanExport(append(timeMinArgs(cands, list), extra...), path,
+		append(modelExports(&o.plan), o.jobExports(cands, list, dir, stamp)...)...))
 	id, warnings, err := env.slurm.Submit(ctx, append(args, script...)...)
 	if warnings != "" {
 		fmt.Fprintln(env.stderr, warnings)
@@ -554,7 +578,7 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 	if o.plan.Format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(toSubmitJSON(cands, chosen, id))
+		return enc.Encode(o.withLateJSON(toSubmitJSON(cands, chosen, id), cands))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tGPU\tNODES\tGPUS\tFITS\tTOKENS/S\tTRAIN\tSTART\tFINISH\tCOST\tWHY")
@@ -578,6 +602,7 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 		fmt.Fprintf(w, "\nchosen: partition %s, %d node(s) × %d GPUs (%s), %s, --time=%s\n", c.Partition, c.Nodes, c.GPUsPerNode, kind,
 			c.Eval.Layout.Config(), slurmDuration(c.TimeLimit))
 	}
+	o.printLate(w, cands, chosen)
 	if id != "" {
 		fmt.Fprintf(w, "Submitted batch job %s\n", id)
 	}
