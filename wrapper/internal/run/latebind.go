@@ -21,6 +21,9 @@ func (r *runner) partitionPlan() (string, bool) {
 		return "", false
 	}
 	part := r.partition()
+	if strings.Contains(part, ",") { // some Slurm versions give a job's steps its whole -p list: scontrol names the one it runs in
+		part = r.facts.job.Partition
+	}
 	if part == "" || strings.ContainsAny(part, "/,") {
 		r.logf("%s is not used: the job's partition is not known (SLURM_JOB_PARTITION %q)", planByPartitionEnv, part)
 		return "", false

@@ -66,3 +66,21 @@ func TestSubmittedLead(t *testing.T) {
 		}
 	}
 }
+
+// A step that sees the whole -p list takes scontrol's partition.
+func TestPartitionPlanListed(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "plan-%p.json")
+	if err := os.WriteFile(filepath.Join(dir, "plan-ampere.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	r := lateRunner(&log, "ampere,hopper", map[string]string{planByPartitionEnv: tmpl}, nil)
+	if _, ok := r.partitionPlan(); ok {
+		t.Error("a list without scontrol's partition: used a plan")
+	}
+	r.facts.job.Partition = "ampere"
+	if p, ok := r.partitionPlan(); !ok || filepath.Base(p) != "plan-ampere.json" {
+		t.Errorf("listed, scontrol ampere: %q %v; log %q", p, ok, log.String())
+	}
+}
