@@ -119,9 +119,10 @@ type submitOptions struct {
 	qos          string
 	reservation  string
 	parallel     int
-	ckptDir      string  // the job's checkpoint store: its measured saves size the lead (issue 34)
-	lateMargin   float64 // late binding: partitions whose finish is within this share of the best's are listed too
-	list         []int   // the chosen candidate, then the late-bound ones (set once chosen)
+	ckptDir      string         // the job's checkpoint store: its measured saves size the lead (issue 34)
+	lateMargin   float64        // late binding: partitions whose finish is within this share of the best's are listed too
+	list         []int          // the chosen candidate, then the late-bound ones (set once chosen)
+	idle         map[string]int // idle nodes of each partition, for trainrun's start estimates
 }
 
 const submitSynopsis = "submit [plan flags] [--partition auto|P1,P2] [--objective finish|cost] [--min-gpus N] [--max-gpus N] [--policy FILE] [--format table|json] [--dry-run] [sbatch flags] -- SCRIPT [ARGS]"
@@ -198,6 +199,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	}
 	sb := o.sbatchFlags(passthrough)
 	testOnly(ctx, env.slurm, cands, sb, script, o.parallel)
+	o.betterStarts(ctx, env, cands)
 	chosen, err := submit.Choose(cands, o.objective, nowFunc())
 	if err != nil {
 		o.print(env.stdout, cands, -1, "")
@@ -311,6 +313,7 @@ func (o *submitOptions) partitions(ctx context.Context, env *runEnv, pol *policy
 	var errs []string
 	for _, pi := range infos {
 		p, ok := pi.ForChoice()
+		o.noteIdle(pi)
 		switch {
 		case ok:
 			out = append(out, p)
@@ -428,7 +431,7 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, cands []s
 		}
 	}
 	req := lateRequest(cands, list)
-	args := requestArgs(&req, withPlanExport(append(timeMinArgs(cands, list), extra...), path,
+	args := requestArgs(&req, withPlanExport(append(append(timeMinArgs(cands, list), markArgs(cands, list, extra)...), extra...), path,
 		append(modelExports(&o.plan), o.jobExports(cands, list, dir, stamp)...)...))
 	id, warnings, err := env.slurm.Submit(ctx, append(args, script...)...)
 	if warnings != "" {
@@ -525,6 +528,8 @@ type candidateJSON struct {
 	Cost       *float64 `json:"cost"`
 	Layout     string   `json:"layout,omitempty"`
 	TimeLimitS float64  `json:"time_limit_s,omitempty"`
+	SlurmStart *string  `json:"slurm_start,omitempty"` // Slurm's --test-only start, when trainrun's predictions moved start earlier
+	StartWhy   string   `json:"start_why,omitempty"`
 }
 
 type chosenJSON struct {
@@ -556,7 +561,8 @@ func toSubmitJSON(cands []submit.Candidate, chosen int, id string) submitJSON {
 	for i := range cands {
 		c := &cands[i]
 		cj := candidateJSON{Partition: c.Partition, GPUType: c.GPUType, Nodes: c.Nodes, GPUs: c.GPUs, Fits: c.Fits, Why: c.Why,
-			TokensPerS: c.TokensPerS, TrainS: c.TrainS, Start: rfc3339(c.Start), Finish: rfc3339(c.Finish), TimeLimitS: c.TimeLimit.Seconds()}
+			TokensPerS: c.TokensPerS, TrainS: c.TrainS, Start: rfc3339(c.Start), Finish: rfc3339(c.Finish), TimeLimitS: c.TimeLimit.Seconds(),
+			SlurmStart: rfc3339(c.SlurmStart), StartWhy: c.StartWhy}
 		if c.Cost >= 0 {
 			v := c.Cost
 			cj.Cost = &v
@@ -588,7 +594,7 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 			cost = strconv.FormatFloat(c.Cost, 'g', 4, 64)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%.0f\t%s\t%s\t%s\t%s\t%s\n", c.Partition, c.GPUType, c.Nodes, c.GPUs, c.Fits, c.TokensPerS,
-			shortDur(c.TrainS), clock(c.Start), clock(c.Finish), cost, c.Why)
+			shortDur(c.TrainS), clock(c.Start), clock(c.Finish), cost, strings.TrimPrefix(c.Why+"; "+c.StartWhy, "; "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

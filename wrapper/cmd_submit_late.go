@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -152,4 +153,41 @@ func (o *submitOptions) printLate(w io.Writer, cands []submit.Candidate, chosen 
 		}
 		fmt.Fprintln(w, "; the job takes the plan of the partition it starts in")
 	}
+}
+
+// noteIdle keeps a partition's idle nodes for betterStarts.
+func (o *submitOptions) noteIdle(pi submit.PartitionInfo) {
+	if o.idle == nil {
+		o.idle = map[string]int{}
+	}
+	o.idle[pi.Name] = pi.Idle
+}
+
+// betterStarts moves candidates' starts earlier where the partition is
+// held by jobs trainrun submitted, predicted to end before their limits
+// (submit.BetterStarts). Slurm's answer stands where the jobs cannot be
+// read (said once on stderr).
+func (o *submitOptions) betterStarts(ctx context.Context, env *runEnv, cands []submit.Candidate) {
+	jobs, err := env.slurm.Jobs(ctx)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: submit: start estimates are Slurm's alone: %v\n", err)
+		return
+	}
+	loc := env.slurm.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	submit.BetterStarts(cands, submit.Queues(jobs, loc), o.idle, nowFunc())
+}
+
+// markArgs is the --comment that marks the job as trainrun's, with its
+// predicted training time on each listed partition, for later submissions'
+// start estimates; none when the user gives a --comment of their own.
+func markArgs(cands []submit.Candidate, list []int, extra []string) []string {
+	for _, a := range extra {
+		if a == "--comment" || strings.HasPrefix(a, "--comment=") {
+			return nil
+		}
+	}
+	return []string{"--comment=" + submit.Mark(cands, list)}
 }

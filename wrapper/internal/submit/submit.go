@@ -74,7 +74,9 @@ type Candidate struct {
 	Lead        time.Duration // of TimeLimit: the checkpoint lead
 	LimitWhy    string        // where Margin and Lead came from
 	Capped      bool          // TimeLimit is the partition's MaxTime: the run continues by requeue
-	Start       time.Time     // Slurm's predicted start
+	Start       time.Time     // Slurm's predicted start (or trainrun's, earlier: StartWhy)
+	SlurmStart  time.Time     // Slurm's, when trainrun's predictions moved Start earlier (starts.go)
+	StartWhy    string        // why Start is not Slurm's
 	StartErr    string        // sbatch --test-only refused: its message
 	Finish      time.Time
 	Cost        float64 // < 0 = unknown
