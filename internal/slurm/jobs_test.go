@@ -22,7 +22,9 @@ func TestJobs(t *testing.T) {
 	if jobs[0].Record["Comment"] != "trainrun-submit:train_s=hopper:1200,ampere:3000" || jobs[1].State != "RUNNING" {
 		t.Errorf("comment %q, state %q", jobs[0].Record["Comment"], jobs[1].State)
 	}
-	c.Run = func(context.Context, string, ...string) ([]byte, error) { return []byte("No jobs in the system\n"), nil }
+	c.Run = func(context.Context, string, ...string) ([]byte, error) {
+		return []byte("No jobs in the system\n"), nil
+	}
 	if jobs, err := c.Jobs(context.Background()); err != nil || len(jobs) != 0 {
 		t.Errorf("empty: %v %v", jobs, err)
 	}
