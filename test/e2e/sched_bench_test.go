@@ -19,7 +19,7 @@ import (
 	"github.com/trainrun/trainrun/test/harness"
 )
 
-// TestBenchSched is `make bench-sched` (issue 34; not in CI: about 15
+// TestBenchSched is `make bench-sched` (issue 34; not in CI: about 20
 // minutes): one trace of training jobs replayed on the heterogeneous
 // cluster (hopper: 2 nodes × 8 h100, ampere: 2 nodes × 8 a100, named 40 GB
 // by the policy), once per scheduling policy, each on a fresh cluster.
@@ -63,7 +63,7 @@ func TestBenchSched(t *testing.T) {
 }
 
 // benchArrival is the trace's mean inter-arrival time (Poisson).
-const benchArrival = 3 * time.Second
+const benchArrival = 4 * time.Second
 
 // schedTruth is the true tokens/s of a job (seq 4096, global batch 64) by
 // model, GPU type and GPUs; absent = it does not fit (70B on 8 × 40 GB).
@@ -105,8 +105,8 @@ func benchJobs() []string {
 	return m
 }
 
-// schedTrace draws sizes (8 GPUs three times in five), tokens (8B: 10-40 s
-// on 8 h100s; 70B: 15-40 s) and Poisson arrivals.
+// schedTrace draws sizes (8 GPUs three times in five), tokens (8B: 8-24 s
+// on 8 h100s; 70B: 12-28 s) and Poisson arrivals.
 func schedTrace(r *rand.Rand, models []string) []schedJob {
 	var out []schedJob
 	at := time.Duration(0)
@@ -115,9 +115,9 @@ func schedTrace(r *rand.Rand, models []string) []schedJob {
 		if r.Float64() < 0.4 {
 			g = 16
 		}
-		secs := 10 + 30*r.Float64()
+		secs := 8 + 16*r.Float64()
 		if m == "llama3-70b" {
-			secs = 15 + 25*r.Float64()
+			secs = 12 + 16*r.Float64()
 		}
 		tokens := math.Round(secs * schedTruth[m]["h100"][8])
 		out = append(out, schedJob{idx: i, model: m, gpus: g, tokens: tokens, at: at})
