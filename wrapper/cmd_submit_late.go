@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -190,4 +191,41 @@ func markArgs(cands []submit.Candidate, list []int, extra []string) []string {
 		}
 	}
 	return []string{"--comment=" + submit.Mark(cands, list)}
+}
+
+// loadQueue is `partitions --queue`'s table: nil without the flag.
+func (o *partitionsOptions) loadQueue(ctx context.Context, env *runEnv) ([]submit.GroupSlowdown, error) {
+	if !o.queue {
+		return nil, nil
+	}
+	jobs, err := env.slurm.Jobs(ctx)
+	if err != nil {
+		return nil, withSlurmCode(err)
+	}
+	loc := env.slurm.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	return submit.Fairness(jobs, loc, nowFunc()), nil
+}
+
+func printQueue(w io.Writer, gs []submit.GroupSlowdown, show bool) error {
+	if !show {
+		return nil
+	}
+	fmt.Fprintln(w, "\nqueue by user and account (slowdown: completion time over run time, of the jobs trainrun submitted; pending: at least)")
+	if len(gs) == 0 {
+		fmt.Fprintln(w, "  no running or pending jobs")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "USER\tACCOUNT\tRUNNING\tPENDING\tTRAINRUN\tMEAN SLOWDOWN\tMAX SLOWDOWN")
+	for _, g := range gs {
+		mean, mx := "-", "-"
+		if g.Marked > 0 {
+			mean, mx = strconv.FormatFloat(g.MeanSlow, 'f', 2, 64), strconv.FormatFloat(g.MaxSlow, 'f', 2, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", g.User, g.Account, g.Running, g.Pending, g.Marked, mean, mx)
+	}
+	return tw.Flush()
 }

@@ -28,6 +28,7 @@ type fakeSched struct {
 	testOnly  []string
 	submitted []string
 	refuse    string // stderr of a refused submission
+	jobs      string // scontrol show job -o (empty: no jobs)
 	inFlight  int
 	maxFlight int
 }
@@ -57,6 +58,11 @@ func (f *fakeSched) runStderr(_ context.Context, name string, args ...string) ([
 	switch {
 	case line == "scontrol show partition -o":
 		return []byte(sdata(f.t, "hetero-show-partition-o.txt")), nil, nil
+	case line == "scontrol show job -o":
+		if f.jobs == "" {
+			return []byte("No jobs in the system\n"), nil, nil
+		}
+		return []byte(f.jobs), nil, nil
 	case line == "scontrol -d show node -o":
 		return []byte(sdata(f.t, "hetero-show-node-d-o.txt")), nil, nil
 	case strings.HasPrefix(line, "sbatch --test-only "):

@@ -79,3 +79,32 @@ func TestBetterStarts(t *testing.T) {
 		t.Error("5 nodes of 2: an estimate")
 	}
 }
+
+// Slowdown per user and account: a running trainrun job submitted 10 min
+// before a 10-minute prediction started it is at 2; a pending one at
+// least (waited + train) / train; others' jobs are counted, not judged.
+func TestFairness(t *testing.T) {
+	now := time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)
+	ts := func(d time.Duration) string { return now.Add(d).Format("2006-01-02T15:04:05") }
+	mk := func(id, state, part, user, acct, submit, start, comment string) slurm.Job {
+		return slurm.Job{ID: id, State: state, Partition: part, Record: slurm.Record{"UserId": user, "Account": acct,
+			"SubmitTime": submit, "StartTime": start, "Comment": comment}}
+	}
+	jobs := []slurm.Job{
+		mk("1", "RUNNING", "hopper", "alice(1000)", "nlp", ts(-15*time.Minute), ts(-5*time.Minute), "trainrun-submit:train_s=hopper:600"),
+		mk("2", "PENDING", "hopper,ampere", "bob(1001)", "vision", ts(-30*time.Minute), "Unknown", "trainrun-submit:train_s=hopper:600,ampere:1200"),
+		mk("3", "RUNNING", "ampere", "alice(1000)", "nlp", ts(-time.Hour), ts(-time.Hour), "their own"),
+		mk("4", "COMPLETED", "ampere", "carol(1002)", "nlp", ts(-time.Hour), ts(-time.Hour), "trainrun-submit:train_s=ampere:60"),
+	}
+	gs := Fairness(jobs, time.UTC, now)
+	if len(gs) != 2 {
+		t.Fatalf("%d groups: %+v", len(gs), gs)
+	}
+	bob, alice := gs[0], gs[1]
+	if bob.User != "bob" || bob.Pending != 1 || bob.Marked != 1 || bob.MaxSlow != 4 { // (30 + 10) / 10
+		t.Errorf("bob %+v, want slowdown 4 (pending: waited 30 min for 10)", bob)
+	}
+	if alice.User != "alice" || alice.Account != "nlp" || alice.Running != 2 || alice.Marked != 1 || alice.MeanSlow != 2 {
+		t.Errorf("alice %+v, want 2 running, one trainrun job at slowdown 2", alice)
+	}
+}
