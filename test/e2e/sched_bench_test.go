@@ -43,7 +43,7 @@ func TestBenchSched(t *testing.T) {
 		rows = append(rows, runSchedPolicy(t, bin, p, jobs))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d jobs (seed 34), mean inter-arrival %.1f s\n", len(jobs), benchArrival.Seconds())
+	fmt.Fprintf(&b, "\n%d jobs (seed 34), mean inter-arrival %.1f s, trainrun --late-bind %s\n", len(jobs), benchArrival.Seconds(), cmpOr(os.Getenv("TRAINRUN_BENCH_LATE_BIND"), "default"))
 	fmt.Fprintf(&b, "| policy | mean JCT | vs perfect router | p90 slowdown 8-GPU | done | not fit | timed out |\n|---|---|---|---|---|---|---|\n")
 	ref := 0.0
 	for _, r := range rows {
@@ -149,6 +149,9 @@ func schedPolicies() []schedPolicy {
 			args := []string{"submit", "--format", "json", "--model", j.model, "--seq-len", "4096", "--global-batch", "64",
 				"--tokens", strconv.FormatFloat(j.tokens, 'f', 0, 64), "--policy", filepath.Join(s.dir, "trainrun.conf"),
 				"--plan-dir", filepath.Join(s.dir, "plans"), "--ckpt-interval", "0s"}
+			if lb := os.Getenv("TRAINRUN_BENCH_LATE_BIND"); lb != "" {
+				args = append(args, "--late-bind", lb) // before the policy's own: "trainrun-bound" keeps 0
+			}
 			for _, a := range size {
 				args = append(args, strings.ReplaceAll(a, "N", strconv.Itoa(j.gpus)))
 			}
@@ -226,6 +229,13 @@ func (s *schedRun) submitRouted(j schedJob, env string) (string, error) {
 	_ = bestStart
 	d, _ := trueSeconds(j.model, schedGPU[best], j.gpus, j.tokens)
 	return s.sbatch(j, env, best, n, d+30)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func mustRead(t *testing.T, p string) string {
