@@ -204,7 +204,7 @@ func (s *schedRun) submitListed(j schedJob, env string) (string, error) {
 // sends the job where it finishes first, with a limit of its true time.
 func (s *schedRun) submitRouted(j schedJob, env string) (string, error) {
 	now := time.Now()
-	best, bestEnd, bestStart := "", time.Time{}, time.Time{}
+	best, bestEnd := "", time.Time{}
 	n := j.gpus / 8
 	for _, p := range []string{"hopper", "ampere"} {
 		d, ok := trueSeconds(j.model, schedGPU[p], j.gpus, j.tokens)
@@ -218,7 +218,7 @@ func (s *schedRun) submitRouted(j schedJob, env string) (string, error) {
 			st = now
 		}
 		if end := st.Add(time.Duration(d * float64(time.Second))); best == "" || end.Before(bestEnd) {
-			best, bestEnd, bestStart = p, end, st
+			best, bestEnd = p, end
 		}
 	}
 	fr := s.free[best]
@@ -226,7 +226,6 @@ func (s *schedRun) submitRouted(j schedJob, env string) (string, error) {
 	for k := 0; k < n; k++ {
 		fr[k] = bestEnd
 	}
-	_ = bestStart
 	d, _ := trueSeconds(j.model, schedGPU[best], j.gpus, j.tokens)
 	return s.sbatch(j, env, best, n, d+30)
 }
