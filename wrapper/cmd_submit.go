@@ -202,6 +202,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	sb := o.sbatchFlags(passthrough)
 	testOnly(ctx, env.slurm, cands, sb, script, o.parallel)
 	o.betterStarts(ctx, env, cands)
+	submit.NoWaitToGrow(cands)
 	chosen, err := submit.Choose(cands, o.objective, nowFunc())
 	if err != nil {
 		o.print(env.stdout, cands, -1, "")
