@@ -77,6 +77,7 @@ type Candidate struct {
 	Start       time.Time     // Slurm's predicted start (or trainrun's, earlier: StartWhy)
 	SlurmStart  time.Time     // Slurm's, when trainrun's predictions moved Start earlier (starts.go)
 	StartWhy    string        // why Start is not Slurm's
+	Dropped     string        // a rule of trainrun's own took it out of the choice: why (sizing.go)
 	StartErr    string        // sbatch --test-only refused: its message
 	Finish      time.Time
 	Cost        float64 // < 0 = unknown
@@ -193,6 +194,8 @@ func Choose(cands []Candidate, objective string, now time.Time) (int, error) {
 			continue
 		}
 		switch {
+		case c.Dropped != "":
+			c.Why = c.Dropped
 		case c.StartErr != "":
 			c.Why = "Slurm would not start it: " + c.StartErr
 		case c.Start.IsZero():
