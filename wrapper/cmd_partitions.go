@@ -18,7 +18,7 @@ func init() {
 	register(&command{name: "partitions", short: "the cluster's partitions: GPU type, nodes, free GPUs; with a model, what fits where", run: runPartitions})
 }
 
-const partitionsSynopsis = "partitions [plan flags] [--free] [--policy FILE] [--format table|json]"
+const partitionsSynopsis = "partitions [plan flags] [--free] [--queue] [--policy FILE] [--format table|json]"
 
 var partitionsHelpTail = joinLines("",
 	"For each partition: the GPU type (its nodes' typed GRES, e.g. gpu:h100:8, else the policy's",
@@ -31,7 +31,8 @@ var partitionsHelpTail = joinLines("",
 
 type partitionsOptions struct {
 	schedOptions
-	free bool
+	free  bool
+	queue bool // the queue's jobs per user and account, with trainrun jobs' slowdown (issue 34)
 }
 
 func runPartitions(ctx context.Context, env *runEnv, args []string) error {
@@ -39,6 +40,7 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 	fs := newFlags("partitions", partitionsSynopsis, env.stdout)
 	o.addFlags(fs, env.getenv)
 	fs.BoolVar(&o.free, "free", false, "also list the nodes with idle GPUs (fragments for partial-node jobs)")
+	fs.BoolVar(&o.queue, "queue", false, "also list the queue per user and account: running, pending, and the slowdown (completion over run time) of the jobs trainrun submitted")
 	fs.Usage = func() {
 		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n\nFlags:\n", partitionsSynopsis)
 		fs.PrintDefaults()
@@ -95,12 +97,19 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 	if o.free {
 		free = freeNodes(infos)
 	}
+	queue, err := o.loadQueue(ctx, env)
+	if err != nil {
+		return err
+	}
 	if o.plan.Format == "json" {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(partitionsJSON{Partitions: rows, Free: free})
+		return enc.Encode(partitionsJSON{Partitions: rows, Free: free, Queue: queue})
 	}
-	return printPartitions(env.stdout, rows, free, o.free)
+	if err := printPartitions(env.stdout, rows, free, o.free); err != nil {
+		return err
+	}
+	return printQueue(env.stdout, queue, o.queue)
 }
 
 // partitionRow is one partition of `trainrun partitions --format json`.
@@ -143,8 +152,9 @@ type freeNode struct {
 }
 
 type partitionsJSON struct {
-	Partitions []partitionRow `json:"partitions"`
-	Free       []freeNode     `json:"free,omitempty"`
+	Partitions []partitionRow         `json:"partitions"`
+	Free       []freeNode             `json:"free,omitempty"`
+	Queue      []submit.GroupSlowdown `json:"queue,omitempty"` // --queue
 }
 
 func toPartitionRow(pi submit.PartitionInfo) partitionRow {

@@ -122,6 +122,10 @@ type submitOptions struct {
 	// Issue 37: --time-limit and --finetune-fallback (plan --cheapest's logic).
 	trainLimit string
 	fallback   bool
+	ckptDir    string         // the job's checkpoint store: its measured saves size the lead (issue 34)
+	lateMargin float64        // late binding: partitions whose finish is within this share of the best's are listed too
+	list       []int          // the chosen candidate, then the late-bound ones (set once chosen)
+	idle       map[string]int // idle nodes of each partition, for trainrun's start estimates
 }
 
 const submitSynopsis = "submit [plan flags] [--partition auto|P1,P2] [--objective finish|cost] [--min-gpus N] [--max-gpus N] [--policy FILE] [--format table|json] [--dry-run] [sbatch flags] -- SCRIPT [ARGS]"
@@ -138,7 +142,9 @@ var submitHelpTail = joinLines("",
 	"prints every candidate with the reason it won or lost, writes the chosen plan's JSON into",
 	"--plan-dir and submits SCRIPT with sbatch: the partition, nodes, tasks and GPUs per node (a job",
 	"smaller than a node asks --gpus-per-node=K without --exclusive, so Slurm packs it beside others),",
-	"the time limit (train time + --time-margin + --ckpt-lead, at most the partition's MaxTime), and",
+	"the time limit (train time × (1 + the plan's error band) + a lead from the job's measured or",
+	"predicted checkpoint save, or --time-margin and --ckpt-lead when given; at most the partition's",
+	"MaxTime), the partitions within --late-bind of the best as one -p list (a plan for each), and",
 	"TRAINRUN_PLAN=FILE exported, which 'trainrun run' inside takes as its --plan: the chosen layout,",
 	"exactly. A partition's GPU type comes from its nodes' typed GRES (gpu:h100:8), else the policy's",
 	"GPUType=, else a memory feature of its nodes (80gb), else --gpu. --account, --qos, --reservation",
@@ -164,6 +170,7 @@ func (o *submitOptions) addFlags(fs *pflag.FlagSet, getenv func(string) string) 
 	fs.IntVar(&o.parallel, "parallel", 8, "sbatch --test-only calls in flight at once")
 	fs.StringVar(&o.trainLimit, "time-limit", "", "the longest the training may take (hours, e.g. 24, or a duration such as 36h): slower candidates do not qualify, so --objective cost picks the cheapest that finishes in time")
 	fs.BoolVar(&o.fallback, "finetune-fallback", false, "where the job's --finetune kind does not fit a candidate, try the kinds that need less memory in plan --cheapest's order (full → lora:16 → qlora:16; lora → qlora); the chosen kind is in the plan and the output: SCRIPT must train it")
+	o.addHonestFlags(fs, getenv)
 }
 
 func runSubmit(ctx context.Context, env *runEnv, args []string) error {
@@ -185,7 +192,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	if len(script) == 0 {
 		return usageErrorf("no script: give it after '--' (trainrun submit [flags] -- job.sh [ARGS])")
 	}
-	req, pol, err := o.request(fs)
+	req, pol, err := o.request(fs, env)
 	if err != nil {
 		return err
 	}
@@ -202,18 +209,23 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	}
 	sb := o.sbatchFlags(passthrough)
 	testOnly(ctx, env.slurm, cands, sb, script, o.parallel)
+	o.betterStarts(ctx, env, cands)
+	submit.NoWaitToGrow(cands)
 	chosen, err := submit.Choose(cands, o.objective, nowFunc())
 	if err != nil {
 		o.print(env.stdout, cands, -1, "")
 		return withCode(noChoiceCode(cands), err)
 	}
+	list := o.lateList(cands, chosen)
+	o.list = list
 	if o.dryRun {
 		if err := o.print(env.stdout, cands, chosen, ""); err != nil {
 			return err
 		}
 		if o.plan.Format != "json" { // as sweep --dry-run: the command it would run (the plan file is written at submission)
 			c := &cands[chosen]
-			args := requestArgs(c, withPlanExport(sb, filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs))))
+			req := lateRequest(cands, list)
+			args := requestArgs(&req, withPlanExport(append(timeMinArgs(cands, list), sb...), filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs)), o.jobExports(cands, list, o.planDir, "TIME")...))
 			q := make([]string, 0, len(args)+len(script))
 			for _, a := range append(args, script...) {
 				q = append(q, shell.Quote(a))
@@ -222,7 +234,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 		}
 		return nil
 	}
-	id, err := o.submitChosen(ctx, env, &cands[chosen], sb, script)
+	id, err := o.submitChosen(ctx, env, cands, list, sb, script)
 	if err != nil {
 		o.print(env.stdout, cands, chosen, "")
 		return err
@@ -242,7 +254,7 @@ func noChoiceCode(cands []submit.Candidate) int {
 	return exitcode.NoFit
 }
 
-func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Policy, error) {
+func (o *submitOptions) request(fs *pflag.FlagSet, env *runEnv) (submit.Request, *policy.Policy, error) {
 	m, j, pol, err := o.load(fs)
 	if err != nil {
 		return submit.Request{}, nil, err
@@ -280,6 +292,10 @@ func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Poli
 	if err := o.plan.loadCalibration(func(string) string { return "" }, pol.Effective("").Calibration.Value, io.Discard); err != nil {
 		return submit.Request{}, nil, err
 	}
+	saves, err := o.runObservations(env)
+	if err != nil {
+		return submit.Request{}, nil, err
+	}
 	so := o.plan.SearchOptions(fix)
 	so.TopK = 1
 	limit, err := parseCheapestLimit(o.trainLimit)
@@ -290,10 +306,12 @@ func (o *submitOptions) request(fs *pflag.FlagSet) (submit.Request, *policy.Poli
 	if o.fallback {
 		kinds = plan.CheapestKinds(plan.FinetuneOf(j))
 	}
-	return submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
+	req := submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
 		CkptInterval: o.ckptInterval, CkptBW: o.ckptBW * 1e9,
 		Sbatch: plan.SbatchOptions{Margin: o.plan.TimeMargin, Lead: o.plan.CkptLead},
-		Kinds:  kinds, TrainLimit: time.Duration(limit * float64(time.Second))}, pol, nil
+		Kinds:  kinds, TrainLimit: time.Duration(limit * float64(time.Second))}
+	o.honestLimits(fs, &req, saves)
+	return req, pol, nil
 }
 
 // partitions are the candidates' partitions: those named, or every one
@@ -315,6 +333,7 @@ func (o *submitOptions) partitions(ctx context.Context, env *runEnv, pol *policy
 	var errs []string
 	for _, pi := range infos {
 		p, ok := pi.ForChoice()
+		o.noteIdle(pi)
 		switch {
 		case ok:
 			out = append(out, p)
@@ -401,8 +420,9 @@ func testOnly(ctx context.Context, c slurm.Client, cands []submit.Candidate, ext
 	wg.Wait()
 }
 
-// submitChosen writes the chosen plan and submits the script with it.
-func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit.Candidate, extra, script []string) (string, error) {
+// submitChosen writes the plan of each listed candidate (the chosen
+// first, then the late-bound ones) and submits the script with them.
+func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, cands []submit.Candidate, list []int, extra, script []string) (string, error) {
 	dir, err := filepath.Abs(o.planDir)
 	if err != nil {
 		return "", err
@@ -412,17 +432,27 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, c *submit
 	if err := safefs.MkdirOwn(dir, "--plan-dir"); err != nil {
 		return "", usageErrorf("%v", err)
 	}
-	// Rendered first, then written whole (temporary file and rename): a
-	// failed render or a full disk leaves no partial plan for the job to read.
-	var b bytes.Buffer
-	if err := plan.RenderJSON(&b, c.Result); err != nil {
-		return "", err
+	stamp := strconv.FormatInt(nowFunc().UnixNano(), 10)
+	var path string
+	for k, i := range list {
+		c := &cands[i]
+		// Rendered first, then written whole (temporary file and rename): a
+		// failed render or a full disk leaves no partial plan for the job to read.
+		var b bytes.Buffer
+		if err := plan.RenderJSON(&b, c.Result); err != nil {
+			return "", err
+		}
+		p := filepath.Join(dir, fmt.Sprintf("plan-%s-%dgpus-%s.json", c.Partition, c.GPUs, stamp))
+		if err := atomicfile.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
+		}
+		if k == 0 {
+			path = p
+		}
 	}
-	path := filepath.Join(dir, fmt.Sprintf("plan-%s-%dgpus-%d.json", c.Partition, c.GPUs, nowFunc().UnixNano()))
-	if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
-	}
-	args := requestArgs(c, withPlanExport(extra, path, modelExports(&o.plan)...))
+	req := lateRequest(cands, list)
+	args := requestArgs(&req, withPlanExport(append(append(timeMinArgs(cands, list), markArgs(cands, list, extra)...), extra...), path,
+		append(modelExports(&o.plan), o.jobExports(cands, list, dir, stamp)...)...))
 	id, warnings, err := env.slurm.Submit(ctx, append(args, script...)...)
 	if warnings != "" {
 		fmt.Fprintln(env.stderr, warnings)
@@ -518,7 +548,9 @@ type candidateJSON struct {
 	Cost       *float64 `json:"cost"`
 	Layout     string   `json:"layout,omitempty"`
 	TimeLimitS float64  `json:"time_limit_s,omitempty"`
-	Finetune   string   `json:"finetune,omitempty"` // the --finetune spec it was planned with
+	Finetune   string   `json:"finetune,omitempty"`    // the --finetune spec it was planned with
+	SlurmStart *string  `json:"slurm_start,omitempty"` // Slurm's --test-only start, when trainrun's predictions moved start earlier
+	StartWhy   string   `json:"start_why,omitempty"`
 }
 
 type chosenJSON struct {
@@ -551,7 +583,8 @@ func toSubmitJSON(cands []submit.Candidate, chosen int, id string) submitJSON {
 	for i := range cands {
 		c := &cands[i]
 		cj := candidateJSON{Partition: c.Partition, GPUType: c.GPUType, Nodes: c.Nodes, GPUs: c.GPUs, Fits: c.Fits, Why: c.Why,
-			TokensPerS: c.TokensPerS, TrainS: c.TrainS, Start: rfc3339(c.Start), Finish: rfc3339(c.Finish), TimeLimitS: c.TimeLimit.Seconds(), Finetune: c.Finetune}
+			TokensPerS: c.TokensPerS, TrainS: c.TrainS, Start: rfc3339(c.Start), Finish: rfc3339(c.Finish), TimeLimitS: c.TimeLimit.Seconds(),
+			SlurmStart: rfc3339(c.SlurmStart), StartWhy: c.StartWhy, Finetune: c.Finetune}
 		if c.Cost >= 0 {
 			v := c.Cost
 			cj.Cost = &v
@@ -573,7 +606,7 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 	if o.plan.Format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(toSubmitJSON(cands, chosen, id))
+		return enc.Encode(o.withLateJSON(toSubmitJSON(cands, chosen, id), cands))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tGPU\tNODES\tGPUS\tFITS\tTOKENS/S\tTRAIN\tSTART\tFINISH\tCOST\tWHY")
@@ -583,7 +616,7 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 			cost = strconv.FormatFloat(c.Cost, 'g', 4, 64)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%.0f\t%s\t%s\t%s\t%s\t%s\n", c.Partition, c.GPUType, c.Nodes, c.GPUs, c.Fits, c.TokensPerS,
-			shortDur(c.TrainS), clock(c.Start), clock(c.Finish), cost, c.Why)
+			shortDur(c.TrainS), clock(c.Start), clock(c.Finish), cost, strings.TrimPrefix(c.Why+"; "+c.StartWhy, "; "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -604,6 +637,7 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 			fmt.Fprintf(w, "fine-tuning: --finetune %s (%s): SCRIPT must train this kind\n", c.Finetune, label)
 		}
 	}
+	o.printLate(w, cands, chosen)
 	if id != "" {
 		fmt.Fprintf(w, "Submitted batch job %s\n", id)
 	}

@@ -28,6 +28,7 @@ type fakeSched struct {
 	testOnly  []string
 	submitted []string
 	refuse    string // stderr of a refused submission
+	jobs      string // scontrol show job -o (empty: no jobs)
 	inFlight  int
 	maxFlight int
 }
@@ -57,6 +58,11 @@ func (f *fakeSched) runStderr(_ context.Context, name string, args ...string) ([
 	switch {
 	case line == "scontrol show partition -o":
 		return []byte(sdata(f.t, "hetero-show-partition-o.txt")), nil, nil
+	case line == "scontrol show job -o":
+		if f.jobs == "" {
+			return []byte("No jobs in the system\n"), nil, nil
+		}
+		return []byte(f.jobs), nil, nil
 	case line == "scontrol -d show node -o":
 		return []byte(sdata(f.t, "hetero-show-node-d-o.txt")), nil, nil
 	case strings.HasPrefix(line, "sbatch --test-only "):
@@ -178,7 +184,9 @@ func TestSubmitSubmits(t *testing.T) {
 	for _, w := range []string{"sbatch --parsable --partition=ampere --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --exclusive --time=",
 		" --account=proj --qos=high --mail-type=END --job-name my job --exclusive --export=ALL,TRAINRUN_PLAN=" + dir + "/plan-ampere-16gpus-",
 		// The model beside the plan: run in the job renders its full flags.
-		".json,TRAINRUN_MODEL=llama3-8b,TRAINRUN_BATCH=64x4096 job.sh arg 1"} {
+		".json,TRAINRUN_MODEL=llama3-8b,TRAINRUN_BATCH=64x4096,",
+		// The lead the limit was sized with: the job's own clock asks for the checkpoint then (issue 34).
+		",TRAINRUN_SUBMIT_LEAD=", " job.sh arg 1"} {
 		if !strings.Contains(sub, w) {
 			t.Errorf("sbatch line %q lacks %q", sub, w)
 		}

@@ -116,6 +116,9 @@ func (r *runner) gather(ctx context.Context) (runFacts, error) {
 	if r.cfg.source("ckpt-lead").kind == fromDefault && a.TimeLimit > 0 { // a lead given or from the policy is used as given
 		f.lead = min(defaultCkptLead, a.TimeLimit/4)
 	}
+	if d, ok := r.submittedLead(a.TimeLimit); ok { // trainrun submit sized the limit with it
+		f.lead = d
+	}
 	return f, nil
 }
 

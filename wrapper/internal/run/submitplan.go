@@ -14,6 +14,9 @@ func (r *runner) submittedPlan(world int) string {
 	if path == "" {
 		return ""
 	}
+	if p, ok := r.partitionPlan(); ok {
+		path = p
+	}
 	if _, err := planjson.ReadSubmitted(path); err != nil { // own file in an own directory: another user must not choose the layout
 		r.logf("TRAINRUN_PLAN is not used: %v", err)
 		return ""

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
@@ -28,7 +29,8 @@ type PartitionInfo struct {
 	Other       int // down, drained, reserved, ...
 	FreeGPUs    int // on idle and mixed nodes
 	TotalGPUs   int
-	Cost        float64 // GPUHourCost; < 0 = none
+	Cost        float64       // GPUHourCost; < 0 = none
+	CkptLead    time.Duration // the policy's CkptLead (0 = none): the job's controller asks for its checkpoint this long before the end
 }
 
 // Usable says whether a node in state (sinfo/scontrol form, flags and
@@ -97,6 +99,9 @@ func LoadPartitions(ctx context.Context, c slurm.Client, pol *policy.Policy, fal
 
 func describePartition(p slurm.Partition, nodes []slurm.Node, s policy.Settings, fallback string) PartitionInfo {
 	pi := PartitionInfo{Partition: p, Nodes: nodes, Cost: s.GPUHourCost.Value}
+	if s.CkptLead.Source.Kind != policy.FromDefault { // the job's controller uses the site's lead as set
+		pi.CkptLead = s.CkptLead.Value
+	}
 	var features []string
 	perNode := map[int]int{}
 	for _, n := range nodes {
@@ -152,5 +157,5 @@ func (pi PartitionInfo) ForChoice() (Partition, bool) {
 	if pi.MaxNodes > 0 {
 		n = min(n, pi.MaxNodes)
 	}
-	return Partition{Name: pi.Name, GPU: g, GPUsPerNode: pi.GPUsPerNode, Nodes: n, MaxTime: pi.MaxTime, Cost: pi.Cost}, true
+	return Partition{Name: pi.Name, GPU: g, GPUsPerNode: pi.GPUsPerNode, Nodes: n, MaxTime: pi.MaxTime, Cost: pi.Cost, CkptLead: pi.CkptLead}, true
 }

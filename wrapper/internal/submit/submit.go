@@ -26,6 +26,7 @@ type Partition struct {
 	Nodes       int           // the most nodes one job may have (TotalNodes, capped by MaxNodes)
 	MaxTime     time.Duration // 0 = unlimited
 	Cost        float64       // price of one GPU-hour; < 0 = none (GPUHourCost=none)
+	CkptLead    time.Duration // the policy's CkptLead (0 = none): an honest lead is at least this, as the job will use it
 }
 
 // Request is the job and the bounds of the search.
@@ -49,6 +50,14 @@ type Request struct {
 	// TrainLimit is the longest the training may take (--time-limit): a
 	// candidate that trains longer does not qualify. 0 = no limit.
 	TrainLimit time.Duration
+	// Honest limits (limits.go): AutoMargin takes the margin from the
+	// plan's error band, AutoLead sizes the lead from MeasuredSave (the
+	// longest of MeasuredSaves recent saves of the job's store), else from
+	// the predicted save (CkptBW); Sbatch's values are then not used.
+	AutoMargin    bool
+	AutoLead      bool
+	MeasuredSave  time.Duration
+	MeasuredSaves int
 }
 
 // Candidate is one partition × size, planned; Start and Finish once Slurm
@@ -68,8 +77,14 @@ type Candidate struct {
 	TrainS      float64       // steps plus checkpoint saves
 	CkptS       float64       // of which checkpoint saves
 	TimeLimit   time.Duration // --time
+	Margin      float64       // of TimeLimit: the share added to TrainS
+	Lead        time.Duration // of TimeLimit: the checkpoint lead
+	LimitWhy    string        // where Margin and Lead came from
 	Capped      bool          // TimeLimit is the partition's MaxTime: the run continues by requeue
-	Start       time.Time     // Slurm's predicted start
+	Start       time.Time     // Slurm's predicted start (or trainrun's, earlier: StartWhy)
+	SlurmStart  time.Time     // Slurm's, when trainrun's predictions moved Start earlier (starts.go)
+	StartWhy    string        // why Start is not Slurm's
+	Dropped     string        // a rule of trainrun's own took it out of the choice: why (sizing.go)
 	StartErr    string        // sbatch --test-only refused: its message
 	Finish      time.Time
 	Cost        float64 // < 0 = unknown
@@ -140,9 +155,13 @@ func plan1(p Partition, nodes, perNode int, req Request) Candidate {
 		saves := math.Floor(steps / req.CkptInterval.Seconds())
 		perNode := req.Model.Params() * ckptBytesPerParam / float64(nodes)
 		c.CkptS = saves * perNode / req.CkptBW
+		if req.MeasuredSave > 0 {
+			c.CkptS = saves * req.MeasuredSave.Seconds()
+		}
 	}
 	c.TrainS = steps + c.CkptS
-	lim := TimeLimit(c.TrainS, req.Sbatch)
+	c.Margin, c.Lead, c.LimitWhy = limitTerms(req, p, e, nodes)
+	lim := TimeLimit(c.TrainS, plan.SbatchOptions{Margin: c.Margin, Lead: c.Lead})
 	if p.MaxTime > 0 && lim > p.MaxTime {
 		lim, c.Capped = p.MaxTime, true
 	}
@@ -184,6 +203,8 @@ func Choose(cands []Candidate, objective string, now time.Time) (int, error) {
 			continue
 		}
 		switch {
+		case c.Dropped != "":
+			c.Why = c.Dropped
 		case c.StartErr != "":
 			c.Why = "Slurm would not start it: " + c.StartErr
 		case c.Start.IsZero():

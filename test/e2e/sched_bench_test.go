@@ -1,0 +1,359 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trainrun/trainrun/test/harness"
+)
+
+// TestBenchSched is `make bench-sched` (issue 34; not in CI: about 20
+// minutes): one trace of training jobs replayed on the heterogeneous
+// cluster (hopper: 2 nodes × 8 h100, ampere: 2 nodes × 8 a100, named 40 GB
+// by the policy), once per scheduling policy, each on a fresh cluster.
+// Each job sleeps for its true duration on what it got: its tokens over
+// the truth table's tokens/s for its model, GPU type and size (not the
+// planner's figures: the a100s are faster, the h100s slower than it
+// predicts). It prints mean job completion time (arrival to end), the p90
+// slowdown (completion time over run time) of the 8-GPU jobs, and the jobs
+// that ran where their model does not fit.
+func TestBenchSched(t *testing.T) {
+	if os.Getenv("TRAINRUN_BENCH_SCHED") == "" {
+		t.Skip("make bench-sched runs it (TRAINRUN_BENCH_SCHED=1): about 15 minutes")
+	}
+	bin := trainrun(t)
+	jobs := schedTrace(rand.New(rand.NewPCG(34, 2026)), benchJobs())
+	var rows []schedRow
+	for _, p := range schedPolicies() {
+		if only := os.Getenv("TRAINRUN_BENCH_POLICIES"); only != "" && !strings.Contains(","+only+",", ","+p.name+",") {
+			continue
+		}
+		rows = append(rows, runSchedPolicy(t, bin, p, jobs))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%d jobs (seed 34), mean inter-arrival %.1f s, trainrun --late-bind %s\n", len(jobs), benchArrival.Seconds(), cmpOr(os.Getenv("TRAINRUN_BENCH_LATE_BIND"), "default"))
+	fmt.Fprintf(&b, "| policy | mean JCT | vs perfect router | p90 slowdown 8-GPU | done | not fit | timed out |\n|---|---|---|---|---|---|---|\n")
+	ref := 0.0
+	for _, r := range rows {
+		if r.name == "perfect-router" {
+			ref = r.meanJCT
+		}
+	}
+	for _, r := range rows {
+		ratio := "-"
+		if ref > 0 {
+			ratio = fmt.Sprintf("%.2f×", r.meanJCT/ref)
+		}
+		fmt.Fprintf(&b, "| %s | %.1f s | %s | %.2f | %d/%d | %d | %d |\n", r.name, r.meanJCT, ratio, r.p90Slow8, r.done, len(jobs), r.noFit, r.timedOut)
+	}
+	t.Log(b.String())
+	fmt.Println(b.String())
+}
+
+// benchArrival is the trace's mean inter-arrival time (Poisson).
+const benchArrival = 4 * time.Second
+
+// schedTruth is the true tokens/s of a job (seq 4096, global batch 64) by
+// model, GPU type and GPUs; absent = it does not fit (70B on 8 × 40 GB).
+var schedTruth = map[string]map[string]map[int]float64{
+	"llama3-8b":  {"h100": {8: 80000, 16: 150000}, "a100": {8: 33000, 16: 64000}},
+	"llama3-70b": {"h100": {8: 6500, 16: 14500}, "a100": {16: 6000}},
+}
+
+var schedGPU = map[string]string{"hopper": "h100", "ampere": "a100"}
+
+// trueSeconds is a job's true run time on gpus GPUs of typ.
+func trueSeconds(model, typ string, gpus int, tokens float64) (float64, bool) {
+	r, ok := schedTruth[model][typ][gpus]
+	if !ok {
+		return 0, false
+	}
+	return tokens / r, true
+}
+
+type schedJob struct {
+	idx    int
+	model  string
+	gpus   int
+	tokens float64
+	at     time.Duration // arrival after the trace's start
+}
+
+// benchJobs is the mix: 16 8B jobs and 8 70B ones, their sizes and tokens
+// drawn in schedTrace.
+func benchJobs() []string {
+	var m []string
+	for i := 0; i < 24; i++ {
+		if i%3 == 2 {
+			m = append(m, "llama3-70b")
+		} else {
+			m = append(m, "llama3-8b")
+		}
+	}
+	return m
+}
+
+// schedTrace draws sizes (8 GPUs three times in five), tokens (8B: 8-24 s
+// on 8 h100s; 70B: 12-28 s) and Poisson arrivals.
+func schedTrace(r *rand.Rand, models []string) []schedJob {
+	var out []schedJob
+	at := time.Duration(0)
+	for i, m := range models {
+		g := 8
+		if r.Float64() < 0.4 {
+			g = 16
+		}
+		secs := 8 + 16*r.Float64()
+		if m == "llama3-70b" {
+			secs = 12 + 16*r.Float64()
+		}
+		tokens := math.Round(secs * schedTruth[m]["h100"][8])
+		out = append(out, schedJob{idx: i, model: m, gpus: g, tokens: tokens, at: at})
+		at += time.Duration(r.ExpFloat64() * float64(benchArrival))
+	}
+	return out
+}
+
+type schedPolicy struct {
+	name string
+	// submit submits one job and returns its id; arrived is when it
+	// arrived; env the variables the job script reads.
+	submit func(s *schedRun, j schedJob, env string) (string, error)
+}
+
+type schedRun struct {
+	t      *testing.T
+	c      *harness.Cluster
+	bin    string
+	dir    string
+	script string
+	start  time.Time
+	free   map[string][]time.Time // the perfect router's model: each node's free time
+}
+
+func schedPolicies() []schedPolicy {
+	tr := func(size ...string) func(s *schedRun, j schedJob, env string) (string, error) {
+		return func(s *schedRun, j schedJob, env string) (string, error) {
+			args := []string{"submit", "--format", "json", "--model", j.model, "--seq-len", "4096", "--global-batch", "64",
+				"--tokens", strconv.FormatFloat(j.tokens, 'f', 0, 64), "--policy", filepath.Join(s.dir, "trainrun.conf"),
+				"--plan-dir", filepath.Join(s.dir, "plans"), "--ckpt-interval", "0s"}
+			if lb := os.Getenv("TRAINRUN_BENCH_LATE_BIND"); lb != "" {
+				args = append(args, "--late-bind", lb) // before the policy's own: "trainrun-bound" keeps 0
+			}
+			for _, a := range size {
+				args = append(args, strings.ReplaceAll(a, "N", strconv.Itoa(j.gpus)))
+			}
+			args = append(args, "--export=ALL,"+env, "--output="+filepath.Join(s.dir, "slurm-%j.out"), "--", s.script)
+			out, err := s.c.Exec(s.c.Command(context.Background(), s.bin, args...))
+			if err != nil {
+				return "", err
+			}
+			var r struct {
+				ID string `json:"submitted_job_id"`
+			}
+			if err := json.Unmarshal([]byte(out), &r); err != nil || r.ID == "" {
+				return "", fmt.Errorf("trainrun submit printed no submitted_job_id: %v\n%s", err, out)
+			}
+			return r.ID, nil
+		}
+	}
+	return []schedPolicy{
+		{"perfect-router", (*schedRun).submitRouted},
+		{"slurm-list", (*schedRun).submitListed},
+		{"trainrun", tr("--gpus", "N")},
+		{"trainrun-sizing", tr("--min-gpus", "8", "--max-gpus", "16")},
+		{"trainrun-bound", tr("--gpus", "N", "--late-bind", "0")},
+	}
+}
+
+func (s *schedRun) sbatch(j schedJob, env, partitions string, nodes int, limit float64) (string, error) {
+	mins := int(math.Ceil(limit / 60))
+	id, err := s.c.SubmitBatch(context.Background(), mustRead(s.t, s.script), "-p", partitions, "-N", strconv.Itoa(nodes),
+		"--ntasks-per-node=8", "--gpus-per-node=8", "--exclusive", "--time="+strconv.Itoa(max(mins, 1)), "--export=ALL,"+env)
+	return strconv.Itoa(id), err
+}
+
+// submitListed is Slurm's own list: every partition the job fits, a time
+// limit a careful user gives (1.5 × the slowest listed's true time).
+func (s *schedRun) submitListed(j schedJob, env string) (string, error) {
+	var parts []string
+	slowest := 0.0
+	for _, p := range []string{"hopper", "ampere"} {
+		if d, ok := trueSeconds(j.model, schedGPU[p], j.gpus, j.tokens); ok {
+			parts = append(parts, p)
+			slowest = max(slowest, d)
+		}
+	}
+	return s.sbatch(j, env, strings.Join(parts, ","), j.gpus/8, 1.5*slowest)
+}
+
+// submitRouted is the fixed-size perfect-knowledge router: it knows every
+// job's true time, keeps when each node frees by the jobs it routed, and
+// sends the job where it finishes first, with a limit of its true time.
+func (s *schedRun) submitRouted(j schedJob, env string) (string, error) {
+	now := time.Now()
+	best, bestEnd := "", time.Time{}
+	n := j.gpus / 8
+	for _, p := range []string{"hopper", "ampere"} {
+		d, ok := trueSeconds(j.model, schedGPU[p], j.gpus, j.tokens)
+		if !ok {
+			continue
+		}
+		fr := append([]time.Time(nil), s.free[p]...)
+		sort.Slice(fr, func(a, b int) bool { return fr[a].Before(fr[b]) })
+		st := fr[n-1]
+		if st.Before(now) {
+			st = now
+		}
+		if end := st.Add(time.Duration(d * float64(time.Second))); best == "" || end.Before(bestEnd) {
+			best, bestEnd = p, end
+		}
+	}
+	fr := s.free[best]
+	sort.Slice(fr, func(a, b int) bool { return fr[a].Before(fr[b]) })
+	for k := 0; k < n; k++ {
+		fr[k] = bestEnd
+	}
+	d, _ := trueSeconds(j.model, schedGPU[best], j.gpus, j.tokens)
+	return s.sbatch(j, env, best, n, d+30)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func mustRead(t *testing.T, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+type schedRow struct {
+	name                  string
+	meanJCT, p90Slow8     float64
+	done, noFit, timedOut int
+}
+
+// schedScript is the job: its GPU type from the node it runs on (n1, n2:
+// hopper), its size from the allocation, its true time from the truth
+// table; it sleeps that long and writes start, end, type and GPUs.
+const schedScript = `#!/bin/bash
+start=$(date +%s.%N)
+case "$SLURMD_NODENAME" in n1|n2) typ=h100;; *) typ=a100;; esac
+gpus=$(( SLURM_JOB_NUM_NODES * 8 ))
+rate=$(awk -v m="$BENCH_MODEL" -v t="$typ" -v g="$gpus" '$1==m && $2==t && $3==g {print $4}' "$BENCH_TRUTH")
+if [ -z "$rate" ]; then echo "$start $start $typ $gpus nofit" > "$BENCH_OUT/$BENCH_IDX.tmp"; mv "$BENCH_OUT/$BENCH_IDX.tmp" "$BENCH_OUT/$BENCH_IDX"; exit 1; fi
+echo "$start - $typ $gpus running" > "$BENCH_OUT/$BENCH_IDX.run"
+sleep "$(awk -v t="$BENCH_TOKENS" -v r="$rate" 'BEGIN{printf "%.3f", t/r}')"
+end=$(date +%s.%N)
+echo "$start $end $typ $gpus ok" > "$BENCH_OUT/$BENCH_IDX.tmp"
+mv "$BENCH_OUT/$BENCH_IDX.tmp" "$BENCH_OUT/$BENCH_IDX"
+`
+
+func runSchedPolicy(t *testing.T, bin string, p schedPolicy, jobs []schedJob) schedRow {
+	c, err := harness.Start(harness.Options{Heterogeneous: true, Logf: func(string, ...any) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop() }()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	var truth strings.Builder
+	for m, byType := range schedTruth {
+		for typ, byGPUs := range byType {
+			for g, r := range byGPUs {
+				fmt.Fprintf(&truth, "%s %s %d %g\n", m, typ, g, r)
+			}
+		}
+	}
+	for name, text := range map[string]string{"job.sh": schedScript, "truth.txt": truth.String(), "trainrun.conf": "PartitionName=ampere GPUType=a100-40gb\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	s := &schedRun{t: t, c: c, bin: bin, dir: dir, script: filepath.Join(dir, "job.sh"), start: time.Now(), free: map[string][]time.Time{}}
+	for _, part := range []string{"hopper", "ampere"} {
+		s.free[part] = []time.Time{s.start, s.start}
+	}
+	arrived := make([]time.Time, len(jobs))
+	for _, j := range jobs {
+		if d := time.Until(s.start.Add(j.at)); d > 0 {
+			time.Sleep(d)
+		}
+		arrived[j.idx] = time.Now()
+		env := fmt.Sprintf("BENCH_IDX=%d,BENCH_MODEL=%s,BENCH_TOKENS=%.0f,BENCH_TRUTH=%s,BENCH_OUT=%s", j.idx, j.model, j.tokens, filepath.Join(dir, "truth.txt"), out)
+		if _, err := p.submit(s, j, env); err != nil {
+			t.Errorf("%s: job %d: %v", p.name, j.idx, err)
+		}
+	}
+	return collectSched(t, c, p.name, jobs, arrived, out)
+}
+
+// collectSched waits for every job (8 minutes at most) and reduces the
+// results.
+func collectSched(t *testing.T, c *harness.Cluster, name string, jobs []schedJob, arrived []time.Time, out string) schedRow {
+	deadline := time.Now().Add(8 * time.Minute)
+	for time.Now().Before(deadline) {
+		q, _ := c.Run(context.Background(), "squeue", "-h", "-o", "%i")
+		if strings.TrimSpace(q) == "" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	row := schedRow{name: name}
+	var jct, slow8 []float64
+	for _, j := range jobs {
+		b, err := os.ReadFile(filepath.Join(out, strconv.Itoa(j.idx)))
+		if err != nil {
+			if _, rerr := os.Stat(filepath.Join(out, strconv.Itoa(j.idx)+".run")); rerr == nil {
+				row.timedOut++ // started, never ended: its limit killed it
+			}
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 5 {
+			continue
+		}
+		if f[4] == "nofit" {
+			row.noFit++
+			continue
+		}
+		st, _ := strconv.ParseFloat(f[0], 64)
+		en, _ := strconv.ParseFloat(f[1], 64)
+		arr := float64(arrived[j.idx].UnixNano()) / 1e9
+		row.done++
+		jct = append(jct, en-arr)
+		if j.gpus == 8 && en > st {
+			slow8 = append(slow8, (en-arr)/(en-st))
+		}
+	}
+	for _, v := range jct {
+		row.meanJCT += v / float64(len(jct))
+	}
+	if len(slow8) > 0 {
+		sort.Float64s(slow8)
+		row.p90Slow8 = slow8[int(math.Ceil(0.9*float64(len(slow8))))-1]
+	}
+	t.Logf("%s: mean JCT %.1f s over %d jobs, p90 slowdown of 8-GPU jobs %.2f, %d not fit, %d timed out", name, row.meanJCT, row.done, row.p90Slow8, row.noFit, row.timedOut)
+	return row
+}

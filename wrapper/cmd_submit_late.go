@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/calib"
+	"github.com/trainrun/trainrun/internal/units"
+	"github.com/trainrun/trainrun/wrapper/internal/planflags"
+	"github.com/trainrun/trainrun/wrapper/internal/submit"
+)
+
+// trainrun submit's scheduling beyond one binding (issue 34): honest time
+// limits from the plan's band and the job's measured saves, and late
+// binding to a short list of partitions with a plan for each.
+
+func (o *submitOptions) addHonestFlags(fs *pflag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "the job's checkpoint store (env TRAINRUN_CKPT_DIR): its measured saves size the time limit's checkpoint lead, its observations narrow the plan's error band; none yet = a predicted save (--ckpt-bw)")
+	fs.Float64Var(&o.lateMargin, "late-bind", 1, "late binding: also list, in one job (-p A,B), the partitions whose predicted finish is within this share of the best's time to finish, each with its own plan; Slurm starts the job on the first that frees (0 = the best partition alone)")
+	fs.Lookup("time-margin").Usage = "fraction added to the predicted training time (default: the plan's own error band, from its calibration)"
+	fs.Lookup("ckpt-lead").Usage = "checkpoint lead added to the time limit (default: the longest measured save of --ckpt-dir plus a quarter, at least 10 s; without measurements a predicted save)"
+}
+
+// runObservations reads what the job's store has measured (--ckpt-dir):
+// its checkpoints' save times, returned, and its observed step times,
+// added to the calibration. A store that does not exist yet has none.
+func (o *submitOptions) runObservations(env *runEnv) ([]checkpoint.Event, error) {
+	if o.ckptDir == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(o.ckptDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // a first submission: nothing measured yet
+	}
+	evs, err := submit.ReadSaves(o.ckptDir)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	store := calib.RunStorePath(o.ckptDir)
+	if _, err := os.Stat(store); err == nil {
+		obs, err := planflags.Observations(filepath.Dir(store), env.stderr)
+		if err != nil {
+			return nil, err
+		}
+		o.plan.Observations = append(o.plan.Observations, obs...)
+	}
+	return evs, nil
+}
+
+// honestLimits sets the request's limit terms: the plan's band unless
+// --time-margin is given, a lead from the saves unless --ckpt-lead is.
+func (o *submitOptions) honestLimits(fs *pflag.FlagSet, req *submit.Request, saves []checkpoint.Event) {
+	req.AutoMargin = !fs.Changed("time-margin")
+	req.AutoLead = !fs.Changed("ckpt-lead")
+	req.MeasuredSave, req.MeasuredSaves = submit.MeasuredSave(saves)
+}
+
+// lateList is the chosen candidate and, with --objective finish, the
+// late-bound ones (--late-bind).
+func (o *submitOptions) lateList(cands []submit.Candidate, chosen int) []int {
+	if o.objective != submit.Finish {
+		return []int{chosen} // a cost choice is one partition's price
+	}
+	return submit.LateBind(cands, chosen, o.lateMargin, nowFunc())
+}
+
+// lateRequest is the one sbatch request of the listed candidates: the
+// chosen's size, every listed partition (-p A,B), the longest limit.
+func lateRequest(cands []submit.Candidate, list []int) submit.Candidate {
+	c := cands[list[0]]
+	names := make([]string, 0, len(list))
+	for _, i := range list {
+		names = append(names, cands[i].Partition)
+	}
+	c.Partition = strings.Join(names, ",")
+	c.TimeLimit, _ = submit.Limits(cands, list)
+	return c
+}
+
+// timeMinArgs is --time-min, the fastest listed partition's limit, when
+// the list's limits differ.
+func timeMinArgs(cands []submit.Candidate, list []int) []string {
+	if _, tm := submit.Limits(cands, list); tm > 0 {
+		return []string{"--time-min=" + strconv.Itoa(int(tm/time.Minute))}
+	}
+	return nil
+}
+
+// jobExports are what the job's controller needs of the choice besides
+// TRAINRUN_PLAN: the lead its limit was sized with (the longest listed),
+// and, when late-bound, where the plan of each listed partition is
+// (TRAINRUN_PLAN_BY_PARTITION, %p the partition the job landed in).
+func (o *submitOptions) jobExports(cands []submit.Candidate, list []int, dir, stamp string) []string {
+	var lead time.Duration
+	for _, i := range list {
+		lead = max(lead, cands[i].Lead)
+	}
+	out := []string{"TRAINRUN_SUBMIT_LEAD=" + strconv.FormatFloat(lead.Seconds(), 'f', -1, 64)}
+	if len(list) > 1 {
+		out = append(out, "TRAINRUN_PLAN_BY_PARTITION="+filepath.Join(dir, fmt.Sprintf("plan-%%p-%dgpus-%s.json", cands[list[0]].GPUs, stamp)))
+	}
+	return out
+}
+
+// lateJSON are the fields of "chosen" that late binding and honest limits
+// add (PRODUCT.md: fields only grow).
+type lateJSON struct {
+	*chosenJSON
+	Partitions   []string `json:"partitions"`               // every partition listed (-p), the chosen first
+	TimeMinS     float64  `json:"time_min_s,omitempty"`     // --time-min, when the listed limits differ
+	TimeLimitWhy string   `json:"time_limit_why,omitempty"` // where the chosen's margin and lead came from
+}
+
+type submitLateJSON struct {
+	Chosen *lateJSON `json:"chosen"`
+	submitJSON
+}
+
+func (o *submitOptions) withLateJSON(out submitJSON, cands []submit.Candidate) any {
+	if out.Chosen == nil || len(o.list) == 0 {
+		return out
+	}
+	lj := &lateJSON{chosenJSON: out.Chosen, TimeLimitWhy: cands[o.list[0]].LimitWhy}
+	for _, i := range o.list {
+		lj.Partitions = append(lj.Partitions, cands[i].Partition)
+	}
+	lim, tm := submit.Limits(cands, o.list)
+	lj.TimeLimitS, lj.TimeMinS = lim.Seconds(), tm.Seconds()
+	return submitLateJSON{Chosen: lj, submitJSON: out}
+}
+
+// printLate adds the late-bound partitions and the limit's terms under the
+// table's "chosen:" line.
+func (o *submitOptions) printLate(w io.Writer, cands []submit.Candidate, chosen int) {
+	if chosen < 0 || len(o.list) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "time limit: train %s + %s\n", units.Seconds(cands[chosen].TrainS), cands[chosen].LimitWhy)
+	if len(o.list) > 1 {
+		lim, tm := submit.Limits(cands, o.list)
+		fmt.Fprintf(w, "late-bound: -p %s, --time=%s (the slowest listed)", lateRequest(cands, o.list).Partition, slurmDuration(lim))
+		if tm > 0 {
+			fmt.Fprintf(w, ", --time-min=%s (the fastest)", slurmDuration(tm))
+		}
+		fmt.Fprintln(w, "; the job takes the plan of the partition it starts in")
+	}
+}
+
+// noteIdle keeps a partition's idle nodes for betterStarts.
+func (o *submitOptions) noteIdle(pi submit.PartitionInfo) {
+	if o.idle == nil {
+		o.idle = map[string]int{}
+	}
+	o.idle[pi.Name] = pi.Idle
+}
+
+// betterStarts moves candidates' starts earlier where the partition is
+// held by jobs trainrun submitted, predicted to end before their limits
+// (submit.BetterStarts). Slurm's answer stands where the jobs cannot be
+// read (said once on stderr).
+func (o *submitOptions) betterStarts(ctx context.Context, env *runEnv, cands []submit.Candidate) {
+	jobs, err := env.slurm.Jobs(ctx)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: submit: start estimates are Slurm's alone: %v\n", err)
+		return
+	}
+	loc := env.slurm.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	submit.BetterStarts(cands, submit.Queues(jobs, loc), o.idle, nowFunc())
+}
+
+// markArgs is the --comment that marks the job as trainrun's, with its
+// predicted training time on each listed partition, for later submissions'
+// start estimates; none when the user gives a --comment of their own.
+func markArgs(cands []submit.Candidate, list []int, extra []string) []string {
+	for _, a := range extra {
+		if a == "--comment" || strings.HasPrefix(a, "--comment=") {
+			return nil
+		}
+	}
+	return []string{"--comment=" + submit.Mark(cands, list)}
+}
+
+// loadQueue is `partitions --queue`'s table: nil without the flag.
+func (o *partitionsOptions) loadQueue(ctx context.Context, env *runEnv) ([]submit.GroupSlowdown, error) {
+	if !o.queue {
+		return nil, nil
+	}
+	jobs, err := env.slurm.Jobs(ctx)
+	if err != nil {
+		return nil, withSlurmCode(err)
+	}
+	loc := env.slurm.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	return submit.Fairness(jobs, loc, nowFunc()), nil
+}
+
+func printQueue(w io.Writer, gs []submit.GroupSlowdown, show bool) error {
+	if !show {
+		return nil
+	}
+	fmt.Fprintln(w, "\nqueue by user and account (slowdown: completion time over run time, of the jobs trainrun submitted; pending: at least)")
+	if len(gs) == 0 {
+		fmt.Fprintln(w, "  no running or pending jobs")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "USER\tACCOUNT\tRUNNING\tPENDING\tTRAINRUN\tMEAN SLOWDOWN\tMAX SLOWDOWN")
+	for _, g := range gs {
+		mean, mx := "-", "-"
+		if g.Marked > 0 {
+			mean, mx = strconv.FormatFloat(g.MeanSlow, 'f', 2, 64), strconv.FormatFloat(g.MaxSlow, 'f', 2, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", g.User, g.Account, g.Running, g.Pending, g.Marked, mean, mx)
+	}
+	return tw.Flush()
+}
