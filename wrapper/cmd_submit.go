@@ -126,6 +126,8 @@ type submitOptions struct {
 	lateMargin float64        // late binding: partitions whose finish is within this share of the best's are listed too
 	list       []int          // the chosen candidate, then the late-bound ones (set once chosen)
 	idle       map[string]int // idle nodes of each partition, for trainrun's start estimates
+
+	queues map[string]*submit.Queue // the partitions' queues (betterStarts), for sizing's GrowFair
 }
 
 const submitSynopsis = "submit [plan flags] [--partition auto|P1,P2] [--objective finish|cost] [--min-gpus N] [--max-gpus N] [--policy FILE] [--format table|json] [--dry-run] [sbatch flags] -- SCRIPT [ARGS]"
@@ -211,6 +213,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	testOnly(ctx, env.slurm, cands, sb, script, o.parallel)
 	o.betterStarts(ctx, env, cands)
 	submit.NoWaitToGrow(cands)
+	o.growFair(cands)
 	chosen, err := submit.Choose(cands, o.objective, nowFunc())
 	if err != nil {
 		o.print(env.stdout, cands, -1, "")

@@ -178,7 +178,22 @@ func (o *submitOptions) betterStarts(ctx context.Context, env *runEnv, cands []s
 	if loc == nil {
 		loc = time.Local
 	}
-	submit.BetterStarts(cands, submit.Queues(jobs, loc), o.idle, nowFunc())
+	o.queues = submit.Queues(jobs, loc)
+	submit.BetterStarts(cands, o.queues, o.idle, nowFunc())
+}
+
+// growFair drops the larger sizes that would take nodes small jobs start
+// on (submit.GrowFair), from the idle nodes and the queues betterStarts
+// read; without the queues (Slurm's jobs unreadable) nothing is dropped.
+func (o *submitOptions) growFair(cands []submit.Candidate) {
+	if o.queues == nil {
+		return
+	}
+	room := submit.Room{Idle: o.idle, Pending: map[string]int{}}
+	for p, q := range o.queues {
+		room.Pending[p] = q.PendingNodes
+	}
+	submit.GrowFair(cands, room)
 }
 
 // markArgs is the --comment that marks the job as trainrun's, with its

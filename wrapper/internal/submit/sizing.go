@@ -36,3 +36,72 @@ func NoWaitToGrow(cands []Candidate) int {
 	}
 	return n
 }
+
+// Room is what sizing may grow into (GrowFair): each partition's idle
+// nodes now and the nodes the jobs pending on it ask for (a job pending on
+// several partitions counts on each: any of them may start it).
+type Room struct {
+	Idle    map[string]int
+	Pending map[string]int
+}
+
+// GrowFair keeps sizing from taking the nodes small jobs would start on
+// (issue 34, the bench's 8-GPU p90 slowdown): NoWaitToGrow still lets a job
+// grow into an idle partition whole, and the small jobs that arrive a
+// moment later then wait behind it. A candidate larger than the smallest
+// that fits on its partition qualifies only if
+//
+//   - the nodes it takes are idle now and wanted by no pending job there
+//     (idle − the pending jobs' nodes), and
+//   - after it, the partitions the job may use keep idle nodes that no
+//     pending job wants for one more job of the smallest size (reserve:
+//     the next small arrival starts at once instead of queueing behind the
+//     growth).
+//
+// A partition whose idle nodes are not known is left to NoWaitToGrow. It
+// marks those it drops (Dropped) and returns how many.
+func GrowFair(cands []Candidate, room Room) int {
+	smallest := map[string]*Candidate{}
+	reserve := 0
+	for i := range cands {
+		c := &cands[i]
+		if !c.Fits || c.Start.IsZero() || c.StartErr != "" {
+			continue
+		}
+		if s := smallest[c.Partition]; s == nil || c.GPUs < s.GPUs {
+			smallest[c.Partition] = c
+		}
+	}
+	spare := map[string]int{}
+	total := 0
+	for p, s := range smallest {
+		if reserve == 0 || s.Nodes < reserve {
+			reserve = s.Nodes
+		}
+		if idle, ok := room.Idle[p]; ok {
+			spare[p] = max(0, idle-room.Pending[p])
+			total += spare[p]
+		}
+	}
+	n := 0
+	for i := range cands {
+		c := &cands[i]
+		s := smallest[c.Partition]
+		sp, known := spare[c.Partition]
+		if s == nil || c == s || !known || c.Dropped != "" || !c.Fits || c.StartErr != "" || c.Nodes <= s.Nodes {
+			continue
+		}
+		switch {
+		case c.Nodes > sp:
+			c.Dropped = fmt.Sprintf("sizing grows only into free nodes: %d GPUs need %d nodes, %s has %d idle that no pending job wants (--min-gpus and --max-gpus bound it)",
+				c.GPUs, c.Nodes, c.Partition, sp)
+		case total-c.Nodes < reserve:
+			c.Dropped = fmt.Sprintf("sizing leaves room for the next small job: %d GPUs would leave %d free nodes, the smallest size needs %d (--min-gpus and --max-gpus bound it)",
+				c.GPUs, max(0, total-c.Nodes), reserve)
+		default:
+			continue
+		}
+		n++
+	}
+	return n
+}

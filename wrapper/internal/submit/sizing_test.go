@@ -1,9 +1,12 @@
 package submit
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 // A larger size that waits longer than the smallest on its partition is
@@ -34,5 +37,72 @@ func TestNoWaitToGrow(t *testing.T) {
 	}
 	if !strings.HasPrefix(cs[1].Why, "sizing does not wait") {
 		t.Errorf("why %q", cs[1].Why)
+	}
+}
+
+// GrowFair: a size larger than the smallest qualifies only into idle
+// nodes no pending job wants, and only if a next small job still has room;
+// the smallest sizes and partitions of unknown idleness are kept.
+func TestGrowFair(t *testing.T) {
+	now := time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)
+	mk := func() []Candidate {
+		return []Candidate{
+			{Partition: "hopper", GPUs: 8, Nodes: 1, Fits: true, Start: now},
+			{Partition: "hopper", GPUs: 16, Nodes: 2, Fits: true, Start: now},
+			{Partition: "ampere", GPUs: 8, Nodes: 1, Fits: true, Start: now},
+			{Partition: "ampere", GPUs: 16, Nodes: 2, Fits: true, Start: now},
+		}
+	}
+	dropped := func(cs []Candidate) (out []string) {
+		for _, c := range cs {
+			if c.Dropped != "" {
+				out = append(out, c.Partition+"×"+strconv.Itoa(c.GPUs))
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		name          string
+		idle, pending map[string]int
+		want          []string
+		why           string
+	}{
+		{"all idle: either may grow, the other partition is the reserve", map[string]int{"hopper": 2, "ampere": 2}, nil, nil, ""},
+		{"the other partition busy: growing would leave no room", map[string]int{"hopper": 2, "ampere": 0}, nil, []string{"hopper×16", "ampere×16"}, "leaves room for the next small job: 16 GPUs would leave 0 free nodes"},
+		{"one node idle: 16 does not fit in it", map[string]int{"hopper": 1, "ampere": 2}, nil, []string{"hopper×16"}, "hopper has 1 idle"},
+		{"a pending job wants hopper's idle node", map[string]int{"hopper": 2, "ampere": 2}, map[string]int{"hopper": 1}, []string{"hopper×16"}, "hopper has 1 idle that no pending job wants"},
+		{"pending jobs want every idle node", map[string]int{"hopper": 2, "ampere": 2}, map[string]int{"hopper": 2, "ampere": 2}, []string{"hopper×16", "ampere×16"}, ""},
+		{"idleness unknown: left to NoWaitToGrow", map[string]int{}, nil, nil, ""},
+	}
+	for _, tc := range cases {
+		cs := mk()
+		n := GrowFair(cs, Room{Idle: tc.idle, Pending: tc.pending})
+		got := dropped(cs)
+		if n != len(got) || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: dropped %v (n %d), want %v", tc.name, got, n, tc.want)
+		}
+		if tc.why != "" && (len(got) == 0 || !strings.Contains(cs[1].Dropped, tc.why)) {
+			t.Errorf("%s: why %q, want %q", tc.name, cs[1].Dropped, tc.why)
+		}
+	}
+	// a size already dropped (NoWaitToGrow) keeps its first reason
+	cs := mk()
+	cs[1].Dropped = "earlier"
+	GrowFair(cs, Room{Idle: map[string]int{"hopper": 1}})
+	if cs[1].Dropped != "earlier" {
+		t.Errorf("reason replaced: %q", cs[1].Dropped)
+	}
+}
+
+// Queues count the nodes pending jobs ask for on each partition they list.
+func TestQueuesPendingNodes(t *testing.T) {
+	jobs := []slurm.Job{
+		{ID: "1", State: "PENDING", Partition: "hopper,ampere", Record: map[string]string{"NumNodes": "2"}},
+		{ID: "2", State: "PENDING", Partition: "hopper", Record: map[string]string{"NumNodes": "1"}},
+		{ID: "3", State: "RUNNING", Partition: "ampere", Record: map[string]string{"NumNodes": "1"}},
+	}
+	q := Queues(jobs, time.UTC)
+	if q["hopper"].PendingNodes != 3 || q["ampere"].PendingNodes != 2 {
+		t.Errorf("pending nodes hopper %d ampere %d, want 3 and 2", q["hopper"].PendingNodes, q["ampere"].PendingNodes)
 	}
 }

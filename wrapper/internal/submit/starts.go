@@ -65,6 +65,8 @@ type Holder struct {
 type Queue struct {
 	Holders []Holder // running, soonest end first
 	Pending int      // jobs waiting for it
+	// PendingNodes are the nodes the waiting jobs ask for (GrowFair).
+	PendingNodes int
 }
 
 // Queues are the partitions' queues from Slurm's jobs: a running job's
@@ -82,8 +84,10 @@ func Queues(jobs []slurm.Job, loc *time.Location) map[string]*Queue {
 	for _, j := range jobs {
 		switch j.State {
 		case "PENDING", "REQUEUED", "REQUEUE_HOLD":
+			n, _ := strconv.Atoi(j.Record["NumNodes"])
 			for _, p := range strings.Split(j.Partition, ",") {
 				q(p).Pending++
+				q(p).PendingNodes += max(n, 1)
 			}
 		case "RUNNING", "COMPLETING", "SUSPENDED":
 			n, _ := strconv.Atoi(j.Record["NumNodes"])
