@@ -18,7 +18,7 @@ func init() {
 	register(&command{name: "partitions", short: "the cluster's partitions: GPU type, nodes, free GPUs; with a model, what fits where", run: runPartitions})
 }
 
-const partitionsSynopsis = "partitions [plan flags] [--free] [--queue] [--policy FILE] [--format table|json]"
+const partitionsSynopsis = "partitions [plan flags] [--free] [--queue] [--metrics-textfile FILE.prom] [--policy FILE] [--format table|json]"
 
 var partitionsHelpTail = joinLines("",
 	"For each partition: the GPU type (its nodes' typed GRES, e.g. gpu:h100:8, else the policy's",
@@ -33,6 +33,8 @@ type partitionsOptions struct {
 	schedOptions
 	free  bool
 	queue bool // the queue's jobs per user and account, with trainrun jobs' slowdown (issue 34)
+
+	metricsTextfile string // --queue's per-user metrics for node_exporter's textfile collector
 }
 
 func runPartitions(ctx context.Context, env *runEnv, args []string) error {
@@ -41,6 +43,7 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 	o.addFlags(fs, env.getenv)
 	fs.BoolVar(&o.free, "free", false, "also list the nodes with idle GPUs (fragments for partial-node jobs)")
 	fs.BoolVar(&o.queue, "queue", false, "also list the queue per user and account: running, pending, and the slowdown (completion over run time) of the jobs trainrun submitted")
+	fs.StringVar(&o.metricsTextfile, "metrics-textfile", "", "also write --queue's per-user and per-account metrics (trainrun_queue_*) to this .prom file for node_exporter's textfile collector, atomically (implies --queue)")
 	fs.Usage = func() {
 		fmt.Fprintf(env.stdout, "Usage: trainrun %s\n\nFlags:\n", partitionsSynopsis)
 		fs.PrintDefaults()
@@ -55,6 +58,7 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 	if o.plan.Format != "table" && o.plan.Format != "json" {
 		return usageErrorf("--format %q: accepted: table, json", o.plan.Format)
 	}
+	o.queue = o.queue || o.metricsTextfile != ""
 	withModel := o.plan.Model != ""
 	for _, f := range planflags.ModelFlags {
 		withModel = withModel || fs.Changed(f)
@@ -99,6 +103,9 @@ func runPartitions(ctx context.Context, env *runEnv, args []string) error {
 	}
 	queue, err := o.loadQueue(ctx, env)
 	if err != nil {
+		return err
+	}
+	if err := writeQueueMetrics(o.metricsTextfile, queue); err != nil {
 		return err
 	}
 	if o.plan.Format == "json" {

@@ -13,12 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/calib"
 	"github.com/trainrun/trainrun/internal/units"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
+	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
 // trainrun submit's scheduling beyond one binding (issue 34): honest time
@@ -243,4 +245,24 @@ func printQueue(w io.Writer, gs []submit.GroupSlowdown, show bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", g.User, g.Account, g.Running, g.Pending, g.Marked, mean, mx)
 	}
 	return tw.Flush()
+}
+
+// writeQueueMetrics writes the queue's per-user and per-account series
+// (obs.QueueRegistry) to a node_exporter textfile; none without a file.
+func writeQueueMetrics(file string, queue []submit.GroupSlowdown) error {
+	if file == "" {
+		return nil
+	}
+	if !strings.HasSuffix(file, ".prom") {
+		return usageErrorf("--metrics-textfile %s: node_exporter reads only files ending in .prom: name it so", file)
+	}
+	groups := make([]obs.QueueGroup, len(queue))
+	for i, g := range queue {
+		groups[i] = obs.QueueGroup{User: g.User, Account: g.Account, Running: g.Running, Pending: g.Pending,
+			Marked: g.Marked, MeanSlow: g.MeanSlow, MaxSlow: g.MaxSlow}
+	}
+	if err := prometheus.WriteToTextfile(file, obs.QueueRegistry(groups)); err != nil {
+		return fmt.Errorf("--metrics-textfile %s: %w", file, err)
+	}
+	return nil
 }

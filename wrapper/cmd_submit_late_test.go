@@ -90,3 +90,38 @@ func TestPartitionsQueue(t *testing.T) {
 		t.Errorf("without --queue:\n%s", out)
 	}
 }
+
+// partitions --metrics-textfile: the queue's per-user series for
+// node_exporter (it implies --queue); a name node_exporter skips is refused.
+func TestPartitionsQueueTextfile(t *testing.T) {
+	at := func(d time.Duration) string { return captureTime.Add(d).Format("2006-01-02T15:04:05") }
+	f := &fakeSched{t: t, jobs: "JobId=7 JobName=a UserId=alice(1000) Account=nlp JobState=RUNNING Partition=hopper TimeLimit=01:00:00 SubmitTime=" + at(-20*time.Minute) +
+		" StartTime=" + at(-10*time.Minute) + " EndTime=" + at(50*time.Minute) + " NumNodes=2 Comment=trainrun-submit:train_s=hopper:1200\n" +
+		"JobId=8 JobName=b UserId=bob(1001) Account=vision JobState=PENDING Partition=ampere TimeLimit=10 SubmitTime=" + at(-time.Minute) + " StartTime=Unknown EndTime=Unknown NumNodes=1\n"}
+	file := filepath.Join(t.TempDir(), "trainrun-queue.prom")
+	out := mustRun(t, f, "partitions", "--metrics-textfile", file)
+	if !strings.Contains(out, "queue by user and account") {
+		t.Errorf("--metrics-textfile did not imply --queue:\n%s", out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		`trainrun_queue_jobs{account="nlp",state="running",user="alice"} 1`,
+		`trainrun_queue_jobs{account="vision",state="pending",user="bob"} 1`,
+		`trainrun_queue_slowdown_max_ratio{account="nlp",user="alice"} 1.5`,
+		`trainrun_queue_trainrun_jobs{account="vision",user="bob"} 0`,
+	} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("textfile lacks %s:\n%s", w, b)
+		}
+	}
+	if strings.Contains(string(b), `slowdown_max_ratio{account="vision"`) {
+		t.Errorf("bob has no trainrun job, so no slowdown:\n%s", b)
+	}
+	_, errOut, code := runSched(t, f, "partitions", "--metrics-textfile", filepath.Join(t.TempDir(), "queue.txt"))
+	if code != exitcode.Usage || !strings.Contains(errOut, "ending in .prom") {
+		t.Errorf("a .txt file: exit %d, %s", code, errOut)
+	}
+}

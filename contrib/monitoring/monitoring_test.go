@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -27,7 +28,30 @@ func exported() map[string]bool {
 			m[n+s] = true
 		}
 	}
+	for _, n := range clusterMetrics() {
+		m[n] = true
+	}
 	return m
+}
+
+// clusterMetrics are the metrics of commands, not of a job's run: the
+// queue's (partitions --metrics-textfile) and a sweep's (sweep status),
+// gathered from registries holding one of each series.
+func clusterMetrics() []string {
+	var out []string
+	for _, reg := range []*prometheus.Registry{
+		obs.QueueRegistry([]obs.QueueGroup{{User: "u", Account: "a", Marked: 1, MeanSlow: 1, MaxSlow: 1}}),
+		obs.SweepRegistry("s", map[string]int{"running": 1}),
+	} {
+		mfs, err := reg.Gather()
+		if err != nil {
+			panic(err)
+		}
+		for _, mf := range mfs {
+			out = append(out, mf.GetName())
+		}
+	}
+	return out
 }
 
 func isHistogramSeries(n string, ex map[string]bool) bool {
@@ -52,7 +76,7 @@ func TestReadmeListsEveryMetric(t *testing.T) {
 			inReadme[metricRe.FindString(line)] = true
 		}
 	}
-	for _, n := range obs.NewMetrics("1", "p", time.Now).Names() {
+	for _, n := range append(obs.NewMetrics("1", "p", time.Now).Names(), clusterMetrics()...) {
 		if !inReadme[n] {
 			t.Errorf("README.md's metric table lacks %s", n)
 		}
