@@ -128,6 +128,7 @@ type submitOptions struct {
 	idle       map[string]int // idle nodes of each partition, for trainrun's start estimates
 
 	queues map[string]*submit.Queue // the partitions' queues (betterStarts), for sizing's GrowFair
+	tokens float64                  // the job's --tokens, in its mark (MarkTokens)
 }
 
 const submitSynopsis = "submit [plan flags] [--partition auto|P1,P2] [--objective finish|cost] [--min-gpus N] [--max-gpus N] [--policy FILE] [--format table|json] [--dry-run] [sbatch flags] -- SCRIPT [ARGS]"
@@ -265,6 +266,7 @@ func (o *submitOptions) request(fs *pflag.FlagSet, env *runEnv) (submit.Request,
 	if j.Tokens <= 0 {
 		return submit.Request{}, nil, usageErrorf("--tokens: submit predicts when the job finishes from the tokens to train; give --tokens (e.g. 300B)")
 	}
+	o.tokens = j.Tokens // the job's mark carries them, for later submissions' observed ends
 	if o.objective != submit.Finish && o.objective != submit.Cost {
 		return submit.Request{}, nil, usageErrorf("--objective %q: accepted: finish, cost", o.objective)
 	}
@@ -454,7 +456,7 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, cands []s
 		}
 	}
 	req := lateRequest(cands, list)
-	args := requestArgs(&req, withPlanExport(append(append(timeMinArgs(cands, list), markArgs(cands, list, extra)...), extra...), path,
+	args := requestArgs(&req, withPlanExport(append(append(timeMinArgs(cands, list), o.markArgs(cands, list, extra)...), extra...), path,
 		append(modelExports(&o.plan), o.jobExports(cands, list, dir, stamp)...)...))
 	id, warnings, err := env.slurm.Submit(ctx, append(args, script...)...)
 	if warnings != "" {

@@ -17,7 +17,9 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/calib"
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/internal/units"
+	"github.com/trainrun/trainrun/wrapper/internal/jobdir"
 	"github.com/trainrun/trainrun/wrapper/internal/planflags"
 	"github.com/trainrun/trainrun/wrapper/internal/submit"
 	"github.com/trainrun/trainrun/wrapper/obs"
@@ -180,7 +182,7 @@ func (o *submitOptions) betterStarts(ctx context.Context, env *runEnv, cands []s
 	if loc == nil {
 		loc = time.Local
 	}
-	o.queues = submit.Queues(jobs, loc)
+	o.queues = submit.QueuesObserved(jobs, loc, trainerProgress)
 	submit.BetterStarts(cands, o.queues, o.idle, nowFunc())
 }
 
@@ -201,13 +203,33 @@ func (o *submitOptions) growFair(cands []submit.Candidate) {
 // markArgs is the --comment that marks the job as trainrun's, with its
 // predicted training time on each listed partition, for later submissions'
 // start estimates; none when the user gives a --comment of their own.
-func markArgs(cands []submit.Candidate, list []int, extra []string) []string {
+func (o *submitOptions) markArgs(cands []submit.Candidate, list []int, extra []string) []string {
 	for _, a := range extra {
 		if a == "--comment" || strings.HasPrefix(a, "--comment=") {
 			return nil
 		}
 	}
-	return []string{"--comment=" + submit.Mark(cands, list)}
+	return []string{"--comment=" + submit.MarkTokens(submit.Mark(cands, list), o.tokens)}
+}
+
+// trainerProgress is a running job's trainer's last report, read from its
+// default job directory (WorkDir/trainrun-ID/launch/progress, jobdir); ok
+// is false where there is none to read (another --job-dir, no report yet)
+// or the rate would mislead (a requeued job).
+func trainerProgress(j slurm.Job) (submit.Progress, bool) {
+	wd := j.Record["WorkDir"]
+	if wd == "" || j.ID == "" || j.Restarts > 0 { // a requeued job's tokens include the incarnations before its StartTime
+		return submit.Progress{}, false
+	}
+	b, err := os.ReadFile(filepath.Join(wd, "trainrun-"+j.ID, jobdir.Launch, "progress"))
+	if err != nil {
+		return submit.Progress{}, false
+	}
+	_, tokens, at, ok := obs.ParseProgress(strings.TrimSpace(string(b)))
+	if !ok || tokens <= 0 {
+		return submit.Progress{}, false
+	}
+	return submit.Progress{Tokens: float64(tokens), At: at}, true
 }
 
 // loadQueue is `partitions --queue`'s table: nil without the flag.

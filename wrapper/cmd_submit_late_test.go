@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/wrapper/internal/exitcode"
 	"github.com/trainrun/trainrun/wrapper/internal/run"
+	"github.com/trainrun/trainrun/wrapper/internal/submit"
 )
 
 // Late binding: both partitions listed in one job, a plan for each where
@@ -123,5 +125,36 @@ func TestPartitionsQueueTextfile(t *testing.T) {
 	_, errOut, code := runSched(t, f, "partitions", "--metrics-textfile", filepath.Join(t.TempDir(), "queue.txt"))
 	if code != exitcode.Usage || !strings.Contains(errOut, "ending in .prom") {
 		t.Errorf("a .txt file: exit %d, %s", code, errOut)
+	}
+}
+
+// A running job's trainer progress is read from its default job directory;
+// none for a requeued job (its tokens predate its StartTime) or without a
+// report. The mark carries the job's tokens.
+func TestTrainerProgressAndMark(t *testing.T) {
+	wd := t.TempDir()
+	dir := filepath.Join(wd, "trainrun-7", "launch")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "progress"), []byte("40 1310720 1796421636\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := slurm.Job{ID: "7", Record: slurm.Record{"WorkDir": wd}}
+	p, ok := trainerProgress(j)
+	if !ok || p.Tokens != 1310720 || p.At.Unix() != 1796421636 {
+		t.Errorf("progress %+v %v", p, ok)
+	}
+	j.Restarts = 1
+	if _, ok := trainerProgress(j); ok {
+		t.Error("a requeued job's progress was used")
+	}
+	if _, ok := trainerProgress(slurm.Job{ID: "8", Record: slurm.Record{"WorkDir": wd}}); ok {
+		t.Error("progress without a file")
+	}
+	o := &submitOptions{tokens: 2e9}
+	got := o.markArgs([]submit.Candidate{{Partition: "hopper", TrainS: 60}}, []int{0}, nil)
+	if len(got) != 1 || got[0] != "--comment=trainrun-submit:train_s=hopper:60 tokens=2000000000" {
+		t.Errorf("mark %q", got)
 	}
 }

@@ -2,6 +2,7 @@ package submit
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,7 @@ type Holder struct {
 	Nodes     int
 	End       time.Time
 	Predicted bool // End is trainrun's prediction, not the limit
+	Observed  bool // of which from the trainer's progress so far (QueuesObserved)
 }
 
 // Queue is what a partition's jobs say of when it frees.
@@ -74,6 +76,14 @@ type Queue struct {
 // than its limit's EndTime (never later), else the EndTime. A pending job
 // counts on each partition it lists.
 func Queues(jobs []slurm.Job, loc *time.Location) map[string]*Queue {
+	return QueuesObserved(jobs, loc, nil)
+}
+
+// QueuesObserved is Queues where a marked running job whose mark carries
+// its tokens (MarkTokens) and whose trainer has reported (progress; nil =
+// none read) ends at its rate so far (ObservedEnd) instead of as
+// predicted; one whose rate reaches past its limit ends at the limit.
+func QueuesObserved(jobs []slurm.Job, loc *time.Location, progress func(slurm.Job) (Progress, bool)) map[string]*Queue {
 	out := map[string]*Queue{}
 	q := func(p string) *Queue {
 		if out[p] == nil {
@@ -94,8 +104,16 @@ func Queues(jobs []slurm.Job, loc *time.Location) map[string]*Queue {
 			h := Holder{ID: j.ID, Nodes: max(n, 1), End: j.EndTime}
 			if d, ok := markedTrain(j.Record["Comment"], j.Partition); ok {
 				if st, err := time.ParseInLocation("2006-01-02T15:04:05", j.Record["StartTime"], loc); err == nil {
+					limit := h.End
 					if end := st.Add(d); h.End.IsZero() || end.Before(h.End) {
 						h.End, h.Predicted = end, true
+					}
+					if end, ok := observed(j, st, progress); ok {
+						if limit.IsZero() || end.Before(limit) {
+							h.End, h.Predicted, h.Observed = end, true, true
+						} else { // too slow to end before its limit: the limit it is
+							h.End, h.Predicted = limit, false
+						}
 					}
 				}
 			}
@@ -129,6 +147,23 @@ func (q *Queue) FreesAt(free, need int, now time.Time) (t time.Time, by []Holder
 		}
 	}
 	return time.Time{}, nil, false
+}
+
+// observed is a marked job's end from its trainer's progress; ok is false
+// without progress or without its tokens in the mark.
+func observed(j slurm.Job, start time.Time, progress func(slurm.Job) (Progress, bool)) (time.Time, bool) {
+	if progress == nil {
+		return time.Time{}, false
+	}
+	total, ok := markedTokens(j.Record["Comment"])
+	if !ok {
+		return time.Time{}, false
+	}
+	p, ok := progress(j)
+	if !ok {
+		return time.Time{}, false
+	}
+	return ObservedEnd(start, total, p)
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -173,10 +208,68 @@ func holders(hs []Holder, now time.Time) string {
 	var s []string
 	for _, h := range hs {
 		kind := "its limit"
-		if h.Predicted {
+		switch {
+		case h.Observed:
+			kind = "at its rate so far"
+		case h.Predicted:
 			kind = "predicted"
 		}
 		s = append(s, fmt.Sprintf("job %s ends in %s (%s)", h.ID, units.Seconds(max(0, h.End.Sub(now).Seconds())), kind))
 	}
 	return strings.Join(s, ", ")
+}
+
+// Observed progress (issue 34): a running job's trainer reports the tokens
+// it has trained (its job directory's launch/progress), and its mark
+// carries the job's total tokens (" tokens=N", MarkTokens); its rate so far
+// then says its end better than the prediction, slower or faster.
+
+// tokensKey follows the partitions in a mark after a space: scontrol keeps
+// it in the comment (a lower-case word is not a new field), and readers of
+// the older mark stop at the space.
+const tokensKey = " tokens="
+
+// MarkTokens is a mark (Mark) with the job's total tokens; the mark alone
+// without them (tokens <= 0).
+func MarkTokens(mark string, tokens float64) string {
+	if tokens <= 0 {
+		return mark
+	}
+	return fmt.Sprintf("%s%s%.0f", mark, tokensKey, tokens)
+}
+
+// markedTokens is a mark's total tokens; ok is false without them.
+func markedTokens(comment string) (float64, bool) {
+	if !strings.HasPrefix(strings.TrimSpace(comment), markPrefix) {
+		return 0, false
+	}
+	_, v, ok := strings.Cut(comment, tokensKey)
+	if !ok {
+		return 0, false
+	}
+	v, _, _ = strings.Cut(v, " ")
+	n, err := strconv.ParseFloat(v, 64)
+	return n, err == nil && n > 0 && !math.IsInf(n, 0)
+}
+
+// Progress is what a running job's trainer last reported: Tokens trained
+// by At.
+type Progress struct {
+	Tokens float64
+	At     time.Time
+}
+
+// ObservedEnd is when a job started at start, of total tokens, ends at its
+// rate so far: start + (At − start) × total / Tokens. The rate includes
+// its setup, so it errs late, not early. ok is false without progress to
+// go by (no tokens yet, a report from before the start).
+func ObservedEnd(start time.Time, total float64, p Progress) (time.Time, bool) {
+	el := p.At.Sub(start)
+	if p.Tokens <= 0 || total <= 0 || el <= 0 {
+		return time.Time{}, false
+	}
+	if p.Tokens >= total {
+		return p.At, true
+	}
+	return start.Add(time.Duration(float64(el) * total / p.Tokens)), true
 }

@@ -108,3 +108,71 @@ func TestFairness(t *testing.T) {
 		t.Errorf("alice %+v, want 2 running, one trainrun job at slowdown 2", alice)
 	}
 }
+
+// A mark with tokens keeps the older reader's partitions, and scontrol's
+// record parser keeps it whole in the comment.
+func TestMarkTokens(t *testing.T) {
+	m := MarkTokens(Mark([]Candidate{{Partition: "hopper", TrainS: 1200}, {Partition: "ampere", TrainS: 3000}}, []int{0, 1}), 2e9)
+	if m != "trainrun-submit:train_s=hopper:1200,ampere:3000 tokens=2000000000" {
+		t.Fatalf("MarkTokens = %q", m)
+	}
+	r := slurm.ParseRecord("JobId=7 Comment=" + m + " NumNodes=2")
+	if r["Comment"] != m || r["NumNodes"] != "2" {
+		t.Fatalf("parsed %q", r)
+	}
+	if d, ok := markedTrain(m, "ampere"); !ok || d != 50*time.Minute {
+		t.Errorf("ampere: %v %v", d, ok)
+	}
+	if n, ok := markedTokens(m); !ok || n != 2e9 {
+		t.Errorf("tokens %v %v", n, ok)
+	}
+	for _, c := range []string{Mark(nil, nil), "my own tokens=5", "trainrun-submit:train_s=hopper:1 tokens=x", "trainrun-submit:train_s=hopper:1 tokens=-3"} {
+		if _, ok := markedTokens(c); ok {
+			t.Errorf("%q: tokens", c)
+		}
+	}
+	if MarkTokens("m", 0) != "m" {
+		t.Error("no tokens: the mark alone")
+	}
+}
+
+// A running job's end from its trainer's rate so far: later than predicted
+// when it runs slow, earlier when fast, never past its limit; without
+// progress or tokens in its mark, the prediction stands.
+func TestQueuesObserved(t *testing.T) {
+	now := time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)
+	st := now.Add(-10 * time.Minute)
+	started := st.Format("2006-01-02T15:04:05")
+	limit := now.Add(50 * time.Minute)
+	mark := "trainrun-submit:train_s=hopper:1200 tokens=1000" // predicted: 20 min, ends in 10
+	jobs := []slurm.Job{
+		job("1", "RUNNING", "hopper", "1", started, limit, mark),                                              // a quarter done in 10 min: ends 40 min after start
+		job("2", "RUNNING", "hopper", "1", started, limit, mark),                                              // 4/5 done: ends 12.5 min after start
+		job("3", "RUNNING", "hopper", "1", started, limit, mark),                                              // barely started: it runs to its limit
+		job("4", "RUNNING", "hopper", "1", started, limit, "trainrun-submit:train_s=hopper:1200"),             // no tokens in the mark
+		job("5", "RUNNING", "hopper", "1", started, limit, mark),                                              // no progress read
+		job("6", "RUNNING", "hopper", "1", started, limit, "trainrun-submit:train_s=hopper:1200 tokens=1000"), // progress from before its start
+	}
+	prog := map[string]Progress{"1": {250, now}, "2": {800, now}, "3": {1, now}, "4": {500, now}, "6": {500, st.Add(-time.Minute)}}
+	q := QueuesObserved(jobs, time.UTC, func(j slurm.Job) (Progress, bool) { p, ok := prog[j.ID]; return p, ok })["hopper"]
+	want := map[string]struct {
+		end      time.Time
+		observed bool
+	}{
+		"1": {st.Add(40 * time.Minute), true}, "2": {st.Add(12*time.Minute + 30*time.Second), true},
+		"3": {limit, false}, "4": {st.Add(20 * time.Minute), false},
+		"5": {st.Add(20 * time.Minute), false}, "6": {st.Add(20 * time.Minute), false},
+	}
+	for _, h := range q.Holders {
+		w := want[h.ID]
+		if !h.End.Equal(w.end) || h.Observed != w.observed || h.Predicted != (h.ID != "3") {
+			t.Errorf("job %s: end %s observed %v predicted %v, want %s %v", h.ID, h.End.Sub(st), h.Observed, h.Predicted, w.end.Sub(st), w.observed)
+		}
+	}
+	if got := holders(q.Holders[:1], now); !strings.Contains(got, "at its rate so far") {
+		t.Errorf("holders: %q", got)
+	}
+	if _, ok := ObservedEnd(st, 1000, Progress{1000, now}); !ok {
+		t.Error("done: ends at its report")
+	}
+}
