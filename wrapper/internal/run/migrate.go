@@ -45,7 +45,7 @@ const (
 	defaultMigrateEvery    = 5 * time.Minute
 	defaultMigrateInterval = time.Hour
 	defaultMigrateSave     = 30 * time.Second // a save before any was measured
-	defaultRequeueWait     = 30 * time.Second // from the requeue to the next start, before any was measured
+	defaultRequeueWait     = 10 * time.Second // from the requeue into a partition with idle nodes to the next start, before any was measured
 	migrateMargin          = 0.10             // the move must finish at least 10% sooner than staying
 )
 
