@@ -127,7 +127,9 @@ func faultKeys() []*Key {
 		{Name: "MigrateMinInterval", Default: "1h",
 			Format: "a duration such as 1h or 30m (a bare number is seconds), more than 0",
 			Why:    "a job moves at most once per this interval (from its history's migrated ends): a bound on the queue churn one job causes for the others",
-			parse:  positiveDuration, set: func(s *Settings, v any, src Source) { s.MigrateMinInterval = Setting[time.Duration]{v.(time.Duration), src} }},
+			parse:  positiveDuration, set: func(s *Settings, v any, src Source) {
+				s.MigrateMinInterval = Setting[time.Duration]{v.(time.Duration), src}
+			}},
 		{Name: "LossSpike", Default: lossspike.Default, User: true,
 			Format: "off, nan, or mad:K[:window=W][:metric=NAME]",
 			Why:    "a reported loss that is NaN, infinite, or above median + 6·MAD of the last 50 values is a spike: logged, counted (trainrun_loss_spikes_total), sent to the webhook, and acted on by LossSpikeAction",

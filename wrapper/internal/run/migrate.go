@@ -170,18 +170,17 @@ func rnd(d time.Duration) time.Duration {
 
 // migrateState is the run's migration watch.
 type migrateState struct {
-	off        bool      // not enabled, not late-bound, or no budget: never checks
-	nextAt     time.Time // the next check
-	firstStep  int64     // the first progress seen in this incarnation (its time excludes the start)
-	firstAt    time.Time
-	lastStep   int64
-	lastAt     time.Time
-	seen       int // progress events seen
-	to         string
-	moveWhy    string
-	fromPart   string
-	offLogged  bool
-	lastVerdic string
+	off         bool      // not enabled, not late-bound, or no budget: never checks
+	nextAt      time.Time // the next check
+	firstStep   int64     // the first progress seen in this incarnation (its time excludes the start)
+	firstAt     time.Time
+	lastStep    int64
+	lastAt      time.Time
+	seen        int // progress events seen
+	to          string
+	moveWhy     string
+	fromPart    string
+	lastVerdict string
 }
 
 // migrateProgress takes one progress report (pollProgress).
@@ -234,10 +233,10 @@ func (m *monitor) checkMigrate(now time.Time) {
 	}
 	v := DecideMigrate(in)
 	if !v.Move {
-		if v.Why != s.lastVerdic {
+		if v.Why != s.lastVerdict {
 			r.logf("migration check: %s", v.Why)
 		}
-		s.lastVerdic = v.Why
+		s.lastVerdict = v.Why
 		return
 	}
 	s.to, s.fromPart, s.moveWhy = v.To, in.From, v.Why
