@@ -265,6 +265,9 @@ func (r *runner) migrateOff() string {
 func (r *runner) migrateInput(now time.Time) (MigrateInput, string) {
 	s := &r.sess.mig
 	from := r.partition()
+	if strings.Contains(from, ",") { // a step may see the job's whole -p list: scontrol names the one it runs in (latebind.go)
+		from = r.facts.job.Partition
+	}
 	in := MigrateInput{From: from, StepTime: s.observedStep(), Margin: migrateMargin}
 	total, err := strconv.ParseInt(r.cfg.obs.trainSteps, 10, 64)
 	if err != nil {
