@@ -311,6 +311,7 @@ func (r *runner) migrateCandidates(from string, observed time.Duration) []Migrat
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	nodes, nerr := r.env.Slurm.Nodes(ctx)
+	jobs, jerr := r.env.Slurm.Jobs(ctx)
 	need := len(r.alloc.Nodes)
 	var out []MigrateCandidate
 	for _, p := range parts {
@@ -326,11 +327,27 @@ func (r *runner) migrateCandidates(from string, observed time.Duration) []Migrat
 			c.NoWhy = fmt.Sprintf("its nodes are not known: %v", nerr)
 		case slurm.IdleNodes(nodes, p) < need:
 			c.NoWhy = fmt.Sprintf("%d idle node(s), the job needs %d", slurm.IdleNodes(nodes, p), need)
+		case jerr != nil:
+			c.NoWhy = fmt.Sprintf("its queue is not known: %v", jerr)
+		case pendingIn(jobs, p, r.alloc.JobID) > 0: // fair to the others: a move never takes nodes that jobs already waiting there could get
+			c.NoWhy = fmt.Sprintf("%d other job(s) wait for it: a move would go ahead of them", pendingIn(jobs, p, r.alloc.JobID))
 		}
 		c.StepTime = time.Duration(st * scale * float64(time.Second))
 		out = append(out, c)
 	}
 	return out
+}
+
+// pendingIn is how many jobs other than self wait (PENDING) with
+// partition in their -p list.
+func pendingIn(jobs []slurm.Job, partition, self string) int {
+	n := 0
+	for _, j := range jobs {
+		if j.ID != self && j.State == "PENDING" && slices.Contains(strings.Split(j.Partition, ","), partition) {
+			n++
+		}
+	}
+	return n
 }
 
 // planPartitions are the partitions the template has a plan file for.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trainrun/trainrun/checkpoint"
+	"github.com/trainrun/trainrun/internal/slurm"
 )
 
 func TestDecideMigrate(t *testing.T) {
@@ -138,5 +139,21 @@ func TestMigrateObservedStep(t *testing.T) {
 	}
 	if got := r.sess.mig.observedStep(); got != 1500*time.Millisecond {
 		t.Fatalf("observedStep = %s, want 1.5s", got)
+	}
+}
+
+func TestPendingIn(t *testing.T) {
+	jobs := []slurm.Job{
+		{ID: "7", State: "PENDING", Partition: "ampere,hopper"}, // this job, once requeued
+		{ID: "8", State: "PENDING", Partition: "hopper"},
+		{ID: "9", State: "RUNNING", Partition: "hopper"},
+		{ID: "10", State: "PENDING", Partition: "ampere"},
+		{ID: "11", State: "PENDING", Partition: "hopper2"},
+	}
+	if n := pendingIn(jobs, "hopper", "7"); n != 1 {
+		t.Fatalf("pendingIn(hopper) = %d, want 1 (job 8: not this job, not running, not hopper2)", n)
+	}
+	if n := pendingIn(jobs, "volta", "7"); n != 0 {
+		t.Fatalf("pendingIn(volta) = %d, want 0", n)
 	}
 }
