@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -116,10 +117,23 @@ exec %[2]s run --probe none --job-dir %[3]s/job --ckpt-dir %[4]s --migrate yes -
 		t.Errorf("migrated finish %s after the free, staying's %s (%d steps left × %.2f s observed): the move did not finish earlier",
 			done.Sub(freed).Round(time.Second), stayFinish.Sub(freed).Round(time.Second), steps-stepAtFree, ampereStep)
 	}
+	// The hopper run resumed from the move's checkpoint (rank 0's report is the last run's).
+	b, err := os.ReadFile(filepath.Join(dir, "report", "rank-0.json"))
+	var rep struct {
+		StartStep int `json:"start_step"`
+		EndStep   int `json:"end_step"`
+	}
+	if err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("rank 0's report: %v", err)
+	}
+	if rep.StartStep < moveStep || rep.EndStep != steps {
+		t.Errorf("the last run trained steps %d..%d; want from the move's checkpoint (at or after step %d) to %d", rep.StartStep, rep.EndStep, moveStep, steps)
+	}
 	info, _ := c.JobInfo(ctx, id)
 	if info["Partition"] != "hopper" || info["Restarts"] != "1" {
 		t.Errorf("job %d: Partition=%s Restarts=%s, want hopper after one requeue", id, info["Partition"], info["Restarts"])
 	}
+	t.Logf("job %d: resumed on hopper at step %d", id, rep.StartStep)
 	t.Logf("job %d: moved at step %d; finished %.1f s after hopper freed (%.1f s after submission); staying would have taken %.1f s more from the free (%d steps × %.2f s observed on ampere)",
 		id, moveStep, done.Sub(freed).Seconds(), done.Sub(t0).Seconds(), stayFinish.Sub(freed).Seconds(), steps-stepAtFree, ampereStep)
 }
