@@ -232,6 +232,10 @@ func (m *monitor) checkMigrate(now time.Time) {
 		return
 	}
 	v := DecideMigrate(in)
+	if v.Move { // it would pay were it to start at once: ask Slurm whether it can
+		r.migrateQueue(in.Candidates)
+		v = DecideMigrate(in)
+	}
 	if !v.Move {
 		if v.Why != s.lastVerdict {
 			r.logf("migration check: %s", v.Why)
@@ -299,7 +303,7 @@ func (r *runner) migrateInput(now time.Time) (MigrateInput, string) {
 // migrateCandidates are the job's other partitions: those with a plan file
 // for the TRAINRUN_PLAN_BY_PARTITION template, each with its predicted step
 // time scaled by what this partition's was observed to be against its
-// plan's, and whether it has idle nodes for the job now.
+// plan's. Slurm is not asked here (migrateQueue).
 func (r *runner) migrateCandidates(from string, observed time.Duration) []MigrateCandidate {
 	tmpl := r.env.Getenv(planByPartitionEnv)
 	here, _ := planStep(strings.ReplaceAll(tmpl, "%p", from))
@@ -307,35 +311,46 @@ func (r *runner) migrateCandidates(from string, observed time.Duration) []Migrat
 	if here > 0 {
 		scale = observed.Seconds() / here
 	}
-	parts := planPartitions(tmpl)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	nodes, nerr := r.env.Slurm.Nodes(ctx)
-	jobs, jerr := r.env.Slurm.Jobs(ctx)
-	need := len(r.alloc.Nodes)
 	var out []MigrateCandidate
-	for _, p := range parts {
+	for _, p := range planPartitions(tmpl) {
 		if p == from {
 			continue
 		}
 		c := MigrateCandidate{Partition: p}
 		st, err := planStep(strings.ReplaceAll(tmpl, "%p", p))
-		switch {
-		case err != nil:
+		if err != nil {
 			c.NoWhy = err.Error()
+		}
+		c.StepTime = time.Duration(st * scale * float64(time.Second))
+		out = append(out, c)
+	}
+	return out
+}
+
+// migrateQueue asks Slurm, once a move would pay were it to start at once,
+// whether each candidate can take the job now: enough idle nodes, and no
+// other job waiting for it (fair to the others: a move never goes ahead of
+// jobs already queued there). Checks that stay cost no Slurm query.
+func (r *runner) migrateQueue(cands []MigrateCandidate) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nodes, nerr := r.env.Slurm.Nodes(ctx)
+	jobs, jerr := r.env.Slurm.Jobs(ctx)
+	need := len(r.alloc.Nodes)
+	for i := range cands {
+		c, p := &cands[i], cands[i].Partition
+		switch {
+		case c.NoWhy != "":
 		case nerr != nil:
 			c.NoWhy = fmt.Sprintf("its nodes are not known: %v", nerr)
 		case slurm.IdleNodes(nodes, p) < need:
 			c.NoWhy = fmt.Sprintf("%d idle node(s), the job needs %d", slurm.IdleNodes(nodes, p), need)
 		case jerr != nil:
 			c.NoWhy = fmt.Sprintf("its queue is not known: %v", jerr)
-		case pendingIn(jobs, p, r.alloc.JobID) > 0: // fair to the others: a move never takes nodes that jobs already waiting there could get
+		case pendingIn(jobs, p, r.alloc.JobID) > 0:
 			c.NoWhy = fmt.Sprintf("%d other job(s) wait for it: a move would go ahead of them", pendingIn(jobs, p, r.alloc.JobID))
 		}
-		c.StepTime = time.Duration(st * scale * float64(time.Second))
-		out = append(out, c)
 	}
-	return out
 }
 
 // pendingIn is how many jobs other than self wait (PENDING) with

@@ -157,3 +157,27 @@ func TestPendingIn(t *testing.T) {
 		t.Fatalf("pendingIn(volta) = %d, want 0", n)
 	}
 }
+
+// migrateQueue asks Slurm only what a move needs: idle nodes and the
+// partition's waiting jobs; a candidate refused by its plan stays refused.
+func TestMigrateQueue(t *testing.T) {
+	canned := &slurm.Canned{Out: map[string]string{
+		"scontrol -d show node -o": "NodeName=n1 State=IDLE Partitions=hopper Gres=gpu:h100:8 GresUsed=gpu:h100:0\n" +
+			"NodeName=n2 State=IDLE Partitions=hopper Gres=gpu:h100:8 GresUsed=gpu:h100:0\n" +
+			"NodeName=n5 State=IDLE Partitions=volta Gres=gpu:v100:8 GresUsed=gpu:v100:0\n" +
+			"NodeName=n6 State=IDLE Partitions=volta Gres=gpu:v100:8 GresUsed=gpu:v100:0\n" +
+			"NodeName=n7 State=IDLE Partitions=h200 Gres=gpu:h200:8 GresUsed=gpu:h200:0\n",
+		"scontrol show job -o": "JobId=7 JobName=me JobState=RUNNING Partition=ampere TimeLimit=01:00:00\n" +
+			"JobId=8 JobName=small JobState=PENDING Partition=volta,ampere TimeLimit=00:10:00\n",
+	}}
+	r := &runner{alloc: &slurm.Allocation{JobID: "7", Nodes: []string{"n3", "n4"}}, env: &Deps{Slurm: slurm.Client{Run: canned.Run}}}
+	cands := []MigrateCandidate{{Partition: "hopper", StepTime: time.Second}, {Partition: "volta", StepTime: time.Second},
+		{Partition: "h200", StepTime: time.Second}, {Partition: "bad", NoWhy: "no plan"}}
+	r.migrateQueue(cands)
+	want := []string{"", "1 other job(s) wait for it", "1 idle node(s), the job needs 2", "no plan"}
+	for i, c := range cands {
+		if (want[i] == "") != (c.NoWhy == "") || !strings.Contains(c.NoWhy, want[i]) {
+			t.Errorf("%s: NoWhy %q, want %q", c.Partition, c.NoWhy, want[i])
+		}
+	}
+}
