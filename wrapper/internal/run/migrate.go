@@ -328,9 +328,10 @@ func (r *runner) migrateCandidates(from string, observed time.Duration) []Migrat
 }
 
 // migrateQueue asks Slurm, once a move would pay were it to start at once,
-// whether each candidate can take the job now: enough idle nodes, and no
-// other job waiting for it (fair to the others: a move never goes ahead of
-// jobs already queued there). Checks that stay cost no Slurm query.
+// whether each candidate can take the job: no other job waiting for it
+// (fair to the others: a move never goes ahead of jobs already queued
+// there), and enough idle nodes now, else when sbatch --test-only would
+// start it (StartIn). Checks that stay cost no Slurm query.
 func (r *runner) migrateQueue(cands []MigrateCandidate) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -343,14 +344,29 @@ func (r *runner) migrateQueue(cands []MigrateCandidate) {
 		case c.NoWhy != "":
 		case nerr != nil:
 			c.NoWhy = fmt.Sprintf("its nodes are not known: %v", nerr)
-		case slurm.IdleNodes(nodes, p) < need:
-			c.NoWhy = fmt.Sprintf("%d idle node(s), the job needs %d", slurm.IdleNodes(nodes, p), need)
 		case jerr != nil:
 			c.NoWhy = fmt.Sprintf("its queue is not known: %v", jerr)
 		case pendingIn(jobs, p, r.alloc.JobID) > 0:
 			c.NoWhy = fmt.Sprintf("%d other job(s) wait for it: a move would go ahead of them", pendingIn(jobs, p, r.alloc.JobID))
+		case slurm.IdleNodes(nodes, p) < need:
+			c.StartIn, c.NoWhy = r.migrateStart(ctx, p, need, slurm.IdleNodes(nodes, p))
 		}
 	}
+}
+
+// migrateStart: the partition has too few idle nodes now; sbatch
+// --test-only says when the job's shape would start there (from the running
+// jobs' limits, so late rather than early), and the move's cost waits that
+// long.
+func (r *runner) migrateStart(ctx context.Context, p string, need, idle int) (time.Duration, string) {
+	tpn := max(r.alloc.TasksPerNode, 1)
+	mins := max(int(r.alloc.TimeLimit/time.Minute), 1)
+	est, err := r.env.Slurm.TestOnly(ctx, "--partition="+p, "--nodes="+strconv.Itoa(need), "--ntasks-per-node="+strconv.Itoa(tpn),
+		"--gpus-per-node="+strconv.Itoa(tpn), "--exclusive", "--time="+strconv.Itoa(mins), "--wrap=true")
+	if err != nil {
+		return 0, fmt.Sprintf("%d idle node(s), the job needs %d, and sbatch --test-only failed: %v", idle, need, err)
+	}
+	return max(time.Until(est.Start), 0), ""
 }
 
 // pendingIn is how many jobs other than self wait (PENDING) with

@@ -166,15 +166,23 @@ func TestMigrateQueue(t *testing.T) {
 			"NodeName=n2 State=IDLE Partitions=hopper Gres=gpu:h100:8 GresUsed=gpu:h100:0\n" +
 			"NodeName=n5 State=IDLE Partitions=volta Gres=gpu:v100:8 GresUsed=gpu:v100:0\n" +
 			"NodeName=n6 State=IDLE Partitions=volta Gres=gpu:v100:8 GresUsed=gpu:v100:0\n" +
-			"NodeName=n7 State=IDLE Partitions=h200 Gres=gpu:h200:8 GresUsed=gpu:h200:0\n",
+			"NodeName=n7 State=IDLE Partitions=h200 Gres=gpu:h200:8 GresUsed=gpu:h200:0\n" +
+			"NodeName=n8 State=ALLOCATED Partitions=b200 Gres=gpu:b200:8 GresUsed=gpu:b200:8\n",
 		"scontrol show job -o": "JobId=7 JobName=me JobState=RUNNING Partition=ampere TimeLimit=01:00:00\n" +
 			"JobId=8 JobName=small JobState=PENDING Partition=volta,ampere TimeLimit=00:10:00\n",
+	}, Err: map[string]string{
+		"sbatch --test-only --partition=b200 --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --exclusive --time=60 --wrap=true": "sbatch: Job 9 to start at " +
+			time.Now().Add(90*time.Second).Format("2006-01-02T15:04:05") + " using 64 processors on nodes n[8-9] in partition b200\n",
 	}}
-	r := &runner{alloc: &slurm.Allocation{JobID: "7", Nodes: []string{"n3", "n4"}}, env: &Deps{Slurm: slurm.Client{Run: canned.Run}}}
+	r := &runner{alloc: &slurm.Allocation{JobID: "7", Nodes: []string{"n3", "n4"}, TasksPerNode: 8, TimeLimit: time.Hour},
+		env: &Deps{Slurm: slurm.Client{Run: canned.Run, RunStderr: canned.RunStderr, Location: time.Local}}}
 	cands := []MigrateCandidate{{Partition: "hopper", StepTime: time.Second}, {Partition: "volta", StepTime: time.Second},
-		{Partition: "h200", StepTime: time.Second}, {Partition: "bad", NoWhy: "no plan"}}
+		{Partition: "h200", StepTime: time.Second}, {Partition: "bad", NoWhy: "no plan"}, {Partition: "b200", StepTime: time.Second}}
 	r.migrateQueue(cands)
-	want := []string{"", "1 other job(s) wait for it", "1 idle node(s), the job needs 2", "no plan"}
+	if s := cands[4].StartIn; s < 80*time.Second || s > 91*time.Second {
+		t.Errorf("b200 starts in %s, want about 90s (sbatch --test-only)", s)
+	}
+	want := []string{"", "1 other job(s) wait for it", "1 idle node(s), the job needs 2, and sbatch --test-only failed", "no plan", ""}
 	for i, c := range cands {
 		if (want[i] == "") != (c.NoWhy == "") || !strings.Contains(c.NoWhy, want[i]) {
 			t.Errorf("%s: NoWhy %q, want %q", c.Partition, c.NoWhy, want[i])
