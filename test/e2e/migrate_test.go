@@ -96,6 +96,9 @@ exec %[2]s run --probe none --job-dir %[3]s/job --ckpt-dir %[4]s --migrate yes -
 	var moveStep int
 	var ampereStep float64
 	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "migration check:") {
+			t.Logf("job %d: %s", id, strings.TrimSpace(l))
+		}
 		if i := strings.Index(l, "migration: moving from ampere to hopper: "); i >= 0 {
 			var left int
 			var obsv string

@@ -228,7 +228,10 @@ func (m *monitor) checkMigrate(now time.Time) {
 	s.nextAt = now.Add(every)
 	in, why := r.migrateInput(now)
 	if why != "" {
-		r.logf("migration check: %s", why)
+		if why != s.lastVerdict { // said once while it holds
+			r.logf("migration check: %s", why)
+		}
+		s.lastVerdict = why
 		return
 	}
 	v := DecideMigrate(in)
@@ -285,6 +288,7 @@ func (r *runner) migrateInput(now time.Time) (MigrateInput, string) {
 	if last, ok := lastMigration(incs); ok {
 		minIv := cmp.Or(r.cfg.migrateMin, defaultMigrateInterval)
 		if now.Sub(last) < minIv {
+			s.nextAt = last.Add(minIv) // no check before a move is allowed again
 			return in, fmt.Sprintf("the job moved at %s: at most one move per %s (MigrateMinInterval)", last.UTC().Format(time.RFC3339), minIv)
 		}
 	}
