@@ -284,6 +284,9 @@ func (r *runner) migrateInput(now time.Time) (MigrateInput, string) {
 		return in, "no step time observed yet (the trainer reports progress with trainrun's client)"
 	}
 	in.StepsLeft = total - s.lastStep
+	if why := r.migrateCannotRequeue(); why != "" {
+		return in, why
+	}
 	incs, _ := r.ckpt.store.History().Load()
 	if last, ok := lastMigration(incs); ok {
 		minIv := cmp.Or(r.cfg.migrateMin, defaultMigrateInterval)
@@ -302,6 +305,20 @@ func (r *runner) migrateInput(now time.Time) (MigrateInput, string) {
 	in.Restart = max(s.firstAt.Sub(r.t0), 0)
 	in.Candidates = r.migrateCandidates(from, in.StepTime)
 	return in, ""
+}
+
+// migrateCannotRequeue says why a move would not be requeued ("": it
+// would): the stop would then end the job instead of moving it.
+func (r *runner) migrateCannotRequeue() string {
+	switch j := r.facts.job; {
+	case !j.IsBatch():
+		return "an interactive allocation cannot be requeued"
+	case !j.Requeue:
+		return "the job may not be requeued (Requeue=0: submit with --requeue)"
+	case r.alloc.RestartCount+1 >= r.cfg.maxRequeue:
+		return fmt.Sprintf("restart %d of --max-requeue %d: a move would use the job's last requeue", r.alloc.RestartCount, r.cfg.maxRequeue)
+	}
+	return ""
 }
 
 // migrateCandidates are the job's other partitions: those with a plan file

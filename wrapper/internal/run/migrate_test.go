@@ -189,3 +189,25 @@ func TestMigrateQueue(t *testing.T) {
 		}
 	}
 }
+
+// A move whose requeue would be refused would end the job: not tried.
+func TestMigrateCannotRequeue(t *testing.T) {
+	for _, tc := range []struct {
+		job     slurm.Job
+		restart int
+		want    string
+	}{
+		{slurm.Job{Requeue: true, Record: slurm.Record{"BatchFlag": "1"}}, 0, ""},
+		{slurm.Job{Requeue: true, Record: slurm.Record{"BatchFlag": "0"}}, 0, "interactive"},
+		{slurm.Job{Requeue: false, Record: slurm.Record{"BatchFlag": "1"}}, 0, "Requeue=0"},
+		{slurm.Job{Requeue: true, Record: slurm.Record{"BatchFlag": "1"}}, 9, "--max-requeue 10"},
+	} {
+		r := &runner{alloc: &slurm.Allocation{RestartCount: tc.restart}}
+		r.facts.job = tc.job
+		r.cfg.maxRequeue = 10
+		got := r.migrateCannotRequeue()
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%+v restart %d: %q, want %q", tc.job, tc.restart, got, tc.want)
+		}
+	}
+}
