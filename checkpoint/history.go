@@ -35,6 +35,9 @@ const (
 	// CauseLossSpike: trainrun killed the step for a loss spike or NaN
 	// (--loss-spike-action rollback or stop, issue 31).
 	CauseLossSpike Cause = "loss-spike"
+	// CauseMigrated: trainrun checkpointed the job and requeued it into
+	// another of its partitions, where it finishes sooner (--migrate).
+	CauseMigrated Cause = "migrated"
 	// CauseStraggler: a failed node only, never an end: a rank whose step
 	// time stayed well above its peers' (recorded under the policy's
 	// StragglerAction=exclude).

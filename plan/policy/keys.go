@@ -116,6 +116,20 @@ func faultKeys() []*Key {
 			Format: "yes or no",
 			Why:    "no: a step that lost nodes no spare can replace is requeued without them; yes: it restarts inside the job on the healthy nodes with a smaller dp and the global batch kept, for trainers that declare TRAINRUN_RESHARD=dp",
 			parse:  oneOf("yes", "no"), set: func(s *Settings, v any, src Source) { s.Shrink = Setting[string]{v.(string), src} }},
+		{Name: "Migrate", Default: "no", User: true,
+			Format: "yes or no",
+			Why:    "yes: a running late-bound job (trainrun submit, -p A,B with a plan per partition) checks every MigrateEvery whether checkpointing and requeueing into another of its partitions finishes sooner by more than the move costs, and moves (at most once per MigrateMinInterval)",
+			parse:  oneOf("yes", "no"), set: func(s *Settings, v any, src Source) { s.Migrate = Setting[string]{v.(string), src} }},
+		{Name: "MigrateEvery", Default: "5m", User: true,
+			Format: "a duration such as 5m or 90s (a bare number is seconds), more than 0",
+			Why:    "how often a job with Migrate=yes asks Slurm whether another of its partitions would finish it sooner (one squeue/sinfo query each time)",
+			parse:  positiveDuration, set: func(s *Settings, v any, src Source) { s.MigrateEvery = Setting[time.Duration]{v.(time.Duration), src} }},
+		{Name: "MigrateMinInterval", Default: "1h",
+			Format: "a duration such as 1h or 30m (a bare number is seconds), more than 0",
+			Why:    "a job moves at most once per this interval (from its history's migrated ends): a bound on the queue churn one job causes for the others",
+			parse:  positiveDuration, set: func(s *Settings, v any, src Source) {
+				s.MigrateMinInterval = Setting[time.Duration]{v.(time.Duration), src}
+			}},
 		{Name: "LossSpike", Default: lossspike.Default, User: true,
 			Format: "off, nan, or mad:K[:window=W][:metric=NAME]",
 			Why:    "a reported loss that is NaN, infinite, or above median + 6·MAD of the last 50 values is a spike: logged, counted (trainrun_loss_spikes_total), sent to the webhook, and acted on by LossSpikeAction",
@@ -308,7 +322,7 @@ func Keys() []Key {
 // derived from keys, because the UserOverride entry of keys quotes it.
 func userKeyNames() []string {
 	return []string{"CkptSignal", "CkptLead", "CkptLeadAdapt", "CkptDir", "CkptKeep", "CkptKeepEvery", "CkptCompress", "MaxRequeue", "MaxFailuresNoProgress",
-		"HangTimeout", "MaxRestarts", "SpareNodes", "Shrink", "LossSpike", "LossSpikeAction", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget", "SrunArgs"}
+		"HangTimeout", "MaxRestarts", "SpareNodes", "Shrink", "Migrate", "MigrateEvery", "LossSpike", "LossSpikeAction", "InjectEnv", "AutoPlan", "Stack", "Precision", "Finetune", "Webhook", "StopIfOffTrack", "Calibration", "Tune", "TuneBudget", "SrunArgs"}
 }
 
 // badValue is a value error before the file and line are known.

@@ -109,6 +109,9 @@ type Settings struct {
 	HealthCheck           Setting[string]        // the site's node health script ("" none)
 	HealthCheckTimeout    Setting[time.Duration] // its time limit
 	Shrink                Setting[string]        // "yes" or "no": restart on fewer nodes with a smaller dp (TRAINRUN_RESHARD=dp trainers)
+	Migrate               Setting[string]        // "yes" or "no": a late-bound job moves to another of its partitions when that finishes sooner
+	MigrateEvery          Setting[time.Duration] // how often it checks
+	MigrateMinInterval    Setting[time.Duration] // at most one move per this interval
 	LossSpike             Setting[string]        // lossspike.ParseRule: off, nan, mad:K[:window=W][:metric=NAME]
 	LossSpikeAction       Setting[string]        // lossspike.ParseAction: report, stop, rollback[:N]
 	NCCLForce             Setting[[]EnvVar]      // Source: where the list was last cleared (or default); each variable has its own
@@ -504,6 +507,9 @@ func (s Settings) Rows() []Row {
 		{"SpareNodes", strconv.Itoa(s.SpareNodes.Value), s.SpareNodes.Source},
 		{"StragglerAction", s.StragglerAction.Value, s.StragglerAction.Source},
 		{"Shrink", s.Shrink.Value, s.Shrink.Source},
+		{"Migrate", s.Migrate.Value, s.Migrate.Source},
+		{"MigrateEvery", dur(s.MigrateEvery.Value, "5m"), s.MigrateEvery.Source},
+		{"MigrateMinInterval", dur(s.MigrateMinInterval.Value, "1h"), s.MigrateMinInterval.Source},
 		{"LossSpike", s.LossSpike.Value, s.LossSpike.Source},
 		{"LossSpikeAction", s.LossSpikeAction.Value, s.LossSpikeAction.Source},
 		{"RestartOn", s.RestartOn.Value, s.RestartOn.Source},

@@ -119,6 +119,9 @@ type Event struct {
 	FailureEvidence string `json:"failure_evidence,omitempty"`
 	// badput: seconds by part (KindBadput).
 	Badput map[string]float64 `json:"badput,omitempty"`
+	// migrate: the partitions the job moved from and to (KindMigrate).
+	MigrateFrom string `json:"migrate_from,omitempty"`
+	MigrateTo   string `json:"migrate_to,omitempty"`
 }
 
 // Restart and failure causes (Event.Fault of a KindEnd; the cause label of

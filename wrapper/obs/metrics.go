@@ -57,6 +57,7 @@ type Metrics struct {
 	faultMetrics    // goodput_metrics.go
 	forecastMetrics // forecast_metrics.go
 	spikeMetrics    // lossspike_metrics.go
+	migrateMetrics  // migrate.go
 }
 
 // States of trainrun_state (one is 1, the others 0).
@@ -147,6 +148,7 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 	m.registerFaults(r, og)
 	m.registerForecast(r, og)
 	m.registerLossSpikes(r)
+	m.registerMigrations(r)
 	m.setState("running")
 	return m
 }

@@ -140,6 +140,8 @@ func webhookEvent(e Event) (string, bool) {
 		return "preempted", true
 	case e.Kind == KindLossSpike:
 		return "loss-spike", true
+	case e.Kind == KindMigrate:
+		return "migrated", true
 	case e.Kind == KindForecast && e.Forecast != nil && e.Forecast.Changed:
 		return e.Forecast.Verdict, true // on-track, off-track: the verdict turned
 	case e.Kind == KindEnd:
@@ -159,7 +161,7 @@ func webhookEvent(e Event) (string, bool) {
 
 // WebhookPayload is the JSON body of a webhook in the json format.
 type WebhookPayload struct {
-	Event     string    `json:"event"` // preempted, requeued, failed, stopped, finished; on-track, off-track (the forecast's verdict turned); loss-spike
+	Event     string    `json:"event"` // preempted, requeued, failed, stopped, finished; on-track, off-track (the forecast's verdict turned); loss-spike; migrated
 	JobID     string    `json:"job_id"`
 	JobName   string    `json:"job_name,omitempty"`
 	Partition string    `json:"partition,omitempty"`

@@ -262,6 +262,8 @@ func (o *Observer) apply(e *Event, live bool) {
 		o.onForecast(e)
 	case KindLossSpike:
 		o.onLossSpike(e)
+	case KindMigrate:
+		o.onMigrate(e)
 	case KindHealth:
 		o.countHealth(e)
 	}

@@ -29,6 +29,7 @@ type Report struct {
 	Goodput                   Goodput
 	Hangs                     []Hang      `json:",omitempty"` // the run directory's hangs/ (ReadHangs; BuildReport leaves it empty)
 	LossSpikes                []LossSpike `json:",omitempty"` // the loss-spike events (lossspike.go)
+	Migrations                []Migration `json:",omitempty"` // the moves to another partition (migrate.go)
 }
 
 // Incarnation is one run of the job.
@@ -170,6 +171,8 @@ func BuildReport(evs []Event) *Report {
 			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
 		case KindLossSpike:
 			r.addLossSpike(e, cur.Restart)
+		case KindMigrate:
+			r.addMigration(e, cur.Restart)
 		case KindRestart:
 			cur.endRestarted(e)
 			closeInc(e.Time)
@@ -298,6 +301,7 @@ func (r *Report) WriteText(w io.Writer) {
 	r.writeThroughput(w, t)
 	r.writeHangs(w)
 	r.writeLossSpikes(w)
+	r.writeMigrations(w)
 }
 
 // writeHeader prints the job line and, when the start was recorded, the

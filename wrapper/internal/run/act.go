@@ -135,6 +135,7 @@ func (r *runner) act(d Decision, store ckptStore) error {
 		}
 		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.cfg.maxRequeue)
 		r.excludeBadNodes(excl, nodes)
+		r.migrateRequeued() // migrate.go: the requeued job goes to the partition it moves to
 		return withCode(exitcode.Requeued, exitcode.ErrSilent)
 	}
 	if d.Exit == exitcode.OK {

@@ -65,6 +65,7 @@ type Config struct {
 	leadAdapt         bool             // CkptLeadAdapt: raise the lead to fit measured checkpoints
 	graceBudg         time.Duration    // CkptGraceBudget (0: auto, the partition's GraceTime)
 	excludeStragglers bool             // StragglerAction=exclude
+	migrateMin        time.Duration    // MigrateMinInterval (0: defaultMigrateInterval)
 	restartOn         failclass.Policy // RestartOn= (nil without --policy: failPolicy's default)
 	healthScript      string           // HealthCheck= ("" none)
 	healthTimeout     time.Duration    // HealthCheckTimeout= (0 without --policy: 60 s)
@@ -117,6 +118,7 @@ var envTwins = []struct{ flag, env string }{
 	{"target-loss", "TRAINRUN_TARGET_LOSS"}, {"stop-if-off-track", "TRAINRUN_STOP_IF_OFF_TRACK"},
 	{"train-steps", "TRAINRUN_TRAIN_STEPS"},
 	{"loss-spike", "TRAINRUN_LOSS_SPIKE"}, {"loss-spike-action", "TRAINRUN_LOSS_SPIKE_ACTION"}, {"shrink", "TRAINRUN_SHRINK"},
+	{"migrate", "TRAINRUN_MIGRATE"}, {"migrate-every", "TRAINRUN_MIGRATE_EVERY"},
 }
 
 // complete resolves trainrun run's options for allocation a: o as parsed,
@@ -209,6 +211,7 @@ var policyFlags = []struct{ flag, key string }{
 	{"ckpt-compress", "CkptCompress"}, {"hang-timeout", "HangTimeout"}, {"max-restarts", "MaxRestarts"}, {"spare-nodes", "SpareNodes"},
 	{"tune", "Tune"}, {"tune-budget", "TuneBudget"}, {"srun-arg", "SrunArgs"},
 	{"loss-spike", "LossSpike"}, {"loss-spike-action", "LossSpikeAction"}, {"shrink", "Shrink"},
+	{"migrate", "Migrate"}, {"migrate-every", "MigrateEvery"},
 }
 
 // applyPolicy takes the site's settings for the job's partition: its values
@@ -274,6 +277,9 @@ func (c *Config) applyPolicy(st policy.Settings, getenv func(string) string, job
 	set("tune-budget", "TuneBudget", st.TuneBudget.Source, st.TuneBudget.Value > 0, func() { c.tune.budget = st.TuneBudget.Value.String() })
 	set("loss-spike", "LossSpike", st.LossSpike.Source, st.LossSpike.Value != "", func() { c.spike.rule = st.LossSpike.Value })
 	set("shrink", "Shrink", st.Shrink.Source, st.Shrink.Value != "", func() { c.shrink.shrink = st.Shrink.Value })
+	set("migrate", "Migrate", st.Migrate.Source, st.Migrate.Value != "", func() { c.migrate.migrate = st.Migrate.Value })
+	set("migrate-every", "MigrateEvery", st.MigrateEvery.Source, st.MigrateEvery.Value > 0, func() { c.migrate.every = st.MigrateEvery.Value.String() })
+	c.migrateMin = st.MigrateMinInterval.Value
 	set("loss-spike-action", "LossSpikeAction", st.LossSpikeAction.Source, st.LossSpikeAction.Value != "", func() { c.spike.action = st.LossSpikeAction.Value })
 	// The metrics flags (MetricsAddr, Pushgateway, Webhook, MaxCkptAge,
 	// CkptGraceBudget): a flag or variable the user sets wins.

@@ -67,6 +67,8 @@ var configInputs = []configInput{
 	{"tune", "4:10", "TRAINRUN_TUNE", "3", "Tune", "2:8", [3]string{"4:10", "3", "2:8"}, func(c *Config) string { return c.tune.tune }},
 	{"loss-spike", "nan", "TRAINRUN_LOSS_SPIKE", "off", "LossSpike", "mad:4:window=20", [3]string{"nan", "off", "mad:4:window=20"}, func(c *Config) string { return c.spike.rule }},
 	{"shrink", "Yes", "TRAINRUN_SHRINK", "YES", "Shrink", "yes", [3]string{"Yes", "YES", "yes"}, func(c *Config) string { return c.shrink.shrink }},
+	{"migrate", "Yes", "TRAINRUN_MIGRATE", "YES", "Migrate", "yes", [3]string{"Yes", "YES", "yes"}, func(c *Config) string { return c.migrate.migrate }},
+	{"migrate-every", "90s", "TRAINRUN_MIGRATE_EVERY", "2m", "MigrateEvery", "10m", [3]string{"90s", "2m", "10m0s"}, func(c *Config) string { return c.migrate.every }},
 	{"loss-spike-action", "rollback:2", "TRAINRUN_LOSS_SPIKE_ACTION", "stop", "LossSpikeAction", "rollback", [3]string{"rollback:2", "stop", "rollback"}, func(c *Config) string { return c.spike.action }},
 	{"tune-budget", "5", "TRAINRUN_TUNE_BUDGET", "90s", "TuneBudget", "3", [3]string{"5", "90s", "3m0s"}, func(c *Config) string { return c.tune.budget }},
 	{"container-runtime", "apptainer", "TRAINRUN_CONTAINER_RUNTIME", "enroot", "", "", [3]string{"apptainer", "enroot"}, func(c *Config) string { return c.container.Runtime }},

@@ -33,7 +33,7 @@ const (
 // not Slurm's SIGTERM, ends the step, and a rank that connects late is asked
 // too.
 func (r StopReason) AskedTrainers() bool {
-	return r == TimeLimit || r == Signal || r == Requested
+	return r == TimeLimit || r == Signal || r == Requested || r == Migrated
 }
 
 // ForDeadline says that the stop was made for the job's end (trainrun's own
@@ -164,6 +164,9 @@ func Decide(o Outcome) Decision {
 	cause := checkpoint.CausePreempted
 	if o.Reason == TimeLimit || o.Reason == TermLimit || o.Reason == Signal && o.EndNear {
 		cause = checkpoint.CauseTimeLimit
+	}
+	if o.Reason == Migrated { // migrate.go
+		cause = checkpoint.CauseMigrated
 	}
 	d := Decision{Cause: cause, Tag: o.Latest, Record: string(o.Reason)}
 	if o.Latest == "" || o.Latest == o.TagAtStop {

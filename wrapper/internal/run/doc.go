@@ -36,7 +36,9 @@
 //
 // Beside them: hangs and restarts inside the allocation (hang.go), a
 // hang's evidence in hangs/<n>/ (hangevidence.go), loss spikes and their
-// rollback (lossspike.go), shrinking onto fewer nodes (shrink.go), failed
+// rollback (lossspike.go), shrinking onto fewer nodes (shrink.go), moving
+// a late-bound job to a partition that finishes it sooner (migrate.go:
+// DecideMigrate, pure), failed
 // saves and nodes (faults.go, exclude.go: JudgeNodes), spare nodes
 // (spare.go), the grace budget (grace.go), checkpoint compression
 // (compress.go), the observer and its events (obs.go), the site

@@ -232,8 +232,9 @@ func (m *monitor) onRequestTick() {
 	r.pollProgress()
 	m.tuneTick(time.Now()) // a --tune trial ends once measured (run_tune.go)
 	m.checkHealth(time.Now())
-	m.actOnLossSpike()        // --loss-spike-action (lossspike.go)
-	m.cutLostWait(time.Now()) // lostwait.go
+	m.actOnLossSpike()         // --loss-spike-action (lossspike.go)
+	m.cutLostWait(time.Now())  // lostwait.go
+	m.checkMigrate(time.Now()) // --migrate (migrate.go)
 	req, err := m.store.TakeRequest()
 	if err != nil {
 		r.logf("warning: %v", err)

@@ -205,6 +205,7 @@ func (r *runner) pollProgress() {
 		r.earlyStop(e.Step, r.sess.progress.Metrics)                              // sweep --early-stop (cmd_forecast.go)
 		r.judgeLoss(e.Step, r.sess.progress.Metrics)                              // --loss-spike (lossspike.go)
 		r.badputProgress(e.Step, e.Time)                                          // badput.go
+		r.migrateProgress(e.Step, e.Time)                                         // migrate.go
 		r.observe(e)
 	}
 }

@@ -35,6 +35,7 @@ type Options struct {
 	tune        tuneOptions      // --tune, --tune-budget (tunestep.go)
 	spike       spikeOptions     // --loss-spike, --loss-spike-action (lossspike.go)
 	shrink      shrinkOptions    // --shrink (shrink.go)
+	migrate     migrateOptions   // --migrate, --migrate-every (migrate.go)
 	ctr         containerOptions // --container-*, --srun-arg (container.go)
 }
 
@@ -81,6 +82,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.tune.addFlags(fs, getenv)
 	o.spike.addFlags(fs, getenv)
 	o.shrink.addFlags(fs, getenv)
+	o.migrate.addFlags(fs, getenv)
 	o.ctr.addFlags(fs, getenv)
 }
 
@@ -109,6 +111,9 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if err := o.shrink.check(); err != nil {
+		return err
+	}
+	if err := o.migrate.check(); err != nil {
 		return err
 	}
 	if o.fault.maxRestarts < 0 {

@@ -90,6 +90,7 @@ type session struct {
 	lastTag      string      // the latest committed checkpoint's tag known to the controller
 	obs          runObserver // nil in a dry run
 	progress     *obs.ProgressReader
+	mig          migrateState       // --migrate (migrate.go)
 	lossHist     *losshist.Recorder // the loss history (issue 32); nil without a store
 	fc           *forecastWatch     // --target-loss (forecast.go); nil without
 	esw          *earlyStopWatch    // a sweep trial's --early-stop (forecast.go)
