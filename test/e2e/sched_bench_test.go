@@ -31,10 +31,25 @@ import (
 // that ran where their model does not fit.
 func TestBenchSched(t *testing.T) {
 	if os.Getenv("TRAINRUN_BENCH_SCHED") == "" {
-		t.Skip("make bench-sched runs it (TRAINRUN_BENCH_SCHED=1): about 15 minutes")
+		t.Skip("make bench-sched runs it (TRAINRUN_BENCH_SCHED=1): about 80 minutes")
 	}
 	bin := trainrun(t)
-	jobs := schedTrace(rand.New(rand.NewPCG(34, 2026)), benchJobs())
+	for _, tr := range benchTraces() {
+		if only := os.Getenv("TRAINRUN_BENCH_TRACES"); only != "" && !strings.Contains(","+only+",", ","+tr.name+",") {
+			continue
+		}
+		benchOneTrace(t, bin, tr)
+	}
+}
+
+// benchOneTrace replays one trace under every policy
+// (TRAINRUN_BENCH_POLICIES narrows them) and prints the table.
+func benchOneTrace(t *testing.T, bin string, tr benchTrace) {
+	schedTruth, schedGPU, schedParts, schedTraceName = tr.truth, map[string]string{}, tr.parts, tr.name
+	for _, p := range tr.parts {
+		schedGPU[p.name] = p.typ
+	}
+	jobs := tr.jobs()
 	var rows []schedRow
 	for _, p := range schedPolicies() {
 		if only := os.Getenv("TRAINRUN_BENCH_POLICIES"); only != "" && !strings.Contains(","+only+",", ","+p.name+",") {
@@ -43,7 +58,7 @@ func TestBenchSched(t *testing.T) {
 		rows = append(rows, runSchedPolicy(t, bin, p, jobs))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d jobs (seed 34), mean inter-arrival %.1f s, trainrun --late-bind %s\n", len(jobs), benchArrival.Seconds(), cmpOr(os.Getenv("TRAINRUN_BENCH_LATE_BIND"), "default"))
+	fmt.Fprintf(&b, "\ntrace %s: %d jobs, mean inter-arrival %.1f s, partitions %s, trainrun --late-bind %s\n", tr.name, len(jobs), tr.arrival.Seconds(), tr.describe(), cmpOr(os.Getenv("TRAINRUN_BENCH_LATE_BIND"), "default"))
 	fmt.Fprintf(&b, "| policy | mean JCT | vs perfect router | p90 slowdown 8-GPU | done | not fit | timed out |\n|---|---|---|---|---|---|---|\n")
 	ref := 0.0
 	for _, r := range rows {
@@ -62,17 +77,154 @@ func TestBenchSched(t *testing.T) {
 	fmt.Println(b.String())
 }
 
+// benchPart is one partition of a trace's cluster: its name, its GPU type
+// as the truth table and the job script name it, its nodes (8 GPUs each)
+// and the trainrun policy line that names its GPU where the GRES type
+// alone is ambiguous.
+type benchPart struct {
+	name, typ string
+	nodes     int
+	policy    string
+}
+
+// benchTrace is one cluster, truth table and job mix.
+type benchTrace struct {
+	name    string
+	parts   []benchPart
+	truth   map[string]map[string]map[int]float64
+	arrival time.Duration // mean inter-arrival (Poisson)
+	jobs    func() []schedJob
+}
+
+func (tr benchTrace) describe() string {
+	var out []string
+	for _, p := range tr.parts {
+		out = append(out, fmt.Sprintf("%s %d×8 %s", p.name, p.nodes, p.typ))
+	}
+	return strings.Join(out, ", ")
+}
+
+// benchTraces are the two traces. Trace 1 (seed 34): two partitions, two
+// models; its truth makes the a100s faster and the h100s slower than the
+// planner predicts. Trace 2 (seed 35, added later, not used to tune any
+// rule): three partitions (16 h100, 24 a100, 8 v100), four models, 30
+// jobs; its truth is the planner's prediction for each (model, type,
+// size) times a factor drawn once (log-normal, sd 0.3, and 0.12 more for
+// 16 GPUs): 0.59-1.61, so some jobs run slower than predicted.
+func benchTraces() []benchTrace {
+	return []benchTrace{
+		{name: "1", arrival: benchArrival, truth: schedTruth1,
+			parts: []benchPart{{"hopper", "h100", 2, ""}, {"ampere", "a100", 2, "PartitionName=ampere GPUType=a100-40gb"}},
+			jobs:  func() []schedJob { return schedTrace(rand.New(rand.NewPCG(34, 2026)), benchJobs()) }},
+		{name: "2", arrival: 4 * time.Second, truth: schedTruth2,
+			parts: []benchPart{{"hopper", "h100", 2, ""}, {"ampere", "a100", 3, "PartitionName=ampere GPUType=a100-40gb"}, {"volta", "v100", 1, "PartitionName=volta GPUType=v100-32gb"}},
+			jobs:  func() []schedJob { return schedTrace2(rand.New(rand.NewPCG(35, 2026))) }},
+	}
+}
+
+// schedTruth2 is trace 2's true tokens/s (seq 4096, global batch 64):
+// the planner's prediction of 2026-12-05 times the drawn factor; absent =
+// the planner finds no layout that fits (mixtral-8x7b and qwen2.5-32b on
+// 8 v100s; 16 v100s do not exist in this cluster).
+var schedTruth2 = map[string]map[string]map[int]float64{
+	"gpt3-2.7b":    {"h100": {8: 314700, 16: 634500}, "a100": {8: 124600, 16: 253400}, "v100": {8: 9200}},
+	"qwen2.5-14b":  {"h100": {8: 74100, 16: 156900}, "a100": {8: 18000, 16: 47300}, "v100": {8: 3000}},
+	"mixtral-8x7b": {"h100": {8: 30600, 16: 151800}, "a100": {8: 10100, 16: 20100}},
+	"qwen2.5-32b":  {"h100": {8: 28200, 16: 61200}, "a100": {8: 7400, 16: 11900}},
+}
+
+// schedTrace2 is trace 2's mix: 30 jobs cycling through the four models
+// (the small ones twice as often), 8 GPUs three times in five, 6-20 s on
+// 8 true h100s, Poisson arrivals every 4 s.
+func schedTrace2(r *rand.Rand) []schedJob {
+	models := []string{"gpt3-2.7b", "qwen2.5-14b", "gpt3-2.7b", "mixtral-8x7b", "qwen2.5-14b", "qwen2.5-32b"}
+	var out []schedJob
+	at := time.Duration(0)
+	for i := 0; i < 30; i++ {
+		m := models[i%len(models)]
+		g := 8
+		if r.Float64() < 0.4 {
+			g = 16
+		}
+		secs := 6 + 14*r.Float64()
+		out = append(out, schedJob{idx: i, model: m, gpus: g, tokens: math.Round(secs * schedTruth2[m]["h100"][8]), at: at})
+		at += time.Duration(r.ExpFloat64() * float64(4*time.Second))
+	}
+	return out
+}
+
 // benchArrival is the trace's mean inter-arrival time (Poisson).
 const benchArrival = 4 * time.Second
 
-// schedTruth is the true tokens/s of a job (seq 4096, global batch 64) by
-// model, GPU type and GPUs; absent = it does not fit (70B on 8 × 40 GB).
-var schedTruth = map[string]map[string]map[int]float64{
+// schedTruth, schedGPU and schedParts are the trace being replayed
+// (benchOneTrace sets them): its truth table, each partition's GPU type,
+// its partitions.
+var (
+	schedTruth map[string]map[string]map[int]float64
+	schedGPU   map[string]string
+	schedParts []benchPart
+	// schedTraceName is the trace's name ("1", "2").
+	schedTraceName string
+)
+
+// schedCluster is the harness cluster of the trace being replayed: trace
+// 1's is the harness's heterogeneous mode; others are built from their
+// partitions, nodes numbered in their order.
+func schedCluster() harness.Options {
+	if schedTraceName == "1" {
+		return harness.Options{Heterogeneous: true, Logf: func(string, ...any) {}}
+	}
+	o := harness.Options{Heterogeneous: true, Logf: func(string, ...any) {}}
+	n := 0
+	for _, p := range schedParts {
+		for k := 0; k < p.nodes; k++ {
+			o.GresTypes = append(o.GresTypes, p.typ)
+		}
+		line := fmt.Sprintf("PartitionName=%s Nodes=n[%d-%d] MaxTime=UNLIMITED State=UP", p.name, n+1, n+p.nodes)
+		if p.nodes == 1 {
+			line = fmt.Sprintf("PartitionName=%s Nodes=n%d MaxTime=UNLIMITED State=UP", p.name, n+1)
+		}
+		if n == 0 {
+			line += " Default=YES"
+		}
+		o.Partitions = append(o.Partitions, line)
+		n += p.nodes
+	}
+	o.Nodes = n
+	return o
+}
+
+// schedNodeTypes is the job script's node → GPU type table.
+func schedNodeTypes() string {
+	var b strings.Builder
+	n := 0
+	for _, p := range schedParts {
+		for k := 0; k < p.nodes; k++ {
+			n++
+			fmt.Fprintf(&b, "n%d %s\n", n, p.typ)
+		}
+	}
+	return b.String()
+}
+
+// schedPolicyConf is the trainrun policy file of the trace's cluster.
+func schedPolicyConf() string {
+	var b strings.Builder
+	for _, p := range schedParts {
+		if p.policy != "" {
+			b.WriteString(p.policy + "\n")
+		}
+	}
+	return b.String()
+}
+
+// schedTruth1 is trace 1's true tokens/s of a job (seq 4096, global batch
+// 64) by model, GPU type and GPUs; absent = it does not fit (70B on 8 × 40
+// GB).
+var schedTruth1 = map[string]map[string]map[int]float64{
 	"llama3-8b":  {"h100": {8: 80000, 16: 150000}, "a100": {8: 33000, 16: 64000}},
 	"llama3-70b": {"h100": {8: 6500, 16: 14500}, "a100": {16: 6000}},
 }
-
-var schedGPU = map[string]string{"hopper": "h100", "ampere": "a100"}
 
 // trueSeconds is a job's true run time on gpus GPUs of typ.
 func trueSeconds(model, typ string, gpus int, tokens float64) (float64, bool) {
@@ -119,7 +271,7 @@ func schedTrace(r *rand.Rand, models []string) []schedJob {
 		if m == "llama3-70b" {
 			secs = 12 + 16*r.Float64()
 		}
-		tokens := math.Round(secs * schedTruth[m]["h100"][8])
+		tokens := math.Round(secs * schedTruth1[m]["h100"][8])
 		out = append(out, schedJob{idx: i, model: m, gpus: g, tokens: tokens, at: at})
 		at += time.Duration(r.ExpFloat64() * float64(benchArrival))
 	}
@@ -190,8 +342,9 @@ func (s *schedRun) sbatch(j schedJob, env, partitions string, nodes int, limit f
 func (s *schedRun) submitListed(j schedJob, env string) (string, error) {
 	var parts []string
 	slowest := 0.0
-	for _, p := range []string{"hopper", "ampere"} {
-		if d, ok := trueSeconds(j.model, schedGPU[p], j.gpus, j.tokens); ok {
+	for _, sp := range schedParts {
+		p := sp.name
+		if d, ok := trueSeconds(j.model, schedGPU[p], j.gpus, j.tokens); ok && j.gpus/8 <= sp.nodes {
 			parts = append(parts, p)
 			slowest = max(slowest, d)
 		}
@@ -206,9 +359,10 @@ func (s *schedRun) submitRouted(j schedJob, env string) (string, error) {
 	now := time.Now()
 	best, bestEnd := "", time.Time{}
 	n := j.gpus / 8
-	for _, p := range []string{"hopper", "ampere"} {
+	for _, sp := range schedParts {
+		p := sp.name
 		d, ok := trueSeconds(j.model, schedGPU[p], j.gpus, j.tokens)
-		if !ok {
+		if !ok || n > sp.nodes {
 			continue
 		}
 		fr := append([]time.Time(nil), s.free[p]...)
@@ -251,12 +405,12 @@ type schedRow struct {
 	done, noFit, timedOut int
 }
 
-// schedScript is the job: its GPU type from the node it runs on (n1, n2:
-// hopper), its size from the allocation, its true time from the truth
+// schedScript is the job: its GPU type from the node it runs on
+// (BENCH_NODES), its size from the allocation, its true time from the truth
 // table; it sleeps that long and writes start, end, type and GPUs.
 const schedScript = `#!/bin/bash
 start=$(date +%s.%N)
-case "$SLURMD_NODENAME" in n1|n2) typ=h100;; *) typ=a100;; esac
+typ=$(awk -v n="$SLURMD_NODENAME" '$1==n {print $2}' "$BENCH_NODES")
 gpus=$(( SLURM_JOB_NUM_NODES * 8 ))
 rate=$(awk -v m="$BENCH_MODEL" -v t="$typ" -v g="$gpus" '$1==m && $2==t && $3==g {print $4}' "$BENCH_TRUTH")
 if [ -z "$rate" ]; then echo "$start $start $typ $gpus nofit" > "$BENCH_OUT/$BENCH_IDX.tmp"; mv "$BENCH_OUT/$BENCH_IDX.tmp" "$BENCH_OUT/$BENCH_IDX"; exit 1; fi
@@ -268,7 +422,7 @@ mv "$BENCH_OUT/$BENCH_IDX.tmp" "$BENCH_OUT/$BENCH_IDX"
 `
 
 func runSchedPolicy(t *testing.T, bin string, p schedPolicy, jobs []schedJob) schedRow {
-	c, err := harness.Start(harness.Options{Heterogeneous: true, Logf: func(string, ...any) {}})
+	c, err := harness.Start(schedCluster())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +437,7 @@ func runSchedPolicy(t *testing.T, bin string, p schedPolicy, jobs []schedJob) sc
 			}
 		}
 	}
-	for name, text := range map[string]string{"job.sh": schedScript, "truth.txt": truth.String(), "trainrun.conf": "PartitionName=ampere GPUType=a100-40gb\n"} {
+	for name, text := range map[string]string{"job.sh": schedScript, "truth.txt": truth.String(), "trainrun.conf": schedPolicyConf(), "nodes.txt": schedNodeTypes()} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -292,8 +446,10 @@ func runSchedPolicy(t *testing.T, bin string, p schedPolicy, jobs []schedJob) sc
 		t.Fatal(err)
 	}
 	s := &schedRun{t: t, c: c, bin: bin, dir: dir, script: filepath.Join(dir, "job.sh"), start: time.Now(), free: map[string][]time.Time{}}
-	for _, part := range []string{"hopper", "ampere"} {
-		s.free[part] = []time.Time{s.start, s.start}
+	for _, part := range schedParts {
+		for k := 0; k < part.nodes; k++ {
+			s.free[part.name] = append(s.free[part.name], s.start)
+		}
 	}
 	arrived := make([]time.Time, len(jobs))
 	for _, j := range jobs {
@@ -301,7 +457,7 @@ func runSchedPolicy(t *testing.T, bin string, p schedPolicy, jobs []schedJob) sc
 			time.Sleep(d)
 		}
 		arrived[j.idx] = time.Now()
-		env := fmt.Sprintf("BENCH_IDX=%d,BENCH_MODEL=%s,BENCH_TOKENS=%.0f,BENCH_TRUTH=%s,BENCH_OUT=%s", j.idx, j.model, j.tokens, filepath.Join(dir, "truth.txt"), out)
+		env := fmt.Sprintf("BENCH_IDX=%d,BENCH_MODEL=%s,BENCH_TOKENS=%.0f,BENCH_TRUTH=%s,BENCH_OUT=%s,BENCH_NODES=%s", j.idx, j.model, j.tokens, filepath.Join(dir, "truth.txt"), out, filepath.Join(dir, "nodes.txt"))
 		if _, err := p.submit(s, j, env); err != nil {
 			t.Errorf("%s: job %d: %v", p.name, j.idx, err)
 		}

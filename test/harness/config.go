@@ -44,6 +44,7 @@ type layout struct {
 	partitions  []string // Options.Partitions, or nil for the defaults
 	topology    bool     // a topology.conf is written
 	hetero      bool     // Options.Heterogeneous: typed GRES, partitions hopper and ampere
+	gresTypes   []string // Options.GresTypes: node i's GRES type, overriding hetero's
 }
 
 func (l *layout) nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
@@ -204,6 +205,9 @@ const (
 // gresType is node i's GRES type followed by sep ("" when untyped, the
 // default mode).
 func (l *layout) gresType(i int, sep string) string {
+	if i < len(l.gresTypes) && l.gresTypes[i] != "" {
+		return l.gresTypes[i] + sep
+	}
 	if !l.hetero {
 		return ""
 	}

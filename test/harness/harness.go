@@ -39,6 +39,12 @@ type Options struct {
 	// and "ampere" (the rest, gpu:a100:G), with gres.conf Type= lines.
 	// Partitions, when set, still replaces the partition lines.
 	Heterogeneous bool
+	// GresTypes, when set, is each node's GPU type (n1 first: "h100",
+	// "a100", "v100", ...), written as typed GRES and gres.conf Type=;
+	// with Partitions it builds clusters of more GPU types than
+	// Heterogeneous's two. An empty entry leaves that node as the mode
+	// makes it.
+	GresTypes []string
 	// Plugstack lines form plugstack.conf (empty by default), e.g.
 	// "required /path/spank_trainrun.so policy=/path/trainrun.conf".
 	Plugstack []string
@@ -229,6 +235,7 @@ func newCluster(opts Options) (*Cluster, error) {
 			partitions:  opts.Partitions,
 			topology:    opts.TopologyConf != "",
 			hetero:      opts.Heterogeneous,
+			gresTypes:   opts.GresTypes,
 		},
 		daemons: map[string]*daemon{},
 		spawn:   newSpawner(),

@@ -42,6 +42,10 @@ func TestConfigFiles(t *testing.T) {
 			l.gpus = 2
 		}},
 		{"hetero", func(l *layout) { l.hetero = true }},
+		{"gres-types", func(l *layout) {
+			l.gresTypes = []string{"h100", "a100", "a100", "v100"}
+			l.partitions = []string{"PartitionName=hopper Nodes=n1 Default=YES", "PartitionName=ampere Nodes=n[2-3]", "PartitionName=volta Nodes=n4"}
+		}},
 		{"one-node-one-gpu", func(l *layout) {
 			l.nodePorts = l.nodePorts[:1]
 			l.gpus = 1
