@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,11 @@ func TestRunMigrates(t *testing.T) {
 			j.done = time.Now()
 		}()
 	}
+	// The queries a migration check makes when a move would pay, timed
+	// here against this cluster (4 nodes, a few jobs) while both jobs run.
+	for _, q := range [][]string{{"-d", "show", "node", "-o"}, {"show", "job", "-o"}} {
+		t.Logf("scontrol %s: %s (5 runs, min/median/max, from the test's process)", strings.Join(q, " "), timeQuery(t, c, q, 5))
+	}
 	wg.Wait()
 	for _, j := range []*migrateJob{mig, ctl} {
 		if j.err != nil {
@@ -95,6 +101,97 @@ func TestRunMigrates(t *testing.T) {
 		mig.id, migJCT.Seconds(), ctl.id, ctlJCT.Seconds(), (ctlJCT - migJCT).Seconds(), 100*(ctlJCT-migJCT).Seconds()/ctlJCT.Seconds(), stepAtFree, ctlAtFree)
 	if migJCT >= ctlJCT {
 		t.Errorf("the migrated job took %.1f s from submission to end, the control that stayed %.1f s: the move did not finish earlier", migJCT.Seconds(), ctlJCT.Seconds())
+	}
+}
+
+// TestRunMigrateMaxDelay (issue 34): hopper has one node idle (n2; n1 is
+// taken) and a 2-node job pending there: a late-bound job on ampere that
+// would gain by moving to hopper does not move while the site's
+// MigrateMaxDelay=0 (the check names the pending job, the delay and the
+// bound); the same job under MigrateMaxDelay=10m moves, goes ahead of it,
+// and says by how much it delays it. The pending job is held (sbatch
+// --hold): one that is not gets n2 planned for it by Slurm's backfill
+// (State=IDLE+PLANNED), so the move would not find n2 idle and would wait
+// for sbatch --test-only's start instead; the rule under test counts a held
+// job like any other pending one.
+func TestRunMigrateMaxDelay(t *testing.T) {
+	requireTorch(t)
+	t.Parallel()
+	bin := trainrun(t)
+	c, err := harness.Start(harness.Options{Heterogeneous: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	c.LogOnFailure(t)
+	dir := t.TempDir()
+	plans := writeMigratePlans(t, c, bin, dir)
+	ctx := context.Background()
+	holder, err := c.SubmitBatch(ctx, "#!/bin/bash\nsleep 600\n", "-p", "hopper", "-w", "n1", "--exclusive", "--time=10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancelJobsOn(t, c, holder)
+	if _, err := c.WaitJob(ctx, holder, 20*time.Second, "RUNNING"); err != nil {
+		t.Fatal(err)
+	}
+	big, err := c.SubmitBatch(ctx, "#!/bin/bash\nsleep 5\n", "-p", "hopper", "-N2", "--exclusive", "--time=5", "--hold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancelJobsOn(t, c, big)
+	if err := harness.WaitFor(ctx, 20*time.Second, "the 2-node job pending", func() bool {
+		i, _ := c.JobInfo(ctx, big)
+		return i["JobState"] == "PENDING"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bound := range []string{"0", "10m"} {
+		// CkptLead: the policy's default 5m is the job's whole limit.
+		pol := filepath.Join(dir, "trainrun-"+bound+".conf")
+		if err := os.WriteFile(pol, []byte("CkptLead=30s\nMigrateMaxDelay="+bound+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j := submitMigrateJob(t, c, bin, plans, filepath.Join(dir, "bound-"+bound), "yes", 200, "--policy", pol)
+		waitStep(t, c, j.id, j.progress(), 8)
+		if _, err := c.Run(ctx, bin, "ckpt", "request", "--then", "continue", "--ckpt-dir", j.ckpt()); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("hopper: job %d (2 nodes) waiting there would be delayed up to ", big)
+		if bound != "0" {
+			want = fmt.Sprintf("delays job %d (2 nodes) waiting there up to ", big)
+		}
+		var line string
+		if err := harness.WaitFor(ctx, 60*time.Second, "the check on job "+strconv.Itoa(big), func() bool {
+			for _, l := range strings.Split(c.JobOutput(j.id), "\n") {
+				if strings.Contains(l, want) {
+					line = strings.TrimSpace(l)
+				}
+			}
+			return line != ""
+		}); err != nil {
+			t.Fatalf("MigrateMaxDelay=%s: job %d: %v\n%s", bound, j.id, err, c.JobOutput(j.id))
+		}
+		t.Logf("MigrateMaxDelay=%s: job %d: %s", bound, j.id, line)
+		if bound == "0" {
+			if !strings.Contains(line, "over MigrateMaxDelay 0s") || strings.Contains(c.JobOutput(j.id), "migration: moving") {
+				t.Errorf("MigrateMaxDelay=0: job %d moved or gave another reason: %s\n%s", j.id, line, c.JobOutput(j.id))
+			}
+			cancelJobsOn(t, c, j.id) // it would stay: no need to finish it
+			continue
+		}
+		if !strings.Contains(line, "migration: moving from ampere to hopper") || !strings.Contains(line, "within MigrateMaxDelay 10m0s") {
+			t.Errorf("MigrateMaxDelay=10m: job %d: %s", j.id, line)
+		}
+		if _, err := c.WaitJob(ctx, j.id, 120*time.Second, "COMPLETED"); err != nil {
+			t.Fatalf("%v\n%s", err, c.JobOutput(j.id))
+		}
+		if info, _ := c.JobInfo(ctx, j.id); info["Partition"] != "hopper" {
+			t.Errorf("job %d ended in partition %s, want hopper", j.id, info["Partition"])
+		}
+		if info, _ := c.JobInfo(ctx, big); info["JobState"] != "PENDING" {
+			t.Errorf("the 2-node job %d is %s; want still pending (n1 held)", big, info["JobState"])
+		}
 	}
 }
 
@@ -132,7 +229,7 @@ func writeMigratePlans(t *testing.T, c *harness.Cluster, bin, dir string) string
 
 // submitMigrateJob submits the late-bound job (-p ampere,hopper) with
 // --migrate migrate; everything else is the same for every call.
-func submitMigrateJob(t *testing.T, c *harness.Cluster, bin, plans, dir, migrate string, steps int) *migrateJob {
+func submitMigrateJob(t *testing.T, c *harness.Cluster, bin, plans, dir, migrate string, steps int, runArgs ...string) *migrateJob {
 	t.Helper()
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -143,8 +240,8 @@ func submitMigrateJob(t *testing.T, c *harness.Cluster, bin, plans, dir, migrate
 export GLOO_SOCKET_IFNAME=lo
 export TRAINRUN_PLAN=%[1]s/plan-ampere.json TRAINRUN_PLAN_BY_PARTITION=%[1]s/plan-%%p.json
 case "$SLURMD_NODENAME" in n1|n2) S=0.2 ;; *) S=0.6 ;; esac
-exec %[2]s run --probe none --job-dir %[3]s/job --ckpt-dir %[4]s --migrate %[7]s --migrate-every 3s --train-steps %[5]d -- /usr/bin/python3 %[6]s --steps %[5]d --sleep $S --report %[3]s/report
-`, plans, bin, dir, j.ckpt(), steps, exampleTrainer(), migrate)
+exec %[2]s run --probe none --job-dir %[3]s/job --ckpt-dir %[4]s --migrate %[7]s --migrate-every 3s --train-steps %[5]d %[8]s -- /usr/bin/python3 %[6]s --steps %[5]d --sleep $S --report %[3]s/report
+`, plans, bin, dir, j.ckpt(), steps, exampleTrainer(), migrate, strings.Join(runArgs, " "))
 	j.t0 = time.Now()
 	id, err := c.SubmitBatch(context.Background(), script, "-p", "ampere,hopper")
 	if err != nil {
@@ -222,6 +319,22 @@ func checkStayed(t *testing.T, c *harness.Cluster, j *migrateJob, steps int) {
 	if info["Partition"] != "ampere" || info["Restarts"] != "0" {
 		t.Errorf("control job %d: Partition=%s Restarts=%s, want ampere, never requeued", j.id, info["Partition"], info["Restarts"])
 	}
+}
+
+// timeQuery runs scontrol args n times and says how long it took.
+func timeQuery(t *testing.T, c *harness.Cluster, args []string, n int) string {
+	t.Helper()
+	var ds []time.Duration
+	for range n {
+		t0 := time.Now()
+		if _, err := c.Run(context.Background(), "scontrol", args...); err != nil {
+			t.Errorf("scontrol %s: %v", strings.Join(args, " "), err)
+			return "failed"
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("%s / %s / %s", ds[0].Round(100*time.Microsecond), ds[n/2].Round(100*time.Microsecond), ds[n-1].Round(100*time.Microsecond))
 }
 
 // migrateReport is the part of rank 0's report (train_example.py) read here.
