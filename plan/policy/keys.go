@@ -122,13 +122,19 @@ func faultKeys() []*Key {
 			parse:  oneOf("yes", "no"), set: func(s *Settings, v any, src Source) { s.Migrate = Setting[string]{v.(string), src} }},
 		{Name: "MigrateEvery", Default: "5m", User: true,
 			Format: "a duration such as 5m or 90s (a bare number is seconds), more than 0",
-			Why:    "how often a job with Migrate=yes asks Slurm whether another of its partitions would finish it sooner (one squeue/sinfo query each time)",
+			Why:    "how often a job with Migrate=yes asks Slurm whether another of its partitions would finish it sooner (Slurm is asked, scontrol show node and show job, only at a check where a move would pay)",
 			parse:  positiveDuration, set: func(s *Settings, v any, src Source) { s.MigrateEvery = Setting[time.Duration]{v.(time.Duration), src} }},
 		{Name: "MigrateMinInterval", Default: "1h",
 			Format: "a duration such as 1h or 30m (a bare number is seconds), more than 0",
 			Why:    "a job moves at most once per this interval (from its history's migrated ends): a bound on the queue churn one job causes for the others",
 			parse:  positiveDuration, set: func(s *Settings, v any, src Source) {
 				s.MigrateMinInterval = Setting[time.Duration]{v.(time.Duration), src}
+			}},
+		{Name: "MigrateMaxDelay", Default: "0",
+			Format: "a duration such as 2m or 90s (a bare number is seconds); 0 = a move may delay no waiting job",
+			Why:    "the most a move may delay a job waiting in the partition it moves to, one that the nodes it takes would keep from starting (estimate: until the moved job ends there, its cost plus its steps left at its step time there): a bound on what a large job's move costs the small ones queued behind it",
+			parse:  func(v string) (any, error) { return parseDuration(v) }, set: func(s *Settings, v any, src Source) {
+				s.MigrateMaxDelay = Setting[time.Duration]{v.(time.Duration), src}
 			}},
 		{Name: "LossSpike", Default: lossspike.Default, User: true,
 			Format: "off, nan, or mad:K[:window=W][:metric=NAME]",

@@ -112,6 +112,7 @@ type Settings struct {
 	Migrate               Setting[string]        // "yes" or "no": a late-bound job moves to another of its partitions when that finishes sooner
 	MigrateEvery          Setting[time.Duration] // how often it checks
 	MigrateMinInterval    Setting[time.Duration] // at most one move per this interval
+	MigrateMaxDelay       Setting[time.Duration] // the most a move may delay a job waiting where it moves (0: none)
 	LossSpike             Setting[string]        // lossspike.ParseRule: off, nan, mad:K[:window=W][:metric=NAME]
 	LossSpikeAction       Setting[string]        // lossspike.ParseAction: report, stop, rollback[:N]
 	NCCLForce             Setting[[]EnvVar]      // Source: where the list was last cleared (or default); each variable has its own
@@ -510,6 +511,7 @@ func (s Settings) Rows() []Row {
 		{"Migrate", s.Migrate.Value, s.Migrate.Source},
 		{"MigrateEvery", dur(s.MigrateEvery.Value, "5m"), s.MigrateEvery.Source},
 		{"MigrateMinInterval", dur(s.MigrateMinInterval.Value, "1h"), s.MigrateMinInterval.Source},
+		{"MigrateMaxDelay", dur(s.MigrateMaxDelay.Value, "0"), s.MigrateMaxDelay.Source},
 		{"LossSpike", s.LossSpike.Value, s.LossSpike.Source},
 		{"LossSpikeAction", s.LossSpikeAction.Value, s.LossSpikeAction.Source},
 		{"RestartOn", s.RestartOn.Value, s.RestartOn.Source},

@@ -170,9 +170,9 @@ func TestParseErrors(t *testing.T) {
 		want []string // each error, exactly, in order
 	}{
 		{"unknown key", "CkptLead=5m\nCkptSignl=USR2\n",
-			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, Shrink, Migrate, MigrateEvery, MigrateMinInterval, LossSpike, LossSpikeAction, RestartOn, HealthCheck, HealthCheckTimeout, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, MemoryMargin, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge, StopIfOffTrack, Calibration, Tune, TuneBudget, SrunArgs, ContainerImage, ContainerRuntime, ContainerRegistries, ContainerMounts (did you mean CkptSignal?)`}},
+			[]string{`trainrun.conf:2: CkptSignl: unknown key "CkptSignl"; accepted: PartitionName, CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, Shrink, Migrate, MigrateEvery, MigrateMinInterval, MigrateMaxDelay, LossSpike, LossSpikeAction, RestartOn, HealthCheck, HealthCheckTimeout, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, MemoryMargin, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, MetricsAddr, Pushgateway, Webhook, MaxCkptAge, StopIfOffTrack, Calibration, Tune, TuneBudget, SrunArgs, ContainerImage, ContainerRuntime, ContainerRegistries, ContainerMounts (did you mean CkptSignal?)`}},
 		{"unknown key on a partition line lists partition keys", "PartitionName=gpu Bogus=1\n",
-			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, Shrink, Migrate, MigrateEvery, MigrateMinInterval, LossSpike, LossSpikeAction, RestartOn, HealthCheck, HealthCheckTimeout, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, MemoryMargin, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
+			[]string{`trainrun.conf:1: Bogus: unknown key "Bogus"; accepted: CkptSignal, CkptLead, CkptLeadAdapt, CkptGraceBudget, CkptDir, CkptRoots, CkptKeep, CkptKeepEvery, CkptCompress, MaxRequeue, MaxFailuresNoProgress, HangTimeout, MaxRestarts, SpareNodes, StragglerAction, Shrink, Migrate, MigrateEvery, MigrateMinInterval, MigrateMaxDelay, LossSpike, LossSpikeAction, RestartOn, HealthCheck, HealthCheckTimeout, NCCLForce, NCCLDefault, NCCLPrecedence, Fabric, GPUType, NVMeBW, GPUHourCost, MemoryMargin, InjectEnv, AutoPlan, Stack, Precision, Finetune, UserOverride, Webhook, MaxCkptAge`}},
 		{"bad signal", "CkptSignal=KILL\n", []string{`trainrun.conf:1: CkptSignal: bad value "KILL": SIGKILL cannot be caught, so no trainer can checkpoint on it; accepted: a signal name: USR1, USR2, TERM, INT, HUP, QUIT, ALRM, URG, XCPU (SIG prefix optional)`}},
 		{"bad duration", "CkptLead=5 min\n", []string{`trainrun.conf:1: CkptLead: "min" after CkptLead=5 is not Key=Value (a value with spaces needs quotes)`}},
 		{"bad duration unit", "CkptLead=5mins\n", []string{`trainrun.conf:1: CkptLead: bad value "5mins": not a duration; accepted: a duration such as 90s, 5m, 1h30m (a bare number is seconds), more than 0`}},
@@ -491,5 +491,28 @@ func TestContainerKeys(t *testing.T) {
 	}
 	if _, err := Parse(strings.NewReader("ContainerRegistries=nvcr.io/nvidia\n"), "trainrun.conf"); err == nil || !strings.Contains(err.Error(), "is not a registry host") {
 		t.Errorf("registry with a path: %v", err)
+	}
+}
+
+// MigrateMaxDelay= (issue 34): 0 by default (a move delays no waiting
+// job), a duration site-wide or per partition, never a user's to raise.
+func TestMigrateMaxDelay(t *testing.T) {
+	p := mustParse(t, "MigrateMaxDelay=2m\nPartitionName=hopper MigrateMaxDelay=90\n")
+	for part, want := range map[string]time.Duration{"ampere": 2 * time.Minute, "hopper": 90 * time.Second} {
+		if got := p.Effective(part).MigrateMaxDelay.Value; got != want {
+			t.Errorf("%s: MigrateMaxDelay=%s, want %s", part, got, want)
+		}
+	}
+	if got := Default().Effective("gpu").MigrateMaxDelay; got.Value != 0 || got.Source.Kind != FromDefault {
+		t.Errorf("default MigrateMaxDelay %+v, want 0 from the default", got)
+	}
+	if Default().MayOverride("MigrateMaxDelay", "gpu") {
+		t.Error("a user may override MigrateMaxDelay; want the site's alone")
+	}
+	for _, bad := range []string{"MigrateMaxDelay=-1m", "MigrateMaxDelay=soon", "MigrateMaxDelay=1.5s"} {
+		if _, err := Parse(strings.NewReader(bad+"\n"), "trainrun.conf"); err == nil || !strings.Contains(err.Error(), "trainrun.conf:1: MigrateMaxDelay: bad value") ||
+			!strings.Contains(err.Error(), "accepted: a duration such as 2m") {
+			t.Errorf("%s: err %v, want one naming the line, key, value and what is accepted", bad, err)
+		}
 	}
 }

@@ -66,6 +66,7 @@ type Config struct {
 	graceBudg         time.Duration    // CkptGraceBudget (0: auto, the partition's GraceTime)
 	excludeStragglers bool             // StragglerAction=exclude
 	migrateMin        time.Duration    // MigrateMinInterval (0: defaultMigrateInterval)
+	migrateMaxDelay   time.Duration    // MigrateMaxDelay (0: a move delays no waiting job)
 	restartOn         failclass.Policy // RestartOn= (nil without --policy: failPolicy's default)
 	healthScript      string           // HealthCheck= ("" none)
 	healthTimeout     time.Duration    // HealthCheckTimeout= (0 without --policy: 60 s)
@@ -280,6 +281,7 @@ func (c *Config) applyPolicy(st policy.Settings, getenv func(string) string, job
 	set("migrate", "Migrate", st.Migrate.Source, st.Migrate.Value != "", func() { c.migrate.migrate = st.Migrate.Value })
 	set("migrate-every", "MigrateEvery", st.MigrateEvery.Source, st.MigrateEvery.Value > 0, func() { c.migrate.every = st.MigrateEvery.Value.String() })
 	c.migrateMin = st.MigrateMinInterval.Value
+	c.migrateMaxDelay = st.MigrateMaxDelay.Value
 	set("loss-spike-action", "LossSpikeAction", st.LossSpikeAction.Source, st.LossSpikeAction.Value != "", func() { c.spike.action = st.LossSpikeAction.Value })
 	// The metrics flags (MetricsAddr, Pushgateway, Webhook, MaxCkptAge,
 	// CkptGraceBudget): a flag or variable the user sets wins.

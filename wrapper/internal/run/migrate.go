@@ -11,7 +11,9 @@ package run
 // with cause migrated, the metric trainrun_migrations_total{from,to} and
 // the report's migrations section. The next incarnation resumes from the
 // checkpoint with the plan for its new partition (latebind.go). At most one
-// move per MigrateMinInterval (1h).
+// move per MigrateMinInterval (1h), and never a move that would delay a
+// job waiting in the partition it moves to by more than MigrateMaxDelay
+// (0 by default: not at all; see waitingFor and DecideMigrate).
 //
 // DecideMigrate is the pure rule; checkMigrate (the monitor's tick) gathers
 // its inputs cheaply: the observed step time of this incarnation, the
@@ -93,6 +95,14 @@ type MigrateCandidate struct {
 	StepTime  time.Duration // predicted there (its plan), scaled by the observed/predicted ratio here
 	StartIn   time.Duration // when a requeued job would start there
 	NoWhy     string        // why it cannot be moved to ("": it can)
+	Waiting   []WaitingJob  // jobs waiting there that the nodes the move takes would keep from starting (migrateQueue)
+}
+
+// WaitingJob is a job pending in a candidate partition that a move would
+// go ahead of.
+type WaitingJob struct {
+	ID    string
+	Nodes int // the nodes it asks for (its NumNodes' minimum; 0: not known)
 }
 
 // MigrateInput is what DecideMigrate weighs.
@@ -105,6 +115,7 @@ type MigrateInput struct {
 	RequeueWait time.Duration // requeue to the next start (measured, else defaultRequeueWait)
 	Restart     time.Duration // start to the first step (measured in this incarnation)
 	Margin      float64       // the move must finish this share sooner (0.10)
+	MaxDelay    time.Duration // MigrateMaxDelay: the most the move may delay a job waiting where it goes (0: not at all)
 }
 
 // MigrateVerdict is DecideMigrate's answer. Stay and Moved are the
@@ -121,7 +132,14 @@ type MigrateVerdict struct {
 // finish after the move (cost + steps left × its step time) is earliest,
 // when that is at least Margin sooner than staying and the gain is more
 // than twice the move's cost (a prediction error of the size of the cost
-// does not turn the move into a loss).
+// does not turn the move into a loss), and, where jobs wait there that the
+// nodes the move takes would keep from starting (Waiting), when the delay
+// the move would cause them is at most MaxDelay. That delay is estimated
+// as the moved job's whole predicted stay there from now (its cost plus
+// its steps left at the step time there): a waiting job that could
+// otherwise start at once would start when the moved job ends, and one that
+// waits for other jobs too is delayed less. An upper bound, so the rule
+// errs on the waiting jobs' side.
 func DecideMigrate(in MigrateInput) MigrateVerdict {
 	if in.StepsLeft <= 0 || in.StepTime <= 0 {
 		return MigrateVerdict{Why: "no steps left or no step time observed yet"}
@@ -147,6 +165,9 @@ func DecideMigrate(in MigrateInput) MigrateVerdict {
 			whys = append(whys, fmt.Sprintf("%s: finishes in %s moved vs %s staying, not %.0f%% sooner", c.Partition, rnd(moved), rnd(stay), in.Margin*100))
 		case gain <= 2*cost:
 			whys = append(whys, fmt.Sprintf("%s: gains %s, not more than twice the move's cost %s", c.Partition, rnd(gain), rnd(cost)))
+		case len(c.Waiting) > 0 && moved > in.MaxDelay:
+			whys = append(whys, fmt.Sprintf("%s: %s waiting there would be delayed up to %s (until the moved job ends there), over MigrateMaxDelay %s: a move would go ahead of them",
+				c.Partition, waitingNames(c.Waiting), rnd(moved), in.MaxDelay))
 		case best < 0 || moved < v.Moved:
 			best, v.Moved, v.Cost = i, moved, cost
 		}
@@ -158,6 +179,9 @@ func DecideMigrate(in MigrateInput) MigrateVerdict {
 	v.Move, v.To = true, in.Candidates[best].Partition
 	v.Why = fmt.Sprintf("moving from %s to %s: %d steps left finish in %s there (%s/step, move cost %s: save %s + requeue wait %s + restart %s) vs %s staying (%s/step observed)",
 		in.From, v.To, in.StepsLeft, rnd(v.Moved), rnd(in.Candidates[best].StepTime), rnd(v.Cost), rnd(in.Save), rnd(max(in.RequeueWait, in.Candidates[best].StartIn)), rnd(in.Restart), rnd(stay), rnd(in.StepTime))
+	if w := in.Candidates[best].Waiting; len(w) > 0 {
+		v.Why += fmt.Sprintf("; delays %s waiting there up to %s, within MigrateMaxDelay %s", waitingNames(w), rnd(v.Moved), in.MaxDelay)
+	}
 	return v
 }
 
@@ -275,7 +299,7 @@ func (r *runner) migrateInput(now time.Time) (MigrateInput, string) {
 	if strings.Contains(from, ",") { // a step may see the job's whole -p list: scontrol names the one it runs in (latebind.go)
 		from = r.facts.job.Partition
 	}
-	in := MigrateInput{From: from, StepTime: s.observedStep(), Margin: migrateMargin}
+	in := MigrateInput{From: from, StepTime: s.observedStep(), Margin: migrateMargin, MaxDelay: r.cfg.migrateMaxDelay}
 	total, err := strconv.ParseInt(r.cfg.obs.trainSteps, 10, 64)
 	if err != nil {
 		return in, fmt.Sprintf("--train-steps %q is not a step count", r.cfg.obs.trainSteps)
@@ -349,10 +373,10 @@ func (r *runner) migrateCandidates(from string, observed time.Duration) []Migrat
 }
 
 // migrateQueue asks Slurm, once a move would pay were it to start at once,
-// whether each candidate can take the job: no other job waiting for it
-// (fair to the others: a move never goes ahead of jobs already queued
-// there), and enough idle nodes now, else when sbatch --test-only would
-// start it (StartIn). Checks that stay cost no Slurm query.
+// whether each candidate can take the job: which jobs wait there that the
+// move would go ahead of (Waiting: DecideMigrate weighs their delay against
+// MigrateMaxDelay), and enough idle nodes now, else when sbatch --test-only
+// would start it (StartIn). Checks that stay cost no Slurm query.
 func (r *runner) migrateQueue(cands []MigrateCandidate) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -367,10 +391,12 @@ func (r *runner) migrateQueue(cands []MigrateCandidate) {
 			c.NoWhy = fmt.Sprintf("its nodes are not known: %v", nerr)
 		case jerr != nil:
 			c.NoWhy = fmt.Sprintf("its queue is not known: %v", jerr)
-		case pendingIn(jobs, p, r.alloc.JobID) > 0:
-			c.NoWhy = fmt.Sprintf("%d other job(s) wait for it: a move would go ahead of them", pendingIn(jobs, p, r.alloc.JobID))
-		case slurm.IdleNodes(nodes, p) < need:
-			c.StartIn, c.NoWhy = r.migrateStart(ctx, p, need, slurm.IdleNodes(nodes, p))
+		default:
+			idle := slurm.IdleNodes(nodes, p)
+			c.Waiting = waitingFor(jobs, p, r.alloc.JobID, idle-need)
+			if idle < need {
+				c.StartIn, c.NoWhy = r.migrateStart(ctx, p, need, idle)
+			}
 		}
 	}
 }
@@ -390,16 +416,63 @@ func (r *runner) migrateStart(ctx context.Context, p string, need, idle int) (ti
 	return max(time.Until(est.Start), 0), ""
 }
 
-// pendingIn is how many jobs other than self wait (PENDING) with
-// partition in their -p list.
-func pendingIn(jobs []slurm.Job, partition, self string) int {
-	n := 0
+// waitingFor are the jobs other than self pending with partition in their
+// -p list that the move would go ahead of: taken in the queue's order, each
+// that fits on the nodes the move leaves idle there (left: the idle nodes
+// less the move's) takes its nodes from them and is not delayed; the first
+// that does not, and every one after it (no backfill assumed), is. A job
+// whose node count is not known counts as one that does not fit.
+func waitingFor(jobs []slurm.Job, partition, self string, left int) []WaitingJob {
+	var out []WaitingJob
 	for _, j := range jobs {
-		if j.ID != self && j.State == "PENDING" && slices.Contains(strings.Split(j.Partition, ","), partition) {
-			n++
+		if j.ID == self || j.State != "PENDING" || !slices.Contains(strings.Split(j.Partition, ","), partition) {
+			continue
 		}
+		n := jobNodes(j)
+		if len(out) == 0 && n > 0 && n <= left {
+			left -= n
+			continue
+		}
+		out = append(out, WaitingJob{ID: j.ID, Nodes: n})
+	}
+	return out
+}
+
+// jobNodes is the least node count the job asks for (NumNodes=2 or 2-4;
+// 0: not known).
+func jobNodes(j slurm.Job) int {
+	v, _, _ := strings.Cut(j.Record["NumNodes"], "-")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
 	}
 	return n
+}
+
+// waitingNames names waiting jobs for a log line: "job 8 (1 node)", or
+// "3 jobs (8: 1 node, 9: 2 nodes, 10: ? nodes)".
+func waitingNames(w []WaitingJob) string {
+	size := func(j WaitingJob) string {
+		switch j.Nodes {
+		case 0:
+			return "? nodes"
+		case 1:
+			return "1 node"
+		}
+		return strconv.Itoa(j.Nodes) + " nodes"
+	}
+	if len(w) == 1 {
+		return "job " + w[0].ID + " (" + size(w[0]) + ")"
+	}
+	parts := make([]string, 0, min(len(w), 5))
+	for i, j := range w {
+		if i == 5 {
+			parts = append(parts, "...")
+			break
+		}
+		parts = append(parts, j.ID+": "+size(j))
+	}
+	return fmt.Sprintf("%d jobs (%s)", len(w), strings.Join(parts, ", "))
 }
 
 // planPartitions are the partitions the template has a plan file for.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,26 @@ func TestDecideMigrate(t *testing.T) {
 			in.Candidates = append(in.Candidates, MigrateCandidate{Partition: "volta", StepTime: 1500 * time.Millisecond}, MigrateCandidate{Partition: "h200", StepTime: 800 * time.Millisecond})
 		}, move: true, to: "h200"},
 		{name: "slower partition never", change: func(in *MigrateInput) { in.Candidates[0].StepTime = 3 * s }, why: "hopper: finishes in"},
+		// MigrateMaxDelay: a job waits in hopper that the move's nodes would
+		// keep from starting; the move would delay it up to its whole
+		// predicted stay there, 115 s.
+		{name: "waiting job, delay within the bound", change: func(in *MigrateInput) {
+			in.Candidates[0].Waiting, in.MaxDelay = []WaitingJob{{ID: "8", Nodes: 1}}, 2*time.Minute
+		}, move: true, to: "hopper", why: "delays job 8 (1 node) waiting there up to 1m55s, within MigrateMaxDelay 2m0s"},
+		{name: "waiting job, delay at the bound", change: func(in *MigrateInput) {
+			in.Candidates[0].Waiting, in.MaxDelay = []WaitingJob{{ID: "8", Nodes: 1}}, 115*s
+		}, move: true, to: "hopper", why: "within MigrateMaxDelay 1m55s"},
+		{name: "waiting job, delay beyond the bound", change: func(in *MigrateInput) {
+			in.Candidates[0].Waiting, in.MaxDelay = []WaitingJob{{ID: "8", Nodes: 1}}, time.Minute
+		}, why: "hopper: job 8 (1 node) waiting there would be delayed up to 1m55s (until the moved job ends there), over MigrateMaxDelay 1m0s"},
+		{name: "waiting jobs, default bound 0", change: func(in *MigrateInput) {
+			in.Candidates[0].Waiting = []WaitingJob{{ID: "8", Nodes: 1}, {ID: "9", Nodes: 0}}
+		}, why: "hopper: 2 jobs (8: 1 node, 9: ? nodes) waiting there would be delayed up to 1m55s (until the moved job ends there), over MigrateMaxDelay 0s"},
+		{name: "no waiting job, bound 0", change: func(in *MigrateInput) { in.Candidates[0].Waiting = nil }, move: true, to: "hopper"},
+		{name: "the fast one has a waiting job, the other not", change: func(in *MigrateInput) {
+			in.Candidates[0].Waiting, in.MaxDelay = []WaitingJob{{ID: "8", Nodes: 1}}, time.Minute
+			in.Candidates = append(in.Candidates, MigrateCandidate{Partition: "h200", StepTime: 1200 * time.Millisecond})
+		}, move: true, to: "h200"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,19 +163,50 @@ func TestMigrateObservedStep(t *testing.T) {
 	}
 }
 
-func TestPendingIn(t *testing.T) {
+// waitingFor: the pending jobs of the partition (not this job, not
+// running, not another partition) that the nodes a move takes would keep
+// from starting; in the queue's order, those that fit the nodes the move
+// leaves idle are not, until the first that does not.
+func TestWaitingFor(t *testing.T) {
+	job := func(id, state, part, nodes string) slurm.Job {
+		return slurm.Job{ID: id, State: state, Partition: part, Record: slurm.Record{"NumNodes": nodes}}
+	}
 	jobs := []slurm.Job{
-		{ID: "7", State: "PENDING", Partition: "ampere,hopper"}, // this job, once requeued
-		{ID: "8", State: "PENDING", Partition: "hopper"},
-		{ID: "9", State: "RUNNING", Partition: "hopper"},
-		{ID: "10", State: "PENDING", Partition: "ampere"},
-		{ID: "11", State: "PENDING", Partition: "hopper2"},
+		job("7", "PENDING", "ampere,hopper", "2"), // this job, once requeued
+		job("8", "PENDING", "hopper", "1-1"),
+		job("9", "RUNNING", "hopper", "2"),
+		job("10", "PENDING", "ampere", "1"),
+		job("11", "PENDING", "hopper2", "1"),
+		job("12", "PENDING", "hopper,ampere", "2-4"),
+		job("13", "PENDING", "hopper", "1"), // fits, but after 12, which does not: no backfill assumed
 	}
-	if n := pendingIn(jobs, "hopper", "7"); n != 1 {
-		t.Fatalf("pendingIn(hopper) = %d, want 1 (job 8: not this job, not running, not hopper2)", n)
+	ids := func(w []WaitingJob) string {
+		var s []string
+		for _, j := range w {
+			s = append(s, j.ID+":"+strconv.Itoa(j.Nodes))
+		}
+		return strings.Join(s, " ")
 	}
-	if n := pendingIn(jobs, "volta", "7"); n != 0 {
-		t.Fatalf("pendingIn(volta) = %d, want 0", n)
+	for _, tc := range []struct {
+		part string
+		left int
+		want string
+	}{
+		{"hopper", 0, "8:1 12:2 13:1"},  // the move takes every idle node
+		{"hopper", -1, "8:1 12:2 13:1"}, // too few idle nodes for the move itself
+		{"hopper", 1, "12:2 13:1"},      // job 8 fits on the node left
+		{"hopper", 3, "13:1"},           // 8 and 12 take the three left (1+2), none is left for 13
+		{"hopper", 4, ""},
+		{"volta", 0, ""},
+		{"ampere", 0, "10:1 12:2"},
+	} {
+		if got := ids(waitingFor(jobs, tc.part, "7", tc.left)); got != tc.want {
+			t.Errorf("waitingFor(%s, left %d) = %q, want %q", tc.part, tc.left, got, tc.want)
+		}
+	}
+	// A node count that cannot be read counts as one that does not fit.
+	if got := ids(waitingFor([]slurm.Job{job("20", "PENDING", "hopper", "")}, "hopper", "7", 8)); got != "20:0" {
+		t.Errorf("unknown node count: %q, want 20:0 (waiting)", got)
 	}
 }
 
@@ -169,7 +221,7 @@ func TestMigrateQueue(t *testing.T) {
 			"NodeName=n7 State=IDLE Partitions=h200 Gres=gpu:h200:8 GresUsed=gpu:h200:0\n" +
 			"NodeName=n8 State=ALLOCATED Partitions=b200 Gres=gpu:b200:8 GresUsed=gpu:b200:8\n",
 		"scontrol show job -o": "JobId=7 JobName=me JobState=RUNNING Partition=ampere TimeLimit=01:00:00\n" +
-			"JobId=8 JobName=small JobState=PENDING Partition=volta,ampere TimeLimit=00:10:00\n",
+			"JobId=8 JobName=small JobState=PENDING Partition=volta,ampere TimeLimit=00:10:00 NumNodes=1-1\n",
 	}, Err: map[string]string{
 		"sbatch --test-only --partition=b200 --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --exclusive --time=60 --wrap=true": "sbatch: Job 9 to start at " +
 			time.Now().Add(90*time.Second).Format("2006-01-02T15:04:05") + " using 64 processors on nodes n[8-9] in partition b200\n",
@@ -182,10 +234,14 @@ func TestMigrateQueue(t *testing.T) {
 	if s := cands[4].StartIn; s < 80*time.Second || s > 91*time.Second {
 		t.Errorf("b200 starts in %s, want about 90s (sbatch --test-only)", s)
 	}
-	want := []string{"", "1 other job(s) wait for it", "1 idle node(s), the job needs 2, and sbatch --test-only failed", "no plan", ""}
+	want := []string{"", "", "1 idle node(s), the job needs 2, and sbatch --test-only failed", "no plan", ""}
 	for i, c := range cands {
 		if (want[i] == "") != (c.NoWhy == "") || !strings.Contains(c.NoWhy, want[i]) {
 			t.Errorf("%s: NoWhy %q, want %q", c.Partition, c.NoWhy, want[i])
+		}
+		// volta's two idle nodes all go to the move: job 8 waits there (DecideMigrate weighs its delay).
+		if w := c.Waiting; (c.Partition == "volta") != (len(w) == 1 && w[0] == WaitingJob{ID: "8", Nodes: 1}) {
+			t.Errorf("%s: Waiting %+v, want job 8 (1 node) in volta alone", c.Partition, w)
 		}
 	}
 }
