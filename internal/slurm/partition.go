@@ -1,6 +1,10 @@
 package slurm
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
 
 // SetPartition sets the job's partition list (`scontrol update jobid=ID
 // Partition=LIST`). Slurm takes it only for a pending job: call it after
@@ -27,4 +31,23 @@ func IdleNodes(nodes []Node, partition string) int {
 		}
 	}
 	return n
+}
+
+// SetNodes sets a pending job's size (`scontrol update jobid=ID
+// NumNodes=N-N NumTasks=T NumCPUs=C`): N nodes exactly, T tasks in all and
+// C CPUs in all (T × CPUs per task). Slurm 22.05 takes it only while the
+// job is pending (call it after Requeue, as SetPartition). NumNodes alone
+// does not do: growing a job of one task per node to 2 nodes it refuses
+// ("Node count specification invalid") and leaves the job with the old
+// count's CPUs, and shrinking keeps the old tasks and CPUs, so the job
+// pends with BadConstraints; all three together start it at the new size
+// (both directions tried on the e2e harness, Slurm 22.05.8).
+// trainrun run resizes a requeued job's data parallelism with it (issue 34).
+func (c Client) SetNodes(ctx context.Context, jobID string, nodes, tasks, cpus int) error {
+	if nodes < 1 || tasks < nodes || cpus < tasks {
+		return fmt.Errorf("job %s: setting %d node(s), %d task(s), %d CPU(s): want 1 <= nodes <= tasks <= CPUs", jobID, nodes, tasks, cpus)
+	}
+	_, err := c.query(ctx, Scontrol, "update", "jobid="+jobID, fmt.Sprintf("NumNodes=%d-%d", nodes, nodes),
+		"NumTasks="+strconv.Itoa(tasks), "NumCPUs="+strconv.Itoa(cpus))
+	return err
 }
