@@ -1,10 +1,13 @@
 package run
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 )
 
@@ -28,7 +31,9 @@ func TestDecideResize(t *testing.T) {
 		notWhy string // not in Why: a size never weighed
 	}{
 		{name: "grow when idle nodes appear", change: func(in *ResizeInput) {}, resize: true, nodes: 4, why: "growing from 1 to 4 node(s)"},
-		{name: "no idle node: stay", change: func(in *ResizeInput) { in.Free, in.FreeWhy = 1, "its own only: 2 other job(s) wait for partition hopper" },
+		{name: "no idle node: stay", change: func(in *ResizeInput) {
+			in.Free, in.FreeWhy = 1, "its own only: 2 other job(s) wait for partition hopper"
+		},
 			why: "2 node(s): 1 can start it at once (its own only: 2 other job(s) wait"},
 		{name: "two free: the largest that starts at once", change: func(in *ResizeInput) { in.Free = 2 }, resize: true, nodes: 2, why: "growing from 1 to 2 node(s)"},
 		{name: "gain under the margin", change: func(in *ResizeInput) { in.Predict = map[int]float64{1: 2, 2: 1.9, 4: 1.85} }, why: "not 10% sooner"},
@@ -55,7 +60,9 @@ func TestDecideResize(t *testing.T) {
 			in.Layout = plan.Layout{TP: 8, PP: 2, CP: 1, DP: 1, MicroBatch: 1, GradAccum: 64}
 			in.Nodes, in.MinGPUs, in.MaxGPUs, in.Free = 2, 16, 24, 3
 		}, why: "3 node(s): 24 GPUs left are not a multiple of tp×pp×cp = 16"},
-		{name: "does not fit memory", change: func(in *ResizeInput) { in.NoFit = map[int]string{2: "dp 16 needs 90 GiB", 3: "x", 4: "dp 32 needs 90 GiB"} },
+		{name: "does not fit memory", change: func(in *ResizeInput) {
+			in.NoFit = map[int]string{2: "dp 16 needs 90 GiB", 3: "x", 4: "dp 32 needs 90 GiB"}
+		},
 			why: "4 node(s): dp 32 needs 90 GiB"},
 		{name: "no prediction (no model)", change: func(in *ResizeInput) { in.Predict = nil }, why: "no predicted step time"},
 		{name: "no step time observed", change: func(in *ResizeInput) { in.StepTime = 0 }, why: "no step time observed"},
@@ -93,5 +100,53 @@ func TestDecideResize(t *testing.T) {
 	v := DecideResize(base())
 	if v.Stay != 210*s || v.Resized != 70*s || v.StepTime != 600*time.Millisecond || v.Layout.DP != 32 || v.Layout.GradAccum != 2 {
 		t.Fatalf("stay %s resized %s step %s dp %d accum %d, want 210s 70s 600ms 32 2", v.Stay, v.Resized, v.StepTime, v.Layout.DP, v.Layout.GradAccum)
+	}
+}
+
+// The next incarnation on another number of GPUs than its plan's: with
+// TRAINRUN_RESHARD=dp the layout keeps tp×pp×cp and the global batch;
+// without it, or where the batch does not divide, the plan is not used.
+func TestResizedPlan(t *testing.T) {
+	dir := t.TempDir()
+	m, _ := plan.LookupModel("gpt3-1.3b")
+	g, _ := plan.LookupGPU("h100-80gb")
+	j := plan.Job{SeqLen: 1024, GlobalBatch: 8, Precision: plan.BF16}
+	c := plan.ClusterOf(g, 1)
+	res := plan.Search(m, j, c, plan.SearchOptions{})
+	if res.Plan == nil {
+		t.Fatal("no plan")
+	}
+	res.Plan.Layout.MicroBatch, res.Plan.Layout.GradAccum = 1, 8
+	var b strings.Builder
+	if err := plan.RenderJSONWithInputs(&b, res, plan.InputsOf(m, j, c, "")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		reshard   string
+		world     int
+		dp, accum int // 0: not used
+		why       string
+	}{
+		{"dp", 2, 2, 4, "dp 2 (was 1), grad accum 4 (was 8): the global batch 8 is kept"},
+		{"dp", 4, 4, 2, "dp 4 (was 1), grad accum 2 (was 8)"},
+		{"dp", 16, 0, 0, "its layout cannot be kept: the global batch 8"},
+		{"", 2, 0, 0, ""},
+		{"dp", 1, 0, 0, ""}, // its own size: ReadRunPlan takes it as it is
+	} {
+		var log strings.Builder
+		r := &runner{env: &Deps{Stderr: &log, Getenv: func(k string) string {
+			if k == ReshardEnv {
+				return tc.reshard
+			}
+			return ""
+		}}, alloc: &slurm.Allocation{TasksPerNode: 1}}
+		l := r.resizedPlan(path, tc.world)
+		if (l != nil) != (tc.dp > 0) || l != nil && (l.DP != tc.dp || l.GradAccum != tc.accum || l.TP != 1 || l.MicroBatch != 1) || !strings.Contains(log.String(), tc.why) {
+			t.Errorf("reshard %q, %d GPUs: layout %+v, log %q; want dp %d grad accum %d, %q", tc.reshard, tc.world, l, log.String(), tc.dp, tc.accum, tc.why)
+		}
 	}
 }
