@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -87,6 +88,9 @@ exec %[2]s run --probe none --job-dir %[3]s/job --ckpt-dir %[4]s --train-steps %
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Steps on one node observed in this incarnation (the resize scales them).
+	resumedAt, _ := readProgress(progress)
+	waitStep(t, c, id, progress, resumedAt+10)
 	stepAtAsk, _ := readProgress(progress)
 	asked := time.Now()
 	requeueAndResume(t, c, bin, ckpt, id, progress, 2)
@@ -132,6 +136,10 @@ exec %[2]s run --probe none --job-dir %[3]s/job --ckpt-dir %[4]s --train-steps %
 	}
 	if want := "1 1 2"; worlds != want {
 		t.Errorf("history's start world sizes %q, want %q", worlds, want)
+	}
+	if rep, err := exec.Command(bin, "report", filepath.Join(dir, "job")).CombinedOutput(); err != nil || !strings.Contains(string(rep), "resizes: 1") ||
+		!strings.Contains(string(rep), "1 -> 2 node(s): growing from 1 to 2 node(s)") {
+		t.Errorf("trainrun report (%v) lacks the resize:\n%s", err, rep)
 	}
 	// Staying: the steps left at the ask at the step time observed on one node.
 	oneNode := observedStep(t, log)

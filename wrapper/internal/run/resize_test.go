@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/internal/slurm"
 	"github.com/trainrun/trainrun/plan"
 )
@@ -147,6 +148,40 @@ func TestResizedPlan(t *testing.T) {
 		l := r.resizedPlan(path, tc.world)
 		if (l != nil) != (tc.dp > 0) || l != nil && (l.DP != tc.dp || l.GradAccum != tc.accum || l.TP != 1 || l.MicroBatch != 1) || !strings.Contains(log.String(), tc.why) {
 			t.Errorf("reshard %q, %d GPUs: layout %+v, log %q; want dp %d grad accum %d, %q", tc.reshard, tc.world, l, log.String(), tc.dp, tc.accum, tc.why)
+		}
+	}
+}
+
+// resizeFree: the job's own nodes (less failed ones) and its partition's
+// idle nodes, these only when no other job waits for the partition.
+func TestResizeFree(t *testing.T) {
+	nodes := "NodeName=n1 State=ALLOCATED Partitions=hopper Gres=gpu:h100:8 GresUsed=gpu:h100:8\n" +
+		"NodeName=n2 State=ALLOCATED Partitions=hopper Gres=gpu:h100:8 GresUsed=gpu:h100:8\n" +
+		"NodeName=n3 State=IDLE Partitions=hopper Gres=gpu:h100:8 GresUsed=gpu:h100:0\n" +
+		"NodeName=n4 State=IDLE Partitions=ampere Gres=gpu:a100:8 GresUsed=gpu:a100:0\n" +
+		"NodeName=n5 State=MIXED Partitions=hopper Gres=gpu:h100:8 GresUsed=gpu:h100:2\n"
+	self := "JobId=7 JobName=me JobState=RUNNING Partition=hopper TimeLimit=01:00:00\n"
+	for _, tc := range []struct {
+		name   string
+		jobs   string
+		failed []string
+		free   int
+		why    string
+	}{
+		{"own and idle", self, nil, 3, ""},
+		{"a job waits: own only", self + "JobId=8 JobName=small JobState=PENDING Partition=ampere,hopper TimeLimit=00:10:00\n", nil, 2, "1 other job(s) wait for partition hopper"},
+		{"a failed own node", self, []string{"n2"}, 2, ""},
+	} {
+		canned := &slurm.Canned{Out: map[string]string{"scontrol -d show node -o": nodes, "scontrol show job -o": tc.jobs}}
+		r := &runner{alloc: &slurm.Allocation{JobID: "7", Partition: "hopper", Nodes: []string{"n1", "n2"}, TasksPerNode: 8, TimeLimit: time.Hour},
+			env: &Deps{Slurm: slurm.Client{Run: canned.Run, RunStderr: canned.RunStderr, Location: time.Local}}}
+		for _, n := range tc.failed {
+			r.sess.faults.nodes = append(r.sess.faults.nodes, checkpoint.FailedNode{Node: n, Cause: checkpoint.CauseNodeFail})
+		}
+		in := ResizeInput{Nodes: 2}
+		r.resizeFree(&in)
+		if in.Free != tc.free || !strings.Contains(in.FreeWhy, tc.why) || (tc.why == "") != (in.FreeWhy == "") {
+			t.Errorf("%s: Free %d (%q), want %d (%q)", tc.name, in.Free, in.FreeWhy, tc.free, tc.why)
 		}
 	}
 }
