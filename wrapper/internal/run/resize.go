@@ -163,8 +163,8 @@ func (r *runner) resizeOff() string {
 		return fmt.Sprintf("the trainer does not declare %s=dp (it cannot load a checkpoint saved at another dp)", ReshardEnv)
 	case r.sess.mig.to != "":
 		return "the job moves to partition " + r.sess.mig.to + " (--migrate): its size is that partition's plan's"
-	case len(r.sess.spare.all) > len(r.alloc.Nodes):
-		return "the job keeps spare nodes (--spare-nodes)"
+	case len(r.sess.spare.all) > len(r.alloc.Nodes): // its observed step and layout are not the job's size's
+		return fmt.Sprintf("the step ran on %d of the job's %d nodes (spare nodes, nodes the health pass kept out, or a shrink after a lost node)", len(r.alloc.Nodes), len(r.sess.spare.all))
 	case r.cfg.obs.trainSteps == "":
 		return "the steps left are not known: give --train-steps (TRAINRUN_TRAIN_STEPS)"
 	case r.cfg.dryRun:
@@ -280,13 +280,25 @@ func (r *runner) resizePredict(l plan.Layout, world int) (float64, string) {
 	if err != nil || !ok {
 		return 0, ""
 	}
-	return r.predictOn(m, j, l, world)
+	return r.predictOn(m, j, l, world, planGPU(r.choice.PlanFile))
+}
+
+// planGPU is the GPU type the plan file at path was made for ("": none).
+func planGPU(path string) string {
+	if path == "" {
+		return ""
+	}
+	if in, err := readPlanInputs(path); err == nil && in != nil {
+		return in.GPU
+	}
+	return ""
 }
 
 // predictOn is the planner's step time for l on world GPUs of the
-// allocation's type, or why l does not fit their memory.
-func (r *runner) predictOn(m plan.Model, j plan.Job, l plan.Layout, world int) (float64, string) {
-	g, err := plan.LookupGPU(cmp.Or(r.cfg.plan.GPU, r.probedGPUName(), r.cfg.policyGPU.Value, "h100-sxm"))
+// allocation's type (--gpu, the probe's, the plan's, the policy's), or why
+// l does not fit their memory.
+func (r *runner) predictOn(m plan.Model, j plan.Job, l plan.Layout, world int, planGPU string) (float64, string) {
+	g, err := plan.LookupGPU(cmp.Or(r.cfg.plan.GPU, r.probedGPUName(), planGPU, r.cfg.policyGPU.Value, "h100-sxm"))
 	if err != nil {
 		return 0, ""
 	}
@@ -357,7 +369,7 @@ func (r *runner) resizedPlan(path string, world int) *plan.Layout {
 	if ok {
 		if in, err := readPlanInputs(path); err == nil && in != nil {
 			if m, j, known, err := in.resolve(path); err == nil && known {
-				_, why = r.predictOn(m, j, l, world)
+				_, why = r.predictOn(m, j, l, world, in.GPU)
 				ok = why == ""
 			}
 		}

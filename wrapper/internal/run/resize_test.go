@@ -185,3 +185,37 @@ func TestResizeFree(t *testing.T) {
 		}
 	}
 }
+
+// resizeOff: the default behaviour stays without a range, without
+// TRAINRUN_RESHARD=dp, and where the step's size is not the job's.
+func TestResizeOff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		set  func(r *runner)
+		want string // "" : weighed
+	}{
+		{"weighed", nil, nil, ""},
+		{"no range", map[string]string{"TRAINRUN_MIN_GPUS": "", "TRAINRUN_MAX_GPUS": ""}, nil, "no size range"},
+		{"min == max", map[string]string{"TRAINRUN_MAX_GPUS": "8"}, nil, `TRAINRUN_MIN_GPUS="8" TRAINRUN_MAX_GPUS="8": want whole numbers 1 <= min < max`},
+		{"not a number", map[string]string{"TRAINRUN_MAX_GPUS": "lots"}, nil, `TRAINRUN_MAX_GPUS="lots"`},
+		{"no reshard", map[string]string{ReshardEnv: ""}, nil, "does not declare TRAINRUN_RESHARD=dp"},
+		{"migrating", nil, func(r *runner) { r.sess.mig.to = "ampere" }, "moves to partition ampere"},
+		{"spares", nil, func(r *runner) { r.sess.spare.all = []string{"n1", "n2", "n3"} }, "ran on 2 of the job's 3 nodes"},
+		{"no budget", nil, func(r *runner) { r.cfg.obs.trainSteps = "" }, "--train-steps"},
+	} {
+		env := map[string]string{"TRAINRUN_MIN_GPUS": "8", "TRAINRUN_MAX_GPUS": "32", ReshardEnv: "dp"}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		r := &runner{env: &Deps{Getenv: func(k string) string { return env[k] }}, alloc: &slurm.Allocation{Nodes: []string{"n1", "n2"}, TasksPerNode: 8}}
+		r.sess.spare.all = r.alloc.Nodes
+		r.cfg.obs.trainSteps = "100"
+		if tc.set != nil {
+			tc.set(r)
+		}
+		if got := r.resizeOff(); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: resizeOff = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -99,7 +99,7 @@ func (r *runner) shrinkFits(l plan.Layout, world int) (string, bool) {
 	if err != nil || !ok {
 		return "", true
 	}
-	_, why := r.predictOn(m, j, l, world) // resize.go
+	_, why := r.predictOn(m, j, l, world, planGPU(r.choice.PlanFile)) // resize.go
 	return why, why == ""
 }
 
