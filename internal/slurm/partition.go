@@ -36,12 +36,13 @@ func IdleNodes(nodes []Node, partition string) int {
 // SetNodes sets a pending job's size (`scontrol update jobid=ID
 // NumNodes=N-N NumTasks=T NumCPUs=C`): N nodes exactly, T tasks in all and
 // C CPUs in all (T × CPUs per task). Slurm 22.05 takes it only while the
-// job is pending (call it after Requeue, as SetPartition). NumNodes alone
-// does not do: growing a job of one task per node to 2 nodes it refuses
-// ("Node count specification invalid") and leaves the job with the old
-// count's CPUs, and shrinking keeps the old tasks and CPUs, so the job
-// pends with BadConstraints; all three together start it at the new size
-// (both directions tried on the e2e harness, Slurm 22.05.8).
+// job is pending (call it after Requeue, as SetPartition). Tried on the e2e
+// harness (Slurm 22.05.8, one task per node): growing with NumNodes=2 (with
+// or without NumTasks) is refused ("Node count specification invalid") and
+// leaves the job pending with BadConstraints; NumNodes=2-2 grows it;
+// shrinking with NumNodes=1-1, alone or with NumTasks in either order,
+// leaves it pending with BadConstraints (its memory is still the old CPU
+// count's); all three together start it at the new size both ways.
 // trainrun run resizes a requeued job's data parallelism with it (issue 34).
 func (c Client) SetNodes(ctx context.Context, jobID string, nodes, tasks, cpus int) error {
 	if nodes < 1 || tasks < nodes || cpus < tasks {
