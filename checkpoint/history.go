@@ -88,6 +88,12 @@ type Event struct {
 	// signal, unknown: internal/failclass) and the line that says so.
 	FailureClass    string `json:"failure_class,omitempty"`
 	FailureEvidence string `json:"failure_evidence,omitempty"`
+	// ResizeNodes: the controller gave the requeued job this many nodes
+	// for its next incarnation (issue 34: data parallelism resized within
+	// the job's --min-gpus/--max-gpus), ResizeWhy its figures; 0: the
+	// same size.
+	ResizeNodes int    `json:"resize_nodes,omitempty"`
+	ResizeWhy   string `json:"resize_why,omitempty"`
 	// ckpt events
 	Tag         string  `json:"tag,omitempty"`          // the committed checkpoint
 	CkptSeconds float64 `json:"ckpt_seconds,omitempty"` // request or signal -> committed
@@ -114,6 +120,10 @@ type Incarnation struct {
 	FailedNodes   []FailedNode
 	// FailureClass and FailureEvidence are the end's (Event's).
 	FailureClass, FailureEvidence string
+	// ResizeNodes and ResizeWhy are the end's: the next incarnation's size
+	// when the controller resized the requeued job (0: the same).
+	ResizeNodes int
+	ResizeWhy   string
 }
 
 // History is the store's job history file.
@@ -199,6 +209,7 @@ func (h History) Load() ([]Incarnation, error) {
 			in.End, in.Cause, in.LastCommitted, in.Progress, in.Message = e.Time, e.Cause, e.LastCommitted, e.Progress, e.Message
 			in.FailedNodes = e.FailedNodes
 			in.FailureClass, in.FailureEvidence = e.FailureClass, e.FailureEvidence
+			in.ResizeNodes, in.ResizeWhy = e.ResizeNodes, e.ResizeWhy
 		}
 	}
 	return out, nil

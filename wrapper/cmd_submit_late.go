@@ -102,6 +102,7 @@ func timeMinArgs(cands []submit.Candidate, list []int) []string {
 
 // jobExports are what the job's controller needs of the choice besides
 // TRAINRUN_PLAN: the lead its limit was sized with (the longest listed),
+// the size range when there is one (TRAINRUN_MIN_GPUS, TRAINRUN_MAX_GPUS),
 // and, when late-bound, where the plan of each listed partition is
 // (TRAINRUN_PLAN_BY_PARTITION, %p the partition the job landed in).
 func (o *submitOptions) jobExports(cands []submit.Candidate, list []int, dir, stamp string) []string {
@@ -110,6 +111,7 @@ func (o *submitOptions) jobExports(cands []submit.Candidate, list []int, dir, st
 		lead = max(lead, cands[i].Lead)
 	}
 	out := []string{"TRAINRUN_SUBMIT_LEAD=" + strconv.FormatFloat(lead.Seconds(), 'f', -1, 64)}
+	out = append(out, submit.ResizeExports(cands, list)...) // TRAINRUN_MIN_GPUS, TRAINRUN_MAX_GPUS: a range its requeues may resize within
 	if len(list) > 1 {
 		out = append(out, "TRAINRUN_PLAN_BY_PARTITION="+filepath.Join(dir, fmt.Sprintf("plan-%%p-%dgpus-%s.json", cands[list[0]].GPUs, stamp)))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -407,5 +408,31 @@ func TestSubmitMissingScript(t *testing.T) {
 	code, _, errOut = cli{slurm: slurm.Client{Run: f.run, RunStderr: f.runStderr, Location: time.UTC}}.run(append(args, "--", t.TempDir())...)
 	if code != exitcode.Usage || !strings.Contains(errOut, "is a directory") {
 		t.Errorf("a directory: exit %d: %s", code, errOut)
+	}
+}
+
+// A size range reaches the job (TRAINRUN_MIN_GPUS, TRAINRUN_MAX_GPUS: the
+// whole-node sizes that fit, for a requeue to resize within); one size
+// does not, so its requeues keep it.
+func TestSubmitExportsSizeRange(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string // "" : no range exported
+	}{
+		{[]string{"--min-gpus", "8", "--max-gpus", "16"}, ",TRAINRUN_MIN_GPUS=8,TRAINRUN_MAX_GPUS=16"},
+		{[]string{"--min-gpus", "8"}, ",TRAINRUN_MIN_GPUS=8,TRAINRUN_MAX_GPUS=16"}, // max: the partition's 2 nodes
+		{[]string{"--gpus", "16"}, ""},
+		{[]string{"--min-gpus", "16", "--max-gpus", "16"}, ""},
+	} {
+		f := &fakeSched{t: t}
+		args := append(append([]string{"submit", "--policy", policyFile(t, ampere40), "--tokens", "2e8", "--partition", "ampere", "--plan-dir", t.TempDir()}, tc.flags...), job8b...)
+		out, errOut, code := runSched(t, f, append(args, "--", "job.sh")...)
+		if code != exitcode.OK || len(f.submitted) != 1 {
+			t.Fatalf("%q: exit %d, submitted %q\n%s\n%s", tc.flags, code, f.submitted, out, errOut)
+		}
+		sub := f.submitted[0]
+		if tc.want == "" && strings.Contains(sub, "TRAINRUN_MIN_GPUS") || tc.want != "" && !strings.Contains(sub, tc.want) {
+			t.Errorf("%q: sbatch line %q, want %q", tc.flags, sub, cmp.Or(tc.want, "no TRAINRUN_MIN_GPUS"))
+		}
 	}
 }

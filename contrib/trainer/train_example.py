@@ -188,6 +188,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--save-every", type=int, default=0, help="also checkpoint every N steps (0: only when asked)")
     ap.add_argument("--sleep", type=float, default=0.0, help="seconds per step, to make a short job last")
+    ap.add_argument("--sleep-micro", type=float, default=0.0,
+                    help="with TRAINRUN_RESHARD=dp: also seconds per micro batch (grad accum x this per step), the compute a larger dp divides")
     ap.add_argument("--report", default="", help="directory for rank-<RANK>.json")
     ap.add_argument("--out", default="", help="rank 0 writes the final weights' SHA-256 here")
     ap.add_argument("--ballast-kb", type=int, default=0, help="also save a fixed BF16 tensor of this many KiB in each checkpoint (weights-like bytes for the store's compression)")
@@ -337,8 +339,8 @@ def main():
             ck.report_progress(step, metrics={"loss": last_loss} if args.report_loss else None)
             if args.save_every and step % args.save_every == 0 and step < args.steps:
                 saved = save(step) or saved
-            if args.sleep:
-                time.sleep(args.sleep)
+            if args.sleep or args.sleep_micro:
+                time.sleep(args.sleep + args.sleep_micro * ga)
             continue
         x, y = batch
         if ck.should_skip(step + 1):

@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +34,28 @@ func TestIdleNodes(t *testing.T) {
 	}
 	if got := IdleNodes(nodes, "ampere"); got != 1 {
 		t.Fatalf("IdleNodes(ampere) = %d, want 1 (n3)", got)
+	}
+}
+
+func TestSetNodes(t *testing.T) {
+	var got []string
+	c := Client{Run: func(_ context.Context, name string, args ...string) ([]byte, error) {
+		got = append([]string{name}, args...)
+		return nil, nil
+	}}
+	if err := c.SetNodes(context.Background(), "42", 2, 16, 32); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"scontrol", "update", "jobid=42", "NumNodes=2-2", "NumTasks=16", "NumCPUs=32"}; !slices.Equal(got, want) {
+		t.Fatalf("ran %q, want %q", got, want)
+	}
+	got = nil
+	for _, bad := range [][3]int{{0, 1, 1}, {2, 1, 2}, {1, 8, 4}} {
+		if err := c.SetNodes(context.Background(), "42", bad[0], bad[1], bad[2]); err == nil || !strings.Contains(err.Error(), "job 42") {
+			t.Errorf("SetNodes(%v) = %v, want an error naming the job", bad, err)
+		}
+	}
+	if got != nil {
+		t.Errorf("a refused size ran %q", got)
 	}
 }

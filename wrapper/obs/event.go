@@ -122,6 +122,10 @@ type Event struct {
 	// migrate: the partitions the job moved from and to (KindMigrate).
 	MigrateFrom string `json:"migrate_from,omitempty"`
 	MigrateTo   string `json:"migrate_to,omitempty"`
+	// resize: the requeued job's nodes before and for its next incarnation
+	// (KindResize).
+	ResizeFrom int `json:"resize_from_nodes,omitempty"`
+	ResizeTo   int `json:"resize_to_nodes,omitempty"`
 }
 
 // Restart and failure causes (Event.Fault of a KindEnd; the cause label of

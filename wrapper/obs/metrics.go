@@ -58,6 +58,7 @@ type Metrics struct {
 	forecastMetrics // forecast_metrics.go
 	spikeMetrics    // lossspike_metrics.go
 	migrateMetrics  // migrate.go
+	resizeMetrics   // resize.go
 }
 
 // States of trainrun_state (one is 1, the others 0).
@@ -149,6 +150,7 @@ func NewMetrics(jobID, partition string, now func() time.Time) *Metrics {
 	m.registerForecast(r, og)
 	m.registerLossSpikes(r)
 	m.registerMigrations(r)
+	m.registerResizes(r)
 	m.setState("running")
 	return m
 }

@@ -264,6 +264,8 @@ func (o *Observer) apply(e *Event, live bool) {
 		o.onLossSpike(e)
 	case KindMigrate:
 		o.onMigrate(e)
+	case KindResize:
+		o.onResize(e)
 	case KindHealth:
 		o.countHealth(e)
 	}

@@ -30,6 +30,7 @@ type Report struct {
 	Hangs                     []Hang      `json:",omitempty"` // the run directory's hangs/ (ReadHangs; BuildReport leaves it empty)
 	LossSpikes                []LossSpike `json:",omitempty"` // the loss-spike events (lossspike.go)
 	Migrations                []Migration `json:",omitempty"` // the moves to another partition (migrate.go)
+	Resizes                   []Resize    `json:",omitempty"` // the requeues that changed the job's node count (resize.go)
 }
 
 // Incarnation is one run of the job.
@@ -173,6 +174,8 @@ func BuildReport(evs []Event) *Report {
 			r.addLossSpike(e, cur.Restart)
 		case KindMigrate:
 			r.addMigration(e, cur.Restart)
+		case KindResize:
+			r.addResize(e, cur.Restart)
 		case KindRestart:
 			cur.endRestarted(e)
 			closeInc(e.Time)
@@ -302,6 +305,7 @@ func (r *Report) WriteText(w io.Writer) {
 	r.writeHangs(w)
 	r.writeLossSpikes(w)
 	r.writeMigrations(w)
+	r.writeResizes(w)
 }
 
 // writeHeader prints the job line and, when the start was recorded, the

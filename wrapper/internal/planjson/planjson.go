@@ -35,6 +35,7 @@ type Inputs struct {
 	Precision   string      `json:"precision"`
 	Stack       string      `json:"stack"`
 	Finetune    string      `json:"finetune"`
+	GPU         string      `json:"gpu"` // the catalog GPU it was planned for (a resize predicts on it when the run has no other)
 }
 
 // ReadFile reads a plan file the user named (--plan): a regular file (no

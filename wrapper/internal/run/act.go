@@ -110,6 +110,9 @@ func (r *runner) act(d Decision, store ckptStore) error {
 	if !d.Restart {
 		r.logBadputSummary() // badput.go
 	}
+	if d.Requeue {
+		r.planResize(d) // resize.go: the next incarnation's size, in the end event
+	}
 	r.recordEnd(d.Cause, d.Tag, d.Record)
 	if d.Finished {
 		if sa, ok := unwrapStore(store); ok {
@@ -136,6 +139,7 @@ func (r *runner) act(d Decision, store ckptStore) error {
 		r.logf("%s; requeued (restart %d of at most %d)", d.Err, r.alloc.RestartCount+1, r.cfg.maxRequeue)
 		r.excludeBadNodes(excl, nodes)
 		r.migrateRequeued() // migrate.go: the requeued job goes to the partition it moves to
+		r.resizeRequeued()  // resize.go: the requeued job gets its new size
 		return withCode(exitcode.Requeued, exitcode.ErrSilent)
 	}
 	if d.Exit == exitcode.OK {
@@ -167,7 +171,8 @@ func (r *runner) recordEnd(cause checkpoint.Cause, latest, msg string) {
 	}
 	if err := r.ckpt.store.History().Append(checkpoint.Event{Type: "end", JobID: r.alloc.JobID, Restart: r.alloc.RestartCount,
 		Node: r.alloc.BatchNode, Cause: cause, LastCommitted: latest, Progress: progress, Message: msg, FailedNodes: r.failedNodes(),
-		FailureClass: string(r.sess.failClass.Class), FailureEvidence: r.sess.failClass.Evidence}); err != nil {
+		FailureClass: string(r.sess.failClass.Class), FailureEvidence: r.sess.failClass.Evidence,
+		ResizeNodes: r.sess.resize.v.Nodes * b2i(r.sess.resize.v.Resize), ResizeWhy: r.sess.resize.why()}); err != nil {
 		r.logf("warning: %v", err)
 	}
 }

@@ -24,8 +24,9 @@ func (r *runner) choosePlan() (c choice, err error) {
 		return c, r.cfg.batchErr
 	}
 	planFile := r.cfg.planFile
+	var derived *plan.Layout // TRAINRUN_PLAN's layout for the allocation's GPUs (resize.go)
 	if planFile == "" {
-		planFile = r.submittedPlan(world)
+		planFile, derived = r.submittedPlan(world)
 	}
 	hasModel := po.Model != ""
 	for _, f := range planflags.ModelFlags {
@@ -39,6 +40,8 @@ func (r *runner) choosePlan() (c choice, err error) {
 		if c.Layout, err = planflags.FixedLayout(po.Fix, world, po.GlobalBatch); err != nil {
 			return c, err
 		}
+	case derived != nil: // evaluated for the plan's own size: not kept (as a shrink)
+		c.Layout, c.PlanFile = *derived, planFile
 	case planFile != "":
 		if c.Eval, err = ReadRunPlan(planFile, world); err != nil {
 			return c, err

@@ -38,7 +38,9 @@
 // hang's evidence in hangs/<n>/ (hangevidence.go), loss spikes and their
 // rollback (lossspike.go), shrinking onto fewer nodes (shrink.go), moving
 // a late-bound job to a partition that finishes it sooner (migrate.go:
-// DecideMigrate, pure), failed
+// DecideMigrate, pure), resizing a requeued job within its size range
+// and deriving the next run's layout from the old size's plan (resize.go:
+// DecideResize, pure), failed
 // saves and nodes (faults.go, exclude.go: JudgeNodes), spare nodes
 // (spare.go), the grace budget (grace.go), checkpoint compression
 // (compress.go), the observer and its events (obs.go), the site

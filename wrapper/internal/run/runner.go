@@ -91,6 +91,7 @@ type session struct {
 	obs          runObserver // nil in a dry run
 	progress     *obs.ProgressReader
 	mig          migrateState       // --migrate (migrate.go)
+	resize       resizeState        // the resize decided at this requeue (resize.go)
 	lossHist     *losshist.Recorder // the loss history (issue 32); nil without a store
 	fc           *forecastWatch     // --target-loss (forecast.go); nil without
 	esw          *earlyStopWatch    // a sweep trial's --early-stop (forecast.go)

@@ -99,16 +99,8 @@ func (r *runner) shrinkFits(l plan.Layout, world int) (string, bool) {
 	if err != nil || !ok {
 		return "", true
 	}
-	g, err := plan.LookupGPU(cmp.Or(r.cfg.plan.GPU, r.probedGPUName(), r.cfg.policyGPU.Value, "h100-sxm"))
-	if err != nil {
-		return "", true
-	}
-	cl := plan.ClusterOf(g, world)
-	cl.GPUsPerNode = r.alloc.TasksPerNode
-	if e := plan.Evaluate(m, j, cl, l); !e.Memory.Fits {
-		return fmt.Sprintf("dp %d needs %.1f GiB per GPU, more than the %.1f GiB there", l.DP, e.Memory.PerGPU/(1<<30), e.Memory.Capacity/(1<<30)), false
-	}
-	return "", true
+	_, why := r.predictOn(m, j, l, world, planGPU(r.choice.PlanFile)) // resize.go
+	return why, why == ""
 }
 
 // shrinkOutcome says, for Decide, whether a step that lost more nodes than

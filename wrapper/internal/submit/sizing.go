@@ -105,3 +105,45 @@ func GrowFair(cands []Candidate, room Room) int {
 	}
 	return n
 }
+
+// The job's size range, exported when it is a range (issue 34: the job's
+// controller grows or shrinks data parallelism within it at a requeue).
+const (
+	MinGPUsEnv = "TRAINRUN_MIN_GPUS"
+	MaxGPUsEnv = "TRAINRUN_MAX_GPUS"
+)
+
+// ResizeRange is the job's size range for its controller: the fewest and
+// most GPUs of the whole-node sizes that fit on the partitions listed
+// (list indexes cands), that is --min-gpus and --max-gpus clamped to what
+// was planned. ok is false when there is no range (min == max, --gpus, a
+// job smaller than a node): then nothing is exported and the job keeps its
+// size at every requeue.
+func ResizeRange(cands []Candidate, list []int) (lo, hi int, ok bool) {
+	parts := map[string]bool{}
+	for _, i := range list {
+		if cands[i].Partial {
+			return 0, 0, false
+		}
+		parts[cands[i].Partition] = true
+	}
+	for _, c := range cands {
+		if !parts[c.Partition] || !c.Fits || c.Partial || c.GPUs <= 0 {
+			continue
+		}
+		if lo == 0 || c.GPUs < lo {
+			lo = c.GPUs
+		}
+		hi = max(hi, c.GPUs)
+	}
+	return lo, hi, lo > 0 && lo < hi
+}
+
+// ResizeExports are ResizeRange as the job's environment (nil: no range).
+func ResizeExports(cands []Candidate, list []int) []string {
+	lo, hi, ok := ResizeRange(cands, list)
+	if !ok {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s=%d", MinGPUsEnv, lo), fmt.Sprintf("%s=%d", MaxGPUsEnv, hi)}
+}

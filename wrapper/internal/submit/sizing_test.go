@@ -106,3 +106,40 @@ func TestQueuesPendingNodes(t *testing.T) {
 		t.Errorf("pending nodes hopper %d ampere %d, want 3 and 2", q["hopper"].PendingNodes, q["ampere"].PendingNodes)
 	}
 }
+
+// ResizeRange: the whole-node sizes that fit on the listed partitions,
+// none when they are one size, the job is smaller than a node, or nothing
+// else fits.
+func TestResizeRange(t *testing.T) {
+	cs := []Candidate{
+		{Partition: "hopper", GPUs: 4, Partial: true, Fits: true},
+		{Partition: "hopper", GPUs: 8, Fits: true},
+		{Partition: "hopper", GPUs: 16, Fits: true},
+		{Partition: "hopper", GPUs: 32, Fits: false}, // does not fit: not in the range
+		{Partition: "ampere", GPUs: 8, Fits: true},
+		{Partition: "ampere", GPUs: 24, Fits: true},
+		{Partition: "v100", GPUs: 8, Fits: true},
+	}
+	for _, tc := range []struct {
+		name   string
+		list   []int
+		lo, hi int
+		ok     bool
+	}{
+		{"one partition", []int{1}, 8, 16, true},
+		{"late-bound over two", []int{1, 4}, 8, 24, true},
+		{"one size", []int{6}, 8, 8, false},
+		{"smaller than a node", []int{0}, 0, 0, false},
+	} {
+		lo, hi, ok := ResizeRange(cs, tc.list)
+		if lo != tc.lo || hi != tc.hi || ok != tc.ok {
+			t.Errorf("%s: ResizeRange = %d, %d, %v; want %d, %d, %v", tc.name, lo, hi, ok, tc.lo, tc.hi, tc.ok)
+		}
+	}
+	if got := strings.Join(ResizeExports(cs, []int{1}), ","); got != "TRAINRUN_MIN_GPUS=8,TRAINRUN_MAX_GPUS=16" {
+		t.Errorf("ResizeExports = %q", got)
+	}
+	if got := ResizeExports(cs, []int{6}); got != nil {
+		t.Errorf("ResizeExports without a range = %q, want nothing", got)
+	}
+}
