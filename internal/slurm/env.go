@@ -19,6 +19,7 @@ type Allocation struct {
 	GPUIDs       []int    // SLURM_JOB_GPUS on the batch node (the GPU indices the job holds there); nil if unknown
 	Partition    string   // SLURM_JOB_PARTITION
 	RestartCount int      // SLURM_RESTART_COUNT (0 when unset: a first start)
+	CPUsPerTask  int      // SLURM_CPUS_PER_TASK (0 when unset or not a positive count)
 	SubmitDir    string   // SLURM_SUBMIT_DIR
 	BatchNode    string   // SLURMD_NODENAME of the batch step
 	InStep       bool     // SLURM_STEP_ID is set: trainrun itself runs inside a step (srun), not in the batch script
@@ -35,7 +36,7 @@ func (a *Allocation) World() int { return a.TasksPerNode * len(a.Nodes) }
 
 // AllocationVars lists the variables AllocationFromEnv reads, for messages.
 var AllocationVars = []string{"SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_TASKS_PER_NODE",
-	"SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT", "SLURM_SUBMIT_DIR"}
+	"SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT", "SLURM_SUBMIT_DIR", "SLURM_CPUS_PER_TASK"}
 
 // batchStepID is SLURM_STEP_ID in the batch step (SLURM_BATCH_SCRIPT).
 const batchStepID = "4294967294"
@@ -114,6 +115,9 @@ func AllocationFromEnv(getenv func(string) string, expand func(string) ([]string
 			return nil, varErr("SLURM_RESTART_COUNT", v, "a count of restarts (0, 1, ...)")
 		}
 		a.RestartCount = n
+	}
+	if n, err := strconv.Atoi(g.trimmed("SLURM_CPUS_PER_TASK")); err == nil && n > 0 {
+		a.CPUsPerTask = n
 	}
 	if a.GPUsPerNode == 0 {
 		part := a.Partition

@@ -44,6 +44,16 @@ func TestAllocationFromEnv(t *testing.T) {
 				t.Errorf("RestartCount = %d", a.RestartCount)
 			}
 		}},
+		{name: "cpus per task", change: map[string]string{"SLURM_CPUS_PER_TASK": "6"}, check: func(t *testing.T, a *Allocation) {
+			if a.CPUsPerTask != 6 {
+				t.Errorf("CPUsPerTask = %d", a.CPUsPerTask)
+			}
+		}},
+		{name: "cpus per task not a count", change: map[string]string{"SLURM_CPUS_PER_TASK": "x"}, check: func(t *testing.T, a *Allocation) {
+			if a.CPUsPerTask != 0 {
+				t.Errorf("CPUsPerTask = %d, want 0 (unknown)", a.CPUsPerTask)
+			}
+		}},
 		{name: "GPUs from SLURM_JOB_GPUS only", change: map[string]string{"SLURM_GPUS_ON_NODE": "", "SLURM_GPUS_PER_NODE": ""}, check: func(t *testing.T, a *Allocation) {
 			if a.GPUsPerNode != 8 {
 				t.Errorf("GPUsPerNode = %d", a.GPUsPerNode)

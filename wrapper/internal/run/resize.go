@@ -319,10 +319,7 @@ func (r *runner) resizeRequeued() {
 		return
 	}
 	tpn := max(r.alloc.TasksPerNode, 1)
-	cpt := 1
-	if c, err := strconv.Atoi(r.env.Getenv("SLURM_CPUS_PER_TASK")); err == nil && c > 0 {
-		cpt = c
-	}
+	cpt := max(r.alloc.CPUsPerTask, 1)
 	var err error
 	for try := 0; try < 10; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
