@@ -103,3 +103,12 @@ func Check(l plan.Layout) error {
 	}
 	return nil
 }
+
+// The environment names of a job's size range (issue 34): trainrun submit
+// exports them when --min-gpus < --max-gpus leaves a range of whole-node
+// sizes; the job's controller may grow or shrink data parallelism within
+// it at a requeue.
+const (
+	MinGPUsEnv = "TRAINRUN_MIN_GPUS"
+	MaxGPUsEnv = "TRAINRUN_MAX_GPUS"
+)

@@ -31,7 +31,6 @@ import (
 	"github.com/trainrun/trainrun/checkpoint"
 	"github.com/trainrun/trainrun/plan"
 	"github.com/trainrun/trainrun/wrapper/internal/planjson"
-	"github.com/trainrun/trainrun/wrapper/internal/submit"
 	"github.com/trainrun/trainrun/wrapper/obs"
 )
 
@@ -141,14 +140,14 @@ type resizeState struct {
 // sizeRange is the job's size range from its environment; why says why
 // there is none ("": there is one).
 func (r *runner) sizeRange() (lo, hi int, why string) {
-	a, b := r.env.Getenv(submit.MinGPUsEnv), r.env.Getenv(submit.MaxGPUsEnv)
+	a, b := r.env.Getenv(planjson.MinGPUsEnv), r.env.Getenv(planjson.MaxGPUsEnv)
 	if a == "" || b == "" {
-		return 0, 0, "no size range (" + submit.MinGPUsEnv + ", " + submit.MaxGPUsEnv + ": trainrun submit --min-gpus < --max-gpus exports them)"
+		return 0, 0, "no size range (" + planjson.MinGPUsEnv + ", " + planjson.MaxGPUsEnv + ": trainrun submit --min-gpus < --max-gpus exports them)"
 	}
 	lo, e1 := strconv.Atoi(a)
 	hi, e2 := strconv.Atoi(b)
 	if e1 != nil || e2 != nil || lo < 1 || hi <= lo {
-		return 0, 0, fmt.Sprintf("%s=%q %s=%q: want whole numbers 1 <= min < max (trainrun submit exports them; unset them to keep the size)", submit.MinGPUsEnv, a, submit.MaxGPUsEnv, b)
+		return 0, 0, fmt.Sprintf("%s=%q %s=%q: want whole numbers 1 <= min < max (trainrun submit exports them; unset them to keep the size)", planjson.MinGPUsEnv, a, planjson.MaxGPUsEnv, b)
 	}
 	return lo, hi, ""
 }
@@ -178,7 +177,7 @@ func (r *runner) resizeOff() string {
 func (r *runner) planResize(d Decision) {
 	r.sess.resize = resizeState{}
 	if why := r.resizeOff(); why != "" {
-		if r.env.Getenv(submit.MinGPUsEnv) != "" {
+		if r.env.Getenv(planjson.MinGPUsEnv) != "" {
 			r.logf("resize: not weighed at this requeue: %s", why)
 		}
 		return

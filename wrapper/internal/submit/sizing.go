@@ -2,6 +2,7 @@ package submit
 
 import (
 	"fmt"
+	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 
 	"github.com/trainrun/trainrun/internal/units"
 )
@@ -107,10 +108,11 @@ func GrowFair(cands []Candidate, room Room) int {
 }
 
 // The job's size range, exported when it is a range (issue 34: the job's
-// controller grows or shrinks data parallelism within it at a requeue).
+// controller grows or shrinks data parallelism within it at a requeue);
+// the names live in planjson, which submit and the controller share.
 const (
-	MinGPUsEnv = "TRAINRUN_MIN_GPUS"
-	MaxGPUsEnv = "TRAINRUN_MAX_GPUS"
+	MinGPUsEnv = planjson.MinGPUsEnv
+	MaxGPUsEnv = planjson.MaxGPUsEnv
 )
 
 // ResizeRange is the job's size range for its controller: the fewest and
