@@ -2,9 +2,9 @@ package submit
 
 import (
 	"fmt"
-	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 
 	"github.com/trainrun/trainrun/internal/units"
+	"github.com/trainrun/trainrun/wrapper/internal/planjson"
 )
 
 // NoWaitToGrow keeps sizing from growing into queued GPUs (issue 34): a
