@@ -60,10 +60,15 @@ func TestSubmittedLead(t *testing.T) {
 			t.Errorf("lead from %+v: submit's used", from["ckpt-lead"])
 		}
 	}
-	for _, v := range []string{"x", "-3", "0", "4000"} {
+	for _, v := range []string{"x", "-3", "0", "NaN", "1e12"} {
 		if _, ok := lateRunner(&log, "p", map[string]string{submitLeadEnv: v}, nil).submittedLead(time.Hour); ok {
 			t.Errorf("%s=%s accepted (limit 1h)", submitLeadEnv, v)
 		}
+	}
+	// Above half a short limit: capped at half, never left to the default
+	// lead (which on a one-minute limit would stop every run at once).
+	if d, ok := lateRunner(&log, "p", map[string]string{submitLeadEnv: "40"}, nil).submittedLead(time.Minute); !ok || d != 30*time.Second {
+		t.Errorf("40 s lead on a 1m limit: %v %v, want 30s", d, ok)
 	}
 }
 
