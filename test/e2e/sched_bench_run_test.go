@@ -28,6 +28,13 @@ import (
 // which the step's size does not change.
 const schedRunSteps = 100
 
+// schedRunSaveAt is the step at which a job's first incarnation asks
+// trainrun for one checkpoint that continues (trainrun ckpt request --then
+// continue), as a periodic save would: the controller measures it, and a
+// move's cost then counts that save, not its 30 s default for a job with
+// none measured (which no job of this trace could recoup).
+const schedRunSaveAt = 10
+
 // The migration settings, scaled to the trace (jobs of 10-60 s, limits
 // of 1-2 minutes): checked every 3 s (default 5m), at most one move per job
 // per 30 s (default 1h); and the time limit's checkpoint asked 10 s before
@@ -76,7 +83,7 @@ func writeSchedRunFiles(dir string) (string, error) {
 	}
 	conf := "MigrateMinInterval=" + schedMigrateMin + "\nCkptLead=" + schedCkptLead + "\n" + schedPolicyConf()
 	client := filepath.Join(repoRoot(), "contrib", "trainer")
-	for name, text := range map[string]string{"run.conf": conf, "trainer.py": strings.ReplaceAll(schedTrainer, "CLIENT_DIR", strconv.Quote(client)), "run-job.sh": schedRunScript} {
+	for name, text := range map[string]string{"run.conf": conf, "trainer.py": strings.NewReplacer("CLIENT_DIR", strconv.Quote(client), "SAVE_AT", strconv.Itoa(schedRunSaveAt)).Replace(schedTrainer), "run-job.sh": schedRunScript} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o755); err != nil {
 			return "", err
 		}
@@ -109,14 +116,34 @@ exec "$BENCH_BIN" run --policy "$BENCH_DIR/run.conf" --ckpt-dir "$BENCH_DIR/ckpt
 // schedTrainer is one rank: BENCH_STEPS steps of BENCH_STEP_S seconds each
 // (slept to a fixed schedule, never spun), progress through trainrun's
 // client, a checkpoint (the step number, per rank) when asked, resumed from
-// rank 0's step. Without torch.distributed the ranks do not agree on the
-// step, so a checkpoint's tag is the incarnation and its count, alike on
-// every rank. Rank 0 writes the result line after the last step.
-const schedTrainer = `import os, sys, time
+// rank 0's step. Without torch.distributed the ranks agree on the tag
+// through a file: rank 0 names it after its step (step-N: trainrun reads a
+// checkpoint's progress from its tag), the others wait for the name.
+// Rank 0 writes the result line after the last step.
+const schedTrainer = `import os, subprocess, sys, time
 sys.path.insert(0, CLIENT_DIR)
 from trainrun_client import Checkpointer
 
 ck = Checkpointer()
+
+
+def agree(n):
+    """The tag of this incarnation's n-th checkpoint: rank 0's step."""
+    p = os.path.join(os.environ["BENCH_OUT"], "%s.tag-%s-%d" % (os.environ["BENCH_IDX"], inc, n))
+    if ck.rank == 0:
+        with open(p + ".tmp", "w") as f:
+            f.write("step-%d" % step)
+        os.replace(p + ".tmp", p)
+        return "step-%d" % step
+    for _ in range(1000):
+        try:
+            with open(p) as f:
+                return f.read()
+        except OSError:
+            time.sleep(0.01)
+    raise SystemExit("rank %d: rank 0 named no tag for checkpoint %d in 10 s (%s)" % (ck.rank, n, p))
+
+
 steps, dt = int(os.environ["BENCH_STEPS"]), float(os.environ["BENCH_STEP_S"])
 per_step = float(os.environ["BENCH_TOKENS"]) / steps
 step = 0
@@ -131,9 +158,14 @@ while step < steps:
         time.sleep(wait)
     step += 1
     ck.report_progress(step, tokens=int(step * per_step), min_interval=0.5 if step < steps else 0)
+    if ck.rank == 0 and step == SAVE_AT and not ck.resume_dir:
+        # One save asked through trainrun, as a periodic save would be: the
+        # move's cost then reads a measured save, not the 30 s default.
+        subprocess.Popen([os.environ["BENCH_BIN"], "ckpt", "request", "--then", "continue", "--ckpt-dir", ck.ckpt_dir],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if step < steps and ck.should_save():
         saves += 1
-        tag = "bench-%s-%d" % (inc, saves)
+        tag = agree(saves)
         path = os.path.join(ck.save_dir(tag), "step.%d" % ck.rank)
         with open(path, "w") as f:
             f.write(str(step))
@@ -159,10 +191,14 @@ func schedRunCaption(rows []schedRow) string {
 			continue
 		}
 		if b.Len() == 0 {
-			fmt.Fprintf(&b, "trainrun-sizing-run/-migrate: trainrun-sizing's submit (late-bound), each job under `trainrun run` (probe auto, health, one sleeping Python rank per GPU with trainrun_client's checkpoint handshake, %d steps); that overhead is in both rows. CkptLead=%s in both; -migrate adds --migrate yes, every %s, MigrateMinInterval=%s (scaled to this trace; defaults 5m, 5m, 1h)\n", schedRunSteps, schedCkptLead, schedMigrateEvery, schedMigrateMin)
+			fmt.Fprintf(&b, "trainrun-sizing-run/-migrate: trainrun-sizing's submit (late-bound), each job under `trainrun run` (probe auto, health, one sleeping Python rank per GPU with trainrun_client's checkpoint handshake, %d steps, one save asked at step %d); that overhead is in both rows. CkptLead=%s in both; -migrate adds --migrate yes, every %s, MigrateMinInterval=%s (scaled to this trace; defaults 5m, 5m, 1h)\n", schedRunSteps, schedRunSaveAt, schedCkptLead, schedMigrateEvery, schedMigrateMin)
 		}
 		st := schedRunStats(dir)
 		fmt.Fprintf(&b, "%s: %d migration(s) (%s), %d job(s) ran more than one incarnation (%d incarnations in all)\n", r.name, st.moves, cmpOr(strings.Join(st.routes, ", "), "none"), st.multi, st.incs)
+		for _, c := range st.checks[:min(len(st.checks), 8)] {
+			fmt.Fprintf(&b, "  %s\n", c)
+		}
+		keepSchedRunLogs(r.name, dir)
 	}
 	return b.String()
 }
@@ -170,6 +206,28 @@ func schedRunCaption(rows []schedRow) string {
 type schedRunStat struct {
 	moves, multi, incs int
 	routes             []string // "from→to ×n"
+	checks             []string // the controller's verdicts that stayed, digits dropped, "×n what"
+}
+
+// schedVerdict is a "migration check:" or "--migrate yes: not checking:"
+// line's verdict with its figures dropped ("" when the line is neither), so
+// that alike verdicts count together.
+func schedVerdict(l string) string {
+	for _, p := range []string{"migration check: ", "--migrate yes: not checking: "} {
+		if i := strings.Index(l, p); i >= 0 {
+			v := strings.Map(func(r rune) rune {
+				if r >= '0' && r <= '9' {
+					return '#'
+				}
+				return r
+			}, l[i:])
+			for strings.Contains(v, "##") {
+				v = strings.ReplaceAll(v, "##", "#")
+			}
+			return v
+		}
+	}
+	return ""
 }
 
 // schedRunStats counts a run policy's moves (the controller's "migration:
@@ -177,10 +235,14 @@ type schedRunStat struct {
 func schedRunStats(dir string) schedRunStat {
 	var st schedRunStat
 	routes := map[string]int{}
+	verdicts := map[string]int{}
 	outs, _ := filepath.Glob(filepath.Join(dir, "slurm-*.out"))
 	for _, o := range outs {
 		b, _ := os.ReadFile(o)
 		for _, l := range strings.Split(string(b), "\n") {
+			if v := schedVerdict(l); v != "" {
+				verdicts[v]++
+			}
 			i := strings.Index(l, "migration: moving from ")
 			if i < 0 {
 				continue
@@ -196,6 +258,14 @@ func schedRunStats(dir string) schedRunStat {
 		st.routes = append(st.routes, fmt.Sprintf("%s ×%d", k, n))
 	}
 	sort.Strings(st.routes)
+	var vs []string
+	for v := range verdicts {
+		vs = append(vs, v)
+	}
+	sort.Slice(vs, func(a, b int) bool { return verdicts[vs[a]] > verdicts[vs[b]] || verdicts[vs[a]] == verdicts[vs[b]] && vs[a] < vs[b] })
+	for _, v := range vs {
+		st.checks = append(st.checks, fmt.Sprintf("×%d %s", verdicts[v], v))
+	}
 	incs, _ := filepath.Glob(filepath.Join(dir, "out", "*.inc"))
 	for _, p := range incs {
 		b, _ := os.ReadFile(p)
@@ -254,8 +324,39 @@ func TestBenchSchedRunJob(t *testing.T) {
 		if !ok || en-st < d {
 			t.Errorf("job %d: %q: ran %.1f s, its true time on %d %s is %.1f s (fits: %v)", j.idx, strings.TrimSpace(string(b)), en-st, g, f[2], d, ok)
 		}
+		if logs, _ := filepath.Glob(filepath.Join(dir, "slurm-*.out")); len(logs) != len(jobs) {
+			t.Errorf("%d job outputs, want %d", len(logs), len(jobs))
+		}
 		inc, _ := os.ReadFile(filepath.Join(dir, "out", strconv.Itoa(j.idx)+".inc"))
 		t.Logf("job %d (%s, %d GPUs asked): %s; incarnations:\n%s", j.idx, j.model, j.gpus, strings.TrimSpace(string(b)), inc)
 	}
+	// Each job's asked save (schedRunSaveAt) was committed and measured.
+	logs, _ := filepath.Glob(filepath.Join(dir, "slurm-*.out"))
+	for _, l := range logs {
+		if b, _ := os.ReadFile(l); !strings.Contains(string(b), "checkpoint step-") || !strings.Contains(string(b), "request to its commit") {
+			t.Errorf("%s: no measured save of a step-N checkpoint:\n%s", l, b)
+		}
+	}
 	t.Log(schedRunCaption([]schedRow{row}))
+}
+
+// keepSchedRunLogs copies a run policy's job outputs and incarnation files
+// under $TRAINRUN_BENCH_RUN_LOGS/<trace>-<policy>/ when that is set (the
+// test's own directory goes with the test).
+func keepSchedRunLogs(name, dir string) {
+	to := os.Getenv("TRAINRUN_BENCH_RUN_LOGS")
+	if to == "" {
+		return
+	}
+	to = filepath.Join(to, schedTraceName+"-"+name)
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return
+	}
+	outs, _ := filepath.Glob(filepath.Join(dir, "slurm-*.out"))
+	incs, _ := filepath.Glob(filepath.Join(dir, "out", "*"))
+	for _, p := range append(outs, incs...) {
+		if b, err := os.ReadFile(p); err == nil {
+			_ = os.WriteFile(filepath.Join(to, filepath.Base(p)), b, 0o644)
+		}
+	}
 }
