@@ -262,7 +262,9 @@ func schedRunStats(dir string) schedRunStat {
 	for v := range verdicts {
 		vs = append(vs, v)
 	}
-	sort.Slice(vs, func(a, b int) bool { return verdicts[vs[a]] > verdicts[vs[b]] || verdicts[vs[a]] == verdicts[vs[b]] && vs[a] < vs[b] })
+	sort.Slice(vs, func(a, b int) bool {
+		return verdicts[vs[a]] > verdicts[vs[b]] || verdicts[vs[a]] == verdicts[vs[b]] && vs[a] < vs[b]
+	})
 	for _, v := range vs {
 		st.checks = append(st.checks, fmt.Sprintf("×%d %s", verdicts[v], v))
 	}
