@@ -73,6 +73,7 @@ func benchOneTrace(t *testing.T, bin string, tr benchTrace) {
 		}
 		fmt.Fprintf(&b, "| %s | %.1f s | %s | %.2f | %d/%d | %d | %d | %d |\n", r.name, r.meanJCT, ratio, r.p90Slow8, r.done, len(jobs), r.noFit, r.timedOut, r.requeued)
 	}
+	b.WriteString(schedRunCaption(rows))
 	t.Log(b.String())
 	fmt.Println(b.String())
 }
@@ -321,13 +322,13 @@ func schedPolicies() []schedPolicy {
 			return r.ID, nil
 		}
 	}
-	return []schedPolicy{
+	return append([]schedPolicy{
 		{"perfect-router", (*schedRun).submitRouted},
 		{"slurm-list", (*schedRun).submitListed},
 		{"trainrun", tr("--gpus", "N")},
 		{"trainrun-sizing", tr("--min-gpus", "8", "--max-gpus", "16")},
 		{"trainrun-bound", tr("--gpus", "N", "--late-bind", "0")},
-	}
+	}, schedRunPolicies(tr)...) // sched_bench_run_test.go: jobs under trainrun run, migration off and on
 }
 
 func (s *schedRun) sbatch(j schedJob, env, partitions string, nodes int, limit float64) (string, error) {
