@@ -286,6 +286,9 @@ func schedRunStats(dir string) schedRunStat {
 // at least its true time on the type and size its line names (the trainer
 // slept its steps; a resumed incarnation does not skip any).
 func TestBenchSchedRunJob(t *testing.T) {
+	if os.Getenv("TRAINRUN_BENCH_SCHED") == "" {
+		t.Skip("make bench-sched runs it before the bench (TRAINRUN_BENCH_SCHED=1): about 45 s on the whole cluster")
+	}
 	bin := trainrun(t)
 	tr := benchTraces()[0]
 	schedTruth, schedGPU, schedParts, schedTraceName = tr.truth, map[string]string{}, tr.parts, tr.name

@@ -31,7 +31,7 @@ import (
 // that ran where their model does not fit.
 func TestBenchSched(t *testing.T) {
 	if os.Getenv("TRAINRUN_BENCH_SCHED") == "" {
-		t.Skip("make bench-sched runs it (TRAINRUN_BENCH_SCHED=1): about 80 minutes")
+		t.Skip("make bench-sched runs it (TRAINRUN_BENCH_SCHED=1): about 95 minutes")
 	}
 	bin := trainrun(t)
 	for _, tr := range benchTraces() {
