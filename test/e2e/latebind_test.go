@@ -20,12 +20,7 @@ import (
 func TestSubmitLateBound(t *testing.T) {
 	t.Parallel()
 	bin := trainrun(t)
-	c, err := harness.Start(harness.Options{Heterogeneous: true, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	c.LogOnFailure(t)
+	c := heteroCluster(t)
 	s := &submitEnv{t: t, c: c, bin: bin, dir: t.TempDir()}
 	s.policy = s.write("trainrun.conf", "PartitionName=ampere GPUType=a100-40gb\n")
 	s.script = s.write("job.sh", fmt.Sprintf(`#!/bin/bash

@@ -105,13 +105,29 @@ var lostNodeConf = []string{"SlurmdTimeout=5", "MessageTimeout=5"}
 
 func ownCluster(t *testing.T, extraSlurmConf ...string) *harness.Cluster {
 	t.Helper()
+	return startOwn(t, harness.Options{TopologyConf: clusterTopology, ExtraSlurmConf: extraSlurmConf, Logf: t.Logf})
+}
+
+// heteroCluster is a cluster of the test's own in the harness's
+// heterogeneous mode: partitions hopper (n1, n2: gpu:h100) and ampere (n3,
+// n4: gpu:a100).
+func heteroCluster(t *testing.T) *harness.Cluster {
+	t.Helper()
+	return startOwn(t, harness.Options{Heterogeneous: true, Logf: t.Logf})
+}
+
+// startOwn starts opts as a cluster of the test's own, with job ids of its
+// own, stopped when the test ends.
+func startOwn(t *testing.T, opts harness.Options) *harness.Cluster {
+	t.Helper()
 	// Job ids of their own: every cluster's "nodes" are this one machine, and
 	// trainrun derives MASTER_PORT from the job id, so job 2 of two clusters
 	// would otherwise race for the same port. The offset, one per test
 	// process, does the same for two test processes at once (two worktrees'
 	// e2e runs, or a chaos run beside them, raced for job 10001's port).
 	first := fmt.Sprintf("FirstJobId=%d", 10000*ownClusters.Add(1)+jobIDOffset)
-	c, err := harness.Start(harness.Options{TopologyConf: clusterTopology, ExtraSlurmConf: append([]string{first}, extraSlurmConf...), Logf: t.Logf})
+	opts.ExtraSlurmConf = append([]string{first}, opts.ExtraSlurmConf...)
+	c, err := harness.Start(opts)
 	if err != nil {
 		t.Fatalf("a cluster of the test's own did not start: %v", err)
 	}

@@ -33,12 +33,7 @@ func TestRunMigrates(t *testing.T) {
 	requireTorch(t)
 	t.Parallel()
 	bin := trainrun(t)
-	c, err := harness.Start(harness.Options{Heterogeneous: true, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	c.LogOnFailure(t)
+	c := heteroCluster(t)
 	dir := t.TempDir()
 	plans := writeMigratePlans(t, c, bin, dir)
 	ctx := context.Background()
@@ -118,12 +113,7 @@ func TestRunMigrateMaxDelay(t *testing.T) {
 	requireTorch(t)
 	t.Parallel()
 	bin := trainrun(t)
-	c, err := harness.Start(harness.Options{Heterogeneous: true, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	c.LogOnFailure(t)
+	c := heteroCluster(t)
 	dir := t.TempDir()
 	plans := writeMigratePlans(t, c, bin, dir)
 	ctx := context.Background()

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"mvdan.cc/sh/v3/shell"
-
-	"github.com/trainrun/trainrun/test/harness"
 )
 
 // TestREADMESlurmLines runs the README tour's lines that ask a live Slurm
@@ -40,12 +38,7 @@ func TestREADMESlurmLines(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("README: %d partitions/submit lines, want 3: %q", len(lines), lines)
 	}
-	c, err := harness.Start(harness.Options{Heterogeneous: true, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	c.LogOnFailure(t)
+	c := heteroCluster(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "train.sh"), []byte("#!/bin/bash\nexec trainrun run -- python train.py\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -36,12 +36,7 @@ func TestRunResizes(t *testing.T) {
 	requireTorch(t)
 	t.Parallel()
 	bin := trainrun(t)
-	c, err := harness.Start(harness.Options{Heterogeneous: true, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	c.LogOnFailure(t)
+	c := heteroCluster(t)
 	dir := t.TempDir()
 	plans := filepath.Join(dir, "plans")
 	if err := os.Mkdir(plans, 0o700); err != nil {
