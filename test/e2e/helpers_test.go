@@ -10,6 +10,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -193,4 +194,26 @@ func waitNoJobProcesses(t *testing.T, id int) {
 	if err := harness.WaitFor(context.Background(), 20*time.Second, fmt.Sprintf("job %d's processes to end", id), gone); err != nil {
 		t.Errorf("%v; left:\n%s", err, strings.Join(left, "\n"))
 	}
+}
+
+// rankReport is what contrib/trainer/train_example.py --report DIR
+// writes for each rank: its environment and the steps it ran.
+type rankReport struct {
+	Env       map[string]string `json:"env"`
+	StartStep int               `json:"start_step"`
+	EndStep   int               `json:"end_step"`
+}
+
+// readRankReport reads rank r's report under dir/report.
+func readRankReport(t *testing.T, dir string, r int) rankReport {
+	t.Helper()
+	var rep rankReport
+	b, err := os.ReadFile(filepath.Join(dir, "report", fmt.Sprintf("rank-%d.json", r)))
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil {
+		t.Fatalf("rank %d's report: %v", r, err)
+	}
+	return rep
 }

@@ -110,15 +110,7 @@ exec %[2]s run --probe none --job-dir %[3]s/job --ckpt-dir %[4]s --train-steps %
 	}
 	var startStep int
 	for r := 0; r < 2; r++ {
-		b, err := os.ReadFile(filepath.Join(dir, "report", fmt.Sprintf("rank-%d.json", r)))
-		var rep struct {
-			Env       map[string]string `json:"env"`
-			StartStep int               `json:"start_step"`
-			EndStep   int               `json:"end_step"`
-		}
-		if err != nil || json.Unmarshal(b, &rep) != nil {
-			t.Fatalf("rank %d's report: %v", r, err)
-		}
+		rep := readRankReport(t, dir, r)
 		if rep.Env["TRAINRUN_DP"] != "2" || rep.Env["TRAINRUN_GRAD_ACCUM"] != "4" || rep.EndStep != steps || rep.StartStep < stepAtAsk {
 			t.Errorf("rank %d after the resize: dp %s grad accum %s, steps %d..%d; want dp 2, grad accum 4, from the checkpoint at or after step %d, to %d",
 				r, rep.Env["TRAINRUN_DP"], rep.Env["TRAINRUN_GRAD_ACCUM"], rep.StartStep, rep.EndStep, stepAtAsk, steps)

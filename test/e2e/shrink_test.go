@@ -4,9 +4,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -75,15 +73,7 @@ exec %s run --fix tp=1,mbs=1,grad_accum=2 --job-dir %s/job --shrink yes -- /usr/
 		}
 	}
 	for r := 0; r < 2; r++ {
-		b, err := os.ReadFile(filepath.Join(dir, "report", fmt.Sprintf("rank-%d.json", r)))
-		var rep struct {
-			Env       map[string]string `json:"env"`
-			StartStep int               `json:"start_step"`
-			EndStep   int               `json:"end_step"`
-		}
-		if err != nil || json.Unmarshal(b, &rep) != nil {
-			t.Fatalf("rank %d's report: %v", r, err)
-		}
+		rep := readRankReport(t, dir, r)
 		if rep.Env["TRAINRUN_DP"] != "2" || rep.Env["TRAINRUN_GRAD_ACCUM"] != "3" || rep.EndStep != 40 || rep.StartStep == 0 {
 			t.Errorf("rank %d after the shrink: dp %s grad accum %s, steps %d..%d; want dp 2, grad accum 3 (dp × accum 6 as before), resumed, to 40",
 				r, rep.Env["TRAINRUN_DP"], rep.Env["TRAINRUN_GRAD_ACCUM"], rep.StartStep, rep.EndStep)
