@@ -346,12 +346,21 @@ func (c *Cluster) writeFiles() error {
 	if err != nil {
 		return err
 	}
+	// Written whole, then renamed: another test process's reapStale that
+	// read it between WriteFile's create and its write saw an empty owner,
+	// took the cluster for a dead one's and removed it while it was set up.
+	tmp := filepath.Join(l.dir, ownerFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(owner), 0o644); err != nil {
+		return fmt.Errorf("harness: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(l.dir, ownerFile)); err != nil {
+		return fmt.Errorf("harness: %w", err)
+	}
 	files := []struct {
 		path string
 		data string
 		mode os.FileMode
 	}{
-		{filepath.Join(l.dir, ownerFile), owner, 0o644},
 		{l.confPath(), l.slurmConf(), 0o644},
 		{l.gresPath(), l.gresConf(), 0o644},
 		{l.plugstackPath(), strings.Join(c.opts.Plugstack, "\n") + "\n", 0o644},
