@@ -149,15 +149,7 @@ func BuildReport(evs []Event) *Report {
 			if e.Ckpt == nil {
 				continue
 			}
-			c := CkptRecord{Ckpt: *e.Ckpt, Restart: cur.Restart, Time: e.Time}
-			if c.Save > 0 && !c.CompleteAt.IsZero() {
-				c.AskedAt = c.CompleteAt.Add(-c.Save)
-			}
-			if !c.CompleteAt.IsZero() {
-				c.Captured = c.CompleteAt.Add(-c.Save)
-			} else {
-				c.Captured = e.Time.Add(-c.Commit - c.Save)
-			}
+			c := ckptRecord(e, cur.Restart)
 			captured = c.Captured
 			r.Checkpoints = append(r.Checkpoints, c)
 		case KindCkptFail:
@@ -193,6 +185,22 @@ func BuildReport(evs []Event) *Report {
 	closeInc(lastSeen)
 	r.Goodput = r.buildGoodput()
 	return r
+}
+
+// ckptRecord is the checkpoint a KindCkptCommit event (with its Ckpt)
+// records: when it was asked for and when its state was captured, from
+// its completion less the save, else from the commit less commit and save.
+func ckptRecord(e Event, restart int) CkptRecord {
+	c := CkptRecord{Ckpt: *e.Ckpt, Restart: restart, Time: e.Time}
+	if c.Save > 0 && !c.CompleteAt.IsZero() {
+		c.AskedAt = c.CompleteAt.Add(-c.Save)
+	}
+	if !c.CompleteAt.IsZero() {
+		c.Captured = c.CompleteAt.Add(-c.Save)
+	} else {
+		c.Captured = e.Time.Add(-c.Commit - c.Save)
+	}
+	return c
 }
 
 // endRestarted ends the incarnation's step at a restart inside the
