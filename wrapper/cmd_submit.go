@@ -122,13 +122,17 @@ type submitOptions struct {
 	// Issue 37: --time-limit and --finetune-fallback (plan --cheapest's logic).
 	trainLimit string
 	fallback   bool
-	ckptDir    string         // the job's checkpoint store: its measured saves size the lead (issue 34)
-	lateMargin float64        // late binding: partitions whose finish is within this share of the best's are listed too
-	list       []int          // the chosen candidate, then the late-bound ones (set once chosen)
-	idle       map[string]int // idle nodes of each partition, for trainrun's start estimates
+	ckptDir    string                 // the job's checkpoint store: its measured saves size the lead (issue 34)
+	lateMargin float64                // late binding: partitions whose finish is within this share of the best's are listed too
+	list       []int                  // the chosen candidate, then the late-bound ones (set once chosen)
+	idle       map[string]int         // idle nodes of each partition, for trainrun's start estimates
+	infos      []submit.PartitionInfo // the partitions and their nodes, for the queue simulation
 
-	queues map[string]*submit.Queue // the partitions' queues (betterStarts), for sizing's GrowFair
-	tokens float64                  // the job's --tokens, in its mark (MarkTokens)
+	queues  map[string]*submit.Queue // the partitions' queues (betterStarts), for sizing's GrowFair
+	learn   bool                     // learn from the jobs --plan-dir's ledger names (learnRuns)
+	jobs    []slurm.Job              // Slurm's jobs, read once (learnRuns, betterStarts); nil = not read
+	learned *learnedJSON             // what learnRuns found, for the output
+	tokens  float64                  // the job's --tokens, in its mark (MarkTokens)
 }
 
 const submitSynopsis = "submit [plan flags] [--partition auto|P1,P2] [--objective finish|cost] [--min-gpus N] [--max-gpus N] [--policy FILE] [--format table|json] [--dry-run] [sbatch flags] -- SCRIPT [ARGS]"
@@ -197,7 +201,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 	if len(script) == 0 {
 		return usageErrorf("no script: give it after '--' (trainrun submit [flags] -- job.sh [ARGS])")
 	}
-	req, pol, err := o.request(fs, env)
+	req, pol, err := o.request(ctx, fs, env)
 	if err != nil {
 		return err
 	}
@@ -231,7 +235,7 @@ func runSubmit(ctx context.Context, env *runEnv, args []string) error {
 		if o.plan.Format != "json" { // as sweep --dry-run: the command it would run (the plan file is written at submission)
 			c := &cands[chosen]
 			req := lateRequest(cands, list)
-			args := requestArgs(&req, withPlanExport(append(timeMinArgs(cands, list), sb...), filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs)), o.jobExports(cands, list, o.planDir, "TIME")...))
+			args := requestArgs(&req, withPlanExport(sb, filepath.Join(o.planDir, fmt.Sprintf("plan-%s-%dgpus-TIME.json", c.Partition, c.GPUs)), o.jobExports(cands, list, o.planDir, "TIME")...))
 			q := make([]string, 0, len(args)+len(script))
 			for _, a := range append(args, script...) {
 				q = append(q, shell.Quote(a))
@@ -260,7 +264,7 @@ func noChoiceCode(cands []submit.Candidate) int {
 	return exitcode.NoFit
 }
 
-func (o *submitOptions) request(fs *pflag.FlagSet, env *runEnv) (submit.Request, *policy.Policy, error) {
+func (o *submitOptions) request(ctx context.Context, fs *pflag.FlagSet, env *runEnv) (submit.Request, *policy.Policy, error) {
 	m, j, pol, err := o.load(fs)
 	if err != nil {
 		return submit.Request{}, nil, err
@@ -303,6 +307,7 @@ func (o *submitOptions) request(fs *pflag.FlagSet, env *runEnv) (submit.Request,
 	if err != nil {
 		return submit.Request{}, nil, err
 	}
+	o.learnRuns(ctx, env)
 	so := o.plan.SearchOptions(fix)
 	so.TopK = 1
 	limit, err := parseCheapestLimit(o.trainLimit)
@@ -316,7 +321,7 @@ func (o *submitOptions) request(fs *pflag.FlagSet, env *runEnv) (submit.Request,
 	req := submit.Request{Model: m, Job: j, Search: so, Cluster: adj, MinGPUs: minG, MaxGPUs: maxG,
 		CkptInterval: o.ckptInterval, CkptBW: o.ckptBW * 1e9,
 		Sbatch: plan.SbatchOptions{Margin: o.plan.TimeMargin, Lead: o.plan.CkptLead},
-		Kinds:  kinds, TrainLimit: time.Duration(limit * float64(time.Second))}
+		Kinds:  kinds, TrainLimit: time.Duration(limit * float64(time.Second)), Fix: o.plan.Fix}
 	o.honestLimits(fs, &req, saves)
 	return req, pol, nil
 }
@@ -440,25 +445,25 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, cands []s
 		return "", usageErrorf("%v", err)
 	}
 	stamp := strconv.FormatInt(nowFunc().UnixNano(), 10)
-	var path string
-	for k, i := range list {
+	var files []string
+	for _, i := range list {
 		c := &cands[i]
 		// Rendered first, then written whole (temporary file and rename): a
-		// failed render or a full disk leaves no partial plan for the job to read.
+		// failed render or a full disk leaves no partial plan for the job to
+		// read. With its inputs, so that the run can be learned from.
 		var b bytes.Buffer
-		if err := plan.RenderJSON(&b, c.Result); err != nil {
+		if err := plan.RenderJSONWithInputs(&b, c.Result, c.Inputs); err != nil {
 			return "", err
 		}
 		p := filepath.Join(dir, fmt.Sprintf("plan-%s-%dgpus-%s.json", c.Partition, c.GPUs, stamp))
 		if err := atomicfile.WriteFile(p, b.Bytes(), 0o644); err != nil {
 			return "", fmt.Errorf("--plan-dir %s: %w", o.planDir, err)
 		}
-		if k == 0 {
-			path = p
-		}
+		files = append(files, p)
 	}
+	path := files[0]
 	req := lateRequest(cands, list)
-	args := requestArgs(&req, withPlanExport(append(append(timeMinArgs(cands, list), o.markArgs(cands, list, extra)...), extra...), path,
+	args := requestArgs(&req, withPlanExport(append(o.markArgs(cands, list, extra), extra...), path,
 		append(modelExports(&o.plan), o.jobExports(cands, list, dir, stamp)...)...))
 	id, warnings, err := env.slurm.Submit(ctx, append(args, script...)...)
 	if warnings != "" {
@@ -470,6 +475,9 @@ func (o *submitOptions) submitChosen(ctx context.Context, env *runEnv, cands []s
 			fmt.Fprintln(env.stderr, se.Stderr) // sbatch's message, as it printed it
 		}
 		return "", withCode(exitcode.Slurm, err)
+	}
+	if err := submit.AppendSubmitted(dir, submit.SubmittedOf(cands, list, files, id, nowFunc())); err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: submit: job %s is submitted; later submissions will not learn from its run: %v\n", id, err)
 	}
 	return id, nil
 }
@@ -575,6 +583,7 @@ type submitJSON struct {
 	Chosen         *chosenJSON     `json:"chosen"`
 	Candidates     []candidateJSON `json:"candidates"`
 	SubmittedJobID string          `json:"submitted_job_id,omitempty"`
+	Learned        *learnedJSON    `json:"learned,omitempty"` // the runs of --plan-dir's jobs the plans were corrected from
 }
 
 func rfc3339(t time.Time) *string {
@@ -613,7 +622,9 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 	if o.plan.Format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(o.withLateJSON(toSubmitJSON(cands, chosen, id), cands))
+		out := toSubmitJSON(cands, chosen, id)
+		out.Learned = o.learned
+		return enc.Encode(o.withLateJSON(out, cands))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tGPU\tNODES\tGPUS\tFITS\tTOKENS/S\tTRAIN\tSTART\tFINISH\tCOST\tWHY")
@@ -645,6 +656,7 @@ func (o *submitOptions) print(w io.Writer, cands []submit.Candidate, chosen int,
 		}
 	}
 	o.printLate(w, cands, chosen)
+	o.printLearned(w)
 	if id != "" {
 		fmt.Fprintf(w, "Submitted batch job %s\n", id)
 	}

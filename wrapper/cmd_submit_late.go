@@ -31,7 +31,8 @@ import (
 
 func (o *submitOptions) addHonestFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "the job's checkpoint store (env TRAINRUN_CKPT_DIR): its measured saves size the time limit's checkpoint lead, its observations narrow the plan's error band; none yet = a predicted save (--ckpt-bw)")
-	fs.Float64Var(&o.lateMargin, "late-bind", 1, "late binding: also list, in one job (-p A,B), the partitions whose predicted finish is within this share of the best's time to finish, each with its own plan; Slurm starts the job on the first that frees (0 = the best partition alone)")
+	fs.Float64Var(&o.lateMargin, "late-bind", 1, "late binding: also list, in one job (-p A,B), each with its own plan, the partitions that at worst (the plan's error band) finish no later than the best at worst plus this share of the best's wait to start; Slurm starts the job on the first that frees (0 = the best partition alone)")
+	fs.BoolVar(&o.learn, "learn", true, "learn from the runs of the jobs submitted with this --plan-dir: each that completed whole in Slurm's record (scontrol show job) becomes an observation in --plan-dir/observations.jsonl, which corrects the predicted step times, their band and so the limits (--learn=false: the planner's figures alone)")
 	fs.Lookup("time-margin").Usage = "fraction added to the predicted training time (default: the plan's own error band, from its calibration)"
 	fs.Lookup("ckpt-lead").Usage = "checkpoint lead added to the time limit (default: the longest measured save of --ckpt-dir plus a quarter, at least 10 s; without measurements a predicted save)"
 }
@@ -87,17 +88,8 @@ func lateRequest(cands []submit.Candidate, list []int) submit.Candidate {
 		names = append(names, cands[i].Partition)
 	}
 	c.Partition = strings.Join(names, ",")
-	c.TimeLimit, _ = submit.Limits(cands, list)
+	c.TimeLimit = submit.Limit(cands, list)
 	return c
-}
-
-// timeMinArgs is --time-min, the fastest listed partition's limit, when
-// the list's limits differ.
-func timeMinArgs(cands []submit.Candidate, list []int) []string {
-	if _, tm := submit.Limits(cands, list); tm > 0 {
-		return []string{"--time-min=" + strconv.Itoa(int(tm/time.Minute))}
-	}
-	return nil
 }
 
 // jobExports are what the job's controller needs of the choice besides
@@ -123,7 +115,6 @@ func (o *submitOptions) jobExports(cands []submit.Candidate, list []int, dir, st
 type lateJSON struct {
 	*chosenJSON
 	Partitions   []string `json:"partitions"`               // every partition listed (-p), the chosen first
-	TimeMinS     float64  `json:"time_min_s,omitempty"`     // --time-min, when the listed limits differ
 	TimeLimitWhy string   `json:"time_limit_why,omitempty"` // where the chosen's margin and lead came from
 }
 
@@ -140,8 +131,7 @@ func (o *submitOptions) withLateJSON(out submitJSON, cands []submit.Candidate) a
 	for _, i := range o.list {
 		lj.Partitions = append(lj.Partitions, cands[i].Partition)
 	}
-	lim, tm := submit.Limits(cands, o.list)
-	lj.TimeLimitS, lj.TimeMinS = lim.Seconds(), tm.Seconds()
+	lj.TimeLimitS = submit.Limit(cands, o.list).Seconds()
 	return submitLateJSON{Chosen: lj, submitJSON: out}
 }
 
@@ -153,17 +143,14 @@ func (o *submitOptions) printLate(w io.Writer, cands []submit.Candidate, chosen 
 	}
 	fmt.Fprintf(w, "time limit: train %s + %s\n", units.Seconds(cands[chosen].TrainS), cands[chosen].LimitWhy)
 	if len(o.list) > 1 {
-		lim, tm := submit.Limits(cands, o.list)
-		fmt.Fprintf(w, "late-bound: -p %s, --time=%s (the slowest listed)", lateRequest(cands, o.list).Partition, slurmDuration(lim))
-		if tm > 0 {
-			fmt.Fprintf(w, ", --time-min=%s (the fastest)", slurmDuration(tm))
-		}
-		fmt.Fprintln(w, "; the job takes the plan of the partition it starts in")
+		fmt.Fprintf(w, "late-bound: -p %s, --time=%s (the slowest listed); the job takes the plan of the partition it starts in\n",
+			lateRequest(cands, o.list).Partition, slurmDuration(submit.Limit(cands, o.list)))
 	}
 }
 
 // noteIdle keeps a partition's idle nodes for betterStarts.
 func (o *submitOptions) noteIdle(pi submit.PartitionInfo) {
+	o.infos = append(o.infos, pi)
 	if o.idle == nil {
 		o.idle = map[string]int{}
 	}
@@ -175,17 +162,21 @@ func (o *submitOptions) noteIdle(pi submit.PartitionInfo) {
 // (submit.BetterStarts). Slurm's answer stands where the jobs cannot be
 // read (said once on stderr).
 func (o *submitOptions) betterStarts(ctx context.Context, env *runEnv, cands []submit.Candidate) {
-	jobs, err := env.slurm.Jobs(ctx)
-	if err != nil {
-		fmt.Fprintf(env.stderr, "trainrun: submit: start estimates are Slurm's alone: %v\n", err)
-		return
+	jobs := o.jobs // read by learnRuns, a moment ago
+	if jobs == nil {
+		var err error
+		if jobs, err = env.slurm.Jobs(ctx); err != nil {
+			fmt.Fprintf(env.stderr, "trainrun: submit: start estimates are Slurm's alone: %v\n", err)
+			return
+		}
 	}
 	loc := env.slurm.Location
 	if loc == nil {
 		loc = time.Local
 	}
 	o.queues = submit.QueuesObserved(jobs, loc, trainerProgress)
-	submit.BetterStarts(cands, o.queues, o.idle, nowFunc())
+	tl := submit.Simulate(o.infos, jobs, loc, nowFunc(), trainerProgress)
+	submit.BetterStarts(cands, o.queues, o.idle, tl, nowFunc())
 }
 
 // growFair drops the larger sizes that would take nodes small jobs start
@@ -289,4 +280,70 @@ func writeQueueMetrics(file string, queue []submit.GroupSlowdown) error {
 		return fmt.Errorf("--metrics-textfile %s: %w", file, err)
 	}
 	return nil
+}
+
+// learnedJSON is the "learned" object of submit --format json: the runs
+// of --plan-dir's jobs the plans were corrected from.
+type learnedJSON struct {
+	From         string   `json:"from"`         // the observations file
+	Observations int      `json:"observations"` // runs in it
+	Added        []string `json:"added"`        // job ids learned from this time
+	Skipped      []string `json:"skipped,omitempty"`
+}
+
+// learnRuns turns the completed runs of the jobs --plan-dir's ledger names
+// into observations there (submit.LearnRuns) and adds that file's
+// observations to the planner's calibration. Nothing stops the submission:
+// what cannot be read is said on stderr, and the plans are the
+// planner's alone.
+func (o *submitOptions) learnRuns(ctx context.Context, env *runEnv) {
+	if !o.learn {
+		return
+	}
+	dir, err := filepath.Abs(o.planDir)
+	if err != nil {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(dir, submit.LedgerFile)); err != nil {
+		return // nothing submitted from here yet
+	}
+	jobs, err := env.slurm.Jobs(ctx)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: submit: not learning from earlier runs: %v\n", err)
+		return
+	}
+	o.jobs = jobs
+	loc := env.slurm.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	l, err := submit.LearnRuns(dir, jobs, loc)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "trainrun: submit: not learning from earlier runs: %v\n", err)
+		return
+	}
+	obs, err := planflags.Observations(dir, env.stderr)
+	if err != nil || len(obs) == 0 {
+		return
+	}
+	o.plan.Observations = append(o.plan.Observations, obs...)
+	o.learned = &learnedJSON{From: calib.SitePath(dir), Observations: len(obs), Added: []string{}, Skipped: l.Skipped}
+	for _, r := range l.Added {
+		o.learned.Added = append(o.learned.Added, r.Job)
+	}
+}
+
+// printLearned says, under the table, what the plans learned from.
+func (o *submitOptions) printLearned(w io.Writer) {
+	if o.learned == nil {
+		return
+	}
+	fmt.Fprintf(w, "learned: %d run(s) of jobs submitted from --plan-dir correct the plans (%s", o.learned.Observations, o.learned.From)
+	if n := len(o.learned.Added); n > 0 {
+		fmt.Fprintf(w, "; %d new: job %s", n, strings.Join(o.learned.Added, ", "))
+	}
+	fmt.Fprintln(w, ")")
+	if n := len(o.learned.Skipped); n > 0 {
+		fmt.Fprintf(w, "  %d completed job(s) not learned from, first: %s\n", n, o.learned.Skipped[0])
+	}
 }

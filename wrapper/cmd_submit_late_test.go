@@ -15,13 +15,13 @@ import (
 )
 
 // Late binding: both partitions listed in one job, a plan for each where
-// TRAINRUN_PLAN_BY_PARTITION says, --time for the slower, --time-min for
-// the faster; --late-bind 0 binds to the chosen alone, as before.
+// TRAINRUN_PLAN_BY_PARTITION says, --time for the slower and no --time-min
+// (Slurm could give the slower partition the faster's limit); --late-bind 0 binds to the chosen alone, as before.
 func TestSubmitLateBinds(t *testing.T) {
 	f := &fakeSched{t: t}
 	dir := t.TempDir()
 	args := append([]string{"submit", "--policy", policyFile(t, ampere40), "--tokens", "2e9", "--min-gpus", "16", "--max-gpus", "16",
-		"--late-bind", "10", "--plan-dir", dir}, job8b...)
+		"--late-bind", "40", "--plan-dir", dir}, job8b...) // hopper waits 10 min; ampere finishes 5h50m later: 40 × the wait hedges it
 	out, errOut, code := runSched(t, f, append(args, "--", "job.sh")...)
 	if code != exitcode.OK || len(f.submitted) != 1 {
 		t.Fatalf("exit %d, submitted %q\n%s\n%s", code, f.submitted, out, errOut)
@@ -30,7 +30,7 @@ func TestSubmitLateBinds(t *testing.T) {
 	if !strings.Contains(sub, "--partition=ampere,hopper ") && !strings.Contains(sub, "--partition=hopper,ampere ") {
 		t.Errorf("sbatch line %q: want both partitions", sub)
 	}
-	if !strings.Contains(sub, "--time-min=") || !strings.Contains(out, "late-bound: -p ") {
+	if strings.Contains(sub, "--time-min") || !strings.Contains(out, "late-bound: -p ") {
 		t.Errorf("sbatch line %q, stdout:\n%s", sub, out)
 	}
 	_, after, ok := strings.Cut(sub, "TRAINRUN_PLAN_BY_PARTITION=")
@@ -51,9 +51,19 @@ func TestSubmitLateBinds(t *testing.T) {
 		}
 		layouts[p] = ev.Layout.Config()
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 2 {
-		t.Errorf("%d plan files, want 2", len(entries))
+	plans, _ := filepath.Glob(filepath.Join(dir, "plan-*.json"))
+	if len(plans) != 2 {
+		t.Errorf("%d plan files, want 2: %q", len(plans), plans)
+	}
+	// The ledger names the job and both plans, for later submissions to
+	// learn from its run (learn.go).
+	led, err := os.ReadFile(filepath.Join(dir, submit.LedgerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s submit.Submitted
+	if err := json.Unmarshal(led, &s); err != nil || s.Job == "" || len(s.Plans) != 2 || s.Plans["hopper"].File == "" || s.Plans["ampere"].StepS <= 0 {
+		t.Errorf("ledger %s: %+v (%v)", led, s, err)
 	}
 
 	f = &fakeSched{t: t}
@@ -156,5 +166,67 @@ func TestTrainerProgressAndMark(t *testing.T) {
 	got := o.markArgs([]submit.Candidate{{Partition: "hopper", TrainS: 60}}, []int{0}, nil)
 	if len(got) != 1 || got[0] != "--comment=trainrun-submit:train_s=hopper:60 tokens=2000000000" {
 		t.Errorf("mark %q", got)
+	}
+}
+
+// Learning from runs: a job submit sent that completed in Slurm's record
+// twice as slow as predicted becomes an observation in --plan-dir, once;
+// the next submission of the same job there predicts its measured time,
+// and --learn=false the planner's own.
+func TestSubmitLearnsFromRuns(t *testing.T) {
+	dir := t.TempDir()
+	pol := policyFile(t, ampere40)
+	args := append([]string{"submit", "--format", "json", "--policy", pol, "--tokens", "2e8", "--partition", "ampere", "--gpus", "8", "--plan-dir", dir}, job8b...)
+	f := &fakeSched{t: t}
+	first := decodeSubmit(t, mustRun(t, f, append(args, "--", "job.sh")...))
+	if first.Learned != nil || first.SubmittedJobID != "1234" {
+		t.Fatalf("first submission: learned %+v, job %q", first.Learned, first.SubmittedJobID)
+	}
+	train := first.Candidates[0].TrainS
+	var led submit.Submitted
+	b, _ := os.ReadFile(filepath.Join(dir, submit.LedgerFile))
+	if err := json.Unmarshal(b, &led); err != nil {
+		t.Fatal(err)
+	}
+	p := led.Plans["ampere"]
+	start := captureTime.Add(10 * time.Second)
+	end := start.Add(time.Duration((2*p.StepsS + p.CkptS) * float64(time.Second)))
+	ts := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05") }
+	completed := "JobId=1234 JobName=job.sh UserId=alice(1000) Account=nlp JobState=COMPLETED Partition=ampere TimeLimit=10:00:00 SubmitTime=" + ts(captureTime) +
+		" StartTime=" + ts(start) + " EndTime=" + ts(end) + " ExitCode=0:0 Restarts=0 NumNodes=1\n"
+	// Another job's id reused (submitted long before the ledger's time): not this job's run.
+	for _, tc := range []struct {
+		name, jobs string
+		want       int
+	}{{"another job with the id", strings.Replace(completed, "SubmitTime="+ts(captureTime), "SubmitTime="+ts(captureTime.Add(-time.Hour)), 1), 0},
+		{"failed", strings.Replace(completed, "ExitCode=0:0", "ExitCode=1:0", 1), 0},
+		{"requeued", strings.Replace(completed, "Restarts=0", "Restarts=1", 1), 0},
+		{"completed", completed, 1}, {"again", completed, 0}} {
+		f = &fakeSched{t: t, jobs: tc.jobs}
+		dry := append(append([]string{}, args...), "--dry-run", "--", "job.sh")
+		got := decodeSubmit(t, mustRun(t, f, dry...))
+		n := 0
+		if got.Learned != nil {
+			n = len(got.Learned.Added)
+		}
+		if n != tc.want {
+			t.Errorf("%s: learned from %d job(s), want %d: %+v", tc.name, n, tc.want, got.Learned)
+		}
+		if tc.want == 0 && tc.name != "again" && got.Learned == nil && got.Candidates[0].TrainS != train {
+			t.Errorf("%s: train %.0f s, want the planner's %.0f s", tc.name, got.Candidates[0].TrainS, train)
+		}
+	}
+	recs, _ := os.ReadFile(filepath.Join(dir, "observations.jsonl"))
+	if n := strings.Count(string(recs), "\n"); n != 1 || !strings.Contains(string(recs), `"job":"1234"`) {
+		t.Fatalf("observations.jsonl has %d record(s), want job 1234's alone:\n%s", n, recs)
+	}
+	got := decodeSubmit(t, mustRun(t, &fakeSched{t: t, jobs: completed}, append(append([]string{}, args...), "--dry-run", "--", "job.sh")...))
+	want := 2*p.StepsS + p.CkptS
+	if r := got.Candidates[0].TrainS / want; r < 0.97 || r > 1.03 || got.Learned == nil || got.Learned.Observations != 1 {
+		t.Errorf("after learning: train %.0f s, want the measured %.0f s (planner's %.0f s); learned %+v", got.Candidates[0].TrainS, want, train, got.Learned)
+	}
+	off := decodeSubmit(t, mustRun(t, &fakeSched{t: t, jobs: completed}, append(append([]string{}, args...), "--learn=false", "--dry-run", "--", "job.sh")...))
+	if off.Candidates[0].TrainS != train || off.Learned != nil {
+		t.Errorf("--learn=false: train %.0f s, want the planner's %.0f s; learned %+v", off.Candidates[0].TrainS, train, off.Learned)
 	}
 }

@@ -94,10 +94,10 @@ func QueuesObserved(jobs []slurm.Job, loc *time.Location, progress func(slurm.Jo
 	for _, j := range jobs {
 		switch j.State {
 		case "PENDING", "REQUEUED", "REQUEUE_HOLD":
-			n, _ := strconv.Atoi(j.Record["NumNodes"])
+			n := leadingInt(j.Record["NumNodes"]) // "2-2" while pending
 			for _, p := range strings.Split(j.Partition, ",") {
 				q(p).Pending++
-				q(p).PendingNodes += max(n, 1)
+				q(p).PendingNodes += n
 			}
 		case "RUNNING", "COMPLETING", "SUSPENDED":
 			n, _ := strconv.Atoi(j.Record["NumNodes"])
@@ -175,20 +175,35 @@ func maxTime(a, b time.Time) time.Time {
 
 // BetterStarts moves a whole-node candidate's Start earlier than Slurm's
 // where the partition frees sooner by trainrun's predictions (free: its
-// idle nodes now), and says so in StartWhy. It returns how many moved.
-func BetterStarts(cands []Candidate, queues map[string]*Queue, free map[string]int, now time.Time) int {
+// idle nodes now), and says so in StartWhy. Where jobs wait there, the
+// queue simulation tl says it (nil = none), when trainrun's figures moved
+// it. It returns how many moved.
+func BetterStarts(cands []Candidate, queues map[string]*Queue, free map[string]int, tl *Timeline, now time.Time) int {
 	moved := 0
 	for i := range cands {
 		c := &cands[i]
 		if !c.Fits || c.Partial || c.Start.IsZero() || c.StartErr != "" {
 			continue
 		}
-		t, by, ok := queues[c.Partition].FreesAt(free[c.Partition], c.Nodes, now)
-		if !ok || !t.Before(c.Start) || !anyPredicted(by) {
+		var t time.Time
+		var ok bool
+		why := ""
+		if q := queues[c.Partition]; q != nil && q.Pending > 0 {
+			if tl != nil && tl.predicted[c.Partition] { // jobs wait there: the replay says it
+				t, ok = tl.StartOn(c.Partition, c.Nodes)
+				why = fmt.Sprintf("the queue replayed with trainrun's predicted runs, %d waiting job(s) first", tl.ahead[c.Partition])
+			}
+		} else {
+			var by []Holder
+			t, by, ok = q.FreesAt(free[c.Partition], c.Nodes, now)
+			ok = ok && anyPredicted(by)
+			why = holders(by, now)
+		}
+		if !ok || !t.Before(c.Start) {
 			continue
 		}
-		c.StartWhy = fmt.Sprintf("start %s by trainrun's predictions (Slurm's --test-only: %s, the holders' limits): %s",
-			rel(t, now), rel(c.Start, now), holders(by, now))
+		c.StartWhy = fmt.Sprintf("start %s by trainrun's predictions (Slurm's --test-only: %s, the jobs' limits): %s",
+			rel(t, now), rel(c.Start, now), why)
 		c.SlurmStart, c.Start = c.Start, t
 		moved++
 	}

@@ -55,7 +55,7 @@ func TestBetterStarts(t *testing.T) {
 		{Partition: "v100", Nodes: 1, Fits: true, Start: limitEnd},
 		{Partition: "hopper", Nodes: 1, GPUsPerNode: 4, Partial: true, Fits: true, Start: limitEnd},
 	}
-	if n := BetterStarts(cands, qs, map[string]int{}, now); n != 1 {
+	if n := BetterStarts(cands, qs, map[string]int{}, nil, now); n != 1 {
 		t.Errorf("%d moved, want 1 (hopper's whole-node candidate)", n)
 	}
 	if h := cands[0]; !h.Start.Equal(now.Add(10*time.Minute)) || !h.SlurmStart.Equal(limitEnd) || !strings.Contains(h.StartWhy, "job 1 ends in 10m") {

@@ -50,6 +50,8 @@ type Request struct {
 	// TrainLimit is the longest the training may take (--time-limit): a
 	// candidate that trains longer does not qualify. 0 = no limit.
 	TrainLimit time.Duration
+	// Fix is the --fix string the pins came from, kept in the plans' inputs.
+	Fix string
 	// Honest limits (limits.go): AutoMargin takes the margin from the
 	// plan's error band, AutoLead sizes the lead from MeasuredSave (the
 	// longest of MeasuredSaves recent saves of the job's store), else from
@@ -89,6 +91,9 @@ type Candidate struct {
 	Finish      time.Time
 	Cost        float64 // < 0 = unknown
 	Finetune    string  // the --finetune spec it was planned with (Request.Kinds)
+	// Inputs are what it was planned from, written into its plan file
+	// ("inputs"), so that the job's run can be learned from (learn.go).
+	Inputs plan.Inputs
 }
 
 // ckptBytesPerParam is what a checkpoint holds per parameter: BF16
@@ -149,6 +154,7 @@ func plan1(p Partition, nodes, perNode int, req Request) Candidate {
 	}
 	e := *c.Result.Plan
 	c.Eval, c.Fits = &e, true
+	c.Inputs = plan.InputsOf(req.Model, job, cl, req.Fix)
 	c.TokensPerS = e.TokensPerSPerGPU * float64(c.GPUs)
 	steps := plan.TrainSeconds(job, e)
 	if req.CkptInterval > 0 && req.CkptBW > 0 {
