@@ -45,7 +45,7 @@ help:
 	@echo "test-e2e   end-to-end suite against a real local Slurm (root); E2E_FLAGS='-run X' narrows it"
 	@echo "chaos      one run with six random faults (seeded; TRAINRUN_CHAOS_SEED=N repeats), bit-identical weights, its goodput; CHAOS_SEEDS=N: N seeds, pass rate and goodput spread"
 	@echo "bench      benchmarks, printed as figures and side-by-side ratios"
-	@echo "bench-sched  two traces of training jobs (24 on 2 partitions, 30 on 3) replayed on typed-GPU test clusters under each policy (trainrun submit, Slurm's -p list, a perfect router): mean JCT, p90 slowdown, with sizing and migration on and off (about 95 minutes; TRAINRUN_BENCH_TRACES=1,2 and TRAINRUN_BENCH_POLICIES=a,b narrow it)"
+	@echo "bench-sched  two traces of training jobs (24 on 2 partitions, 30 on 3) replayed on typed-GPU test clusters under each policy (trainrun submit, Slurm's -p list, a perfect router): mean JCT, p90 slowdown, with sizing, learning and migration on and off (about 105 minutes; TRAINRUN_BENCH_TRACES=1,2 and TRAINRUN_BENCH_POLICIES=a,b narrow it)"
 	@echo "bench-scale  1k, 4k and 16k simulated ranks against the controller's channel, launch files and commit, with history, report and plan at size (minutes; TRAINRUN_SCALE_N=1024,4096 narrows it)"
 	@echo "fuzz       every Fuzz target of the module, FUZZTIME (60s) each; FUZZPKGS=./topo/... narrows it"
 	@echo "lint       gofmt, go vet, staticcheck and a dead-code check (both pinned below, fetched by go run)"
@@ -155,7 +155,7 @@ bench-scale:
 # replayed on a fresh heterogeneous cluster per policy: trainrun submit with
 # and without sizing and late binding, Slurm's own -p list, a fixed-size
 # perfect-knowledge router; trace 1 on the harness's two-partition cluster,
-# trace 2 on three partitions (h100, a100, v100). About 95 minutes, so not
+# trace 2 on three partitions (h100, a100, v100). About 105 minutes, so not
 # in CI.
 bench-sched: build
 	TRAINRUN_BENCH_SCHED=1 bash test/e2e.sh -run '^TestBenchSched(RunJob)?$$' -timeout 150m

@@ -31,7 +31,7 @@ import (
 // that ran where their model does not fit.
 func TestBenchSched(t *testing.T) {
 	if os.Getenv("TRAINRUN_BENCH_SCHED") == "" {
-		t.Skip("make bench-sched runs it (TRAINRUN_BENCH_SCHED=1): about 95 minutes")
+		t.Skip("make bench-sched runs it (TRAINRUN_BENCH_SCHED=1): about 105 minutes")
 	}
 	bin := trainrun(t)
 	for _, tr := range benchTraces() {
@@ -72,6 +72,11 @@ func benchOneTrace(t *testing.T, bin string, tr benchTrace) {
 			ratio = fmt.Sprintf("%.2f×", r.meanJCT/ref)
 		}
 		fmt.Fprintf(&b, "| %s | %.1f s | %s | %.2f | %d/%d | %d | %d | %d |\n", r.name, r.meanJCT, ratio, r.p90Slow8, r.done, len(jobs), r.noFit, r.timedOut, r.requeued)
+	}
+	for _, r := range rows {
+		if r.startErr != "" {
+			fmt.Fprintf(&b, "%s: %s\n", r.name, r.startErr)
+		}
 	}
 	b.WriteString(schedRunCaption(rows))
 	t.Log(b.String())
@@ -294,6 +299,10 @@ type schedRun struct {
 	script string
 	start  time.Time
 	free   map[string][]time.Time // the perfect router's model: each node's free time
+	policy string                 // the policy's name, for keepSchedJob
+	// est is each trainrun job's estimated start by partition, from its
+	// submit's candidates of its chosen size (startErrors).
+	est map[int]map[string]time.Time
 }
 
 func schedPolicies() []schedPolicy {
@@ -313,11 +322,28 @@ func schedPolicies() []schedPolicy {
 			if err != nil {
 				return "", err
 			}
+			keepSchedJob(s.policy, fmt.Sprintf("%d.submit.json", j.idx), []byte(out))
 			var r struct {
-				ID string `json:"submitted_job_id"`
+				ID     string `json:"submitted_job_id"`
+				Chosen struct {
+					GPUs int `json:"gpus"`
+				} `json:"chosen"`
+				Candidates []struct {
+					Partition string  `json:"partition"`
+					GPUs      int     `json:"gpus"`
+					Start     *string `json:"start"`
+				} `json:"candidates"`
 			}
 			if err := json.Unmarshal([]byte(out), &r); err != nil || r.ID == "" {
 				return "", fmt.Errorf("trainrun submit printed no submitted_job_id: %v\n%s", err, out)
+			}
+			s.est[j.idx] = map[string]time.Time{}
+			for _, c := range r.Candidates {
+				if c.GPUs == r.Chosen.GPUs && c.Start != nil {
+					if at, err := time.Parse(time.RFC3339, *c.Start); err == nil {
+						s.est[j.idx][c.Partition] = at
+					}
+				}
 			}
 			return r.ID, nil
 		}
@@ -328,6 +354,7 @@ func schedPolicies() []schedPolicy {
 		{"trainrun", tr("--gpus", "N")},
 		{"trainrun-sizing", tr("--min-gpus", "8", "--max-gpus", "16")},
 		{"trainrun-bound", tr("--gpus", "N", "--late-bind", "0")},
+		{"trainrun-sizing-nolearn", tr("--min-gpus", "8", "--max-gpus", "16", "--learn=false")}, // sizing without learning from the trace's finished jobs
 	}, schedRunPolicies(tr)...) // sched_bench_run_test.go: jobs under trainrun run, migration off and on
 }
 
@@ -404,7 +431,8 @@ type schedRow struct {
 	name                  string
 	meanJCT, p90Slow8     float64
 	done, noFit, timedOut int
-	requeued              int // jobs that requeued themselves ahead of their limit (schedScript)
+	requeued              int    // jobs that requeued themselves ahead of their limit (schedScript)
+	startErr              string // how far submit's start estimates were (startErrors)
 }
 
 // schedScript is the job: its GPU type from the node it runs on
@@ -466,7 +494,8 @@ func runSchedPolicy(t *testing.T, bin string, p schedPolicy, jobs []schedJob) sc
 	if err := os.MkdirAll(out, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	s := &schedRun{t: t, c: c, bin: bin, dir: dir, script: filepath.Join(dir, "job.sh"), start: time.Now(), free: map[string][]time.Time{}}
+	s := &schedRun{t: t, c: c, bin: bin, dir: dir, script: filepath.Join(dir, "job.sh"), start: time.Now(), free: map[string][]time.Time{}, policy: p.name,
+		est: map[int]map[string]time.Time{}}
 	for _, part := range schedParts {
 		for k := 0; k < part.nodes; k++ {
 			s.free[part.name] = append(s.free[part.name], s.start)
@@ -483,7 +512,84 @@ func runSchedPolicy(t *testing.T, bin string, p schedPolicy, jobs []schedJob) sc
 			t.Errorf("%s: job %d: %v", p.name, j.idx, err)
 		}
 	}
-	return collectSched(t, c, p.name, jobs, arrived, out)
+	row := collectSched(t, c, p.name, jobs, arrived, out)
+	row.startErr = startErrors(s.est, jobs, out)
+	keepSchedJob(p.name, "jobs.tsv", schedJobTable(jobs, arrived, s.start, out))
+	return row
+}
+
+// startErrors says how far trainrun submit's start estimates were from the
+// starts: for each job that ran once (not requeued at its limit), its
+// estimated start on the partition it ran in (at its chosen size) against
+// its start there; the median and p90 of |estimated − actual|. Scontrol
+// prints times to the second, so the estimates are ±1 s. "" for the
+// policies without estimates.
+func startErrors(est map[int]map[string]time.Time, jobs []schedJob, out string) string {
+	part := map[string]string{}
+	for _, p := range schedParts {
+		part[p.typ] = p.name
+	}
+	var errs []float64
+	for _, j := range jobs {
+		if _, err := os.Stat(filepath.Join(out, strconv.Itoa(j.idx)+".requeues")); err == nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(out, strconv.Itoa(j.idx)))
+		f := strings.Fields(string(b))
+		if err != nil || len(f) < 5 || f[4] != "ok" {
+			continue
+		}
+		at, ok := est[j.idx][part[f[2]]]
+		if !ok {
+			continue
+		}
+		st, _ := strconv.ParseFloat(f[0], 64)
+		errs = append(errs, math.Abs(st-float64(at.UnixNano())/1e9))
+	}
+	if len(errs) == 0 {
+		return ""
+	}
+	sort.Float64s(errs)
+	return fmt.Sprintf("start estimates: |estimated − actual| median %.1f s, p90 %.1f s over %d jobs", errs[len(errs)/2], errs[int(math.Ceil(0.9*float64(len(errs))))-1], len(errs))
+}
+
+// keepSchedJob writes a file of one policy's replay under
+// $TRAINRUN_BENCH_JOBS/<trace>-<policy>/ when that is set: what submit
+// printed for each job, and the table of where and when each ran, to read
+// where a policy lost time.
+func keepSchedJob(policy, name string, b []byte) {
+	to := os.Getenv("TRAINRUN_BENCH_JOBS")
+	if to == "" {
+		return
+	}
+	to = filepath.Join(to, schedTraceName+"-"+policy)
+	if err := os.MkdirAll(to, 0o755); err == nil {
+		_ = os.WriteFile(filepath.Join(to, name), b, 0o644)
+	}
+}
+
+// schedJobTable is one line per job: its index, model, GPUs asked,
+// arrival, start and end (seconds after the trace's start), the GPU type
+// and GPUs it ran on, its true time there and its true time on 8 h100s.
+func schedJobTable(jobs []schedJob, arrived []time.Time, start time.Time, out string) []byte {
+	var b strings.Builder
+	b.WriteString("idx\tmodel\tasked\tarrived\tstarted\tended\ttype\tgpus\ttrue_s\n")
+	t0 := float64(start.UnixNano()) / 1e9
+	for _, j := range jobs {
+		f := []string{"-", "-", "-", "-"}
+		if r, err := os.ReadFile(filepath.Join(out, strconv.Itoa(j.idx))); err == nil {
+			if g := strings.Fields(string(r)); len(g) >= 4 {
+				f = g[:4]
+			}
+		}
+		st, _ := strconv.ParseFloat(f[0], 64)
+		en, _ := strconv.ParseFloat(f[1], 64)
+		g, _ := strconv.Atoi(f[3])
+		d, _ := trueSeconds(j.model, f[2], g, j.tokens)
+		fmt.Fprintf(&b, "%d\t%s\t%d\t%.1f\t%.1f\t%.1f\t%s\t%d\t%.1f\n", j.idx, j.model, j.gpus,
+			float64(arrived[j.idx].UnixNano())/1e9-t0, st-t0, en-t0, f[2], g, d)
+	}
+	return []byte(b.String())
 }
 
 // collectSched waits for every job (8 minutes at most) and reduces the

@@ -148,6 +148,65 @@ exec %s run --probe none -- /bin/sh -c 'env > "%s/$SLURM_JOB_ID.$RANK.env"; [ -z
 		}
 		t.Logf("took %v", time.Since(t0).Round(time.Millisecond))
 	})
+	t.Run("LearnsFromItsRun", func(t *testing.T) { s.learnsFromItsRun(t) })
+}
+
+// learnsFromItsRun: a job submit sent that runs 8 s where 5.4 s were
+// predicted (1e6 tokens on 16 h100s) completes; the next submission from
+// the same --plan-dir reads its run in Slurm's record, writes it down as
+// an observation, and predicts the measured time for the same job.
+func (s *submitEnv) learnsFromItsRun(t *testing.T) {
+	t0 := time.Now()
+	dir := filepath.Join(s.dir, "learn")
+	script := s.write("sleep8.sh", "#!/bin/bash\nsleep 8\n")
+	run := func(extra ...string) submitLearned {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		args := append([]string{"submit", "--format", "json", "--model", "llama3-8b", "--seq-len", "4096", "--global-batch", "64", "--tokens", "1e6",
+			"--partition", "hopper", "--gpus", "16", "--policy", s.policy, "--plan-dir", dir, "--output=" + filepath.Join(s.c.JobsDir(), "slurm-%j.out")}, extra...)
+		out, err := s.c.Exec(s.c.Command(ctx, s.bin, append(args, "--", script)...))
+		if err != nil {
+			t.Fatalf("trainrun submit: %v", err)
+		}
+		var r submitLearned
+		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Candidates) != 1 {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return r
+	}
+	first := run()
+	id, _ := strconv.Atoi(first.JobID)
+	if st, err := s.c.WaitJob(context.Background(), id, 40*time.Second, harness.FinalStates...); err != nil || st != "COMPLETED" {
+		t.Fatalf("job %d: %s %v", id, st, err)
+	}
+	info, _ := s.c.JobInfo(context.Background(), id)
+	st, _ := time.ParseInLocation("2006-01-02T15:04:05", info["StartTime"], time.Local)
+	en, _ := time.ParseInLocation("2006-01-02T15:04:05", info["EndTime"], time.Local)
+	ran := en.Sub(st).Seconds()
+	second := run("--dry-run")
+	t.Logf("predicted %.1f s, ran %.0f s (Slurm's record), predicted after learning %.1f s; learned %+v", first.Candidates[0].TrainS, ran, second.Candidates[0].TrainS, second.Learned)
+	if second.Learned == nil || len(second.Learned.Added) != 1 || second.Learned.Added[0] != first.JobID || second.Learned.Observations != 1 {
+		t.Fatalf("second submission learned %+v, want job %s", second.Learned, first.JobID)
+	}
+	if got := second.Candidates[0].TrainS; got < ran-1.5 || got > ran+1.5 || first.Candidates[0].TrainS > 6 {
+		t.Errorf("train %.1f s after learning, want the measured %.0f s (±1.5: Slurm's times are to the second); %.1f s before", got, ran, first.Candidates[0].TrainS)
+	}
+	if third := run("--dry-run"); third.Learned == nil || len(third.Learned.Added) != 0 || third.Learned.Observations != 1 {
+		t.Errorf("third submission: %+v, want the one observation, nothing new", third.Learned)
+	}
+	t.Logf("took %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// submitLearned is what learnsFromItsRun reads of submit's JSON.
+type submitLearned struct {
+	JobID      string `json:"submitted_job_id"`
+	Candidates []struct {
+		TrainS float64 `json:"train_s"`
+	} `json:"candidates"`
+	Learned *struct {
+		Observations int      `json:"observations"`
+		Added        []string `json:"added"`
+	} `json:"learned"`
 }
 
 // TestSubmitDryRunManyPartitions measures trainrun submit --dry-run over 8
@@ -280,13 +339,14 @@ func (s *submitEnv) write(name, text string) string {
 }
 
 type submitCandidate struct {
-	Partition string   `json:"partition"`
-	GPUs      int      `json:"gpus"`
-	Fits      bool     `json:"fits"`
-	Why       string   `json:"why"`
-	Start     *string  `json:"start"`
-	Finish    *string  `json:"finish"`
-	Cost      *float64 `json:"cost"`
+	TimeLimitS float64  `json:"time_limit_s"`
+	Partition  string   `json:"partition"`
+	GPUs       int      `json:"gpus"`
+	Fits       bool     `json:"fits"`
+	Why        string   `json:"why"`
+	Start      *string  `json:"start"`
+	Finish     *string  `json:"finish"`
+	Cost       *float64 `json:"cost"`
 }
 
 type submitResult struct {
