@@ -21,7 +21,7 @@ func TestSubmitLateBinds(t *testing.T) {
 	f := &fakeSched{t: t}
 	dir := t.TempDir()
 	args := append([]string{"submit", "--policy", policyFile(t, ampere40), "--tokens", "2e9", "--min-gpus", "16", "--max-gpus", "16",
-		"--late-bind", "40", "--plan-dir", dir}, job8b...) // hopper waits 10 min; ampere finishes 5h50m later: 40 × the wait hedges it
+		"--late-bind", "10", "--plan-dir", dir}, job8b...)
 	out, errOut, code := runSched(t, f, append(args, "--", "job.sh")...)
 	if code != exitcode.OK || len(f.submitted) != 1 {
 		t.Fatalf("exit %d, submitted %q\n%s\n%s", code, f.submitted, out, errOut)

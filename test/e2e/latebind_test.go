@@ -39,10 +39,7 @@ exec %s run --probe none -- /bin/sh -c 'env > "%s/$SLURM_JOB_ID.$RANK.env"'
 			t.Fatal(err)
 		}
 	}
-	// hopper frees in 10 minutes by its holder's limit, ampere in 10 hours:
-	// ampere finishes about 16 h later at worst, so a hedge of 120 × the
-	// 10-minute wait lists it (late binding's rule: LateBind).
-	r := s.submit(t, "--policy", s.policy, "--tokens", "2e9", "--min-gpus", "16", "--max-gpus", "16", "--late-bind", "120")
+	r := s.submit(t, "--policy", s.policy, "--tokens", "2e9", "--min-gpus", "16", "--max-gpus", "16", "--late-bind", "20")
 	var late struct {
 		Chosen struct {
 			Partitions []string `json:"partitions"`

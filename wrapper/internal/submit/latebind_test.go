@@ -12,8 +12,8 @@ func lateCands(now time.Time) []Candidate {
 			Start: now.Add(start), Finish: now.Add(start + train), TimeLimit: limit}
 	}
 	return []Candidate{
-		c("h100", 2, 8, 10*time.Minute, 50*time.Minute, 60*time.Minute), // 60 min, after a 10-minute wait: the best
-		c("a100", 2, 8, 0, 65*time.Minute, 80*time.Minute),              // 65: within the best's wait (margin 1: 70)
+		c("h100", 2, 8, 10*time.Minute, 50*time.Minute, 60*time.Minute), // 60 min: the best
+		c("a100", 2, 8, 0, 65*time.Minute, 80*time.Minute),              // 65: within 15 %
 		c("a100", 1, 8, 0, 64*time.Minute, 80*time.Minute),              // another size: not one request with the best
 		c("v100", 2, 8, 0, 90*time.Minute, 100*time.Minute),             // 90: too slow
 		c("l40s", 2, 8, 0, 62*time.Minute, 70*time.Minute),              // 62: within, finishes before a100
@@ -23,7 +23,7 @@ func lateCands(now time.Time) []Candidate {
 func TestLateBind(t *testing.T) {
 	now := time.Date(2026, 12, 4, 22, 0, 0, 0, time.UTC)
 	cs := lateCands(now)
-	list := LateBind(cs, 0, 1, now)
+	list := LateBind(cs, 0, 0.15, now)
 	if len(list) != 3 || list[0] != 0 || list[1] != 4 || list[2] != 1 {
 		t.Fatalf("list %v, want [0 4 1]: the best, then l40s and a100 by finish", list)
 	}
@@ -38,19 +38,8 @@ func TestLateBind(t *testing.T) {
 	}
 	cs = lateCands(now)
 	cs[1].StartErr, cs[4].Capped = "refused", true
-	if l := LateBind(cs, 0, 1, now); len(l) != 1 {
+	if l := LateBind(cs, 0, 0.15, now); len(l) != 1 {
 		t.Errorf("refused and capped: %v, want the chosen alone", l)
-	}
-	// A smaller margin hedges less of the wait: 0.3 × 10 min, l40s alone.
-	if l := LateBind(lateCands(now), 0, 0.3, now); len(l) != 2 || l[1] != 4 {
-		t.Errorf("margin 0.3: %v, want [0 4]", l)
-	}
-	// The best starting at once has no wait to hedge: an idle partition
-	// that finishes later is not listed, however wide the margin.
-	cs = lateCands(now)
-	cs[0].Start, cs[0].Finish = now, now.Add(50*time.Minute)
-	if l := LateBind(cs, 0, 10, now); len(l) != 1 {
-		t.Errorf("best at once: %v, want the chosen alone", l)
 	}
 	if lim := Limit(cs, []int{0}); lim != 60*time.Minute {
 		t.Errorf("one: %v", lim)
