@@ -70,7 +70,8 @@ func Simulate(infos []PartitionInfo, jobs []slurm.Job, loc *time.Location, now t
 			}
 			continue
 		}
-		end, predicted := holderEnd(j, loc, progress)
+		h := holderOf(j, loc, progress)
+		end, predicted := h.End, h.Predicted
 		for _, n := range nodes {
 			if end.IsZero() {
 				tl.free[n] = time.Time{} // no end known: the node stays unknown
@@ -93,18 +94,6 @@ func Simulate(infos []PartitionInfo, jobs []slurm.Job, loc *time.Location, now t
 	}
 	tl.startPending(jobs, loc)
 	return tl
-}
-
-// holderEnd is when a running job is predicted to end: as Queues says
-// (its mark's prediction or its trainer's rate, never past its limit),
-// else its limit's EndTime; zero when neither is known.
-func holderEnd(j slurm.Job, loc *time.Location, progress func(slurm.Job) (Progress, bool)) (time.Time, bool) {
-	q := QueuesObserved([]slurm.Job{j}, loc, progress)[j.Partition]
-	if q == nil || len(q.Holders) == 0 {
-		return j.EndTime, false
-	}
-	h := q.Holders[0]
-	return h.End, h.Predicted
 }
 
 // waitingReasons are the pending reasons of jobs that will not start when

@@ -100,23 +100,7 @@ func QueuesObserved(jobs []slurm.Job, loc *time.Location, progress func(slurm.Jo
 				q(p).PendingNodes += n
 			}
 		case "RUNNING", "COMPLETING", "SUSPENDED":
-			n, _ := strconv.Atoi(j.Record["NumNodes"])
-			h := Holder{ID: j.ID, Nodes: max(n, 1), End: j.EndTime}
-			if d, ok := markedTrain(j.Record["Comment"], j.Partition); ok {
-				if st, err := time.ParseInLocation("2006-01-02T15:04:05", j.Record["StartTime"], loc); err == nil {
-					limit := h.End
-					if end := st.Add(d); h.End.IsZero() || end.Before(h.End) {
-						h.End, h.Predicted = end, true
-					}
-					if end, ok := observed(j, st, progress); ok {
-						if limit.IsZero() || end.Before(limit) {
-							h.End, h.Predicted, h.Observed = end, true, true
-						} else { // too slow to end before its limit: the limit it is
-							h.End, h.Predicted = limit, false
-						}
-					}
-				}
-			}
+			h := holderOf(j, loc, progress)
 			q(j.Partition).Holders = append(q(j.Partition).Holders, h)
 		}
 	}
@@ -124,6 +108,34 @@ func QueuesObserved(jobs []slurm.Job, loc *time.Location, progress func(slurm.Jo
 		sort.SliceStable(v.Holders, func(a, b int) bool { return v.Holders[a].End.Before(v.Holders[b].End) })
 	}
 	return out
+}
+
+// holderOf is a running job's hold: its end is its StartTime plus its
+// marked training time where that is sooner than its limit's EndTime, or
+// its trainer's rate so far (never past the limit), else the EndTime.
+func holderOf(j slurm.Job, loc *time.Location, progress func(slurm.Job) (Progress, bool)) Holder {
+	n, _ := strconv.Atoi(j.Record["NumNodes"])
+	h := Holder{ID: j.ID, Nodes: max(n, 1), End: j.EndTime}
+	d, ok := markedTrain(j.Record["Comment"], j.Partition)
+	if !ok {
+		return h
+	}
+	st, err := time.ParseInLocation("2006-01-02T15:04:05", j.Record["StartTime"], loc)
+	if err != nil {
+		return h
+	}
+	limit := h.End
+	if end := st.Add(d); h.End.IsZero() || end.Before(h.End) {
+		h.End, h.Predicted = end, true
+	}
+	if end, ok := observed(j, st, progress); ok {
+		if limit.IsZero() || end.Before(limit) {
+			h.End, h.Predicted, h.Observed = end, true, true
+		} else { // too slow to end before its limit: the limit it is
+			h.End, h.Predicted = limit, false
+		}
+	}
+	return h
 }
 
 // FreesAt is when need nodes of a partition with free nodes now are free,
