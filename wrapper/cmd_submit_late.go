@@ -174,8 +174,9 @@ func (o *submitOptions) betterStarts(ctx context.Context, env *runEnv, cands []s
 	if loc == nil {
 		loc = time.Local
 	}
-	o.queues = submit.QueuesObserved(jobs, loc, trainerProgress)
-	tl := submit.Simulate(o.infos, jobs, loc, nowFunc(), trainerProgress)
+	progress := onceEach(trainerProgress) // the queues and the replay read the same reports
+	o.queues = submit.QueuesObserved(jobs, loc, progress)
+	tl := submit.Simulate(o.infos, jobs, loc, nowFunc(), progress)
 	submit.BetterStarts(cands, o.queues, o.idle, tl, nowFunc())
 }
 
@@ -203,6 +204,24 @@ func (o *submitOptions) markArgs(cands []submit.Candidate, list []int, extra []s
 		}
 	}
 	return []string{"--comment=" + submit.MarkTokens(submit.Mark(cands, list), o.tokens)}
+}
+
+// onceEach reads each job's progress once (by job id) however often it is
+// asked.
+func onceEach(read func(slurm.Job) (submit.Progress, bool)) func(slurm.Job) (submit.Progress, bool) {
+	type got struct {
+		p  submit.Progress
+		ok bool
+	}
+	seen := map[string]got{}
+	return func(j slurm.Job) (submit.Progress, bool) {
+		if g, ok := seen[j.ID]; ok {
+			return g.p, g.ok
+		}
+		p, ok := read(j)
+		seen[j.ID] = got{p, ok}
+		return p, ok
+	}
 }
 
 // trainerProgress is a running job's trainer's last report, read from its

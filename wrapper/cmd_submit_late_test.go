@@ -230,3 +230,22 @@ func TestSubmitLearnsFromRuns(t *testing.T) {
 		t.Errorf("--learn=false: train %.0f s, want the planner's %.0f s; learned %+v", off.Candidates[0].TrainS, train, off.Learned)
 	}
 }
+
+func TestOnceEachReadsOnce(t *testing.T) {
+	calls := map[string]int{}
+	read := onceEach(func(j slurm.Job) (submit.Progress, bool) {
+		calls[j.ID]++
+		return submit.Progress{Tokens: float64(len(j.ID))}, j.ID != "9"
+	})
+	for i := 0; i < 3; i++ {
+		if p, ok := read(slurm.Job{ID: "12"}); !ok || p.Tokens != 2 {
+			t.Fatalf("job 12: %+v %v", p, ok)
+		}
+		if _, ok := read(slurm.Job{ID: "9"}); ok {
+			t.Fatal("job 9: want the not-ok answer kept")
+		}
+	}
+	if calls["12"] != 1 || calls["9"] != 1 {
+		t.Fatalf("reads: %v, want one per job", calls)
+	}
+}
