@@ -12,7 +12,11 @@ import (
 // only if Slurm would start it as soon as that smallest one. A larger size
 // that must wait for GPUs finishes its own job sooner by holding more of
 // the partition, which is what delays the small jobs behind it (the bench's
-// 8-GPU tail). It marks those it drops (Dropped) and returns how many.
+// 8-GPU tail). A size that is no dearer (Frugal: no more GPU-seconds than
+// the smallest, a model that scales better than linearly, as one that
+// must recompute or offload on fewer GPUs) is kept: it holds the partition
+// for less than the smallest would. It marks those it drops (Dropped) and
+// returns how many.
 func NoWaitToGrow(cands []Candidate) int {
 	smallest := map[string]*Candidate{}
 	for i := range cands {
@@ -28,7 +32,7 @@ func NoWaitToGrow(cands []Candidate) int {
 	for i := range cands {
 		c := &cands[i]
 		s := smallest[c.Partition]
-		if s == nil || c == s || !c.Fits || c.Start.IsZero() || c.StartErr != "" || c.Dropped != "" || !c.Start.After(s.Start) {
+		if s == nil || c == s || !c.Fits || c.Start.IsZero() || c.StartErr != "" || c.Dropped != "" || !c.Start.After(s.Start) || Frugal(c, s) {
 			continue
 		}
 		c.Dropped = fmt.Sprintf("sizing does not wait to grow: %d GPUs start %s later than %d (--min-gpus and --max-gpus bound it)",
@@ -36,6 +40,12 @@ func NoWaitToGrow(cands []Candidate) int {
 		n++
 	}
 	return n
+}
+
+// Frugal says a larger size c takes no more GPU-seconds to train than the
+// smallest size s on its partition (both predicted, saves included).
+func Frugal(c, s *Candidate) bool {
+	return c.GPUs > s.GPUs && c.TrainS > 0 && s.TrainS > 0 && float64(c.GPUs)*c.TrainS <= float64(s.GPUs)*s.TrainS
 }
 
 // Room is what sizing may grow into (GrowFair): each partition's idle
@@ -58,6 +68,10 @@ type Room struct {
 //     pending job wants for one more job of the smallest size (reserve:
 //     the next small arrival starts at once instead of queueing behind the
 //     growth).
+//
+// A Frugal size that starts later than the smallest is exempt: it waits
+// behind the pending jobs (Slurm's order) rather than taking idle nodes,
+// and once started it holds them for less GPU-time than the smallest.
 //
 // A partition whose idle nodes are not known is left to NoWaitToGrow. It
 // marks those it drops (Dropped) and returns how many.
@@ -90,6 +104,9 @@ func GrowFair(cands []Candidate, room Room) int {
 		s := smallest[c.Partition]
 		sp, known := spare[c.Partition]
 		if s == nil || c == s || !known || c.Dropped != "" || !c.Fits || c.StartErr != "" || c.Nodes <= s.Nodes {
+			continue
+		}
+		if Frugal(c, s) && c.Start.After(s.Start) {
 			continue
 		}
 		switch {

@@ -40,6 +40,39 @@ func TestNoWaitToGrow(t *testing.T) {
 	}
 }
 
+// A larger size that waits but takes no more GPU-seconds than the smallest
+// (a model that scales better than linearly) is kept by both rules; one
+// that is dearer by a hair is not; a frugal size that would start at once
+// still grows only into free nodes.
+func TestFrugalGrowth(t *testing.T) {
+	now := time.Date(2026, 12, 7, 23, 0, 0, 0, time.UTC)
+	mk := func(t16 float64, start16 time.Duration) []Candidate {
+		return []Candidate{
+			{Partition: "hopper", GPUs: 8, Nodes: 1, Fits: true, Start: now.Add(20 * time.Second), TrainS: 36},
+			{Partition: "hopper", GPUs: 16, Nodes: 2, Fits: true, Start: now.Add(start16), TrainS: t16},
+		}
+	}
+	busy := Room{Idle: map[string]int{"hopper": 0}}
+	cs := mk(16.4, 34*time.Second) // 262 GPU-s against 288
+	if NoWaitToGrow(cs) != 0 || GrowFair(cs, busy) != 0 {
+		t.Fatalf("frugal 16 dropped: %q", cs[1].Dropped)
+	}
+	if c, err := Choose(cs, Finish, now); err != nil || c != 1 {
+		t.Fatalf("chose %d (%v), want the 16 that finishes at 50s against 56s: %+v", c, err, cs)
+	}
+	cs = mk(18.01, 34*time.Second) // 288.2 GPU-s: dearer
+	if NoWaitToGrow(cs) != 1 || !strings.Contains(cs[1].Dropped, "does not wait to grow") {
+		t.Fatalf("dearer 16 kept: %q", cs[1].Dropped)
+	}
+	cs = mk(16.4, 20*time.Second) // starts with the 8: the free-node rule holds
+	if NoWaitToGrow(cs) != 0 || GrowFair(cs, busy) != 1 || !strings.Contains(cs[1].Dropped, "grows only into free nodes") {
+		t.Fatalf("frugal 16 starting at once into busy nodes: %q", cs[1].Dropped)
+	}
+	if Frugal(&cs[0], &cs[0]) || Frugal(&Candidate{GPUs: 16}, &Candidate{GPUs: 8, TrainS: 10}) {
+		t.Error("Frugal of the same size or an unknown time")
+	}
+}
+
 // GrowFair: a size larger than the smallest qualifies only into idle
 // nodes no pending job wants, and only if a next small job still has room;
 // the smallest sizes and partitions of unknown idleness are kept.
