@@ -82,109 +82,132 @@ type Wait struct{ From, To time.Time }
 
 // BuildReport folds events (ReadEvents) into a report.
 func BuildReport(evs []Event) *Report {
-	r := &Report{}
-	var cur *Incarnation
-	var captured, asked time.Time
-	closeInc := func(end time.Time) {
-		if cur == nil {
+	f := &reportFold{r: &Report{}}
+	for _, e := range evs {
+		f.add(e)
+	}
+	f.closeInc(f.lastSeen)
+	f.r.Goodput = f.r.buildGoodput()
+	return f.r
+}
+
+// reportFold is BuildReport's state between events: the incarnation being
+// read, when its state was last captured (a checkpoint) and last asked to
+// be saved, and the last event seen.
+type reportFold struct {
+	r                         *Report
+	cur                       *Incarnation
+	captured, asked, lastSeen time.Time
+}
+
+// closeInc ends the incarnation being read at end (its last sign of life
+// when it has no end event) and counts the work it lost since its last
+// captured state.
+func (f *reportFold) closeInc(end time.Time) {
+	cur := f.cur
+	if cur == nil {
+		return
+	}
+	if cur.End.IsZero() {
+		cur.StoppedAt = end // last sign of life
+	}
+	if cur.Cause != EndFinished && !cur.StoppedAt.IsZero() {
+		from := cur.Start
+		if f.captured.After(from) {
+			from = f.captured
+		}
+		cur.Lost = max(0, cur.StoppedAt.Sub(from))
+	}
+	f.r.Incarnations = append(f.r.Incarnations, *cur)
+	f.cur = nil
+}
+
+// add folds one event in.
+func (f *reportFold) add(e Event) {
+	r := f.r
+	if r.First.IsZero() || e.Time.Before(r.First) {
+		r.First = e.Time
+	}
+	if e.Time.After(r.Last) {
+		r.Last = e.Time
+	}
+	if r.JobID == "" {
+		r.JobID = e.JobID
+	}
+	switch e.Kind {
+	case KindHealth: // before a step: no incarnation of its own
+		r.Health = append(r.Health, e)
+		return
+	case KindBadput:
+		r.Badput = append(r.Badput, e)
+		return
+	}
+	if e.Kind == KindStart || f.cur == nil {
+		f.closeInc(f.lastSeen)
+		f.cur = &Incarnation{Restart: e.Restart, Start: e.Time, FirstStep: -1, LastStep: -1}
+		f.asked = time.Time{}
+	}
+	f.lastSeen = e.Time
+	f.apply(e)
+}
+
+// apply is what an event of an incarnation says about it and the run.
+func (f *reportFold) apply(e Event) {
+	r, cur := f.r, f.cur
+	switch e.Kind {
+	case KindStart:
+		if s := e.Start; s != nil {
+			r.Start = s
+			cur.ResumeFrom, cur.GPUs = s.ResumeFrom, s.GPUs
+			r.JobName, r.Partition = cmp.Or(s.JobName, r.JobName), cmp.Or(s.Partition, r.Partition)
+			r.Run, r.Sweep = cmp.Or(s.Run, r.Run), cmp.Or(s.Sweep, r.Sweep)
+		}
+	case KindCkptRequest:
+		f.asked = e.Time
+	case KindInterrupt:
+		r.Interrupts = append(r.Interrupts, Interrupt{Restart: cur.Restart, Time: e.Time, Cause: e.Cause})
+		if cur.Interrupt == "" {
+			cur.Interrupt, cur.StoppedAt = e.Cause, e.Time
+			if f.asked.IsZero() || e.Cause == InterruptPreempted {
+				f.asked = e.Time
+			}
+		}
+	case KindCkptCommit:
+		if e.Ckpt == nil {
 			return
 		}
-		if cur.End.IsZero() {
-			cur.StoppedAt = end // last sign of life
+		c := ckptRecord(e, cur.Restart)
+		f.captured = c.Captured
+		r.Checkpoints = append(r.Checkpoints, c)
+	case KindCkptFail:
+		if diskCauses[e.Cause] {
+			r.FailedSaves = append(r.FailedSaves, FailedSave{Restart: cur.Restart, Time: e.Time, Cause: e.Cause, Message: e.Message})
 		}
-		if cur.Cause != EndFinished && !cur.StoppedAt.IsZero() {
-			from := cur.Start
-			if captured.After(from) {
-				from = captured
-			}
-			cur.Lost = max(0, cur.StoppedAt.Sub(from))
+	case KindProgress:
+		r.Progress = append(r.Progress, e)
+		if cur.FirstStep < 0 {
+			cur.FirstStep = e.Step
 		}
-		r.Incarnations = append(r.Incarnations, *cur)
-		cur = nil
+		cur.LastStep, cur.LastTokens = e.Step, e.Tokens
+	case KindLossSpike:
+		r.addLossSpike(e, cur.Restart)
+	case KindMigrate:
+		r.addMigration(e, cur.Restart)
+	case KindResize:
+		r.addResize(e, cur.Restart)
+	case KindRestart:
+		cur.endRestarted(e)
+		f.closeInc(e.Time)
+		f.cur, f.asked = restartedInc(e), time.Time{}
+	case KindEnd:
+		cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
+		cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
+		cur.FailureClass, cur.FailureEvidence = e.FailureClass, e.FailureEvidence
+		if cur.StoppedAt.IsZero() {
+			cur.StoppedAt = e.Time
+		}
+		f.closeInc(e.Time)
 	}
-	var lastSeen time.Time
-	for _, e := range evs {
-		if r.First.IsZero() || e.Time.Before(r.First) {
-			r.First = e.Time
-		}
-		if e.Time.After(r.Last) {
-			r.Last = e.Time
-		}
-		if r.JobID == "" {
-			r.JobID = e.JobID
-		}
-		if e.Kind == KindHealth { // before a step: no incarnation of its own
-			r.Health = append(r.Health, e)
-			continue
-		}
-		if e.Kind == KindBadput {
-			r.Badput = append(r.Badput, e)
-			continue
-		}
-		if e.Kind == KindStart || cur == nil {
-			closeInc(lastSeen)
-			cur = &Incarnation{Restart: e.Restart, Start: e.Time, FirstStep: -1, LastStep: -1}
-			asked = time.Time{}
-		}
-		lastSeen = e.Time
-		switch e.Kind {
-		case KindStart:
-			if s := e.Start; s != nil {
-				r.Start = s
-				cur.ResumeFrom, cur.GPUs = s.ResumeFrom, s.GPUs
-				r.JobName, r.Partition = cmp.Or(s.JobName, r.JobName), cmp.Or(s.Partition, r.Partition)
-				r.Run, r.Sweep = cmp.Or(s.Run, r.Run), cmp.Or(s.Sweep, r.Sweep)
-			}
-		case KindCkptRequest:
-			asked = e.Time
-		case KindInterrupt:
-			r.Interrupts = append(r.Interrupts, Interrupt{Restart: cur.Restart, Time: e.Time, Cause: e.Cause})
-			if cur.Interrupt == "" {
-				cur.Interrupt, cur.StoppedAt = e.Cause, e.Time
-				if asked.IsZero() || e.Cause == InterruptPreempted {
-					asked = e.Time
-				}
-			}
-		case KindCkptCommit:
-			if e.Ckpt == nil {
-				continue
-			}
-			c := ckptRecord(e, cur.Restart)
-			captured = c.Captured
-			r.Checkpoints = append(r.Checkpoints, c)
-		case KindCkptFail:
-			if diskCauses[e.Cause] {
-				r.FailedSaves = append(r.FailedSaves, FailedSave{Restart: cur.Restart, Time: e.Time, Cause: e.Cause, Message: e.Message})
-			}
-		case KindProgress:
-			r.Progress = append(r.Progress, e)
-			if cur.FirstStep < 0 {
-				cur.FirstStep = e.Step
-			}
-			cur.LastStep, cur.LastTokens = e.Step, e.Tokens
-		case KindLossSpike:
-			r.addLossSpike(e, cur.Restart)
-		case KindMigrate:
-			r.addMigration(e, cur.Restart)
-		case KindResize:
-			r.addResize(e, cur.Restart)
-		case KindRestart:
-			cur.endRestarted(e)
-			closeInc(e.Time)
-			cur, asked = restartedInc(e), time.Time{}
-		case KindEnd:
-			cur.End, cur.Cause, cur.Crash, cur.Exit, cur.Message, cur.Requeued = e.Time, e.Cause, e.Crash, e.Exit, e.Message, e.Requeued
-			cur.Fault, cur.FailedNodes = e.Fault, e.FailedNodes
-			cur.FailureClass, cur.FailureEvidence = e.FailureClass, e.FailureEvidence
-			if cur.StoppedAt.IsZero() {
-				cur.StoppedAt = e.Time
-			}
-			closeInc(e.Time)
-		}
-	}
-	closeInc(lastSeen)
-	r.Goodput = r.buildGoodput()
-	return r
 }
 
 // ckptRecord is the checkpoint a KindCkptCommit event (with its Ckpt)

@@ -103,32 +103,14 @@ func Run(ctx context.Context, env Env, args []string) error {
 
 	finishDrain := startDrain(env, common, me, *launchDir, node, localDir, shimStart)
 
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args[0] = argv[0]
-	cmd.Env = envl
-	// The trainer's stderr passes through a bounded tail: its last lines
-	// name a failure's class (failure.go). WaitDelay: a child that keeps
-	// the pipe open (a data-loader worker) does not hold the exit back.
-	fw := newFailureWatch()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, io.MultiWriter(os.Stderr, fw.tail)
-	cmd.WaitDelay = 5 * time.Second
-	beats := newBeater()
-	if beats != nil {
-		cmd.ExtraFiles, cmd.Env = append(cmd.ExtraFiles, beats.w), append(cmd.Env, beats.env()...)
-	}
-	ev := newEvidence(*launchDir, common.JobID, task.StepID, rank, node, me.GPU)
+	cmd, fw, beats, ev := trainerCmd(path, argv, envl, newEvidence(*launchDir, common.JobID, task.StepID, rank, node, me.GPU))
 	if ev != nil {
-		cmd.Env = append(cmd.Env, ev.env()...)
 		defer ev.remove()
 	}
 	if err := startPinned(cmd, me.CPUs); err != nil {
-		code := exitcode.Failure
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) || errors.Is(err, exec.ErrNotFound) {
-			code = exitcode.NotFound
-		}
-		fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s: cannot start %q: %v\n", rank, node, path, err)
+		err = startFailed(env, err, rank, node, path)
 		finishDrain()
-		return exitcode.With(code, exitcode.ErrSilent)
+		return err
 	}
 	pid := cmd.Process.Pid
 
@@ -152,6 +134,39 @@ func Run(ctx context.Context, env Env, args []string) error {
 		go ctl.Receive(requestHandler(env, cmd.Process, ckptSig, rank, node, me.GPU, ev, func(m launch.Msg) { ctl.Send(m) }))
 	}
 	return superviseTask(env, cmd, ctl, sigc, forward, finishDrain, me, fw, rank, node, argv[0])
+}
+
+// startFailed says the command could not start; its exit code says
+// whether it was not found (or not executable) or failed otherwise.
+func startFailed(env Env, err error, rank int, node, path string) error {
+	code := exitcode.Failure
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) || errors.Is(err, exec.ErrNotFound) {
+		code = exitcode.NotFound
+	}
+	fmt.Fprintf(env.Stderr, "trainrun: exec-task: rank %d on %s: cannot start %q: %v\n", rank, node, path, err)
+	return exitcode.With(code, exitcode.ErrSilent)
+}
+
+// trainerCmd is the training command as the shim starts it: its stderr
+// passes through a bounded tail whose last lines name a failure's class
+// (failure.go); the heartbeat pipe (beat.go) and the hang-evidence files
+// (evidence.go, ev may be nil) are handed to it. WaitDelay: a child that
+// keeps the pipe open (a data-loader worker) does not hold the exit back.
+func trainerCmd(path string, argv, envl []string, ev *evidence) (*exec.Cmd, *failureWatch, *beater, *evidence) {
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Env = envl
+	fw := newFailureWatch()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, io.MultiWriter(os.Stderr, fw.tail)
+	cmd.WaitDelay = 5 * time.Second
+	beats := newBeater()
+	if beats != nil {
+		cmd.ExtraFiles, cmd.Env = append(cmd.ExtraFiles, beats.w), append(cmd.Env, beats.env()...)
+	}
+	if ev != nil {
+		cmd.Env = append(cmd.Env, ev.env()...)
+	}
+	return cmd, fw, beats, ev
 }
 
 // whoAmI is the task as Slurm started it: its rank (SLURM_PROCID) and node.
