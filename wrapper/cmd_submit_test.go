@@ -148,12 +148,24 @@ func TestSubmitDryRunChoosesByFinish(t *testing.T) {
 		if len(s.Candidates) != 4 || len(f.testOnly) != 4 {
 			t.Errorf("tokens %s: %d candidates, %d --test-only calls, want 4 and 4", tc.tokens, len(s.Candidates), len(f.testOnly))
 		}
+		var h8, h16 float64 // hopper's GPU-seconds at 8 and 16
+		for _, c := range s.Candidates {
+			switch {
+			case c.Partition == "hopper" && c.GPUs == 8:
+				h8 = 8 * c.TrainS
+			case c.Partition == "hopper" && c.GPUs == 16:
+				h16 = 16 * c.TrainS
+			}
+		}
 		for _, c := range s.Candidates {
 			// hopper has one idle node (n1 is half held): sizing does not
-			// grow into the held one (GrowFair), so 16 GPUs there get no finish.
-			grown := c.Partition == "hopper" && c.GPUs == 16
+			// grow into the held one (GrowFair) unless 16 GPUs take fewer
+			// GPU-seconds than 8 (Frugal: then the larger size waits in the
+			// queue and holds hopper for less), so 16 GPUs there get no
+			// finish when they do not.
+			grown := c.Partition == "hopper" && c.GPUs == 16 && h16 > h8
 			if grown != strings.HasPrefix(c.Why, "sizing grows only into free nodes") {
-				t.Errorf("tokens %s: %s×%d: why %q", tc.tokens, c.Partition, c.GPUs, c.Why)
+				t.Errorf("tokens %s: %s×%d: why %q (hopper's GPU-seconds %.0f at 8, %.0f at 16)", tc.tokens, c.Partition, c.GPUs, c.Why, h8, h16)
 			}
 			if !c.Fits || c.Start == nil || (c.Finish == nil) != grown || c.Why == "" || c.TokensPerS <= 0 || c.TrainS <= 0 || c.Cost != nil {
 				t.Errorf("tokens %s: candidate %+v", tc.tokens, c)

@@ -20,7 +20,12 @@ import (
 // alike, within their partition's MaxTime) and that Slurm would start,
 // whose time to finish from now is at most (1+margin) times the chosen's,
 // each partition once, in order of finish. It marks their Why. margin <= 0
-// lists the chosen alone. (A rule that listed a partition only as a hedge
+// lists the chosen alone. A partition is listed only where the chosen's
+// size is about as good there as its best (LateSizeMargin): sizing may
+// pick 8 GPUs on hopper where 16 are best on ampere, and listing ampere at
+// 8 would land the job there at a size that takes twice as long (trace 2
+// of make bench-sched, 2026-12-07: a qwen2.5-14b job ran 76 s on 8 a100s,
+// where 16 were predicted to take 45 s). (A rule that listed a partition only as a hedge
 // of the chosen's wait, at worst within margin × the wait, was measured on
 // trace 2 of make bench-sched on 2026-12-07 and lost: fixed-size 1.15×
 // and 1.17× of the perfect router against 1.06× with this one, sizing the
@@ -33,6 +38,7 @@ func LateBind(cands []Candidate, chosen int, margin float64, now time.Time) []in
 	best := &cands[chosen]
 	bound := now.Add(time.Duration(float64(best.Finish.Sub(now)) * (1 + margin)))
 	seen := map[string]bool{best.Partition: true}
+	top := bestFinish(cands)
 	var more []int
 	for i := range cands {
 		c := &cands[i]
@@ -40,6 +46,11 @@ func LateBind(cands []Candidate, chosen int, margin float64, now time.Time) []in
 			continue
 		}
 		if c.Nodes != best.Nodes || c.GPUsPerNode != best.GPUsPerNode || c.Partial != best.Partial || c.Finish.After(bound) {
+			continue
+		}
+		if b := top[c.Partition]; b.Before(c.Finish) && float64(c.Finish.Sub(now)) > float64(b.Sub(now))*(1+LateSizeMargin) {
+			c.Why = fmt.Sprintf("not late-bound: at %d GPUs it finishes %s after the best size on %s",
+				c.GPUs, units.Seconds(c.Finish.Sub(b).Seconds()), c.Partition)
 			continue
 		}
 		seen[c.Partition] = true
@@ -57,6 +68,27 @@ func LateBind(cands []Candidate, chosen int, margin float64, now time.Time) []in
 		list = append(list, i)
 	}
 	return list
+}
+
+// LateSizeMargin: a partition is late-bound at the chosen's size only
+// when that size's time to finish there is within this share of the
+// partition's best size's.
+const LateSizeMargin = 0.15
+
+// bestFinish is each partition's earliest finish among the candidates
+// that qualified (Choose set their Finish; dropped ones have none).
+func bestFinish(cands []Candidate) map[string]time.Time {
+	out := map[string]time.Time{}
+	for i := range cands {
+		c := &cands[i]
+		if !c.Fits || c.Dropped != "" || c.StartErr != "" || c.Finish.IsZero() {
+			continue
+		}
+		if b, ok := out[c.Partition]; !ok || c.Finish.Before(b) {
+			out[c.Partition] = c.Finish
+		}
+	}
+	return out
 }
 
 // Limit is the --time of a late-bound job: valid on the slowest listed

@@ -45,3 +45,35 @@ func TestLateBind(t *testing.T) {
 		t.Errorf("one: %v", lim)
 	}
 }
+
+// A partition is listed at the chosen's size only when that size is about
+// as good there as the partition's best: 8 a100s that take twice as long
+// as 16 a100s are not listed with 8 h100s; a dropped size is not the best.
+func TestLateBindAtItsBestSize(t *testing.T) {
+	now := time.Date(2026, 12, 7, 23, 34, 18, 0, time.UTC)
+	c := func(part string, nodes int, start, train time.Duration) Candidate {
+		return Candidate{Partition: part, Nodes: nodes, GPUs: 8 * nodes, GPUsPerNode: 8, Fits: true,
+			Start: now.Add(start), Finish: now.Add(start + train), TimeLimit: time.Hour}
+	}
+	mk := func() []Candidate {
+		return []Candidate{
+			c("hopper", 1, 31*time.Second, 22*time.Second), // chosen: 53 s
+			c("ampere", 1, 12*time.Second, 93*time.Second), // 105 s: within 100 % of the chosen, 1.84× ampere's best
+			c("ampere", 2, 12*time.Second, 45*time.Second), // 57 s: ampere's best
+		}
+	}
+	cs := mk()
+	if l := LateBind(cs, 0, 1, now); len(l) != 1 || !strings.Contains(cs[1].Why, "after the best size on ampere") {
+		t.Fatalf("list %v, ampere×8 why %q: want the chosen alone", l, cs[1].Why)
+	}
+	cs = mk()
+	cs[2].Dropped, cs[2].Finish = "sizing grows only into free nodes", time.Time{}
+	if l := LateBind(cs, 0, 1, now); len(l) != 2 || l[1] != 1 {
+		t.Fatalf("ampere×16 dropped: list %v, want ampere×8 listed", l)
+	}
+	cs = mk()
+	cs[1].Finish = now.Add(65 * time.Second) // within 15 % of ampere's best
+	if l := LateBind(cs, 0, 1, now); len(l) != 2 || l[1] != 1 {
+		t.Fatalf("ampere×8 near its best: list %v", l)
+	}
+}

@@ -69,9 +69,11 @@ type Room struct {
 //     the next small arrival starts at once instead of queueing behind the
 //     growth).
 //
-// A Frugal size that starts later than the smallest is exempt: it waits
-// behind the pending jobs (Slurm's order) rather than taking idle nodes,
-// and once started it holds them for less GPU-time than the smallest.
+// A Frugal size that does not start on idle nodes now (it starts later
+// than the smallest, or needs more nodes than are spare) is exempt: it
+// waits behind the pending jobs (Slurm's order) rather than taking idle
+// nodes, and once started it holds them for less GPU-time than the
+// smallest.
 //
 // A partition whose idle nodes are not known is left to NoWaitToGrow. It
 // marks those it drops (Dropped) and returns how many.
@@ -106,8 +108,8 @@ func GrowFair(cands []Candidate, room Room) int {
 		if s == nil || c == s || !known || c.Dropped != "" || !c.Fits || c.StartErr != "" || c.Nodes <= s.Nodes {
 			continue
 		}
-		if Frugal(c, s) && c.Start.After(s.Start) {
-			continue
+		if Frugal(c, s) && (c.Start.After(s.Start) || c.Nodes > sp) {
+			continue // it waits in the queue, and holds the nodes for less once it starts
 		}
 		switch {
 		case c.Nodes > sp:

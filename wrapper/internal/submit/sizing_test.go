@@ -43,7 +43,7 @@ func TestNoWaitToGrow(t *testing.T) {
 // A larger size that waits but takes no more GPU-seconds than the smallest
 // (a model that scales better than linearly) is kept by both rules; one
 // that is dearer by a hair is not; a frugal size that would start at once
-// still grows only into free nodes.
+// still leaves room for the next small job.
 func TestFrugalGrowth(t *testing.T) {
 	now := time.Date(2026, 12, 7, 23, 0, 0, 0, time.UTC)
 	mk := func(t16 float64, start16 time.Duration) []Candidate {
@@ -64,9 +64,13 @@ func TestFrugalGrowth(t *testing.T) {
 	if NoWaitToGrow(cs) != 1 || !strings.Contains(cs[1].Dropped, "does not wait to grow") {
 		t.Fatalf("dearer 16 kept: %q", cs[1].Dropped)
 	}
-	cs = mk(16.4, 20*time.Second) // starts with the 8: the free-node rule holds
-	if NoWaitToGrow(cs) != 0 || GrowFair(cs, busy) != 1 || !strings.Contains(cs[1].Dropped, "grows only into free nodes") {
-		t.Fatalf("frugal 16 starting at once into busy nodes: %q", cs[1].Dropped)
+	cs = mk(16.4, 20*time.Second) // starts with the 8, no node spare: it waits in the queue either way
+	if NoWaitToGrow(cs) != 0 || GrowFair(cs, busy) != 0 {
+		t.Fatalf("frugal 16 waiting with the 8: %q", cs[1].Dropped)
+	}
+	cs = mk(16.4, 20*time.Second) // both nodes idle: growing into them leaves no room for the next small job
+	if GrowFair(cs, Room{Idle: map[string]int{"hopper": 2}}) != 1 || !strings.Contains(cs[1].Dropped, "leaves room for the next small job") {
+		t.Fatalf("frugal 16 into the last idle nodes: %q", cs[1].Dropped)
 	}
 	if Frugal(&cs[0], &cs[0]) || Frugal(&Candidate{GPUs: 16}, &Candidate{GPUs: 8, TrainS: 10}) {
 		t.Error("Frugal of the same size or an unknown time")
