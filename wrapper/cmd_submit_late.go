@@ -31,7 +31,7 @@ import (
 
 func (o *submitOptions) addHonestFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.ckptDir, "ckpt-dir", getenv("TRAINRUN_CKPT_DIR"), "the job's checkpoint store (env TRAINRUN_CKPT_DIR): its measured saves size the time limit's checkpoint lead, its observations narrow the plan's error band; none yet = a predicted save (--ckpt-bw)")
-	fs.Float64Var(&o.lateMargin, "late-bind", 1, "late binding: also list, in one job (-p A,B), the partitions whose predicted finish is within this share of the best's time to finish, each with its own plan; Slurm starts the job on the first that frees (0 = the best partition alone)")
+	fs.Float64Var(&o.lateMargin, "late-bind", 1, "late binding: also list, in one job (-p A,B), the partitions whose predicted finish is within this share of the best's time to finish (and within 15 % of their own best size's), each with its own plan; Slurm starts the job on the first that frees (0 = the best partition alone)")
 	fs.BoolVar(&o.learn, "learn", true, "learn from the runs of the jobs submitted with this --plan-dir: each that completed whole in Slurm's record (scontrol show job) becomes an observation in --plan-dir/observations.jsonl, which corrects the predicted step times, their band and so the limits (--learn=false: the planner's figures alone)")
 	fs.Lookup("time-margin").Usage = "fraction added to the predicted training time (default: the plan's own error band, from its calibration)"
 	fs.Lookup("ckpt-lead").Usage = "checkpoint lead added to the time limit (default: the longest measured save of --ckpt-dir plus a quarter, at least 10 s; without measurements a predicted save)"

@@ -25,7 +25,9 @@ import (
 // pick 8 GPUs on hopper where 16 are best on ampere, and listing ampere at
 // 8 would land the job there at a size that takes twice as long (trace 2
 // of make bench-sched, 2026-12-07: a qwen2.5-14b job ran 76 s on 8 a100s,
-// where 16 were predicted to take 45 s). (A rule that listed a partition only as a hedge
+// where 16 were predicted to take 45 s). Nor where another size there
+// finishes no later with fewer GPU-seconds (dominating): the chosen's size
+// would be the wasteful one there. (A rule that listed a partition only as a hedge
 // of the chosen's wait, at worst within margin × the wait, was measured on
 // trace 2 of make bench-sched on 2026-12-07 and lost: fixed-size 1.15×
 // and 1.17× of the perfect router against 1.06× with this one, sizing the
@@ -53,6 +55,11 @@ func LateBind(cands []Candidate, chosen int, margin float64, now time.Time) []in
 				c.GPUs, units.Seconds(c.Finish.Sub(b).Seconds()), c.Partition)
 			continue
 		}
+		if d := dominating(cands, c); d != nil {
+			c.Why = fmt.Sprintf("not late-bound: %d GPUs on %s finish sooner (%s earlier) and take fewer GPU-seconds (%.0f against %.0f)",
+				d.GPUs, c.Partition, units.Seconds(c.Finish.Sub(d.Finish).Seconds()), float64(d.GPUs)*d.TrainS, float64(c.GPUs)*c.TrainS)
+			continue
+		}
 		seen[c.Partition] = true
 		more = append(more, i)
 	}
@@ -74,6 +81,22 @@ func LateBind(cands []Candidate, chosen int, margin float64, now time.Time) []in
 // when that size's time to finish there is within this share of the
 // partition's best size's.
 const LateSizeMargin = 0.15
+
+// dominating is a qualified candidate of c's partition at another size
+// that finishes no later and takes fewer GPU-seconds (nil: none): c would
+// only waste the partition.
+func dominating(cands []Candidate, c *Candidate) *Candidate {
+	for i := range cands {
+		d := &cands[i]
+		if d == c || d.Partition != c.Partition || d.GPUs == c.GPUs || !d.Fits || d.Dropped != "" || d.StartErr != "" || d.Finish.IsZero() || d.TrainS <= 0 {
+			continue
+		}
+		if !d.Finish.After(c.Finish) && float64(d.GPUs)*d.TrainS < float64(c.GPUs)*c.TrainS {
+			return d
+		}
+	}
+	return nil
+}
 
 // bestFinish is each partition's earliest finish among the candidates
 // that qualified (Choose set their Finish; dropped ones have none).

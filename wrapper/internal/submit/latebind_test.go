@@ -77,3 +77,25 @@ func TestLateBindAtItsBestSize(t *testing.T) {
 		t.Fatalf("ampere×8 near its best: list %v", l)
 	}
 }
+
+// A size dominated on its partition (another finishes no later with fewer
+// GPU-seconds) is not listed, even within 15 % of the best.
+func TestLateBindNotDominated(t *testing.T) {
+	now := time.Date(2026, 12, 7, 23, 59, 45, 0, time.UTC)
+	c := func(part string, nodes int, start, train time.Duration) Candidate {
+		return Candidate{Partition: part, Nodes: nodes, GPUs: 8 * nodes, GPUsPerNode: 8, Fits: true, TrainS: train.Seconds(),
+			Start: now.Add(start), Finish: now.Add(start + train), TimeLimit: time.Hour}
+	}
+	cs := []Candidate{
+		c("hopper", 1, 35*time.Second, 18*time.Second), // chosen: 53 s
+		c("ampere", 1, 25*time.Second, 67*time.Second), // 92 s, 536 GPU-s
+		c("ampere", 2, 56*time.Second, 28*time.Second), // 84 s, 448 GPU-s: sooner and cheaper
+	}
+	if l := LateBind(cs, 0, 1, now); len(l) != 1 || !strings.Contains(cs[1].Why, "take fewer GPU-seconds") {
+		t.Fatalf("list %v, ampere×8 why %q: want the chosen alone", l, cs[1].Why)
+	}
+	cs[2].TrainS = 40 // dearer at 16: ampere×8 is not dominated
+	if l := LateBind(cs, 0, 1, now); len(l) != 2 {
+		t.Fatalf("list %v, ampere×8 why %q: want it listed", l, cs[1].Why)
+	}
+}
