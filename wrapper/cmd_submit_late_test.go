@@ -202,6 +202,11 @@ func TestSubmitLearnsFromRuns(t *testing.T) {
 		{"failed", strings.Replace(completed, "ExitCode=0:0", "ExitCode=1:0", 1), 0},
 		{"requeued", strings.Replace(completed, "Restarts=0", "Restarts=1", 1), 0},
 		{"completed", completed, 1}, {"again", completed, 0}} {
+		if tc.name != "again" { // a refusal marks the job in the ledger: each case starts from the first submission's line alone
+			if err := os.WriteFile(filepath.Join(dir, submit.LedgerFile), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 		f = &fakeSched{t: t, jobs: tc.jobs}
 		dry := append(append([]string{}, args...), "--dry-run", "--", "job.sh")
 		got := decodeSubmit(t, mustRun(t, f, dry...))

@@ -43,6 +43,10 @@ type Submitted struct {
 	Job   string                   `json:"job"`
 	At    time.Time                `json:"at"`
 	Plans map[string]SubmittedPlan `json:"plans"` // by partition
+	// Skipped is why a learning pass did not learn from the job once it
+	// completed (LearnRuns appends the line again with it): later passes
+	// neither weigh nor report it again.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // SubmittedPlan is what submit predicted for a job on one partition.
@@ -134,7 +138,8 @@ const learnRatio = 4
 // file, of each job of dir's ledger that Slurm's jobs (scontrol show job:
 // a completed job stays there for MinJobAge) say completed as one whole
 // run: state COMPLETED, exit code 0:0, no requeue, submitted when the
-// ledger says. A job already in the file is not written again. The
+// ledger says. A job already in the file is not written again; one that
+// was not learned from is marked so in the ledger, and reported once. The
 // directory must be the user's own (submit creates it so): its records
 // steer the user's plans.
 func LearnRuns(dir string, jobs []slurm.Job, loc *time.Location) (Learned, error) {
@@ -159,12 +164,20 @@ func LearnRuns(dir string, jobs []slurm.Job, loc *time.Location) (Learned, error
 	}
 	for _, j := range jobs {
 		s, ok := ledger[j.ID]
-		if !ok || known[j.ID] || j.State != "COMPLETED" {
+		if !ok || known[j.ID] || s.Skipped != "" || j.State != "COMPLETED" {
 			continue
+		}
+		if sub, ok := submittedAt(s, j, loc); !ok {
+			l.Skipped = append(l.Skipped, fmt.Sprintf("job %s: submitted %s, the ledger says %s: another job with its id", j.ID, sub, s.At.Format(time.RFC3339)))
+			continue // not this job's record: its own may still come
 		}
 		rec, why := observationOfJob(dir, s, j, loc)
 		if why != "" {
 			l.Skipped = append(l.Skipped, fmt.Sprintf("job %s: %s", j.ID, why))
+			s.Skipped = why
+			if err := AppendSubmitted(dir, s); err != nil { // said once: the next pass passes it over
+				return l, err
+			}
 			continue
 		}
 		if err := calib.Append(calib.SitePath(dir), rec); err != nil {
@@ -176,8 +189,19 @@ func LearnRuns(dir string, jobs []slurm.Job, loc *time.Location) (Learned, error
 	return l, nil
 }
 
-// observationOfJob is the observation of a completed job, or why there is
-// none.
+// submittedAt says whether Slurm's job j is the ledger's job s: its
+// SubmitTime (sub) at most ten minutes before the ledger's time, which is
+// taken after sbatch returned, and at most a minute after (clocks apart).
+func submittedAt(s Submitted, j slurm.Job, loc *time.Location) (sub string, ok bool) {
+	if loc == nil {
+		loc = time.Local
+	}
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", j.Record["SubmitTime"], loc)
+	return j.Record["SubmitTime"], err == nil && !t.After(s.At.Add(time.Minute)) && !t.Before(s.At.Add(-10*time.Minute))
+}
+
+// observationOfJob is the observation of a completed job (the ledger's:
+// submittedAt), or why there is none.
 func observationOfJob(dir string, s Submitted, j slurm.Job, loc *time.Location) (calib.Record, string) {
 	if loc == nil {
 		loc = time.Local
@@ -187,10 +211,6 @@ func observationOfJob(dir string, s Submitted, j slurm.Job, loc *time.Location) 
 		return calib.Record{}, fmt.Sprintf("exit code %s, not a whole run", j.Record["ExitCode"])
 	case j.Restarts > 0:
 		return calib.Record{}, fmt.Sprintf("requeued %d time(s): Slurm's record has its last run alone", j.Restarts)
-	}
-	sub, err := time.ParseInLocation("2006-01-02T15:04:05", j.Record["SubmitTime"], loc)
-	if err != nil || sub.After(s.At.Add(time.Minute)) || sub.Before(s.At.Add(-10*time.Minute)) {
-		return calib.Record{}, fmt.Sprintf("submitted %s, the ledger says %s: another job with its id", j.Record["SubmitTime"], s.At.Format(time.RFC3339))
 	}
 	st, err := time.ParseInLocation("2006-01-02T15:04:05", j.Record["StartTime"], loc)
 	if err != nil || j.EndTime.IsZero() || !j.EndTime.After(st) {

@@ -57,9 +57,14 @@ func TestLearnRunsRefuses(t *testing.T) {
 	if strings.Contains(why, "job 5") {
 		t.Errorf("the torn line's job was read: %s", why)
 	}
-	// Again: job 1 is in the observations file, not written twice.
-	if l, err := LearnRuns(dir, jobs, time.UTC); err != nil || len(l.Added) != 0 {
-		t.Errorf("second pass: %+v %v", l.Added, err)
+	// Again: job 1 is in the observations file, not written twice; the
+	// skipped ones were said once and are marked in the ledger.
+	if l, err := LearnRuns(dir, jobs, time.UTC); err != nil || len(l.Added) != 0 || len(l.Skipped) != 0 {
+		t.Errorf("second pass: added %+v skipped %q %v", l.Added, l.Skipped, err)
+	}
+	ledger, err := readLedger(dir)
+	if err != nil || !strings.Contains(ledger["3"].Skipped, "more than 4× off") || ledger["3"].Plans["hopper"].File != "p.json" || ledger["1"].Skipped != "" {
+		t.Errorf("ledger after the passes: %+v %v", ledger, err)
 	}
 	// A directory others can write is refused: its records would steer the plans.
 	if err := os.Chmod(dir, 0o777); err != nil {
